@@ -1,0 +1,82 @@
+# gpuclust: PGXS build.
+#
+#   make                      build gpuclust.so and, when nvcc is found, gpuclust_cuda.so
+#   make USE_CUDA=0           build without the GPU back end
+#   make CUDA_ARCH="sm_90"    build the GPU back end for chosen architectures
+#   make install / installcheck / unittest / test
+
+EXTENSION   = gpuclust
+MODULE_big  = gpuclust
+DATA        = sql/gpuclust--0.1.0.sql
+
+SRCS        = $(sort $(wildcard src/*.c src/core/*.c))
+OBJS        = $(SRCS:.c=.o)
+
+# pg_regress tests: every sql/*.sql except the install script, in name order.
+REGRESS     = $(sort $(filter-out gpuclust--%,$(basename $(notdir $(wildcard sql/*.sql)))))
+REGRESS_OPTS = --inputdir=. --load-extension=gpuclust
+
+PG_CONFIG  ?= pg_config
+
+# Same distance arithmetic on every back end: no contraction into FMA.
+PG_CPPFLAGS = -Isrc -Isrc/core -Icuda
+PG_CFLAGS   = -Wextra -Wno-unused-parameter -Wno-missing-field-initializers -Wno-sign-compare \
+              -ffp-contract=off -O2
+SHLIB_LINK  = -ldl -lm
+
+# ------------------------------------------------------------------ CUDA
+CUDA_HOME  ?= /usr/local/cuda
+NVCC       ?= $(shell command -v nvcc 2>/dev/null || { test -x $(CUDA_HOME)/bin/nvcc && echo $(CUDA_HOME)/bin/nvcc; })
+ifeq ($(NVCC),)
+USE_CUDA   ?= 0
+else
+USE_CUDA   ?= 1
+endif
+CUDA_ARCH  ?= sm_70 sm_75 sm_80 sm_86 sm_89 sm_90
+CUDA_PTX   ?= $(lastword $(CUDA_ARCH))
+CUDA_SRCS   = $(sort $(wildcard cuda/*.cu))
+CUDA_OBJS   = $(CUDA_SRCS:.cu=.cu.o)
+CUDA_LIBDIR ?= $(CUDA_HOME)/lib64
+NVCC_GENCODE = $(foreach a,$(CUDA_ARCH),-gencode arch=compute_$(subst sm_,,$(a)),code=$(a)) \
+               -gencode arch=compute_$(subst sm_,,$(CUDA_PTX)),code=compute_$(subst sm_,,$(CUDA_PTX))
+NVCC_FLAGS ?= -O3 -std=c++17 -Xcompiler -fPIC,-Wall,-Wextra,-Wno-unused-parameter,-fvisibility=hidden \
+              -fmad=false --expt-relaxed-constexpr -Icuda -Isrc/core -lineinfo
+
+ifeq ($(USE_CUDA),1)
+CUDA_SHLIB  = gpuclust_cuda$(DLSUFFIX)
+EXTRA_CLEAN = $(CUDA_OBJS) gpuclust_cuda.so
+PG_CPPFLAGS += -DGC_HAVE_CUDA=1
+all: $(CUDA_SHLIB)
+install: install-cuda
+endif
+
+EXTRA_CLEAN += test/unit/test_core test/unit/*.o results regression.diffs regression.out
+
+PGXS := $(shell $(PG_CONFIG) --pgxs)
+include $(PGXS)
+
+cuda/%.cu.o: cuda/%.cu cuda/*.h
+	$(NVCC) $(NVCC_FLAGS) $(NVCC_GENCODE) -c $< -o $@
+
+# cudart is linked statically and cuBLAS found through an rpath, so only the
+# driver (libcuda.so.1) must be present at run time; without it the back end
+# still loads and answers GC_ERR_NO_DRIVER.
+gpuclust_cuda$(DLSUFFIX): $(CUDA_OBJS)
+	$(NVCC) -shared $(NVCC_GENCODE) -o $@ $^ -L$(CUDA_LIBDIR) -lcudart_static -lcublas \
+	    -Xlinker -rpath,$(CUDA_LIBDIR) -ldl -lrt -lpthread
+
+.PHONY: install-cuda unittest test
+install-cuda: $(CUDA_SHLIB)
+	$(INSTALL_SHLIB) $(CUDA_SHLIB) '$(DESTDIR)$(pkglibdir)/'
+
+# Unit tests of the algorithm core, without PostgreSQL.
+CORE_SRCS = $(sort $(wildcard src/core/*.c))
+test/unit/test_core: test/unit/test_core.c $(CORE_SRCS) src/core/*.h cuda/gpuclust_cuda.h
+	$(CC) -std=c11 -O2 -g -Wall -Wextra -Wno-unused-parameter -ffp-contract=off -Isrc/core -Icuda \
+	    -o $@ test/unit/test_core.c $(CORE_SRCS) -lm
+
+unittest: test/unit/test_core
+	./test/unit/test_core
+
+test:
+	./test/run-all

@@ -1,0 +1,177 @@
+/*
+ * api.cu
+ *    The api table of the GPU back end (gpuclust_cuda.so): device discovery,
+ *    last-error text, release, and the error helpers of common.cuh.
+ */
+#include "common.cuh"
+
+namespace gc {
+
+static thread_local char last_error_buf[1024];
+thread_local int64_t oom_bytes_needed = 0;
+
+gc_status set_error(gc_status status, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(last_error_buf, sizeof(last_error_buf), fmt, ap);
+	va_end(ap);
+	return status;
+}
+
+const char *last_error_text() { return last_error_buf; }
+
+void clear_error()
+{
+	last_error_buf[0] = '\0';
+	oom_bytes_needed = 0;
+}
+
+gc_status status_of(cudaError_t err)
+{
+	switch (err)
+	{
+		case cudaSuccess:
+			return GC_OK;
+		case cudaErrorInsufficientDriver:
+		case cudaErrorInitializationError:
+		case cudaErrorStubLibrary:
+		case cudaErrorCallRequiresNewerDriver:
+		case cudaErrorSystemDriverMismatch:
+		case cudaErrorCompatNotSupportedOnDevice:
+			return GC_ERR_NO_DRIVER;
+		case cudaErrorNoDevice:
+		case cudaErrorInvalidDevice:
+		case cudaErrorDevicesUnavailable:
+		case cudaErrorNoKernelImageForDevice:
+			return GC_ERR_NO_DEVICE;
+		case cudaErrorMemoryAllocation:
+			return GC_ERR_OUT_OF_MEMORY;
+		default:
+			return GC_ERR_CUDA;
+	}
+}
+
+void fail(gc_status status, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(last_error_buf, sizeof(last_error_buf), fmt, ap);
+	va_end(ap);
+	throw Failure{status};
+}
+
+void fail_cuda(cudaError_t err, const char *what, const char *file, int line)
+{
+	/* Clear a non-sticky error so that the next call starts clean. */
+	cudaGetLastError();
+	snprintf(last_error_buf, sizeof(last_error_buf), "%s failed: %s (%s) at %s:%d",
+			 what, cudaGetErrorString(err), cudaGetErrorName(err), file, line);
+	throw Failure{status_of(err)};
+}
+
+void *device_alloc(size_t bytes, const char *what)
+{
+	void *p = nullptr;
+	cudaError_t err = cudaMalloc(&p, bytes);
+
+	if (err == cudaErrorMemoryAllocation)
+	{
+		size_t free_b = 0, total_b = 0;
+
+		cudaGetLastError();
+		cudaMemGetInfo(&free_b, &total_b);
+		oom_bytes_needed = (int64_t) bytes;
+		fail(GC_ERR_OUT_OF_MEMORY,
+			 "could not allocate %zu bytes of device memory for %s (%zu bytes free of %zu)",
+			 bytes, what, free_b, total_b);
+	}
+	if (err != cudaSuccess)
+		fail_cuda(err, "cudaMalloc", __FILE__, __LINE__);
+	return p;
+}
+
+void use_device(int32_t device_id)
+{
+	int count = 0;
+
+	CUDA_TRY(cudaGetDeviceCount(&count));
+	if (device_id < 0 || device_id >= count)
+		fail(GC_ERR_NO_DEVICE, "device %d does not exist (%d device(s) found)", device_id, count);
+	CUDA_TRY(cudaSetDevice(device_id));
+}
+
+} // namespace gc
+
+extern "C" {
+
+static const char *api_last_error(void) { return gc::last_error_text(); }
+
+static gc_status api_device_count(int32_t *count)
+{
+	GC_ENTRY_BEGIN
+	int c = 0;
+	cudaError_t err = cudaGetDeviceCount(&c);
+
+	*count = 0;
+	if (err != cudaSuccess)
+	{
+		cudaGetLastError();
+		return gc::set_error(gc::status_of(err) == GC_ERR_CUDA ? GC_ERR_NO_DRIVER : gc::status_of(err),
+							 "%s (%s)", cudaGetErrorString(err), cudaGetErrorName(err));
+	}
+	if (c == 0)
+		return gc::set_error(GC_ERR_NO_DEVICE, "no CUDA device found");
+	*count = c;
+	GC_ENTRY_END
+}
+
+static gc_status api_device_info(int32_t device_id, gc_device_info *info)
+{
+	GC_ENTRY_BEGIN
+	cudaDeviceProp prop;
+	size_t free_b = 0, total_b = 0;
+
+	gc::use_device(device_id);
+	CUDA_TRY(cudaGetDeviceProperties(&prop, device_id));
+	CUDA_TRY(cudaMemGetInfo(&free_b, &total_b));
+	memset(info, 0, sizeof(*info));
+	info->device_id = device_id;
+	snprintf(info->name, sizeof(info->name), "%s", prop.name);
+	info->total_memory = (int64_t) prop.totalGlobalMem;
+	info->free_memory = (int64_t) free_b;
+	info->cc_major = prop.major;
+	info->cc_minor = prop.minor;
+	GC_ENTRY_END
+}
+
+/* No device memory outlives an entry point; synchronize to be sure nothing runs. */
+static void api_release(void)
+{
+	int dev = 0;
+
+	if (cudaGetDevice(&dev) == cudaSuccess)
+		cudaDeviceSynchronize();
+	cudaGetLastError();
+}
+
+static const gc_cuda_api the_api = {
+	GC_ABI_VERSION,
+	sizeof(gc_cuda_api),
+	api_last_error,
+	api_device_count,
+	api_device_info,
+	api_release,
+	gcu_dbscan,
+	gcu_kmeans,
+	gcu_density_peaks,
+};
+
+__attribute__((visibility("default"))) const gc_cuda_api *gpuclust_cuda_api(void)
+{
+	return &the_api;
+}
+
+} // extern "C"

@@ -1,0 +1,176 @@
+/*
+ * common.cuh
+ *    Helpers shared by the CUDA sources of the GPU back end: error capture
+ *    (CUDA_TRY, CHECK_LAUNCH), the per-thread last-error text, owned device
+ *    buffers, timing and the cancel check between launches.
+ *
+ * Nothing here throws across the C boundary: every entry point in the api
+ * table catches everything (GC_ENTRY_BEGIN / GC_ENTRY_END) and returns a
+ * gc_status.  Device memory is owned by DeviceBuffer, so every return path
+ * frees it.
+ */
+#ifndef GPUCLUST_COMMON_CUH
+#define GPUCLUST_COMMON_CUH
+
+#include <cuda_runtime.h>
+
+#include <chrono>
+#include <cstdarg>
+#include <cstdio>
+#include <cstring>
+#include <new>
+#include <utility>
+
+#include "gpuclust_cuda.h"
+
+namespace gc {
+
+/* Sets the per-thread last-error text and returns status. */
+gc_status set_error(gc_status status, const char *fmt, ...)
+#ifdef __GNUC__
+	__attribute__((format(printf, 2, 3)))
+#endif
+	;
+
+const char *last_error_text();
+void clear_error();
+
+/* Maps a CUDA runtime error to a status. */
+gc_status status_of(cudaError_t err);
+
+/* Thrown inside the back end only; converted to a status at the entry point. */
+struct Failure
+{
+	gc_status status;
+};
+
+[[noreturn]] void fail(gc_status status, const char *fmt, ...)
+#ifdef __GNUC__
+	__attribute__((format(printf, 2, 3)))
+#endif
+	;
+
+[[noreturn]] void fail_cuda(cudaError_t err, const char *what, const char *file, int line);
+
+/* Device bytes asked for by the last failed allocation (for the OOM message). */
+extern thread_local int64_t oom_bytes_needed;
+
+} // namespace gc
+
+/* Wraps a CUDA runtime call; a failure names the step and CUDA's error string. */
+#define CUDA_TRY(call) \
+	do { \
+		cudaError_t gc_err_ = (call); \
+		if (gc_err_ != cudaSuccess) \
+			::gc::fail_cuda(gc_err_, #call, __FILE__, __LINE__); \
+	} while (0)
+
+/* After every kernel launch. */
+#define CHECK_LAUNCH(name) \
+	do { \
+		cudaError_t gc_err_ = cudaGetLastError(); \
+		if (gc_err_ != cudaSuccess) \
+			::gc::fail_cuda(gc_err_, "launch of " name, __FILE__, __LINE__); \
+	} while (0)
+
+/* Opens and closes the body of an api entry point. */
+#define GC_ENTRY_BEGIN \
+	::gc::clear_error(); \
+	try {
+#define GC_ENTRY_END \
+	} catch (const ::gc::Failure &f_) { \
+		return f_.status; \
+	} catch (const std::bad_alloc &) { \
+		return ::gc::set_error(GC_ERR_OUT_OF_MEMORY, "out of host memory in the GPU back end"); \
+	} catch (...) { \
+		return ::gc::set_error(GC_ERR_INTERNAL, "unexpected exception in the GPU back end"); \
+	} \
+	return GC_OK;
+
+namespace gc {
+
+/* Sets the device for this call and checks that it exists. */
+void use_device(int32_t device_id);
+
+/* Raises GC_ERR_CANCELLED when the caller asks to stop. */
+inline void check_cancel(gc_cancel_fn cancel, void *arg)
+{
+	if (cancel && cancel(arg))
+		fail(GC_ERR_CANCELLED, "canceled");
+}
+
+/* Milliseconds of host wall clock. */
+class Stopwatch
+{
+  public:
+	Stopwatch() : t0_(std::chrono::steady_clock::now()) {}
+	double ms() const
+	{
+		return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0_).count();
+	}
+	void restart() { t0_ = std::chrono::steady_clock::now(); }
+
+  private:
+	std::chrono::steady_clock::time_point t0_;
+};
+
+/* Allocates device memory; an out-of-memory names how much was needed. */
+void *device_alloc(size_t bytes, const char *what);
+
+/* An owned device array of T; freed when it goes out of scope. */
+template <typename T>
+class DeviceBuffer
+{
+  public:
+	DeviceBuffer() = default;
+	DeviceBuffer(size_t count, const char *what) { reset(count, what); }
+	~DeviceBuffer() { release(); }
+	DeviceBuffer(const DeviceBuffer &) = delete;
+	DeviceBuffer &operator=(const DeviceBuffer &) = delete;
+	DeviceBuffer(DeviceBuffer &&o) noexcept : p_(o.p_), n_(o.n_) { o.p_ = nullptr; o.n_ = 0; }
+	DeviceBuffer &operator=(DeviceBuffer &&o) noexcept
+	{
+		std::swap(p_, o.p_);
+		std::swap(n_, o.n_);
+		return *this;
+	}
+
+	void reset(size_t count, const char *what)
+	{
+		release();
+		if (count > 0)
+			p_ = static_cast<T *>(device_alloc(count * sizeof(T), what));
+		n_ = count;
+	}
+	void release()
+	{
+		if (p_)
+			cudaFree(p_);
+		p_ = nullptr;
+		n_ = 0;
+	}
+	T *get() const { return p_; }
+	size_t size() const { return n_; }
+	size_t bytes() const { return n_ * sizeof(T); }
+
+  private:
+	T *p_ = nullptr;
+	size_t n_ = 0;
+};
+
+} // namespace gc
+
+/* The algorithm entry points behind the api table (one .cu each). */
+extern "C" {
+gc_status gcu_dbscan(int32_t device_id, const float *x, int64_t n, int32_t d,
+					 const gc_dbscan_params *params, gc_dbscan_result *result,
+					 gc_timing *timing, gc_cancel_fn cancel, void *cancel_arg);
+gc_status gcu_kmeans(int32_t device_id, const float *x, int64_t n, int32_t d,
+					 const gc_kmeans_params *params, gc_kmeans_result *result,
+					 gc_timing *timing, gc_cancel_fn cancel, void *cancel_arg);
+gc_status gcu_density_peaks(int32_t device_id, const float *x, int64_t n, int32_t d,
+							const gc_dpeaks_params *params, gc_dpeaks_result *result,
+							gc_timing *timing, gc_cancel_fn cancel, void *cancel_arg);
+}
+
+#endif /* GPUCLUST_COMMON_CUH */

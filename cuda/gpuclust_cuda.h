@@ -1,0 +1,222 @@
+/*
+ * gpuclust_cuda.h
+ *    The whole boundary between the PostgreSQL glue (src/) and the GPU back end
+ *    (cuda/), and the parameter structs that the CPU core (src/core/) shares.
+ *
+ * Plain C types only.  The GPU back end is a separate shared object,
+ * gpuclust_cuda.so, that the glue opens with dlopen() on first GPU use and
+ * reads through one exported symbol, gpuclust_cuda_api(), which returns a
+ * table of entry points.  Every entry point returns a gc_status; on failure
+ * the text of the error is available from last_error().  No C++ exception,
+ * no longjmp and no PostgreSQL header ever crosses this boundary.
+ *
+ * Buffers are owned by the caller and live in host memory.  Matrices are
+ * row-major: x is [n, d] with row i at x + i * d.
+ *
+ * Long work is cut into launches; between launches the back end calls
+ * cancel(cancel_arg) and returns GC_ERR_CANCELLED, having freed everything,
+ * when it answers non-zero.
+ */
+#ifndef GPUCLUST_CUDA_H
+#define GPUCLUST_CUDA_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Bumped whenever a struct or the api table changes incompatibly. */
+#define GC_ABI_VERSION 1
+
+typedef enum gc_status
+{
+	GC_OK = 0,
+	GC_ERR_NOT_BUILT,			/* the GPU back end was not compiled in */
+	GC_ERR_NO_DRIVER,			/* no usable NVIDIA driver (or too old) */
+	GC_ERR_NO_DEVICE,			/* driver present but no (such) device */
+	GC_ERR_OUT_OF_MEMORY,		/* device or host allocation failed */
+	GC_ERR_CANCELLED,			/* cancel callback answered yes */
+	GC_ERR_INVALID_ARGUMENT,	/* parameters rejected; message says which */
+	GC_ERR_CUDA,				/* any other CUDA or library failure */
+	GC_ERR_INTERNAL				/* broken invariant: a bug */
+} gc_status;
+
+/* Answers non-zero when the caller wants the work stopped. */
+typedef int (*gc_cancel_fn) (void *arg);
+
+/* Host wall-clock milliseconds spent in each part of one call. */
+typedef struct gc_timing
+{
+	double		to_device_ms;	/* host to device copies */
+	double		compute_ms;		/* kernels, synchronized */
+	double		from_device_ms; /* device to host copies */
+	double		phase_ms[4];	/* algorithm-specific phases, see each algorithm */
+	int64_t		bytes_needed;	/* device bytes needed; set on GC_ERR_OUT_OF_MEMORY */
+} gc_timing;
+
+typedef struct gc_device_info
+{
+	int32_t		device_id;
+	char		name[256];
+	int64_t		total_memory;	/* bytes */
+	int64_t		free_memory;	/* bytes, when read */
+	int32_t		cc_major;
+	int32_t		cc_minor;
+} gc_device_info;
+
+/* ---------------------------------------------------------------- DBSCAN
+ * Semantics (both back ends, bit-identical answers):
+ *  - squared Euclidean distance accumulated in double over dimensions
+ *    0..d-1 in order, without fused multiply-add; a neighbour when
+ *    dist2 <= eps * eps (itself included);
+ *  - core when the neighbourhood holds >= min_pts points;
+ *  - a border point takes the cluster of the lowest-index core point within eps;
+ *  - clusters are numbered 0, 1, ... by their lowest-index member; noise is -1.
+ */
+typedef struct gc_dbscan_params
+{
+	uint32_t	struct_size;	/* sizeof(gc_dbscan_params) */
+	double		eps;			/* > 0, finite */
+	int32_t		min_pts;		/* >= 1 */
+} gc_dbscan_params;
+
+typedef struct gc_dbscan_result
+{
+	int32_t    *cluster;		/* [n] out: cluster id or -1 for noise */
+	uint8_t    *is_core;		/* [n] out: 1 for core points */
+	int64_t		n_clusters;		/* out */
+} gc_dbscan_result;
+
+/* ---------------------------------------------------------------- k-means
+ * Lloyd's algorithm, see src/core/kmeans.c for the exact rules.
+ */
+typedef enum gc_kmeans_init
+{
+	GC_KMEANS_INIT_PLUSPLUS = 0,	/* k-means++ D^2 sampling driven by seed */
+	GC_KMEANS_INIT_RANDOM = 1,	/* k distinct rows chosen by seed */
+	GC_KMEANS_INIT_GIVEN = 2	/* initial_centroids */
+} gc_kmeans_init;
+
+typedef enum gc_precision
+{
+	GC_PRECISION_FP32 = 0,		/* FP32-level accuracy */
+	GC_PRECISION_TF32 = 1		/* opt-in faster TF32 tensor-core products */
+} gc_precision;
+
+typedef struct gc_kmeans_params
+{
+	uint32_t	struct_size;	/* sizeof(gc_kmeans_params) */
+	int32_t		k;				/* 1 <= k <= n */
+	int32_t		max_iter;		/* >= 1 */
+	double		tol;			/* >= 0, relative to the mean feature variance */
+	uint64_t	seed;
+	gc_kmeans_init init;
+	const double *initial_centroids;	/* [k, d] when init == GIVEN */
+	gc_precision precision;
+} gc_kmeans_params;
+
+typedef struct gc_kmeans_result
+{
+	int32_t    *labels;			/* [n] out */
+	double	   *distance;		/* [n] out: distance to the assigned centroid */
+	double	   *centroids;		/* [k, d] out */
+	int64_t    *sizes;			/* [k] out */
+	double	   *inertia;		/* [k] out: per-cluster sum of squared distances */
+	int32_t		iterations;		/* out */
+} gc_kmeans_result;
+
+/* ---------------------------------------------------------------- density peaks
+ * Rodriguez & Laio, see src/core/dpeaks.c for the exact rules.
+ * timing.phase_ms: [0] dc, [1] rho, [2] delta, [3] assignment.
+ */
+typedef enum gc_dp_kernel
+{
+	GC_DP_KERNEL_GAUSSIAN = 0,
+	GC_DP_KERNEL_CUTOFF = 1
+} gc_dp_kernel;
+
+typedef enum gc_dc_method
+{
+	GC_DC_GIVEN = 0,			/* dc was passed in */
+	GC_DC_EXACT = 1,			/* binary search over all pairs */
+	GC_DC_SAMPLE = 2			/* quantile of a seeded sample */
+} gc_dc_method;
+
+typedef struct gc_dpeaks_params
+{
+	uint32_t	struct_size;	/* sizeof(gc_dpeaks_params) */
+	int32_t		n_clusters;		/* > 0: that many centres; 0: thresholds */
+	double		dc;				/* > 0: given; 0: from neighbor_rate */
+	double		neighbor_rate;	/* in (0, 1) */
+	gc_dp_kernel kernel;
+	double		rho_min;		/* used when n_clusters == 0 */
+	double		delta_min;		/* used when n_clusters == 0 */
+	uint64_t	seed;			/* for dc sampling */
+} gc_dpeaks_params;
+
+typedef struct gc_dpeaks_result
+{
+	int32_t    *cluster;		/* [n] out */
+	double	   *rho;			/* [n] out */
+	double	   *delta;			/* [n] out */
+	uint8_t    *is_center;		/* [n] out */
+	double		dc;				/* out: the cutoff distance used */
+	gc_dc_method dc_method;		/* out */
+	int64_t		dc_sample;		/* out: sample size when GC_DC_SAMPLE */
+	int64_t		n_centers;		/* out */
+} gc_dpeaks_result;
+
+/* ---------------------------------------------------------------- the api table */
+typedef struct gc_cuda_api
+{
+	uint32_t	abi_version;	/* GC_ABI_VERSION */
+	uint32_t	struct_size;	/* sizeof(gc_cuda_api) */
+
+	/* Text of the last failure in this thread ("" if none). */
+	const char *(*last_error) (void);
+
+	/* Number of usable devices; GC_ERR_NO_DRIVER / GC_ERR_NO_DEVICE when none. */
+	gc_status	(*device_count) (int32_t *count);
+
+	gc_status	(*device_info) (int32_t device_id, gc_device_info *info);
+
+	/* Frees any device memory the back end still holds (safe to call any time). */
+	void		(*release) (void);
+
+	gc_status	(*dbscan) (int32_t device_id,
+							const float *x, /* [n, d] row-major */
+							int64_t n, int32_t d,
+							const gc_dbscan_params *params,
+							gc_dbscan_result *result,
+							gc_timing *timing,
+							gc_cancel_fn cancel, void *cancel_arg);
+
+	gc_status	(*kmeans) (int32_t device_id,
+						   const float *x,	/* [n, d] row-major */
+						   int64_t n, int32_t d,
+						   const gc_kmeans_params *params,
+						   gc_kmeans_result *result,
+						   gc_timing *timing,
+						   gc_cancel_fn cancel, void *cancel_arg);
+
+	gc_status	(*density_peaks) (int32_t device_id,
+								  const float *x,	/* [n, d] row-major */
+								  int64_t n, int32_t d,
+								  const gc_dpeaks_params *params,
+								  gc_dpeaks_result *result,
+								  gc_timing *timing,
+								  gc_cancel_fn cancel, void *cancel_arg);
+} gc_cuda_api;
+
+/* The one symbol gpuclust_cuda.so exports. */
+#define GC_CUDA_API_SYMBOL "gpuclust_cuda_api"
+typedef const gc_cuda_api *(*gc_cuda_api_fn) (void);
+const gc_cuda_api *gpuclust_cuda_api(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif							/* GPUCLUST_CUDA_H */
