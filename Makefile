@@ -35,7 +35,7 @@ endif
 CUDA_ARCH  ?= sm_70 sm_75 sm_80 sm_86 sm_89 sm_90
 CUDA_PTX   ?= $(lastword $(CUDA_ARCH))
 CUDA_SRCS   = $(sort $(wildcard cuda/*.cu))
-CUDA_OBJS   = $(CUDA_SRCS:.cu=.cu.o)
+CUDA_OBJS   = $(CUDA_SRCS:.cu=.o)
 CUDA_LIBDIR ?= $(CUDA_HOME)/lib64
 NVCC_GENCODE = $(foreach a,$(CUDA_ARCH),-gencode arch=compute_$(subst sm_,,$(a)),code=$(a)) \
                -gencode arch=compute_$(subst sm_,,$(CUDA_PTX)),code=compute_$(subst sm_,,$(CUDA_PTX))
@@ -50,12 +50,12 @@ all: $(CUDA_SHLIB)
 install: install-cuda
 endif
 
-EXTRA_CLEAN += test/unit/test_core test/unit/*.o results regression.diffs regression.out
+EXTRA_CLEAN += $(patsubst %.c,%,$(wildcard test/unit/test_*.c)) results regression.diffs regression.out
 
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
 
-cuda/%.cu.o: cuda/%.cu cuda/*.h
+cuda/%.o: cuda/%.cu cuda/*.h cuda/*.cuh
 	$(NVCC) $(NVCC_FLAGS) $(NVCC_GENCODE) -c $< -o $@
 
 # cudart is linked statically and cuBLAS found through an rpath, so only the
@@ -69,14 +69,16 @@ gpuclust_cuda$(DLSUFFIX): $(CUDA_OBJS)
 install-cuda: $(CUDA_SHLIB)
 	$(INSTALL_SHLIB) $(CUDA_SHLIB) '$(DESTDIR)$(pkglibdir)/'
 
-# Unit tests of the algorithm core, without PostgreSQL.
-CORE_SRCS = $(sort $(wildcard src/core/*.c))
-test/unit/test_core: test/unit/test_core.c $(CORE_SRCS) src/core/*.h cuda/gpuclust_cuda.h
-	$(CC) -std=c11 -O2 -g -Wall -Wextra -Wno-unused-parameter -ffp-contract=off -Isrc/core -Icuda \
-	    -o $@ test/unit/test_core.c $(CORE_SRCS) -lm
+# Unit tests of the algorithm core, without PostgreSQL: each test/unit/test_*.c
+# is a program linked with the core that exits non-zero on a failed check.
+CORE_SRCS  = $(sort $(wildcard src/core/*.c))
+UNIT_TESTS = $(patsubst %.c,%,$(sort $(wildcard test/unit/test_*.c)))
+test/unit/test_%: test/unit/test_%.c test/unit/unit.h $(CORE_SRCS) src/core/*.h cuda/gpuclust_cuda.h
+	$(CC) -std=gnu11 -O2 -g -Wall -Wextra -Wno-unused-parameter -ffp-contract=off -Isrc/core -Icuda -Itest/unit \
+	    -o $@ $< $(CORE_SRCS) -lm
 
-unittest: test/unit/test_core
-	./test/unit/test_core
+unittest: $(UNIT_TESTS)
+	@set -e; for t in $(UNIT_TESTS); do echo "== $$t"; ./$$t; done
 
 test:
 	./test/run-all
