@@ -1,0 +1,264 @@
+/*
+ * test_dbscan.c
+ *    Unit tests of the CPU DBSCAN core against a brute-force reference that
+ *    applies the rules literally (all pairs), on hand-made and random sets.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core.h"
+#include "unit.h"
+
+/* The rules of gc_dbscan_params, applied to all pairs. */
+static void
+reference(const float *x, int64_t n, int32_t d, double eps, int min_pts,
+		  int32_t *cluster, uint8_t *is_core)
+{
+	double		eps2 = eps * eps;
+	int64_t    *comp = malloc(sizeof(int64_t) * n);
+	int64_t    *id = malloc(sizeof(int64_t) * n);
+	int64_t    *stack = malloc(sizeof(int64_t) * n);
+	int32_t		next = 0;
+
+	for (int64_t i = 0; i < n; i++)
+	{
+		int64_t		cnt = 0;
+
+		for (int64_t j = 0; j < n; j++)
+			cnt += gc_dist2(x + i * d, x + j * d, d) <= eps2;
+		is_core[i] = cnt >= min_pts;
+		comp[i] = -1;
+		id[i] = -1;
+	}
+	/* connected components of core points, labelled by lowest member */
+	for (int64_t i = 0; i < n; i++)
+	{
+		int64_t		top = 0;
+
+		if (!is_core[i] || comp[i] >= 0)
+			continue;
+		comp[i] = i;
+		stack[top++] = i;
+		while (top > 0)
+		{
+			int64_t		a = stack[--top];
+
+			for (int64_t j = 0; j < n; j++)
+				if (is_core[j] && comp[j] < 0 && gc_dist2(x + a * d, x + j * d, d) <= eps2)
+				{
+					comp[j] = i;
+					stack[top++] = j;
+				}
+		}
+	}
+	for (int64_t i = 0; i < n; i++)
+		if (!is_core[i])
+			for (int64_t j = 0; j < n; j++)
+				if (is_core[j] && gc_dist2(x + i * d, x + j * d, d) <= eps2)
+				{
+					comp[i] = comp[j];
+					break;
+				}
+	for (int64_t i = 0; i < n; i++)
+	{
+		if (comp[i] < 0)
+			cluster[i] = -1;
+		else
+		{
+			if (id[comp[i]] < 0)
+				id[comp[i]] = next++;
+			cluster[i] = (int32_t) id[comp[i]];
+		}
+	}
+	free(comp);
+	free(id);
+	free(stack);
+}
+
+static uint64_t rng_state = 42;
+
+static double
+urand(void)
+{
+	rng_state ^= rng_state << 13;
+	rng_state ^= rng_state >> 7;
+	rng_state ^= rng_state << 17;
+	return (double) (rng_state >> 11) / 9007199254740992.0;
+}
+
+/* Runs both and compares; returns 1 when identical. */
+static int
+compare(const char *name, const float *x, int64_t n, int32_t d, double eps, int min_pts)
+{
+	int32_t    *c1 = malloc(sizeof(int32_t) * n), *c2 = malloc(sizeof(int32_t) * n);
+	uint8_t    *k1 = malloc(n), *k2 = malloc(n);
+	gc_dbscan_params p = {sizeof(gc_dbscan_params), eps, min_pts};
+	gc_dbscan_result r = {c1, k1, 0};
+	char		err[GC_ERRBUF_SIZE] = "";
+	gc_status	st = gc_dbscan_cpu(x, n, d, &p, &r, NULL, NULL, err);
+	int			ok = st == GC_OK;
+	int64_t		bad = -1;
+
+	reference(x, n, d, eps, min_pts, c2, k2);
+	for (int64_t i = 0; ok && i < n; i++)
+		if (c1[i] != c2[i] || k1[i] != k2[i])
+		{
+			ok = 0;
+			bad = i;
+		}
+	CHECK(ok, "%s (n=%lld d=%d eps=%g min_pts=%d): status %d %s, first difference at %lld",
+		  name, (long long) n, d, eps, min_pts, st, err, (long long) bad);
+	free(c1);
+	free(c2);
+	free(k1);
+	free(k2);
+	return ok;
+}
+
+static float *
+random_set(int64_t n, int32_t d, int blobs, double spread, double dup)
+{
+	float	   *x = malloc(sizeof(float) * n * d);
+	float	   *centre = malloc(sizeof(float) * blobs * d);
+
+	for (int b = 0; b < blobs * d; b++)
+		centre[b] = (float) urand();
+	for (int64_t i = 0; i < n; i++)
+	{
+		if (i > 0 && urand() < dup)
+		{
+			memcpy(x + i * d, x + (int64_t) (urand() * i) * d, sizeof(float) * d);
+			continue;
+		}
+		if (blobs == 0 || urand() < 0.2)
+			for (int k = 0; k < d; k++)
+				x[i * d + k] = (float) urand();
+		else
+		{
+			int			b = (int) (urand() * blobs);
+
+			for (int k = 0; k < d; k++)
+				x[i * d + k] = (float) (centre[b * d + k] + spread * (urand() - 0.5));
+		}
+	}
+	free(centre);
+	return x;
+}
+
+static int	cancel_calls = 0;
+
+static int
+cancel_after_two(void *arg)
+{
+	return ++cancel_calls > 2;
+}
+
+int
+main(void)
+{
+	/* Hand-made: two clusters sharing a border point at x = 2. */
+	{
+		float		x[] = {0, 1, 3, 4, 2, 10};
+		int32_t		c[6];
+		uint8_t		k[6];
+		gc_dbscan_params p = {sizeof(p), 1.0, 2};
+		gc_dbscan_result r = {c, k, 0};
+
+		CHECK(gc_dbscan_cpu(x, 6, 1, &p, &r, NULL, NULL, NULL) == GC_OK, "status");
+		/* all of 0,1 core; 3,4 core; 2 is within 1 of 1 and 3 -> core with min_pts 2 */
+		CHECK(c[0] == 0 && c[1] == 0 && c[4] == 0 && c[2] == 0 && c[3] == 0, "chain joins");
+		CHECK(c[5] == -1 && k[5] == 0, "isolated point is noise");
+		p.min_pts = 3;
+		CHECK(gc_dbscan_cpu(x, 6, 1, &p, &r, NULL, NULL, NULL) == GC_OK, "status");
+		/* neighbours: 0:{0,1} 1:{0,1,2} 2:{1,2,3} 3:{2,3,4} 4:{3,4} */
+		CHECK(k[0] == 0 && k[1] == 1 && k[4] == 1 && k[2] == 1 && k[3] == 0,
+			  "core flags with min_pts 3");
+		CHECK(r.n_clusters == 1 && c[0] == 0 && c[3] == 0, "border points join");
+	}
+	/* Border point reachable from two clusters takes the lowest-row core. */
+	{
+		float		x[] = {10, 10.5, 11, 12, 12.5, 13, 11.9};
+		int32_t		c[7];
+		uint8_t		k[7];
+		gc_dbscan_params p = {sizeof(p), 1.0, 3};
+		gc_dbscan_result r = {c, k, 0};
+
+		CHECK(gc_dbscan_cpu(x, 7, 1, &p, &r, NULL, NULL, NULL) == GC_OK, "status");
+		compare("two-cluster border", x, 7, 1, 1.0, 3);
+	}
+	/* Every point alone with min_pts 1 is its own cluster, in row order. */
+	{
+		float		x[] = {5, 0, 10, 0, 5};
+		int32_t		c[5];
+		uint8_t		k[5];
+		gc_dbscan_params p = {sizeof(p), 0.5, 1};
+		gc_dbscan_result r = {c, k, 0};
+
+		CHECK(gc_dbscan_cpu(x, 5, 1, &p, &r, NULL, NULL, NULL) == GC_OK, "status");
+		CHECK(c[0] == 0 && c[1] == 1 && c[2] == 2 && c[3] == 1 && c[4] == 0 && r.n_clusters == 3,
+			  "min_pts 1 numbering: %d %d %d %d %d", c[0], c[1], c[2], c[3], c[4]);
+	}
+	/* Bad parameters. */
+	{
+		float		x[] = {0};
+		int32_t		c[1];
+		uint8_t		k[1];
+		gc_dbscan_params p = {sizeof(p), -1.0, 2};
+		gc_dbscan_result r = {c, k, 0};
+		char		err[GC_ERRBUF_SIZE];
+
+		CHECK(gc_dbscan_cpu(x, 1, 1, &p, &r, NULL, NULL, err) == GC_ERR_INVALID_ARGUMENT, "eps < 0");
+		p.eps = NAN;
+		CHECK(gc_dbscan_cpu(x, 1, 1, &p, &r, NULL, NULL, err) == GC_ERR_INVALID_ARGUMENT, "eps NaN");
+		p.eps = 1;
+		p.min_pts = 0;
+		CHECK(gc_dbscan_cpu(x, 1, 1, &p, &r, NULL, NULL, err) == GC_ERR_INVALID_ARGUMENT, "min_pts 0");
+	}
+	/* Random sets against the brute-force reference. */
+	{
+		int32_t		dims[] = {1, 2, 3, 4, 8, 64};
+		double		epss[] = {0.01, 0.05, 0.2, 2.0};
+		int			mins[] = {1, 2, 5, 20};
+
+		for (int a = 0; a < 6; a++)
+			for (int b = 0; b < 4; b++)
+				for (int m = 0; m < 4; m++)
+				{
+					int64_t		n = 600;
+					double		scale = dims[a] > 3 ? sqrt(dims[a] / 2.0) : 1.0;
+					float	   *x = random_set(n, dims[a], 5, 0.1, (m % 2) ? 0.3 : 0.0);
+
+					compare("random", x, n, dims[a], epss[b] * scale, mins[m]);
+					free(x);
+				}
+	}
+	/* Huge coordinates next to a tiny eps: the grid must not overflow. */
+	{
+		int64_t		n = 400;
+		float	   *x = random_set(n, 2, 3, 0.001, 0.2);
+
+		x[0] = 1e30f;
+		x[1] = -1e30f;
+		compare("huge range", x, n, 2, 1e-4, 3);
+		compare("huge range, big eps", x, n, 2, 1e29, 3);
+		free(x);
+	}
+	/* Cancel stops the work and reports it. */
+	{
+		int64_t		n = 200000;
+		float	   *x = random_set(n, 2, 2, 0.5, 0.0);
+		int32_t    *c = malloc(sizeof(int32_t) * n);
+		uint8_t    *k = malloc(n);
+		gc_dbscan_params p = {sizeof(p), 0.05, 5};
+		gc_dbscan_result r = {c, k, 0};
+		char		err[GC_ERRBUF_SIZE];
+
+		CHECK(gc_dbscan_cpu(x, n, 2, &p, &r, cancel_after_two, NULL, err) == GC_ERR_CANCELLED,
+			  "cancel");
+		free(x);
+		free(c);
+		free(k);
+	}
+	UNIT_DONE();
+}
