@@ -43,7 +43,7 @@ NVCC_FLAGS ?= -O3 -std=c++17 -Xcompiler -fPIC,-Wall,-Wextra,-Wno-unused-paramete
               -fmad=false --expt-relaxed-constexpr -Icuda -Isrc/core -lineinfo
 
 ifeq ($(USE_CUDA),1)
-CUDA_SHLIB  = gpuclust_cuda$(DLSUFFIX)
+CUDA_SHLIB  = gpuclust_cuda.so
 EXTRA_CLEAN = $(CUDA_OBJS) gpuclust_cuda.so
 PG_CPPFLAGS += -DGC_HAVE_CUDA=1
 all: $(CUDA_SHLIB)
@@ -55,13 +55,15 @@ EXTRA_CLEAN += $(patsubst %.c,%,$(wildcard test/unit/test_*.c)) results regressi
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
 
+$(OBJS): $(wildcard src/*.h src/core/*.h) cuda/gpuclust_cuda.h
+
 cuda/%.o: cuda/%.cu cuda/*.h cuda/*.cuh
 	$(NVCC) $(NVCC_FLAGS) $(NVCC_GENCODE) -c $< -o $@
 
 # cudart is linked statically and cuBLAS found through an rpath, so only the
 # driver (libcuda.so.1) must be present at run time; without it the back end
 # still loads and answers GC_ERR_NO_DRIVER.
-gpuclust_cuda$(DLSUFFIX): $(CUDA_OBJS)
+gpuclust_cuda.so: $(CUDA_OBJS)
 	$(NVCC) -shared $(NVCC_GENCODE) -o $@ $^ -L$(CUDA_LIBDIR) -lcudart_static -lcublas \
 	    -Xlinker -rpath,$(CUDA_LIBDIR) -ldl -lrt -lpthread
 

@@ -31,6 +31,7 @@
 
 #include "fmgr.h"
 #include "funcapi.h"
+#include "miscadmin.h"
 #include "portability/instr_time.h"
 #include "utils/tuplestore.h"
 
@@ -70,6 +71,7 @@ typedef struct GcCall
 	GcDevice	requested;		/* from the device argument or gpuclust.device */
 	int32		device_id;		/* GPU to use */
 	bool		used_gpu;
+	bool		gathered;		/* GcCallGather ran: GcCallEnd reports timing */
 	GcInput		in;
 	gc_timing	gpu;			/* filled by the GPU back end */
 	char		errbuf[GC_ERRBUF_SIZE]; /* filled by the CPU back end */

@@ -1,0 +1,493 @@
+/*
+ * gather.c
+ *    Runs the user's query read-only through SPI and packs its rows into a
+ *    float matrix, checking the input contract shared by every algorithm.
+ *
+ * The query's first column is the row id (smallint, integer or bigint); the
+ * rest are the features: exactly one one-dimensional real[] or double
+ * precision[] column, or one or more numeric scalar columns.  Rows stream
+ * from the executor into a DestReceiver that appends them to the matrix:
+ * nothing is materialized in SPI_tuptable and no allocation is made per row
+ * (in-line arrays are read where they lie, even with a short varlena
+ * header; only toasted ones are detoasted, in a context reset in batches).
+ */
+#include "postgres.h"
+
+#include <math.h>
+
+#include "access/tupdesc.h"
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "miscadmin.h"
+#include "nodes/parsenodes.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/plancache.h"
+#include "utils/fmgrprotos.h"
+
+#include "gpuclust.h"
+
+#define GATHER_FIRST_ROWS 4096
+#define GATHER_RESET_EVERY 1024
+
+typedef enum FeatureKind
+{
+	FEATURES_FLOAT4_ARRAY,
+	FEATURES_FLOAT8_ARRAY,
+	FEATURES_SCALARS
+} FeatureKind;
+
+typedef struct GatherReceiver
+{
+	DestReceiver pub;			/* must be first */
+	GcInput    *in;
+	MemoryContext outcxt;		/* where in->x and in->ids live */
+	MemoryContext tmpcxt;		/* detoasting and numeric conversion */
+	TupleDesc	desc;
+	FeatureKind kind;
+	int			natts;
+	Oid		   *types;			/* [natts] */
+	int64		cap;			/* rows allocated */
+	int64		since_reset;
+} GatherReceiver;
+
+/* The name of column i (0-based) for messages. */
+static const char *
+ColName(GatherReceiver *st, int i)
+{
+	return NameStr(TupleDescAttr(st->desc, i)->attname);
+}
+
+static bool
+IsIdType(Oid t)
+{
+	return t == INT2OID || t == INT4OID || t == INT8OID;
+}
+
+static bool
+IsScalarFeatureType(Oid t)
+{
+	return t == INT2OID || t == INT4OID || t == INT8OID ||
+		t == FLOAT4OID || t == FLOAT8OID || t == NUMERICOID;
+}
+
+/* Checks the result columns of the query against the input contract. */
+static void
+CheckColumns(GatherReceiver *st, TupleDesc desc)
+{
+	const char *hint = "Write the query as SELECT id, f FROM ... with f a real[] or "
+		"double precision[] column, or as SELECT id, x, y, ... FROM ... with numeric columns.";
+
+	st->desc = desc;
+	st->natts = desc->natts;
+	if (st->natts < 2)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATATYPE_MISMATCH),
+				 errmsg("the query must return a row id column and at least one feature column"),
+				 errdetail("It returns %d column(s).", st->natts),
+				 errhint("%s", hint)));
+	st->types = palloc(sizeof(Oid) * st->natts);
+	for (int i = 0; i < st->natts; i++)
+		st->types[i] = TupleDescAttr(desc, i)->atttypid;
+
+	if (!IsIdType(st->types[0]))
+		ereport(ERROR,
+				(errcode(ERRCODE_DATATYPE_MISMATCH),
+				 errmsg("the first column of the query must be the row id"),
+				 errdetail("Column \"%s\" has type %s; a row id is smallint, integer or bigint.",
+						   ColName(st, 0), format_type_be(st->types[0])),
+				 errhint("%s", hint)));
+
+	if (st->natts == 2 && (st->types[1] == FLOAT4ARRAYOID || st->types[1] == FLOAT8ARRAYOID))
+	{
+		st->kind = st->types[1] == FLOAT4ARRAYOID ? FEATURES_FLOAT4_ARRAY : FEATURES_FLOAT8_ARRAY;
+		st->in->d = 0;			/* known from the first row */
+		return;
+	}
+	for (int i = 1; i < st->natts; i++)
+	{
+		Oid			t = st->types[i];
+
+		if (IsScalarFeatureType(t))
+			continue;
+		if (t == FLOAT4ARRAYOID || t == FLOAT8ARRAYOID)
+			ereport(ERROR,
+					(errcode(ERRCODE_DATATYPE_MISMATCH),
+					 errmsg("a feature array must be the only feature column"),
+					 errdetail("The query returns %d feature columns, and \"%s\" is an array.",
+							   st->natts - 1, ColName(st, i)),
+					 errhint("%s", hint)));
+		ereport(ERROR,
+				(errcode(ERRCODE_DATATYPE_MISMATCH),
+				 errmsg("column \"%s\" of the query has type %s, which is not a feature type",
+						ColName(st, i), format_type_be(t)),
+				 errdetail("Features are one real[] or double precision[] column, or columns of "
+						   "type smallint, integer, bigint, real, double precision or numeric."),
+				 errhint("%s", hint)));
+	}
+	st->kind = FEATURES_SCALARS;
+	st->in->d = st->natts - 1;
+}
+
+/* Makes room for one more row, doubling the buffers. */
+static void
+Grow(GatherReceiver *st)
+{
+	GcInput    *in = st->in;
+	int64		cap = st->cap == 0 ? GATHER_FIRST_ROWS : st->cap * 2;
+	Size		xbytes = (Size) cap * in->d * sizeof(float);
+	Size		ibytes = (Size) cap * sizeof(int64);
+	float	   *x;
+	int64	   *ids;
+
+	x = MemoryContextAllocExtended(st->outcxt, xbytes, MCXT_ALLOC_HUGE | MCXT_ALLOC_NO_OOM);
+	ids = MemoryContextAllocExtended(st->outcxt, ibytes, MCXT_ALLOC_HUGE | MCXT_ALLOC_NO_OOM);
+	if (x == NULL || ids == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OUT_OF_MEMORY),
+				 errmsg("out of memory gathering the rows of the query"),
+				 errdetail("%zu bytes are needed for %lld rows of %d features.",
+						   xbytes + ibytes, (long long) cap, in->d),
+				 errhint("Cluster fewer rows or fewer features at a time.")));
+	if (st->cap > 0)
+	{
+		memcpy(x, in->x, (Size) in->n * in->d * sizeof(float));
+		memcpy(ids, in->ids, (Size) in->n * sizeof(int64));
+		pfree(in->x);
+		pfree(in->ids);
+	}
+	in->x = x;
+	in->ids = ids;
+	st->cap = cap;
+}
+
+/* Stores one feature value, refusing NaN, infinities and overflow of real. */
+static inline void
+PutFeature(GatherReceiver *st, float *dst, double v, int64 id, const char *what)
+{
+	float		f;
+
+	if (unlikely(!isfinite(v)))
+		ereport(ERROR,
+				(errcode(ERRCODE_DATA_EXCEPTION),
+				 errmsg("%s of the row with id " INT64_FORMAT " is %s", what, id,
+						isnan(v) ? "NaN" : (v > 0 ? "Infinity" : "-Infinity")),
+				 errhint("Filter such rows out of the query, for example with WHERE NOT (x = 'NaN').")));
+	f = (float) v;
+	if (unlikely(isinf(f)))
+		ereport(ERROR,
+				(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
+				 errmsg("%s of the row with id " INT64_FORMAT " is out of range for type real", what, id),
+				 errdetail("The value is %g; gpuclust keeps features in single precision.", v),
+				 errhint("Scale the features, for example by dividing by a constant.")));
+	*dst = f;
+}
+
+/* The value of a scalar feature column as double. */
+static inline double
+ScalarValue(Datum v, Oid t)
+{
+	switch (t)
+	{
+		case INT2OID:
+			return (double) DatumGetInt16(v);
+		case INT4OID:
+			return (double) DatumGetInt32(v);
+		case INT8OID:
+			return (double) DatumGetInt64(v);
+		case FLOAT4OID:
+			return (double) DatumGetFloat4(v);
+		case FLOAT8OID:
+			return DatumGetFloat8(v);
+		default:
+			return DatumGetFloat8(DirectFunctionCall1(numeric_float8, v));
+	}
+}
+
+/*
+ * Appends the elements of a one-dimensional float array to dst.  In-line
+ * arrays are read in place: the ArrayType fields follow the varlena header,
+ * whether it is 4 bytes or 1, and offsets count from a 4-byte header.
+ */
+static void
+PutArray(GatherReceiver *st, Datum datum, int64 id)
+{
+	GcInput    *in = st->in;
+	struct varlena *v = (struct varlena *) DatumGetPointer(datum);
+	const char *body;
+	int32		ndim;
+	int32		dataoffset;
+	int32		len;
+	const char *data;
+	float	   *dst;
+	bool		f8 = st->kind == FEATURES_FLOAT8_ARRAY;
+
+	if (VARATT_IS_EXTERNAL(v) || VARATT_IS_COMPRESSED(v))
+	{
+		MemoryContext old = MemoryContextSwitchTo(st->tmpcxt);
+
+		v = PG_DETOAST_DATUM(datum);
+		MemoryContextSwitchTo(old);
+	}
+	body = VARDATA_ANY(v);
+	memcpy(&ndim, body, sizeof(int32));
+	memcpy(&dataoffset, body + sizeof(int32), sizeof(int32));
+	if (ndim != 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
+				 ndim == 0 ?
+				 errmsg("the feature array of the row with id " INT64_FORMAT " is empty", id) :
+				 errmsg("the feature array of the row with id " INT64_FORMAT " has %d dimensions", id, ndim),
+				 errdetail("Feature arrays must be one-dimensional and not empty."),
+				 errhint("Filter with WHERE cardinality(%s) > 0, or flatten the array.", ColName(st, 1))));
+	if (dataoffset != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("the feature array of the row with id " INT64_FORMAT " contains NULL", id),
+				 errhint("Filter with WHERE array_position(%s, NULL) IS NULL.", ColName(st, 1))));
+	memcpy(&len, body + sizeof(ArrayType) - VARHDRSZ, sizeof(int32));
+
+	if (in->n == 0 && in->d == 0)
+		in->d = len;
+	else if (len != in->d)
+		ereport(ERROR,
+				(errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
+				 errmsg("the feature array of the row with id " INT64_FORMAT " has %d elements, but the first row's has %d",
+						id, len, in->d),
+				 errhint("Every feature array must have the same length.")));
+	if (in->n == st->cap)
+		Grow(st);
+
+	data = body + ARR_OVERHEAD_NONULLS(1) - VARHDRSZ;
+	dst = in->x + (Size) in->n * in->d;
+	if (!f8)
+	{
+		memcpy(dst, data, sizeof(float) * len);
+		for (int32 k = 0; k < len; k++)
+			if (unlikely(!isfinite(dst[k])))
+				PutFeature(st, dst + k, dst[k], id, "an element of the feature array");
+	}
+	else
+	{
+		for (int32 k = 0; k < len; k++)
+		{
+			double		e;
+
+			memcpy(&e, data + sizeof(double) * k, sizeof(double));
+			PutFeature(st, dst + k, e, id, "an element of the feature array");
+		}
+	}
+}
+
+/* DestReceiver: appends one row of the query. */
+static bool
+GatherReceive(TupleTableSlot *slot, DestReceiver *self)
+{
+	GatherReceiver *st = (GatherReceiver *) self;
+	GcInput    *in = st->in;
+	bool		isnull;
+	Datum		v;
+	int64		id;
+
+	slot_getallattrs(slot);
+	v = slot->tts_values[0];
+	isnull = slot->tts_isnull[0];
+	if (isnull)
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("the row id is NULL in row " INT64_FORMAT " of the query", in->n + 1),
+				 errhint("Filter with WHERE %s IS NOT NULL.", ColName(st, 0))));
+	switch (st->types[0])
+	{
+		case INT2OID:
+			id = DatumGetInt16(v);
+			break;
+		case INT4OID:
+			id = DatumGetInt32(v);
+			break;
+		default:
+			id = DatumGetInt64(v);
+	}
+
+	if (st->kind == FEATURES_SCALARS)
+	{
+		float	   *dst;
+
+		if (in->n == st->cap)
+			Grow(st);
+		dst = in->x + (Size) in->n * in->d;
+		for (int i = 1; i < st->natts; i++)
+		{
+			char		what[NAMEDATALEN + 16];
+			double		e;
+
+			if (slot->tts_isnull[i])
+				ereport(ERROR,
+						(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+						 errmsg("feature \"%s\" is NULL in the row with id " INT64_FORMAT, ColName(st, i), id),
+						 errhint("Filter with WHERE %s IS NOT NULL.", ColName(st, i))));
+			if (st->types[i] == NUMERICOID)
+			{
+				MemoryContext old = MemoryContextSwitchTo(st->tmpcxt);
+
+				e = ScalarValue(slot->tts_values[i], NUMERICOID);
+				MemoryContextSwitchTo(old);
+			}
+			else
+				e = ScalarValue(slot->tts_values[i], st->types[i]);
+			dst[i - 1] = (float) e;
+			if (unlikely(!isfinite(e) || isinf(dst[i - 1])))
+			{
+				snprintf(what, sizeof(what), "feature \"%s\"", ColName(st, i));
+				PutFeature(st, dst + i - 1, e, id, what);
+			}
+		}
+	}
+	else
+	{
+		if (slot->tts_isnull[1])
+			ereport(ERROR,
+					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+					 errmsg("the feature array is NULL in the row with id " INT64_FORMAT, id),
+					 errhint("Filter with WHERE %s IS NOT NULL.", ColName(st, 1))));
+		PutArray(st, slot->tts_values[1], id);
+	}
+	in->ids[in->n] = id;
+	in->n++;
+
+	if (++st->since_reset >= GATHER_RESET_EVERY)
+	{
+		st->since_reset = 0;
+		MemoryContextReset(st->tmpcxt);
+		CHECK_FOR_INTERRUPTS();
+	}
+	return true;
+}
+
+static void
+GatherStartup(DestReceiver *self, int operation, TupleDesc typeinfo)
+{
+}
+
+static void
+GatherShutdown(DestReceiver *self)
+{
+}
+
+static void
+GatherDestroy(DestReceiver *self)
+{
+}
+
+/* Refuses anything but one read-only SELECT: nothing may change. */
+static void
+CheckReadOnly(SPIPlanPtr plan, const char *query)
+{
+	List	   *sources = SPI_plan_get_plan_sources(plan);
+	CachedPlanSource *ps;
+	ListCell   *lc;
+
+	if (list_length(sources) != 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("the query must be a single SELECT statement"),
+				 errdetail("It holds %d statements.", list_length(sources)),
+				 errhint("Pass one SELECT that returns the row id and the features.")));
+	ps = (CachedPlanSource *) linitial(sources);
+	foreach(lc, ps->query_list)
+	{
+		Query	   *q = lfirst_node(Query, lc);
+
+		if (q->commandType != CMD_SELECT || q->utilityStmt != NULL ||
+			q->hasModifyingCTE || q->rowMarks != NIL)
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("the query must be read-only"),
+					 errdetail(q->commandType == CMD_SELECT && q->utilityStmt == NULL ?
+							   "It modifies or locks rows (a data-modifying WITH, or FOR UPDATE/SHARE)." :
+							   "It is a %s statement.", GetCommandTagName(ps->commandTag)),
+					 errhint("Pass a plain SELECT that returns the row id and the features; "
+							 "gpuclust never changes data.")));
+	}
+	if (ps->resultDesc == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("the query must return rows")));
+}
+
+/*
+ * Runs query read-only with the caller's privileges and fills in (in the
+ * current memory context).  An empty result gives n = 0.
+ */
+void
+GcGather(const char *query, GcInput *in)
+{
+	MemoryContext outcxt = CurrentMemoryContext;
+	GatherReceiver st;
+	SPIPlanPtr	plan;
+	int			rc;
+
+	memset(in, 0, sizeof(*in));
+	memset(&st, 0, sizeof(st));
+	st.pub.receiveSlot = GatherReceive;
+	st.pub.rStartup = GatherStartup;
+	st.pub.rShutdown = GatherShutdown;
+	st.pub.rDestroy = GatherDestroy;
+	st.pub.mydest = DestNone;
+	st.in = in;
+	st.outcxt = outcxt;
+	st.tmpcxt = AllocSetContextCreate(outcxt, "gpuclust gather", ALLOCSET_DEFAULT_SIZES);
+
+	if ((rc = SPI_connect()) != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed: %s", SPI_result_code_string(rc));
+	plan = SPI_prepare(query, 0, NULL);
+	if (plan == NULL)
+		elog(ERROR, "SPI_prepare failed: %s", SPI_result_code_string(SPI_result));
+	CheckReadOnly(plan, query);
+	{
+		CachedPlanSource *ps = linitial(SPI_plan_get_plan_sources(plan));
+		MemoryContext old = MemoryContextSwitchTo(outcxt);
+
+		CheckColumns(&st, CreateTupleDescCopy(ps->resultDesc));
+		MemoryContextSwitchTo(old);
+	}
+
+#if PG_VERSION_NUM >= 140000
+	{
+		SPIExecuteOptions options;
+
+		memset(&options, 0, sizeof(options));
+		options.read_only = true;
+		options.dest = &st.pub;
+		rc = SPI_execute_plan_extended(plan, &options);
+		if (rc < 0)
+			elog(ERROR, "SPI_execute_plan_extended failed: %s", SPI_result_code_string(rc));
+	}
+#else
+	{
+		Portal		portal = SPI_cursor_open(NULL, plan, NULL, NULL, true);
+		TupleTableSlot *slot = MakeSingleTupleTableSlot(portal->tupDesc, &TTSOpsHeapTuple);
+
+		for (;;)
+		{
+			SPI_cursor_fetch(portal, true, 10000);
+			if (SPI_processed == 0)
+				break;
+			for (uint64 i = 0; i < SPI_processed; i++)
+			{
+				ExecStoreHeapTuple(SPI_tuptable->vals[i], slot, false);
+				GatherReceive(slot, &st.pub);
+			}
+			SPI_freetuptable(SPI_tuptable);
+		}
+		ExecDropSingleTupleTableSlot(slot);
+		SPI_cursor_close(portal);
+	}
+#endif
+	SPI_finish();
+	MemoryContextDelete(st.tmpcxt);
+	if (in->n == 0)
+		in->d = st.kind == FEATURES_SCALARS ? st.natts - 1 : 0;
+}

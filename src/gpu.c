@@ -1,0 +1,108 @@
+/*
+ * gpu.c
+ *    Loading the GPU back end (gpuclust_cuda.so) lazily, in the backend
+ *    process, on first GPU use.
+ *
+ * Nothing here runs in the postmaster or in _PG_init: CUDA does not survive
+ * fork().  A back end that was not built, is not installed, cannot be loaded
+ * (no driver library) or finds no device is an ordinary "no GPU" answer with
+ * a reason, never a crash.  The answer is kept for the life of the backend.
+ */
+#include "postgres.h"
+
+#include <dlfcn.h>
+#include <unistd.h>
+
+#include "miscadmin.h"
+
+#include "gpuclust.h"
+
+static bool gpu_tried = false;
+static const gc_cuda_api *gpu_api = NULL;
+static gc_status gpu_why = GC_ERR_NOT_BUILT;
+static char gpu_reason[512];
+
+/* Opens the back end once and asks it for a device. */
+static void
+GpuLoad(void)
+{
+#ifndef GC_HAVE_CUDA
+	gpu_why = GC_ERR_NOT_BUILT;
+	snprintf(gpu_reason, sizeof(gpu_reason),
+			 "gpuclust was built without the GPU back end (USE_CUDA=0, or nvcc was not found).");
+#else
+	char		path[MAXPGPATH];
+	void	   *handle;
+	gc_cuda_api_fn fn;
+	const gc_cuda_api *api;
+	int32		count = 0;
+	gc_status	st;
+
+	snprintf(path, sizeof(path), "%s/gpuclust_cuda%s", pkglib_path, DLSUFFIX);
+	if (access(path, R_OK) != 0)
+	{
+		gpu_why = GC_ERR_NOT_BUILT;
+		snprintf(gpu_reason, sizeof(gpu_reason),
+				 "The GPU back end \"%s\" is not installed.", path);
+		return;
+	}
+	handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+	if (handle == NULL)
+	{
+		gpu_why = GC_ERR_NO_DRIVER;
+		snprintf(gpu_reason, sizeof(gpu_reason),
+				 "The GPU back end could not be loaded: %s.", dlerror());
+		return;
+	}
+	fn = (gc_cuda_api_fn) dlsym(handle, GC_CUDA_API_SYMBOL);
+	api = fn ? fn() : NULL;
+	if (api == NULL || api->abi_version != GC_ABI_VERSION ||
+		api->struct_size < sizeof(gc_cuda_api))
+	{
+		gpu_why = GC_ERR_NOT_BUILT;
+		snprintf(gpu_reason, sizeof(gpu_reason),
+				 "The GPU back end \"%s\" does not match this version of gpuclust; reinstall it.", path);
+		return;
+	}
+	st = api->device_count(&count);
+	if (st != GC_OK)
+	{
+		gpu_why = st;
+		snprintf(gpu_reason, sizeof(gpu_reason), "%s: %s.",
+				 st == GC_ERR_NO_DEVICE ? "No CUDA device" : "No usable NVIDIA driver",
+				 api->last_error());
+		return;
+	}
+	gpu_why = GC_OK;
+	gpu_api = api;
+#endif
+}
+
+/*
+ * The back end's api table, or NULL with the reason (a sentence for DETAIL)
+ * and a status saying which it was: not built, no driver, no device.
+ */
+const gc_cuda_api *
+GcGpuApi(char *reason, size_t reasonlen, gc_status *why)
+{
+	if (!gpu_tried)
+	{
+		gpu_tried = true;
+		GpuLoad();
+	}
+	if (why)
+		*why = gpu_why;
+	if (reason && reasonlen > 0)
+		strlcpy(reason, gpu_api ? "" : gpu_reason, reasonlen);
+	return gpu_api;
+}
+
+/* Memory-context reset callback: the back end lets go of its device memory. */
+void
+GcGpuReleaseCallback(void *arg)
+{
+	const gc_cuda_api *api = (const gc_cuda_api *) arg;
+
+	if (api && api->release)
+		api->release();
+}
