@@ -1,9 +1,314 @@
-/* kmeans.c: placeholder until the CPU k-means lands. */
-#include "core.h"
+/*
+ * kmeans.c
+ *    k-means on the CPU: Lloyd's algorithm on Euclidean distance.
+ *
+ * The rules, which the GPU back end (cuda/kmeans.cu) follows as well:
+ *
+ *  - Initial centroids: the rows picked by k-means++ (D^2 sampling) or by
+ *    'random' (k distinct rows), both driven by the seed through the shared
+ *    code of kmeans_init.h, or the caller's k x d initial_centroids.
+ *    Cluster j starts at the j-th initial centroid and keeps number j.
+ *  - One iteration: every row goes to its nearest centroid (the lowest
+ *    cluster number on a tie), then every centroid moves to the mean of its
+ *    rows.  A cluster left empty is re-seeded with the row farthest from its
+ *    centroid (kmeans_init.h, gc_kmeans_reseed_empty).
+ *  - Stop after an iteration in which no row changed cluster, or in which
+ *    the sum over clusters of the squared centroid move is at most
+ *    tol * (mean per-feature variance of the data), or after max_iter
+ *    iterations.  These are scikit-learn's rules for algorithm='lloyd'.
+ *  - Unless it stopped because nothing changed, the rows are assigned once
+ *    more to the final centroids, so that labels and centroids agree.
+ *  - Output: label and Euclidean distance to the assigned centroid per row;
+ *    per cluster the centroid, the size and the inertia (sum of squared
+ *    distances); and the number of iterations run.
+ *
+ * Distances are accumulated in double.  Lloyd's iteration and its GPU
+ * counterpart follow Li, Zhao and Chu, "Speeding up K-Means Algorithm by
+ * GPUs" (../shared/seeds/001); k-means++ is Arthur and Vassilvitskii's.
+ */
+#include <float.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
 
+#include "core.h"
+#include "kmeans_init.h"
+
+/* Rows between two questions to the cancel callback, scaled by the work per row. */
+static int64_t
+cancel_stride(int32_t k, int32_t d)
+{
+	int64_t		work = (int64_t) k * d;
+	int64_t		rows = work > 0 ? (INT64_C(1) << 22) / work : 4096;
+
+	return rows < 16 ? 16 : rows;
+}
+
+/*
+ * Nearest centroid of rows [from, to): label and squared distance.  The sum
+ * over a centroid's dimensions stops as soon as it cannot beat the best so
+ * far; that does not change which centroid wins.
+ */
+static void
+assign_rows(const float *x, int64_t from, int64_t to, int32_t d,
+			const double *cen, int32_t k, int32_t *labels, double *d2)
+{
+	for (int64_t i = from; i < to; i++)
+	{
+		const float *row = x + i * d;
+		double		best = HUGE_VAL;
+		int32_t		bj = 0;
+
+		for (int32_t j = 0; j < k; j++)
+		{
+			const double *c = cen + (int64_t) j * d;
+			double		s = 0.0;
+			int32_t		t;
+
+			for (t = 0; t < d; t++)
+			{
+				double		diff = (double) row[t] - c[t];
+
+				s += diff * diff;
+				if (s >= best)
+					break;
+			}
+			if (t == d && s < best)
+			{
+				best = s;
+				bj = j;
+			}
+		}
+		labels[i] = bj;
+		d2[i] = best;
+	}
+}
+
+/* Assigns every row; returns -1 when cancelled. */
+static int
+assign_all(const float *x, int64_t n, int32_t d, const double *cen, int32_t k,
+		   int32_t *labels, double *d2, gc_cancel_fn cancel, void *cancel_arg)
+{
+	int64_t		stride = cancel_stride(k, d);
+
+	for (int64_t from = 0; from < n; from += stride)
+	{
+		if (cancel && cancel(cancel_arg))
+			return -1;
+		assign_rows(x, from, from + stride < n ? from + stride : n, d, cen, k, labels, d2);
+	}
+	return 0;
+}
+
+/* Checks the parameters shared by both back ends; 0 when fine. */
+static gc_status
+check_params(int64_t n, int32_t d, const gc_kmeans_params *p, char *errbuf)
+{
+	if (p == NULL || p->struct_size < sizeof(gc_kmeans_params))
+		return gc_fail(errbuf, GC_ERR_INVALID_ARGUMENT, "k-means parameters of an unknown version");
+	if (n < 1 || d < 1)
+		return gc_fail(errbuf, GC_ERR_INVALID_ARGUMENT, "k-means needs at least one row and one feature");
+	if (p->k < 1 || p->k > n)
+		return gc_fail(errbuf, GC_ERR_INVALID_ARGUMENT,
+					   "k must be between 1 and the number of rows (%lld), not %d",
+					   (long long) n, p->k);
+	if (p->max_iter < 1)
+		return gc_fail(errbuf, GC_ERR_INVALID_ARGUMENT, "max_iter must be at least 1");
+	if (!(p->tol >= 0.0) || isinf(p->tol))
+		return gc_fail(errbuf, GC_ERR_INVALID_ARGUMENT, "tol must be a finite number >= 0");
+	if (p->init != GC_KMEANS_INIT_PLUSPLUS && p->init != GC_KMEANS_INIT_RANDOM &&
+		p->init != GC_KMEANS_INIT_GIVEN)
+		return gc_fail(errbuf, GC_ERR_INVALID_ARGUMENT, "unknown k-means init method %d", (int) p->init);
+	if (p->init == GC_KMEANS_INIT_GIVEN)
+	{
+		if (p->initial_centroids == NULL)
+			return gc_fail(errbuf, GC_ERR_INVALID_ARGUMENT, "initial centroids are missing");
+		for (int64_t i = 0; i < (int64_t) p->k * d; i++)
+			if (!isfinite(p->initial_centroids[i]))
+				return gc_fail(errbuf, GC_ERR_INVALID_ARGUMENT,
+							   "initial centroid %lld has a value that is not finite",
+							   (long long) (i / d));
+	}
+	return GC_OK;
+}
+
+/*
+ * The initial centroids [k, d] as the shared rules pick them.  mind2 is
+ * scratch of n doubles.  Returns GC_OK, GC_ERR_CANCELLED or
+ * GC_ERR_OUT_OF_MEMORY.
+ */
+static gc_status
+initial_centroids(const float *x, int64_t n, int32_t d, const gc_kmeans_params *p,
+				  double *cen, double *mind2, gc_cancel_fn cancel, void *cancel_arg,
+				  char *errbuf)
+{
+	int64_t    *rows;
+	int			rc;
+
+	if (p->init == GC_KMEANS_INIT_GIVEN)
+	{
+		memcpy(cen, p->initial_centroids, sizeof(double) * (size_t) p->k * d);
+		return GC_OK;
+	}
+	rows = malloc(sizeof(int64_t) * (size_t) p->k);
+	if (!rows)
+		return gc_fail(errbuf, GC_ERR_OUT_OF_MEMORY, "out of memory for k-means initialization");
+	if (p->init == GC_KMEANS_INIT_RANDOM)
+		rc = gc_kmeans_random_rows(n, p->k, p->seed, rows) == 0 ? 0 : 1;
+	else
+		rc = gc_kmeans_plusplus_rows(x, n, d, p->k, p->seed, rows, mind2, cancel, cancel_arg) == 0 ? 0 : 2;
+	if (rc == 0)
+		for (int32_t j = 0; j < p->k; j++)
+			for (int32_t t = 0; t < d; t++)
+				cen[(int64_t) j * d + t] = (double) x[rows[j] * d + t];
+	free(rows);
+	if (rc == 1)
+		return gc_fail(errbuf, GC_ERR_OUT_OF_MEMORY, "out of memory for k-means initialization");
+	if (rc == 2)
+		return gc_fail(errbuf, GC_ERR_CANCELLED, "canceled");
+	return GC_OK;
+}
+
+/* k-means on the CPU; see the rules at the top of this file. */
 gc_status
 gc_kmeans_cpu(const float *x, int64_t n, int32_t d, const gc_kmeans_params *params,
 			  gc_kmeans_result *result, gc_cancel_fn cancel, void *cancel_arg, char *errbuf)
 {
-	return gc_fail(errbuf, GC_ERR_INTERNAL, "k-means is not implemented yet");
+	gc_status	st = check_params(n, d, params, errbuf);
+	int32_t		k;
+	size_t		kd;
+	double	   *cen = NULL,
+			   *sums = NULL,
+			   *d2 = NULL,
+			   *scratch = NULL;
+	int64_t    *counts = NULL,
+			   *taken = NULL;
+	int32_t    *labels = NULL,
+			   *labels_old = NULL;
+	double		mean_var,
+				tol_abs;
+	int32_t		it;
+	int			strict = 0;
+
+	if (st != GC_OK)
+		return st;
+	k = params->k;
+	kd = (size_t) k * d;
+
+	cen = malloc(sizeof(double) * kd);
+	sums = malloc(sizeof(double) * kd);
+	d2 = malloc(sizeof(double) * (size_t) n);
+	scratch = malloc(sizeof(double) * (size_t) d);
+	counts = malloc(sizeof(int64_t) * (size_t) k);
+	taken = malloc(sizeof(int64_t) * (size_t) k);
+	labels = result->labels;
+	labels_old = malloc(sizeof(int32_t) * (size_t) n);
+	if (!cen || !sums || !d2 || !scratch || !counts || !taken || !labels_old)
+	{
+		st = gc_fail(errbuf, GC_ERR_OUT_OF_MEMORY,
+					 "out of memory for k-means working arrays (%lld rows, k = %d)",
+					 (long long) n, k);
+		goto done;
+	}
+
+	if (gc_kmeans_stats(x, n, d, &mean_var, NULL, NULL, NULL, scratch, cancel, cancel_arg) != 0)
+	{
+		st = gc_fail(errbuf, GC_ERR_CANCELLED, "canceled");
+		goto done;
+	}
+	tol_abs = params->tol * mean_var;
+
+	st = initial_centroids(x, n, d, params, cen, d2, cancel, cancel_arg, errbuf);
+	if (st != GC_OK)
+		goto done;
+
+	for (int64_t i = 0; i < n; i++)
+		labels_old[i] = -1;
+
+	for (it = 0; it < params->max_iter; it++)
+	{
+		double		shift = 0.0;
+		int			same;
+		int32_t		reseeded;
+
+		if (assign_all(x, n, d, cen, k, labels, d2, cancel, cancel_arg) != 0)
+		{
+			st = gc_fail(errbuf, GC_ERR_CANCELLED, "canceled");
+			goto done;
+		}
+
+		/* Means of the new clusters. */
+		memset(sums, 0, sizeof(double) * kd);
+		memset(counts, 0, sizeof(int64_t) * (size_t) k);
+		for (int64_t i = 0; i < n; i++)
+		{
+			double	   *s = sums + (int64_t) labels[i] * d;
+			const float *row = x + i * d;
+
+			for (int32_t t = 0; t < d; t++)
+				s[t] += (double) row[t];
+			counts[labels[i]]++;
+		}
+		reseeded = gc_kmeans_reseed_empty(x, n, d, k, labels, d2, NULL, sums, counts, taken);
+		for (int32_t j = 0; j < k; j++)
+		{
+			double		move = 0.0;
+
+			for (int32_t t = 0; t < d; t++)
+			{
+				double		c = counts[j] > 0 ? sums[(int64_t) j * d + t] / (double) counts[j]
+					: cen[(int64_t) j * d + t];
+				double		diff = c - cen[(int64_t) j * d + t];
+
+				move += diff * diff;
+				cen[(int64_t) j * d + t] = c;
+			}
+			shift += move;
+		}
+
+		/* Nothing changed: the centroids did not move, labels and d2 hold. */
+		same = reseeded == 0;
+		for (int64_t i = 0; i < n && same; i++)
+			same = labels[i] == labels_old[i];
+		if (same)
+		{
+			strict = 1;
+			break;
+		}
+		if (shift <= tol_abs)
+			break;
+		memcpy(labels_old, labels, sizeof(int32_t) * (size_t) n);
+	}
+	result->iterations = it < params->max_iter ? it + 1 : params->max_iter;
+
+	if (!strict && assign_all(x, n, d, cen, k, labels, d2, cancel, cancel_arg) != 0)
+	{
+		st = gc_fail(errbuf, GC_ERR_CANCELLED, "canceled");
+		goto done;
+	}
+
+	/* Output. */
+	memcpy(result->centroids, cen, sizeof(double) * kd);
+	for (int32_t j = 0; j < k; j++)
+	{
+		result->sizes[j] = 0;
+		result->inertia[j] = 0.0;
+	}
+	for (int64_t i = 0; i < n; i++)
+	{
+		result->distance[i] = sqrt(d2[i]);
+		result->sizes[labels[i]]++;
+		result->inertia[labels[i]] += d2[i];
+	}
+	st = GC_OK;
+
+done:
+	free(cen);
+	free(sums);
+	free(d2);
+	free(scratch);
+	free(counts);
+	free(taken);
+	free(labels_old);
+	return st;
 }

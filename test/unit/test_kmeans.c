@@ -1,0 +1,455 @@
+/*
+ * test_kmeans.c
+ *    Unit tests of the CPU k-means (src/core/kmeans.c) and of the shared
+ *    initialization code (src/core/kmeans_init.h).
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core.h"
+#include "kmeans_init.h"
+#include "unit.h"
+
+typedef struct Run
+{
+	int32_t    *labels;
+	double	   *distance;
+	double	   *centroids;
+	int64_t    *sizes;
+	double	   *inertia;
+	gc_kmeans_result res;
+	gc_status	st;
+	char		errbuf[GC_ERRBUF_SIZE];
+} Run;
+
+static void
+run_kmeans(Run *r, const float *x, int64_t n, int32_t d, const gc_kmeans_params *p)
+{
+	int32_t		k = p->k > 0 ? p->k : 1;
+
+	r->labels = calloc(n, sizeof(int32_t));
+	r->distance = calloc(n, sizeof(double));
+	r->centroids = calloc((size_t) k * d, sizeof(double));
+	r->sizes = calloc(k, sizeof(int64_t));
+	r->inertia = calloc(k, sizeof(double));
+	r->res.labels = r->labels;
+	r->res.distance = r->distance;
+	r->res.centroids = r->centroids;
+	r->res.sizes = r->sizes;
+	r->res.inertia = r->inertia;
+	r->res.iterations = 0;
+	r->errbuf[0] = '\0';
+	r->st = gc_kmeans_cpu(x, n, d, p, &r->res, NULL, NULL, r->errbuf);
+}
+
+static void
+free_run(Run *r)
+{
+	free(r->labels);
+	free(r->distance);
+	free(r->centroids);
+	free(r->sizes);
+	free(r->inertia);
+}
+
+static gc_kmeans_params
+params(int32_t k, gc_kmeans_init init, const double *given)
+{
+	gc_kmeans_params p;
+
+	memset(&p, 0, sizeof(p));
+	p.struct_size = sizeof(p);
+	p.k = k;
+	p.max_iter = 300;
+	p.tol = 1e-4;
+	p.seed = 0;
+	p.init = init;
+	p.initial_centroids = given;
+	p.precision = GC_PRECISION_FP32;
+	return p;
+}
+
+/* Uniform in [0, 1) from a small LCG, so the data do not depend on libc. */
+static double
+unif(uint64_t *s)
+{
+	*s = *s * UINT64_C(6364136223846793005) + UINT64_C(1442695040888963407);
+	return (double) (*s >> 11) * (1.0 / 9007199254740992.0);
+}
+
+/* n points around each of the centres [nc, d], spread +-0.5 per feature. */
+static float *
+blobs(int nc, int per, int32_t d, const double *centres, uint64_t seed)
+{
+	float	   *x = malloc(sizeof(float) * (size_t) nc * per * d);
+	uint64_t	s = seed;
+
+	for (int i = 0; i < nc * per; i++)
+		for (int t = 0; t < d; t++)
+			x[(size_t) i * d + t] = (float) (centres[(i % nc) * d + t] + unif(&s) - 0.5);
+	return x;
+}
+
+/* The final state is a fixed point: labels are nearest, distances and inertia agree. */
+static void
+check_consistent(const Run *r, const float *x, int64_t n, int32_t d, int32_t k, const char *what)
+{
+	int			bad_label = 0,
+				bad_dist = 0;
+	int64_t    *sizes = calloc(k, sizeof(int64_t));
+	double	   *inertia = calloc(k, sizeof(double));
+	int			bad_size = 0,
+				bad_inertia = 0;
+
+	for (int64_t i = 0; i < n; i++)
+	{
+		double		best = HUGE_VAL;
+
+		for (int32_t j = 0; j < k; j++)
+		{
+			double		s = 0.0;
+
+			for (int32_t t = 0; t < d; t++)
+			{
+				double		diff = x[i * d + t] - r->centroids[j * d + t];
+
+				s += diff * diff;
+			}
+			if (s < best)
+				best = s;
+		}
+		{
+			int32_t		l = r->labels[i];
+			double		s = 0.0;
+
+			for (int32_t t = 0; t < d; t++)
+			{
+				double		diff = x[i * d + t] - r->centroids[l * d + t];
+
+				s += diff * diff;
+			}
+			if (s > best * (1 + 1e-12) + 1e-300)
+				bad_label++;
+			if (fabs(sqrt(s) - r->distance[i]) > 1e-9 * (1 + sqrt(s)))
+				bad_dist++;
+			sizes[l]++;
+			inertia[l] += s;
+		}
+	}
+	for (int32_t j = 0; j < k; j++)
+	{
+		if (sizes[j] != r->sizes[j])
+			bad_size++;
+		if (fabs(inertia[j] - r->inertia[j]) > 1e-9 * (1 + inertia[j]))
+			bad_inertia++;
+	}
+	CHECK(bad_label == 0, "%s: %d rows not at their nearest centroid", what, bad_label);
+	CHECK(bad_dist == 0, "%s: %d wrong distances", what, bad_dist);
+	CHECK(bad_size == 0, "%s: %d wrong cluster sizes", what, bad_size);
+	CHECK(bad_inertia == 0, "%s: %d wrong inertias", what, bad_inertia);
+	free(sizes);
+	free(inertia);
+}
+
+/* Three separated blobs with given initial centroids: the known answer. */
+static void
+test_known_answer(void)
+{
+	const double centres[] = {0, 0, 10, 0, 0, 10};
+	const double init[] = {1, 1, 9, 1, 1, 9};
+	float	   *x = blobs(3, 100, 2, centres, 1);
+	gc_kmeans_params p = params(3, GC_KMEANS_INIT_GIVEN, init);
+	Run			r;
+	int			wrong = 0;
+
+	run_kmeans(&r, x, 300, 2, &p);
+	CHECK(r.st == GC_OK, "known answer: status %d (%s)", r.st, r.errbuf);
+	for (int i = 0; i < 300; i++)
+		wrong += r.labels[i] != i % 3;
+	CHECK(wrong == 0, "known answer: %d rows in the wrong cluster", wrong);
+	for (int j = 0; j < 3; j++)
+	{
+		double		m[2] = {0, 0};
+
+		for (int i = j; i < 300; i += 3)
+			for (int t = 0; t < 2; t++)
+				m[t] += x[i * 2 + t];
+		for (int t = 0; t < 2; t++)
+		{
+			m[t] /= 100;
+			CHECK(fabs(r.centroids[j * 2 + t] - m[t]) < 1e-12,
+				  "known answer: centroid %d[%d] = %g, mean %g", j, t, r.centroids[j * 2 + t], m[t]);
+		}
+		CHECK(r.sizes[j] == 100, "known answer: size %d = %lld", j, (long long) r.sizes[j]);
+	}
+	CHECK(r.res.iterations == 2, "known answer: %d iterations (one to move, one to see nothing change)",
+		  r.res.iterations);
+	check_consistent(&r, x, 300, 2, 3, "known answer");
+	free_run(&r);
+	free(x);
+}
+
+/* The same seed gives the same result; k-means++ and random pick distinct rows. */
+static void
+test_seeded(void)
+{
+	const double centres[] = {0, 0, 0, 20, 0, 0, 0, 20, 0, 20, 20, 0, 5, 5, 5, 40, 40, 40};
+	float	   *x = blobs(6, 200, 3, centres, 7);
+	int64_t		n = 1200;
+
+	for (int m = 0; m < 2; m++)
+	{
+		gc_kmeans_init init = m == 0 ? GC_KMEANS_INIT_PLUSPLUS : GC_KMEANS_INIT_RANDOM;
+		const char *name = m == 0 ? "k-means++" : "random";
+		gc_kmeans_params p = params(6, init, NULL);
+		Run			a,
+					b;
+
+		p.seed = 42;
+		run_kmeans(&a, x, n, 3, &p);
+		run_kmeans(&b, x, n, 3, &p);
+		CHECK(a.st == GC_OK && b.st == GC_OK, "%s: status %d %d", name, a.st, b.st);
+		CHECK(memcmp(a.labels, b.labels, sizeof(int32_t) * n) == 0, "%s: labels differ between runs", name);
+		CHECK(memcmp(a.centroids, b.centroids, sizeof(double) * 18) == 0, "%s: centroids differ", name);
+		CHECK(a.res.iterations == b.res.iterations, "%s: iterations differ", name);
+		check_consistent(&a, x, n, 3, 6, name);
+		free_run(&a);
+		free_run(&b);
+	}
+
+	/* k-means++ on separated blobs puts one centre in each blob. */
+	for (uint64_t seed = 0; seed < 20; seed++)
+	{
+		int64_t		rows[6];
+		double	   *mind2 = malloc(sizeof(double) * n);
+		int			seen[6] = {0};
+		int			blobs_hit = 0;
+
+		CHECK(gc_kmeans_plusplus_rows(x, n, 3, 6, seed, rows, mind2, NULL, NULL) == 0, "k-means++ rows");
+		for (int j = 0; j < 6; j++)
+			seen[rows[j] % 6] = 1;
+		for (int j = 0; j < 6; j++)
+			blobs_hit += seen[j];
+		CHECK(blobs_hit == 6, "k-means++ seed %llu: only %d of 6 blobs seeded",
+			  (unsigned long long) seed, blobs_hit);
+		free(mind2);
+	}
+	free(x);
+
+	/* random rows: distinct, in range, reproducible, on both code paths. */
+	for (int c = 0; c < 2; c++)
+	{
+		int64_t		n2 = c == 0 ? 1000 : 12;
+		int32_t		k = 10;
+		int64_t		a[10],
+					b[10];
+		int			dup = 0,
+					out = 0;
+
+		CHECK(gc_kmeans_random_rows(n2, k, 5, a) == 0, "random rows");
+		CHECK(gc_kmeans_random_rows(n2, k, 5, b) == 0, "random rows");
+		CHECK(memcmp(a, b, sizeof(a)) == 0, "random rows differ for the same seed (n = %lld)", (long long) n2);
+		for (int i = 0; i < k; i++)
+		{
+			out += a[i] < 0 || a[i] >= n2;
+			for (int j = 0; j < i; j++)
+				dup += a[i] == a[j];
+		}
+		CHECK(dup == 0 && out == 0, "random rows (n = %lld): %d repeated, %d out of range",
+			  (long long) n2, dup, out);
+	}
+}
+
+/* The generator is xoshiro256** seeded by splitmix64: pinned values. */
+static void
+test_rng(void)
+{
+	gc_rng		rng;
+	uint64_t	sm = 0;
+	uint64_t	first = gc_splitmix64(&sm);
+	int			hist[5] = {0};
+
+	CHECK(first == UINT64_C(0xE220A8397B1DCDAF), "splitmix64(0) = %016llx", (unsigned long long) first);
+	gc_rng_seed(&rng, 1);
+	for (int i = 0; i < 50000; i++)
+		hist[gc_rng_below(&rng, 5)]++;
+	for (int i = 0; i < 5; i++)
+		CHECK(abs(hist[i] - 10000) < 500, "rng_below(5) bucket %d holds %d of 50000", i, hist[i]);
+
+	/* The integer weights of k-means++ never overflow. */
+	{
+		int64_t		n = 10000000;
+		double		maxd2 = 123456.789;
+		double		scale = gc_kmpp_scale(maxd2, n);
+		double		total = (double) gc_kmpp_weight(maxd2, scale) * (double) n;
+
+		CHECK(total < 4611686018427387904.0 && total > 1e18, "k-means++ weight total %g", total);
+		CHECK(gc_kmpp_scale(0.0, n) == 0.0, "k-means++ scale of zero");
+	}
+}
+
+/* An initial centroid far from every row gets re-seeded, and nothing stays empty. */
+static void
+test_empty_cluster(void)
+{
+	const float x[] = {0, 1, 2, 3, 10, 11, 12, 13};
+	const double init[] = {0, 1000, 11};
+	gc_kmeans_params p = params(3, GC_KMEANS_INIT_GIVEN, init);
+	Run			r;
+
+	run_kmeans(&r, x, 8, 1, &p);
+	CHECK(r.st == GC_OK, "empty cluster: status %d (%s)", r.st, r.errbuf);
+	for (int j = 0; j < 3; j++)
+		CHECK(r.sizes[j] > 0, "empty cluster: cluster %d is empty", j);
+	CHECK(r.centroids[1] < 100, "empty cluster: centroid 1 still at %g", r.centroids[1]);
+	check_consistent(&r, x, 8, 1, 3, "empty cluster");
+	free_run(&r);
+
+	/* Duplicated initial centroids: the second copy gets re-seeded. */
+	{
+		const double twice[] = {0, 0, 11};
+
+		p = params(3, GC_KMEANS_INIT_GIVEN, twice);
+		run_kmeans(&r, x, 8, 1, &p);
+		CHECK(r.st == GC_OK, "duplicate centroid: status %d", r.st);
+		for (int j = 0; j < 3; j++)
+			CHECK(r.sizes[j] > 0, "duplicate centroid: cluster %d is empty", j);
+		free_run(&r);
+	}
+
+	/* k = n: every row its own cluster, inertia zero. */
+	{
+		double		tot = 0;
+
+		p = params(8, GC_KMEANS_INIT_PLUSPLUS, NULL);
+		run_kmeans(&r, x, 8, 1, &p);
+		CHECK(r.st == GC_OK, "k = n: status %d", r.st);
+		for (int j = 0; j < 8; j++)
+			tot += r.inertia[j];
+		CHECK(tot == 0.0, "k = n: inertia %g", tot);
+		free_run(&r);
+	}
+
+	/* Identical rows, k > 1: k-means++ falls back to uniform draws. */
+	{
+		const float same[] = {3, 3, 3, 3, 3, 3};
+
+		p = params(3, GC_KMEANS_INIT_PLUSPLUS, NULL);
+		run_kmeans(&r, same, 3, 2, &p);
+		CHECK(r.st == GC_OK, "identical rows: status %d", r.st);
+		free_run(&r);
+	}
+}
+
+/* max_iter and tol stop the iteration; bad parameters are refused. */
+static void
+test_stopping_and_errors(void)
+{
+	const double centres[] = {0, 0, 3, 0, 0, 3, 3, 3};
+	float	   *x = blobs(4, 250, 2, centres, 3);
+	gc_kmeans_params p = params(4, GC_KMEANS_INIT_RANDOM, NULL);
+	Run			r;
+	int32_t		full;
+
+	p.tol = 0;
+	run_kmeans(&r, x, 1000, 2, &p);
+	CHECK(r.st == GC_OK, "tol 0: status %d", r.st);
+	full = r.res.iterations;
+	check_consistent(&r, x, 1000, 2, 4, "tol 0");
+	free_run(&r);
+
+	p.max_iter = 1;
+	run_kmeans(&r, x, 1000, 2, &p);
+	CHECK(r.res.iterations == 1, "max_iter 1: %d iterations", r.res.iterations);
+	check_consistent(&r, x, 1000, 2, 4, "max_iter 1");
+	free_run(&r);
+
+	p.max_iter = 300;
+	p.tol = 1e6;
+	run_kmeans(&r, x, 1000, 2, &p);
+	CHECK(r.res.iterations == 1 && full >= 1, "huge tol: %d iterations", r.res.iterations);
+	free_run(&r);
+
+	{
+		struct
+		{
+			int32_t		k;
+			int32_t		max_iter;
+			double		tol;
+			int			init;
+			int			nan;
+		}			bad[] = {
+			{0, 300, 1e-4, 0, 0}, {1001, 300, 1e-4, 0, 0}, {4, 0, 1e-4, 0, 0},
+			{4, 300, -1, 0, 0}, {4, 300, NAN, 0, 0}, {4, 300, 1e-4, 7, 0},
+			{4, 300, 1e-4, 2, 1}, {4, 300, 1e-4, 2, 2}
+		};
+
+		for (size_t b = 0; b < sizeof(bad) / sizeof(bad[0]); b++)
+		{
+			double		init[8] = {0, 0, 1, 1, 2, 2, 3, 3};
+
+			p = params(bad[b].k, (gc_kmeans_init) bad[b].init, NULL);
+			p.max_iter = bad[b].max_iter;
+			p.tol = bad[b].tol;
+			if (bad[b].nan == 1)
+			{
+				init[5] = NAN;
+				p.initial_centroids = init;
+			}
+			run_kmeans(&r, x, 1000, 2, &p);
+			CHECK(r.st == GC_ERR_INVALID_ARGUMENT && r.errbuf[0] != '\0',
+				  "bad parameters %zu accepted (status %d)", b, r.st);
+			free_run(&r);
+		}
+	}
+	free(x);
+}
+
+static int	cancel_calls = 0;
+
+static int
+cancel_after_three(void *arg)
+{
+	return ++cancel_calls > 3;
+}
+
+static void
+test_cancel(void)
+{
+	const double centres[] = {0, 0, 3, 0};
+	float	   *x = blobs(2, 50000, 2, centres, 9);
+	gc_kmeans_params p = params(2, GC_KMEANS_INIT_PLUSPLUS, NULL);
+	gc_kmeans_result res;
+	int32_t    *labels = malloc(sizeof(int32_t) * 100000);
+	double	   *dist = malloc(sizeof(double) * 100000);
+	double		cen[4],
+				inertia[2];
+	int64_t		sizes[2];
+	char		errbuf[GC_ERRBUF_SIZE];
+	gc_status	st;
+
+	res.labels = labels;
+	res.distance = dist;
+	res.centroids = cen;
+	res.sizes = sizes;
+	res.inertia = inertia;
+	p.tol = 0;
+	st = gc_kmeans_cpu(x, 100000, 2, &p, &res, cancel_after_three, NULL, errbuf);
+	CHECK(st == GC_ERR_CANCELLED, "cancel: status %d", st);
+	free(labels);
+	free(dist);
+	free(x);
+}
+
+int
+main(void)
+{
+	test_rng();
+	test_known_answer();
+	test_seeded();
+	test_empty_cluster();
+	test_stopping_and_errors();
+	test_cancel();
+	UNIT_DONE();
+}
