@@ -407,7 +407,7 @@ CheckReadOnly(SPIPlanPtr plan, const char *query)
 					 errmsg("the query must be read-only"),
 					 errdetail(q->commandType == CMD_SELECT && q->utilityStmt == NULL ?
 							   "It modifies or locks rows (a data-modifying WITH, or FOR UPDATE/SHARE)." :
-							   "It is a %s statement.", GetCommandTagName(ps->commandTag)),
+							   "Its command is %s.", GetCommandTagName(ps->commandTag)),
 					 errhint("Pass a plain SELECT that returns the row id and the features; "
 							 "gpuclust never changes data.")));
 	}
