@@ -1,0 +1,540 @@
+/*
+ * dpeaks_common.h
+ *    Density peaks arithmetic shared word for word by the CPU core
+ *    (src/core/dpeaks.c) and the GPU back end (cuda/dpeaks.cu), so that both
+ *    produce bit-identical dc, rho, delta, centres and labels.
+ *
+ * Exact rules (Rodriguez & Laio 2014, as parallelised in seed 004, CUDA-DP):
+ *
+ *  - d_ij = sqrt(dist2_ij), dist2 accumulated in double from the float
+ *    inputs over dimensions 0..d-1 in order, without FMA (gc_dist2).
+ *  - dc when not given: the k-th smallest d_ij over ordered pairs i != j,
+ *    k = ceil(neighbor_rate * n * (n - 1)).  Found exactly (a radix select
+ *    on the bit patterns of dist2: the seed's binary search over pair counts,
+ *    twelve bits per pass) when n <= GC_DP_DC_EXACT_MAX_N, otherwise the
+ *    ceil(neighbor_rate * S)-th smallest of S = GC_DP_DC_SAMPLE_PAIRS ordered
+ *    pairs drawn by gc_dp_sample_pair from the seed (the seed's sampling).
+ *  - cutoff kernel: rho_i = #{j != i : d_ij < dc}, evaluated as
+ *    dist2_ij < T with T = gc_dp_cutoff_threshold(dc), which is equivalent.
+ *  - gaussian kernel: rho_i = sum_{j != i} exp(-dist2_ij / dc^2), each term
+ *    from gc_dp_gauss_fixed (relative error below 2e-7) as a fixed-point
+ *    number with 63 fraction bits, summed in 128-bit integers, so the sum is
+ *    the same in any order; terms below 2^-63 vanish, hence an absolute
+ *    error below n * 2^-63 on top of the relative one.
+ *  - density order: rank 0 is the densest; i before j when rho_i > rho_j, or
+ *    equal and i < j.
+ *  - delta_i = d to the nearest denser point; equal distances: the denser of
+ *    them (smaller rank).  Densest point: the largest d to any point.
+ *  - gamma_i = rho_i * delta_i.  Centres: the densest point and, with
+ *    n_clusters, the n_clusters - 1 others with the largest gamma (ties by
+ *    rank); otherwise every point with rho >= rho_min and delta >= delta_min.
+ *    Centres are numbered 0, 1, ... by rank; each other point takes the
+ *    cluster of its nearest denser point.
+ *
+ * The grid index (dimensions 1 to 3) only decides which pairs must be
+ * looked at; its cell tests are conservative, so the answers above do not
+ * depend on the cell size and both back ends may size it differently.
+ */
+#ifndef GPUCLUST_DPEAKS_COMMON_H
+#define GPUCLUST_DPEAKS_COMMON_H
+
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#ifdef __CUDACC__
+#define GC_DP_FN static __host__ __device__ __forceinline__
+#else
+#define GC_DP_FN static inline
+#endif
+
+/* Largest n for which dc is found exactly over all pairs. */
+#define GC_DP_DC_EXACT_MAX_N	50000
+/* Ordered pairs drawn when dc is estimated from a sample. */
+#define GC_DP_DC_SAMPLE_PAIRS	(INT64_C(1) << 22)
+/* Points this dense (rank below) find their nearest denser point by scanning all denser points. */
+#define GC_DP_BRUTE_RANK		2048
+/* The grid index is used up to this many dimensions. */
+#define GC_DP_GRID_MAX_DIM		3
+/* Seed of the dc sample when the caller passes none. */
+#define GC_DP_DEFAULT_SEED		UINT64_C(0x6770756373656564)
+
+/* Bit pattern of a non-negative double; the order of the patterns is the order of the values. */
+GC_DP_FN uint64_t
+gc_dp_key(double v)
+{
+#ifdef __CUDA_ARCH__
+	return (uint64_t) __double_as_longlong(v);
+#else
+	uint64_t	k;
+
+	memcpy(&k, &v, sizeof(k));
+	return k;
+#endif
+}
+
+GC_DP_FN double
+gc_dp_unkey(uint64_t k)
+{
+#ifdef __CUDA_ARCH__
+	return __longlong_as_double((long long) k);
+#else
+	double		v;
+
+	memcpy(&v, &k, sizeof(v));
+	return v;
+#endif
+}
+
+/* splitmix64 finaliser. */
+GC_DP_FN uint64_t
+gc_dp_mix64(uint64_t z)
+{
+	z += UINT64_C(0x9e3779b97f4a7c15);
+	z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
+	z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
+	return z ^ (z >> 31);
+}
+
+/* The p-th sampled ordered pair (i != j) for the dc estimate; n >= 2. */
+GC_DP_FN void
+gc_dp_sample_pair(uint64_t seed, int64_t p, int64_t n, int64_t *i, int64_t *j)
+{
+	uint64_t	a = gc_dp_mix64(seed ^ gc_dp_mix64((uint64_t) (2 * p)));
+	uint64_t	b = gc_dp_mix64(seed ^ gc_dp_mix64((uint64_t) (2 * p + 1)));
+	int64_t		ii = (int64_t) (a % (uint64_t) n);
+	int64_t		jj = (int64_t) (b % (uint64_t) (n - 1));
+
+	if (jj >= ii)
+		jj++;
+	*i = ii;
+	*j = jj;
+}
+
+/* 1-based rank of the neighbor_rate quantile among `pairs` values. */
+GC_DP_FN int64_t
+gc_dp_quantile_rank(double rate, int64_t pairs)
+{
+	double		k = ceil(rate * (double) pairs);
+
+	if (k < 1.0)
+		return 1;
+	if (k > (double) pairs)
+		return pairs;
+	return (int64_t) k;
+}
+
+/* Number of ordered pairs i != j. */
+GC_DP_FN int64_t
+gc_dp_ordered_pairs(int64_t n)
+{
+	return n * (n - 1);
+}
+
+/*
+ * The smallest double T with sqrt(T) >= dc: then sqrt(x) < dc exactly when
+ * x < T, so the cutoff kernel compares squared distances.
+ */
+static inline double
+gc_dp_cutoff_threshold(double dc)
+{
+	double		t = dc * dc;
+
+	while (sqrt(t) < dc)
+		t = nextafter(t, INFINITY);
+	while (t > 0.0 && sqrt(nextafter(t, 0.0)) >= dc)
+		t = nextafter(t, 0.0);
+	return t;
+}
+
+/*
+ * exp(-u) for u >= 0 as a fixed-point number with 63 fraction bits
+ * (truncated).  u = k ln2 + r with |r| <= ln2 / 2 in double; exp(-r) from its
+ * degree-8 Taylor polynomial in float (relative error below 2e-7); the
+ * scaling by 2^-k is a shift.  Written once for both back ends.
+ */
+GC_DP_FN uint64_t
+gc_dp_gauss_fixed(double u)
+{
+	double		kd;
+	int			k;
+	float		x,
+				p;
+	uint64_t	m;
+
+	if (!(u < 44.0))			/* exp(-44) < 2^-63: also catches NaN */
+		return 0;
+	kd = floor(u * 1.4426950408889634 + 0.5);
+	k = (int) kd;
+	x = (float) (kd * 0.6931471805599453 - u);	/* -r */
+	p = 1.0f + x * (1.0f + x * (0.5f + x * (0.16666667f + x * (0.041666668f +
+			x * (0.0083333333f + x * (0.0013888889f + x * (0.00019841270f +
+			x * 0.000024801587f)))))));
+	/* p < 1.5, so p * 2^62 < 2^63; exact in float, exact in the conversion */
+	m = (uint64_t) (p * 4611686018427387904.0f);
+	if (k == 0)
+		return m << 1;
+	if (k > 64)
+		return 0;
+	return m >> (k - 1);
+}
+
+/* 128-bit accumulator (two 64-bit words) for the gaussian sums. */
+GC_DP_FN void
+gc_dp_acc_add(uint64_t *hi, uint64_t *lo, uint64_t v)
+{
+	uint64_t	s = *lo + v;
+
+	*hi += (s < v);
+	*lo = s;
+}
+
+/* The value of a fixed-point sum: (hi * 2^64 + lo) * 2^-63. */
+GC_DP_FN double
+gc_dp_acc_value(uint64_t hi, uint64_t lo)
+{
+	return (double) hi * 2.0 + (double) lo * 1.0842021724855044e-19;
+}
+
+/* ---------------------------------------------------------------- the grid
+ * A dense grid over dimensions 0..d-1 (d <= 3), dimension 0 varying fastest.
+ * Points are stored in cell order; cell_start has ncells + 1 entries.
+ * Cell c along dimension k covers [origin + c h - slack, origin + (c+1) h + slack].
+ */
+typedef struct gc_dp_grid
+{
+	int32_t		d;
+	double		origin[GC_DP_GRID_MAX_DIM];
+	double		h;
+	double		inv_h;
+	double		slack;
+	int64_t		dims[GC_DP_GRID_MAX_DIM];	/* unused dimensions: 1 */
+	const int64_t *cell_start;	/* [ncells + 1] */
+	const double *xs[GC_DP_GRID_MAX_DIM];	/* [n] coordinate k of the point at each sorted position */
+	const int64_t *rank;		/* [n] density rank of the point at each sorted position */
+} gc_dp_grid;
+
+/* Cell index of coordinate v along dimension k (clamped). */
+GC_DP_FN int64_t
+gc_dp_cell_of(const gc_dp_grid *g, int k, double v)
+{
+	double		c = floor((v - g->origin[k]) * g->inv_h);
+
+	if (!(c >= 0.0))
+		return 0;
+	if (c >= (double) (g->dims[k] - 1))
+		return g->dims[k] - 1;
+	return (int64_t) c;
+}
+
+GC_DP_FN double
+gc_dp_cell_lo(const gc_dp_grid *g, int k, int64_t c)
+{
+	return g->origin[k] + (double) c * g->h - g->slack;
+}
+
+GC_DP_FN double
+gc_dp_cell_hi(const gc_dp_grid *g, int k, int64_t c)
+{
+	return g->origin[k] + (double) (c + 1) * g->h + g->slack;
+}
+
+/* Squared distance bounds from v to the cell band c along dimension k. */
+GC_DP_FN void
+gc_dp_band(const gc_dp_grid *g, int k, int64_t c, double v, double *mind2, double *maxd2)
+{
+	double		lo = gc_dp_cell_lo(g, k, c);
+	double		hi = gc_dp_cell_hi(g, k, c);
+	double		a = v - lo;
+	double		b = hi - v;
+	double		mn = 0.0,
+				mx;
+
+	if (a < 0.0)
+		mn = -a;
+	else if (b < 0.0)
+		mn = -b;
+	mx = fabs(a) > fabs(b) ? fabs(a) : fabs(b);
+	*mind2 += mn * mn;
+	*maxd2 += mx * mx;
+}
+
+#define GC_DP_SAFE_LOW	(1.0 - 1e-12)
+#define GC_DP_SAFE_HIGH (1.0 + 1e-12)
+
+/* Squared distance of the point at sorted position q to the query point p. */
+GC_DP_FN double
+gc_dp_grid_dist2(const gc_dp_grid *g, const double *p, int64_t q)
+{
+	double		s = 0.0;
+
+	for (int k = 0; k < g->d; k++)
+	{
+		double		t = p[k] - g->xs[k][q];
+
+		s += t * t;
+	}
+	return s;
+}
+
+/*
+ * Number of points j with dist2(p, x_j) < T (p itself included when it is
+ * in the data).  Rows of cells along dimension 0: the run of cells wholly
+ * inside the ball is counted from cell_start, only the cells that the
+ * sphere crosses are scanned point by point.
+ */
+GC_DP_FN int64_t
+gc_dp_grid_count(const gc_dp_grid *g, const double *p, double T)
+{
+	double		r = sqrt(T) * GC_DP_SAFE_HIGH + 2.0 * g->slack;
+	int64_t		lo[GC_DP_GRID_MAX_DIM],
+				hi[GC_DP_GRID_MAX_DIM];
+	int64_t		count = 0;
+	double		t_in = T * GC_DP_SAFE_LOW;
+	double		t_out = T * GC_DP_SAFE_HIGH;
+
+	for (int k = 0; k < GC_DP_GRID_MAX_DIM; k++)
+	{
+		if (k < g->d)
+		{
+			lo[k] = gc_dp_cell_of(g, k, p[k] - r);
+			hi[k] = gc_dp_cell_of(g, k, p[k] + r);
+		}
+		else
+			lo[k] = hi[k] = 0;
+	}
+	for (int64_t c2 = lo[2]; c2 <= hi[2]; c2++)
+	{
+		double		mn2 = 0.0,
+					mx2 = 0.0;
+
+		if (g->d > 2)
+			gc_dp_band(g, 2, c2, p[2], &mn2, &mx2);
+		if (mn2 > t_out)
+			continue;
+		for (int64_t c1 = lo[1]; c1 <= hi[1]; c1++)
+		{
+			double		mn1 = mn2,
+						mx1 = mx2;
+			int64_t		base,
+						pc,
+						ia,
+						ib;
+
+			if (g->d > 1)
+				gc_dp_band(g, 1, c1, p[1], &mn1, &mx1);
+			if (mn1 > t_out)
+				continue;
+			base = g->dims[0] * (c1 + g->dims[1] * c2);
+			pc = gc_dp_cell_of(g, 0, p[0]);
+			if (pc < lo[0])
+				pc = lo[0];
+			if (pc > hi[0])
+				pc = hi[0];
+
+			/*
+			 * Interior run [ia, ib] around pc: the largest distance to a
+			 * cell grows with the distance from pc, so binary search each
+			 * side.  Empty when pc itself is not wholly inside.
+			 */
+			{
+				double		mn = mn1,
+							mx = mx1;
+
+				gc_dp_band(g, 0, pc, p[0], &mn, &mx);
+				if (mx < t_in)
+				{
+					int64_t		a = pc,
+								b = lo[0];	/* largest-left search */
+
+					/* leftmost interior cell in [lo0, pc] */
+					while (b < a)
+					{
+						int64_t		m = b + (a - b) / 2;
+						double		mnm = mn1,
+									mxm = mx1;
+
+						gc_dp_band(g, 0, m, p[0], &mnm, &mxm);
+						if (mxm < t_in)
+							a = m;
+						else
+							b = m + 1;
+					}
+					ia = a;
+					a = pc;
+					b = hi[0];
+					/* rightmost interior cell in [pc, hi0] */
+					while (a < b)
+					{
+						int64_t		m = a + (b - a + 1) / 2;
+						double		mnm = mn1,
+									mxm = mx1;
+
+						gc_dp_band(g, 0, m, p[0], &mnm, &mxm);
+						if (mxm < t_in)
+							a = m;
+						else
+							b = m - 1;
+					}
+					ib = a;
+					count += g->cell_start[base + ib + 1] - g->cell_start[base + ia];
+				}
+				else
+				{
+					ia = pc + 1;
+					ib = pc;
+				}
+			}
+			/* crossed cells left of the run, then right of it */
+			for (int side = 0; side < 2; side++)
+			{
+				int64_t		c = side == 0 ? ia - 1 : ib + 1;
+				int64_t		step = side == 0 ? -1 : 1;
+
+				for (; c >= lo[0] && c <= hi[0]; c += step)
+				{
+					double		mn = mn1,
+								mx = mx1;
+					int64_t		s,
+								e;
+
+					gc_dp_band(g, 0, c, p[0], &mn, &mx);
+					if (mn > t_out)
+						break;	/* the rest of this side is farther */
+					s = g->cell_start[base + c];
+					e = g->cell_start[base + c + 1];
+					if (mx < t_in)
+					{
+						count += e - s;
+						continue;
+					}
+					for (int64_t q = s; q < e; q++)
+						count += gc_dp_grid_dist2(g, p, q) < T;
+				}
+			}
+		}
+	}
+	return count;
+}
+
+/* Better candidate for the nearest denser point: closer, or as close and denser. */
+GC_DP_FN int
+gc_dp_better(double d2, int64_t rank, double best_d2, int64_t best_rank)
+{
+	return d2 < best_d2 || (d2 == best_d2 && rank < best_rank);
+}
+
+/*
+ * Nearest point denser than the query (rank below my_rank), searching rings
+ * of cells outward from the query's cell.  Returns 1 when the answer is
+ * certain, 0 when max_rings rings were not enough (the caller then scans all
+ * denser points).  *best_d2 / *best_rank carry the candidate in and out
+ * (INFINITY / -1 when none yet).
+ */
+GC_DP_FN int
+gc_dp_grid_nearest_denser(const gc_dp_grid *g, const double *p, int64_t my_rank,
+						  int64_t max_rings, double *best_d2, int64_t *best_rank)
+{
+	int64_t		pc[GC_DP_GRID_MAX_DIM];
+	double		bd2 = *best_d2;
+	int64_t		br = *best_rank;
+	int			resolved = 0;
+
+	for (int k = 0; k < GC_DP_GRID_MAX_DIM; k++)
+		pc[k] = k < g->d ? gc_dp_cell_of(g, k, p[k]) : 0;
+
+	for (int64_t r = 0; r <= max_rings; r++)
+	{
+		int			covers = 1;
+		int64_t		rr[GC_DP_GRID_MAX_DIM];
+
+		if (r >= 1)
+		{
+			/* every point of ring r is at least (r - 1) h away */
+			double		lb = (double) (r - 1) * g->h - 2.0 * g->slack;
+
+			if (br >= 0 && lb > 0.0 && lb * lb > bd2 * GC_DP_SAFE_HIGH)
+			{
+				resolved = 1;
+				break;
+			}
+		}
+		for (int k = 0; k < GC_DP_GRID_MAX_DIM; k++)
+		{
+			rr[k] = k < g->d ? r : 0;
+			if (k < g->d && (pc[k] - r > 0 || pc[k] + r < g->dims[k] - 1))
+				covers = 0;
+		}
+		for (int64_t o2 = -rr[2]; o2 <= rr[2]; o2++)
+		{
+			int64_t		c2 = pc[2] + o2;
+			double		mn2 = 0.0,
+						mx2 = 0.0;
+
+			if (c2 < 0 || c2 >= g->dims[2])
+				continue;
+			if (g->d > 2)
+				gc_dp_band(g, 2, c2, p[2], &mn2, &mx2);
+			for (int64_t o1 = -rr[1]; o1 <= rr[1]; o1++)
+			{
+				int64_t		c1 = pc[1] + o1;
+				int			shell = (g->d > 2 && (o2 == -r || o2 == r)) ||
+					(g->d > 1 && (o1 == -r || o1 == r));
+				double		mn1 = mn2,
+							mx1 = mx2;
+				int64_t		step;
+
+				if (c1 < 0 || c1 >= g->dims[1])
+					continue;
+				if (g->d > 1)
+					gc_dp_band(g, 1, c1, p[1], &mn1, &mx1);
+				if (br >= 0 && mn1 > bd2 * GC_DP_SAFE_HIGH)
+					continue;
+				/* on the shell of the outer dimensions: the whole row; else its two ends */
+				step = (shell || r == 0) ? 1 : 2 * r;
+				for (int64_t o0 = -r; o0 <= r; o0 += step)
+				{
+					int64_t		c0 = pc[0] + o0;
+					double		mn = mn1,
+								mx = mx1;
+					int64_t		base,
+								s,
+								e;
+
+					if (c0 < 0 || c0 >= g->dims[0])
+						continue;
+					gc_dp_band(g, 0, c0, p[0], &mn, &mx);
+					if (br >= 0 && mn > bd2 * GC_DP_SAFE_HIGH)
+						continue;
+					base = c0 + g->dims[0] * (c1 + g->dims[1] * c2);
+					s = g->cell_start[base];
+					e = g->cell_start[base + 1];
+					for (int64_t q = s; q < e; q++)
+					{
+						int64_t		rk = g->rank[q];
+						double		d2;
+
+						if (rk >= my_rank)
+							continue;
+						d2 = gc_dp_grid_dist2(g, p, q);
+						if (br < 0 || gc_dp_better(d2, rk, bd2, br))
+						{
+							bd2 = d2;
+							br = rk;
+						}
+					}
+				}
+			}
+		}
+		if (covers)
+		{
+			resolved = 1;
+			break;
+		}
+	}
+	*best_d2 = bd2;
+	*best_rank = br;
+	return resolved;
+}
+
+#endif							/* GPUCLUST_DPEAKS_COMMON_H */

@@ -1,0 +1,554 @@
+/*
+ * test_dpeaks.c
+ *    Unit tests of the CPU density peaks (src/core/dpeaks.c) against a
+ *    plain O(n^2) reference written here from the definitions: dc as the
+ *    k-th smallest of all sorted pair distances, rho with libm exp, delta
+ *    and labels by scanning, centres by sorting gamma.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core.h"
+#include "dpeaks_common.h"
+#include "unit.h"
+
+typedef struct Res
+{
+	int32_t    *cluster;
+	double	   *rho;
+	double	   *delta;
+	uint8_t    *is_center;
+	gc_dpeaks_result r;
+} Res;
+
+static void
+res_alloc(Res *s, int64_t n)
+{
+	s->cluster = calloc(n, sizeof(int32_t));
+	s->rho = calloc(n, sizeof(double));
+	s->delta = calloc(n, sizeof(double));
+	s->is_center = calloc(n, 1);
+	memset(&s->r, 0, sizeof(s->r));
+	s->r.cluster = s->cluster;
+	s->r.rho = s->rho;
+	s->r.delta = s->delta;
+	s->r.is_center = s->is_center;
+}
+
+static void
+res_free(Res *s)
+{
+	free(s->cluster);
+	free(s->rho);
+	free(s->delta);
+	free(s->is_center);
+}
+
+static uint64_t rng_state = 12345;
+
+static double
+urand(void)
+{
+	rng_state = rng_state * 6364136223846793005ULL + 1442695040888963407ULL;
+	return (double) (rng_state >> 11) / 9007199254740992.0;
+}
+
+static double
+nrand(void)
+{
+	double		u = urand(),
+				v = urand();
+
+	return sqrt(-2.0 * log(u + 1e-300)) * cos(6.283185307179586 * v);
+}
+
+/* k Gaussian blobs in d dimensions (extra dimensions zero when pad > d). */
+static float *
+blobs(int64_t n, int d, int pad, int k, double spread)
+{
+	float	   *x = calloc(n * pad, sizeof(float));
+	double		centres[64][3];
+
+	for (int c = 0; c < k; c++)
+		for (int j = 0; j < d; j++)
+			centres[c][j] = urand() * 20.0;
+	for (int64_t i = 0; i < n; i++)
+	{
+		int			c = (int) (urand() * k);
+
+		for (int j = 0; j < d; j++)
+			x[i * pad + j] = (float) (centres[c][j] + spread * nrand());
+	}
+	return x;
+}
+
+static double
+dist(const float *x, int d, int64_t i, int64_t j)
+{
+	return sqrt(gc_dist2(x + i * d, x + j * d, d));
+}
+
+static int
+cmp_double(const void *a, const void *b)
+{
+	double		x = *(const double *) a,
+				y = *(const double *) b;
+
+	return (x > y) - (x < y);
+}
+
+/* Reference density peaks, straight from the definitions. */
+static void
+reference(const float *x, int64_t n, int d, const gc_dpeaks_params *p, double dc,
+		  double *exact_rho, double *rho, double *delta, int32_t *cluster, uint8_t *center)
+{
+	int64_t    *order = malloc(n * sizeof(int64_t));
+	int64_t    *nbr = malloc(n * sizeof(int64_t));
+	int32_t		next = 0;
+
+	/*
+	 * rho: the gaussian terms from the shared term function summed as
+	 * integers (so the order of the reference's sum cannot decide ties);
+	 * *exact_rho also gets the plain libm sum to hold the tolerance against.
+	 */
+	for (int64_t i = 0; i < n; i++)
+	{
+		double		s = 0.0;
+		uint64_t	hi = 0,
+					lo = 0;
+
+		for (int64_t j = 0; j < n; j++)
+		{
+			double		dij;
+
+			if (j == i)
+				continue;
+			dij = dist(x, d, i, j);
+			if (p->kernel == GC_DP_KERNEL_GAUSSIAN)
+			{
+				s += exp(-(dij / dc) * (dij / dc));
+				gc_dp_acc_add(&hi, &lo, gc_dp_gauss_fixed(gc_dist2(x + i * d, x + j * d, d) * (1.0 / (dc * dc))));
+			}
+			else
+				s += dij < dc;
+		}
+		exact_rho[i] = s;
+		rho[i] = p->kernel == GC_DP_KERNEL_GAUSSIAN ? gc_dp_acc_value(hi, lo) : s;
+	}
+	/* order by insertion (n is small) */
+	for (int64_t i = 0; i < n; i++)
+		order[i] = i;
+	for (int64_t a = 1; a < n; a++)
+	{
+		int64_t		v = order[a],
+					b = a;
+
+		while (b > 0 && (rho[order[b - 1]] < rho[v] || (rho[order[b - 1]] == rho[v] && order[b - 1] > v)))
+		{
+			order[b] = order[b - 1];
+			b--;
+		}
+		order[b] = v;
+	}
+	for (int64_t r = 0; r < n; r++)
+	{
+		int64_t		i = order[r];
+		double		best = -1.0;
+		int64_t		bj = -1;
+
+		if (r == 0)
+		{
+			for (int64_t j = 0; j < n; j++)
+				if (dist(x, d, i, j) > best)
+					best = dist(x, d, i, j);
+		}
+		else
+			for (int64_t s = 0; s < r; s++)
+			{
+				double		dd = dist(x, d, i, order[s]);
+
+				if (bj < 0 || dd < best)
+				{
+					best = dd;
+					bj = order[s];
+				}
+			}
+		delta[i] = best;
+		nbr[i] = bj;
+	}
+	memset(center, 0, n);
+	center[order[0]] = 1;
+	if (p->n_clusters > 0)
+	{
+		for (int c = 1; c < p->n_clusters; c++)
+		{
+			int64_t		bi = -1;
+
+			for (int64_t r = 1; r < n; r++)
+			{
+				int64_t		i = order[r];
+
+				if (center[i])
+					continue;
+				if (bi < 0 || rho[i] * delta[i] > rho[bi] * delta[bi])
+					bi = i;
+			}
+			center[bi] = 1;
+		}
+	}
+	else
+		for (int64_t i = 0; i < n; i++)
+			if (rho[i] >= p->rho_min && delta[i] >= p->delta_min)
+				center[i] = 1;
+	for (int64_t r = 0; r < n; r++)
+	{
+		int64_t		i = order[r];
+
+		cluster[i] = center[i] ? next++ : cluster[nbr[i]];
+	}
+	free(order);
+	free(nbr);
+}
+
+static gc_dpeaks_params
+params_of(int nc, double dc, double rate, gc_dp_kernel kernel)
+{
+	gc_dpeaks_params p;
+
+	memset(&p, 0, sizeof(p));
+	p.struct_size = sizeof(p);
+	p.n_clusters = nc;
+	p.dc = dc;
+	p.neighbor_rate = rate;
+	p.kernel = kernel;
+	return p;
+}
+
+/* Runs the core and the reference and compares everything. */
+static void
+check_against_reference(const char *what, const float *x, int64_t n, int d, gc_dpeaks_params p)
+{
+	Res			s;
+	char		err[GC_ERRBUF_SIZE];
+	gc_timing	t;
+	gc_status	st;
+	double	   *rho = malloc(n * sizeof(double));
+	double	   *exact_rho = malloc(n * sizeof(double));
+	double	   *delta = malloc(n * sizeof(double));
+	int32_t    *cl = malloc(n * sizeof(int32_t));
+	uint8_t    *ce = malloc(n);
+	int64_t		bad_rho = 0,
+				bad_delta = 0,
+				bad_label = 0,
+				bad_center = 0;
+	double		tol = p.kernel == GC_DP_KERNEL_GAUSSIAN ? 1e-6 : 1e-12;
+
+	res_alloc(&s, n);
+	memset(&t, 0, sizeof(t));
+	st = gc_dpeaks_cpu(x, n, d, &p, &s.r, &t, NULL, NULL, err);
+	CHECK(st == GC_OK, "%s: status %d: %s", what, (int) st, err);
+	if (st != GC_OK)
+		goto out;
+	if (p.dc == 0.0)
+	{
+		/* dc: the k-th smallest over all ordered pairs */
+		int64_t		m = n * (n - 1),
+					q = 0;
+		double	   *all = malloc(m * sizeof(double));
+		int64_t		k = (int64_t) ceil(p.neighbor_rate * (double) m);
+
+		for (int64_t i = 0; i < n; i++)
+			for (int64_t j = 0; j < n; j++)
+				if (i != j)
+					all[q++] = dist(x, d, i, j);
+		qsort(all, m, sizeof(double), cmp_double);
+		CHECK(s.r.dc == all[k - 1], "%s: dc %.17g, expected %.17g", what, s.r.dc, all[k - 1]);
+		CHECK(s.r.dc_method == GC_DC_EXACT, "%s: dc method %d", what, (int) s.r.dc_method);
+		free(all);
+	}
+	reference(x, n, d, &p, s.r.dc, exact_rho, rho, delta, cl, ce);
+	for (int64_t i = 0; i < n; i++)
+	{
+		if (s.rho[i] != rho[i] || fabs(s.rho[i] - exact_rho[i]) > tol * fabs(exact_rho[i]) + 1e-15)
+			bad_rho++;
+		if (fabs(s.delta[i] - delta[i]) > 1e-12 * delta[i])
+			bad_delta++;
+		if (s.cluster[i] != cl[i])
+			bad_label++;
+		if (s.is_center[i] != ce[i])
+			bad_center++;
+	}
+	CHECK(bad_rho == 0, "%s: %lld rho differ", what, (long long) bad_rho);
+	CHECK(bad_delta == 0, "%s: %lld delta differ", what, (long long) bad_delta);
+	CHECK(bad_center == 0, "%s: %lld centres differ", what, (long long) bad_center);
+	CHECK(bad_label == 0, "%s: %lld labels differ", what, (long long) bad_label);
+out:
+	res_free(&s);
+	free(rho);
+	free(exact_rho);
+	free(delta);
+	free(cl);
+	free(ce);
+}
+
+/* The same points with the grid (d <= 3) and without it (zero-padded to d = 5): identical output. */
+static void
+check_grid_vs_scan(const char *what, int64_t n, int d, gc_dp_kernel kernel, double dc, int nc)
+{
+	float	   *x = blobs(n, d, d, 12, 0.6);
+	float	   *xp = calloc(n * 5, sizeof(float));
+	Res			a,
+				b;
+	char		err[GC_ERRBUF_SIZE];
+	gc_dpeaks_params p = params_of(nc, dc, 0.02, kernel);
+	gc_status	s1,
+				s2;
+	int64_t		diff = 0;
+
+	for (int64_t i = 0; i < n; i++)
+		for (int k = 0; k < d; k++)
+			xp[i * 5 + k] = x[i * d + k];
+	res_alloc(&a, n);
+	res_alloc(&b, n);
+	s1 = gc_dpeaks_cpu(x, n, d, &p, &a.r, NULL, NULL, NULL, err);
+	s2 = gc_dpeaks_cpu(xp, n, 5, &p, &b.r, NULL, NULL, NULL, err);
+	CHECK(s1 == GC_OK && s2 == GC_OK, "%s: status %d %d: %s", what, (int) s1, (int) s2, err);
+	for (int64_t i = 0; i < n; i++)
+		if (a.rho[i] != b.rho[i] || a.delta[i] != b.delta[i] ||
+			a.cluster[i] != b.cluster[i] || a.is_center[i] != b.is_center[i])
+			diff++;
+	CHECK(diff == 0, "%s: %lld points differ between the grid and the scan", what, (long long) diff);
+	CHECK(a.r.n_centers == nc, "%s: %lld centres", what, (long long) a.r.n_centers);
+	res_free(&a);
+	res_free(&b);
+	free(x);
+	free(xp);
+}
+
+static int	cancel_calls = 0;
+
+static int
+cancel_now(void *arg)
+{
+	cancel_calls++;
+	return 1;
+}
+
+int
+main(void)
+{
+	char		err[GC_ERRBUF_SIZE];
+
+	/* the shared arithmetic */
+	{
+		double		worst = 0.0;
+
+		for (double u = 0.0; u < 43.0; u += 0.0137)
+		{
+			uint64_t	f = gc_dp_gauss_fixed(u);
+			double		v = (double) f * 1.0842021724855044e-19;
+			double		e = exp(-u);
+			double		rel = fabs(v - e) / e;
+
+			if (e > 1e-12 && rel > worst)
+				worst = rel;
+		}
+		CHECK(worst < 3e-7, "gaussian term relative error %g", worst);
+		CHECK(gc_dp_gauss_fixed(0.0) == (UINT64_C(1) << 63), "exp(0) is one");
+		CHECK(gc_dp_gauss_fixed(44.0) == 0 && gc_dp_gauss_fixed(1e300) == 0, "far terms vanish");
+	}
+	{
+		double		dcs[] = {0.1, 1.0, 0.3, 1e-3, 12345.678, 2.0000000000000004};
+
+		for (int i = 0; i < 6; i++)
+		{
+			double		T = gc_dp_cutoff_threshold(dcs[i]);
+
+			CHECK(sqrt(T) >= dcs[i] && sqrt(nextafter(T, 0.0)) < dcs[i], "threshold of %g", dcs[i]);
+		}
+	}
+	{
+		uint64_t	hi = 0,
+					lo = 0;
+
+		for (int i = 0; i < 5; i++)
+			gc_dp_acc_add(&hi, &lo, UINT64_C(1) << 63);
+		CHECK(hi == 2 && lo == (UINT64_C(1) << 63) && gc_dp_acc_value(hi, lo) == 5.0, "fixed-point sum");
+	}
+
+	/* a tiny set with known centres: two groups, densest points at the middles */
+	{
+		float		x[] = {0, 0, 0.1f, 0, -0.1f, 0, 0, 0.1f, 0, -0.1f,
+		5, 5, 5.1f, 5, 4.9f, 5, 5, 5.1f,
+		2.5f, 2.4f};
+		int64_t		n = 10;
+		Res			s;
+		gc_dpeaks_params p = params_of(2, 0.25, 0.02, GC_DP_KERNEL_CUTOFF);
+		gc_status	st;
+
+		res_alloc(&s, n);
+		st = gc_dpeaks_cpu(x, n, 2, &p, &s.r, NULL, NULL, NULL, err);
+		CHECK(st == GC_OK, "tiny: %s", err);
+		CHECK(s.is_center[0] && s.is_center[5] && s.r.n_centers == 2, "tiny: centres 0 and 5");
+		CHECK(s.rho[0] == 4 && s.rho[5] == 3 && s.rho[9] == 0, "tiny: rho %g %g %g", s.rho[0], s.rho[5], s.rho[9]);
+		CHECK(s.cluster[0] == 0 && s.cluster[4] == 0 && s.cluster[5] == 1 && s.cluster[8] == 1,
+			  "tiny: labels");
+		/* all of the first group have rho 4; the nearest of them to (5, 5) is (0.1, 0) or (0, 0.1) */
+		CHECK(s.delta[5] == dist(x, 2, 5, 1), "tiny: delta of the second centre %g", s.delta[5]);
+		CHECK(s.delta[0] == dist(x, 2, 0, 6), "tiny: delta of the densest (farthest point) %g", s.delta[0]);
+		CHECK(s.r.dc == 0.25 && s.r.dc_method == GC_DC_GIVEN, "tiny: dc given");
+		res_free(&s);
+	}
+
+	/* against the reference: both kernels, both selection modes, 2-D grid and 4-D scan */
+	{
+		float	   *x = blobs(600, 2, 2, 15, 0.5);
+		float	   *y = blobs(400, 4, 4, 5, 0.7);
+		gc_dpeaks_params p;
+
+		check_against_reference("gaussian 2-D", x, 600, 2, params_of(15, 0.0, 0.02, GC_DP_KERNEL_GAUSSIAN));
+		check_against_reference("cutoff 2-D", x, 600, 2, params_of(15, 0.0, 0.02, GC_DP_KERNEL_CUTOFF));
+		check_against_reference("cutoff 2-D dc given", x, 600, 2, params_of(7, 0.4, 0.02, GC_DP_KERNEL_CUTOFF));
+		check_against_reference("gaussian 4-D", y, 400, 4, params_of(5, 0.0, 0.015, GC_DP_KERNEL_GAUSSIAN));
+		p = params_of(0, 0.0, 0.02, GC_DP_KERNEL_GAUSSIAN);
+		p.rho_min = 5.0;
+		p.delta_min = 2.0;
+		check_against_reference("thresholds", x, 600, 2, p);
+		free(x);
+		free(y);
+	}
+
+	/* duplicates: equal rho broken by row order, zero distances */
+	{
+		float	   *x = blobs(300, 2, 2, 4, 0.3);
+
+		for (int i = 100; i < 200; i++)
+		{
+			x[i * 2] = x[(i - 100) * 2];
+			x[i * 2 + 1] = x[(i - 100) * 2 + 1];
+		}
+		check_against_reference("duplicates gaussian", x, 300, 2, params_of(4, 0.0, 0.05, GC_DP_KERNEL_GAUSSIAN));
+		check_against_reference("duplicates cutoff", x, 300, 2, params_of(4, 0.0, 0.05, GC_DP_KERNEL_CUTOFF));
+		free(x);
+	}
+
+	/* 1-D and 3-D grids against the reference */
+	{
+		float	   *x1 = blobs(500, 1, 1, 6, 0.5);
+		float	   *x3 = blobs(500, 3, 3, 6, 0.5);
+
+		check_against_reference("cutoff 1-D", x1, 500, 1, params_of(6, 0.0, 0.02, GC_DP_KERNEL_CUTOFF));
+		check_against_reference("cutoff 3-D", x3, 500, 3, params_of(6, 0.0, 0.02, GC_DP_KERNEL_CUTOFF));
+		free(x1);
+		free(x3);
+	}
+
+	/* large enough that most points use the ring search of the grid */
+	check_grid_vs_scan("grid 2-D cutoff", 9000, 2, GC_DP_KERNEL_CUTOFF, 0.3, 12);
+	check_grid_vs_scan("grid 2-D gaussian", 7000, 2, GC_DP_KERNEL_GAUSSIAN, 0.3, 12);
+	check_grid_vs_scan("grid 3-D cutoff", 7000, 3, GC_DP_KERNEL_CUTOFF, 0.8, 12);
+
+	/* above the exact limit: dc from the seeded sample, deterministic */
+	{
+		int64_t		n = GC_DP_DC_EXACT_MAX_N + 1;
+		float	   *x = blobs(n, 2, 2, 10, 0.5);
+		Res			a,
+					b;
+		gc_dpeaks_params p = params_of(10, 0.0, 0.02, GC_DP_KERNEL_CUTOFF);
+		gc_status	s1,
+					s2;
+		int64_t		m = GC_DP_DC_SAMPLE_PAIRS,
+					bad = 0;
+		double	   *v = malloc(m * sizeof(double));
+
+		res_alloc(&a, n);
+		res_alloc(&b, n);
+		s1 = gc_dpeaks_cpu(x, n, 2, &p, &a.r, NULL, NULL, NULL, err);
+		s2 = gc_dpeaks_cpu(x, n, 2, &p, &b.r, NULL, NULL, NULL, err);
+		CHECK(s1 == GC_OK && s2 == GC_OK, "sample: %s", err);
+		CHECK(a.r.dc_method == GC_DC_SAMPLE && a.r.dc_sample == m, "sample: method %d", (int) a.r.dc_method);
+		for (int64_t q = 0; q < m; q++)
+		{
+			int64_t		i,
+						j;
+
+			gc_dp_sample_pair(GC_DP_DEFAULT_SEED, q, n, &i, &j);
+			if (i == j || i < 0 || j < 0 || i >= n || j >= n)
+				bad++;
+			v[q] = dist(x, 2, i, j);
+		}
+		qsort(v, m, sizeof(double), cmp_double);
+		CHECK(a.r.dc == v[(int64_t) ceil(0.02 * m) - 1], "sample: dc %.17g vs %.17g", a.r.dc, v[(int64_t) ceil(0.02 * m) - 1]);
+		CHECK(a.r.dc == b.r.dc && memcmp(a.cluster, b.cluster, n * sizeof(int32_t)) == 0, "sample: deterministic");
+		/* spot checks of rho and delta by brute force */
+		for (int64_t i = 0; i < n; i += 997)
+		{
+			int64_t		cnt = 0;
+			double		best = INFINITY;
+
+			for (int64_t j = 0; j < n; j++)
+				if (j != i && dist(x, 2, i, j) < a.r.dc)
+					cnt++;
+			if (cnt != (int64_t) a.rho[i])
+				bad++;
+			for (int64_t j = 0; j < n; j++)
+				if (a.rho[j] > a.rho[i] || (a.rho[j] == a.rho[i] && j < i))
+					if (dist(x, 2, i, j) < best)
+						best = dist(x, 2, i, j);
+			if (isfinite(best) && best != a.delta[i])
+				bad++;
+		}
+		CHECK(bad == 0, "sample: %lld spot checks failed", (long long) bad);
+		res_free(&a);
+		res_free(&b);
+		free(x);
+		free(v);
+	}
+
+	/* errors and cancel */
+	{
+		float		x[] = {0, 0, 1, 1, 2, 2};
+		Res			s;
+		gc_dpeaks_params p;
+
+		res_alloc(&s, 3);
+		p = params_of(4, 0.5, 0.02, GC_DP_KERNEL_GAUSSIAN);
+		CHECK(gc_dpeaks_cpu(x, 3, 2, &p, &s.r, NULL, NULL, NULL, err) == GC_ERR_INVALID_ARGUMENT, "n_clusters > n");
+		p = params_of(1, 0.0, 1.5, GC_DP_KERNEL_GAUSSIAN);
+		CHECK(gc_dpeaks_cpu(x, 3, 2, &p, &s.r, NULL, NULL, NULL, err) == GC_ERR_INVALID_ARGUMENT, "rate > 1");
+		p = params_of(1, -1.0, 0.02, GC_DP_KERNEL_GAUSSIAN);
+		CHECK(gc_dpeaks_cpu(x, 3, 2, &p, &s.r, NULL, NULL, NULL, err) == GC_ERR_INVALID_ARGUMENT, "dc < 0");
+		p = params_of(1, 0.5, 0.02, (gc_dp_kernel) 7);
+		CHECK(gc_dpeaks_cpu(x, 3, 2, &p, &s.r, NULL, NULL, NULL, err) == GC_ERR_INVALID_ARGUMENT, "kernel");
+		p = params_of(1, 0.0, 0.02, GC_DP_KERNEL_GAUSSIAN);
+		CHECK(gc_dpeaks_cpu(x, 1, 2, &p, &s.r, NULL, NULL, NULL, err) == GC_ERR_INVALID_ARGUMENT, "one row, no dc");
+		p = params_of(1, 0.5, 0.02, GC_DP_KERNEL_GAUSSIAN);
+		CHECK(gc_dpeaks_cpu(x, 1, 2, &p, &s.r, NULL, NULL, NULL, err) == GC_OK &&
+			  s.cluster[0] == 0 && s.is_center[0] && s.rho[0] == 0.0 && s.delta[0] == 0.0, "one row, dc given");
+		res_free(&s);
+	}
+	{
+		float		dup[] = {1, 1, 1, 1, 1, 1, 1, 1, 2, 2};
+		Res			s;
+		gc_dpeaks_params p = params_of(1, 0.0, 0.1, GC_DP_KERNEL_GAUSSIAN);
+
+		res_alloc(&s, 5);
+		CHECK(gc_dpeaks_cpu(dup, 5, 2, &p, &s.r, NULL, NULL, NULL, err) == GC_ERR_INVALID_ARGUMENT,
+			  "zero dc from duplicates: %s", err);
+		res_free(&s);
+	}
+	{
+		int64_t		n = 20000;
+		float	   *x = blobs(n, 2, 2, 3, 1.0);
+		Res			s;
+		gc_dpeaks_params p = params_of(3, 0.0, 0.02, GC_DP_KERNEL_GAUSSIAN);
+
+		res_alloc(&s, n);
+		CHECK(gc_dpeaks_cpu(x, n, 2, &p, &s.r, NULL, cancel_now, NULL, err) == GC_ERR_CANCELLED && cancel_calls == 1,
+			  "cancel");
+		res_free(&s);
+		free(x);
+	}
+	UNIT_DONE();
+}
