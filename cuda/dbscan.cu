@@ -44,8 +44,8 @@
  * operations (no fused multiply-add), compared with eps * eps computed in
  * double on the host.  That is gc_dist2 of core.h, bit for bit.
  *
- * Memory is linear in n: about 4*n*d + 45*n bytes at the peak (57 bytes a
- * point in three dimensions) plus CUB's temporary storage; it is estimated
+ * Memory is linear in n: about max(8*n*d + 36*n, 4*n*d + 45*n) bytes at the
+ * peak (60 bytes a point in three dimensions) plus CUB's temporary storage; it is estimated
  * before anything is allocated and compared with cudaMemGetInfo.  Per-point
  * kernels run in chunks sized to take a few tens of milliseconds, and the
  * cancel callback is asked between chunks.
@@ -69,6 +69,7 @@ constexpr int kMaxOffsets = 125;	/* (2 * reach + 1)^3 with reach <= 2 */
 constexpr double kMaxExtent = 2147483648.0; /* cells along one dimension */
 constexpr int kBlock = 256;
 constexpr int kBboxBlocks = 512;
+constexpr double kDenseShare = 0.5;	/* see run_dbscan */
 
 /* Everything a kernel needs to know about the grid; passed by value. */
 struct GridParams
@@ -367,17 +368,28 @@ __global__ void cell_kernel(int32_t n, const unsigned long long *key, /* [n] */
 		start[c + 1] = n;
 }
 
-__global__ void hash_kernel(int32_t ncells, const unsigned long long *ckey, /* [ncells] */
-							int32_t *table, /* [mask + 1] */ unsigned long long mask)
+__global__ void hash_kernel(GridParams gp, int32_t ncells, const int32_t *start,
+							const unsigned long long *ckey, /* [ncells] */
+							int32_t *table, /* [mask + 1] */ unsigned long long mask,
+							unsigned long long *dense_points /* [1] */)
 {
 	int32_t		c = blockIdx.x * blockDim.x + threadIdx.x;
+	unsigned long long dense = 0;
 
-	if (c >= ncells)
-		return;
-	unsigned long long h = hash_key(ckey[c]) & mask;
+	if (c < ncells)
+	{
+		unsigned long long h = hash_key(ckey[c]) & mask;
+		int32_t		size = start[c + 1] - start[c];
 
-	while (atomicCAS(table + h, -1, c) != -1)
-		h = (h + 1) & mask;
+		while (atomicCAS(table + h, -1, c) != -1)
+			h = (h + 1) & mask;
+		if (cell_dense(gp, size))
+			dense = (unsigned long long) size;
+	}
+	for (int o = 16; o > 0; o >>= 1)
+		dense += __shfl_xor_sync(0xffffffffu, dense, o);
+	if ((threadIdx.x & 31) == 0 && dense)
+		atomicAdd(dense_points, dense);
 }
 
 /* Points of dense cells are core and hang under their cell's first point. */
@@ -828,7 +840,7 @@ void run_chunked(int32_t total, int32_t first_chunk, gc_cancel_fn cancel, void *
 
 /* The host half of the grid: the same choices as grid_build in src/core/dbscan.c. */
 void plan_grid(GridParams &gp, int32_t n, int32_t d, double eps, int32_t min_pts,
-			   const double *lo, const double *hi)
+			   const double *lo, const double *hi, bool coarse)
 {
 	double		side0;
 
@@ -841,7 +853,7 @@ void plan_grid(GridParams &gp, int32_t n, int32_t d, double eps, int32_t min_pts
 	for (int k = 0; k < gp.g; k++)
 		gp.lo[k] = lo[k];
 
-	if (d <= kMaxGridDims)
+	if (d <= kMaxGridDims && !coarse)
 		side0 = eps / sqrt((double) d) * (1.0 - 1e-5);
 	else
 		side0 = eps * (1.0 + 1e-5);
@@ -868,7 +880,7 @@ void plan_grid(GridParams &gp, int32_t n, int32_t d, double eps, int32_t min_pts
 	gp.stride[gp.g - 1] = 1;
 	for (int k = gp.g - 2; k >= 0; k--)
 		gp.stride[k] = gp.stride[k + 1] * gp.extent[k + 1];
-	gp.dense_ok = (d <= kMaxGridDims && gp.side == side0);
+	gp.dense_ok = (d <= kMaxGridDims && !coarse && gp.side == side0);
 
 	int			reach = (int) floor(eps / gp.side * (1.0 + 4e-6)) + 1;
 
@@ -958,14 +970,16 @@ int64_t bytes_estimate(int32_t n, int32_t d, size_t sort_tmp, size_t scan_tmp)
 	int64_t		s1 = xb + nn * 24 + (int64_t) sort_tmp;
 	/* x, keys, rows, xs, flags */
 	int64_t		s2 = 2 * xb + nn * 16;
-	/* xs, keys, rows, cellid, cell keys and starts, scan temp */
-	int64_t		s3 = xb + nn * 28 + 8 + (int64_t) scan_tmp;
-	/* xs, rows, cellid, cell keys and starts, hash (< 4 slots a cell), parent, core, best */
-	int64_t		s4 = xb + nn * 45 + 8;
+	/* x, xs, keys, rows, cellid, cell keys and starts, scan temp */
+	int64_t		s3 = 2 * xb + nn * 28 + 8 + (int64_t) scan_tmp;
+	/* x, xs, rows, cellid, cell keys and starts, hash (< 4 slots a cell) */
+	int64_t		s3b = 2 * xb + nn * 36 + 72;
+	/* xs, rows, cellid, cell keys and starts, hash, parent, core, best */
+	int64_t		s4 = xb + nn * 45 + 72;
 	/* rows, parent, core, root, minrow, flag, rank, cluster and is_core by row */
 	int64_t		s5 = nn * 30 + (int64_t) scan_tmp;
 
-	return std::max({s1, s2, s3, s4, s5}) + (4 << 20);
+	return std::max({s1, s2, s3, s3b, s4, s5}) + (4 << 20);
 }
 
 template <int D>
@@ -1074,74 +1088,116 @@ void run_dbscan(const float *x_host, int32_t n, int32_t d, const gc_dbscan_param
 		}
 	}
 
+	/*
+	 * Stages 2 and 3: the grid.  With d <= 3 the fine DenseBox grid comes
+	 * first; when less than kDenseShare of the points fall in dense cells the
+	 * 125-cell neighbourhood costs more than it saves, and the points are
+	 * sorted again on a grid of side eps (27 cells, no dense cells).  The
+	 * environment variable GPUCLUST_DBSCAN_GRID = fine | coarse forces one of
+	 * the two (for benchmarks and tests; the answer is the same), and
+	 * GPUCLUST_DBSCAN_DEBUG, when set, prints the grid chosen to stderr.
+	 */
+	const char *grid_env = getenv("GPUCLUST_DBSCAN_GRID");
+	const bool	force_fine = grid_env && strcmp(grid_env, "fine") == 0;
+	bool		coarse = grid_env && strcmp(grid_env, "coarse") == 0;
 	GridParams	gp;
-
-	plan_grid(gp, n, d, params->eps, params->min_pts, lo, hi);
-
-	gc::DeviceBuffer<unsigned long long> keys_a(n, "cell keys");
-	gc::DeviceBuffer<unsigned long long> keys_b(n, "cell keys");
-	gc::DeviceBuffer<int32_t> rows_a(n, "row numbers");
-	gc::DeviceBuffer<int32_t> rows_b(n, "row numbers");
-
-	key_kernel<<<grid_for(n), kBlock>>>(gp, x.get(), keys_a.get(), rows_a.get());
-	CHECK_LAUNCH("key_kernel");
-	gc::check_cancel(cancel, cancel_arg);
-	{
-		cub::DoubleBuffer<unsigned long long> k(keys_a.get(), keys_b.get());
-		cub::DoubleBuffer<int32_t> v(rows_a.get(), rows_b.get());
-		int			bits = key_bits(gp);
-		size_t		bytes = 0;
-
-		CUDA_TRY(cub::DeviceRadixSort::SortPairs(nullptr, bytes, k, v, n, 0, bits));
-		gc::DeviceBuffer<char> tmp(std::max<size_t>(bytes, 1), "the sort");
-		CUDA_TRY(cub::DeviceRadixSort::SortPairs(tmp.get(), bytes, k, v, n, 0, bits));
-		CHECK_LAUNCH("DeviceRadixSort");
-		if (k.Current() != keys_a.get())
-			std::swap(keys_a, keys_b);
-		if (v.Current() != rows_a.get())
-			std::swap(rows_a, rows_b);
-	}
-	keys_b.release();
-	rows_b.release();
-	gc::DeviceBuffer<unsigned long long> &keys = keys_a;
-	gc::DeviceBuffer<int32_t> &row = rows_a;	/* sorted position -> row */
-
-	/* Stage 2: points in cell order, cell starts. */
-	gc::DeviceBuffer<float> xs((size_t) n * d, "the sorted points");
-	gc::DeviceBuffer<int32_t> cellid(n, "cell numbers");
-
-	gather_kernel<<<grid_for(n), kBlock>>>(n, d, x.get(), row.get(), keys.get(), xs.get(),
-										   cellid.get());
-	CHECK_LAUNCH("gather_kernel");
-	x.release();
-	{
-		size_t		bytes = 0;
-
-		CUDA_TRY(cub::DeviceScan::InclusiveSum(nullptr, bytes, cellid.get(), cellid.get(), n));
-		gc::DeviceBuffer<char> tmp(std::max<size_t>(bytes, 1), "the cell scan");
-		CUDA_TRY(cub::DeviceScan::InclusiveSum(tmp.get(), bytes, cellid.get(), cellid.get(), n));
-		CHECK_LAUNCH("DeviceScan");
-	}
+	gc::DeviceBuffer<int32_t> row;	/* sorted position -> row */
+	gc::DeviceBuffer<float> xs;		/* [n, d] points in cell order */
+	gc::DeviceBuffer<int32_t> cellid;
+	gc::DeviceBuffer<int32_t> start;
+	gc::DeviceBuffer<unsigned long long> ckey;
+	gc::DeviceBuffer<int32_t> table;
+	gc::DeviceBuffer<unsigned long long> dense_points(1, "the dense cell count");
 	int32_t		ncells = 0;
-
-	CUDA_TRY(cudaMemcpy(&ncells, cellid.get() + (n - 1), sizeof(int32_t), cudaMemcpyDeviceToHost));
-
-	gc::DeviceBuffer<int32_t> start((size_t) ncells + 1, "cell starts");
-	gc::DeviceBuffer<unsigned long long> ckey(ncells, "cell keys");
-
-	cell_kernel<<<grid_for(n), kBlock>>>(n, keys.get(), cellid.get(), start.get(), ckey.get());
-	CHECK_LAUNCH("cell_kernel");
-	keys.release();
-
 	unsigned long long slots = 16;
 
-	while (slots < 2 * (unsigned long long) ncells)
-		slots <<= 1;
-	gc::DeviceBuffer<int32_t> table(slots, "the cell hash table");
+	for (;;)
+	{
+		plan_grid(gp, n, d, params->eps, params->min_pts, lo, hi, coarse);
 
-	CUDA_TRY(cudaMemset(table.get(), 0xff, table.bytes()));
-	hash_kernel<<<grid_for(ncells), kBlock>>>(ncells, ckey.get(), table.get(), slots - 1);
-	CHECK_LAUNCH("hash_kernel");
+		gc::DeviceBuffer<unsigned long long> keys_a(n, "cell keys");
+		gc::DeviceBuffer<unsigned long long> keys_b(n, "cell keys");
+		gc::DeviceBuffer<int32_t> rows_a(n, "row numbers");
+		gc::DeviceBuffer<int32_t> rows_b(n, "row numbers");
+
+		key_kernel<<<grid_for(n), kBlock>>>(gp, x.get(), keys_a.get(), rows_a.get());
+		CHECK_LAUNCH("key_kernel");
+		gc::check_cancel(cancel, cancel_arg);
+		{
+			cub::DoubleBuffer<unsigned long long> k(keys_a.get(), keys_b.get());
+			cub::DoubleBuffer<int32_t> v(rows_a.get(), rows_b.get());
+			int			bits = key_bits(gp);
+			size_t		bytes = 0;
+
+			CUDA_TRY(cub::DeviceRadixSort::SortPairs(nullptr, bytes, k, v, n, 0, bits));
+			gc::DeviceBuffer<char> tmp(std::max<size_t>(bytes, 1), "the sort");
+			CUDA_TRY(cub::DeviceRadixSort::SortPairs(tmp.get(), bytes, k, v, n, 0, bits));
+			CHECK_LAUNCH("DeviceRadixSort");
+			if (k.Current() != keys_a.get())
+				std::swap(keys_a, keys_b);
+			if (v.Current() != rows_a.get())
+				std::swap(rows_a, rows_b);
+		}
+		keys_b.release();
+		rows_b.release();
+		row = std::move(rows_a);
+
+		/* Points in cell order, cell starts and keys. */
+		xs.reset((size_t) n * d, "the sorted points");
+		cellid.reset(n, "cell numbers");
+		gather_kernel<<<grid_for(n), kBlock>>>(n, d, x.get(), row.get(), keys_a.get(), xs.get(),
+											   cellid.get());
+		CHECK_LAUNCH("gather_kernel");
+		{
+			size_t		bytes = 0;
+
+			CUDA_TRY(cub::DeviceScan::InclusiveSum(nullptr, bytes, cellid.get(), cellid.get(), n));
+			gc::DeviceBuffer<char> tmp(std::max<size_t>(bytes, 1), "the cell scan");
+			CUDA_TRY(cub::DeviceScan::InclusiveSum(tmp.get(), bytes, cellid.get(), cellid.get(), n));
+			CHECK_LAUNCH("DeviceScan");
+		}
+		CUDA_TRY(cudaMemcpy(&ncells, cellid.get() + (n - 1), sizeof(int32_t),
+							cudaMemcpyDeviceToHost));
+		start.reset((size_t) ncells + 1, "cell starts");
+		ckey.reset(ncells, "cell keys");
+		cell_kernel<<<grid_for(n), kBlock>>>(n, keys_a.get(), cellid.get(), start.get(),
+											 ckey.get());
+		CHECK_LAUNCH("cell_kernel");
+		keys_a.release();
+
+		/* Hash table from cell key to cell. */
+		slots = 16;
+		while (slots < 2 * (unsigned long long) ncells)
+			slots <<= 1;
+		table.reset(slots, "the cell hash table");
+		CUDA_TRY(cudaMemset(table.get(), 0xff, table.bytes()));
+		CUDA_TRY(cudaMemset(dense_points.get(), 0, sizeof(unsigned long long)));
+		hash_kernel<<<grid_for(ncells), kBlock>>>(gp, ncells, start.get(), ckey.get(), table.get(),
+												  slots - 1, dense_points.get());
+		CHECK_LAUNCH("hash_kernel");
+
+		unsigned long long in_dense = 0;
+
+		CUDA_TRY(cudaMemcpy(&in_dense, dense_points.get(), sizeof(in_dense),
+							cudaMemcpyDeviceToHost));
+		timing->phase_ms[0] = sw.ms();
+		if (getenv("GPUCLUST_DBSCAN_DEBUG"))
+			fprintf(stderr, "gpuclust dbscan grid: n=%d d=%d side=%g extent=%lld,%lld,%lld "
+					"cells=%d dense_ok=%d points_in_dense_cells=%llu offsets=%d ms=%.3f\n",
+					n, d, gp.side, gp.extent[0], gp.g > 1 ? gp.extent[1] : 1LL,
+					gp.g > 2 ? gp.extent[2] : 1LL, ncells, gp.dense_ok, in_dense, gp.noffsets,
+					timing->phase_ms[0]);
+		if (!gp.dense_ok || force_fine || (double) in_dense >= kDenseShare * n)
+			break;
+		coarse = true;
+		table.release();
+		ckey.release();
+		start.release();
+		cellid.release();
+		xs.release();
+		row.release();
+	}
+	x.release();
 
 	Cells		cells = {start.get(), ckey.get(), table.get(), slots - 1};
 	gc::DeviceBuffer<int32_t> parent(n, "the disjoint-set forest");
