@@ -261,22 +261,15 @@ grid_free(DpGrid *G)
 	memset(G, 0, sizeof(*G));
 }
 
-/*
- * Cells of side h, with about as many cells as points (at most 2n + 16):
- * close to one point a cell where the data are uniform.
- */
+/* Builds the grid index over the rows (cell shape from gc_dp_grid_shape). */
 static gc_status
 grid_build(DpCtx *c, DpGrid *G)
 {
 	int64_t		n = c->n;
 	int32_t		d = c->d;
 	double		mn[GC_DP_GRID_MAX_DIM],
-				mx[GC_DP_GRID_MAX_DIM],
-				emax = 0.0,
-				h,
-				amax = 0.0;
-	double		limit = 2.0 * (double) n + 16.0;
-	int64_t		ncells = 1;
+				mx[GC_DP_GRID_MAX_DIM];
+	int64_t		ncells;
 	int64_t    *cell;
 
 	memset(G, 0, sizeof(*G));
@@ -295,45 +288,7 @@ grid_build(DpCtx *c, DpGrid *G)
 			if (v > mx[k])
 				mx[k] = v;
 		}
-	for (int k = 0; k < d; k++)
-	{
-		if (mx[k] - mn[k] > emax)
-			emax = mx[k] - mn[k];
-		if (fabs(mn[k]) > amax)
-			amax = fabs(mn[k]);
-		if (fabs(mx[k]) > amax)
-			amax = fabs(mx[k]);
-	}
-	h = emax > 0.0 ? emax : 1.0;
-	for (int it = 0; it < 400; it++)
-	{
-		double		h2 = h * 0.8,
-					cells = 1.0;
-
-		for (int k = 0; k < d; k++)
-			cells *= floor((mx[k] - mn[k]) / h2) + 1.0;
-		if (cells > limit || h2 <= 0.0)
-			break;
-		h = h2;
-	}
-	G->g.d = d;
-	G->g.h = h;
-	G->g.inv_h = 1.0 / h;
-	G->g.slack = 1e-9 * (h + amax + emax);
-	for (int k = 0; k < GC_DP_GRID_MAX_DIM; k++)
-	{
-		if (k < d)
-		{
-			G->g.origin[k] = mn[k];
-			G->g.dims[k] = (int64_t) floor((mx[k] - mn[k]) / h) + 1;
-		}
-		else
-		{
-			G->g.origin[k] = 0.0;
-			G->g.dims[k] = 1;
-		}
-		ncells *= G->g.dims[k];
-	}
+	ncells = gc_dp_grid_shape(&G->g, d, n, mn, mx);
 
 	G->cell_start = calloc((size_t) ncells + 1, sizeof(int64_t));
 	G->xs = malloc(sizeof(double) * (size_t) (n * d));
@@ -646,7 +601,7 @@ gc_dpeaks_cpu(const float *x, int64_t n, int32_t d, const gc_dpeaks_params *para
 		nbr[top] = -1;
 	}
 	{
-		int64_t		max_rings = d == 1 ? 8191 : d == 2 ? 63 : 12;
+		int64_t		max_rings = gc_dp_max_rings(d);
 
 		for (int64_t r = 1; r < n; r++)
 		{

@@ -16,11 +16,12 @@
  *    pairs drawn by gc_dp_sample_pair from the seed (the seed's sampling).
  *  - cutoff kernel: rho_i = #{j != i : d_ij < dc}, evaluated as
  *    dist2_ij < T with T = gc_dp_cutoff_threshold(dc), which is equivalent.
- *  - gaussian kernel: rho_i = sum_{j != i} exp(-dist2_ij / dc^2), each term
- *    from gc_dp_gauss_fixed (relative error below 2e-7) as a fixed-point
- *    number with 63 fraction bits, summed in 128-bit integers, so the sum is
- *    the same in any order; terms below 2^-63 vanish, hence an absolute
- *    error below n * 2^-63 on top of the relative one.
+ *  - gaussian kernel: rho_i = sum_{j != i} exp(-u_ij), u_ij = dist2_ij *
+ *    (1 / (dc * dc)); each term from gc_dp_gauss_fixed (relative error below
+ *    2e-7) as a fixed-point number with 56 fraction bits, summed in 128-bit
+ *    integers, so the sum is the same in any order and on any back end;
+ *    terms below 2^-56 vanish, hence an absolute error below n * 2^-56
+ *    (1.4e-10 for ten million rows) on top of the relative one.
  *  - density order: rank 0 is the densest; i before j when rho_i > rho_j, or
  *    equal and i < j.
  *  - delta_i = d to the nearest denser point; equal distances: the denser of
@@ -147,36 +148,64 @@ gc_dp_cutoff_threshold(double dc)
 	return t;
 }
 
+/* Fraction bits of the fixed-point gaussian terms. */
+#define GC_DP_FIXED_BITS 56
+
 /*
- * exp(-u) for u >= 0 as a fixed-point number with 63 fraction bits
- * (truncated).  u = k ln2 + r with |r| <= ln2 / 2 in double; exp(-r) from its
- * degree-8 Taylor polynomial in float (relative error below 2e-7); the
- * scaling by 2^-k is a shift.  Written once for both back ends.
+ * exp(-u) for u >= 0 as a fixed-point number with 56 fraction bits
+ * (truncated).  u = k ln2 + r with |r| <= ln2 / 2 (k by round to nearest
+ * even with the 1.5 * 2^52 trick, in double); exp(-r) from its degree-7
+ * Taylor polynomial in float (relative error below 2e-7); the scaling by
+ * 2^-k is an integer shift of the float's significand.  Written once for
+ * both back ends; a term never exceeds 2^56, so 128 of them fit in 64 bits.
  */
 GC_DP_FN uint64_t
 gc_dp_gauss_fixed(double u)
 {
-	double		kd;
-	int			k;
+	const double magic = 6755399441055744.0;	/* 1.5 * 2^52 */
+	double		t,
+				kd;
+	int			k,
+				e,
+				sh;
 	float		x,
 				p;
-	uint64_t	m;
+	uint32_t	bits,
+				m;
 
-	if (!(u < 44.0))			/* exp(-44) < 2^-63: also catches NaN */
+	if (!(u < 40.0))			/* exp(-40) < 2^-56: also catches NaN */
 		return 0;
-	kd = floor(u * 1.4426950408889634 + 0.5);
-	k = (int) kd;
-	x = (float) (kd * 0.6931471805599453 - u);	/* -r */
+	t = u * 1.4426950408889634;
+	t = t + magic;
+	kd = t - magic;
+#ifdef __CUDA_ARCH__
+	k = __double2loint(t);
+#else
+	{
+		uint64_t	tb;
+
+		memcpy(&tb, &t, sizeof(tb));
+		k = (int) (uint32_t) tb;
+	}
+#endif
+	t = kd * 0.6931471805599453;
+	x = (float) (t - u);		/* -r */
 	p = 1.0f + x * (1.0f + x * (0.5f + x * (0.16666667f + x * (0.041666668f +
-			x * (0.0083333333f + x * (0.0013888889f + x * (0.00019841270f +
-			x * 0.000024801587f)))))));
-	/* p < 1.5, so p * 2^62 < 2^63; exact in float, exact in the conversion */
-	m = (uint64_t) (p * 4611686018427387904.0f);
-	if (k == 0)
-		return m << 1;
-	if (k > 64)
+			x * (0.0083333333f + x * (0.0013888889f + x * 0.00019841270f))))));
+#ifdef __CUDA_ARCH__
+	bits = (uint32_t) __float_as_uint(p);
+#else
+	memcpy(&bits, &p, sizeof(bits));
+#endif
+	/* p in [0.70, 1.42]: p = m * 2^(e - 23) with a 24-bit m */
+	m = (bits & 0x7fffffu) | 0x800000u;
+	e = (int) ((bits >> 23) & 0xffu) - 127;
+	sh = GC_DP_FIXED_BITS - 23 + e - k;
+	if (sh >= 0)
+		return (uint64_t) m << sh;
+	if (sh <= -32)
 		return 0;
-	return m >> (k - 1);
+	return (uint64_t) (m >> (-sh));
 }
 
 /* 128-bit accumulator (two 64-bit words) for the gaussian sums. */
@@ -189,11 +218,18 @@ gc_dp_acc_add(uint64_t *hi, uint64_t *lo, uint64_t v)
 	*lo = s;
 }
 
-/* The value of a fixed-point sum: (hi * 2^64 + lo) * 2^-63. */
+/* The value of a fixed-point sum: (hi * 2^64 + lo) * 2^-56. */
 GC_DP_FN double
 gc_dp_acc_value(uint64_t hi, uint64_t lo)
 {
-	return (double) hi * 2.0 + (double) lo * 1.0842021724855044e-19;
+	return (double) hi * 256.0 + (double) lo * 1.3877787807814457e-17;
+}
+
+/* Rings of cells searched for the nearest denser point before scanning all denser points. */
+GC_DP_FN int64_t
+gc_dp_max_rings(int d)
+{
+	return d == 1 ? 8191 : d == 2 ? 63 : 12;
 }
 
 /* ---------------------------------------------------------------- the grid
@@ -213,6 +249,63 @@ typedef struct gc_dp_grid
 	const double *xs[GC_DP_GRID_MAX_DIM];	/* [n] coordinate k of the point at each sorted position */
 	const int64_t *rank;		/* [n] density rank of the point at each sorted position */
 } gc_dp_grid;
+
+/*
+ * Chooses the cells (host side, both back ends): side h with about as many
+ * cells as points (at most 2n + 16), close to one point a cell where the
+ * data are uniform.  mn / mx: the range of each dimension.  Returns the
+ * number of cells; the pointers of g are left alone.
+ */
+static inline int64_t
+gc_dp_grid_shape(gc_dp_grid *g, int32_t d, int64_t n, const double *mn, const double *mx)
+{
+	double		emax = 0.0,
+				amax = 0.0,
+				h;
+	double		limit = 2.0 * (double) n + 16.0;
+	int64_t		ncells = 1;
+
+	for (int k = 0; k < d; k++)
+	{
+		if (mx[k] - mn[k] > emax)
+			emax = mx[k] - mn[k];
+		if (fabs(mn[k]) > amax)
+			amax = fabs(mn[k]);
+		if (fabs(mx[k]) > amax)
+			amax = fabs(mx[k]);
+	}
+	h = emax > 0.0 ? emax : 1.0;
+	for (int it = 0; it < 400; it++)
+	{
+		double		h2 = h * 0.8,
+					cells = 1.0;
+
+		for (int k = 0; k < d; k++)
+			cells *= floor((mx[k] - mn[k]) / h2) + 1.0;
+		if (cells > limit || !(h2 > 0.0))
+			break;
+		h = h2;
+	}
+	g->d = d;
+	g->h = h;
+	g->inv_h = 1.0 / h;
+	g->slack = 1e-9 * (h + amax + emax);
+	for (int k = 0; k < GC_DP_GRID_MAX_DIM; k++)
+	{
+		if (k < d)
+		{
+			g->origin[k] = mn[k];
+			g->dims[k] = (int64_t) floor((mx[k] - mn[k]) / h) + 1;
+		}
+		else
+		{
+			g->origin[k] = 0.0;
+			g->dims[k] = 1;
+		}
+		ncells *= g->dims[k];
+	}
+	return ncells;
+}
 
 /* Cell index of coordinate v along dimension k (clamped). */
 GC_DP_FN int64_t
