@@ -534,7 +534,7 @@ gc_dpeaks_cpu(const float *x, int64_t n, int32_t d, const gc_dpeaks_params *para
 		dc = sqrt(gc_dp_unkey(key));
 		if (!(dc > 0.0))
 			return gc_fail(errbuf, GC_ERR_INVALID_ARGUMENT,
-						   "the neighbor_rate quantile of the pairwise distances is zero (too many duplicate rows)");
+						   "the neighbor_rate quantile of the pairwise distances is zero");
 	}
 	result->dc = dc;
 	if (timing)
