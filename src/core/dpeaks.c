@@ -26,7 +26,8 @@
 #include "dpeaks_common.h"
 
 #define DP_CANCEL_EVERY 1024
-#define DP_COLLECT_MAX (1 << 16)
+#define DP_COLLECT_MAX (1 << 20)
+#define DP_HIST_BITS 20
 
 /* Milliseconds of wall clock (C11 timespec_get). */
 static double
@@ -111,22 +112,23 @@ select_u64(uint64_t *v, int64_t m, int64_t k)
 
 /*
  * The k-th smallest (1-based) dist2 over unordered pairs, by radix select on
- * the bit patterns: each pass histograms the next twelve bits of the keys
+ * the bit patterns: each pass histograms the next twenty bits of the keys
  * that share the prefix found so far (the seed's binary search over pair
- * counts, 4096-way); once few candidates remain they are collected and
- * selected directly.
+ * counts, 2^20-way); once at most 2^20 candidates remain they are collected
+ * and selected directly.  The answer is exact, so the GPU's narrower passes
+ * find the same one.
  */
 static gc_status
 dc_exact(DpCtx *c, int64_t k, uint64_t *key_out)
 {
-	static const int widths[] = {12, 12, 12, 12, 12, 4};
+	static const int widths[] = {DP_HIST_BITS, DP_HIST_BITS, DP_HIST_BITS, 64 - 3 * DP_HIST_BITS};
 	uint64_t	prefix = 0;
 	int			prefix_bits = 0;
-	int64_t	   *hist = malloc(sizeof(int64_t) << 12);
+	int64_t	   *hist = malloc(sizeof(int64_t) << DP_HIST_BITS);
 
 	if (!hist)
 		return gc_fail(c->errbuf, GC_ERR_OUT_OF_MEMORY, "out of memory for the dc histogram");
-	for (int pass = 0; pass < 6; pass++)
+	for (int pass = 0; pass < 4; pass++)
 	{
 		int			w = widths[pass];
 		int			shift = 64 - prefix_bits - w;
