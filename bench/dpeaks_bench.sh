@@ -6,5 +6,5 @@ set -e
 cd "$(dirname "$0")/.."
 BIN=${DPEAKS_BENCH_BIN:-/tmp/dpeaks_bench}
 ${CC:-cc} -std=gnu11 -O2 -Wall -Wextra -Wno-unused-parameter -ffp-contract=off -Isrc/core -Icuda \
-    -o "$BIN" bench/dpeaks_bench.c src/core/*.c -ldl -lm
+    -o "$BIN" bench/dpeaks_bench.c src/core/dpeaks.c src/core/util.c -ldl -lm
 exec "$BIN" "$@"
