@@ -45,57 +45,66 @@ cancel_stride(int32_t k, int32_t d)
 }
 
 /*
- * Nearest centroid of rows [from, to): label and squared distance.  The sum
- * over a centroid's dimensions stops as soon as it cannot beat the best so
- * far; that does not change which centroid wins.
+ * Nearest centroid of rows [from, to): label and squared distance.  The
+ * centroids are transposed, cent[t * k + j], so that the inner loop runs
+ * over centroids and vectorizes; each distance is still summed over the
+ * features in order, as gc_dist2 and the GPU's exact pass do.  dist is
+ * scratch of k doubles.
  */
 static void
 assign_rows(const float *x, int64_t from, int64_t to, int32_t d,
-			const double *cen, int32_t k, int32_t *labels, double *d2)
+			const double *cent, int32_t k, int32_t *labels, double *d2, double *dist)
 {
 	for (int64_t i = from; i < to; i++)
 	{
 		const float *row = x + i * d;
-		double		best = HUGE_VAL;
+		double		best;
 		int32_t		bj = 0;
 
 		for (int32_t j = 0; j < k; j++)
+			dist[j] = 0.0;
+		for (int32_t t = 0; t < d; t++)
 		{
-			const double *c = cen + (int64_t) j * d;
-			double		s = 0.0;
-			int32_t		t;
+			const double xt = (double) row[t];
+			const double *ct = cent + (int64_t) t * k;
 
-			for (t = 0; t < d; t++)
+			for (int32_t j = 0; j < k; j++)
 			{
-				double		diff = (double) row[t] - c[t];
+				double		diff = xt - ct[j];
 
-				s += diff * diff;
-				if (s >= best)
-					break;
-			}
-			if (t == d && s < best)
-			{
-				best = s;
-				bj = j;
+				dist[j] += diff * diff;
 			}
 		}
+		best = dist[0];
+		for (int32_t j = 1; j < k; j++)
+			if (dist[j] < best)
+			{
+				best = dist[j];
+				bj = j;
+			}
 		labels[i] = bj;
 		d2[i] = best;
 	}
 }
 
-/* Assigns every row; returns -1 when cancelled. */
+/* Assigns every row to the centroids cen [k, d]; returns -1 when cancelled. */
 static int
 assign_all(const float *x, int64_t n, int32_t d, const double *cen, int32_t k,
-		   int32_t *labels, double *d2, gc_cancel_fn cancel, void *cancel_arg)
+		   int32_t *labels, double *d2, double *work /* [k * d + k] */ ,
+		   gc_cancel_fn cancel, void *cancel_arg)
 {
 	int64_t		stride = cancel_stride(k, d);
+	double	   *cent = work;
+	double	   *dist = work + (int64_t) k * d;
 
+	for (int32_t j = 0; j < k; j++)
+		for (int32_t t = 0; t < d; t++)
+			cent[(int64_t) t * k + j] = cen[(int64_t) j * d + t];
 	for (int64_t from = 0; from < n; from += stride)
 	{
 		if (cancel && cancel(cancel_arg))
 			return -1;
-		assign_rows(x, from, from + stride < n ? from + stride : n, d, cen, k, labels, d2);
+		assign_rows(x, from, from + stride < n ? from + stride : n, d, cent, k, labels, d2, dist);
 	}
 	return 0;
 }
@@ -180,7 +189,8 @@ gc_kmeans_cpu(const float *x, int64_t n, int32_t d, const gc_kmeans_params *para
 	double	   *cen = NULL,
 			   *sums = NULL,
 			   *d2 = NULL,
-			   *scratch = NULL;
+			   *scratch = NULL,
+			   *work = NULL;
 	int64_t    *counts = NULL,
 			   *taken = NULL;
 	int32_t    *labels = NULL,
@@ -198,12 +208,13 @@ gc_kmeans_cpu(const float *x, int64_t n, int32_t d, const gc_kmeans_params *para
 	cen = malloc(sizeof(double) * kd);
 	sums = malloc(sizeof(double) * kd);
 	d2 = malloc(sizeof(double) * (size_t) n);
-	scratch = malloc(sizeof(double) * (size_t) d);
+	scratch = malloc(sizeof(double) * (size_t) d * 2);
+	work = malloc(sizeof(double) * (kd + (size_t) k));
 	counts = malloc(sizeof(int64_t) * (size_t) k);
 	taken = malloc(sizeof(int64_t) * (size_t) k);
 	labels = result->labels;
 	labels_old = malloc(sizeof(int32_t) * (size_t) n);
-	if (!cen || !sums || !d2 || !scratch || !counts || !taken || !labels_old)
+	if (!cen || !sums || !d2 || !scratch || !work || !counts || !taken || !labels_old)
 	{
 		st = gc_fail(errbuf, GC_ERR_OUT_OF_MEMORY,
 					 "out of memory for k-means working arrays (%lld rows, k = %d)",
@@ -211,7 +222,7 @@ gc_kmeans_cpu(const float *x, int64_t n, int32_t d, const gc_kmeans_params *para
 		goto done;
 	}
 
-	if (gc_kmeans_stats(x, n, d, &mean_var, NULL, NULL, NULL, scratch, cancel, cancel_arg) != 0)
+	if (gc_kmeans_stats(x, n, d, &mean_var, scratch, NULL, NULL, scratch + d, cancel, cancel_arg) != 0)
 	{
 		st = gc_fail(errbuf, GC_ERR_CANCELLED, "canceled");
 		goto done;
@@ -231,7 +242,7 @@ gc_kmeans_cpu(const float *x, int64_t n, int32_t d, const gc_kmeans_params *para
 		int			same;
 		int32_t		reseeded;
 
-		if (assign_all(x, n, d, cen, k, labels, d2, cancel, cancel_arg) != 0)
+		if (assign_all(x, n, d, cen, k, labels, d2, work, cancel, cancel_arg) != 0)
 		{
 			st = gc_fail(errbuf, GC_ERR_CANCELLED, "canceled");
 			goto done;
@@ -281,7 +292,7 @@ gc_kmeans_cpu(const float *x, int64_t n, int32_t d, const gc_kmeans_params *para
 	}
 	result->iterations = it < params->max_iter ? it + 1 : params->max_iter;
 
-	if (!strict && assign_all(x, n, d, cen, k, labels, d2, cancel, cancel_arg) != 0)
+	if (!strict && assign_all(x, n, d, cen, k, labels, d2, work, cancel, cancel_arg) != 0)
 	{
 		st = gc_fail(errbuf, GC_ERR_CANCELLED, "canceled");
 		goto done;
@@ -307,6 +318,7 @@ done:
 	free(sums);
 	free(d2);
 	free(scratch);
+	free(work);
 	free(counts);
 	free(taken);
 	free(labels_old);

@@ -149,20 +149,20 @@ gc_kmpp_weight(double d2, double scale)
 
 /*
  * Mean per-feature variance (population variance, as numpy.var) of the data,
- * the unit of tol as in scikit-learn; also the per-feature mean and the
- * smallest and largest value of each feature when asked (any may be NULL).
+ * the unit of tol as in scikit-learn; also the per-feature mean and, when
+ * asked (lo, hi not NULL), the smallest and largest value of each feature.
  * Returns 0, or -1 when cancelled.
  */
 static inline int
 gc_kmeans_stats(const float *x, int64_t n, int32_t d,
 				double *mean_var,
-				double *mean,	/* [d] out or NULL */
+				double *mean,	/* [d] out */
 				double *lo,		/* [d] out or NULL */
 				double *hi,		/* [d] out or NULL */
-				double *scratch,	/* [d] */
+				double *scratch,	/* [d] work space */
 				gc_cancel_fn cancel, void *cancel_arg)
 {
-	double	   *m = mean ? mean : scratch;
+	double	   *m = mean;
 	double		total = 0.0;
 
 	for (int32_t j = 0; j < d; j++)
@@ -189,21 +189,26 @@ gc_kmeans_stats(const float *x, int64_t n, int32_t d,
 		}
 	}
 	for (int32_t j = 0; j < d; j++)
-		m[j] /= (double) n;
-	for (int32_t j = 0; j < d; j++)
 	{
-		double		s = 0.0;
-
-		if (cancel && cancel(cancel_arg))
-			return -1;
-		for (int64_t i = 0; i < n; i++)
-		{
-			double		t = (double) x[i * d + j] - m[j];
-
-			s += t * t;
-		}
-		total += s / (double) n;
+		m[j] /= (double) n;
+		scratch[j] = 0.0;
 	}
+	/* row by row, each feature's sum in row order */
+	for (int64_t i = 0; i < n; i++)
+	{
+		const float *row = x + i * d;
+
+		if ((i & 65535) == 0 && cancel && cancel(cancel_arg))
+			return -1;
+		for (int32_t j = 0; j < d; j++)
+		{
+			double		t = (double) row[j] - m[j];
+
+			scratch[j] += t * t;
+		}
+	}
+	for (int32_t j = 0; j < d; j++)
+		total += scratch[j] / (double) n;
 	*mean_var = total / (double) d;
 	return 0;
 }
