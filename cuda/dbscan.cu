@@ -10,7 +10,8 @@
  * and with everything from the first sort to the cluster numbers on the
  * device (no transfer in between):
  *
- *   index    the cell of each point on the first min(d, 3) dimensions, a
+ *   index    the cell of each point on the first min(d, 3) dimensions (the
+ *            grid chosen from a sample, see run_dbscan), a
  *            stable CUB radix sort of the points by cell, cells as runs of
  *            the sorted order (a CUB scan), an open-addressing hash table
  *            from cell key to cell;
@@ -44,11 +45,11 @@
  * operations (no fused multiply-add), compared with eps * eps computed in
  * double on the host.  That is gc_dist2 of core.h, bit for bit.
  *
- * Memory is linear in n: about max(8*n*d + 36*n, 4*n*d + 45*n) bytes at the
- * peak (60 bytes a point in three dimensions) plus CUB's temporary storage; it is estimated
- * before anything is allocated and compared with cudaMemGetInfo.  Per-point
- * kernels run in chunks sized to take a few tens of milliseconds, and the
- * cancel callback is asked between chunks.
+ * Memory is linear in n: about max(8*n*d + 16*n, 4*n*d + 45*n) bytes at the
+ * peak (57 bytes a point in three dimensions) plus CUB's temporary storage;
+ * it is estimated before anything is allocated and compared with
+ * cudaMemGetInfo.  Per-point kernels run in chunks sized to take a few tens
+ * of milliseconds, and the cancel callback is asked between chunks.
  *
  * timing->phase_ms: [0] index, [1] core points, [2] unions, [3] border points
  * and cluster numbers.
@@ -314,6 +315,17 @@ __device__ __forceinline__ long long cell_coord(const GridParams &gp, int k, flo
 	return (long long) c;
 }
 
+__device__ __forceinline__ unsigned long long point_key(const GridParams &gp, const float *x,
+														int64_t i)
+{
+	unsigned long long k = 0;
+
+	for (int j = 0; j < gp.g; j++)
+		k = k * (unsigned long long) gp.extent[j] +
+			(unsigned long long) cell_coord(gp, j, x[(size_t) i * gp.d + j]);
+	return k;
+}
+
 __global__ void key_kernel(GridParams gp, const float *x, /* [n, d] */
 						   unsigned long long *key, /* [n] */ int32_t *row /* [n] */)
 {
@@ -321,13 +333,78 @@ __global__ void key_kernel(GridParams gp, const float *x, /* [n, d] */
 
 	if (i >= gp.n)
 		return;
-	unsigned long long k = 0;
-
-	for (int j = 0; j < gp.g; j++)
-		k = k * (unsigned long long) gp.extent[j] +
-			(unsigned long long) cell_coord(gp, j, x[(size_t) i * gp.d + j]);
-	key[i] = k;
+	key[i] = point_key(gp, x, i);
 	row[i] = i;
+}
+
+/*
+ * Estimating the share of points in dense cells before sorting: the cells of
+ * an evenly spaced sample of points go into a small hash table, every point
+ * adds one to its cell's count when the cell is there (counts stop at
+ * min_pts), and the share of sample points whose cell reached min_pts is the
+ * estimate.
+ */
+constexpr int kSample = 1 << 16;
+constexpr unsigned long long kSampleSlots = 1ULL << 17;
+constexpr unsigned long long kEmptyKey = ~0ULL;
+
+__device__ __forceinline__ unsigned long long sample_slot(const unsigned long long *skey,
+														  unsigned long long key)
+{
+	unsigned long long h = hash_key(key) & (kSampleSlots - 1);
+
+	while (skey[h] != key && skey[h] != kEmptyKey)
+		h = (h + 1) & (kSampleSlots - 1);
+	return h;
+}
+
+__global__ void sample_insert_kernel(GridParams gp, const float *x, int64_t stride, int32_t s,
+									 unsigned long long *skey /* [kSampleSlots] */)
+{
+	int32_t		i = blockIdx.x * blockDim.x + threadIdx.x;
+
+	if (i >= s)
+		return;
+	unsigned long long key = point_key(gp, x, (int64_t) i * stride);
+	unsigned long long h = hash_key(key) & (kSampleSlots - 1);
+
+	for (;;)
+	{
+		unsigned long long old = atomicCAS(skey + h, kEmptyKey, key);
+
+		if (old == kEmptyKey || old == key)
+			return;
+		h = (h + 1) & (kSampleSlots - 1);
+	}
+}
+
+__global__ void sample_count_kernel(GridParams gp, const float *x,
+									const unsigned long long *skey, /* [kSampleSlots] */
+									int32_t *scount /* [kSampleSlots] */)
+{
+	int32_t		i = blockIdx.x * blockDim.x + threadIdx.x;
+
+	if (i >= gp.n)
+		return;
+	unsigned long long key = point_key(gp, x, i);
+	unsigned long long h = sample_slot(skey, key);
+
+	if (skey[h] == key && *((volatile int32_t *) scount + h) < gp.min_pts)
+		atomicAdd(scount + h, 1);
+}
+
+__global__ void sample_tally_kernel(GridParams gp, const float *x, int64_t stride, int32_t s,
+									const unsigned long long *skey, const int32_t *scount,
+									unsigned long long *dense /* [1] */)
+{
+	int32_t		i = blockIdx.x * blockDim.x + threadIdx.x;
+
+	if (i >= s)
+		return;
+	unsigned long long h = sample_slot(skey, point_key(gp, x, (int64_t) i * stride));
+
+	if (scount[h] >= gp.min_pts)
+		atomicAdd(dense, 1ULL);
 }
 
 /* xs[j] = x[row[j]]: the points in cell order; flag[j] = 1 where a cell starts. */
@@ -970,16 +1047,14 @@ int64_t bytes_estimate(int32_t n, int32_t d, size_t sort_tmp, size_t scan_tmp)
 	int64_t		s1 = xb + nn * 24 + (int64_t) sort_tmp;
 	/* x, keys, rows, xs, flags */
 	int64_t		s2 = 2 * xb + nn * 16;
-	/* x, xs, keys, rows, cellid, cell keys and starts, scan temp */
-	int64_t		s3 = 2 * xb + nn * 28 + 8 + (int64_t) scan_tmp;
-	/* x, xs, rows, cellid, cell keys and starts, hash (< 4 slots a cell) */
-	int64_t		s3b = 2 * xb + nn * 36 + 72;
+	/* xs, keys, rows, cellid, cell keys and starts, scan temp */
+	int64_t		s3 = xb + nn * 28 + 8 + (int64_t) scan_tmp;
 	/* xs, rows, cellid, cell keys and starts, hash, parent, core, best */
 	int64_t		s4 = xb + nn * 45 + 72;
 	/* rows, parent, core, root, minrow, flag, rank, cluster and is_core by row */
 	int64_t		s5 = nn * 30 + (int64_t) scan_tmp;
 
-	return std::max({s1, s2, s3, s3b, s4, s5}) + (4 << 20);
+	return std::max({s1, s2, s3, s4, s5}) + (4 << 20);
 }
 
 template <int D>
@@ -1089,115 +1164,132 @@ void run_dbscan(const float *x_host, int32_t n, int32_t d, const gc_dbscan_param
 	}
 
 	/*
-	 * Stages 2 and 3: the grid.  With d <= 3 the fine DenseBox grid comes
-	 * first; when less than kDenseShare of the points fall in dense cells the
-	 * 125-cell neighbourhood costs more than it saves, and the points are
-	 * sorted again on a grid of side eps (27 cells, no dense cells).  The
-	 * environment variable GPUCLUST_DBSCAN_GRID = fine | coarse forces one of
-	 * the two (for benchmarks and tests; the answer is the same), and
-	 * GPUCLUST_DBSCAN_DEBUG, when set, prints the grid chosen to stderr.
+	 * Stages 2 and 3: the grid.  With d <= 3 the fine DenseBox grid is used
+	 * unless an estimate from a sample says that less than kDenseShare of
+	 * the points lie in dense cells: then its 125-cell neighbourhood costs
+	 * more than the dense cells save, and a grid of side eps (27 cells, no
+	 * dense cells) is used.  The environment variable GPUCLUST_DBSCAN_GRID =
+	 * fine | coarse forces one of the two (for benchmarks and tests; the
+	 * answer is the same), and GPUCLUST_DBSCAN_DEBUG, when set, prints the
+	 * grid chosen to stderr.
 	 */
 	const char *grid_env = getenv("GPUCLUST_DBSCAN_GRID");
 	const bool	force_fine = grid_env && strcmp(grid_env, "fine") == 0;
-	bool		coarse = grid_env && strcmp(grid_env, "coarse") == 0;
+	const bool	force_coarse = grid_env && strcmp(grid_env, "coarse") == 0;
+	bool		coarse = force_coarse;
+	double		dense_share = -1.0;
 	GridParams	gp;
-	gc::DeviceBuffer<int32_t> row;	/* sorted position -> row */
-	gc::DeviceBuffer<float> xs;		/* [n, d] points in cell order */
-	gc::DeviceBuffer<int32_t> cellid;
-	gc::DeviceBuffer<int32_t> start;
-	gc::DeviceBuffer<unsigned long long> ckey;
-	gc::DeviceBuffer<int32_t> table;
-	gc::DeviceBuffer<unsigned long long> dense_points(1, "the dense cell count");
-	int32_t		ncells = 0;
-	unsigned long long slots = 16;
 
-	for (;;)
+	plan_grid(gp, n, d, params->eps, params->min_pts, lo, hi, coarse);
+	if (gp.dense_ok && !force_fine)
 	{
-		plan_grid(gp, n, d, params->eps, params->min_pts, lo, hi, coarse);
+		const int32_t s = std::min<int32_t>(n, kSample);
+		const int64_t stride = n / s;
+		gc::DeviceBuffer<unsigned long long> skey(kSampleSlots + 1, "the density sample");
+		gc::DeviceBuffer<int32_t> scount(kSampleSlots, "the density sample");
+		unsigned long long dense = 0;
 
-		gc::DeviceBuffer<unsigned long long> keys_a(n, "cell keys");
+		CUDA_TRY(cudaMemset(skey.get(), 0xff, sizeof(unsigned long long) * kSampleSlots));
+		CUDA_TRY(cudaMemset(skey.get() + kSampleSlots, 0, sizeof(unsigned long long)));
+		CUDA_TRY(cudaMemset(scount.get(), 0, scount.bytes()));
+		sample_insert_kernel<<<grid_for(s), kBlock>>>(gp, x.get(), stride, s, skey.get());
+		CHECK_LAUNCH("sample_insert_kernel");
+		sample_count_kernel<<<grid_for(n), kBlock>>>(gp, x.get(), skey.get(), scount.get());
+		CHECK_LAUNCH("sample_count_kernel");
+		sample_tally_kernel<<<grid_for(s), kBlock>>>(gp, x.get(), stride, s, skey.get(),
+													 scount.get(), skey.get() + kSampleSlots);
+		CHECK_LAUNCH("sample_tally_kernel");
+		CUDA_TRY(cudaMemcpy(&dense, skey.get() + kSampleSlots, sizeof(dense),
+							cudaMemcpyDeviceToHost));
+		dense_share = (double) dense / s;
+		if (dense_share < kDenseShare)
+		{
+			coarse = true;
+			plan_grid(gp, n, d, params->eps, params->min_pts, lo, hi, coarse);
+		}
+	}
+
+	gc::DeviceBuffer<int32_t> row;	/* sorted position -> row */
+	gc::DeviceBuffer<unsigned long long> keys;
+
+	{
 		gc::DeviceBuffer<unsigned long long> keys_b(n, "cell keys");
-		gc::DeviceBuffer<int32_t> rows_a(n, "row numbers");
 		gc::DeviceBuffer<int32_t> rows_b(n, "row numbers");
 
-		key_kernel<<<grid_for(n), kBlock>>>(gp, x.get(), keys_a.get(), rows_a.get());
+		keys.reset(n, "cell keys");
+		row.reset(n, "row numbers");
+		key_kernel<<<grid_for(n), kBlock>>>(gp, x.get(), keys.get(), row.get());
 		CHECK_LAUNCH("key_kernel");
 		gc::check_cancel(cancel, cancel_arg);
-		{
-			cub::DoubleBuffer<unsigned long long> k(keys_a.get(), keys_b.get());
-			cub::DoubleBuffer<int32_t> v(rows_a.get(), rows_b.get());
-			int			bits = key_bits(gp);
-			size_t		bytes = 0;
 
-			CUDA_TRY(cub::DeviceRadixSort::SortPairs(nullptr, bytes, k, v, n, 0, bits));
-			gc::DeviceBuffer<char> tmp(std::max<size_t>(bytes, 1), "the sort");
-			CUDA_TRY(cub::DeviceRadixSort::SortPairs(tmp.get(), bytes, k, v, n, 0, bits));
-			CHECK_LAUNCH("DeviceRadixSort");
-			if (k.Current() != keys_a.get())
-				std::swap(keys_a, keys_b);
-			if (v.Current() != rows_a.get())
-				std::swap(rows_a, rows_b);
-		}
-		keys_b.release();
-		rows_b.release();
-		row = std::move(rows_a);
+		cub::DoubleBuffer<unsigned long long> k(keys.get(), keys_b.get());
+		cub::DoubleBuffer<int32_t> v(row.get(), rows_b.get());
+		int			bits = key_bits(gp);
+		size_t		bytes = 0;
 
-		/* Points in cell order, cell starts and keys. */
-		xs.reset((size_t) n * d, "the sorted points");
-		cellid.reset(n, "cell numbers");
-		gather_kernel<<<grid_for(n), kBlock>>>(n, d, x.get(), row.get(), keys_a.get(), xs.get(),
-											   cellid.get());
-		CHECK_LAUNCH("gather_kernel");
-		{
-			size_t		bytes = 0;
+		CUDA_TRY(cub::DeviceRadixSort::SortPairs(nullptr, bytes, k, v, n, 0, bits));
+		gc::DeviceBuffer<char> tmp(std::max<size_t>(bytes, 1), "the sort");
+		CUDA_TRY(cub::DeviceRadixSort::SortPairs(tmp.get(), bytes, k, v, n, 0, bits));
+		CHECK_LAUNCH("DeviceRadixSort");
+		if (k.Current() != keys.get())
+			std::swap(keys, keys_b);
+		if (v.Current() != row.get())
+			std::swap(row, rows_b);
+	}
 
-			CUDA_TRY(cub::DeviceScan::InclusiveSum(nullptr, bytes, cellid.get(), cellid.get(), n));
-			gc::DeviceBuffer<char> tmp(std::max<size_t>(bytes, 1), "the cell scan");
-			CUDA_TRY(cub::DeviceScan::InclusiveSum(tmp.get(), bytes, cellid.get(), cellid.get(), n));
-			CHECK_LAUNCH("DeviceScan");
-		}
-		CUDA_TRY(cudaMemcpy(&ncells, cellid.get() + (n - 1), sizeof(int32_t),
-							cudaMemcpyDeviceToHost));
-		start.reset((size_t) ncells + 1, "cell starts");
-		ckey.reset(ncells, "cell keys");
-		cell_kernel<<<grid_for(n), kBlock>>>(n, keys_a.get(), cellid.get(), start.get(),
-											 ckey.get());
-		CHECK_LAUNCH("cell_kernel");
-		keys_a.release();
+	/* Points in cell order, cell starts and keys. */
+	gc::DeviceBuffer<float> xs((size_t) n * d, "the sorted points");
+	gc::DeviceBuffer<int32_t> cellid(n, "cell numbers");
 
-		/* Hash table from cell key to cell. */
-		slots = 16;
-		while (slots < 2 * (unsigned long long) ncells)
-			slots <<= 1;
-		table.reset(slots, "the cell hash table");
-		CUDA_TRY(cudaMemset(table.get(), 0xff, table.bytes()));
-		CUDA_TRY(cudaMemset(dense_points.get(), 0, sizeof(unsigned long long)));
-		hash_kernel<<<grid_for(ncells), kBlock>>>(gp, ncells, start.get(), ckey.get(), table.get(),
-												  slots - 1, dense_points.get());
-		CHECK_LAUNCH("hash_kernel");
+	gather_kernel<<<grid_for(n), kBlock>>>(n, d, x.get(), row.get(), keys.get(), xs.get(),
+										   cellid.get());
+	CHECK_LAUNCH("gather_kernel");
+	x.release();
+	{
+		size_t		bytes = 0;
 
+		CUDA_TRY(cub::DeviceScan::InclusiveSum(nullptr, bytes, cellid.get(), cellid.get(), n));
+		gc::DeviceBuffer<char> tmp(std::max<size_t>(bytes, 1), "the cell scan");
+		CUDA_TRY(cub::DeviceScan::InclusiveSum(tmp.get(), bytes, cellid.get(), cellid.get(), n));
+		CHECK_LAUNCH("DeviceScan");
+	}
+	int32_t		ncells = 0;
+
+	CUDA_TRY(cudaMemcpy(&ncells, cellid.get() + (n - 1), sizeof(int32_t), cudaMemcpyDeviceToHost));
+
+	gc::DeviceBuffer<int32_t> start((size_t) ncells + 1, "cell starts");
+	gc::DeviceBuffer<unsigned long long> ckey(ncells, "cell keys");
+
+	cell_kernel<<<grid_for(n), kBlock>>>(n, keys.get(), cellid.get(), start.get(), ckey.get());
+	CHECK_LAUNCH("cell_kernel");
+	keys.release();
+
+	/* Hash table from cell key to cell. */
+	unsigned long long slots = 16;
+
+	while (slots < 2 * (unsigned long long) ncells)
+		slots <<= 1;
+	gc::DeviceBuffer<int32_t> table(slots, "the cell hash table");
+	gc::DeviceBuffer<unsigned long long> dense_points(1, "the dense cell count");
+
+	CUDA_TRY(cudaMemset(table.get(), 0xff, table.bytes()));
+	CUDA_TRY(cudaMemset(dense_points.get(), 0, sizeof(unsigned long long)));
+	hash_kernel<<<grid_for(ncells), kBlock>>>(gp, ncells, start.get(), ckey.get(), table.get(),
+											  slots - 1, dense_points.get());
+	CHECK_LAUNCH("hash_kernel");
+	if (getenv("GPUCLUST_DBSCAN_DEBUG"))
+	{
 		unsigned long long in_dense = 0;
 
 		CUDA_TRY(cudaMemcpy(&in_dense, dense_points.get(), sizeof(in_dense),
 							cudaMemcpyDeviceToHost));
-		timing->phase_ms[0] = sw.ms();
-		if (getenv("GPUCLUST_DBSCAN_DEBUG"))
-			fprintf(stderr, "gpuclust dbscan grid: n=%d d=%d side=%g extent=%lld,%lld,%lld "
-					"cells=%d dense_ok=%d points_in_dense_cells=%llu offsets=%d ms=%.3f\n",
-					n, d, gp.side, gp.extent[0], gp.g > 1 ? gp.extent[1] : 1LL,
-					gp.g > 2 ? gp.extent[2] : 1LL, ncells, gp.dense_ok, in_dense, gp.noffsets,
-					timing->phase_ms[0]);
-		if (!gp.dense_ok || force_fine || (double) in_dense >= kDenseShare * n)
-			break;
-		coarse = true;
-		table.release();
-		ckey.release();
-		start.release();
-		cellid.release();
-		xs.release();
-		row.release();
+		fprintf(stderr, "gpuclust dbscan grid: n=%d d=%d side=%g extent=%lld,%lld,%lld "
+				"cells=%d dense_ok=%d points_in_dense_cells=%llu estimated_share=%.4f "
+				"offsets=%d\n",
+				n, d, gp.side, gp.extent[0], gp.g > 1 ? gp.extent[1] : 1LL,
+				gp.g > 2 ? gp.extent[2] : 1LL, ncells, gp.dense_ok, in_dense, dense_share,
+				gp.noffsets);
 	}
-	x.release();
 
 	Cells		cells = {start.get(), ckey.get(), table.get(), slots - 1};
 	gc::DeviceBuffer<int32_t> parent(n, "the disjoint-set forest");
