@@ -45,7 +45,8 @@ cancel_stride(int32_t k, int32_t d)
 }
 
 /*
- * Nearest centroid of rows [from, to): label and squared distance.  The
+ * Nearest centroid of rows [from, to): label and squared distance, and the
+ * squared distance to the second nearest when second is not NULL.  The
  * centroids are transposed, cent[t * k + j], so that the inner loop runs
  * over centroids and vectorizes; each distance is still summed over the
  * features in order, as gc_dist2 and the GPU's exact pass do.  dist is
@@ -53,12 +54,14 @@ cancel_stride(int32_t k, int32_t d)
  */
 static void
 assign_rows(const float *x, int64_t from, int64_t to, int32_t d,
-			const double *cent, int32_t k, int32_t *labels, double *d2, double *dist)
+			const double *cent, int32_t k, int32_t *labels, double *d2, double *second,
+			double *dist)
 {
 	for (int64_t i = from; i < to; i++)
 	{
 		const float *row = x + i * d;
-		double		best;
+		double		best,
+					next = HUGE_VAL;
 		int32_t		bj = 0;
 
 		for (int32_t j = 0; j < k; j++)
@@ -77,34 +80,155 @@ assign_rows(const float *x, int64_t from, int64_t to, int32_t d,
 		}
 		best = dist[0];
 		for (int32_t j = 1; j < k; j++)
+		{
 			if (dist[j] < best)
 			{
+				next = best;
 				best = dist[j];
 				bj = j;
 			}
+			else if (dist[j] < next)
+				next = dist[j];
+		}
 		labels[i] = bj;
-		d2[i] = best;
+		d2[i - from] = best;
+		if (second)
+			second[i - from] = next;
 	}
 }
 
-/* Assigns every row to the centroids cen [k, d]; returns -1 when cancelled. */
+/* Transposes the centroids [k, d] into cent [d, k]. */
+static void
+transpose_centroids(const double *cen, int32_t k, int32_t d, double *cent)
+{
+	for (int32_t j = 0; j < k; j++)
+		for (int32_t t = 0; t < d; t++)
+			cent[(int64_t) t * k + j] = cen[(int64_t) j * d + t];
+}
+
+/*
+ * Assigns every row to the centroids cen [k, d], with the second nearest
+ * distance when second is not NULL; returns -1 when cancelled.
+ */
 static int
 assign_all(const float *x, int64_t n, int32_t d, const double *cen, int32_t k,
-		   int32_t *labels, double *d2, double *work /* [k * d + k] */ ,
+		   int32_t *labels, double *d2, double *second, double *work /* [k * d + k] */ ,
 		   gc_cancel_fn cancel, void *cancel_arg)
 {
 	int64_t		stride = cancel_stride(k, d);
 	double	   *cent = work;
 	double	   *dist = work + (int64_t) k * d;
 
-	for (int32_t j = 0; j < k; j++)
-		for (int32_t t = 0; t < d; t++)
-			cent[(int64_t) t * k + j] = cen[(int64_t) j * d + t];
+	transpose_centroids(cen, k, d, cent);
 	for (int64_t from = 0; from < n; from += stride)
 	{
+		int64_t		to = from + stride < n ? from + stride : n;
+
 		if (cancel && cancel(cancel_arg))
 			return -1;
-		assign_rows(x, from, from + stride < n ? from + stride : n, d, cent, k, labels, d2, dist);
+		assign_rows(x, from, to, d, cent, k, labels, d2 + from, second ? second + from : NULL, dist);
+	}
+	return 0;
+}
+
+/* Squared distance of every row to its assigned centroid. */
+static void
+exact_d2(const float *x, int64_t n, int32_t d, const double *cen, const int32_t *labels, double *d2)
+{
+	for (int64_t i = 0; i < n; i++)
+	{
+		const float *row = x + i * d;
+		const double *c = cen + (int64_t) labels[i] * d;
+		double		s = 0.0;
+
+		for (int32_t t = 0; t < d; t++)
+		{
+			double		diff = (double) row[t] - c[t];
+
+			s += diff * diff;
+		}
+		d2[i] = s;
+	}
+}
+
+/*
+ * Hamerly's bounds ("Making k-means even faster", SDM 2010) skip most of the
+ * distance work once the centroids settle: u[i] bounds from above the
+ * distance of row i to its centroid, l[i] from below its distance to every
+ * other centroid, half[j] is half the distance from centroid j to the
+ * nearest other centroid.  A row whose u is below max(half, l) keeps its
+ * cluster without any distance computed.  The skip asks for a margin of
+ * BOUND_SLACK so that rounding never makes it differ from the full search,
+ * and a row within that margin of a tie gets the full search, which picks
+ * the lowest cluster number as Lloyd's does.  Used when k >= 3 and k * k <= n
+ * (the centroid-to-centroid distances cost k * k * d per iteration).
+ */
+#define BOUND_SLACK 1e-9
+
+static int
+assign_bounded(const float *x, int64_t n, int32_t d, const double *cen, int32_t k,
+			   int32_t *labels, double *u, double *l, double *half, double *work,
+			   gc_cancel_fn cancel, void *cancel_arg)
+{
+	int64_t		stride = cancel_stride(k, d) * 8;
+	double	   *cent = work;
+	double	   *dist = work + (int64_t) k * d;
+
+	transpose_centroids(cen, k, d, cent);
+	for (int32_t j = 0; j < k; j++)
+		half[j] = HUGE_VAL;
+	for (int32_t j = 0; j < k; j++)
+		for (int32_t j2 = j + 1; j2 < k; j2++)
+		{
+			double		s = 0.0;
+
+			for (int32_t t = 0; t < d; t++)
+			{
+				double		diff = cen[(int64_t) j * d + t] - cen[(int64_t) j2 * d + t];
+
+				s += diff * diff;
+			}
+			s = 0.5 * sqrt(s);
+			if (s < half[j])
+				half[j] = s;
+			if (s < half[j2])
+				half[j2] = s;
+		}
+
+	for (int64_t from = 0; from < n; from += stride)
+	{
+		int64_t		to = from + stride < n ? from + stride : n;
+
+		if (cancel && cancel(cancel_arg))
+			return -1;
+		for (int64_t i = from; i < to; i++)
+		{
+			int32_t		a = labels[i];
+			double		m = half[a] > l[i] ? half[a] : l[i];
+			double		best,
+						next;
+
+			if (u[i] * (1.0 + BOUND_SLACK) < m)
+				continue;
+			{
+				const float *row = x + i * d;
+				const double *c = cen + (int64_t) a * d;
+				double		s = 0.0;
+
+				for (int32_t t = 0; t < d; t++)
+				{
+					double		diff = (double) row[t] - c[t];
+
+					s += diff * diff;
+				}
+				u[i] = sqrt(s);
+			}
+			if (u[i] * (1.0 + BOUND_SLACK) < m)
+				continue;
+			assign_rows(x, i, i + 1, d, cent, k, labels, &best, &next, dist);
+			u[i] = sqrt(best);
+			l[i] = sqrt(next);
+		}
 	}
 	return 0;
 }
@@ -190,7 +314,12 @@ gc_kmeans_cpu(const float *x, int64_t n, int32_t d, const gc_kmeans_params *para
 			   *sums = NULL,
 			   *d2 = NULL,
 			   *scratch = NULL,
-			   *work = NULL;
+			   *work = NULL,
+			   *bound_u = NULL,
+			   *bound_l = NULL,
+			   *half = NULL,
+			   *delta = NULL;
+	int			bounds;
 	int64_t    *counts = NULL,
 			   *taken = NULL;
 	int32_t    *labels = NULL,
@@ -210,11 +339,20 @@ gc_kmeans_cpu(const float *x, int64_t n, int32_t d, const gc_kmeans_params *para
 	d2 = malloc(sizeof(double) * (size_t) n);
 	scratch = malloc(sizeof(double) * (size_t) d * 2);
 	work = malloc(sizeof(double) * (kd + (size_t) k));
+	bounds = k >= 3 && (int64_t) k * k <= n;
+	if (bounds)
+	{
+		bound_u = malloc(sizeof(double) * (size_t) n);
+		bound_l = malloc(sizeof(double) * (size_t) n);
+		half = malloc(sizeof(double) * (size_t) k);
+		delta = malloc(sizeof(double) * (size_t) k);
+	}
 	counts = malloc(sizeof(int64_t) * (size_t) k);
 	taken = malloc(sizeof(int64_t) * (size_t) k);
 	labels = result->labels;
 	labels_old = malloc(sizeof(int32_t) * (size_t) n);
-	if (!cen || !sums || !d2 || !scratch || !work || !counts || !taken || !labels_old)
+	if (!cen || !sums || !d2 || !scratch || !work || !counts || !taken || !labels_old ||
+		(bounds && (!bound_u || !bound_l || !half || !delta)))
 	{
 		st = gc_fail(errbuf, GC_ERR_OUT_OF_MEMORY,
 					 "out of memory for k-means working arrays (%lld rows, k = %d)",
@@ -240,9 +378,28 @@ gc_kmeans_cpu(const float *x, int64_t n, int32_t d, const gc_kmeans_params *para
 	{
 		double		shift = 0.0;
 		int			same;
-		int32_t		reseeded;
+		int			d2_valid = 1;
+		int32_t		reseeded = 0;
+		int			rc;
 
-		if (assign_all(x, n, d, cen, k, labels, d2, work, cancel, cancel_arg) != 0)
+		if (bounds && it > 0)
+		{
+			rc = assign_bounded(x, n, d, cen, k, labels, bound_u, bound_l, half, work,
+								cancel, cancel_arg);
+			d2_valid = 0;
+		}
+		else
+		{
+			rc = assign_all(x, n, d, cen, k, labels, d2, bounds ? bound_l : NULL, work,
+							cancel, cancel_arg);
+			if (bounds)
+				for (int64_t i = 0; i < n; i++)
+				{
+					bound_u[i] = sqrt(d2[i]);
+					bound_l[i] = sqrt(bound_l[i]);
+				}
+		}
+		if (rc != 0)
 		{
 			st = gc_fail(errbuf, GC_ERR_CANCELLED, "canceled");
 			goto done;
@@ -260,7 +417,13 @@ gc_kmeans_cpu(const float *x, int64_t n, int32_t d, const gc_kmeans_params *para
 				s[t] += (double) row[t];
 			counts[labels[i]]++;
 		}
-		reseeded = gc_kmeans_reseed_empty(x, n, d, k, labels, d2, NULL, sums, counts, taken);
+		for (int32_t j = 0; j < k && reseeded == 0; j++)
+			if (counts[j] == 0)
+			{
+				if (!d2_valid)
+					exact_d2(x, n, d, cen, labels, d2);
+				reseeded = gc_kmeans_reseed_empty(x, n, d, k, labels, d2, NULL, sums, counts, taken);
+			}
 		for (int32_t j = 0; j < k; j++)
 		{
 			double		move = 0.0;
@@ -275,9 +438,29 @@ gc_kmeans_cpu(const float *x, int64_t n, int32_t d, const gc_kmeans_params *para
 				cen[(int64_t) j * d + t] = c;
 			}
 			shift += move;
+			if (bounds)
+				delta[j] = sqrt(move);
+		}
+		if (bounds)
+		{
+			/* the bounds follow the centroids: u grows by its centroid's move, l shrinks by the largest other */
+			int32_t		jmax = 0;
+			double		dmax2 = 0.0;
+
+			for (int32_t j = 1; j < k; j++)
+				if (delta[j] > delta[jmax])
+					jmax = j;
+			for (int32_t j = 0; j < k; j++)
+				if (j != jmax && delta[j] > dmax2)
+					dmax2 = delta[j];
+			for (int64_t i = 0; i < n; i++)
+			{
+				bound_u[i] += delta[labels[i]];
+				bound_l[i] -= labels[i] == jmax ? dmax2 : delta[jmax];
+			}
 		}
 
-		/* Nothing changed: the centroids did not move, labels and d2 hold. */
+		/* Nothing changed: the centroids did not move, labels hold. */
 		same = reseeded == 0;
 		for (int64_t i = 0; i < n && same; i++)
 			same = labels[i] == labels_old[i];
@@ -292,11 +475,16 @@ gc_kmeans_cpu(const float *x, int64_t n, int32_t d, const gc_kmeans_params *para
 	}
 	result->iterations = it < params->max_iter ? it + 1 : params->max_iter;
 
-	if (!strict && assign_all(x, n, d, cen, k, labels, d2, work, cancel, cancel_arg) != 0)
+	/* Labels for the final centroids, and the distances. */
+	if (!strict &&
+		(bounds ? assign_bounded(x, n, d, cen, k, labels, bound_u, bound_l, half, work, cancel, cancel_arg)
+		 : assign_all(x, n, d, cen, k, labels, d2, NULL, work, cancel, cancel_arg)) != 0)
 	{
 		st = gc_fail(errbuf, GC_ERR_CANCELLED, "canceled");
 		goto done;
 	}
+	if (strict || bounds)
+		exact_d2(x, n, d, cen, labels, d2);
 
 	/* Output. */
 	memcpy(result->centroids, cen, sizeof(double) * kd);
@@ -319,6 +507,10 @@ done:
 	free(d2);
 	free(scratch);
 	free(work);
+	free(bound_u);
+	free(bound_l);
+	free(half);
+	free(delta);
 	free(counts);
 	free(taken);
 	free(labels_old);

@@ -406,6 +406,144 @@ test_stopping_and_errors(void)
 	free(x);
 }
 
+/*
+ * The plainest Lloyd with the same rules (initial centroids given), as a
+ * reference for the bounded assignment of the core: every row against every
+ * centroid in every iteration.
+ */
+static int32_t
+reference_lloyd(const float *x, int64_t n, int32_t d, int32_t k, const double *init,
+				int32_t max_iter, double tol_abs, int32_t *labels, double *cen)
+{
+	int32_t    *old = malloc(sizeof(int32_t) * n);
+	double	   *d2 = malloc(sizeof(double) * n);
+	double	   *sums = malloc(sizeof(double) * k * d);
+	int64_t    *counts = malloc(sizeof(int64_t) * k);
+	int64_t    *taken = malloc(sizeof(int64_t) * k);
+	int32_t		it;
+
+	memcpy(cen, init, sizeof(double) * k * d);
+	for (int64_t i = 0; i < n; i++)
+		old[i] = -1;
+	for (it = 0; it < max_iter; it++)
+	{
+		double		shift = 0;
+		int			same = 1;
+		int32_t		re;
+
+		for (int64_t i = 0; i < n; i++)
+		{
+			double		best = HUGE_VAL;
+
+			for (int32_t j = 0; j < k; j++)
+			{
+				double		s = 0;
+
+				for (int32_t t = 0; t < d; t++)
+				{
+					double		diff = (double) x[i * d + t] - cen[j * d + t];
+
+					s += diff * diff;
+				}
+				if (s < best)
+				{
+					best = s;
+					labels[i] = j;
+				}
+			}
+			d2[i] = best;
+		}
+		memset(sums, 0, sizeof(double) * k * d);
+		memset(counts, 0, sizeof(int64_t) * k);
+		for (int64_t i = 0; i < n; i++)
+		{
+			counts[labels[i]]++;
+			for (int32_t t = 0; t < d; t++)
+				sums[labels[i] * d + t] += x[i * d + t];
+		}
+		re = gc_kmeans_reseed_empty(x, n, d, k, labels, d2, NULL, sums, counts, taken);
+		for (int32_t j = 0; j < k * d; j++)
+		{
+			double		c = counts[j / d] > 0 ? sums[j] / counts[j / d] : cen[j];
+
+			shift += (c - cen[j]) * (c - cen[j]);
+			cen[j] = c;
+		}
+		for (int64_t i = 0; i < n && same; i++)
+			same = labels[i] == old[i];
+		if (same && re == 0)
+			break;
+		if (shift <= tol_abs)
+		{
+			same = 0;
+			break;
+		}
+		memcpy(old, labels, sizeof(int32_t) * n);
+	}
+	free(old);
+	free(d2);
+	free(sums);
+	free(counts);
+	free(taken);
+	return it < max_iter ? it + 1 : max_iter;
+}
+
+/* The core (with Hamerly's bounds when k * k <= n) follows the plain Lloyd step by step. */
+static void
+test_against_reference(void)
+{
+	struct
+	{
+		int64_t		n;
+		int32_t		d,
+					k,
+					max_iter;
+	}			cases[] = {{5000, 3, 12, 40}, {20000, 2, 20, 100}, {3000, 7, 30, 25}, {400, 1, 5, 300}};
+
+	for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++)
+	{
+		int64_t		n = cases[c].n;
+		int32_t		d = cases[c].d,
+					k = cases[c].k;
+		float	   *x = malloc(sizeof(float) * n * d);
+		double	   *init = malloc(sizeof(double) * k * d);
+		int32_t    *labels = malloc(sizeof(int32_t) * n);
+		double	   *cen = malloc(sizeof(double) * k * d);
+		uint64_t	s = 100 + c;
+		gc_kmeans_params p = params(k, GC_KMEANS_INIT_GIVEN, init);
+		Run			r;
+		int32_t		iters;
+		int64_t		diff = 0;
+		double		cdiff = 0;
+
+		for (int64_t i = 0; i < n * d; i++)
+			x[i] = (float) (unif(&s) * 100);
+		for (int32_t j = 0; j < k * d; j++)
+			init[j] = x[j];		/* the first k rows */
+		p.max_iter = cases[c].max_iter;
+		p.tol = 0;
+		run_kmeans(&r, x, n, d, &p);
+		iters = reference_lloyd(x, n, d, k, init, p.max_iter, 0, labels, cen);
+		/* the core's final labels are an assignment to its final centroids */
+		for (int64_t i = 0; i < n; i++)
+			diff += r.labels[i] != labels[i];
+		for (int32_t j = 0; j < k * d; j++)
+			cdiff = fmax(cdiff, fabs(r.centroids[j] - cen[j]));
+		CHECK(r.st == GC_OK && r.res.iterations == iters,
+			  "reference case %zu: status %d, %d iterations, reference %d", c, r.st, r.res.iterations, iters);
+		CHECK(cdiff < 1e-9, "reference case %zu: centroids differ by %g", c, cdiff);
+		/* a reference stopped by max_iter has labels of the previous centroids; compare centroids only */
+		if (r.res.iterations < p.max_iter)
+			CHECK(diff == 0, "reference case %zu: %lld labels differ", c, (long long) diff);
+		check_consistent(&r, x, n, d, k, "reference case");
+		free_run(&r);
+		free(x);
+		free(init);
+		free(labels);
+		free(cen);
+	}
+}
+
 static int	cancel_calls = 0;
 
 static int
@@ -450,6 +588,7 @@ main(void)
 	test_seeded();
 	test_empty_cluster();
 	test_stopping_and_errors();
+	test_against_reference();
 	test_cancel();
 	UNIT_DONE();
 }
