@@ -20,6 +20,9 @@ Connects with libpq's environment variables.  With no server at hand:
 
     pg_virtualenv -t -v 15 /usr/bin/python3 bench/dbscan_postgis_bench.py
 
+(pg_virtualenv starts the server on $PGPORT, default 5432: set PGPORT to a free
+port when 5432 is taken.)
+
 Data (the default scale makes eps 0.01 meaningful): --blobs Gaussian blobs with
 centres uniform in [0.5, 9.5]^2 and standard deviations uniform in
 [0.02, 0.08], holding 90 % of the rows, plus 10 % uniform noise over
@@ -142,7 +145,7 @@ def main():
         notes = [m for m in (TIMING_RE.search(x) for x in conn.notices) if m]
         if len(notes) != 1:
             sys.exit(f"expected one gpuclust timing NOTICE, got: {conn.notices!r}")
-        phases = {k: (float(v) if k not in ("device",) else v)
+        phases = {k: (v if k == "device" else int(v) if k in ("n", "d") else float(v))
                   for k, v in notes[0].groupdict().items() if v is not None}
         phases["wall_ms"] = wall * 1000.0
         gc_runs.append(phases)
@@ -167,15 +170,15 @@ def main():
     print(f"table {t}: {size / 2**20:.0f} MiB; {pg_version.split(',')[0]}; PostGIS {postgis_version}; "
           f"{platform.node()}")
     print()
-    print(f"{'':44s}{'ms':>12s}")
-    print(f"{'read: SELECT sum(cardinality(f)) FROM t':44s}{read_ms:12.1f}")
-    print(f"{'gpu_dbscan, device=' + best['device'] + ' (wall)':44s}{best['wall_ms']:12.1f}")
+    print(f"{'':56s}{'ms':>12s}")
+    print(f"{'read: SELECT sum(cardinality(f)) FROM t':56s}{read_ms:12.1f}")
+    print(f"{'gpu_dbscan, device=' + best['device'] + ' (wall)':56s}{best['wall_ms']:12.1f}")
     for k in ("gather", "to_device", "compute", "from_device", "output", "total"):
         if k in best:
-            print(f"{'    ' + k:44s}{best[k]:12.1f}")
+            print(f"{'    ' + k:56s}{best[k]:12.1f}")
     if pg_runs:
         pg_ms = min(pg_runs)
-        print(f"{'PostGIS ST_ClusterDBSCAN(geom, eps, min_pts) OVER ()':44s}{pg_ms:12.1f}")
+        print(f"{'PostGIS ST_ClusterDBSCAN(geom, eps, min_pts) OVER ()':56s}{pg_ms:12.1f}")
         print()
         print(f"PostGIS / gpu_dbscan: {pg_ms / best['wall_ms']:.1f}x")
     print(f"gather / read: {best['gather'] / read_ms:.2f}x")
