@@ -66,7 +66,7 @@
 namespace {
 
 constexpr int kMaxGridDims = 3;
-constexpr int kMaxOffsets = 125;	/* (2 * reach + 1)^3 with reach <= 2 */
+constexpr int kMaxRows = 25;	/* (2 * reach + 1)^2 with reach <= 2 */
 constexpr double kMaxExtent = 2147483648.0; /* cells along one dimension */
 constexpr int kBlock = 256;
 constexpr int kBboxBlocks = 512;
@@ -80,14 +80,21 @@ struct GridParams
 	int32_t		g;				/* grid dimensions: min(d, 3) */
 	int32_t		dense_ok;		/* cells small enough that all members are neighbours */
 	int32_t		min_pts;
-	int32_t		noffsets;
-	int32_t		zero_offset;	/* index of the offset (0, ..., 0) */
+	int32_t		noffsets;		/* neighbour cells (for the record) */
+	int32_t		nrows;
 	double		eps2;
 	double		side;
 	double		lo[kMaxGridDims];
 	long long	extent[kMaxGridDims];
 	long long	stride[kMaxGridDims];	/* key = sum(coord[k] * stride[k]) */
-	int8_t		offsets[kMaxOffsets * kMaxGridDims];
+	/*
+	 * The neighbour cells as rows along the last grid dimension (stride 1 in
+	 * the key, so the existing cells of a row are consecutive in the cell
+	 * table): row t is offset row_off[t] in the other dimensions and
+	 * -row_reach[t] .. row_reach[t] in the last.
+	 */
+	int8_t		row_off[kMaxRows * (kMaxGridDims - 1)];
+	int8_t		row_reach[kMaxRows];
 };
 
 /* The cell table on the device. */
@@ -97,6 +104,7 @@ struct Cells
 	const unsigned long long *key;	/* [ncells] */
 	const int32_t *table;		/* [mask + 1] cell index or -1 */
 	unsigned long long mask;
+	int32_t		ncells;
 };
 
 __host__ __device__ inline unsigned long long hash_key(unsigned long long key)
@@ -178,25 +186,57 @@ __device__ __forceinline__ void decode_key(const GridParams &gp, unsigned long l
 	}
 }
 
-/* The t-th neighbour cell of cell c (coordinates coord, key key), or -1. */
-__device__ __forceinline__ int32_t neighbour_cell(const GridParams &gp, const Cells &cells,
-												  const long long *coord, unsigned long long key,
-												  int32_t c, int t)
+/*
+ * The existing cells of neighbour row t of cell c (coordinates coord, key
+ * key): cells first .. last of the cell table, or false when there are none.
+ * One hash probe finds one cell of the row (the middle one first); its
+ * neighbours in the table are the rest.
+ */
+__device__ __forceinline__ bool row_cells(const GridParams &gp, const Cells &cells,
+										  const long long *coord, unsigned long long key,
+										  int32_t c, int t, int32_t &first, int32_t &last)
 {
-	long long	nkey = (long long) key;
+	const int	L = gp.g - 1;
+	long long	base = (long long) key;
 
-	if (t == gp.zero_offset)
-		return c;
-	for (int k = 0; k < gp.g; k++)
+	for (int k = 0; k < L; k++)
 	{
-		int			o = gp.offsets[t * kMaxGridDims + k];
+		int			o = gp.row_off[t * (kMaxGridDims - 1) + k];
 		long long	nc = coord[k] + o;
 
 		if (nc < 0 || nc >= gp.extent[k])
-			return -1;
-		nkey += (long long) o * gp.stride[k];
+			return false;
+		base += (long long) o * gp.stride[k];
 	}
-	return cell_lookup(cells, (unsigned long long) nkey);
+
+	const int	r = gp.row_reach[t];
+	const long long lo = coord[L] < r ? -coord[L] : -r;
+	const long long hi = coord[L] + r >= gp.extent[L] ? gp.extent[L] - 1 - coord[L] : r;
+	int32_t		found = -1;
+
+	if (base == (long long) key)
+		found = c;
+	else
+		for (int step = 0; step <= 2 * r && found < 0; step++)
+		{
+			int			o = (step & 1) ? -((step + 1) >> 1) : (step >> 1);
+
+			if (o >= lo && o <= hi)
+				found = cell_lookup(cells, (unsigned long long) (base + o));
+		}
+	if (found < 0)
+		return false;
+
+	const unsigned long long klo = (unsigned long long) (base + lo);
+	const unsigned long long khi = (unsigned long long) (base + hi);
+
+	first = found;
+	while (first > 0 && __ldg(cells.key + first - 1) >= klo)
+		first--;
+	last = found;
+	while (last + 1 < cells.ncells && __ldg(cells.key + last + 1) <= khi)
+		last++;
+	return true;
 }
 
 /* Disjoint-set forest over sorted positions; parent[x] <= x always. */
@@ -515,19 +555,23 @@ __global__ void core_kernel(GridParams gp, Cells cells, const float *xs, /* [n, 
 
 	qp.load(xs, j, gp.d);
 	decode_key(gp, key, coord);
-	for (int t = 0; t < gp.noffsets && count < gp.min_pts; t++)
+	for (int t = 0; t < gp.nrows && count < gp.min_pts; t++)
 	{
-		if (gp.dense_ok && t == gp.zero_offset)
-			continue;
-		int32_t		b = neighbour_cell(gp, cells, coord, key, c, t);
+		int32_t		first, last;
 
-		if (b < 0)
+		if (!row_cells(gp, cells, coord, key, c, t, first, last))
 			continue;
-		int32_t		be = cells.start[b + 1];
+		for (int32_t b = first; b <= last && count < gp.min_pts; b++)
+		{
+			if (gp.dense_ok && b == c)
+				continue;
+			int32_t		be = cells.start[b + 1];
 
-		for (int32_t q = cells.start[b]; q < be; q++)
-			if (dist2<D>(qp.p, point<D>(xs, q, gp.d), gp.d) <= gp.eps2 && ++count >= gp.min_pts)
-				break;
+			for (int32_t q = cells.start[b]; q < be; q++)
+				if (dist2<D>(qp.p, point<D>(xs, q, gp.d), gp.d) <= gp.eps2 &&
+					++count >= gp.min_pts)
+					break;
+		}
 	}
 	core[j] = count >= gp.min_pts;
 }
@@ -564,45 +608,48 @@ __global__ void union_point_kernel(GridParams gp, Cells cells, const float *xs, 
 
 	qp.load(xs, j, gp.d);
 	decode_key(gp, key, coord);
-	for (int t = 0; t < gp.noffsets; t++)
+	for (int t = 0; t < gp.nrows; t++)
 	{
-		int32_t		b = neighbour_cell(gp, cells, coord, key, c, t);
+		int32_t		first, last;
 
-		if (b < 0)
+		if (!row_cells(gp, cells, coord, key, c, t, first, last))
 			continue;
-		int32_t		bs = cells.start[b];
-		int32_t		be = cells.start[b + 1];
+		for (int32_t b = first; b <= last; b++)
+		{
+			int32_t		bs = cells.start[b];
+			int32_t		be = cells.start[b + 1];
 
-		if (cell_dense(gp, be - bs))
-		{
-			if (uf_find(parent, j) == uf_find(parent, bs))
-				continue;
-			for (int32_t q = bs; q < be; q++)
-				if (dist2<D>(qp.p, point<D>(xs, q, gp.d), gp.d) <= gp.eps2)
-				{
-					if (!known)
-						core[j] = 1;
-					uf_union(parent, j, q);
-					break;
-				}
-		}
-		else
-		{
-			if (be > j)
-				be = j;
-			for (int32_t q = bs; q < be; q++)
+			if (cell_dense(gp, be - bs))
 			{
-				if (known && !core[q])
+				if (uf_find(parent, j) == uf_find(parent, bs))
 					continue;
-				if (dist2<D>(qp.p, point<D>(xs, q, gp.d), gp.d) <= gp.eps2)
-				{
-					if (!known)
+				for (int32_t q = bs; q < be; q++)
+					if (dist2<D>(qp.p, point<D>(xs, q, gp.d), gp.d) <= gp.eps2)
 					{
-						core[j] = 1;
-						core[q] = 1;
-					}
-					if (uf_find(parent, j) != uf_find(parent, q))
+						if (!known)
+							core[j] = 1;
 						uf_union(parent, j, q);
+						break;
+					}
+			}
+			else
+			{
+				if (be > j)
+					be = j;
+				for (int32_t q = bs; q < be; q++)
+				{
+					if (known && !core[q])
+						continue;
+					if (dist2<D>(qp.p, point<D>(xs, q, gp.d), gp.d) <= gp.eps2)
+					{
+						if (!known)
+						{
+							core[j] = 1;
+							core[q] = 1;
+						}
+						if (uf_find(parent, j) != uf_find(parent, q))
+							uf_union(parent, j, q);
+					}
 				}
 			}
 		}
@@ -662,27 +709,30 @@ __global__ void union_cell_kernel(GridParams gp, Cells cells, const float *xs, /
 	unsigned long long key = cells.key[a];
 
 	decode_key(gp, key, coord);
-	for (int base = 0; base < gp.noffsets; base += 32)
+	/* A lane per neighbour row; the warp then takes each dense cell b < a. */
+	int32_t		first = 0, last = -1;
+
+	if (lane < gp.nrows && !row_cells(gp, cells, coord, key, a, lane, first, last))
+		last = -1;
+	if (last >= a)
+		last = a - 1;
+	unsigned	rows = __ballot_sync(0xffffffffu, first <= last);
+
+	while (rows)
 	{
-		int			t = base + lane;
-		int32_t		b = -1;
+		int			src = __ffs(rows) - 1;
 
-		if (t < gp.noffsets && t != gp.zero_offset)
+		rows &= rows - 1;
+		int32_t		f = __shfl_sync(0xffffffffu, first, src);
+		int32_t		l = __shfl_sync(0xffffffffu, last, src);
+
+		for (int32_t nb = f; nb <= l; nb++)
 		{
-			b = neighbour_cell(gp, cells, coord, key, a, t);
-			if (b >= a || (b >= 0 && !cell_dense(gp, cells.start[b + 1] - cells.start[b])))
-				b = -1;
-		}
-		unsigned	todo = __ballot_sync(0xffffffffu, b >= 0);
-
-		while (todo)
-		{
-			int			src = __ffs(todo) - 1;
-
-			todo &= todo - 1;
-			int32_t		nb = __shfl_sync(0xffffffffu, b, src);
 			int32_t		bs = cells.start[nb];
 			int32_t		be = cells.start[nb + 1];
+
+			if (!cell_dense(gp, be - bs))
+				continue;
 
 			if (uf_find(parent, as) == uf_find(parent, bs))
 				continue;
@@ -794,25 +844,28 @@ __global__ void border_kernel(GridParams gp, Cells cells, const float *xs, /* [n
 
 	qp.load(xs, j, gp.d);
 	decode_key(gp, key, coord);
-	for (int t = 0; t < gp.noffsets; t++)
+	for (int t = 0; t < gp.nrows; t++)
 	{
-		int32_t		b = neighbour_cell(gp, cells, coord, key, c, t);
+		int32_t		first, last;
 
-		if (b < 0)
+		if (!row_cells(gp, cells, coord, key, c, t, first, last))
 			continue;
-		int32_t		be = cells.start[b + 1];
-
-		for (int32_t q = cells.start[b]; q < be; q++)
+		for (int32_t b = first; b <= last; b++)
 		{
-			int32_t		r = row[q];
+			int32_t		be = cells.start[b + 1];
 
-			if (r >= best_row)
-				break;			/* rows increase within a cell */
-			if (core[q] && dist2<D>(qp.p, point<D>(xs, q, gp.d), gp.d) <= gp.eps2)
+			for (int32_t q = cells.start[b]; q < be; q++)
 			{
-				best_row = r;
-				best_pos = q;
-				break;
+				int32_t		r = row[q];
+
+				if (r >= best_row)
+					break;		/* rows increase within a cell */
+				if (core[q] && dist2<D>(qp.p, point<D>(xs, q, gp.d), gp.d) <= gp.eps2)
+				{
+					best_row = r;
+					best_pos = q;
+					break;
+				}
 			}
 		}
 	}
@@ -970,13 +1023,21 @@ void plan_grid(GridParams &gp, int32_t n, int32_t d, double eps, int32_t min_pts
 
 	for (int k = 0; k < gp.g; k++)
 		total *= width;
-	gp.zero_offset = -1;
+	/* reach of the last dimension for each offset of the others, -1: none */
+	int			row_r[kMaxRows];
+	int			row_n[kMaxRows];
+	int			prefixes = total / width;
+
+	for (int t = 0; t < prefixes; t++)
+	{
+		row_r[t] = -1;
+		row_n[t] = 0;
+	}
 	for (int t = 0; t < total; t++)
 	{
 		int			o[kMaxGridDims] = {0, 0, 0};
 		double		gap2 = 0.0;
 		int			r = t;
-		bool		zero = true;
 
 		for (int k = gp.g - 1; k >= 0; k--)
 		{
@@ -985,8 +1046,6 @@ void plan_grid(GridParams &gp, int32_t n, int32_t d, double eps, int32_t min_pts
 			o[k] = (r % width) - reach;
 			r /= width;
 			a = o[k] < 0 ? -o[k] : o[k];
-			if (a != 0)
-				zero = false;
 			if (a > 1)
 			{
 				double		gap = (double) (a - 1) * gp.side * (1.0 - 4e-6);
@@ -996,13 +1055,32 @@ void plan_grid(GridParams &gp, int32_t n, int32_t d, double eps, int32_t min_pts
 		}
 		if (gap2 > lim)
 			continue;
-		if (zero)
-			gp.zero_offset = gp.noffsets;
-		for (int k = 0; k < kMaxGridDims; k++)
-			gp.offsets[gp.noffsets * kMaxGridDims + k] = (int8_t) o[k];
+		/* offsets are enumerated with the last dimension fastest */
+		int			prefix = t / width;
+		int			last_abs = o[gp.g - 1] < 0 ? -o[gp.g - 1] : o[gp.g - 1];
+
+		row_r[prefix] = std::max(row_r[prefix], last_abs);
+		row_n[prefix]++;
 		gp.noffsets++;
 	}
-	if (gp.zero_offset < 0)
+	for (int t = 0; t < prefixes; t++)
+	{
+		if (row_r[t] < 0)
+			continue;
+		/* the kept offsets of a row are -r .. r: the gap grows with |offset| */
+		if (row_n[t] != 2 * row_r[t] + 1)
+			gc::fail(GC_ERR_INTERNAL, "grid row with a hole; please report a bug");
+		int			r = t;
+
+		for (int k = gp.g - 2; k >= 0; k--)
+		{
+			gp.row_off[gp.nrows * (kMaxGridDims - 1) + k] = (int8_t) ((r % width) - reach);
+			r /= width;
+		}
+		gp.row_reach[gp.nrows] = (int8_t) row_r[t];
+		gp.nrows++;
+	}
+	if (gp.nrows == 0)
 		gc::fail(GC_ERR_INTERNAL, "grid without its own cell; please report a bug");
 }
 
@@ -1285,13 +1363,13 @@ void run_dbscan(const float *x_host, int32_t n, int32_t d, const gc_dbscan_param
 							cudaMemcpyDeviceToHost));
 		fprintf(stderr, "gpuclust dbscan grid: n=%d d=%d side=%g extent=%lld,%lld,%lld "
 				"cells=%d dense_ok=%d points_in_dense_cells=%llu estimated_share=%.4f "
-				"offsets=%d\n",
+				"offsets=%d rows=%d\n",
 				n, d, gp.side, gp.extent[0], gp.g > 1 ? gp.extent[1] : 1LL,
 				gp.g > 2 ? gp.extent[2] : 1LL, ncells, gp.dense_ok, in_dense, dense_share,
-				gp.noffsets);
+				gp.noffsets, gp.nrows);
 	}
 
-	Cells		cells = {start.get(), ckey.get(), table.get(), slots - 1};
+	Cells		cells = {start.get(), ckey.get(), table.get(), slots - 1, ncells};
 	gc::DeviceBuffer<int32_t> parent(n, "the disjoint-set forest");
 	gc::DeviceBuffer<uint8_t> core(n, "core flags");
 	gc::DeviceBuffer<int32_t> best(n, "border points");
