@@ -341,6 +341,8 @@ main(int argc, char **argv)
 		bad += check_one(3000, 2, GC_DP_KERNEL_CUTOFF, 0.0, 0.02, 31, 60);
 		bad += check_one(2500, 1, GC_DP_KERNEL_CUTOFF, 0.0, 0.02, 31, 60);
 		bad += check_one(4000, 3, GC_DP_KERNEL_GAUSSIAN, 0.0, 0.02, 31, 60);
+		bad += check_one(3000, 1, GC_DP_KERNEL_GAUSSIAN, 0.0, 0.02, 31, 60);
+		bad += check_one(20000, 2, GC_DP_KERNEL_GAUSSIAN, 0.0, 0.005, 31, 60);
 		bad += check_one(3000, 5, GC_DP_KERNEL_CUTOFF, 0.0, 0.02, 31, 60);
 		bad += check_one(3000, 5, GC_DP_KERNEL_GAUSSIAN, 0.0, 0.02, 31, 60);
 		bad += check_one(46000, 2, GC_DP_KERNEL_CUTOFF, 0.0, 0.02, 31, 120);

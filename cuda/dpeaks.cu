@@ -16,7 +16,10 @@
  *  rho         gaussian: every pair in tiles of 128 points in shared memory,
  *              fixed-point terms summed in 128-bit integers, cut into launches
  *              (the cancel callback is asked between them) and, for small n,
- *              into slices of j so that the device is full;
+ *              into slices of j so that the device is full; for d <= 3 the
+ *              points go in Morton order of their grid cells and a tile whose
+ *              box is so far from the block's that every term is exactly zero
+ *              (u >= 40) is skipped;
  *              cutoff: the grid index (d <= 3; whole cells inside the ball
  *              counted at once) or all pairs in tiles.
  *  delta       density order by a stable CUB radix sort; the densest points
@@ -205,9 +208,138 @@ pairs_rho_kernel(const double *xs, int64_t n, int d, int64_t j_begin, int64_t j_
 	}
 }
 
-/* rho[i] from the slices' accumulators. */
+/*
+ * Bounding box of each tile of kTile consecutive points of xs [d][n]:
+ * box [2][d][ntiles], lows then highs.
+ */
+__global__ void tile_box_kernel(const double *xs, int64_t n, int d, int64_t ntiles, double *box)
+{
+	for (int64_t t = (int64_t) blockIdx.x * blockDim.x + threadIdx.x; t < ntiles;
+		 t += (int64_t) gridDim.x * blockDim.x)
+	{
+		int64_t		a = t * kTile,
+					b = min(n, a + kTile);
+
+		for (int k = 0; k < d; k++)
+		{
+			double		lo = xs[(int64_t) k * n + a],
+						hi = lo;
+
+			for (int64_t q = a + 1; q < b; q++)
+			{
+				double		v = xs[(int64_t) k * n + q];
+
+				lo = v < lo ? v : lo;
+				hi = v > hi ? v : hi;
+			}
+			box[(int64_t) k * ntiles + t] = lo;
+			box[((int64_t) d + k) * ntiles + t] = hi;
+		}
+	}
+}
+
+/*
+ * The gaussian pairs kernel over points in Morton order (d <= 3): a tile of
+ * j whose box lies so far from the block's box that every term has
+ * u >= 40 (exactly zero, see gc_dp_gauss_fixed) is skipped whole, for the
+ * whole block at once.  The sums are those of pairs_rho_kernel.
+ */
+template <int D>
+__global__ void __launch_bounds__(kBlock)
+gauss_skip_kernel(const double *xs, int64_t n, int64_t j_begin, int64_t j_end, int64_t slice,
+				  double inv_dc2, const double *box, int64_t ntiles, uint64_t *acc_hi, uint64_t *acc_lo)
+{
+	extern __shared__ double tile[];
+	int64_t		i = (int64_t) blockIdx.x * kBlock + threadIdx.x;
+	int64_t		j0 = j_begin + (int64_t) blockIdx.y * slice;
+	int64_t		j1 = min(j_end, j0 + slice);
+	bool		active = i < n;
+	double		own[D];
+	double		blo[D],
+				bhi[D];
+	uint64_t	hi = 0,
+				lo = 0;
+	int64_t		t0 = (int64_t) blockIdx.x * (kBlock / kTile);
+	int64_t		t1 = min(ntiles, t0 + kBlock / kTile);
+	const double far = 40.0 * (1.0 + 1e-9);
+
+#pragma unroll
+	for (int k = 0; k < D; k++)
+	{
+		own[k] = active ? xs[(int64_t) k * n + i] : 0.0;
+		blo[k] = box[(int64_t) k * ntiles + t0];
+		bhi[k] = box[((int64_t) D + k) * ntiles + t0];
+		for (int64_t t = t0 + 1; t < t1; t++)
+		{
+			blo[k] = min(blo[k], box[(int64_t) k * ntiles + t]);
+			bhi[k] = max(bhi[k], box[((int64_t) D + k) * ntiles + t]);
+		}
+	}
+	for (int64_t jt = j0; jt < j1; jt += kTile)
+	{
+		int			m = (int) min((int64_t) kTile, j1 - jt);
+		int64_t		t = jt / kTile;
+		double		gap2 = 0.0;
+		uint64_t	part = 0;
+
+#pragma unroll
+		for (int k = 0; k < D; k++)
+		{
+			double		a = box[(int64_t) k * ntiles + t] - bhi[k];
+			double		b = blo[k] - box[((int64_t) D + k) * ntiles + t];
+			double		g = a > b ? a : b;
+
+			if (g > 0.0)
+				gap2 += g * g;
+		}
+		if (gap2 * inv_dc2 > far)
+			continue;			/* the same decision in every thread of the block */
+		__syncthreads();
+		load_tile(tile, xs, n, D, jt, m);
+		__syncthreads();
+		if (!active)
+			continue;
+		for (int jj = 0; jj < m; jj++)
+		{
+			double		d2 = tile_dist2<D>(own, xs, n, i, D, tile, jj);
+			bool		other = (jt + jj) != i;
+
+			part += other ? gc_dp_gauss_fixed(d2 * inv_dc2) : 0;
+		}
+		gc_dp_acc_add(&hi, &lo, part);
+	}
+	if (active && j0 < j1)
+	{
+		size_t		o = (size_t) blockIdx.y * (size_t) n + (size_t) i;
+		uint64_t	l = acc_lo[o] + lo;
+
+		acc_hi[o] += hi + (l < lo ? 1 : 0);
+		acc_lo[o] = l;
+	}
+}
+
+/* Morton code of each point's grid cell (bits per dimension: 64 / d, top bits kept). */
+__global__ void morton_kernel(gc_dp_grid g, const double *xs, int64_t n, int shift, int bits,
+							  uint64_t *key)
+{
+	for (int64_t i = (int64_t) blockIdx.x * blockDim.x + threadIdx.x; i < n;
+		 i += (int64_t) gridDim.x * blockDim.x)
+	{
+		uint64_t	c[GC_DP_GRID_MAX_DIM],
+					m = 0;
+
+		for (int k = 0; k < g.d; k++)
+			c[k] = (uint64_t) gc_dp_cell_of(&g, k, xs[(int64_t) k * n + i]) >> shift;
+		for (int b = bits - 1; b >= 0; b--)
+			for (int k = g.d - 1; k >= 0; k--)
+				m = (m << 1) | ((c[k] >> b) & 1);
+		key[i] = m;
+	}
+}
+
+/* rho[i] (rho[perm[i]] when the points were permuted) from the slices' accumulators. */
 __global__ void rho_combine_kernel(const uint64_t *acc_hi, const uint64_t *acc_lo, int64_t n,
-								   int slices, bool gauss, double *rho)
+								   int slices, bool gauss, const int64_t *perm, double *rho)
 {
 	for (int64_t i = (int64_t) blockIdx.x * blockDim.x + threadIdx.x; i < n;
 		 i += (int64_t) gridDim.x * blockDim.x)
@@ -222,7 +354,7 @@ __global__ void rho_combine_kernel(const uint64_t *acc_hi, const uint64_t *acc_l
 			gc_dp_acc_add(&hi, &lo, acc_lo[o]);
 			hi += acc_hi[o];
 		}
-		rho[i] = gauss ? gc_dp_acc_value(hi, lo) : (double) lo;
+		rho[perm ? perm[i] : i] = gauss ? gc_dp_acc_value(hi, lo) : (double) lo;
 	}
 }
 
@@ -724,8 +856,13 @@ uint64_t dc_sample(Ctx &c, const double *xs, double rate, uint64_t seed)
 	return key;
 }
 
-/* rho over all pairs, in launches of about kPairsPerLaunch pairs. */
-void rho_pairs(Ctx &c, const double *xs, bool gauss, double dc, double T, double *rho)
+/*
+ * rho over all pairs, in launches of about kPairsPerLaunch pairs.  With a
+ * grid (gaussian, d <= 3) the points are first put in Morton order of their
+ * cells, so that tiles are compact and far tiles can be skipped.
+ */
+void rho_pairs(Ctx &c, const double *xs, bool gauss, double dc, double T, const gc_dp_grid *grid,
+			   double *rho)
 {
 	int64_t		n = c.n;
 	int			S = slices_for(c);
@@ -733,8 +870,50 @@ void rho_pairs(Ctx &c, const double *xs, bool gauss, double dc, double T, double
 	int64_t		slice;
 	size_t		tile_bytes = sizeof(double) * (size_t) c.d * kTile;
 	double		inv = 1.0 / (dc * dc);
+	bool		skip = gauss && grid != nullptr;
+	int64_t		ntiles = (n + kTile - 1) / kTile;
+	gc::DeviceBuffer<double> xm;
+	gc::DeviceBuffer<int64_t> perm;
+	gc::DeviceBuffer<double> box;
 
-	chunk = std::min<int64_t>(chunk, n);
+	chunk = (chunk + kTile - 1) / kTile * kTile;
+	chunk = std::min<int64_t>(chunk, (n + kTile - 1) / kTile * kTile);
+	if (skip)
+	{
+		int			bits = 64 / grid->d;
+		int			shift = 0;
+		int64_t		dmax = 1;
+		size_t		bytes = 0;
+
+		if (bits > 31)
+			bits = 31;
+		for (int k = 0; k < grid->d; k++)
+			dmax = std::max<int64_t>(dmax, grid->dims[k]);
+		while (shift < 62 && (dmax - 1) >> shift >= (INT64_C(1) << bits))
+			shift++;
+		xm.reset((size_t) n * c.d, "the points in Morton order");
+		perm.reset((size_t) n, "the Morton order");
+		box.reset((size_t) 2 * c.d * ntiles, "the tile boxes");
+		{
+			gc::DeviceBuffer<uint64_t> ka((size_t) n, "Morton keys"), kb((size_t) n, "Morton keys");
+			gc::DeviceBuffer<int64_t> va((size_t) n, "Morton order");
+
+			morton_kernel<<<grid_for(n), kBlock>>>(*grid, xs, n, shift, bits, ka.get());
+			CHECK_LAUNCH("morton_kernel");
+			iota_kernel<<<grid_for(n), kBlock>>>(va.get(), n);
+			CHECK_LAUNCH("iota_kernel");
+			CUDA_TRY(cub::DeviceRadixSort::SortPairs(nullptr, bytes, ka.get(), kb.get(), va.get(),
+													 perm.get(), n, 0, bits * grid->d));
+			CUDA_TRY(cub::DeviceRadixSort::SortPairs(c.temp.get(bytes), bytes, ka.get(), kb.get(), va.get(),
+													 perm.get(), n, 0, bits * grid->d));
+			CHECK_LAUNCH("SortPairs");
+		}
+		gather_soa_kernel<<<grid_for(n), kBlock>>>(xs, perm.get(), n, c.d, xm.get());
+		CHECK_LAUNCH("gather_soa_kernel");
+		tile_box_kernel<<<grid_for(ntiles), kBlock>>>(xm.get(), n, c.d, ntiles, box.get());
+		CHECK_LAUNCH("tile_box_kernel");
+		xs = xm.get();
+	}
 	slice = ((chunk + S - 1) / S + kTile - 1) / kTile * kTile;
 	if (tile_bytes > 48 * 1024)
 		gc::fail(GC_ERR_INVALID_ARGUMENT, "density peaks on the GPU supports at most %d dimensions",
@@ -752,8 +931,20 @@ void rho_pairs(Ctx &c, const double *xs, bool gauss, double dc, double T, double
 
 		gc::check_cancel(c.cancel, c.cancel_arg);
 		by_dim(c.d, [&](auto D) {
+			constexpr int DV = decltype(D)::value;
+
+			if constexpr (DV > 0)
+			{
+				if (skip)
+				{
+					gauss_skip_kernel<DV><<<grid, kBlock, tile_bytes>>>(xs, n, j, je, slice, inv, box.get(),
+																		 ntiles, hi.get(), lo.get());
+					CHECK_LAUNCH("gauss_skip_kernel");
+					return;
+				}
+			}
 			if (gauss)
-				pairs_rho_kernel<decltype(D)::value, true><<<grid, kBlock, tile_bytes>>>(
+				pairs_rho_kernel<DV, true><<<grid, kBlock, tile_bytes>>>(
 					xs, n, c.d, j, je, slice, inv, T, hi.get(), lo.get());
 			else
 				pairs_rho_kernel<decltype(D)::value, false><<<grid, kBlock, tile_bytes>>>(
@@ -761,7 +952,8 @@ void rho_pairs(Ctx &c, const double *xs, bool gauss, double dc, double T, double
 			CHECK_LAUNCH("pairs_rho_kernel");
 		});
 	}
-	rho_combine_kernel<<<grid_for(n), kBlock>>>(hi.get(), lo.get(), n, S, gauss, rho);
+	rho_combine_kernel<<<grid_for(n), kBlock>>>(hi.get(), lo.get(), n, S, gauss,
+												skip ? perm.get() : nullptr, rho);
 	CHECK_LAUNCH("rho_combine_kernel");
 }
 
@@ -881,7 +1073,7 @@ void run_dpeaks(int32_t device_id, const float *x_host, int64_t n, int32_t d,
 	/* Memory first: the largest moment is the delta phase. */
 	{
 		int			S = slices_for(c);
-		int64_t		per_point = (int64_t) d * 8 * 3 + 8 * 12 + 16;
+		int64_t		per_point = (int64_t) d * 8 * (gauss ? 4 : 3) + 8 * 12 + 16;
 		int64_t		need = n * per_point + (use_grid ? (2 * n + 17) * 16 : 0) +
 			(gauss || !use_grid ? (int64_t) S * n * 16 : 0) +
 			(params->dc > 0.0 || n <= GC_DP_DC_EXACT_MAX_N ? 0 : GC_DP_DC_SAMPLE_PAIRS * 16) +
@@ -966,7 +1158,7 @@ void run_dpeaks(int32_t device_id, const float *x_host, int64_t n, int32_t d,
 		}
 	}
 	else
-		rho_pairs(c, xs.get(), gauss, dc, T, rho.get());
+		rho_pairs(c, xs.get(), gauss, dc, T, use_grid ? &G.g : nullptr, rho.get());
 	CUDA_TRY(cudaDeviceSynchronize());
 	timing->phase_ms[1] = sw.ms();
 	sw.restart();
