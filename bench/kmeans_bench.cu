@@ -10,7 +10,9 @@
  *      kmeans_bench bench       times the GPU k-means on the benchmark shapes
  *                               next to one cuBLAS SGEMM of the same shape
  *                               (FP32 and TF32), the floor of the distance
- *                               work.
+ *                               work; for d > 32 with the three forms of the
+ *                               product: fp32 (3xTF32, the default), sgemm
+ *                               (plain FP32) and tf32.
  *
  *    Build (bench/kmeans_bench.sh does it):
  *      gcc -O2 -ffp-contract=off -Isrc/core -Icuda -c src/core/kmeans.c src/core/util.c
@@ -291,10 +293,23 @@ check()
 	{
 		Data		D = blobs(200000, 100, 64, 5, 0.0);
 
-		compare("200K x 100, k=64, random (GEMM)", D,
-				make_params(64, GC_KMEANS_INIT_RANDOM, nullptr, 300, 1e-4, GC_PRECISION_FP32), 0, 1e-6);
-		compare("200K x 100, k=64, random, tf32", D,
-				make_params(64, GC_KMEANS_INIT_RANDOM, nullptr, 300, 1e-4, GC_PRECISION_TF32), 0, 1e-5);
+		compare("200K x 100, k=64, k-means++ (3xTF32)", D,
+				make_params(64, GC_KMEANS_INIT_PLUSPLUS, nullptr, 300, 1e-4, GC_PRECISION_FP32), 0, 1e-6);
+		setenv("GPUCLUST_KMEANS_GEMM", "sgemm", 1);
+		compare("200K x 100, k=64, k-means++ (SGEMM)", D,
+				make_params(64, GC_KMEANS_INIT_PLUSPLUS, nullptr, 300, 1e-4, GC_PRECISION_FP32), 0, 1e-6);
+		unsetenv("GPUCLUST_KMEANS_GEMM");
+		/* report only: random rows may put two centres in one blob, whose split is then a near-tie */
+		compare("200K x 100, k=64, random [report]", D,
+				make_params(64, GC_KMEANS_INIT_RANDOM, nullptr, 300, 1e-4, GC_PRECISION_FP32), D.n, 1e-5);
+		compare("200K x 100, k=64, k-means++, tf32 [report]", D,
+				make_params(64, GC_KMEANS_INIT_PLUSPLUS, nullptr, 300, 1e-4, GC_PRECISION_TF32), D.n, 1.0);
+	}
+	{
+		Data		D = blobs(100000, 300, 500, 13, 0.0);
+
+		compare("100K x 300, k=500, k-means++ (3xTF32)", D,
+				make_params(500, GC_KMEANS_INIT_PLUSPLUS, nullptr, 300, 1e-4, GC_PRECISION_FP32), 0, 1e-6);
 	}
 	{
 		Data		D = blobs(300000, 64, 10, 6, 1000.0);
@@ -302,6 +317,10 @@ check()
 
 		compare("300K x 64 offset 1000, k=10, given", D,
 				make_params(10, GC_KMEANS_INIT_GIVEN, c0.data(), 300, 1e-4, GC_PRECISION_FP32), 0, 1e-6);
+		setenv("GPUCLUST_KMEANS_GEMM", "sgemm", 1);
+		compare("300K x 64 offset 1000, given, SGEMM", D,
+				make_params(10, GC_KMEANS_INIT_GIVEN, c0.data(), 300, 1e-4, GC_PRECISION_FP32), 0, 1e-6);
+		unsetenv("GPUCLUST_KMEANS_GEMM");
 	}
 	{
 		Data		D = blobs(1000000, 8, 20, 7, 0.0);
@@ -405,37 +424,57 @@ bench(const char *json_path)
 	{
 		Data		D = uniform(s.n, s.d, 11);
 
-		for (int prec = 0; prec < 2; prec++)
+		struct Variant
 		{
-			if (prec == 1 && s.d <= 32)
-				continue;		/* the low-dimension kernel has no TF32 form */
+			const char *label;
+			gc_precision prec;
+			const char *gemm;
+		}			variants[] = {
+			{"fp32", GC_PRECISION_FP32, nullptr}, {"sgemm", GC_PRECISION_FP32, "sgemm"},
+			{"tf32", GC_PRECISION_TF32, nullptr}
+		};
 
-			gc_kmeans_params p = make_params(s.k, GC_KMEANS_INIT_RANDOM, nullptr, s.iters, 0.0,
-											 (gc_precision) prec);
+		for (const Variant &v : variants)
+		{
+			if (s.d <= 32 && v.prec != GC_PRECISION_FP32)
+				continue;		/* the low-dimension kernel has no GEMM */
+			if (s.d <= 32 && v.gemm)
+				continue;
+			if (v.gemm)
+				setenv("GPUCLUST_KMEANS_GEMM", v.gemm, 1);
+			else
+				unsetenv("GPUCLUST_KMEANS_GEMM");
+
+			gc_kmeans_params p = make_params(s.k, GC_KMEANS_INIT_RANDOM, nullptr, s.iters, 0.0, v.prec);
 			Out			g(s.n, s.k, s.d);
 
 			run_gpu(D, p, g);
+			unsetenv("GPUCLUST_KMEANS_GEMM");
 			if (g.st != GC_OK)
 			{
-				printf("%lld x %d k=%d: GPU error %d: %s\n", (long long) s.n, s.d, s.k, g.st, g.err.c_str());
+				printf("%lld x %d k=%d %s: GPU error %d: %s\n", (long long) s.n, s.d, s.k, v.label, g.st,
+					   g.err.c_str());
 				continue;
 			}
-			double		floor_ms = sgemm_ms(s.n, s.k, s.d, prec == 1);
+			bool		tf = v.prec == GC_PRECISION_TF32;
+			double		floor_ms = sgemm_ms(s.n, s.k, s.d, tf);
 
-			printf("%8lld x %-4d k=%-6d %-4s iterations %3d | per iteration %9.3f ms | iterations %9.1f ms "
-				   "| init %8.1f ms | final %8.1f ms | to device %7.1f ms | call %9.1f ms | SGEMM %s %9.3f ms\n",
-				   (long long) s.n, s.d, s.k, prec ? "tf32" : "fp32", g.r.iterations, g.timing.phase_ms[3],
+			printf("%8lld x %-4d k=%-6d %-5s iterations %3d | per iteration %9.3f ms | iterations %9.1f ms "
+				   "| init %8.1f ms | final %8.1f ms | to device %7.1f ms | call %9.1f ms | one SGEMM %s %9.3f ms"
+				   " | inertia %.9e\n",
+				   (long long) s.n, s.d, s.k, v.label, g.r.iterations, g.timing.phase_ms[3],
 				   g.timing.phase_ms[1], g.timing.phase_ms[0], g.timing.phase_ms[2], g.timing.to_device_ms,
-				   g.wall_ms, prec ? "tf32" : "fp32", floor_ms);
+				   g.wall_ms, tf ? "tf32" : "fp32", floor_ms, g.total_inertia());
 			fflush(stdout);
 			if (js)
 			{
-				fprintf(js, "%s{\"n\": %lld, \"d\": %d, \"k\": %d, \"precision\": \"%s\", \"iterations\": %d, "
+				fprintf(js, "%s{\"n\": %lld, \"d\": %d, \"k\": %d, \"variant\": \"%s\", \"iterations\": %d, "
 						"\"per_iteration_ms\": %.4f, \"iterations_ms\": %.3f, \"init_ms\": %.3f, "
-						"\"final_ms\": %.3f, \"to_device_ms\": %.3f, \"call_ms\": %.3f, \"sgemm_ms\": %.4f}\n",
-						first ? "" : ",", (long long) s.n, s.d, s.k, prec ? "tf32" : "fp32", g.r.iterations,
+						"\"final_ms\": %.3f, \"to_device_ms\": %.3f, \"call_ms\": %.3f, \"sgemm_ms\": %.4f, "
+						"\"inertia\": %.12e}\n",
+						first ? "" : ",", (long long) s.n, s.d, s.k, v.label, g.r.iterations,
 						g.timing.phase_ms[3], g.timing.phase_ms[1], g.timing.phase_ms[0], g.timing.phase_ms[2],
-						g.timing.to_device_ms, g.wall_ms, floor_ms);
+						g.timing.to_device_ms, g.wall_ms, floor_ms, g.total_inertia());
 				first = false;
 			}
 		}
