@@ -761,8 +761,13 @@ class KMeans
 	DeviceBuffer<float> cen_f_, cen_cf_, cen_pad_, cnorm_, cval_;
 	DeviceBuffer<double> mean_d_;		/* [d] */
 	DeviceBuffer<float> mean_f_;		/* [maxd] */
-	DeviceBuffer<double> sums_, shift_;
-	DeviceBuffer<unsigned long long> counts_, fx_, changed_;
+	DeviceBuffer<double> sums_;
+	DeviceBuffer<unsigned long long> fx_;
+	/* per-iteration results, one copy to the host: counts [k], moves [k] (double), changed [1] */
+	DeviceBuffer<unsigned long long> stat_;
+	unsigned long long *counts() const { return stat_.get(); }
+	double	   *shifts() const { return reinterpret_cast<double *>(stat_.get() + k_); }
+	unsigned long long *changed() const { return stat_.get() + 2 * (size_t) k_; }
 	DeviceBuffer<float> xnorm_, dots_;
 	DeviceBuffer<float> xbig_, xsmall_, cbig_, csmall_;	/* 3xTF32 operands */
 	/* sorted update */
@@ -797,7 +802,7 @@ void KMeans::launch_lowd(int64_t rows, int32_t *labels, const int32_t *labels_ol
 	assign_lowd_kernel<MAXD, UPDATE><<<grid, BLOCK, smem>>>(
 		x_.get(), rows, d_, cen_pad_.get(), EXPAND ? cnorm_.get() : nullptr,
 		EXPAND ? mean_f_.get() : nullptr, k_, tile_k, labels, labels_old, d2,
-		changed_.get(), UPDATE ? fx_.get() : nullptr, UPDATE ? counts_.get() : nullptr, fx_scale_);
+		changed(), UPDATE ? fx_.get() : nullptr, UPDATE ? counts() : nullptr, fx_scale_);
 	CHECK_LAUNCH("assign_lowd_kernel");
 }
 
@@ -1097,7 +1102,7 @@ void KMeans::assign_chunk(int64_t off, int64_t rows, bool update, int32_t *label
 								   cen_cf_.get(), d_, x_.get() + t0 * d_, d_, &zero, dots_.get(), k_));
 		argmin_rows_kernel<<<grid_for((int64_t) tr * 32, BLOCK, 1u << 30), BLOCK>>>(
 			dots_.get(), tr, k_, cval_.get(), xnorm_.get() + t0, lab + t0,
-			old ? old + t0 : nullptr, d2 + t0, changed_.get());
+			old ? old + t0 : nullptr, d2 + t0, changed());
 		CHECK_LAUNCH("argmin_rows_kernel");
 	}
 }
@@ -1112,7 +1117,7 @@ void KMeans::sorted_update_chunk(int64_t rows, const int32_t *labels)
 	CUDA_TRY(cub::DeviceRadixSort::SortPairs(sort_tmp_.get(), tb, labels, keys_.get(), iota_.get(),
 											 perm_.get(), (int) rows, 0, bits));
 	segments_kernel<<<grid_for(k_, 128, 1u << 30), 128>>>(keys_.get(), rows, k_, seg_start_.get(),
-														  seg_count_.get(), nslices_.get(), counts_.get());
+														  seg_count_.get(), nslices_.get(), counts());
 	CHECK_LAUNCH("segments_kernel");
 	tb = scan_tmp_bytes_;
 	CUDA_TRY(cub::DeviceScan::ExclusiveSum(scan_tmp_.get(), tb, nslices_.get(), slice_off_.get(), k_));
@@ -1129,10 +1134,10 @@ void KMeans::pass(bool update, int32_t *labels, const int32_t *labels_old)
 {
 	int64_t		nchunks = (n_ + chunk_rows_ - 1) / chunk_rows_;
 
-	CUDA_TRY(cudaMemset(changed_.get(), 0, sizeof(unsigned long long)));
+	CUDA_TRY(cudaMemset(changed(), 0, sizeof(unsigned long long)));
 	if (update)
 	{
-		CUDA_TRY(cudaMemset(counts_.get(), 0, sizeof(unsigned long long) * k_));
+		CUDA_TRY(cudaMemset(counts(), 0, sizeof(unsigned long long) * k_));
 		CUDA_TRY(cudaMemset(sums_.get(), 0, sizeof(double) * (size_t) k_ * d_));
 		if (fused_)
 			CUDA_TRY(cudaMemset(fx_.get(), 0, sizeof(unsigned long long) * (size_t) k_ * d_));
@@ -1178,9 +1183,7 @@ void KMeans::run(gc_kmeans_result *result)
 	cen_f_.reset(kd, "centroids");
 	mean_d_.reset(d_, "data mean");
 	sums_.reset(kd, "centroid sums");
-	shift_.reset(k_, "centroid moves");
-	counts_.reset(k_, "cluster sizes");
-	changed_.reset(1, "change count");
+	stat_.reset(2 * (size_t) k_ + 1, "cluster sizes and moves");
 	if (maxd_ > 0)
 		cen_pad_.reset((size_t) k_ * maxd_, "centroids");
 	if (maxd_ >= 32)
@@ -1264,7 +1267,7 @@ void KMeans::run(gc_kmeans_result *result)
 	double		tol_abs = p_->tol * mean_var_;
 	int32_t    *labels = lab_a_.get();
 	int32_t    *labels_old = lab_b_.get();
-	std::vector<unsigned long long> h_counts(k_);
+	std::vector<unsigned long long> h_stat(2 * (size_t) k_ + 1);
 	std::vector<double> h_shift(k_);
 	bool		strict = false;
 	int			it;
@@ -1278,13 +1281,16 @@ void KMeans::run(gc_kmeans_result *result)
 		cancel_point();
 		prep_centroids();
 		pass(true, labels, labels_old);
-		CUDA_TRY(cudaMemcpy(h_counts.data(), counts_.get(), sizeof(unsigned long long) * k_,
+		finalize_kernel<<<grid_for(k_, 128, 1u << 30), 128>>>(sums_.get(), counts(), cen_f_.get(),
+															  cen_.get(), k_, d_, cen_new_.get(), shifts());
+		CHECK_LAUNCH("finalize_kernel");
+		CUDA_TRY(cudaMemcpy(h_stat.data(), stat_.get(), sizeof(unsigned long long) * h_stat.size(),
 							cudaMemcpyDeviceToHost));
-		CUDA_TRY(cudaMemcpy(&changed, changed_.get(), sizeof(changed), cudaMemcpyDeviceToHost));
+		changed = h_stat[2 * (size_t) k_];
 
-		if (std::find(h_counts.begin(), h_counts.end(), 0ull) != h_counts.end())
+		if (std::find(h_stat.begin(), h_stat.begin() + k_, 0ull) != h_stat.begin() + k_)
 		{
-			/* rare: re-seed empty clusters on the host with the shared rule */
+			/* rare: re-seed empty clusters on the host with the shared rule, then move again */
 			std::vector<int32_t> h_lab(n_);
 			std::vector<float> h_d2f(n_);
 			std::vector<double> h_d2(n_), h_sums(kd), h_ref(kd);
@@ -1300,21 +1306,20 @@ void KMeans::run(gc_kmeans_result *result)
 			for (size_t i = 0; i < kd; i++)
 				h_ref[i] = h_cf[i];
 			for (int j = 0; j < k_; j++)
-				h_cnt[j] = (int64_t) h_counts[j];
+				h_cnt[j] = (int64_t) h_stat[j];
 			reseeded = gc_kmeans_reseed_empty(hx_, n_, d_, k_, h_lab.data(), h_d2.data(), h_ref.data(),
 											  h_sums.data(), h_cnt.data(), taken.data());
 			for (int j = 0; j < k_; j++)
-				h_counts[j] = (unsigned long long) h_cnt[j];
+				h_stat[j] = (unsigned long long) h_cnt[j];
 			CUDA_TRY(cudaMemcpy(sums_.get(), h_sums.data(), sizeof(double) * kd, cudaMemcpyHostToDevice));
-			CUDA_TRY(cudaMemcpy(counts_.get(), h_counts.data(), sizeof(unsigned long long) * k_,
+			CUDA_TRY(cudaMemcpy(counts(), h_stat.data(), sizeof(unsigned long long) * k_,
 								cudaMemcpyHostToDevice));
+			finalize_kernel<<<grid_for(k_, 128, 1u << 30), 128>>>(sums_.get(), counts(), cen_f_.get(),
+																  cen_.get(), k_, d_, cen_new_.get(), shifts());
+			CHECK_LAUNCH("finalize_kernel");
+			CUDA_TRY(cudaMemcpy(h_stat.data() + k_, shifts(), sizeof(double) * k_, cudaMemcpyDeviceToHost));
 		}
-
-		finalize_kernel<<<grid_for(k_, 128, 1u << 30), 128>>>(sums_.get(), counts_.get(), cen_f_.get(),
-															  cen_.get(), k_, d_, cen_new_.get(),
-															  shift_.get());
-		CHECK_LAUNCH("finalize_kernel");
-		CUDA_TRY(cudaMemcpy(h_shift.data(), shift_.get(), sizeof(double) * k_, cudaMemcpyDeviceToHost));
+		memcpy(h_shift.data(), h_stat.data() + k_, sizeof(double) * k_);
 		std::swap(cen_, cen_new_);
 
 		double		shift = 0.0;
