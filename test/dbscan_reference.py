@@ -30,8 +30,41 @@ def as_float32(X):
     return np.asarray(X, dtype=np.float32).astype(np.float64)
 
 
+class _Brute:
+    """Exact radius queries for small, very high-dimensional sets, from the full
+    distance matrix (trees are slower than brute force there)."""
+
+    def __init__(self, X):
+        self.X = X
+        sq = np.einsum("ij,ij->i", X, X)
+        d2 = sq[:, None] + sq[None, :] - 2.0 * (X @ X.T)
+        # The Gram-matrix form loses a few ulps of |x|^2, far below TIE_BAND.
+        self.D = np.sqrt(np.maximum(d2, 0.0))
+        np.fill_diagonal(self.D, 0.0)
+
+    def _rows(self, Q):
+        # Queries are always rows of X itself (duplicates share a row of D).
+        if not hasattr(self, "_index"):
+            self._index = {}
+            for i in range(self.X.shape[0] - 1, -1, -1):
+                self._index[self.X[i].tobytes()] = i
+        idx = np.array([self._index[q.tobytes()] for q in np.asarray(Q, dtype=np.float64)],
+                       dtype=np.int64)
+        return self.D[idx]
+
+    def query_radius(self, Q, r, count_only=False):
+        rows = self._rows(Q)
+        if count_only:
+            return np.count_nonzero(rows <= r, axis=1)
+        return [np.flatnonzero(row <= r) for row in rows]
+
+
 def _tree(X):
-    return KDTree(X) if X.shape[1] <= 16 else BallTree(X)
+    if X.shape[1] <= 16:
+        return KDTree(X)
+    if X.shape[1] <= 128:
+        return BallTree(X)
+    return _Brute(X)
 
 
 class Reference:
@@ -49,8 +82,11 @@ class Reference:
         self.ties = int(np.count_nonzero(lo != hi))
         self.core = counts >= min_pts
 
-        algorithm = "kd_tree" if X.shape[1] <= 16 else "ball_tree"
-        sk = DBSCAN(eps=eps, min_samples=min_pts, algorithm=algorithm).fit(X)
+        if isinstance(tree, _Brute):
+            sk = DBSCAN(eps=eps, min_samples=min_pts, metric="precomputed").fit(tree.D)
+        else:
+            algorithm = "kd_tree" if X.shape[1] <= 16 else "ball_tree"
+            sk = DBSCAN(eps=eps, min_samples=min_pts, algorithm=algorithm).fit(X)
         self.sk_labels = sk.labels_.astype(np.int64)
         self.sk_core = np.zeros(n, dtype=bool)
         self.sk_core[sk.core_sample_indices_] = True

@@ -62,6 +62,7 @@ SETS = {
     "blobs_8d_20k": (lambda: blobs_with_noise(20_000, 8, 10, 1.0, 20.0, 0.05, 8), 1.6, 10),
     "blobs_64d_5k": (lambda: blobs_with_noise(5_000, 64, 8, 1.0, 10.0, 0.05, 9), 10.5, 10),
     "uniform_64d_3k": (lambda: uniform(3_000, 64, 10), 2.5, 5),
+    "blobs_1024d_1500": (lambda: blobs_with_noise(1_500, 1024, 5, 1.0, 3.0, 0.05, 14), 44.0, 8),
     "blobs_2d_minpts1": (lambda: blobs_with_noise(8_000, 2, 10, 0.5, 20.0, 0.2, 11), 0.05, 1),
     "blobs_2d_minpts2": (lambda: blobs_with_noise(8_000, 2, 10, 0.5, 20.0, 0.2, 12), 0.05, 2),
 }
