@@ -68,7 +68,7 @@ SETS = {
 }
 
 
-def check(conn, ref, ids, query_ids, labels, core):
+def check(ref, ids, query_ids, labels, core):
     """Compare gpu_dbscan's output (ids, labels, core) with the reference."""
     n = ref.X.shape[0]
     assert ref.ties == 0, (
@@ -129,7 +129,7 @@ def test_against_sklearn(conn, name):
     table = f"sk_{name}"
     load_matrix(conn, table, X)
     ids, labels, core = dbscan(conn, f"SELECT id, f FROM {table} ORDER BY id", eps, min_pts)
-    check(conn, ref, ids, np.arange(n), labels, core)
+    check(ref, ids, np.arange(n), labels, core)
 
 
 def test_border_rule_is_exercised():
@@ -150,7 +150,7 @@ def test_query_order_decides(conn):
     ref = Reference(X[order], eps, min_pts)
     assert ref.contested > 0
     ids, labels, core = dbscan(conn, "SELECT id, f FROM sk_order ORDER BY id DESC", eps, min_pts)
-    check(conn, ref, ids, order, labels, core)
+    check(ref, ids, order, labels, core)
 
 
 def test_scalar_columns_and_int_ids(conn):
@@ -162,7 +162,7 @@ def test_scalar_columns_and_int_ids(conn):
     ref = Reference(X, eps, min_pts)
     ids, labels, core = dbscan(conn, "SELECT id::integer, x, y, z FROM sk_xyz ORDER BY id",
                                eps, min_pts)
-    check(conn, ref, ids, np.arange(n), labels, core)
+    check(ref, ids, np.arange(n), labels, core)
 
 
 def test_double_array_is_rounded_to_float32(conn):
@@ -173,7 +173,7 @@ def test_double_array_is_rounded_to_float32(conn):
     load_matrix(conn, "sk_double", X, sqltype="double precision")
     ref = Reference(as_float32(X), eps, min_pts)
     ids, labels, core = dbscan(conn, "SELECT id, f FROM sk_double ORDER BY id", eps, min_pts)
-    check(conn, ref, ids, np.arange(n), labels, core)
+    check(ref, ids, np.arange(n), labels, core)
 
 
 def test_sparse_ids(conn):
@@ -187,4 +187,44 @@ def test_sparse_ids(conn):
     load_matrix(conn, "sk_ids", X, ids=ids_in)
     ref = Reference(X, eps, min_pts)
     ids, labels, core = dbscan(conn, "SELECT id, f FROM sk_ids ORDER BY id", eps, min_pts)
-    check(conn, ref, ids, ids_in, labels, core)
+    check(ref, ids, ids_in, labels, core)
+
+
+def test_check_rejects_wrong_answers():
+    """The comparison above fails on answers that break each rule."""
+    gen, eps, min_pts = SETS["blobs_2d_5k"]
+    ref = Reference(as_float32(gen()), eps, min_pts)
+    n = ref.X.shape[0]
+    ids = np.arange(n)
+    check(ref, ids, ids, ref.labels.copy(), ref.core.copy())      # the right answer passes
+
+    def rejected(labels=None, core=None, out_ids=None):
+        labels = ref.labels.copy() if labels is None else labels
+        core = ref.core.copy() if core is None else core
+        with pytest.raises(AssertionError):
+            check(ref, ids if out_ids is None else out_ids, ids, labels, core)
+
+    # A contested border point given to the other cluster it touches.
+    border = np.flatnonzero(ref.border)
+    neigh = ref.tree.query_radius(ref.X[border], eps)
+    for i, nb in zip(border, neigh):
+        others = set(ref.labels[nb[ref.core[nb]]].tolist()) - {ref.labels[i]}
+        if others:
+            wrong = ref.labels.copy()
+            wrong[i] = others.pop()
+            rejected(labels=wrong)
+            break
+    else:
+        pytest.fail("no contested border point to test with")
+    # Clusters numbered in another order.
+    wrong = ref.labels.copy()
+    wrong[ref.labels == 0], wrong[ref.labels == 1] = 1, 0
+    rejected(labels=wrong)
+    # A core point reported as border, a border point as noise, rows out of order.
+    wrong_core = ref.core.copy()
+    wrong_core[np.flatnonzero(ref.core)[0]] = False
+    rejected(core=wrong_core)
+    wrong = ref.labels.copy()
+    wrong[border[0]] = -1
+    rejected(labels=wrong)
+    rejected(out_ids=ids[::-1].copy())
