@@ -345,6 +345,9 @@ main(int argc, char **argv)
 		bad += check_one(20000, 2, GC_DP_KERNEL_GAUSSIAN, 0.0, 0.005, 31, 60);
 		bad += check_one(3000, 5, GC_DP_KERNEL_CUTOFF, 0.0, 0.02, 31, 60);
 		bad += check_one(3000, 5, GC_DP_KERNEL_GAUSSIAN, 0.0, 0.02, 31, 60);
+		/* too many dimensions for shared-memory tiles: global memory */
+		bad += check_one(1500, 64, GC_DP_KERNEL_GAUSSIAN, 0.0, 0.02, 31, 60);
+		bad += check_one(1500, 40, GC_DP_KERNEL_CUTOFF, 0.0, 0.02, 31, 60);
 		bad += check_one(46000, 2, GC_DP_KERNEL_CUTOFF, 0.0, 0.02, 31, 120);
 		bad += check_one(46000, 2, GC_DP_KERNEL_GAUSSIAN, 1.0, 0.02, 31, 120);
 		/* sampled dc, thresholds */

@@ -151,6 +151,33 @@ __device__ __forceinline__ double tile_dist2(const double *own, const double *xs
 	return s;
 }
 
+/* Squared distance of columns i and j of xs [d][n], read from global memory (large d). */
+__device__ __forceinline__ double direct_dist2(const double *xs, int64_t n, int d, int64_t i, int64_t j)
+{
+	double		s = 0.0;
+
+	for (int k = 0; k < d; k++)
+	{
+		double		t = xs[(int64_t) k * n + i] - xs[(int64_t) k * n + j];
+
+		s += t * t;
+	}
+	return s;
+}
+
+/* Distance for the tiled kernels: the tile, or global memory when d is too large for one. */
+template <int D>
+__device__ __forceinline__ double pair_dist2(const double *own, const double *xs, int64_t n, int64_t i,
+											 int d, const double *tile, int64_t jt, int jj, bool direct)
+{
+	if constexpr (D == 0)
+	{
+		if (direct)
+			return direct_dist2(xs, n, d, i, jt + jj);
+	}
+	return tile_dist2<D>(own, xs, n, i, d, tile, jj);
+}
+
 /*
  * rho over all pairs: thread i, j in its slice of [j_begin, j_end), tiles
  * in shared memory.  GAUSS: fixed-point terms into acc_hi/acc_lo [S][n];
@@ -159,7 +186,7 @@ __device__ __forceinline__ double tile_dist2(const double *own, const double *xs
 template <int D, bool GAUSS>
 __global__ void __launch_bounds__(kBlock)
 pairs_rho_kernel(const double *xs, int64_t n, int d, int64_t j_begin, int64_t j_end,
-				 int64_t slice, double inv_dc2, double T, uint64_t *acc_hi, uint64_t *acc_lo)
+				 int64_t slice, double inv_dc2, double T, bool direct, uint64_t *acc_hi, uint64_t *acc_lo)
 {
 	extern __shared__ double tile[];
 	int64_t		i = (int64_t) blockIdx.x * kBlock + threadIdx.x;
@@ -181,14 +208,17 @@ pairs_rho_kernel(const double *xs, int64_t n, int d, int64_t j_begin, int64_t j_
 		int			m = (int) min((int64_t) kTile, j1 - jt);
 		uint64_t	part = 0;
 
-		__syncthreads();
-		load_tile(tile, xs, n, d, jt, m);
-		__syncthreads();
+		if (!direct)
+		{
+			__syncthreads();
+			load_tile(tile, xs, n, d, jt, m);
+			__syncthreads();
+		}
 		if (!active)
 			continue;
 		for (int jj = 0; jj < m; jj++)
 		{
-			double		d2 = tile_dist2<D>(own, xs, n, i, d, tile, jj);
+			double		d2 = pair_dist2<D>(own, xs, n, i, d, tile, jt, jj, direct);
 			bool		other = (jt + jj) != i;
 
 			if constexpr (GAUSS)
@@ -365,10 +395,10 @@ __global__ void rho_combine_kernel(const uint64_t *acc_hi, const uint64_t *acc_l
 template <int D>
 __global__ void __launch_bounds__(kBlock)
 dc_hist_kernel(const double *xs, int64_t n, int d, int64_t slice, uint64_t prefix, int prefix_bits,
-			   int shift, uint32_t mask, unsigned long long *hist)
+			   int shift, uint32_t mask, bool direct, unsigned long long *hist)
 {
 	extern __shared__ double tile[];
-	uint32_t   *shist = reinterpret_cast<uint32_t *>(tile + (size_t) d * kTile);
+	uint32_t   *shist = reinterpret_cast<uint32_t *>(tile + (direct ? 0 : (size_t) d * kTile));
 	int64_t		i = (int64_t) blockIdx.x * kBlock + threadIdx.x;
 	int64_t		j0 = (int64_t) blockIdx.y * slice;
 	int64_t		j1 = min(n, j0 + slice);
@@ -387,8 +417,11 @@ dc_hist_kernel(const double *xs, int64_t n, int d, int64_t slice, uint64_t prefi
 	{
 		int			m = (int) min((int64_t) kTile, j1 - jt);
 
-		__syncthreads();
-		load_tile(tile, xs, n, d, jt, m);
+		if (!direct)
+		{
+			__syncthreads();
+			load_tile(tile, xs, n, d, jt, m);
+		}
 		__syncthreads();
 		if (!active)
 			continue;
@@ -398,7 +431,7 @@ dc_hist_kernel(const double *xs, int64_t n, int d, int64_t slice, uint64_t prefi
 
 			if (jt + jj == i)
 				continue;
-			key = gc_dp_key(tile_dist2<D>(own, xs, n, i, d, tile, jj));
+			key = gc_dp_key(pair_dist2<D>(own, xs, n, i, d, tile, jt, jj, direct));
 			if (prefix_bits > 0 && (key >> (64 - prefix_bits)) != prefix)
 				continue;
 			atomicAdd(&shist[(key >> shift) & mask], 1u);
@@ -414,7 +447,7 @@ dc_hist_kernel(const double *xs, int64_t n, int d, int64_t slice, uint64_t prefi
 template <int D>
 __global__ void __launch_bounds__(kBlock)
 dc_collect_kernel(const double *xs, int64_t n, int d, int64_t slice, uint64_t prefix, int prefix_bits,
-				  unsigned long long *count, uint64_t *out, int64_t cap)
+				  bool direct, unsigned long long *count, uint64_t *out, int64_t cap)
 {
 	extern __shared__ double tile[];
 	int64_t		i = (int64_t) blockIdx.x * kBlock + threadIdx.x;
@@ -433,8 +466,11 @@ dc_collect_kernel(const double *xs, int64_t n, int d, int64_t slice, uint64_t pr
 	{
 		int			m = (int) min((int64_t) kTile, j1 - jt);
 
-		__syncthreads();
-		load_tile(tile, xs, n, d, jt, m);
+		if (!direct)
+		{
+			__syncthreads();
+			load_tile(tile, xs, n, d, jt, m);
+		}
 		__syncthreads();
 		if (!active)
 			continue;
@@ -444,7 +480,7 @@ dc_collect_kernel(const double *xs, int64_t n, int d, int64_t slice, uint64_t pr
 
 			if (jt + jj == i)
 				continue;
-			key = gc_dp_key(tile_dist2<D>(own, xs, n, i, d, tile, jj));
+			key = gc_dp_key(pair_dist2<D>(own, xs, n, i, d, tile, jt, jj, direct));
 			if ((key >> (64 - prefix_bits)) == prefix)
 			{
 				unsigned long long pos = atomicAdd(count, 1ULL);
@@ -779,9 +815,10 @@ uint64_t dc_exact(Ctx &c, const double *xs, int64_t k)
 	gc::DeviceBuffer<unsigned long long> hist(kHistBins, "the dc histogram");
 	std::vector<unsigned long long> h(kHistBins);
 
-	if (tile_bytes + kHistBins * 4 > 48 * 1024)
-		gc::fail(GC_ERR_INVALID_ARGUMENT, "exact dc on the GPU supports at most %d dimensions",
-				 (int) ((48 * 1024 - kHistBins * 4) / (8 * kTile)));
+	bool		direct = tile_bytes + kHistBins * 4 > 48 * 1024;	/* d > 32: no tile */
+
+	if (direct)
+		tile_bytes = 0;
 	for (int pass = 0; pass < 6; pass++)
 	{
 		int			w = widths[pass];
@@ -794,7 +831,7 @@ uint64_t dc_exact(Ctx &c, const double *xs, int64_t k)
 		CUDA_TRY(cudaMemset(hist.get(), 0, hist.bytes()));
 		by_dim(c.d, [&](auto D) {
 			dc_hist_kernel<decltype(D)::value><<<grid, kBlock, tile_bytes + kHistBins * 4>>>(
-				xs, n, c.d, slice, prefix, prefix_bits, shift, mask, hist.get());
+				xs, n, c.d, slice, prefix, prefix_bits, shift, mask, direct, hist.get());
 			CHECK_LAUNCH("dc_hist_kernel");
 		});
 		CUDA_TRY(cudaMemcpy(h.data(), hist.get(), hist.bytes(), cudaMemcpyDeviceToHost));
@@ -823,7 +860,7 @@ uint64_t dc_exact(Ctx &c, const double *xs, int64_t k)
 			CUDA_TRY(cudaMemset(cnt.get(), 0, sizeof(unsigned long long)));
 			by_dim(c.d, [&](auto D) {
 				dc_collect_kernel<decltype(D)::value><<<grid, kBlock, tile_bytes>>>(
-					xs, n, c.d, slice, prefix, prefix_bits, cnt.get(), out.get(), m);
+					xs, n, c.d, slice, prefix, prefix_bits, direct, cnt.get(), out.get(), m);
 				CHECK_LAUNCH("dc_collect_kernel");
 			});
 			CUDA_TRY(cudaMemcpy(&got, cnt.get(), sizeof(got), cudaMemcpyDeviceToHost));
@@ -915,9 +952,10 @@ void rho_pairs(Ctx &c, const double *xs, bool gauss, double dc, double T, const 
 		xs = xm.get();
 	}
 	slice = ((chunk + S - 1) / S + kTile - 1) / kTile * kTile;
-	if (tile_bytes > 48 * 1024)
-		gc::fail(GC_ERR_INVALID_ARGUMENT, "density peaks on the GPU supports at most %d dimensions",
-				 (int) (48 * 1024 / (8 * kTile)));
+	bool		direct = tile_bytes > 48 * 1024;	/* d > 48: no tile */
+
+	if (direct)
+		tile_bytes = 0;
 
 	gc::DeviceBuffer<uint64_t> hi((size_t) S * n, "the density accumulators");
 	gc::DeviceBuffer<uint64_t> lo((size_t) S * n, "the density accumulators");
@@ -945,10 +983,10 @@ void rho_pairs(Ctx &c, const double *xs, bool gauss, double dc, double T, const 
 			}
 			if (gauss)
 				pairs_rho_kernel<DV, true><<<grid, kBlock, tile_bytes>>>(
-					xs, n, c.d, j, je, slice, inv, T, hi.get(), lo.get());
+					xs, n, c.d, j, je, slice, inv, T, direct, hi.get(), lo.get());
 			else
-				pairs_rho_kernel<decltype(D)::value, false><<<grid, kBlock, tile_bytes>>>(
-					xs, n, c.d, j, je, slice, inv, T, hi.get(), lo.get());
+				pairs_rho_kernel<DV, false><<<grid, kBlock, tile_bytes>>>(
+					xs, n, c.d, j, je, slice, inv, T, direct, hi.get(), lo.get());
 			CHECK_LAUNCH("pairs_rho_kernel");
 		});
 	}

@@ -54,6 +54,10 @@ DpKernel(text *arg)
 static void
 DpDataError(const char *msg)
 {
+	if (strncmp(msg, "the neighbor_rate quantile", 26) != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("%s", msg)));
 	ereport(ERROR,
 			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 			 errmsg("%s", msg),
