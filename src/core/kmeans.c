@@ -45,6 +45,30 @@ cancel_stride(int32_t k, int32_t d)
 }
 
 /*
+ * The sums of an iteration, gathered while the rows are assigned: per
+ * cluster the sum of its rows (in row order) and their number, and how many
+ * rows changed cluster.
+ */
+typedef struct KmAcc
+{
+	double	   *sums;			/* [k, d] */
+	int64_t    *counts;			/* [k] */
+	int64_t		changed;
+} KmAcc;
+
+/* Adds row i, now in cluster j (before: old), to the sums. */
+static inline void
+acc_add(KmAcc *acc, const float *row, int32_t d, int32_t j, int32_t old)
+{
+	double	   *s = acc->sums + (int64_t) j * d;
+
+	for (int32_t t = 0; t < d; t++)
+		s[t] += (double) row[t];
+	acc->counts[j]++;
+	acc->changed += j != old;
+}
+
+/*
  * Nearest centroid of rows [from, to): label and squared distance, and the
  * squared distance to the second nearest when second is not NULL.  The
  * centroids are transposed, cent[t * k + j], so that the inner loop runs
@@ -55,7 +79,7 @@ cancel_stride(int32_t k, int32_t d)
 static void
 assign_rows(const float *x, int64_t from, int64_t to, int32_t d,
 			const double *cent, int32_t k, int32_t *labels, double *d2, double *second,
-			double *dist)
+			double *dist, KmAcc *acc)
 {
 	for (int64_t i = from; i < to; i++)
 	{
@@ -90,6 +114,8 @@ assign_rows(const float *x, int64_t from, int64_t to, int32_t d,
 			else if (dist[j] < next)
 				next = dist[j];
 		}
+		if (acc)
+			acc_add(acc, row, d, bj, labels[i]);
 		labels[i] = bj;
 		d2[i - from] = best;
 		if (second)
@@ -108,12 +134,13 @@ transpose_centroids(const double *cen, int32_t k, int32_t d, double *cent)
 
 /*
  * Assigns every row to the centroids cen [k, d], with the second nearest
- * distance when second is not NULL; returns -1 when cancelled.
+ * distance when second is not NULL and the sums when acc is not NULL;
+ * returns -1 when cancelled.
  */
 static int
 assign_all(const float *x, int64_t n, int32_t d, const double *cen, int32_t k,
 		   int32_t *labels, double *d2, double *second, double *work /* [k * d + k] */ ,
-		   gc_cancel_fn cancel, void *cancel_arg)
+		   KmAcc *acc, gc_cancel_fn cancel, void *cancel_arg)
 {
 	int64_t		stride = cancel_stride(k, d);
 	double	   *cent = work;
@@ -126,7 +153,7 @@ assign_all(const float *x, int64_t n, int32_t d, const double *cen, int32_t k,
 
 		if (cancel && cancel(cancel_arg))
 			return -1;
-		assign_rows(x, from, to, d, cent, k, labels, d2 + from, second ? second + from : NULL, dist);
+		assign_rows(x, from, to, d, cent, k, labels, d2 + from, second ? second + from : NULL, dist, acc);
 	}
 	return 0;
 }
@@ -165,10 +192,17 @@ exact_d2(const float *x, int64_t n, int32_t d, const double *cen, const int32_t 
  */
 #define BOUND_SLACK 1e-9
 
+typedef struct KmMoves
+{
+	const double *delta;		/* [k] how far each centroid moved */
+	int32_t		jmax;			/* the centroid that moved most */
+	double		second;			/* the largest move of the others */
+} KmMoves;
+
 static int
 assign_bounded(const float *x, int64_t n, int32_t d, const double *cen, int32_t k,
 			   int32_t *labels, double *u, double *l, double *half, double *work,
-			   gc_cancel_fn cancel, void *cancel_arg)
+			   const KmMoves *moves, KmAcc *acc, gc_cancel_fn cancel, void *cancel_arg)
 {
 	int64_t		stride = cancel_stride(k, d) * 8;
 	double	   *cent = work;
@@ -204,14 +238,20 @@ assign_bounded(const float *x, int64_t n, int32_t d, const double *cen, int32_t 
 		for (int64_t i = from; i < to; i++)
 		{
 			int32_t		a = labels[i];
-			double		m = half[a] > l[i] ? half[a] : l[i];
-			double		best,
+			const float *row = x + i * d;
+			double		m,
+						best,
 						next;
 
-			if (u[i] * (1.0 + BOUND_SLACK) < m)
-				continue;
+			/* the bounds follow the last centroid moves */
+			if (moves)
 			{
-				const float *row = x + i * d;
+				u[i] += moves->delta[a];
+				l[i] -= a == moves->jmax ? moves->second : moves->delta[moves->jmax];
+			}
+			m = half[a] > l[i] ? half[a] : l[i];
+			if (u[i] * (1.0 + BOUND_SLACK) >= m)
+			{
 				const double *c = cen + (int64_t) a * d;
 				double		s = 0.0;
 
@@ -224,8 +264,12 @@ assign_bounded(const float *x, int64_t n, int32_t d, const double *cen, int32_t 
 				u[i] = sqrt(s);
 			}
 			if (u[i] * (1.0 + BOUND_SLACK) < m)
+			{
+				if (acc)
+					acc_add(acc, row, d, a, a);
 				continue;
-			assign_rows(x, i, i + 1, d, cent, k, labels, &best, &next, dist);
+			}
+			assign_rows(x, i, i + 1, d, cent, k, labels, &best, &next, dist, acc);
 			u[i] = sqrt(best);
 			l[i] = sqrt(next);
 		}
@@ -322,8 +366,9 @@ gc_kmeans_cpu(const float *x, int64_t n, int32_t d, const gc_kmeans_params *para
 	int			bounds;
 	int64_t    *counts = NULL,
 			   *taken = NULL;
-	int32_t    *labels = NULL,
-			   *labels_old = NULL;
+	int32_t    *labels = NULL;
+	KmAcc		acc;
+	KmMoves		moves;
 	double		mean_var,
 				tol_abs;
 	int32_t		it;
@@ -350,8 +395,7 @@ gc_kmeans_cpu(const float *x, int64_t n, int32_t d, const gc_kmeans_params *para
 	counts = malloc(sizeof(int64_t) * (size_t) k);
 	taken = malloc(sizeof(int64_t) * (size_t) k);
 	labels = result->labels;
-	labels_old = malloc(sizeof(int32_t) * (size_t) n);
-	if (!cen || !sums || !d2 || !scratch || !work || !counts || !taken || !labels_old ||
+	if (!cen || !sums || !d2 || !scratch || !work || !counts || !taken ||
 		(bounds && (!bound_u || !bound_l || !half || !delta)))
 	{
 		st = gc_fail(errbuf, GC_ERR_OUT_OF_MEMORY,
@@ -371,26 +415,34 @@ gc_kmeans_cpu(const float *x, int64_t n, int32_t d, const gc_kmeans_params *para
 	if (st != GC_OK)
 		goto done;
 
+	/* no row has a cluster yet: the first iteration counts every row as changed */
 	for (int64_t i = 0; i < n; i++)
-		labels_old[i] = -1;
+		labels[i] = -1;
+	acc.sums = sums;
+	acc.counts = counts;
+	moves.delta = delta;
+	moves.jmax = 0;
+	moves.second = 0.0;
 
 	for (it = 0; it < params->max_iter; it++)
 	{
 		double		shift = 0.0;
-		int			same;
 		int			d2_valid = 1;
 		int32_t		reseeded = 0;
 		int			rc;
 
+		memset(sums, 0, sizeof(double) * kd);
+		memset(counts, 0, sizeof(int64_t) * (size_t) k);
+		acc.changed = 0;
 		if (bounds && it > 0)
 		{
 			rc = assign_bounded(x, n, d, cen, k, labels, bound_u, bound_l, half, work,
-								cancel, cancel_arg);
+								&moves, &acc, cancel, cancel_arg);
 			d2_valid = 0;
 		}
 		else
 		{
-			rc = assign_all(x, n, d, cen, k, labels, d2, bounds ? bound_l : NULL, work,
+			rc = assign_all(x, n, d, cen, k, labels, d2, bounds ? bound_l : NULL, work, &acc,
 							cancel, cancel_arg);
 			if (bounds)
 				for (int64_t i = 0; i < n; i++)
@@ -405,18 +457,7 @@ gc_kmeans_cpu(const float *x, int64_t n, int32_t d, const gc_kmeans_params *para
 			goto done;
 		}
 
-		/* Means of the new clusters. */
-		memset(sums, 0, sizeof(double) * kd);
-		memset(counts, 0, sizeof(int64_t) * (size_t) k);
-		for (int64_t i = 0; i < n; i++)
-		{
-			double	   *s = sums + (int64_t) labels[i] * d;
-			const float *row = x + i * d;
-
-			for (int32_t t = 0; t < d; t++)
-				s[t] += (double) row[t];
-			counts[labels[i]]++;
-		}
+		/* Re-seed empty clusters, then move every centroid to its mean. */
 		for (int32_t j = 0; j < k && reseeded == 0; j++)
 			if (counts[j] == 0)
 			{
@@ -443,42 +484,33 @@ gc_kmeans_cpu(const float *x, int64_t n, int32_t d, const gc_kmeans_params *para
 		}
 		if (bounds)
 		{
-			/* the bounds follow the centroids: u grows by its centroid's move, l shrinks by the largest other */
-			int32_t		jmax = 0;
-			double		dmax2 = 0.0;
-
+			/* applied to the bounds, row by row, by the next bounded assignment */
+			moves.jmax = 0;
+			moves.second = 0.0;
 			for (int32_t j = 1; j < k; j++)
-				if (delta[j] > delta[jmax])
-					jmax = j;
+				if (delta[j] > delta[moves.jmax])
+					moves.jmax = j;
 			for (int32_t j = 0; j < k; j++)
-				if (j != jmax && delta[j] > dmax2)
-					dmax2 = delta[j];
-			for (int64_t i = 0; i < n; i++)
-			{
-				bound_u[i] += delta[labels[i]];
-				bound_l[i] -= labels[i] == jmax ? dmax2 : delta[jmax];
-			}
+				if (j != moves.jmax && delta[j] > moves.second)
+					moves.second = delta[j];
 		}
 
 		/* Nothing changed: the centroids did not move, labels hold. */
-		same = reseeded == 0;
-		for (int64_t i = 0; i < n && same; i++)
-			same = labels[i] == labels_old[i];
-		if (same)
+		if (acc.changed == 0 && reseeded == 0)
 		{
 			strict = 1;
 			break;
 		}
 		if (shift <= tol_abs)
 			break;
-		memcpy(labels_old, labels, sizeof(int32_t) * (size_t) n);
 	}
 	result->iterations = it < params->max_iter ? it + 1 : params->max_iter;
 
 	/* Labels for the final centroids, and the distances. */
 	if (!strict &&
-		(bounds ? assign_bounded(x, n, d, cen, k, labels, bound_u, bound_l, half, work, cancel, cancel_arg)
-		 : assign_all(x, n, d, cen, k, labels, d2, NULL, work, cancel, cancel_arg)) != 0)
+		(bounds ? assign_bounded(x, n, d, cen, k, labels, bound_u, bound_l, half, work, &moves, NULL,
+								 cancel, cancel_arg)
+		 : assign_all(x, n, d, cen, k, labels, d2, NULL, work, NULL, cancel, cancel_arg)) != 0)
 	{
 		st = gc_fail(errbuf, GC_ERR_CANCELLED, "canceled");
 		goto done;
@@ -513,6 +545,5 @@ done:
 	free(delta);
 	free(counts);
 	free(taken);
-	free(labels_old);
 	return st;
 }
