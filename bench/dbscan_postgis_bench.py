@@ -103,6 +103,8 @@ def main():
     ap.add_argument("--repeat", type=int, default=3, help="runs of the read and of gpu_dbscan (best is reported)")
     ap.add_argument("--postgis-repeat", type=int, default=1)
     ap.add_argument("--no-postgis", action="store_true", help="skip ST_ClusterDBSCAN")
+    ap.add_argument("--sklearn", action="store_true",
+                    help="also time scikit-learn's DBSCAN (in this process) on the same points")
     ap.add_argument("--table", default="bench_dbscan")
     ap.add_argument("--reuse", action="store_true", help="use the table if it is already there")
     ap.add_argument("--keep", action="store_true", help="keep the table afterwards")
@@ -162,6 +164,19 @@ def main():
                 (args.eps, args.min_pts))
             pg_runs.append(wall * 1000.0)
 
+    sk_ms = sk_rss = sk_summary = None
+    if args.sklearn:
+        import resource
+        from sklearn.cluster import DBSCAN
+        cur.execute(f"SELECT f[1], f[2] FROM {t} ORDER BY id")
+        X = np.array(cur.fetchall(), dtype=np.float64)
+        t0 = time.perf_counter()
+        labels = DBSCAN(eps=args.eps, min_samples=args.min_pts).fit(X).labels_
+        sk_ms = (time.perf_counter() - t0) * 1000.0
+        sk_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20   # GiB
+        sk_summary = (len(set(labels.tolist()) - {-1}), int((labels < 0).sum()))
+        del X, labels
+
     # ------------------------------------------------------------ report
     read_ms = min(read_s) * 1000.0
     print()
@@ -181,6 +196,9 @@ def main():
         print(f"{'PostGIS ST_ClusterDBSCAN(geom, eps, min_pts) OVER ()':56s}{pg_ms:12.1f}")
         print()
         print(f"PostGIS / gpu_dbscan: {pg_ms / best['wall_ms']:.1f}x")
+    if sk_ms is not None:
+        print(f"{'scikit-learn DBSCAN (float64, this process)':56s}{sk_ms:12.1f}"
+              f"   (peak RSS {sk_rss:.1f} GiB)")
     print(f"gather / read: {best['gather'] / read_ms:.2f}x")
     print(f"gpu_dbscan: {gc_summary[0]} clusters, {gc_summary[1]} noise, {gc_summary[2]} core")
     if pg_summary is not None:
@@ -188,6 +206,8 @@ def main():
         print(f"PostGIS:    {pg_summary[0]} clusters, {pg_summary[1]} noise"
               f"  ({'agrees' if agree else 'DISAGREES'})")
 
+    if sk_summary is not None:
+        print(f"scikit-learn: {sk_summary[0]} clusters, {sk_summary[1]} noise")
     result = {
         "rows": rows, "dims": 2, "eps": args.eps, "min_pts": args.min_pts,
         "blobs": args.blobs, "noise": args.noise, "seed": args.seed,
@@ -198,6 +218,7 @@ def main():
         "postgis_ms": pg_runs,
         "postgis_clusters": pg_summary[0] if pg_summary else None,
         "postgis_noise": pg_summary[1] if pg_summary else None,
+        "sklearn_ms": sk_ms, "sklearn_peak_rss_gib": sk_rss,
     }
     if args.json:
         with open(args.json, "w") as fh:
