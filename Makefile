@@ -32,7 +32,11 @@ USE_CUDA   ?= 0
 else
 USE_CUDA   ?= 1
 endif
-CUDA_ARCH  ?= sm_70 sm_75 sm_80 sm_86 sm_89 sm_90
+# sm_70 .. sm_90, less what this nvcc no longer supports (CUDA 13 starts at sm_75).
+CUDA_ARCH_WANTED ?= sm_70 sm_75 sm_80 sm_86 sm_89 sm_90
+ifeq ($(origin CUDA_ARCH),undefined)
+CUDA_ARCH  := $(filter $(CUDA_ARCH_WANTED),$(shell $(NVCC) --list-gpu-code 2>/dev/null))
+endif
 CUDA_PTX   ?= $(lastword $(CUDA_ARCH))
 CUDA_SRCS   = $(sort $(wildcard cuda/*.cu))
 CUDA_OBJS   = $(CUDA_SRCS:.cu=.o)

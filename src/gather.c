@@ -16,6 +16,7 @@
 #include <math.h>
 
 #include "access/tupdesc.h"
+#include "access/xact.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
@@ -417,6 +418,45 @@ CheckReadOnly(SPIPlanPtr plan, const char *query)
 				 errmsg("the query must return rows")));
 }
 
+/* Runs the prepared query, streaming its rows into st. */
+static void
+ExecuteInto(SPIPlanPtr plan, GatherReceiver *st)
+{
+#if PG_VERSION_NUM >= 140000
+	{
+		SPIExecuteOptions options;
+		int			rc;
+
+		memset(&options, 0, sizeof(options));
+		options.read_only = true;
+		options.dest = &st->pub;
+		rc = SPI_execute_plan_extended(plan, &options);
+		if (rc < 0)
+			elog(ERROR, "SPI_execute_plan_extended failed: %s", SPI_result_code_string(rc));
+	}
+#else
+	{
+		Portal		portal = SPI_cursor_open(NULL, plan, NULL, NULL, true);
+		TupleTableSlot *slot = MakeSingleTupleTableSlot(portal->tupDesc, &TTSOpsHeapTuple);
+
+		for (;;)
+		{
+			SPI_cursor_fetch(portal, true, 10000);
+			if (SPI_processed == 0)
+				break;
+			for (uint64 i = 0; i < SPI_processed; i++)
+			{
+				ExecStoreHeapTuple(SPI_tuptable->vals[i], slot, false);
+				GatherReceive(slot, &st->pub);
+			}
+			SPI_freetuptable(SPI_tuptable);
+		}
+		ExecDropSingleTupleTableSlot(slot);
+		SPI_cursor_close(portal);
+	}
+#endif
+}
+
 /*
  * Runs query read-only with the caller's privileges and fills in (in the
  * current memory context).  An empty result gives n = 0.
@@ -454,38 +494,25 @@ GcGather(const char *query, GcInput *in)
 		MemoryContextSwitchTo(old);
 	}
 
-#if PG_VERSION_NUM >= 140000
+	/*
+	 * The statement itself is a SELECT; functions it calls could still write.
+	 * Running it as in a read-only transaction refuses every such write
+	 * (temporary tables excepted, as in any read-only transaction).
+	 */
 	{
-		SPIExecuteOptions options;
+		bool		save_read_only = XactReadOnly;
 
-		memset(&options, 0, sizeof(options));
-		options.read_only = true;
-		options.dest = &st.pub;
-		rc = SPI_execute_plan_extended(plan, &options);
-		if (rc < 0)
-			elog(ERROR, "SPI_execute_plan_extended failed: %s", SPI_result_code_string(rc));
-	}
-#else
-	{
-		Portal		portal = SPI_cursor_open(NULL, plan, NULL, NULL, true);
-		TupleTableSlot *slot = MakeSingleTupleTableSlot(portal->tupDesc, &TTSOpsHeapTuple);
-
-		for (;;)
+		XactReadOnly = true;
+		PG_TRY();
 		{
-			SPI_cursor_fetch(portal, true, 10000);
-			if (SPI_processed == 0)
-				break;
-			for (uint64 i = 0; i < SPI_processed; i++)
-			{
-				ExecStoreHeapTuple(SPI_tuptable->vals[i], slot, false);
-				GatherReceive(slot, &st.pub);
-			}
-			SPI_freetuptable(SPI_tuptable);
+			ExecuteInto(plan, &st);
 		}
-		ExecDropSingleTupleTableSlot(slot);
-		SPI_cursor_close(portal);
+		PG_FINALLY();
+		{
+			XactReadOnly = save_read_only;
+		}
+		PG_END_TRY();
 	}
-#endif
 	SPI_finish();
 	MemoryContextDelete(st.tmpcxt);
 	if (in->n == 0)

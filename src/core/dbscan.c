@@ -50,13 +50,27 @@ typedef struct Grid
 	int64_t    *perm;			/* [n] sorted position -> row */
 	int64_t		ncells;
 	int64_t    *cell_start;		/* [ncells + 1] */
-	uint64_t   *cell_key;		/* [ncells] */
-	int64_t    *hash;			/* open-addressing table of cell indexes, -1 empty */
-	uint64_t	hash_mask;
+	uint64_t   *cell_key;		/* [ncells], ascending */
 
-	int32_t		noffsets;
-	int64_t    *offsets;		/* [noffsets, g] neighbour cell offsets */
+	/*
+	 * Neighbour cells come as rows along the last grid dimension: for each
+	 * offset of the other dimensions, the cells whose last coordinate is
+	 * within +-row_half of the cell's own.  Those cells have consecutive
+	 * keys, hence consecutive indexes, and a row's first key only grows as
+	 * the cells are visited in order, so one forward cursor a row finds
+	 * them without any lookup.
+	 */
+	int32_t		nrows;
+	int32_t		max_cells;		/* most neighbour cells a cell can have */
+	int64_t    *row_offset;		/* [nrows, g - 1] */
+	int64_t    *row_half;		/* [nrows] */
 } Grid;
+
+/* The forward cursors of one visit of the cells in ascending order. */
+typedef struct GridCursor
+{
+	int64_t    *ptr;			/* [nrows] */
+} GridCursor;
 
 typedef struct KeyIndex
 {
@@ -64,25 +78,52 @@ typedef struct KeyIndex
 	int64_t		row;
 } KeyIndex;
 
-/* Orders by cell key, then by row, so each cell lists its rows in order. */
-static int
-key_index_cmp(const void *a, const void *b)
+/*
+ * Sorts by key with a stable least-significant-digit radix sort, so rows
+ * that share a cell stay in row order.  Asks cancel between passes.
+ */
+static gc_status
+sort_by_key(KeyIndex *keys, int64_t n, uint64_t max_key, gc_cancel_fn cancel,
+			void *cancel_arg, char *errbuf)
 {
-	const KeyIndex *x = a;
-	const KeyIndex *y = b;
+	KeyIndex   *scratch = malloc(sizeof(KeyIndex) * (size_t) n);
+	KeyIndex   *from = keys;
+	KeyIndex   *to = scratch;
+	int64_t		count[2048];
 
-	if (x->key != y->key)
-		return x->key < y->key ? -1 : 1;
-	return (x->row > y->row) - (x->row < y->row);
-}
+	if (!scratch)
+		return gc_fail(errbuf, GC_ERR_OUT_OF_MEMORY,
+					   "out of memory sorting %lld points", (long long) n);
+	for (int shift = 0; shift < 64 && (max_key >> shift) != 0; shift += 11)
+	{
+		int64_t		sum = 0;
+		KeyIndex   *t;
 
-static inline uint64_t
-hash_key(uint64_t key)
-{
-	key ^= key >> 33;
-	key *= UINT64_C(0xff51afd7ed558ccd);
-	key ^= key >> 33;
-	return key;
+		memset(count, 0, sizeof(count));
+		for (int64_t i = 0; i < n; i++)
+			count[(from[i].key >> shift) & 2047]++;
+		for (int b = 0; b < 2048; b++)
+		{
+			int64_t		c = count[b];
+
+			count[b] = sum;
+			sum += c;
+		}
+		for (int64_t i = 0; i < n; i++)
+			to[count[(from[i].key >> shift) & 2047]++] = from[i];
+		t = from;
+		from = to;
+		to = t;
+		if (cancel && cancel(cancel_arg))
+		{
+			free(scratch);
+			return gc_fail(errbuf, GC_ERR_CANCELLED, "canceled");
+		}
+	}
+	if (from != keys)
+		memcpy(keys, from, sizeof(KeyIndex) * (size_t) n);
+	free(scratch);
+	return GC_OK;
 }
 
 /* The cell coordinate of value v along grid dimension k. */
@@ -108,24 +149,6 @@ cell_key_of(const Grid *grid, const int64_t *coord)
 	return key;
 }
 
-/* Index of the cell with this key, or -1. */
-static int64_t
-cell_lookup(const Grid *grid, uint64_t key)
-{
-	uint64_t	h = hash_key(key) & grid->hash_mask;
-
-	for (;;)
-	{
-		int64_t		c = grid->hash[h];
-
-		if (c < 0)
-			return -1;
-		if (grid->cell_key[c] == key)
-			return c;
-		h = (h + 1) & grid->hash_mask;
-	}
-}
-
 static void
 grid_free(Grid *grid)
 {
@@ -133,19 +156,84 @@ grid_free(Grid *grid)
 	free(grid->perm);
 	free(grid->cell_start);
 	free(grid->cell_key);
-	free(grid->hash);
-	free(grid->offsets);
+	free(grid->row_offset);
+	free(grid->row_half);
+}
+
+/* Separation of two cells |o| apart along a dimension, rounded down safely. */
+static inline double
+cell_gap(const Grid *grid, int64_t o)
+{
+	int64_t		a = o < 0 ? -o : o;
+
+	return a > 1 ? (double) (a - 1) * grid->side * (1.0 - 4e-6) : 0.0;
+}
+
+/*
+ * Lists the rows of neighbour cells: every offset of the first g - 1
+ * dimensions whose cells can hold a point within eps, with the half width
+ * of the row along the last dimension.
+ */
+static gc_status
+grid_rows(Grid *grid, double eps, char *errbuf)
+{
+	int32_t		width = 2 * grid->reach + 1;
+	int32_t		total = 1;
+	double		lim = eps * eps;
+	int			pre = grid->g - 1;
+
+	for (int k = 0; k < pre; k++)
+		total *= width;
+	grid->row_offset = malloc(sizeof(int64_t) * (size_t) total * (pre > 0 ? pre : 1));
+	grid->row_half = malloc(sizeof(int64_t) * (size_t) total);
+	if (!grid->row_offset || !grid->row_half)
+		return gc_fail(errbuf, GC_ERR_OUT_OF_MEMORY, "out of memory for the grid");
+	grid->nrows = 0;
+	grid->max_cells = 0;
+	for (int32_t t = 0; t < total; t++)
+	{
+		int64_t		o[GC_GRID_MAX_DIMS];
+		double		gap2 = 0.0;
+		int32_t		r = t;
+		int64_t		half = -1;
+
+		for (int k = pre - 1; k >= 0; k--)
+		{
+			double		gap;
+
+			o[k] = (r % width) - grid->reach;
+			r /= width;
+			gap = cell_gap(grid, o[k]);
+			gap2 += gap * gap;
+		}
+		for (int64_t a = 0; a <= grid->reach; a++)
+		{
+			double		gap = cell_gap(grid, a);
+
+			if (gap2 + gap * gap <= lim)
+				half = a;
+		}
+		if (half < 0)
+			continue;
+		memcpy(grid->row_offset + (size_t) grid->nrows * pre, o, sizeof(int64_t) * pre);
+		grid->row_half[grid->nrows] = half;
+		grid->max_cells += (int32_t) (2 * half + 1);
+		grid->nrows++;
+	}
+	return GC_OK;
 }
 
 /* Chooses the cell side, sorts the points by cell and builds the cell table. */
 static gc_status
 grid_build(Grid *grid, const float *x, int64_t n, int32_t d, double eps,
-		   char *errbuf)
+		   gc_cancel_fn cancel, void *cancel_arg, char *errbuf)
 {
 	double		hi[GC_GRID_MAX_DIMS];
 	double		side0;
 	KeyIndex   *ki;
+	uint64_t	max_key = 0;
 	int64_t		c;
+	gc_status	status;
 
 	memset(grid, 0, sizeof(*grid));
 	grid->n = n;
@@ -200,44 +288,9 @@ grid_build(Grid *grid, const float *x, int64_t n, int32_t d, double eps,
 	grid->dense_ok = (d <= GC_GRID_MAX_DIMS && grid->side == side0);
 	grid->reach = (int32_t) floor(eps / grid->side * (1.0 + 4e-6)) + 1;
 
-	/* Neighbour offsets, without those whose cells are certainly too far. */
-	{
-		int32_t		width = 2 * grid->reach + 1;
-		int32_t		total = 1;
-		double		lim = eps * eps;
-
-		for (int k = 0; k < grid->g; k++)
-			total *= width;
-		grid->offsets = malloc(sizeof(int64_t) * (size_t) total * grid->g);
-		if (!grid->offsets)
-			return gc_fail(errbuf, GC_ERR_OUT_OF_MEMORY, "out of memory for the grid");
-		for (int32_t t = 0; t < total; t++)
-		{
-			int64_t		o[GC_GRID_MAX_DIMS];
-			double		gap2 = 0.0;
-			int32_t		r = t;
-
-			for (int k = grid->g - 1; k >= 0; k--)
-			{
-				int64_t		a;
-
-				o[k] = (r % width) - grid->reach;
-				r /= width;
-				a = o[k] < 0 ? -o[k] : o[k];
-				if (a > 1)
-				{
-					double		gap = (double) (a - 1) * grid->side * (1.0 - 4e-6);
-
-					gap2 += gap * gap;
-				}
-			}
-			if (gap2 > lim)
-				continue;
-			memcpy(grid->offsets + (size_t) grid->noffsets * grid->g, o,
-				   sizeof(int64_t) * grid->g);
-			grid->noffsets++;
-		}
-	}
+	status = grid_rows(grid, eps, errbuf);
+	if (status != GC_OK)
+		return status;
 
 	/* Sort rows by cell. */
 	ki = malloc(sizeof(KeyIndex) * (size_t) n);
@@ -252,8 +305,20 @@ grid_build(Grid *grid, const float *x, int64_t n, int32_t d, double eps,
 			coord[k] = cell_coord(grid, k, x[i * d + k]);
 		ki[i].key = cell_key_of(grid, coord);
 		ki[i].row = i;
+		if (ki[i].key > max_key)
+			max_key = ki[i].key;
 	}
-	qsort(ki, (size_t) n, sizeof(KeyIndex), key_index_cmp);
+	if (cancel && cancel(cancel_arg))
+	{
+		free(ki);
+		return gc_fail(errbuf, GC_ERR_CANCELLED, "canceled");
+	}
+	status = sort_by_key(ki, n, max_key, cancel, cancel_arg, errbuf);
+	if (status != GC_OK)
+	{
+		free(ki);
+		return status;
+	}
 
 	grid->xs = malloc(sizeof(float) * (size_t) n * d);
 	grid->perm = malloc(sizeof(int64_t) * (size_t) n);
@@ -280,36 +345,30 @@ grid_build(Grid *grid, const float *x, int64_t n, int32_t d, double eps,
 	free(ki);
 	grid->ncells = c + 1;
 	grid->cell_start[grid->ncells] = n;
-
-	/* Hash table from cell key to cell index. */
-	{
-		uint64_t	size = 16;
-
-		while (size < (uint64_t) grid->ncells * 2)
-			size <<= 1;
-		grid->hash = malloc(sizeof(int64_t) * size);
-		if (!grid->hash)
-			return gc_fail(errbuf, GC_ERR_OUT_OF_MEMORY, "out of memory for the grid");
-		memset(grid->hash, 0xff, sizeof(int64_t) * size);
-		grid->hash_mask = size - 1;
-		for (c = 0; c < grid->ncells; c++)
-		{
-			uint64_t	h = hash_key(grid->cell_key[c]) & grid->hash_mask;
-
-			while (grid->hash[h] >= 0)
-				h = (h + 1) & grid->hash_mask;
-			grid->hash[h] = c;
-		}
-	}
 	return GC_OK;
 }
 
-/* Lists the existing neighbour cells of cell c (c itself included) into out. */
+/* Starts a visit of the cells in ascending order. */
+static gc_status
+cursor_init(const Grid *grid, GridCursor *cur, char *errbuf)
+{
+	cur->ptr = calloc((size_t) grid->nrows, sizeof(int64_t));
+	if (!cur->ptr)
+		return gc_fail(errbuf, GC_ERR_OUT_OF_MEMORY, "out of memory for the grid");
+	return GC_OK;
+}
+
+/*
+ * Lists the existing neighbour cells of cell c (c itself included) into
+ * out[grid->max_cells].  Calls for one cursor must come in ascending c.
+ */
 static int32_t
-grid_neighbours(const Grid *grid, int64_t c, int64_t *out)
+grid_neighbours(const Grid *grid, GridCursor *cur, int64_t c, int64_t *out)
 {
 	int64_t		coord[GC_GRID_MAX_DIMS];
 	uint64_t	key = grid->cell_key[c];
+	int			pre = grid->g - 1;
+	int64_t		last_extent = grid->extent[pre];
 	int32_t		m = 0;
 
 	for (int k = grid->g - 1; k >= 0; k--)
@@ -317,24 +376,38 @@ grid_neighbours(const Grid *grid, int64_t c, int64_t *out)
 		coord[k] = (int64_t) (key % (uint64_t) grid->extent[k]);
 		key /= (uint64_t) grid->extent[k];
 	}
-	for (int32_t t = 0; t < grid->noffsets; t++)
+	for (int32_t t = 0; t < grid->nrows; t++)
 	{
-		const int64_t *o = grid->offsets + (size_t) t * grid->g;
-		int64_t		nc[GC_GRID_MAX_DIMS];
+		const int64_t *o = grid->row_offset + (size_t) t * pre;
+		int64_t		half = grid->row_half[t];
+		uint64_t	base = 0;
+		uint64_t	lo;
+		uint64_t	hi;
 		int			inside = 1;
-		int64_t		found;
+		int64_t		j;
 
-		for (int k = 0; k < grid->g; k++)
+		for (int k = 0; k < pre; k++)
 		{
-			nc[k] = coord[k] + o[k];
-			if (nc[k] < 0 || nc[k] >= grid->extent[k])
+			int64_t		p = coord[k] + o[k];
+
+			if (p < 0 || p >= grid->extent[k])
+			{
 				inside = 0;
+				break;
+			}
+			base = base * (uint64_t) grid->extent[k] + (uint64_t) p;
 		}
 		if (!inside)
 			continue;
-		found = cell_lookup(grid, cell_key_of(grid, nc));
-		if (found >= 0)
-			out[m++] = found;
+		base *= (uint64_t) last_extent;
+		lo = base + (uint64_t) (coord[pre] - half > 0 ? coord[pre] - half : 0);
+		hi = base + (uint64_t) (coord[pre] + half < last_extent - 1 ? coord[pre] + half : last_extent - 1);
+		j = cur->ptr[t];
+		while (j < grid->ncells && grid->cell_key[j] < lo)
+			j++;
+		cur->ptr[t] = j;
+		for (; j < grid->ncells && grid->cell_key[j] <= hi; j++)
+			out[m++] = j;
 	}
 	return m;
 }
@@ -386,6 +459,7 @@ gc_dbscan_cpu(const float *x, int64_t n, int32_t d,
 			  gc_cancel_fn cancel, void *cancel_arg, char *errbuf)
 {
 	Grid		grid;
+	GridCursor	cur = {NULL};
 	double		eps = params->eps;
 	double		eps2 = eps * eps;
 	int64_t		min_pts = params->min_pts;
@@ -407,13 +481,13 @@ gc_dbscan_cpu(const float *x, int64_t n, int32_t d,
 	if (n == 0)
 		return GC_OK;
 
-	status = grid_build(&grid, x, n, d, eps, errbuf);
+	status = grid_build(&grid, x, n, d, eps, cancel, cancel_arg, errbuf);
 	if (status != GC_OK)
 		goto done;
 
 	core = calloc((size_t) n, 1);
 	parent = malloc(sizeof(int64_t) * (size_t) n);
-	nbr = malloc(sizeof(int64_t) * (size_t) (grid.noffsets + 1));
+	nbr = malloc(sizeof(int64_t) * (size_t) (grid.max_cells + 1));
 	root_id = malloc(sizeof(int64_t) * (size_t) n);
 	if (!core || !parent || !nbr || !root_id)
 	{
@@ -423,6 +497,8 @@ gc_dbscan_cpu(const float *x, int64_t n, int32_t d,
 	}
 
 	/* Phase 1: core points, counting neighbours only up to min_pts. */
+	if ((status = cursor_init(&grid, &cur, errbuf)) != GC_OK)
+		goto done;
 	for (int64_t c = 0; c < grid.ncells; c++)
 	{
 		int64_t		s = grid.cell_start[c];
@@ -434,7 +510,7 @@ gc_dbscan_cpu(const float *x, int64_t n, int32_t d,
 			memset(core + s, 1, (size_t) size);
 			continue;
 		}
-		m = grid_neighbours(&grid, c, nbr);
+		m = grid_neighbours(&grid, &cur, c, nbr);
 		for (int64_t i = s; i < s + size; i++)
 		{
 			const float *xi = grid.xs + (size_t) i * d;
@@ -467,6 +543,7 @@ gc_dbscan_cpu(const float *x, int64_t n, int32_t d,
 	/* Phase 2: union core points within eps, each pair of cells once. */
 	for (int64_t i = 0; i < n; i++)
 		parent[i] = i;
+	memset(cur.ptr, 0, sizeof(int64_t) * (size_t) grid.nrows);
 	for (int64_t c = 0; c < grid.ncells; c++)
 	{
 		int64_t		s = grid.cell_start[c];
@@ -474,7 +551,7 @@ gc_dbscan_cpu(const float *x, int64_t n, int32_t d,
 		int			c_dense = grid.dense_ok && CELL_SIZE(&grid, c) >= min_pts;
 		int32_t		m;
 
-		m = grid_neighbours(&grid, c, nbr);
+		m = grid_neighbours(&grid, &cur, c, nbr);
 		for (int32_t t = 0; t < m; t++)
 		{
 			int64_t		nc = nbr[t];
@@ -556,6 +633,7 @@ gc_dbscan_cpu(const float *x, int64_t n, int32_t d,
 	 * cell is that cell's best.  parent[] of a border point becomes the
 	 * sorted position of that core point, or -1 for noise.
 	 */
+	memset(cur.ptr, 0, sizeof(int64_t) * (size_t) grid.nrows);
 	for (int64_t c = 0; c < grid.ncells; c++)
 	{
 		int64_t		s = grid.cell_start[c];
@@ -570,7 +648,7 @@ gc_dbscan_cpu(const float *x, int64_t n, int32_t d,
 			if (core[i])
 				continue;
 			if (m < 0)
-				m = grid_neighbours(&grid, c, nbr);
+				m = grid_neighbours(&grid, &cur, c, nbr);
 			for (int32_t t = 0; t < m; t++)
 			{
 				int64_t		nc = nbr[t];
@@ -629,6 +707,7 @@ gc_dbscan_cpu(const float *x, int64_t n, int32_t d,
 	result->n_clusters = nclusters;
 
 done:
+	free(cur.ptr);
 	free(core);
 	free(parent);
 	free(nbr);

@@ -233,6 +233,20 @@ main(void)
 					free(x);
 				}
 	}
+	/* Larger sets with small eps: many sparse cells, long neighbour rows. */
+	{
+		int32_t		dims[] = {1, 2, 3};
+
+		for (int a = 0; a < 3; a++)
+		{
+			int64_t		n = 4000;
+			float	   *x = random_set(n, dims[a], 8, 0.05, 0.1);
+
+			compare("larger, small eps", x, n, dims[a], 0.004, 3);
+			compare("larger, medium eps", x, n, dims[a], 0.02, 6);
+			free(x);
+		}
+	}
 	/* Huge coordinates next to a tiny eps: the grid must not overflow. */
 	{
 		int64_t		n = 400;
