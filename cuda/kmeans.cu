@@ -1235,7 +1235,7 @@ void KMeans::run(gc_kmeans_result *result)
 
 	/* data statistics first: the row norms of the GEMM form need the mean */
 	{
-		std::vector<double> scratch(d_);
+		std::vector<double> scratch(3 * (size_t) d_);
 		std::vector<double> &m = mean_;
 
 		mean_.assign(d_, 0.0);

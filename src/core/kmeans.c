@@ -382,7 +382,7 @@ gc_kmeans_cpu(const float *x, int64_t n, int32_t d, const gc_kmeans_params *para
 	cen = malloc(sizeof(double) * kd);
 	sums = malloc(sizeof(double) * kd);
 	d2 = malloc(sizeof(double) * (size_t) n);
-	scratch = malloc(sizeof(double) * (size_t) d * 2);
+	scratch = malloc(sizeof(double) * (size_t) d * 4);
 	work = malloc(sizeof(double) * (kd + (size_t) k));
 	bounds = k >= 3 && (int64_t) k * k <= n;
 	if (bounds)

@@ -43,6 +43,12 @@
 #define GC_KM_HD
 #endif
 
+#ifdef __cplusplus
+#define GC_RESTRICT __restrict__
+#else
+#define GC_RESTRICT restrict
+#endif
+
 /* Rows per segment of the blocked k-means++ sums (the GPU uses one block per segment). */
 #define GC_KMPP_SEGMENT 4096
 
@@ -147,10 +153,39 @@ gc_kmpp_weight(double d2, double scale)
 
 /* ---------------------------------------------------------------- statistics */
 
+/* One row into the running sums and extremes of the features (vectorizes). */
+static inline void
+gc_kmeans_stats_row1(const float *GC_RESTRICT row, int32_t d, double *GC_RESTRICT m,
+					 double *GC_RESTRICT lo, double *GC_RESTRICT hi)
+{
+	for (int32_t j = 0; j < d; j++)
+	{
+		double		v = (double) row[j];
+
+		m[j] += v;
+		lo[j] = v < lo[j] ? v : lo[j];
+		hi[j] = v > hi[j] ? v : hi[j];
+	}
+}
+
+/* One row into the sums of squared deviations from the mean. */
+static inline void
+gc_kmeans_stats_row2(const float *GC_RESTRICT row, int32_t d, const double *GC_RESTRICT m,
+					 double *GC_RESTRICT s)
+{
+	for (int32_t j = 0; j < d; j++)
+	{
+		double		t = (double) row[j] - m[j];
+
+		s[j] += t * t;
+	}
+}
+
 /*
  * Mean per-feature variance (population variance, as numpy.var) of the data,
  * the unit of tol as in scikit-learn; also the per-feature mean and, when
  * asked (lo, hi not NULL), the smallest and largest value of each feature.
+ * Two passes over the rows; each feature's sums run in row order.
  * Returns 0, or -1 when cancelled.
  */
 static inline int
@@ -159,53 +194,36 @@ gc_kmeans_stats(const float *x, int64_t n, int32_t d,
 				double *mean,	/* [d] out */
 				double *lo,		/* [d] out or NULL */
 				double *hi,		/* [d] out or NULL */
-				double *scratch,	/* [d] work space */
+				double *scratch,	/* [3 d] work space */
 				gc_cancel_fn cancel, void *cancel_arg)
 {
 	double	   *m = mean;
+	double	   *l = lo ? lo : scratch + d;
+	double	   *h = hi ? hi : scratch + 2 * (int64_t) d;
 	double		total = 0.0;
 
 	for (int32_t j = 0; j < d; j++)
 	{
 		m[j] = 0.0;
-		if (lo)
-			lo[j] = HUGE_VAL;
-		if (hi)
-			hi[j] = -HUGE_VAL;
+		l[j] = HUGE_VAL;
+		h[j] = -HUGE_VAL;
 	}
 	for (int64_t i = 0; i < n; i++)
 	{
-		const float *row = x + i * d;
-
 		if ((i & 65535) == 0 && cancel && cancel(cancel_arg))
 			return -1;
-		for (int32_t j = 0; j < d; j++)
-		{
-			m[j] += row[j];
-			if (lo && row[j] < lo[j])
-				lo[j] = row[j];
-			if (hi && row[j] > hi[j])
-				hi[j] = row[j];
-		}
+		gc_kmeans_stats_row1(x + i * d, d, m, l, h);
 	}
 	for (int32_t j = 0; j < d; j++)
 	{
 		m[j] /= (double) n;
 		scratch[j] = 0.0;
 	}
-	/* row by row, each feature's sum in row order */
 	for (int64_t i = 0; i < n; i++)
 	{
-		const float *row = x + i * d;
-
 		if ((i & 65535) == 0 && cancel && cancel(cancel_arg))
 			return -1;
-		for (int32_t j = 0; j < d; j++)
-		{
-			double		t = (double) row[j] - m[j];
-
-			scratch[j] += t * t;
-		}
+		gc_kmeans_stats_row2(x + i * d, d, m, scratch);
 	}
 	for (int32_t j = 0; j < d; j++)
 		total += scratch[j] / (double) n;
