@@ -734,7 +734,15 @@ __global__ void union_cell_kernel(GridParams gp, Cells cells, const float *xs, /
 			if (!cell_dense(gp, be - bs))
 				continue;
 
-			if (uf_find(parent, as) == uf_find(parent, bs))
+			/*
+			 * Other warps change the forest meanwhile, so the lanes could see
+			 * different roots: lane 0 decides for the warp.
+			 */
+			int			joined = 0;
+
+			if (lane == 0)
+				joined = uf_find(parent, as) == uf_find(parent, bs);
+			if (__shfl_sync(0xffffffffu, joined, 0))
 				continue;
 
 			float		blo[D], bhi[D];
@@ -945,10 +953,12 @@ inline unsigned grid_for(int64_t items, int block = kBlock)
  * within a few tens of milliseconds whatever the density of the data.
  */
 template <typename Launch>
-void run_chunked(int32_t total, int32_t first_chunk, gc_cancel_fn cancel, void *cancel_arg,
-				 Launch launch)
+void run_chunked(const char *what, int32_t total, int32_t first_chunk, gc_cancel_fn cancel,
+				 void *cancel_arg, Launch launch)
 {
 	int64_t		chunk = std::max<int32_t>(first_chunk, 1);
+	int			launches = 0;
+	gc::Stopwatch all;
 
 	for (int64_t begin = 0; begin < total;)
 	{
@@ -965,7 +975,11 @@ void run_chunked(int32_t total, int32_t first_chunk, gc_cancel_fn cancel, void *
 		else if (ms > 50.0 && chunk > 64)
 			chunk /= 2;
 		begin = end;
+		launches++;
 	}
+	if (getenv("GPUCLUST_DBSCAN_DEBUG"))
+		fprintf(stderr, "gpuclust dbscan %s: %d items, %d launches, %.3f ms\n", what, total,
+				launches, all.ms());
 }
 
 /* The host half of the grid: the same choices as grid_build in src/core/dbscan.c. */
@@ -1145,7 +1159,7 @@ void run_phases(const GridParams &gp, const Cells &cells, const float *xs, const
 
 	/* Phase 1: core points; with min_pts <= 2 the union phase finds them. */
 	if (gp.min_pts > 2)
-		run_chunked(n, 1 << 18, cancel, cancel_arg, [&](int32_t b, int32_t e) {
+		run_chunked("core points", n, 1 << 18, cancel, cancel_arg, [&](int32_t b, int32_t e) {
 			core_kernel<D><<<grid_for(e - b), kBlock>>>(gp, cells, xs, cellid, core, b, e);
 			CHECK_LAUNCH("core_kernel");
 		});
@@ -1154,12 +1168,13 @@ void run_phases(const GridParams &gp, const Cells &cells, const float *xs, const
 
 	/* Phase 2: unions of core-core pairs. */
 	if (gp.dense_ok)
-		run_chunked(ncells, 1 << 16, cancel, cancel_arg, [&](int32_t b, int32_t e) {
+		run_chunked("dense cell unions", ncells, 1 << 16, cancel, cancel_arg,
+					[&](int32_t b, int32_t e) {
 			union_cell_kernel<(D > 0 ? D : 1)><<<grid_for((int64_t) (e - b) * 32), kBlock>>>(
 				gp, cells, xs, parent, b, e);
 			CHECK_LAUNCH("union_cell_kernel");
 		});
-	run_chunked(n, 1 << 18, cancel, cancel_arg, [&](int32_t b, int32_t e) {
+	run_chunked("point unions", n, 1 << 18, cancel, cancel_arg, [&](int32_t b, int32_t e) {
 		union_point_kernel<D><<<grid_for(e - b), kBlock>>>(gp, cells, xs, cellid, core, parent,
 															b, e);
 		CHECK_LAUNCH("union_point_kernel");
@@ -1169,7 +1184,7 @@ void run_phases(const GridParams &gp, const Cells &cells, const float *xs, const
 
 	/* Phase 3: border points (there are none with min_pts <= 2). */
 	if (gp.min_pts > 2)
-		run_chunked(n, 1 << 18, cancel, cancel_arg, [&](int32_t b, int32_t e) {
+		run_chunked("border points", n, 1 << 18, cancel, cancel_arg, [&](int32_t b, int32_t e) {
 			border_kernel<D><<<grid_for(e - b), kBlock>>>(gp, cells, xs, cellid, core, row, best,
 														   b, e);
 			CHECK_LAUNCH("border_kernel");
