@@ -71,6 +71,14 @@ constexpr double kMaxExtent = 2147483648.0; /* cells along one dimension */
 constexpr int kBlock = 256;
 constexpr int kBboxBlocks = 512;
 constexpr double kDenseShare = 0.5;	/* see run_dbscan */
+/*
+ * First chunk of a chunked phase, in points and in cells: small, so that a
+ * cancel is answered quickly even where every point has millions of
+ * candidates (all points in a few cells); run_chunked doubles it while
+ * launches are fast.
+ */
+constexpr int32_t kFirstPoints = 1 << 14;
+constexpr int32_t kFirstCells = 1 << 12;
 
 /* Everything a kernel needs to know about the grid; passed by value. */
 struct GridParams
@@ -1159,7 +1167,7 @@ void run_phases(const GridParams &gp, const Cells &cells, const float *xs, const
 
 	/* Phase 1: core points; with min_pts <= 2 the union phase finds them. */
 	if (gp.min_pts > 2)
-		run_chunked("core points", n, 1 << 18, cancel, cancel_arg, [&](int32_t b, int32_t e) {
+		run_chunked("core points", n, kFirstPoints, cancel, cancel_arg, [&](int32_t b, int32_t e) {
 			core_kernel<D><<<grid_for(e - b), kBlock>>>(gp, cells, xs, cellid, core, b, e);
 			CHECK_LAUNCH("core_kernel");
 		});
@@ -1168,13 +1176,13 @@ void run_phases(const GridParams &gp, const Cells &cells, const float *xs, const
 
 	/* Phase 2: unions of core-core pairs. */
 	if (gp.dense_ok)
-		run_chunked("dense cell unions", ncells, 1 << 16, cancel, cancel_arg,
+		run_chunked("dense cell unions", ncells, kFirstCells, cancel, cancel_arg,
 					[&](int32_t b, int32_t e) {
 			union_cell_kernel<(D > 0 ? D : 1)><<<grid_for((int64_t) (e - b) * 32), kBlock>>>(
 				gp, cells, xs, parent, b, e);
 			CHECK_LAUNCH("union_cell_kernel");
 		});
-	run_chunked("point unions", n, 1 << 18, cancel, cancel_arg, [&](int32_t b, int32_t e) {
+	run_chunked("point unions", n, kFirstPoints, cancel, cancel_arg, [&](int32_t b, int32_t e) {
 		union_point_kernel<D><<<grid_for(e - b), kBlock>>>(gp, cells, xs, cellid, core, parent,
 															b, e);
 		CHECK_LAUNCH("union_point_kernel");
@@ -1184,7 +1192,7 @@ void run_phases(const GridParams &gp, const Cells &cells, const float *xs, const
 
 	/* Phase 3: border points (there are none with min_pts <= 2). */
 	if (gp.min_pts > 2)
-		run_chunked("border points", n, 1 << 18, cancel, cancel_arg, [&](int32_t b, int32_t e) {
+		run_chunked("border points", n, kFirstPoints, cancel, cancel_arg, [&](int32_t b, int32_t e) {
 			border_kernel<D><<<grid_for(e - b), kBlock>>>(gp, cells, xs, cellid, core, row, best,
 														   b, e);
 			CHECK_LAUNCH("border_kernel");
