@@ -90,3 +90,11 @@ ORDER BY cluster_id;
 -- One cluster: its centroid is the mean.
 SELECT round(centroid[1]::numeric, 9) AS x, round(centroid[2]::numeric, 9) AS y, size
 FROM gpu_kmeans_centroids('SELECT id, x, y FROM km', 1);
+
+-- Identical rows: nothing to separate.  k-means++ falls back to uniform
+-- draws, the empty clusters are re-seeded and emptied again, and in the end
+-- every row is in cluster 0 (the lowest number on a tie).
+CREATE TABLE kmsame AS SELECT i::bigint AS id, 1.5::real AS x, -2::real AS y FROM generate_series(1, 50) i;
+SELECT cluster_id, centroid, size, inertia
+FROM gpu_kmeans_centroids('SELECT id, x, y FROM kmsame', 3)
+ORDER BY cluster_id;

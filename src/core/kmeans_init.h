@@ -129,19 +129,22 @@ gc_ceil_log2(int64_t n)
 }
 
 /*
- * The factor 2^s that turns n squared distances, each at most maxd2, into
- * integer weights whose sum stays below 2^62.  Returns 0 when maxd2 is not
- * positive (every row coincides with a centre).
+ * The factor 2^s that turns n values, each at most maxd2, into integers
+ * whose sum stays below 2^62 (s at most 1000, so the factor stays finite
+ * for tiny maxd2).  Returns 0 when maxd2 is not positive (every row
+ * coincides with a centre).
  */
 GC_KM_HD static inline double
 gc_kmpp_scale(double maxd2, int64_t n)
 {
 	int			e;
+	int			s;
 
 	if (!(maxd2 > 0.0) || isinf(maxd2))
 		return 0.0;
 	(void) frexp(maxd2, &e);	/* maxd2 < 2^e */
-	return ldexp(1.0, 62 - e - gc_ceil_log2(n));
+	s = 62 - e - gc_ceil_log2(n);
+	return ldexp(1.0, s < 1000 ? s : 1000);
 }
 
 /* The integer weight of one row. */

@@ -286,6 +286,12 @@ test_rng(void)
 
 		CHECK(total < 4611686018427387904.0 && total > 1e18, "k-means++ weight total %g", total);
 		CHECK(gc_kmpp_scale(0.0, n) == 0.0, "k-means++ scale of zero");
+		/* tiny (subnormal) values: a finite factor, weights that do not overflow */
+		scale = gc_kmpp_scale(1e-310, n);
+		CHECK(isfinite(scale) && gc_kmpp_weight(1e-310, scale) == 0, "k-means++ scale of 1e-310: %g", scale);
+		scale = gc_kmpp_scale(1e-300, 2);
+		CHECK(isfinite(scale) && (double) gc_kmpp_weight(1e-300, scale) * 2 < 4611686018427387904.0,
+			  "k-means++ scale of 1e-300: %g", scale);
 	}
 }
 
