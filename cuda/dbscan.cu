@@ -32,13 +32,19 @@
  * points is all core and one set without a single distance computation
  * (DenseBox).  Two dense cells are joined by a warp that first compares the
  * bounding boxes of their points and otherwise stops at the first pair within
- * eps.  With d > 3 the grid on three dimensions is only a filter of side eps
- * and every candidate is checked with the full distance: for data that the
- * first dimensions do not separate this degrades to a blocked all-pairs scan,
- * in which the threads of a warp read the same candidate (a broadcast) as in
- * the intra-block parallelism of CUDA-DClust (Bohm et al., seed 000).  Cell
- * side, extents, reach and the pruned neighbour offsets are computed exactly
- * as the CPU core computes them.
+ * eps.  Where a sample says that few points lie in dense cells (sparse data,
+ * small min_pts) the 5^d neighbour cells of that grid cost more than they
+ * save, and a grid of side eps (3^d neighbours, no dense cells) is used.
+ * With d > 3 the grid on three dimensions is only a filter of side eps and
+ * every candidate is checked with the full distance: for data that the first
+ * dimensions do not separate this degrades to a blocked all-pairs scan, in
+ * which the threads of a warp read the same candidate (a broadcast) as in the
+ * intra-block parallelism of CUDA-DClust (Bohm et al., seed 000).  Cell side,
+ * extents, reach and the pruned neighbour offsets follow the rules of the CPU
+ * core (grid_build in src/core/dbscan.c).  Neighbour cells are visited as
+ * rows along the last grid dimension: one hash probe finds a cell of an
+ * occupied row, and the rest of the row are its neighbours in the sorted
+ * cell table.
  *
  * Distances: squared Euclidean in double, dimension by dimension in order,
  * each float widened before the subtraction, with explicitly rounded
