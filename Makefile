@@ -61,7 +61,7 @@ include $(PGXS)
 
 $(OBJS): $(wildcard src/*.h src/core/*.h) cuda/gpuclust_cuda.h
 
-cuda/%.o: cuda/%.cu cuda/*.h cuda/*.cuh
+cuda/%.o: cuda/%.cu cuda/*.h cuda/*.cuh src/core/*.h
 	$(NVCC) $(NVCC_FLAGS) $(NVCC_GENCODE) -c $< -o $@
 
 # cudart is linked statically and cuBLAS found through an rpath, so only the

@@ -130,7 +130,8 @@ typedef struct gc_kmeans_result
 } gc_kmeans_result;
 
 /* ---------------------------------------------------------------- density peaks
- * Rodriguez & Laio, see src/core/dpeaks.c for the exact rules.
+ * Rodriguez & Laio, see src/core/dpeaks.c for the exact rules and
+ * src/core/dpeaks_common.h for the arithmetic both back ends share.
  * timing.phase_ms: [0] dc, [1] rho, [2] delta, [3] assignment.
  */
 typedef enum gc_dp_kernel
