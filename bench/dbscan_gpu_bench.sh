@@ -17,7 +17,8 @@
 #    .device/pg-up first): the whole SQL call per phase from the
 #    gpuclust.timing NOTICE (gather, to_device, compute, from_device, output)
 #    on the GPU and on the CPU, next to the time of reading the table
-#    (SELECT sum(cardinality(f)) FROM t), for 1M and 10M rows (SQL_ROWS).
+#    (SELECT sum(cardinality(f)) FROM t), for 1M and 10M rows (SQL_ROWS),
+#    on DEVICE (default gpu) and on the CPU, and whether both agree row by row.
 #
 # Everything is printed and appended to OUTDIR/dbscan_gpu_bench.log.
 set -uo pipefail
@@ -59,6 +60,7 @@ if [ "${SKIP_SKLEARN:-0}" != 1 ] && [ -f "$OUT_DIR/data/blobs.f32" ]; then
 fi
 rm -f "$OUT_DIR"/data/*
 
+DEVICE=${DEVICE:-gpu}
 if command -v psql >/dev/null && psql -XAtqc "SELECT 1 FROM pg_available_extensions WHERE name = 'gpuclust'" 2>/dev/null | grep -q 1; then
 	for rows in ${SQL_ROWS:-1000000 10000000}; do
 		log "== SQL, $rows rows of 2-D blobs with 5% noise (eps 0.05, min_pts 5)"
@@ -81,14 +83,14 @@ SELECT sum(cardinality(f)) AS read_table FROM dbscan_bench;
 SELECT sum(cardinality(f)) AS read_table FROM dbscan_bench;
 SET gpuclust.timing = on;
 SELECT count(*) AS rows, count(DISTINCT cluster_id) AS clusters, count(*) FILTER (WHERE is_core) AS core
-  FROM gpu_dbscan('SELECT id, f FROM dbscan_bench', 0.05, 5, 'gpu');
+  FROM gpu_dbscan('SELECT id, f FROM dbscan_bench', 0.05, 5, '$DEVICE');
 SELECT count(*) AS rows, count(DISTINCT cluster_id) AS clusters, count(*) FILTER (WHERE is_core) AS core
-  FROM gpu_dbscan('SELECT id, f FROM dbscan_bench', 0.05, 5, 'gpu');
+  FROM gpu_dbscan('SELECT id, f FROM dbscan_bench', 0.05, 5, '$DEVICE');
 SELECT count(*) AS rows, count(DISTINCT cluster_id) AS clusters, count(*) FILTER (WHERE is_core) AS core
   FROM gpu_dbscan('SELECT id, f FROM dbscan_bench', 0.05, 5, 'cpu');
 -- both back ends, row by row
 SELECT count(*) AS rows_that_differ FROM
-  (SELECT row_number() OVER () AS k, * FROM gpu_dbscan('SELECT id, f FROM dbscan_bench', 0.05, 5, 'gpu')) g
+  (SELECT row_number() OVER () AS k, * FROM gpu_dbscan('SELECT id, f FROM dbscan_bench', 0.05, 5, '$DEVICE')) g
   FULL JOIN
   (SELECT row_number() OVER () AS k, * FROM gpu_dbscan('SELECT id, f FROM dbscan_bench', 0.05, 5, 'cpu')) c
   USING (k)
