@@ -670,6 +670,37 @@ __global__ void union_point_kernel(GridParams gp, Cells cells, const float *xs, 
 	}
 }
 
+/* The bounding box of points [s, e), computed by a whole warp; every lane gets it. */
+template <int D>
+__device__ __forceinline__ void warp_box(const float *xs, /* [n, D] */
+										 int32_t s, int32_t e, int lane,
+										 float *lo, /* [D] out */
+										 float *hi) /* [D] out */
+{
+#pragma unroll
+	for (int k = 0; k < D; k++)
+	{
+		lo[k] = INFINITY;
+		hi[k] = -INFINITY;
+	}
+	for (int32_t p = s + lane; p < e; p += 32)
+#pragma unroll
+		for (int k = 0; k < D; k++)
+		{
+			float		v = xs[(size_t) p * D + k];
+
+			lo[k] = fminf(lo[k], v);
+			hi[k] = fmaxf(hi[k], v);
+		}
+#pragma unroll
+	for (int k = 0; k < D; k++)
+		for (int o = 16; o > 0; o >>= 1)
+		{
+			lo[k] = fminf(lo[k], __shfl_xor_sync(0xffffffffu, lo[k], o));
+			hi[k] = fmaxf(hi[k], __shfl_xor_sync(0xffffffffu, hi[k], o));
+		}
+}
+
 /*
  * Pairs of dense cells (d <= 3 only), a warp per cell a, joined with each
  * dense neighbour cell b < a: nothing to do when already one set; a
@@ -696,28 +727,7 @@ __global__ void union_cell_kernel(GridParams gp, Cells cells, const float *xs, /
 
 	float		alo[D], ahi[D];
 
-#pragma unroll
-	for (int k = 0; k < D; k++)
-	{
-		alo[k] = INFINITY;
-		ahi[k] = -INFINITY;
-	}
-	for (int32_t p = as + lane; p < ae; p += 32)
-#pragma unroll
-		for (int k = 0; k < D; k++)
-		{
-			float		v = xs[(size_t) p * D + k];
-
-			alo[k] = fminf(alo[k], v);
-			ahi[k] = fmaxf(ahi[k], v);
-		}
-#pragma unroll
-	for (int k = 0; k < D; k++)
-		for (int o = 16; o > 0; o >>= 1)
-		{
-			alo[k] = fminf(alo[k], __shfl_xor_sync(0xffffffffu, alo[k], o));
-			ahi[k] = fmaxf(ahi[k], __shfl_xor_sync(0xffffffffu, ahi[k], o));
-		}
+	warp_box<D>(xs, as, ae, lane, alo, ahi);
 
 	long long	coord[kMaxGridDims];
 	unsigned long long key = cells.key[a];
@@ -761,28 +771,7 @@ __global__ void union_cell_kernel(GridParams gp, Cells cells, const float *xs, /
 
 			float		blo[D], bhi[D];
 
-#pragma unroll
-			for (int k = 0; k < D; k++)
-			{
-				blo[k] = INFINITY;
-				bhi[k] = -INFINITY;
-			}
-			for (int32_t p = bs + lane; p < be; p += 32)
-#pragma unroll
-				for (int k = 0; k < D; k++)
-				{
-					float		v = xs[(size_t) p * D + k];
-
-					blo[k] = fminf(blo[k], v);
-					bhi[k] = fmaxf(bhi[k], v);
-				}
-#pragma unroll
-			for (int k = 0; k < D; k++)
-				for (int o = 16; o > 0; o >>= 1)
-				{
-					blo[k] = fminf(blo[k], __shfl_xor_sync(0xffffffffu, blo[k], o));
-					bhi[k] = fmaxf(bhi[k], __shfl_xor_sync(0xffffffffu, bhi[k], o));
-				}
+			warp_box<D>(xs, bs, be, lane, blo, bhi);
 
 			/* Lower bound (gap) and upper bound (span) of every pair's distance. */
 			double		gap2 = 0.0, span2 = 0.0;

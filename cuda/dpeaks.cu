@@ -179,6 +179,39 @@ __device__ __forceinline__ double pair_dist2(const double *own, const double *xs
 }
 
 /*
+ * The pair loop shared by the all-pairs kernels: thread i of the block takes
+ * its own column into own[], then every column j of [j0, j1) tile by tile
+ * (shared memory, or global memory when direct), calling
+ * visit(jt, m) with the tile's first column jt and its width m.  Every
+ * thread of the block must call it; inactive threads only help load.
+ */
+template <int D, typename Visit>
+__device__ __forceinline__ void for_each_tile(const double *xs, int64_t n, int d, int64_t i,
+											  bool active, int64_t j0, int64_t j1, bool direct,
+											  double *tile, double *own, Visit &&visit)
+{
+	if constexpr (D > 0)
+	{
+#pragma unroll
+		for (int k = 0; k < D; k++)
+			own[k] = active ? xs[(int64_t) k * n + i] : 0.0;
+	}
+	for (int64_t jt = j0; jt < j1; jt += kTile)
+	{
+		int			m = (int) min((int64_t) kTile, j1 - jt);
+
+		__syncthreads();
+		if (!direct)
+		{
+			load_tile(tile, xs, n, d, jt, m);
+			__syncthreads();
+		}
+		if (active)
+			visit(jt, m);
+	}
+}
+
+/*
  * rho over all pairs: thread i, j in its slice of [j_begin, j_end), tiles
  * in shared memory.  GAUSS: fixed-point terms into acc_hi/acc_lo [S][n];
  * else counts of dist2 < T into acc_lo.
@@ -197,25 +230,9 @@ pairs_rho_kernel(const double *xs, int64_t n, int d, int64_t j_begin, int64_t j_
 	uint64_t	hi = 0,
 				lo = 0;
 
-	if constexpr (D > 0)
-	{
-#pragma unroll
-		for (int k = 0; k < D; k++)
-			own[k] = active ? xs[(int64_t) k * n + i] : 0.0;
-	}
-	for (int64_t jt = j0; jt < j1; jt += kTile)
-	{
-		int			m = (int) min((int64_t) kTile, j1 - jt);
+	for_each_tile<D>(xs, n, d, i, active, j0, j1, direct, tile, own, [&](int64_t jt, int m) {
 		uint64_t	part = 0;
 
-		if (!direct)
-		{
-			__syncthreads();
-			load_tile(tile, xs, n, d, jt, m);
-			__syncthreads();
-		}
-		if (!active)
-			continue;
 		for (int jj = 0; jj < m; jj++)
 		{
 			double		d2 = pair_dist2<D>(own, xs, n, i, d, tile, jt, jj, direct);
@@ -227,7 +244,7 @@ pairs_rho_kernel(const double *xs, int64_t n, int d, int64_t j_begin, int64_t j_
 				part += (other && d2 < T) ? 1 : 0;
 		}
 		gc_dp_acc_add(&hi, &lo, part);
-	}
+	});
 	if (active && j0 < j1)
 	{
 		size_t		o = (size_t) blockIdx.y * (size_t) n + (size_t) i;
@@ -407,24 +424,7 @@ dc_hist_kernel(const double *xs, int64_t n, int d, int64_t slice, uint64_t prefi
 
 	for (int b = threadIdx.x; b < kHistBins; b += blockDim.x)
 		shist[b] = 0;
-	if constexpr (D > 0)
-	{
-#pragma unroll
-		for (int k = 0; k < D; k++)
-			own[k] = active ? xs[(int64_t) k * n + i] : 0.0;
-	}
-	for (int64_t jt = j0; jt < j1; jt += kTile)
-	{
-		int			m = (int) min((int64_t) kTile, j1 - jt);
-
-		if (!direct)
-		{
-			__syncthreads();
-			load_tile(tile, xs, n, d, jt, m);
-		}
-		__syncthreads();
-		if (!active)
-			continue;
+	for_each_tile<D>(xs, n, d, i, active, j0, j1, direct, tile, own, [&](int64_t jt, int m) {
 		for (int jj = 0; jj < m; jj++)
 		{
 			uint64_t	key;
@@ -436,7 +436,7 @@ dc_hist_kernel(const double *xs, int64_t n, int d, int64_t slice, uint64_t prefi
 				continue;
 			atomicAdd(&shist[(key >> shift) & mask], 1u);
 		}
-	}
+	});
 	__syncthreads();
 	for (int b = threadIdx.x; b < kHistBins; b += blockDim.x)
 		if (shist[b])
@@ -456,24 +456,7 @@ dc_collect_kernel(const double *xs, int64_t n, int d, int64_t slice, uint64_t pr
 	bool		active = i < n;
 	double		own[D > 0 ? D : 1];
 
-	if constexpr (D > 0)
-	{
-#pragma unroll
-		for (int k = 0; k < D; k++)
-			own[k] = active ? xs[(int64_t) k * n + i] : 0.0;
-	}
-	for (int64_t jt = j0; jt < j1; jt += kTile)
-	{
-		int			m = (int) min((int64_t) kTile, j1 - jt);
-
-		if (!direct)
-		{
-			__syncthreads();
-			load_tile(tile, xs, n, d, jt, m);
-		}
-		__syncthreads();
-		if (!active)
-			continue;
+	for_each_tile<D>(xs, n, d, i, active, j0, j1, direct, tile, own, [&](int64_t jt, int m) {
 		for (int jj = 0; jj < m; jj++)
 		{
 			uint64_t	key;
@@ -489,7 +472,7 @@ dc_collect_kernel(const double *xs, int64_t n, int d, int64_t slice, uint64_t pr
 					out[pos] = key;
 			}
 		}
-	}
+	});
 }
 
 /* dist2 bit patterns of the seeded sample pairs. */
