@@ -11,8 +11,10 @@
  *                               next to one cuBLAS SGEMM of the same shape
  *                               (FP32 and TF32), the floor of the distance
  *                               work; for d > 32 with the three forms of the
- *                               product: fp32 (3xTF32, the default), sgemm
- *                               (plain FP32) and tf32.
+ *                               product: fp32 (TF32, checked; the default),
+ *                               sgemm (FP32, checked) and tf32 (unchecked).
+ *                               KMEANS_BENCH_TILES=r1,r2,... adds fp32 runs
+ *                               with that many rows per product.
  *
  *    Build (bench/kmeans_bench.sh does it):
  *      gcc -O2 -ffp-contract=off -Isrc/core -Icuda -c src/core/kmeans.c src/core/util.c
@@ -242,9 +244,13 @@ compare(const char *name, const Data &D, const gc_kmeans_params &p, int64_t max_
 	bool		ok = mism <= max_mismatch && rel <= max_rel_inertia;
 
 	printf("%-34s %s n=%lld d=%d k=%d it cpu %d gpu %d | label mismatches %lld | inertia rel diff %.2e "
-		   "| max centroid diff %.2e | max distance diff %.2e | cpu %.0f ms gpu %.0f ms\n",
+		   "| max centroid diff %.2e | max distance diff %.2e | cpu %.0f ms gpu %.0f ms",
 		   name, ok ? "ok  " : "FAIL", (long long) D.n, D.d, p.k, c.r.iterations, g.r.iterations,
 		   (long long) mism, rel, cdiff, ddiff, c.wall_ms, g.wall_ms);
+	if (D.d > 32)
+		printf(" | decided in double %lld rows, %lld candidates, to FP32 %lld rows",
+			   (long long) g.timing.counts[0], (long long) g.timing.counts[1], (long long) g.timing.counts[2]);
+	printf("\n");
 	fflush(stdout);
 	if (!ok)
 		failures++;
@@ -293,7 +299,7 @@ check()
 	{
 		Data		D = blobs(200000, 100, 64, 5, 0.0);
 
-		compare("200K x 100, k=64, k-means++ (3xTF32)", D,
+		compare("200K x 100, k=64, k-means++ (TF32)", D,
 				make_params(64, GC_KMEANS_INIT_PLUSPLUS, nullptr, 300, 1e-4, GC_PRECISION_FP32), 0, 1e-6);
 		setenv("GPUCLUST_KMEANS_GEMM", "sgemm", 1);
 		compare("200K x 100, k=64, k-means++ (SGEMM)", D,
@@ -308,8 +314,13 @@ check()
 	{
 		Data		D = blobs(100000, 300, 500, 13, 0.0);
 
-		compare("100K x 300, k=500, k-means++ (3xTF32)", D,
+		compare("100K x 300, k=500, k-means++ (TF32)", D,
 				make_params(500, GC_KMEANS_INIT_PLUSPLUS, nullptr, 300, 1e-4, GC_PRECISION_FP32), 0, 1e-6);
+		/* a window a million times wider: every centroid a candidate, both fallbacks run */
+		setenv("GPUCLUST_KMEANS_WINDOW", "1e6", 1);
+		compare("100K x 300, k=500, every candidate", D,
+				make_params(500, GC_KMEANS_INIT_PLUSPLUS, nullptr, 300, 1e-4, GC_PRECISION_FP32), 0, 1e-6);
+		unsetenv("GPUCLUST_KMEANS_WINDOW");
 	}
 	{
 		Data		D = blobs(300000, 64, 10, 6, 1000.0);
@@ -409,8 +420,18 @@ bench(const char *json_path)
 		int64_t		n;
 		int			d, k, iters;
 	}			shapes[] = {
-		{10000000, 2, 100, 20}, {10000000, 32, 1000, 10}, {1000000, 256, 20000, 25}, {1000000, 768, 1024, 10}
+		{10000000, 2, 100, 20}, {10000000, 32, 1000, 10}, {1000000, 256, 20000, 25}, {1000000, 768, 1024, 10},
+		{-1000000, 256, 20000, 25}		/* the same on 200 blobs */
 	};
+	std::vector<long> tiles = {0};
+	const char *tl = getenv("KMEANS_BENCH_TILES");
+
+	for (const char *c = tl; c && *c;)
+	{
+		tiles.push_back(strtol(c, nullptr, 10));
+		c = strchr(c, ',');
+		c = c ? c + 1 : nullptr;
+	}
 	FILE	   *js = json_path ? fopen(json_path, "w") : nullptr;
 	cudaDeviceProp prop;
 
@@ -422,59 +443,77 @@ bench(const char *json_path)
 
 	for (const Shape &s : shapes)
 	{
-		Data		D = uniform(s.n, s.d, 11);
+		int64_t		n = s.n < 0 ? -s.n : s.n;
+		Data		D = s.n < 0 ? blobs(n, s.d, 200, 11, 0.0) : uniform(n, s.d, 11);
 
 		struct Variant
 		{
 			const char *label;
 			gc_precision prec;
 			const char *gemm;
-		}			variants[] = {
-			{"fp32", GC_PRECISION_FP32, nullptr}, {"sgemm", GC_PRECISION_FP32, "sgemm"},
-			{"tf32", GC_PRECISION_TF32, nullptr}
+			long		tile;
 		};
+		std::vector<Variant> variants = {
+			{"fp32", GC_PRECISION_FP32, nullptr, 0}, {"sgemm", GC_PRECISION_FP32, "sgemm", 0},
+			{"tf32", GC_PRECISION_TF32, nullptr, 0}
+		};
+		double		floors[2] = {-1, -1};
 
+		for (long t : tiles)
+			if (t > 0)
+				variants.push_back({"fp32", GC_PRECISION_FP32, nullptr, t});
 		for (const Variant &v : variants)
 		{
-			if (s.d <= 32 && v.prec != GC_PRECISION_FP32)
+			if (s.d <= 32 && (v.prec != GC_PRECISION_FP32 || v.gemm || v.tile))
 				continue;		/* the low-dimension kernel has no GEMM */
-			if (s.d <= 32 && v.gemm)
+			if (s.n < 0 && (v.gemm || v.tile))
 				continue;
 			if (v.gemm)
 				setenv("GPUCLUST_KMEANS_GEMM", v.gemm, 1);
-			else
-				unsetenv("GPUCLUST_KMEANS_GEMM");
+			if (v.tile)
+				setenv("GPUCLUST_KMEANS_TILE_ROWS", std::to_string(v.tile).c_str(), 1);
 
 			gc_kmeans_params p = make_params(s.k, GC_KMEANS_INIT_RANDOM, nullptr, s.iters, 0.0, v.prec);
-			Out			g(s.n, s.k, s.d);
+			Out			g(n, s.k, s.d);
 
 			run_gpu(D, p, g);
 			unsetenv("GPUCLUST_KMEANS_GEMM");
+			unsetenv("GPUCLUST_KMEANS_TILE_ROWS");
 			if (g.st != GC_OK)
 			{
-				printf("%lld x %d k=%d %s: GPU error %d: %s\n", (long long) s.n, s.d, s.k, v.label, g.st,
+				printf("%lld x %d k=%d %s: GPU error %d: %s\n", (long long) n, s.d, s.k, v.label, g.st,
 					   g.err.c_str());
 				continue;
 			}
 			bool		tf = v.prec == GC_PRECISION_TF32;
-			double		floor_ms = sgemm_ms(s.n, s.k, s.d, tf);
 
-			printf("%8lld x %-4d k=%-6d %-5s iterations %3d | per iteration %9.3f ms | iterations %9.1f ms "
+			if (floors[tf] < 0)
+				floors[tf] = sgemm_ms(n, s.k, s.d, tf);
+
+			double		floor_ms = floors[tf];
+			std::string label = std::string(v.label) + (s.n < 0 ? " blobs" : "") +
+				(v.tile ? " tile " + std::to_string(v.tile) : "");
+
+			printf("%8lld x %-4d k=%-6d %-16s iterations %3d | per iteration %9.3f ms | iterations %9.1f ms "
 				   "| init %8.1f ms | final %8.1f ms | to device %7.1f ms | call %9.1f ms | one SGEMM %s %9.3f ms"
-				   " | inertia %.9e\n",
-				   (long long) s.n, s.d, s.k, v.label, g.r.iterations, g.timing.phase_ms[3],
+				   " | inertia %.9e | decided in double %lld, candidates %lld, to FP32 %lld\n",
+				   (long long) n, s.d, s.k, label.c_str(), g.r.iterations, g.timing.phase_ms[3],
 				   g.timing.phase_ms[1], g.timing.phase_ms[0], g.timing.phase_ms[2], g.timing.to_device_ms,
-				   g.wall_ms, tf ? "tf32" : "fp32", floor_ms, g.total_inertia());
+				   g.wall_ms, tf ? "tf32" : "fp32", floor_ms, g.total_inertia(),
+				   (long long) g.timing.counts[0], (long long) g.timing.counts[1], (long long) g.timing.counts[2]);
 			fflush(stdout);
 			if (js)
 			{
 				fprintf(js, "%s{\"n\": %lld, \"d\": %d, \"k\": %d, \"variant\": \"%s\", \"iterations\": %d, "
 						"\"per_iteration_ms\": %.4f, \"iterations_ms\": %.3f, \"init_ms\": %.3f, "
 						"\"final_ms\": %.3f, \"to_device_ms\": %.3f, \"call_ms\": %.3f, \"sgemm_ms\": %.4f, "
-						"\"inertia\": %.12e}\n",
-						first ? "" : ",", (long long) s.n, s.d, s.k, v.label, g.r.iterations,
+						"\"inertia\": %.12e, \"decided_in_double\": %lld, \"candidates\": %lld, "
+						"\"to_fp32\": %lld}\n",
+						first ? "" : ",", (long long) n, s.d, s.k, label.c_str(), g.r.iterations,
 						g.timing.phase_ms[3], g.timing.phase_ms[1], g.timing.phase_ms[0], g.timing.phase_ms[2],
-						g.timing.to_device_ms, g.wall_ms, floor_ms, g.total_inertia());
+						g.timing.to_device_ms, g.wall_ms, floor_ms, g.total_inertia(),
+						(long long) g.timing.counts[0], (long long) g.timing.counts[1],
+						(long long) g.timing.counts[2]);
 				first = false;
 			}
 		}

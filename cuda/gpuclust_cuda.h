@@ -28,7 +28,7 @@ extern "C" {
 #endif
 
 /* Bumped whenever a struct or the api table changes incompatibly. */
-#define GC_ABI_VERSION 1
+#define GC_ABI_VERSION 2
 
 typedef enum gc_status
 {
@@ -53,6 +53,7 @@ typedef struct gc_timing
 	double		compute_ms;		/* kernels, synchronized */
 	double		from_device_ms; /* device to host copies */
 	double		phase_ms[4];	/* algorithm-specific phases, see each algorithm */
+	int64_t		counts[3];		/* algorithm-specific counts, see each algorithm */
 	int64_t		bytes_needed;	/* device bytes needed; set on GC_ERR_OUT_OF_MEMORY */
 } gc_timing;
 
@@ -103,8 +104,8 @@ typedef enum gc_kmeans_init
 
 typedef enum gc_precision
 {
-	GC_PRECISION_FP32 = 0,		/* FP32-level accuracy */
-	GC_PRECISION_TF32 = 1		/* opt-in faster TF32 tensor-core products */
+	GC_PRECISION_FP32 = 0,		/* nearest centroid as in double precision */
+	GC_PRECISION_TF32 = 1		/* opt-in: TF32 products alone, no check */
 } gc_precision;
 
 typedef struct gc_kmeans_params

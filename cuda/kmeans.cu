@@ -9,18 +9,24 @@
  * assignment kernels:
  *
  *  - low dimension (d <= 32): one thread per point with the point in
- *    registers (two points per thread), centroids staged through shared
- *    memory in tiles, distance and argmin fused.  For d <= 16 and a small
- *    k * d the same kernel also adds each point into per-block partial sums
- *    in shared memory (seed 002), flushed with one atomic per block and value.
- *  - high dimension (d > 32): ||x||^2 - 2 x.c + ||c||^2, the x.c part as a
- *    cuBLAS SGEMM over tiles of points so that the n x k matrix is never
- *    whole, then a warp-per-row argmin.  By default (gpuclust.kmeans_precision
- *    = 'fp32') the product runs as 3xTF32 on tensor cores where the device has
- *    them (compute capability 8.0 and up): both operands split into a TF32
- *    part and a remainder, three TF32 products summed, about FP32 accuracy in
- *    less time than one FP32 SGEMM; elsewhere a plain SGEMM.  'tf32' runs a
- *    single TF32 product: faster, with about 1e-3 relative error of x.c.
+ *    registers (two or four points per thread), centroids staged through
+ *    shared memory in tiles, distance and argmin fused, in FP32.  For d <= 16
+ *    and a small k * d the same kernel also adds each point into per-block
+ *    partial sums in shared memory (seed 002), flushed with one atomic per
+ *    block and value.
+ *  - high dimension (d > 32): ||x'||^2 - 2 x'.c' + ||c'||^2 on data and
+ *    centroids centred on the data mean, the x'.c' part as a cuBLAS GEMM
+ *    over tiles of points so that the n x k matrix is never whole, then a
+ *    warp-per-row argmin.  By default (gpuclust.kmeans_precision = 'fp32')
+ *    the product runs in TF32 on tensor cores (compute capability 8.0 and
+ *    up) and is checked: a bound on its error leaves a few candidate
+ *    centroids per row, which are compared by their distance in double,
+ *    exactly as the CPU computes it.  Rows with too many candidates go to an
+ *    FP32 product, checked the same way (and after an iteration where that
+ *    was most rows, every row does).  So the labels are those of the double
+ *    distances to the current centroids, at the cost of one TF32 GEMM.
+ *    Elsewhere the one product is FP32, checked.  'tf32' runs the TF32
+ *    product unchecked: about 1e-3 relative error in x'.c'.
  *
  * Centroid update on the GPU, deterministic, with no copy of the data to the
  * host: the partial sums of the fused kernel are fixed-point integers (an
@@ -39,7 +45,9 @@
  *
  * timing.phase_ms: [0] statistics and initial centroids, [1] the Lloyd
  * iterations, [2] the final assignment and distances, [3] milliseconds per
- * iteration.
+ * iteration.  timing.counts (GEMM form, over the call): [0] rows decided
+ * among several candidates in double, [1] candidates compared, [2] rows
+ * sent from the TF32 to the FP32 product.
  */
 #include <cublas_v2.h>
 #include <cub/cub.cuh>
@@ -57,7 +65,9 @@ namespace {
 using gc::DeviceBuffer;
 
 constexpr int BLOCK = 256;
-constexpr int PPT = 2;					/* points per thread in the low-d kernel */
+/* points per thread in the low-d kernel: more when a point is few registers */
+template <int MAXD>
+constexpr int ppt_for() { return MAXD <= 4 ? 4 : 2; }
 constexpr int GC_SLICE = 2048;			/* rows per slice of the sorted update */
 constexpr size_t FUSED_SMEM_MAX = 40 * 1024;
 constexpr size_t TILE_SMEM_MAX = 32 * 1024;
@@ -86,7 +96,8 @@ struct MaxOp
 	__device__ double operator()(double a, double b) const { return fmax(a, b); }
 };
 
-__device__ inline void block_add_changed(unsigned long long *changed, unsigned int mine)
+/* Adds every thread's count to *total, one atomic per block. */
+__device__ inline void block_add(unsigned long long *total, unsigned int mine)
 {
 	__shared__ unsigned int blk;
 
@@ -97,11 +108,11 @@ __device__ inline void block_add_changed(unsigned long long *changed, unsigned i
 		atomicAdd(&blk, mine);
 	__syncthreads();
 	if (threadIdx.x == 0 && blk)
-		atomicAdd(changed, (unsigned long long) blk);
+		atomicAdd(total, (unsigned long long) blk);
 }
 
 /*
- * Assignment for d <= MAXD (MAXD in 4, 8, 16, 32; features beyond d are
+ * Assignment for d <= MAXD (MAXD in 2, 4, 8, 16, 32; features beyond d are
  * zero in both the point and the centroid, so they add nothing).
  * Direct form sum (x - c)^2 for MAXD <= 16; for MAXD == 32 the expanded form
  * ||c'||^2 - 2 x'.c' on data and centroids centred on the data mean, one
@@ -125,6 +136,8 @@ assign_lowd_kernel(const float *__restrict__ x,	/* [rows, d] */
 				   double fx_scale)
 {
 	constexpr bool EXPAND = MAXD >= 32;
+	constexpr int PPT = ppt_for<MAXD>();
+	constexpr int VW = MAXD >= 4 ? 4 : 2;	/* centroid features per shared-memory load */
 	extern __shared__ __align__(16) unsigned char smem[];
 	float	   *sc = reinterpret_cast<float *>(smem);	/* [tile_k, MAXD] */
 	float	   *sn = sc + (size_t) tile_k * MAXD;	/* [tile_k] (EXPAND) */
@@ -190,41 +203,47 @@ assign_lowd_kernel(const float *__restrict__ x,	/* [rows, d] */
 			}
 			for (int j = 0; j < tk; j++)
 			{
-				const float4 *c4 = reinterpret_cast<const float4 *>(sc + (size_t) j * MAXD);
+				const float *cj = sc + (size_t) j * MAXD;
 				float		s[PPT];
 
 #pragma unroll
 				for (int q = 0; q < PPT; q++)
 					s[q] = 0.0f;
 #pragma unroll
-				for (int v = 0; v < MAXD / 4; v++)
+				for (int v = 0; v < MAXD / VW; v++)
 				{
-					float4		c = c4[v];
+					float		c[VW];
 
+					if constexpr (VW == 4)
+					{
+						float4		c4 = reinterpret_cast<const float4 *>(cj)[v];
+
+						c[0] = c4.x;
+						c[1] = c4.y;
+						c[2] = c4.z;
+						c[3] = c4.w;
+					}
+					else
+					{
+						float2		c2 = reinterpret_cast<const float2 *>(cj)[v];
+
+						c[0] = c2.x;
+						c[1] = c2.y;
+					}
 #pragma unroll
 					for (int q = 0; q < PPT; q++)
-					{
-						if (EXPAND)
+#pragma unroll
+						for (int u = 0; u < VW; u++)
 						{
-							s[q] = __fmaf_rn(p[q][4 * v + 0], c.x, s[q]);
-							s[q] = __fmaf_rn(p[q][4 * v + 1], c.y, s[q]);
-							s[q] = __fmaf_rn(p[q][4 * v + 2], c.z, s[q]);
-							s[q] = __fmaf_rn(p[q][4 * v + 3], c.w, s[q]);
-						}
-						else
-						{
-							float		t;
+							if (EXPAND)
+								s[q] = __fmaf_rn(p[q][VW * v + u], c[u], s[q]);
+							else
+							{
+								float		t = p[q][VW * v + u] - c[u];
 
-							t = p[q][4 * v + 0] - c.x;
-							s[q] = __fmaf_rn(t, t, s[q]);
-							t = p[q][4 * v + 1] - c.y;
-							s[q] = __fmaf_rn(t, t, s[q]);
-							t = p[q][4 * v + 2] - c.z;
-							s[q] = __fmaf_rn(t, t, s[q]);
-							t = p[q][4 * v + 3] - c.w;
-							s[q] = __fmaf_rn(t, t, s[q]);
+								s[q] = __fmaf_rn(t, t, s[q]);
+							}
 						}
-					}
 				}
 #pragma unroll
 				for (int q = 0; q < PPT; q++)
@@ -274,10 +293,10 @@ assign_lowd_kernel(const float *__restrict__ x,	/* [rows, d] */
 		}
 	}
 
-	block_add_changed(changed, my_changed);
+	block_add(changed, my_changed);
 	if (UPDATE)
 	{
-		/* block_add_changed synchronized the block */
+		/* block_add synchronized the block */
 		for (int i = threadIdx.x; i < k * d; i += BLOCK)
 			if (ssum[i])
 				atomicAdd(&gsum[i], ssum[i]);
@@ -287,10 +306,11 @@ assign_lowd_kernel(const float *__restrict__ x,	/* [rows, d] */
 	}
 }
 
-/* ||x - mean||^2 per row, for the GEMM form. */
-__global__ void row_norm_kernel(const float *__restrict__ x, int64_t rows, int d,
-								const double *__restrict__ mean,	/* [d] */
-								float *__restrict__ xnorm /* [rows] out */ )
+/* The GEMM form's operand: x' = x - mean in float, and ||x'||^2. */
+__global__ void center_rows_kernel(const float *__restrict__ x, int64_t rows, int d,
+								   const double *__restrict__ mean,	/* [d] */
+								   float *__restrict__ xc,	/* [rows, d] out */
+								   float *__restrict__ xnorm /* [rows] out */ )
 {
 	for (int64_t i = (int64_t) blockIdx.x * BLOCK + threadIdx.x; i < rows;
 		 i += (int64_t) gridDim.x * BLOCK)
@@ -299,97 +319,304 @@ __global__ void row_norm_kernel(const float *__restrict__ x, int64_t rows, int d
 
 		for (int j = 0; j < d; j++)
 		{
-			double		t = (double) x[i * d + j] - mean[j];
+			float		t = (float) ((double) x[i * d + j] - mean[j]);
 
-			s += t * t;
+			xc[i * d + j] = t;
+			s += (double) t * (double) t;
 		}
 		xnorm[i] = (float) s;
 	}
 }
 
-/* Rounds to the nearest TF32 value (10 explicit mantissa bits), ties away from zero. */
-__device__ inline float tf32_round(float v)
+/* Rows [list[0], list[m - 1]] of src side by side in dst, for the second product. */
+__global__ void gather_rows_kernel(const float *__restrict__ src, int d,
+								   const int32_t *__restrict__ list, int m,
+								   float *__restrict__ dst)
 {
-	unsigned int u = __float_as_uint(v);
-
-	if ((u & 0x7f800000u) != 0x7f800000u)
-		u = (u + 0x1000u) & 0xffffe000u;
-	return __uint_as_float(u);
+	for (int64_t i = (int64_t) blockIdx.x * BLOCK + threadIdx.x; i < (int64_t) m * d;
+		 i += (int64_t) gridDim.x * BLOCK)
+		dst[i] = src[(int64_t) list[i / d] * d + i % d];
 }
 
 /*
- * 3xTF32: v = big + small exactly, big a TF32 value; the products
- * big.big + big.small + small.big on TF32 tensor cores recover FP32-level
- * accuracy (the dropped small.small term is 2^-22 of the product).
+ * Squared distance of a row to a centroid in double, as the CPU sums it but
+ * across the lanes of a warp in a fixed order; every lane gets the value.
  */
-__global__ void split_tf32_kernel(const float *__restrict__ v, int64_t m,
-								  float *__restrict__ big, float *__restrict__ small)
+__device__ inline double warp_exact_d2(const float *__restrict__ xr, const double *__restrict__ c,
+									   int d, int lane)
 {
-	for (int64_t i = (int64_t) blockIdx.x * BLOCK + threadIdx.x; i < m; i += (int64_t) gridDim.x * BLOCK)
-	{
-		float		a = v[i];
-		float		b = tf32_round(a);
+	double		s = 0.0;
 
-		big[i] = b;
-		small[i] = a - b;
+	for (int t = lane; t < d; t += 32)
+	{
+		double		u = __dsub_rn((double) xr[t], c[t]);
+
+		s = __dadd_rn(s, __dmul_rn(u, u));
 	}
+	for (int o = 16; o > 0; o >>= 1)
+		s = __dadd_rn(s, __shfl_down_sync(0xffffffffu, s, o));
+	return __shfl_sync(0xffffffffu, s, 0);
 }
 
+constexpr int CAND_CAP = 4;				/* candidates a lane keeps before it gives up */
+
 /*
- * Argmin over a tile of the GEMM: dots[r, j] = x_r . c'_j with c' = c - mean;
- * ||x_r - c_j||^2 = ||x_r - mean||^2 + cval_j - 2 dots[r, j] with
- * cval_j = ||c'_j||^2 + 2 mean . c'_j.  One warp per row, lowest j on a tie.
+ * Argmin over a tile of the GEMM, one warp per row: dots[q, j] = x'_r . c'_j
+ * with x' = x - mean and c' = c - mean, so ||x_r - c_j||^2 is
+ * ||x'_r||^2 + v_j with v_j = ||c'_j||^2 - 2 dots[q, j].  Without REFINE
+ * the smallest v wins (lowest j on a tie).
+ *
+ * With REFINE the product's error is bounded: |v_j + ||x'_r||^2 - D_j| <= E
+ * where D_j is the distance the CPU computes (double, from x and c) and
+ * E = 2 delta ||x'_r|| max_j ||c'_j|| + 2^-20 (||x'_r|| + max_j ||c'_j||)^2,
+ * delta the relative error of the product (rounding of the operands and the
+ * accumulation over d terms) and the second term every float rounding of
+ * the centring, the norms and v.  The nearest centroid is then among the
+ * candidates with v_j <= min v + 2E (W below, with a 25% margin), and those
+ * are compared by D_j in double.  Each lane keeps the candidates of its own
+ * columns, at most CAND_CAP smallest; a row where a lane had to let go of
+ * one inside the final window goes to the list unres for the next, more
+ * exact product, or, at the last level, is scanned again with every
+ * candidate compared in double.
+ *
+ * rowmap (or null) gives the chunk row of tile row q.  stats[0] counts the
+ * rows decided in double, stats[1] the candidates compared.
  */
-__global__ void argmin_rows_kernel(const float *__restrict__ dots,	/* [tr, k] */
-								   int64_t tr, int k,
-								   const float *__restrict__ cval,	/* [k] */
-								   const float *__restrict__ xnorm, /* [tr] */
-								   int32_t *__restrict__ labels,	/* [tr] out */
-								   const int32_t *__restrict__ labels_old,	/* [tr] or null */
-								   float *__restrict__ d2out,	/* [tr] out */
-								   unsigned long long *__restrict__ changed)
+template <bool REFINE>
+__global__ void __launch_bounds__(BLOCK)
+argmin_rows_kernel(const float *__restrict__ dots,	/* [tr, k] */
+				   int64_t tr, int k,
+				   const float *__restrict__ cval,	/* [k] ||c'||^2 */
+				   const float *__restrict__ xnorm, /* [rows] ||x'||^2 */
+				   const int32_t *__restrict__ rowmap,	/* [tr] or null */
+				   const float *__restrict__ cmax2, /* max ||c'||^2 (REFINE) */
+				   float delta, float wfac, bool last_level,
+				   const float *__restrict__ x, int d,	/* [rows, d] raw rows (REFINE) */
+				   const double *__restrict__ cen,	/* [k, d] (REFINE) */
+				   int32_t *__restrict__ labels,	/* [rows] out */
+				   const int32_t *__restrict__ labels_old,	/* [rows] or null */
+				   float *__restrict__ d2out,	/* [rows] out */
+				   unsigned long long *__restrict__ changed,
+				   unsigned long long *__restrict__ stats,	/* [2] (REFINE) */
+				   int32_t *__restrict__ unres, /* out (REFINE, not last level): unres_base + row */
+				   unsigned int *__restrict__ unres_n, int64_t unres_base)
 {
-	int64_t		row = ((int64_t) blockIdx.x * BLOCK + threadIdx.x) / 32;
+	const unsigned int full = 0xffffffffu;
+	int64_t		q = ((int64_t) blockIdx.x * BLOCK + threadIdx.x) / 32;
 	int			lane = threadIdx.x & 31;
-	unsigned int mine = 0;
+	unsigned int mine = 0,
+				decided = 0,
+				compared = 0;
 
-	if (row < tr)
+	if (q < tr)
 	{
-		const float *dr = dots + row * k;
-		float		best = INFINITY;
-		int			bj = 0x7fffffff;
+		int64_t		row = rowmap ? rowmap[q] : q;
+		const float *dr = dots + q * k;
+		float		w = 0.0f;
+		float		m = INFINITY;
+		int			mj = 0x7fffffff;
+		float		cv[CAND_CAP];
+		int			cj[CAND_CAP];
+		int			nc = 0;
+		float		dropped = INFINITY;	/* the smallest value let go for want of room */
+		float		mw = INFINITY;	/* the warp's minimum at the last look */
+		bool		over;
 
-		for (int j = lane; j < k; j += 32)
+		if (REFINE)
 		{
+			float		r = sqrtf(xnorm[row]),
+						c = sqrtf(*cmax2);
+
+			w = wfac * (2.0f * delta * r * c + ldexpf((r + c) * (r + c), -20));
+		}
+		for (int j0 = 0; j0 < k; j0 += 32)
+		{
+			int			j = j0 + lane;
+
+			if (REFINE && j0 > 0 && (j0 < 256 ? (j0 & (j0 - 1)) == 0 : (j0 & 255) == 0))
+			{
+				/* now and then the warp's minimum so far: a tighter window for every lane */
+				float		wm = m;
+
+				for (int o = 16; o > 0; o >>= 1)
+					wm = fminf(wm, __shfl_xor_sync(full, wm, o));
+				mw = wm;
+			}
+			if (j >= k)
+				break;
+
 			float		v = __fmaf_rn(-2.0f, dr[j], cval[j]);
 
-			if (v < best)
+			if (v < m)
 			{
-				best = v;
-				bj = j;
+				m = v;
+				mj = j;
+			}
+			if (REFINE && v <= fminf(m, mw) + w)
+			{
+				if (nc < CAND_CAP)
+				{
+#pragma unroll
+					for (int t = 0; t < CAND_CAP; t++)
+						if (t == nc)
+						{
+							cv[t] = v;
+							cj[t] = j;
+						}
+					nc++;
+				}
+				else
+				{
+					/* full: keep the smallest values (an old one may lie outside the window by now) */
+					int			mx = 0;
+					float		mv = cv[0];
+
+#pragma unroll
+					for (int t = 1; t < CAND_CAP; t++)
+						if (cv[t] > mv)
+						{
+							mv = cv[t];
+							mx = t;
+						}
+					if (v < mv)
+					{
+#pragma unroll
+						for (int t = 0; t < CAND_CAP; t++)
+							if (t == mx)
+							{
+								cv[t] = v;
+								cj[t] = j;
+							}
+						dropped = fminf(dropped, mv);
+					}
+					else
+						dropped = fminf(dropped, v);
+				}
 			}
 		}
 		for (int o = 16; o > 0; o >>= 1)
 		{
-			float		ov = __shfl_xor_sync(0xffffffffu, best, o);
-			int			oj = __shfl_xor_sync(0xffffffffu, bj, o);
+			float		om = __shfl_xor_sync(full, m, o);
+			int			oj = __shfl_xor_sync(full, mj, o);
 
-			if (ov < best || (ov == best && oj < bj))
+			if (om < m || (om == m && oj < mj))
 			{
-				best = ov;
-				bj = oj;
+				m = om;
+				mj = oj;
 			}
 		}
-		if (bj == 0x7fffffff)
-			bj = 0;				/* every value NaN: cannot happen with finite data */
+		if (mj == 0x7fffffff)
+			mj = 0;				/* every value NaN: cannot happen with finite data */
+
+		int			bj = mj;
+		float		bd2 = fmaxf(xnorm[row] + m, 0.0f);
+		bool		resolved = true;
+
+		if (REFINE)
+		{
+			float		lim = m + w;
+			unsigned int pend = 0;
+			int			total;
+
+#pragma unroll
+			for (int s = 0; s < CAND_CAP; s++)
+				if (s < nc && cv[s] <= lim)
+					pend |= 1u << s;
+			total = __popc(pend);
+			for (int o = 16; o > 0; o >>= 1)
+				total += __shfl_xor_sync(full, total, o);
+			/* a value let go inside the final window: this lane's list is short of a candidate */
+			over = __any_sync(full, dropped <= lim);
+			if (over && !last_level)
+				resolved = false;
+			else if (over || total > 1)
+			{
+				const float *xr = x + row * d;
+				double		best = INFINITY;
+				int			bjj = 0x7fffffff;
+				int			seen = 0;
+
+				if (!over)
+				{
+					/* the lanes' candidates, one after the other */
+					for (;;)
+					{
+						unsigned int bal = __ballot_sync(full, pend != 0);
+
+						if (!bal)
+							break;
+						int			src = __ffs(bal) - 1;
+						int			myj = 0;
+
+						if (lane == src)
+						{
+							int			s = __ffs(pend) - 1;
+
+#pragma unroll
+							for (int t = 0; t < CAND_CAP; t++)
+								if (t == s)
+									myj = cj[t];
+							pend &= pend - 1;
+						}
+						int			jj = __shfl_sync(full, myj, src);
+						double		dd = warp_exact_d2(xr, cen + (size_t) jj * d, d, lane);
+
+						if (dd < best || (dd == best && jj < bjj))
+						{
+							best = dd;
+							bjj = jj;
+						}
+						seen++;
+					}
+				}
+				else
+				{
+					/* a lane ran out of room: every column again */
+					for (int j0 = 0; j0 < k; j0 += 32)
+					{
+						int			j = j0 + lane;
+						bool		cand = j < k && __fmaf_rn(-2.0f, dr[j], cval[j]) <= lim;
+						unsigned int bal = __ballot_sync(full, cand);
+
+						while (bal)
+						{
+							int			jj = j0 + __ffs(bal) - 1;
+							double		dd = warp_exact_d2(xr, cen + (size_t) jj * d, d, lane);
+
+							bal &= bal - 1;
+							if (dd < best || (dd == best && jj < bjj))
+							{
+								best = dd;
+								bjj = jj;
+							}
+							seen++;
+						}
+					}
+				}
+				bj = bjj;
+				bd2 = (float) best;
+				decided = lane == 0;
+				compared = lane == 0 ? seen : 0;
+			}
+		}
 		if (lane == 0)
 		{
-			labels[row] = bj;
-			d2out[row] = fmaxf(xnorm[row] + best, 0.0f);
-			mine = labels_old && labels_old[row] != bj;
+			if (!resolved)
+				unres[atomicAdd(unres_n, 1u)] = (int32_t) (unres_base + row);
+			else
+			{
+				labels[row] = bj;
+				d2out[row] = bd2;
+				mine = labels_old && labels_old[row] != bj;
+			}
 		}
 	}
-	block_add_changed(changed, mine);
+	block_add(changed, mine);
+	if (REFINE)
+	{
+		block_add(stats, decided);
+		block_add(stats + 1, compared);
+	}
 }
 
 /* Per iteration: the float forms of the double centroids. */
@@ -401,14 +628,13 @@ __global__ void prep_centroids_kernel(const double *__restrict__ cen,	/* [k, d] 
 									  float *__restrict__ cen_pad,	/* [k, maxd] out or null */
 									  int maxd, int pad_centred,
 									  float *__restrict__ cnorm,	/* [k] ||c'||^2 out or null */
-									  float *__restrict__ cval /* [k] ||c'||^2 + 2 m.c' out or null */ )
+									  float *__restrict__ cmax2 /* max ||c'||^2, in/out, or null */ )
 {
 	int			j = blockIdx.x * blockDim.x + threadIdx.x;
 
 	if (j >= k)
 		return;
-	double		nn = 0.0,
-				mc = 0.0;
+	double		nn = 0.0;
 
 	for (int t = 0; t < d; t++)
 	{
@@ -422,15 +648,17 @@ __global__ void prep_centroids_kernel(const double *__restrict__ cen,	/* [k, d] 
 		if (cen_pad)
 			cen_pad[(size_t) j * maxd + t] = pad_centred ? ccf : cf;
 		nn += (double) ccf * (double) ccf;
-		mc += mean[t] * (double) ccf;
 	}
 	if (cen_pad)
 		for (int t = d; t < maxd; t++)
 			cen_pad[(size_t) j * maxd + t] = 0.0f;
 	if (cnorm)
 		cnorm[j] = (float) nn;
-	if (cval)
-		cval[j] = (float) (nn + 2.0 * mc);
+	if (cmax2)
+	{
+		/* non-negative floats order as their bit patterns */
+		atomicMax(reinterpret_cast<unsigned int *>(cmax2), __float_as_uint((float) nn));
+	}
 }
 
 /* Sorted update, step 1: each cluster's run in the sorted labels. */
@@ -722,6 +950,9 @@ class KMeans
 	void pass(bool update, int32_t *labels, const int32_t *labels_old);
 	void assign_chunk(int64_t off, int64_t rows, bool update, int32_t *labels, const int32_t *labels_old);
 	void sorted_update_chunk(int64_t rows, const int32_t *labels);
+	void gemm(bool tf32, const float *xrows, int rows);
+	void argmin_tile(bool tf32, int64_t tr, const int32_t *rowmap, int64_t off, int32_t *labels,
+					 const int32_t *labels_old, float *d2, bool last);
 	void cancel_point() { gc::check_cancel(cancel_, cancel_arg_); }
 
 	template <int MAXD, bool UPDATE>
@@ -737,16 +968,18 @@ class KMeans
 	void	   *cancel_arg_;
 
 	int			sms_ = 1;
-	int			maxd_ = 0;				/* 4, 8, 16, 32, or 0 for the GEMM form */
+	int			maxd_ = 0;				/* 2, 4, 8, 16, 32, or 0 for the GEMM form */
 	bool		fused_ = false;			/* fixed-point update inside the assignment */
 	bool		resident_ = true;
 	int64_t		chunk_rows_ = 0;
 	int64_t		loaded_chunk_ = -1;
 	int64_t		gemm_tile_ = 0;
-	enum
-	{
-		GEMM_SGEMM, GEMM_TF32, GEMM_TF32X3
-	}			gemm_mode_ = GEMM_SGEMM;
+	/* the GEMM form: the first product, the check, and the FP32 product behind a TF32 one */
+	bool		tf32_first_ = false;
+	bool		refine_ = true;
+	bool		two_level_ = false;
+	float		wfac_ = 2.5f;			/* the candidate window, 2.5 E (1.25 of 2 E) */
+	int64_t		escalated_ = 0;			/* rows of this pass sent to the FP32 product */
 	double		mean_var_ = 0.0;
 	double		fx_scale_ = 0.0;
 	std::vector<double> mean_, lo_, hi_;
@@ -758,18 +991,25 @@ class KMeans
 	DeviceBuffer<int32_t> lab_a_, lab_b_;	/* [n] */
 	DeviceBuffer<float> d2_;			/* [n] */
 	DeviceBuffer<double> cen_, cen_new_;	/* [k, d] */
-	DeviceBuffer<float> cen_f_, cen_cf_, cen_pad_, cnorm_, cval_;
+	DeviceBuffer<float> cen_f_, cen_cf_, cen_pad_, cnorm_, cval_, cmax_;
 	DeviceBuffer<double> mean_d_;		/* [d] */
 	DeviceBuffer<float> mean_f_;		/* [maxd] */
 	DeviceBuffer<double> sums_;
 	DeviceBuffer<unsigned long long> fx_;
-	/* per-iteration results, one copy to the host: counts [k], moves [k] (double), changed [1] */
+	/*
+	 * per-iteration results, one copy to the host: counts [k], moves [k]
+	 * (double), changed [1]; then the check's counts over the call [2]
+	 */
 	DeviceBuffer<unsigned long long> stat_;
 	unsigned long long *counts() const { return stat_.get(); }
 	double	   *shifts() const { return reinterpret_cast<double *>(stat_.get() + k_); }
 	unsigned long long *changed() const { return stat_.get() + 2 * (size_t) k_; }
-	DeviceBuffer<float> xnorm_, dots_;
-	DeviceBuffer<float> xbig_, xsmall_, cbig_, csmall_;	/* 3xTF32 operands */
+	unsigned long long *checked() const { return stat_.get() + 2 * (size_t) k_ + 1; }
+	size_t		stat_len() const { return 2 * (size_t) k_ + 3; }
+	DeviceBuffer<float> xc_, xnorm_, dots_;	/* the GEMM form */
+	DeviceBuffer<float> xg_;			/* rows for the FP32 product */
+	DeviceBuffer<int32_t> unres_;
+	DeviceBuffer<unsigned int> unres_n_;
 	/* sorted update */
 	DeviceBuffer<int32_t> keys_, iota_, perm_;
 	DeviceBuffer<int64_t> seg_start_, seg_count_;
@@ -789,15 +1029,20 @@ void KMeans::launch_lowd(int64_t rows, int32_t *labels, const int32_t *labels_ol
 
 	if (UPDATE)
 	{
+		int			per_sm = 0;
+
 		tile_k = k_;
 		smem = (size_t) k_ * MAXD * 4 + (size_t) k_ * d_ * 8 + (size_t) k_ * 4;
-		grid = grid_for(rows, BLOCK * PPT, (unsigned) sms_ * 8);
+		/* one wave of blocks: each flushes its sums once, and no half-empty second wave */
+		CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, assign_lowd_kernel<MAXD, UPDATE>,
+															   BLOCK, smem));
+		grid = grid_for(rows, BLOCK * ppt_for<MAXD>(), (unsigned) sms_ * std::max(per_sm, 1));
 	}
 	else
 	{
 		tile_k = (int) std::min<size_t>(k_, TILE_SMEM_MAX / ((MAXD + (EXPAND ? 1 : 0)) * 4));
 		smem = (size_t) tile_k * (MAXD + (EXPAND ? 1 : 0)) * 4;
-		grid = grid_for(rows, BLOCK * PPT, (unsigned) sms_ * 64);
+		grid = grid_for(rows, BLOCK * ppt_for<MAXD>(), (unsigned) sms_ * 64);
 	}
 	assign_lowd_kernel<MAXD, UPDATE><<<grid, BLOCK, smem>>>(
 		x_.get(), rows, d_, cen_pad_.get(), EXPAND ? cnorm_.get() : nullptr,
@@ -817,22 +1062,27 @@ void KMeans::plan()
 	CUDA_TRY(cudaDeviceGetAttribute(&sms_, cudaDevAttrMultiProcessorCount, dev));
 	CUDA_TRY(cudaMemGetInfo(&free_b, &total_b));
 
-	maxd_ = d_ <= 4 ? 4 : d_ <= 8 ? 8 : d_ <= 16 ? 16 : d_ <= 32 ? 32 : 0;
+	maxd_ = d_ <= 2 ? 2 : d_ <= 4 ? 4 : d_ <= 8 ? 8 : d_ <= 16 ? 16 : d_ <= 32 ? 32 : 0;
 
-	/* GPUCLUST_KMEANS_GEMM = sgemm | 3xtf32 overrides the choice for 'fp32' (tests, benchmarks) */
+	/*
+	 * 'fp32': a TF32 product where the device has tensor cores for it
+	 * (compute capability 8.0 and up), checked, with an FP32 product for the
+	 * rows the check leaves open; else one FP32 product, checked.  'tf32':
+	 * one TF32 product, unchecked.  GPUCLUST_KMEANS_GEMM = sgemm forces the
+	 * FP32 product and GPUCLUST_KMEANS_WINDOW scales the candidate window
+	 * (tests and benchmarks).
+	 */
 	{
 		int			major = 0;
 		const char *g = getenv("GPUCLUST_KMEANS_GEMM");
+		const char *w = getenv("GPUCLUST_KMEANS_WINDOW");
 
 		CUDA_TRY(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
-		if (p_->precision == GC_PRECISION_TF32)
-			gemm_mode_ = GEMM_TF32;
-		else if (g && strcmp(g, "sgemm") == 0)
-			gemm_mode_ = GEMM_SGEMM;
-		else if (g && strcmp(g, "3xtf32") == 0)
-			gemm_mode_ = GEMM_TF32X3;
-		else
-			gemm_mode_ = major >= 8 ? GEMM_TF32X3 : GEMM_SGEMM;
+		refine_ = p_->precision != GC_PRECISION_TF32;
+		tf32_first_ = !refine_ || (major >= 8 && !(g && strcmp(g, "sgemm") == 0));
+		two_level_ = refine_ && tf32_first_;
+		if (w && atof(w) >= 1.0)
+			wfac_ = (float) (2.5 * atof(w));
 	}
 	fused_ = maxd_ > 0 && maxd_ <= 16 &&
 		(size_t) k_ * maxd_ * 4 + (size_t) k_ * d_ * 8 + (size_t) k_ * 4 <= FUSED_SMEM_MAX;
@@ -841,8 +1091,8 @@ void KMeans::plan()
 	size_t		kd = (size_t) k_ * d_;
 	size_t		fixed = kd * (8 * 5 + 4 * 3) + (size_t) k_ * (4 * 8 + 64) + (size_t) d_ * 16 + (64u << 20);
 	size_t		per_row = 4 + 4 + 4 + 8;	/* two label arrays, d2, mind2 / exact d2 */
-	size_t		per_chunk_row = (size_t) d_ * 4 + (fused_ ? 0 : 4 * 3 + 16 + 8) + (maxd_ == 0 ? 4 : 0) +
-		(maxd_ == 0 && gemm_mode_ == GEMM_TF32X3 ? (size_t) d_ * 8 : 0);
+	size_t		per_chunk_row = (size_t) d_ * 4 + (fused_ ? 0 : 4 * 3 + 16 + 8) +
+		(maxd_ == 0 ? (size_t) d_ * 4 + 8 : 0);
 	size_t		budget = (size_t) (free_b * 0.9);
 
 	if (maxd_ == 0)
@@ -851,7 +1101,10 @@ void KMeans::plan()
 		size_t		dots_bytes = std::min<size_t>(size_t(1) << 30, free_b / 8);
 
 		gemm_tile_ = std::max<int64_t>(1024, (int64_t) (dots_bytes / ((size_t) k_ * 4)));
-		fixed += (size_t) gemm_tile_ * k_ * 4;
+		/* GPUCLUST_KMEANS_TILE_ROWS sets the rows per product (benchmarks) */
+		if (getenv("GPUCLUST_KMEANS_TILE_ROWS") && atoll(getenv("GPUCLUST_KMEANS_TILE_ROWS")) >= 32)
+			gemm_tile_ = atoll(getenv("GPUCLUST_KMEANS_TILE_ROWS"));
+		fixed += (size_t) gemm_tile_ * k_ * 4 + (size_t) gemm_tile_ * d_ * 4;
 	}
 	if (!fused_)
 		fixed += (size_t) (k_ + 1) * d_ * 8;	/* partial sums, beyond the per-slice rows */
@@ -906,15 +1159,9 @@ void KMeans::load_chunk(int64_t c)
 						cudaMemcpyHostToDevice));
 	if (maxd_ == 0)
 	{
-		row_norm_kernel<<<grid_for(rows, BLOCK, (unsigned) sms_ * 32), BLOCK>>>(
-			x_.get(), rows, d_, mean_d_.get(), xnorm_.get());
-		CHECK_LAUNCH("row_norm_kernel");
-		if (gemm_mode_ == GEMM_TF32X3)
-		{
-			split_tf32_kernel<<<grid_for(rows * d_, BLOCK, (unsigned) sms_ * 32), BLOCK>>>(
-				x_.get(), rows * d_, xbig_.get(), xsmall_.get());
-			CHECK_LAUNCH("split_tf32_kernel");
-		}
+		center_rows_kernel<<<grid_for(rows, BLOCK, (unsigned) sms_ * 32), BLOCK>>>(
+			x_.get(), rows, d_, mean_d_.get(), xc_.get(), xnorm_.get());
+		CHECK_LAUNCH("center_rows_kernel");
 	}
 	CUDA_TRY(cudaDeviceSynchronize());
 	if (timing_)
@@ -1037,18 +1284,15 @@ void KMeans::init_centroids()
 
 void KMeans::prep_centroids()
 {
+	if (maxd_ == 0)
+		CUDA_TRY(cudaMemsetAsync(cmax_.get(), 0, sizeof(float)));
 	prep_centroids_kernel<<<grid_for(k_, 128, 1u << 30), 128>>>(
 		cen_.get(), k_, d_, mean_d_.get(), cen_f_.get(),
 		maxd_ == 0 ? cen_cf_.get() : nullptr,
 		maxd_ > 0 ? cen_pad_.get() : nullptr, maxd_, maxd_ >= 32,
-		maxd_ >= 32 ? cnorm_.get() : nullptr, maxd_ == 0 ? cval_.get() : nullptr);
+		maxd_ >= 32 ? cnorm_.get() : maxd_ == 0 ? cval_.get() : nullptr,
+		maxd_ == 0 ? cmax_.get() : nullptr);
 	CHECK_LAUNCH("prep_centroids_kernel");
-	if (maxd_ == 0 && gemm_mode_ == GEMM_TF32X3)
-	{
-		split_tf32_kernel<<<grid_for((int64_t) k_ * d_, BLOCK, (unsigned) sms_ * 8), BLOCK>>>(
-			cen_cf_.get(), (int64_t) k_ * d_, cbig_.get(), csmall_.get());
-		CHECK_LAUNCH("split_tf32_kernel");
-	}
 }
 
 /* Nearest centroid for rows [off, off + rows) of the loaded chunk. */
@@ -1062,6 +1306,9 @@ void KMeans::assign_chunk(int64_t off, int64_t rows, bool update, int32_t *label
 
 	switch (maxd_)
 	{
+		case 2:
+			fused ? launch_lowd<2, true>(rows, lab, old, d2) : launch_lowd<2, false>(rows, lab, old, d2);
+			return;
 		case 4:
 			fused ? launch_lowd<4, true>(rows, lab, old, d2) : launch_lowd<4, false>(rows, lab, old, d2);
 			return;
@@ -1078,33 +1325,81 @@ void KMeans::assign_chunk(int64_t off, int64_t rows, bool update, int32_t *label
 			break;
 	}
 
-	const float one = 1.0f,
-				zero = 0.0f;
-
+	if (two_level_)
+		CUDA_TRY(cudaMemsetAsync(unres_n_.get(), 0, sizeof(unsigned int)));
 	for (int64_t t0 = 0; t0 < rows; t0 += gemm_tile_)
 	{
 		int			tr = (int) std::min<int64_t>(gemm_tile_, rows - t0);
 
 		if (t0 > 0)
 			cancel_point();
-		if (gemm_mode_ == GEMM_TF32X3)
-		{
-			/* small terms first, then the large one */
-			CUBLAS_TRY(cublasSgemm(blas_.h, CUBLAS_OP_T, CUBLAS_OP_N, k_, tr, d_, &one,
-								   cbig_.get(), d_, xsmall_.get() + t0 * d_, d_, &zero, dots_.get(), k_));
-			CUBLAS_TRY(cublasSgemm(blas_.h, CUBLAS_OP_T, CUBLAS_OP_N, k_, tr, d_, &one,
-								   csmall_.get(), d_, xbig_.get() + t0 * d_, d_, &one, dots_.get(), k_));
-			CUBLAS_TRY(cublasSgemm(blas_.h, CUBLAS_OP_T, CUBLAS_OP_N, k_, tr, d_, &one,
-								   cbig_.get(), d_, xbig_.get() + t0 * d_, d_, &one, dots_.get(), k_));
-		}
-		else
-			CUBLAS_TRY(cublasSgemm(blas_.h, CUBLAS_OP_T, CUBLAS_OP_N, k_, tr, d_, &one,
-								   cen_cf_.get(), d_, x_.get() + t0 * d_, d_, &zero, dots_.get(), k_));
-		argmin_rows_kernel<<<grid_for((int64_t) tr * 32, BLOCK, 1u << 30), BLOCK>>>(
-			dots_.get(), tr, k_, cval_.get(), xnorm_.get() + t0, lab + t0,
-			old ? old + t0 : nullptr, d2 + t0, changed());
-		CHECK_LAUNCH("argmin_rows_kernel");
+		gemm(tf32_first_, xc_.get() + t0 * d_, tr);
+		argmin_tile(tf32_first_, tr, nullptr, t0, lab, old, d2, !two_level_);
 	}
+	if (two_level_)
+	{
+		/* the rows the TF32 check left open, through the FP32 product */
+		unsigned int m = 0;
+
+		CUDA_TRY(cudaMemcpy(&m, unres_n_.get(), sizeof(m), cudaMemcpyDeviceToHost));
+		for (int64_t s0 = 0; s0 < (int64_t) m; s0 += gemm_tile_)
+		{
+			int			sm = (int) std::min<int64_t>(gemm_tile_, (int64_t) m - s0);
+
+			cancel_point();
+			gather_rows_kernel<<<grid_for((int64_t) sm * d_, BLOCK, (unsigned) sms_ * 32), BLOCK>>>(
+				xc_.get(), d_, unres_.get() + s0, sm, xg_.get());
+			CHECK_LAUNCH("gather_rows_kernel");
+			gemm(false, xg_.get(), sm);
+			argmin_tile(false, sm, unres_.get() + s0, 0, lab, old, d2, true);
+		}
+		escalated_ += m;
+	}
+}
+
+/* dots [rows, k] = xrows [rows, d] . cen_cf_ [k, d]^T, in TF32 or FP32. */
+void KMeans::gemm(bool tf32, const float *xrows, int rows)
+{
+	const float one = 1.0f,
+				zero = 0.0f;
+
+	CUBLAS_TRY(cublasGemmEx(blas_.h, CUBLAS_OP_T, CUBLAS_OP_N, k_, rows, d_, &one,
+							cen_cf_.get(), CUDA_R_32F, d_, xrows, CUDA_R_32F, d_, &zero,
+							dots_.get(), CUDA_R_32F, k_,
+							tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+}
+
+/*
+ * Argmin over the product in dots_ for tr rows (rows rowmap[q] of the tile
+ * at chunk row off, or the tile's first tr rows).  The relative error of
+ * x'.c' that the check assumes: TF32 operands keep 10 of 23 mantissa bits
+ * (2^-10 each, whether rounded or truncated), and an accumulation over d
+ * terms loses at most 2^-22 (two units of FP32 rounding) per term, tensor
+ * cores included, of the sum of |x'_t c'_t| <= ||x'|| ||c'||.
+ */
+void KMeans::argmin_tile(bool tf32, int64_t tr, const int32_t *rowmap, int64_t off, int32_t *labels,
+						 const int32_t *labels_old, float *d2, bool last)
+{
+	unsigned int grid = grid_for(tr * 32, BLOCK, 1u << 30);
+	int32_t    *lab = labels + off;
+	const int32_t *old = labels_old ? labels_old + off : nullptr;
+
+	if (!refine_)
+	{
+		argmin_rows_kernel<false><<<grid, BLOCK>>>(
+			dots_.get(), tr, k_, cval_.get(), xnorm_.get() + off, rowmap, nullptr, 0.0f, 0.0f, true,
+			nullptr, d_, nullptr, lab, old, d2 + off, changed(), nullptr, nullptr, nullptr, 0);
+		CHECK_LAUNCH("argmin_rows_kernel");
+		return;
+	}
+	double		delta = std::ldexp((double) d_ + 2.0, -22) +
+		(tf32 ? std::ldexp(1.0, -9) + std::ldexp(1.0, -20) : 0.0);
+
+	argmin_rows_kernel<true><<<grid, BLOCK>>>(
+		dots_.get(), tr, k_, cval_.get(), xnorm_.get() + off, rowmap, cmax_.get(), (float) delta, wfac_, last,
+		x_.get() + off * d_, d_, cen_.get(), lab, old, d2 + off, changed(), checked(),
+		unres_.get(), unres_n_.get(), off);
+	CHECK_LAUNCH("argmin_rows_kernel");
 }
 
 /* Sorted update of the loaded chunk: sums of x - c_f per cluster, added to sums_. */
@@ -1170,8 +1465,6 @@ void KMeans::run(gc_kmeans_result *result)
 
 	plan();
 	CUBLAS_TRY(cublasCreate(&blas_.h));
-	CUBLAS_TRY(cublasSetMathMode(blas_.h, gemm_mode_ == GEMM_SGEMM ?
-								 CUBLAS_DEFAULT_MATH : CUBLAS_TF32_TENSOR_OP_MATH));
 
 	/* device buffers */
 	x_.reset((size_t) chunk_rows_ * d_, "k-means data");
@@ -1183,7 +1476,8 @@ void KMeans::run(gc_kmeans_result *result)
 	cen_f_.reset(kd, "centroids");
 	mean_d_.reset(d_, "data mean");
 	sums_.reset(kd, "centroid sums");
-	stat_.reset(2 * (size_t) k_ + 1, "cluster sizes and moves");
+	stat_.reset(stat_len(), "cluster sizes and moves");
+	CUDA_TRY(cudaMemset(stat_.get(), 0, sizeof(unsigned long long) * stat_len()));
 	if (maxd_ > 0)
 		cen_pad_.reset((size_t) k_ * maxd_, "centroids");
 	if (maxd_ >= 32)
@@ -1195,15 +1489,13 @@ void KMeans::run(gc_kmeans_result *result)
 	{
 		cen_cf_.reset(kd, "centroids");
 		cval_.reset(k_, "centroid norms");
+		cmax_.reset(1, "centroid norms");
+		xc_.reset((size_t) chunk_rows_ * d_, "centred data");
 		xnorm_.reset(chunk_rows_, "row norms");
 		dots_.reset((size_t) gemm_tile_ * k_, "distance tile");
-		if (gemm_mode_ == GEMM_TF32X3)
-		{
-			xbig_.reset((size_t) chunk_rows_ * d_, "3xTF32 data");
-			xsmall_.reset((size_t) chunk_rows_ * d_, "3xTF32 data");
-			cbig_.reset(kd, "3xTF32 centroids");
-			csmall_.reset(kd, "3xTF32 centroids");
-		}
+		xg_.reset((size_t) gemm_tile_ * d_, "rows for the FP32 product");
+		unres_.reset(chunk_rows_, "rows for the FP32 product");
+		unres_n_.reset(1, "rows for the FP32 product");
 	}
 	if (fused_)
 		fx_.reset(kd, "fixed-point sums");
@@ -1267,7 +1559,8 @@ void KMeans::run(gc_kmeans_result *result)
 	double		tol_abs = p_->tol * mean_var_;
 	int32_t    *labels = lab_a_.get();
 	int32_t    *labels_old = lab_b_.get();
-	std::vector<unsigned long long> h_stat(2 * (size_t) k_ + 1);
+	std::vector<unsigned long long> h_stat(stat_len());
+	int64_t		escalated_total = 0;
 	std::vector<double> h_shift(k_);
 	bool		strict = false;
 	int			it;
@@ -1280,7 +1573,15 @@ void KMeans::run(gc_kmeans_result *result)
 
 		cancel_point();
 		prep_centroids();
+		escalated_ = 0;
 		pass(true, labels, labels_old);
+		escalated_total += escalated_;
+		if (two_level_ && escalated_ > n_ / 4)
+		{
+			/* most rows need the FP32 product: go straight to it from now on */
+			two_level_ = false;
+			tf32_first_ = false;
+		}
 		finalize_kernel<<<grid_for(k_, 128, 1u << 30), 128>>>(sums_.get(), counts(), cen_f_.get(),
 															  cen_.get(), k_, d_, cen_new_.get(), shifts());
 		CHECK_LAUNCH("finalize_kernel");
@@ -1348,7 +1649,17 @@ void KMeans::run(gc_kmeans_result *result)
 	if (!strict)
 	{
 		prep_centroids();
+		escalated_ = 0;
 		pass(false, labels, nullptr);
+		escalated_total += escalated_;
+	}
+	if (maxd_ == 0 && timing_)
+	{
+		CUDA_TRY(cudaMemcpy(h_stat.data(), stat_.get(), sizeof(unsigned long long) * h_stat.size(),
+							cudaMemcpyDeviceToHost));
+		timing_->counts[0] = (int64_t) h_stat[2 * (size_t) k_ + 1];
+		timing_->counts[1] = (int64_t) h_stat[2 * (size_t) k_ + 2];
+		timing_->counts[2] = escalated_total;
 	}
 	{
 		DeviceBuffer<double> d2x(chunk_rows_, "distances");

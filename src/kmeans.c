@@ -132,7 +132,7 @@ KmRun(FunctionCallInfo fcinfo, bool per_cluster)
 	Tuplestorestate *ts;
 	TupleDesc	desc;
 	bool		done = false;
-	char		extra[64];
+	char		extra[128];
 	int64		n;
 	int32		d;
 
@@ -242,7 +242,11 @@ KmRun(FunctionCallInfo fcinfo, bool per_cluster)
 			tuplestore_putvalues(ts, desc, values, nulls);
 		}
 	}
-	snprintf(extra, sizeof(extra), "iterations=%d", result.iterations);
+	if (call.used_gpu && call.in.d > 32 && params.precision == GC_PRECISION_FP32)
+		snprintf(extra, sizeof(extra), "iterations=%d decided_in_double=%lld to_fp32=%lld",
+				 result.iterations, (long long) call.gpu.counts[0], (long long) call.gpu.counts[2]);
+	else
+		snprintf(extra, sizeof(extra), "iterations=%d", result.iterations);
 	GcCallEnd(&call, extra);
 	return (Datum) 0;
 }
