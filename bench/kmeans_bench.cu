@@ -7,6 +7,7 @@
  *      kmeans_bench check       runs CPU and GPU on the same inputs and
  *                               prints label mismatches, inertia and
  *                               centroid differences (exit 1 on a failure);
+ *      kmeans_bench one n d k it   one GPU run on uniform data (for profilers)
  *      kmeans_bench bench       times the GPU k-means on the benchmark shapes
  *                               next to one cuBLAS SGEMM of the same shape
  *                               (FP32 and TF32), the floor of the distance
@@ -526,6 +527,7 @@ bench(const char *json_path)
 
 		run_gpu(D, p, g);
 		printf("k-means++ init 10M x 2 k=100 on the device: statistics + init %.1f ms\n", g.timing.phase_ms[0]);
+		fflush(stdout);
 		if (js)
 			fprintf(js, "], \"kmeanspp_10Mx2_k100_init_ms\": %.3f}\n", g.timing.phase_ms[0]);
 	}
@@ -550,6 +552,18 @@ main(int argc, char **argv)
 		return check();
 	if (argc > 1 && strcmp(argv[1], "bench") == 0)
 		return bench(argc > 2 ? argv[2] : nullptr);
-	fprintf(stderr, "usage: %s check | bench [json]\n", argv[0]);
+	if (argc > 5 && strcmp(argv[1], "one") == 0)
+	{
+		/* one GPU run on uniform data, for profilers: one n d k iterations */
+		Data		D = uniform(atoll(argv[2]), atoi(argv[3]), 11);
+		gc_kmeans_params p = make_params(atoi(argv[4]), GC_KMEANS_INIT_RANDOM, nullptr, atoi(argv[5]), 0.0,
+										 GC_PRECISION_FP32);
+		Out			g(D.n, p.k, D.d);
+
+		run_gpu(D, p, g);
+		printf("%s: per iteration %.3f ms\n", g.st == GC_OK ? "ok" : g.err.c_str(), g.timing.phase_ms[3]);
+		return g.st == GC_OK ? 0 : 1;
+	}
+	fprintf(stderr, "usage: %s check | bench [json] | one n d k iterations\n", argv[0]);
 	return 2;
 }

@@ -347,6 +347,7 @@ __device__ inline double warp_exact_d2(const float *__restrict__ xr, const doubl
 {
 	double		s = 0.0;
 
+#pragma unroll 4
 	for (int t = lane; t < d; t += 32)
 	{
 		double		u = __dsub_rn((double) xr[t], c[t]);
@@ -359,6 +360,53 @@ __device__ inline double warp_exact_d2(const float *__restrict__ xr, const doubl
 }
 
 constexpr int CAND_CAP = 4;				/* candidates a lane keeps before it gives up */
+constexpr int SCAN_BATCH = 8;			/* columns per lane loaded at once by the argmin */
+
+/*
+ * Adds candidate (v, j) to a lane's list of at most CAND_CAP; when full,
+ * the largest value goes (it may lie outside the window by now), and
+ * dropped remembers the smallest value that went.
+ */
+__device__ inline void keep_candidate(float (&cv)[CAND_CAP], int (&cj)[CAND_CAP], int &nc, float &dropped,
+									  float v, int j)
+{
+	if (nc < CAND_CAP)
+	{
+#pragma unroll
+		for (int t = 0; t < CAND_CAP; t++)
+			if (t == nc)
+			{
+				cv[t] = v;
+				cj[t] = j;
+			}
+		nc++;
+		return;
+	}
+
+	int			mx = 0;
+	float		mv = cv[0];
+
+#pragma unroll
+	for (int t = 1; t < CAND_CAP; t++)
+		if (cv[t] > mv)
+		{
+			mv = cv[t];
+			mx = t;
+		}
+	if (v < mv)
+	{
+#pragma unroll
+		for (int t = 0; t < CAND_CAP; t++)
+			if (t == mx)
+			{
+				cv[t] = v;
+				cj[t] = j;
+			}
+		dropped = fminf(dropped, mv);
+	}
+	else
+		dropped = fminf(dropped, v);
+}
 
 /*
  * Argmin over a tile of the GEMM, one warp per row: dots[q, j] = x'_r . c'_j
@@ -429,69 +477,40 @@ argmin_rows_kernel(const float *__restrict__ dots,	/* [tr, k] */
 
 			w = wfac * (2.0f * delta * r * c + ldexpf((r + c) * (r + c), -20));
 		}
-		for (int j0 = 0; j0 < k; j0 += 32)
+		for (int j0 = 0; j0 < k; j0 += 32 * SCAN_BATCH)
 		{
-			int			j = j0 + lane;
+			float		v[SCAN_BATCH];
 
-			if (REFINE && j0 > 0 && (j0 < 256 ? (j0 & (j0 - 1)) == 0 : (j0 & 255) == 0))
+			/* the loads of a batch first, so that they are in flight together */
+#pragma unroll
+			for (int u = 0; u < SCAN_BATCH; u++)
 			{
-				/* now and then the warp's minimum so far: a tighter window for every lane */
+				int			j = j0 + 32 * u + lane;
+
+				v[u] = j < k ? __fmaf_rn(-2.0f, dr[j], cval[j]) : INFINITY;
+			}
+#pragma unroll
+			for (int u = 0; u < SCAN_BATCH; u++)
+				if (v[u] < m)
+				{
+					m = v[u];
+					mj = j0 + 32 * u + lane;
+				}
+			if (REFINE)
+			{
+				/* the window from the lowest value seen by this lane or, at the last look, the warp */
+				float		lim_now = fminf(m, mw) + w;
+
+#pragma unroll
+				for (int u = 0; u < SCAN_BATCH; u++)
+					if (v[u] <= lim_now)
+						keep_candidate(cv, cj, nc, dropped, v[u], j0 + 32 * u + lane);
+
 				float		wm = m;
 
 				for (int o = 16; o > 0; o >>= 1)
 					wm = fminf(wm, __shfl_xor_sync(full, wm, o));
 				mw = wm;
-			}
-			if (j >= k)
-				break;
-
-			float		v = __fmaf_rn(-2.0f, dr[j], cval[j]);
-
-			if (v < m)
-			{
-				m = v;
-				mj = j;
-			}
-			if (REFINE && v <= fminf(m, mw) + w)
-			{
-				if (nc < CAND_CAP)
-				{
-#pragma unroll
-					for (int t = 0; t < CAND_CAP; t++)
-						if (t == nc)
-						{
-							cv[t] = v;
-							cj[t] = j;
-						}
-					nc++;
-				}
-				else
-				{
-					/* full: keep the smallest values (an old one may lie outside the window by now) */
-					int			mx = 0;
-					float		mv = cv[0];
-
-#pragma unroll
-					for (int t = 1; t < CAND_CAP; t++)
-						if (cv[t] > mv)
-						{
-							mv = cv[t];
-							mx = t;
-						}
-					if (v < mv)
-					{
-#pragma unroll
-						for (int t = 0; t < CAND_CAP; t++)
-							if (t == mx)
-							{
-								cv[t] = v;
-								cj[t] = j;
-							}
-						dropped = fminf(dropped, mv);
-					}
-					else
-						dropped = fminf(dropped, v);
-				}
 			}
 		}
 		for (int o = 16; o > 0; o >>= 1)
