@@ -9,7 +9,7 @@
  * assignment kernels:
  *
  *  - low dimension (d <= 32): one thread per point with the point in
- *    registers (two or four points per thread), centroids staged through
+ *    registers (two points per thread), centroids staged through
  *    shared memory in tiles, distance and argmin fused, in FP32.  For d <= 16
  *    and a small k * d the same kernel also adds each point into per-block
  *    partial sums in shared memory (seed 002), flushed with one atomic per
@@ -65,9 +65,11 @@ namespace {
 using gc::DeviceBuffer;
 
 constexpr int BLOCK = 256;
-/* points per thread in the low-d kernel: more when a point is few registers */
+constexpr int PPT = 2;					/* points per thread in the low-d kernel */
+
+/* blocks per SM the low-d kernel asks registers for: all 8 for d <= 4 (0: no demand) */
 template <int MAXD>
-constexpr int ppt_for() { return MAXD <= 4 ? 4 : 2; }
+constexpr int lowd_min_blocks() { return MAXD <= 4 ? 8 : 0; }
 constexpr int GC_SLICE = 2048;			/* rows per slice of the sorted update */
 constexpr size_t FUSED_SMEM_MAX = 40 * 1024;
 constexpr size_t TILE_SMEM_MAX = 32 * 1024;
@@ -120,7 +122,7 @@ __device__ inline void block_add(unsigned long long *total, unsigned int mine)
  * adds x - c into fixed-point per-block sums.
  */
 template <int MAXD, bool UPDATE>
-__global__ void __launch_bounds__(BLOCK)
+__global__ void __launch_bounds__(BLOCK, lowd_min_blocks<MAXD>())
 assign_lowd_kernel(const float *__restrict__ x,	/* [rows, d] */
 				   int64_t rows, int d,
 				   const float *__restrict__ cen,	/* [k, MAXD] zero-padded (centred when MAXD == 32) */
@@ -136,7 +138,6 @@ assign_lowd_kernel(const float *__restrict__ x,	/* [rows, d] */
 				   double fx_scale)
 {
 	constexpr bool EXPAND = MAXD >= 32;
-	constexpr int PPT = ppt_for<MAXD>();
 	constexpr int VW = MAXD >= 4 ? 4 : 2;	/* centroid features per shared-memory load */
 	extern __shared__ __align__(16) unsigned char smem[];
 	float	   *sc = reinterpret_cast<float *>(smem);	/* [tile_k, MAXD] */
@@ -174,17 +175,17 @@ assign_lowd_kernel(const float *__restrict__ x,	/* [rows, d] */
 		float		p[PPT][MAXD];
 		float		best[PPT];
 		int			bj[PPT];
-		int64_t		idx[PPT];
 
 #pragma unroll
 		for (int q = 0; q < PPT; q++)
 		{
-			idx[q] = base + q * BLOCK + threadIdx.x;
+			int64_t		i = base + q * BLOCK + threadIdx.x;
+
 			best[q] = INFINITY;
 			bj[q] = 0;
 #pragma unroll
 			for (int j = 0; j < MAXD; j++)
-				p[q][j] = (idx[q] < rows && j < d) ? x[idx[q] * d + j] - mu[j] : 0.0f;
+				p[q][j] = (i < rows && j < d) ? x[i * d + j] - mu[j] : 0.0f;
 		}
 
 		for (int t0 = 0; t0 < k; t0 += tile_k)
@@ -262,7 +263,9 @@ assign_lowd_kernel(const float *__restrict__ x,	/* [rows, d] */
 #pragma unroll
 		for (int q = 0; q < PPT; q++)
 		{
-			if (idx[q] >= rows)
+			int64_t		i = base + q * BLOCK + threadIdx.x;	/* not kept through the loop: registers */
+
+			if (i >= rows)
 				continue;
 			if (EXPAND)
 			{
@@ -273,9 +276,9 @@ assign_lowd_kernel(const float *__restrict__ x,	/* [rows, d] */
 					xn = __fmaf_rn(p[q][j], p[q][j], xn);
 				best[q] = fmaxf(best[q] + xn, 0.0f);
 			}
-			labels[idx[q]] = bj[q];
-			d2out[idx[q]] = best[q];
-			if (labels_old && labels_old[idx[q]] != bj[q])
+			labels[i] = bj[q];
+			d2out[i] = best[q];
+			if (labels_old && labels_old[i] != bj[q])
 				my_changed++;
 			if (UPDATE)
 			{
@@ -1053,15 +1056,16 @@ void KMeans::launch_lowd(int64_t rows, int32_t *labels, const int32_t *labels_ol
 		tile_k = k_;
 		smem = (size_t) k_ * MAXD * 4 + (size_t) k_ * d_ * 8 + (size_t) k_ * 4;
 		/* one wave of blocks: each flushes its sums once, and no half-empty second wave */
-		CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, assign_lowd_kernel<MAXD, UPDATE>,
+		CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm,
+															   assign_lowd_kernel<MAXD, UPDATE>,
 															   BLOCK, smem));
-		grid = grid_for(rows, BLOCK * ppt_for<MAXD>(), (unsigned) sms_ * std::max(per_sm, 1));
+		grid = grid_for(rows, BLOCK * PPT, (unsigned) sms_ * std::max(per_sm, 1));
 	}
 	else
 	{
 		tile_k = (int) std::min<size_t>(k_, TILE_SMEM_MAX / ((MAXD + (EXPAND ? 1 : 0)) * 4));
 		smem = (size_t) tile_k * (MAXD + (EXPAND ? 1 : 0)) * 4;
-		grid = grid_for(rows, BLOCK * ppt_for<MAXD>(), (unsigned) sms_ * 64);
+		grid = grid_for(rows, BLOCK * PPT, (unsigned) sms_ * 64);
 	}
 	assign_lowd_kernel<MAXD, UPDATE><<<grid, BLOCK, smem>>>(
 		x_.get(), rows, d_, cen_pad_.get(), EXPAND ? cnorm_.get() : nullptr,
