@@ -42,6 +42,9 @@
  *
  * Data larger than the device memory are processed in chunks of rows that
  * are copied in for every pass; only labels and distances stay resident.
+ * The statistics behind tol and the centring (mean, per-feature variance,
+ * range) are computed on the device when the data are resident, else on the
+ * host.
  *
  * timing.phase_ms: [0] statistics and initial centroids, [1] the Lloyd
  * iterations, [2] the final assignment and distances, [3] milliseconds per
@@ -307,6 +310,81 @@ assign_lowd_kernel(const float *__restrict__ x,	/* [rows, d] */
 			if (scnt[i])
 				atomicAdd(&gcount[i], (unsigned long long) scnt[i]);
 	}
+}
+
+/*
+ * Statistics of resident data, pass 1: per slice of GC_STAT_ROWS rows and
+ * feature, the sum in row order, the smallest and the largest value.  With
+ * dev set, pass 2: the sum of squared deviations from mean instead.
+ */
+constexpr int GC_STAT_ROWS = 2048;
+
+__global__ void stats_slice_kernel(const float *__restrict__ x, int64_t n, int d,
+								   const double *__restrict__ mean,	/* [d] (pass 2) or null */
+								   double *__restrict__ psum,	/* [slices, d] out */
+								   float *__restrict__ pmin,	/* [slices, d] out (pass 1) */
+								   float *__restrict__ pmax /* [slices, d] out (pass 1) */ )
+{
+	int64_t		r0 = (int64_t) blockIdx.x * GC_STAT_ROWS;
+	int64_t		r1 = min(r0 + GC_STAT_ROWS, n);
+
+	for (int f = threadIdx.x; f < d; f += blockDim.x)
+	{
+		double		s = 0.0;
+		float		lo = INFINITY,
+					hi = -INFINITY;
+
+		for (int64_t i = r0; i < r1; i++)
+		{
+			float		v = x[i * d + f];
+
+			if (mean)
+			{
+				double		t = __dsub_rn((double) v, mean[f]);
+
+				s = __dadd_rn(s, __dmul_rn(t, t));
+			}
+			else
+			{
+				s = __dadd_rn(s, (double) v);
+				lo = fminf(lo, v);
+				hi = fmaxf(hi, v);
+			}
+		}
+		psum[(size_t) blockIdx.x * d + f] = s;
+		if (!mean)
+		{
+			pmin[(size_t) blockIdx.x * d + f] = lo;
+			pmax[(size_t) blockIdx.x * d + f] = hi;
+		}
+	}
+}
+
+/* Statistics: each feature's slices, in order. */
+__global__ void stats_combine_kernel(const double *__restrict__ psum, const float *__restrict__ pmin,
+									 const float *__restrict__ pmax, int slices, int d,
+									 double *__restrict__ out /* [3, d]: sum, min, max */ )
+{
+	int			f = blockIdx.x * blockDim.x + threadIdx.x;
+
+	if (f >= d)
+		return;
+	double		s = 0.0;
+	float		lo = INFINITY,
+				hi = -INFINITY;
+
+	for (int b = 0; b < slices; b++)
+	{
+		s = __dadd_rn(s, psum[(size_t) b * d + f]);
+		if (pmin)
+		{
+			lo = fminf(lo, pmin[(size_t) b * d + f]);
+			hi = fmaxf(hi, pmax[(size_t) b * d + f]);
+		}
+	}
+	out[f] = s;
+	out[d + f] = lo;
+	out[2 * d + f] = hi;
 }
 
 /* The GEMM form's operand: x' = x - mean in float, and ||x'||^2. */
@@ -966,6 +1044,10 @@ class KMeans
   private:
 	void plan();
 	void load_chunk(int64_t c);
+	void copy_chunk(int64_t c);
+	void prepare_chunk(int64_t rows);
+	void host_stats();
+	void device_stats();
 	void init_centroids();
 	void kmeans_plusplus_device(std::vector<int64_t> &rows);
 	void prep_centroids();
@@ -1174,22 +1256,84 @@ void KMeans::load_chunk(int64_t c)
 {
 	if (loaded_chunk_ == c)
 		return;
+	copy_chunk(c);
+	prepare_chunk(std::min<int64_t>(chunk_rows_, n_ - c * chunk_rows_));
+	loaded_chunk_ = c;
+}
+
+/* Copies the rows of chunk c into x_. */
+void KMeans::copy_chunk(int64_t c)
+{
 	int64_t		off = c * chunk_rows_;
 	int64_t		rows = std::min<int64_t>(chunk_rows_, n_ - off);
 	gc::Stopwatch sw;
 
 	CUDA_TRY(cudaMemcpy(x_.get(), hx_ + off * d_, sizeof(float) * (size_t) rows * d_,
 						cudaMemcpyHostToDevice));
+	if (timing_)
+		timing_->to_device_ms += sw.ms();
+}
+
+/* The centred rows and their norms of the GEMM form, from x_ and the mean. */
+void KMeans::prepare_chunk(int64_t rows)
+{
 	if (maxd_ == 0)
 	{
 		center_rows_kernel<<<grid_for(rows, BLOCK, (unsigned) sms_ * 32), BLOCK>>>(
 			x_.get(), rows, d_, mean_d_.get(), xc_.get(), xnorm_.get());
 		CHECK_LAUNCH("center_rows_kernel");
 	}
-	CUDA_TRY(cudaDeviceSynchronize());
-	if (timing_)
-		timing_->to_device_ms += sw.ms();
-	loaded_chunk_ = c;
+}
+
+/*
+ * Mean per-feature variance (the unit of tol), mean, smallest and largest
+ * value of each feature.  On the host for chunked data (the shared
+ * gc_kmeans_stats, row order); on the device for resident data, in slices
+ * of GC_STAT_ROWS rows: the same sums up to the rounding of the order, so
+ * the stopping threshold may differ from the CPU's in the last bits.
+ */
+void KMeans::host_stats()
+{
+	std::vector<double> scratch(3 * (size_t) d_);
+
+	if (gc_kmeans_stats(hx_, n_, d_, &mean_var_, mean_.data(), lo_.data(), hi_.data(), scratch.data(),
+						cancel_, cancel_arg_) != 0)
+		gc::fail(GC_ERR_CANCELLED, "canceled");
+}
+
+void KMeans::device_stats()
+{
+	int			slices = (int) ((n_ + GC_STAT_ROWS - 1) / GC_STAT_ROWS);
+	int			threads = (int) std::min<int64_t>(BLOCK, (d_ + 31) / 32 * 32);
+	DeviceBuffer<double> psum((size_t) slices * d_, "statistics");
+	DeviceBuffer<float> pmin((size_t) slices * d_, "statistics"),
+				pmax((size_t) slices * d_, "statistics");
+	DeviceBuffer<double> out(3 * (size_t) d_, "statistics");
+	std::vector<double> h(3 * (size_t) d_);
+	double		total = 0.0;
+
+	stats_slice_kernel<<<slices, threads>>>(x_.get(), n_, d_, nullptr, psum.get(), pmin.get(), pmax.get());
+	CHECK_LAUNCH("stats_slice_kernel");
+	stats_combine_kernel<<<grid_for(d_, 128, 1u << 30), 128>>>(psum.get(), pmin.get(), pmax.get(), slices, d_,
+															   out.get());
+	CHECK_LAUNCH("stats_combine_kernel");
+	CUDA_TRY(cudaMemcpy(h.data(), out.get(), sizeof(double) * h.size(), cudaMemcpyDeviceToHost));
+	for (int t = 0; t < d_; t++)
+	{
+		mean_[t] = h[t] / (double) n_;
+		lo_[t] = h[d_ + t];
+		hi_[t] = h[2 * (size_t) d_ + t];
+	}
+	CUDA_TRY(cudaMemcpy(mean_d_.get(), mean_.data(), sizeof(double) * d_, cudaMemcpyHostToDevice));
+	stats_slice_kernel<<<slices, threads>>>(x_.get(), n_, d_, mean_d_.get(), psum.get(), nullptr, nullptr);
+	CHECK_LAUNCH("stats_slice_kernel");
+	stats_combine_kernel<<<grid_for(d_, 128, 1u << 30), 128>>>(psum.get(), nullptr, nullptr, slices, d_,
+															   out.get());
+	CHECK_LAUNCH("stats_combine_kernel");
+	CUDA_TRY(cudaMemcpy(h.data(), out.get(), sizeof(double) * d_, cudaMemcpyDeviceToHost));
+	for (int t = 0; t < d_; t++)
+		total += h[t] / (double) n_;
+	mean_var_ = total / (double) d_;
 }
 
 /* k-means++ with the distance and weight passes on the device. */
@@ -1548,17 +1692,20 @@ void KMeans::run(gc_kmeans_result *result)
 		CUDA_TRY(cudaMemcpy(iota_.get(), iota.data(), sizeof(int32_t) * chunk_rows_, cudaMemcpyHostToDevice));
 	}
 
-	/* data statistics first: the row norms of the GEMM form need the mean */
+	/* data statistics first: the centred rows of the GEMM form need the mean */
 	{
-		std::vector<double> scratch(3 * (size_t) d_);
 		std::vector<double> &m = mean_;
 
 		mean_.assign(d_, 0.0);
 		lo_.assign(d_, 0.0);
 		hi_.assign(d_, 0.0);
-		if (gc_kmeans_stats(hx_, n_, d_, &mean_var_, mean_.data(), lo_.data(), hi_.data(), scratch.data(),
-							cancel_, cancel_arg_) != 0)
-			gc::fail(GC_ERR_CANCELLED, "canceled");
+		if (resident_)
+		{
+			copy_chunk(0);
+			device_stats();
+		}
+		else
+			host_stats();
 		CUDA_TRY(cudaMemcpy(mean_d_.get(), m.data(), sizeof(double) * d_, cudaMemcpyHostToDevice));
 		if (maxd_ >= 32)
 		{
@@ -1570,7 +1717,10 @@ void KMeans::run(gc_kmeans_result *result)
 		}
 	}
 	if (resident_)
-		load_chunk(0);
+	{
+		prepare_chunk(n_);
+		loaded_chunk_ = 0;
+	}
 	init_centroids();
 	CUDA_TRY(cudaMemcpy(cen_.get(), h_cen_.data(), sizeof(double) * kd, cudaMemcpyHostToDevice));
 	CUDA_TRY(cudaDeviceSynchronize());
