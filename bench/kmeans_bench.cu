@@ -435,6 +435,7 @@ bench(const char *json_path)
 	}
 	FILE	   *js = json_path ? fopen(json_path, "w") : nullptr;
 	cudaDeviceProp prop;
+	double		t_start = now_ms();
 
 	cudaGetDeviceProperties(&prop, 0);
 	printf("device: %s\n", prop.name);
@@ -495,10 +496,11 @@ bench(const char *json_path)
 			std::string label = std::string(v.label) + (s.n < 0 ? " blobs" : "") +
 				(v.tile ? " tile " + std::to_string(v.tile) : "");
 
-			printf("%8lld x %-4d k=%-6d %-16s iterations %3d | per iteration %9.3f ms | iterations %9.1f ms "
+			printf("[%4.0f s] %8lld x %-4d k=%-6d %-16s iterations %3d | per iteration %9.3f ms | iterations %9.1f ms "
 				   "| init %8.1f ms | final %8.1f ms | to device %7.1f ms | call %9.1f ms | one SGEMM %s %9.3f ms"
 				   " | inertia %.9e | decided in double %lld, candidates %lld, to FP32 %lld\n",
-				   (long long) n, s.d, s.k, label.c_str(), g.r.iterations, g.timing.phase_ms[3],
+				   (now_ms() - t_start) / 1000.0, (long long) n, s.d, s.k, label.c_str(), g.r.iterations,
+				   g.timing.phase_ms[3],
 				   g.timing.phase_ms[1], g.timing.phase_ms[0], g.timing.phase_ms[2], g.timing.to_device_ms,
 				   g.wall_ms, tf ? "tf32" : "fp32", floor_ms, g.total_inertia(),
 				   (long long) g.timing.counts[0], (long long) g.timing.counts[1], (long long) g.timing.counts[2]);
@@ -516,6 +518,7 @@ bench(const char *json_path)
 						(long long) g.timing.counts[0], (long long) g.timing.counts[1],
 						(long long) g.timing.counts[2]);
 				first = false;
+				fflush(js);
 			}
 		}
 	}
