@@ -62,8 +62,8 @@ _PG_init(void)
 							PGC_USERSET, 0, NULL, NULL, NULL);
 	DefineCustomEnumVariable("gpuclust.kmeans_precision",
 							 "Arithmetic of the k-means distance products on the GPU: fp32 or tf32.",
-							 "fp32 gives FP32-level accuracy (error-compensated 3xTF32 on tensor-core GPUs); "
-							 "tf32 is a single TF32 product: faster, with about 1e-3 relative error in distances.",
+							 "fp32 checks the TF32 products of tensor-core GPUs and decides close centroids in double precision; "
+							 "tf32 takes the TF32 products unchecked: a little faster, with about 1e-3 relative error in distances.",
 							 &gc_kmeans_precision_guc, GC_PRECISION_FP32, precision_options,
 							 PGC_USERSET, 0, NULL, NULL, NULL);
 #if PG_VERSION_NUM >= 150000
