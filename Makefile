@@ -12,16 +12,16 @@ DATA        = sql/gpuclust--0.1.0.sql
 SRCS        = $(sort $(wildcard src/*.c src/core/*.c))
 OBJS        = $(SRCS:.c=.o)
 
-# pg_regress tests: every sql/*.sql except the install script, in name order.
-REGRESS     = $(sort $(filter-out gpuclust--%,$(basename $(notdir $(wildcard sql/*.sql)))))
-REGRESS_OPTS = --inputdir=. --load-extension=gpuclust
+# pg_regress tests: every test/sql/*.sql, in name order (expected output in test/expected).
+REGRESS     = $(sort $(basename $(notdir $(wildcard test/sql/*.sql))))
+REGRESS_OPTS = --inputdir=test --load-extension=gpuclust
 
 PG_CONFIG  ?= pg_config
 
-# Same distance arithmetic on every back end: no contraction into FMA.
-PG_CPPFLAGS = -Isrc -Isrc/core -Icuda
-PG_CFLAGS   = -Wextra -Wno-unused-parameter -Wno-missing-field-initializers -Wno-sign-compare \
-              -ffp-contract=off -O2
+# The flags the answers depend on, and the warnings, are defined once in common/flags.mk.
+include common/flags.mk
+PG_CPPFLAGS = -Isrc -Isrc/core $(GC_INCLUDES)
+PG_CFLAGS   = $(GC_WARN_CFLAGS) $(GC_EXACT_CFLAGS) -O2
 SHLIB_LINK  = -ldl -lm
 
 # ------------------------------------------------------------------ CUDA
@@ -44,7 +44,7 @@ CUDA_LIBDIR ?= $(CUDA_HOME)/lib64
 NVCC_GENCODE = $(foreach a,$(CUDA_ARCH),-gencode arch=compute_$(subst sm_,,$(a)),code=$(a)) \
                -gencode arch=compute_$(subst sm_,,$(CUDA_PTX)),code=compute_$(subst sm_,,$(CUDA_PTX))
 NVCC_FLAGS ?= -O3 -std=c++17 -Xcompiler -fPIC,-Wall,-Wextra,-Wno-unused-parameter,-fvisibility=hidden \
-              -fmad=false --expt-relaxed-constexpr -Icuda -Isrc/core -lineinfo
+              $(GC_EXACT_NVFLAGS) --expt-relaxed-constexpr -Icuda $(GC_INCLUDES) -lineinfo
 
 ifeq ($(USE_CUDA),1)
 CUDA_SHLIB  = gpuclust_cuda.so
@@ -59,9 +59,9 @@ EXTRA_CLEAN += $(patsubst %.c,%,$(wildcard test/unit/test_*.c)) results regressi
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
 
-$(OBJS): $(wildcard src/*.h src/core/*.h) cuda/gpuclust_cuda.h
+$(OBJS): $(wildcard src/*.h src/core/*.h common/*.h)
 
-cuda/%.o: cuda/%.cu cuda/*.h cuda/*.cuh src/core/*.h
+cuda/%.o: cuda/%.cu $(wildcard cuda/*.cuh common/*.h)
 	$(NVCC) $(NVCC_FLAGS) $(NVCC_GENCODE) -c $< -o $@
 
 # cudart is linked statically and cuBLAS found through an rpath, so only the
@@ -79,8 +79,8 @@ install-cuda: $(CUDA_SHLIB)
 # is a program linked with the core that exits non-zero on a failed check.
 CORE_SRCS  = $(sort $(wildcard src/core/*.c))
 UNIT_TESTS = $(patsubst %.c,%,$(sort $(wildcard test/unit/test_*.c)))
-test/unit/test_%: test/unit/test_%.c test/unit/unit.h $(CORE_SRCS) src/core/*.h cuda/gpuclust_cuda.h
-	$(CC) -std=gnu11 -O2 -g -Wall -Wextra -Wno-unused-parameter -ffp-contract=off -Isrc/core -Icuda -Itest/unit \
+test/unit/test_%: test/unit/test_%.c test/unit/unit.h $(CORE_SRCS) $(wildcard src/core/*.h common/*.h)
+	$(CC) -std=gnu11 -O2 -g $(GC_WARN_CFLAGS) $(GC_EXACT_CFLAGS) -Isrc/core $(GC_INCLUDES) -Itest/unit \
 	    -o $@ $< $(CORE_SRCS) -lm
 
 unittest: $(UNIT_TESTS)

@@ -7,24 +7,25 @@
 
 namespace gc {
 
-static thread_local char last_error_buf[1024];
+static thread_local gc_error last_error;
 thread_local int64_t oom_bytes_needed = 0;
 
 gc_status set_error(gc_status status, const char *fmt, ...)
 {
 	va_list ap;
 
+	gc_error_clear(&last_error);
 	va_start(ap, fmt);
-	vsnprintf(last_error_buf, sizeof(last_error_buf), fmt, ap);
+	vsnprintf(last_error.message, sizeof(last_error.message), fmt, ap);
 	va_end(ap);
 	return status;
 }
 
-const char *last_error_text() { return last_error_buf; }
+gc_error *error_record() { return &last_error; }
 
 void clear_error()
 {
-	last_error_buf[0] = '\0';
+	gc_error_clear(&last_error);
 	oom_bytes_needed = 0;
 }
 
@@ -57,8 +58,9 @@ void fail(gc_status status, const char *fmt, ...)
 {
 	va_list ap;
 
+	gc_error_clear(&last_error);
 	va_start(ap, fmt);
-	vsnprintf(last_error_buf, sizeof(last_error_buf), fmt, ap);
+	vsnprintf(last_error.message, sizeof(last_error.message), fmt, ap);
 	va_end(ap);
 	throw Failure{status};
 }
@@ -67,7 +69,8 @@ void fail_cuda(cudaError_t err, const char *what, const char *file, int line)
 {
 	/* Clear a non-sticky error so that the next call starts clean. */
 	cudaGetLastError();
-	snprintf(last_error_buf, sizeof(last_error_buf), "%s failed: %s (%s) at %s:%d",
+	gc_error_clear(&last_error);
+	snprintf(last_error.message, sizeof(last_error.message), "%s failed: %s (%s) at %s:%d",
 			 what, cudaGetErrorString(err), cudaGetErrorName(err), file, line);
 	throw Failure{status_of(err)};
 }
@@ -107,7 +110,7 @@ void use_device(int32_t device_id)
 
 extern "C" {
 
-static const char *api_last_error(void) { return gc::last_error_text(); }
+static const gc_error *api_last_error(void) { return gc::error_record(); }
 
 static gc_status api_device_count(int32_t *count)
 {
@@ -157,9 +160,10 @@ static void api_release(void)
 	cudaGetLastError();
 }
 
-static const gc_cuda_api the_api = {
+static const gc_backend_api the_api = {
 	GC_ABI_VERSION,
-	sizeof(gc_cuda_api),
+	sizeof(gc_backend_api),
+	"gpu",
 	api_last_error,
 	api_device_count,
 	api_device_info,
@@ -169,7 +173,7 @@ static const gc_cuda_api the_api = {
 	gcu_density_peaks,
 };
 
-__attribute__((visibility("default"))) const gc_cuda_api *gpuclust_cuda_api(void)
+__attribute__((visibility("default"))) const gc_backend_api *gpuclust_cuda_api(void)
 {
 	return &the_api;
 }

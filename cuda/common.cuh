@@ -1,8 +1,9 @@
 /*
  * common.cuh
  *    Helpers shared by the CUDA sources of the GPU back end: error capture
- *    (CUDA_TRY, CHECK_LAUNCH), the per-thread last-error text, owned device
- *    buffers, timing and the cancel check between launches.
+ *    (CUDA_TRY, CHECK_LAUNCH), the per-thread last error, owned device
+ *    buffers, timing, the tuning in force and the cancel check between
+ *    launches.
  *
  * Nothing here throws across the C boundary: every entry point in the api
  * table catches everything (GC_ENTRY_BEGIN / GC_ENTRY_END) and returns a
@@ -21,18 +22,20 @@
 #include <new>
 #include <utility>
 
-#include "gpuclust_cuda.h"
+#include "backend.h"
+#include "checks.h"
 
 namespace gc {
 
-/* Sets the per-thread last-error text and returns status. */
+/* Sets the per-thread last-error message and returns status. */
 gc_status set_error(gc_status status, const char *fmt, ...)
 #ifdef __GNUC__
 	__attribute__((format(printf, 2, 3)))
 #endif
 	;
 
-const char *last_error_text();
+/* The per-thread last error, for the checks of common/checks.h to write into. */
+gc_error *error_record();
 void clear_error();
 
 /* Maps a CUDA runtime error to a status. */
@@ -99,6 +102,28 @@ inline void check_cancel(gc_cancel_fn cancel, void *arg)
 		fail(GC_ERR_CANCELLED, "canceled");
 }
 
+/* Raises GC_ERR_CANCELLED when the caller of this entry point asks to stop. */
+inline void check_cancel(const gc_exec &ex)
+{
+	check_cancel(ex.cancel, ex.cancel_arg);
+}
+
+/* The tuning in force: the caller's, or the defaults when it passed none. */
+inline gc_tuning tuning_of(const gc_exec &ex)
+{
+	if (ex.tuning && ex.tuning->struct_size == sizeof(gc_tuning) &&
+		ex.tuning->version == GC_TUNING_VERSION)
+		return *ex.tuning;
+	return gc_tuning_defaults();
+}
+
+/* Raises the status of a check of common/checks.h, its words already in the last error. */
+inline void require(gc_status status)
+{
+	if (status != GC_OK)
+		throw Failure{status};
+}
+
 /* Milliseconds of host wall clock. */
 class Stopwatch
 {
@@ -162,15 +187,12 @@ class DeviceBuffer
 
 /* The algorithm entry points behind the api table (one .cu each). */
 extern "C" {
-gc_status gcu_dbscan(int32_t device_id, const float *x, int64_t n, int32_t d,
-					 const gc_dbscan_params *params, gc_dbscan_result *result,
-					 gc_timing *timing, gc_cancel_fn cancel, void *cancel_arg);
-gc_status gcu_kmeans(int32_t device_id, const float *x, int64_t n, int32_t d,
-					 const gc_kmeans_params *params, gc_kmeans_result *result,
-					 gc_timing *timing, gc_cancel_fn cancel, void *cancel_arg);
-gc_status gcu_density_peaks(int32_t device_id, const float *x, int64_t n, int32_t d,
-							const gc_dpeaks_params *params, gc_dpeaks_result *result,
-							gc_timing *timing, gc_cancel_fn cancel, void *cancel_arg);
+gc_status gcu_dbscan(const gc_exec *exec, const float *x, int64_t n, int32_t d,
+					 const gc_dbscan_params *params, gc_dbscan_result *result);
+gc_status gcu_kmeans(const gc_exec *exec, const float *x, int64_t n, int32_t d,
+					 const gc_kmeans_params *params, gc_kmeans_result *result);
+gc_status gcu_density_peaks(const gc_exec *exec, const float *x, int64_t n, int32_t d,
+							const gc_dpeaks_params *params, gc_dpeaks_result *result);
 }
 
 #endif /* GPUCLUST_COMMON_CUH */

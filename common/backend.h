@@ -1,24 +1,29 @@
 /*
- * gpuclust_cuda.h
- *    The whole boundary between the PostgreSQL glue (src/) and the GPU back end
- *    (cuda/), and the parameter structs that the CPU core (src/core/) shares.
+ * backend.h
+ *    The one interface between the PostgreSQL glue (src/) and the two back
+ *    ends: the CPU core (src/core/) and the GPU back end (cuda/).  Both back
+ *    ends implement the same table of entry points, gc_backend_api, with the
+ *    same parameter and result structs, status codes, error record, timing
+ *    and tuning, so the glue runs either one the same way.
  *
- * Plain C types only.  The GPU back end is a separate shared object,
- * gpuclust_cuda.so, that the glue opens with dlopen() on first GPU use and
- * reads through one exported symbol, gpuclust_cuda_api(), which returns a
- * table of entry points.  Every entry point returns a gc_status; on failure
- * the text of the error is available from last_error().  No C++ exception,
- * no longjmp and no PostgreSQL header ever crosses this boundary.
+ * Plain C types only; this header and the other headers of common/ are
+ * compiled by gcc and by nvcc.  The GPU back end is a separate shared
+ * object, gpuclust_cuda.so, that the glue opens with dlopen() on first GPU
+ * use and reads through one exported symbol, gpuclust_cuda_api(); the CPU
+ * back end is linked in and read through gc_cpu_api() (src/core/backend.c).
+ * Every entry point returns a gc_status; on failure last_error() describes
+ * it.  No C++ exception, no longjmp and no PostgreSQL header ever crosses
+ * this boundary.
  *
  * Buffers are owned by the caller and live in host memory.  Matrices are
  * row-major: x is [n, d] with row i at x + i * d.
  *
- * Long work is cut into launches; between launches the back end calls
- * cancel(cancel_arg) and returns GC_ERR_CANCELLED, having freed everything,
- * when it answers non-zero.
+ * Long work is cut into steps; between steps the back end calls
+ * exec->cancel(exec->cancel_arg) and returns GC_ERR_CANCELLED, having freed
+ * everything, when it answers non-zero.
  */
-#ifndef GPUCLUST_CUDA_H
-#define GPUCLUST_CUDA_H
+#ifndef GPUCLUST_BACKEND_H
+#define GPUCLUST_BACKEND_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -28,7 +33,7 @@ extern "C" {
 #endif
 
 /* Bumped whenever a struct or the api table changes incompatibly. */
-#define GC_ABI_VERSION 2
+#define GC_ABI_VERSION 3
 
 typedef enum gc_status
 {
@@ -38,10 +43,23 @@ typedef enum gc_status
 	GC_ERR_NO_DEVICE,			/* driver present but no (such) device */
 	GC_ERR_OUT_OF_MEMORY,		/* device or host allocation failed */
 	GC_ERR_CANCELLED,			/* cancel callback answered yes */
-	GC_ERR_INVALID_ARGUMENT,	/* parameters rejected; message says which */
+	GC_ERR_INVALID_ARGUMENT,	/* parameters or data rejected; the error says why */
 	GC_ERR_CUDA,				/* any other CUDA or library failure */
 	GC_ERR_INTERNAL				/* broken invariant: a bug */
 } gc_status;
+
+/*
+ * What went wrong, written by a back end (or by a check of common/checks.h)
+ * in the words the SQL user reads: message lowercase without a final
+ * period, detail and hint whole sentences or empty.
+ */
+#define GC_ERROR_TEXT 512
+typedef struct gc_error
+{
+	char		message[GC_ERROR_TEXT];
+	char		detail[GC_ERROR_TEXT];
+	char		hint[GC_ERROR_TEXT];
+} gc_error;
 
 /* Answers non-zero when the caller wants the work stopped. */
 typedef int (*gc_cancel_fn) (void *arg);
@@ -49,13 +67,73 @@ typedef int (*gc_cancel_fn) (void *arg);
 /* Host wall-clock milliseconds spent in each part of one call. */
 typedef struct gc_timing
 {
-	double		to_device_ms;	/* host to device copies */
-	double		compute_ms;		/* kernels, synchronized */
-	double		from_device_ms; /* device to host copies */
+	double		to_device_ms;	/* host to device copies (GPU) */
+	double		compute_ms;		/* the computation, synchronized */
+	double		from_device_ms; /* device to host copies (GPU) */
 	double		phase_ms[4];	/* algorithm-specific phases, see each algorithm */
 	int64_t		counts[3];		/* algorithm-specific counts, see each algorithm */
-	int64_t		bytes_needed;	/* device bytes needed; set on GC_ERR_OUT_OF_MEMORY */
+	int64_t		bytes_needed;	/* bytes needed; set on GC_ERR_OUT_OF_MEMORY */
 } gc_timing;
+
+/*
+ * Tuning and debugging knobs: none changes an answer, only the way to it.
+ * The glue fills them from developer settings (gpuclust.dbscan_grid, ...),
+ * harnesses from their arguments.  gc_tuning_defaults() gives the values
+ * used when the caller passes no tuning.
+ */
+#define GC_TUNING_VERSION 1
+
+typedef enum gc_dbscan_grid
+{
+	GC_DBSCAN_GRID_AUTO = 0,	/* the back end chooses */
+	GC_DBSCAN_GRID_FINE = 1,	/* cells of side eps/sqrt(d) (d <= 3) */
+	GC_DBSCAN_GRID_COARSE = 2	/* cells of side eps */
+} gc_dbscan_grid;
+
+typedef enum gc_kmeans_gemm
+{
+	GC_KMEANS_GEMM_AUTO = 0,	/* TF32 first where the device has it, then checked */
+	GC_KMEANS_GEMM_SGEMM = 1	/* the FP32 product only */
+} gc_kmeans_gemm;
+
+typedef struct gc_tuning
+{
+	uint32_t	struct_size;	/* sizeof(gc_tuning) */
+	uint32_t	version;		/* GC_TUNING_VERSION */
+	int32_t		debug;			/* non-zero: the back end prints its choices to stderr */
+	gc_dbscan_grid dbscan_grid; /* GPU DBSCAN grid */
+	gc_kmeans_gemm kmeans_gemm; /* GPU k-means product for d > 32 */
+	double		kmeans_window;	/* >= 1 widens the candidate window by that factor; 0: default */
+	int64_t		kmeans_tile_rows;	/* rows per GPU product (>= 32); 0: chosen from free memory */
+	int64_t		kmeans_chunk_rows;	/* cap on GPU rows per chunk (>= 1024); 0: no cap */
+} gc_tuning;
+
+static inline gc_tuning
+gc_tuning_defaults(void)
+{
+	gc_tuning	t;
+
+	t.struct_size = (uint32_t) sizeof(gc_tuning);
+	t.version = GC_TUNING_VERSION;
+	t.debug = 0;
+	t.dbscan_grid = GC_DBSCAN_GRID_AUTO;
+	t.kmeans_gemm = GC_KMEANS_GEMM_AUTO;
+	t.kmeans_window = 0.0;
+	t.kmeans_tile_rows = 0;
+	t.kmeans_chunk_rows = 0;
+	return t;
+}
+
+/* How one entry point runs: where, with which knobs, how to stop, where the times go. */
+typedef struct gc_exec
+{
+	uint32_t	struct_size;	/* sizeof(gc_exec) */
+	int32_t		device_id;		/* GPU to use (ignored by the CPU) */
+	const gc_tuning *tuning;	/* NULL: gc_tuning_defaults() */
+	gc_cancel_fn cancel;		/* NULL: never cancelled */
+	void	   *cancel_arg;
+	gc_timing  *timing;			/* out, NULL: not wanted */
+} gc_exec;
 
 typedef struct gc_device_info
 {
@@ -75,6 +153,7 @@ typedef struct gc_device_info
  *  - core when the neighbourhood holds >= min_pts points;
  *  - a border point takes the cluster of the lowest-index core point within eps;
  *  - clusters are numbered 0, 1, ... by their lowest-index member; noise is -1.
+ * Cell planning of the grid index: common/dbscan_grid.h.
  */
 typedef struct gc_dbscan_params
 {
@@ -91,7 +170,8 @@ typedef struct gc_dbscan_result
 } gc_dbscan_result;
 
 /* ---------------------------------------------------------------- k-means
- * Lloyd's algorithm, see src/core/kmeans.c for the exact rules.
+ * Lloyd's algorithm, see src/core/kmeans.c for the exact rules and
+ * common/kmeans_init.h for what both back ends share.
  * timing.phase_ms: [0] statistics and initialisation, [1] iterations,
  * [2] final pass, [3] milliseconds per iteration.
  */
@@ -116,7 +196,7 @@ typedef struct gc_kmeans_params
 	double		tol;			/* >= 0, relative to the mean feature variance */
 	uint64_t	seed;
 	gc_kmeans_init init;
-	const double *initial_centroids;	/* [k, d] when init == GIVEN */
+	const double *initial_centroids;	/* [k, d] when init == GIVEN (d as passed to the check) */
 	gc_precision precision;
 } gc_kmeans_params;
 
@@ -132,7 +212,7 @@ typedef struct gc_kmeans_result
 
 /* ---------------------------------------------------------------- density peaks
  * Rodriguez & Laio, see src/core/dpeaks.c for the exact rules and
- * src/core/dpeaks_common.h for the arithmetic both back ends share.
+ * common/dpeaks_common.h for the arithmetic both back ends share.
  * timing.phase_ms: [0] dc, [1] rho, [2] delta, [3] assignment.
  */
 typedef enum gc_dp_kernel
@@ -152,7 +232,8 @@ typedef struct gc_dpeaks_params
 {
 	uint32_t	struct_size;	/* sizeof(gc_dpeaks_params) */
 	int32_t		n_clusters;		/* > 0: that many centres; 0: thresholds */
-	double		dc;				/* > 0: given; 0: from neighbor_rate */
+	double		dc;				/* > 0: given; 0 when derive_dc */
+	int32_t		derive_dc;		/* non-zero: dc from neighbor_rate */
 	double		neighbor_rate;	/* in (0, 1) */
 	gc_dp_kernel kernel;
 	double		rho_min;		/* used when n_clusters == 0 */
@@ -173,54 +254,52 @@ typedef struct gc_dpeaks_result
 } gc_dpeaks_result;
 
 /* ---------------------------------------------------------------- the api table */
-typedef struct gc_cuda_api
+typedef struct gc_backend_api
 {
 	uint32_t	abi_version;	/* GC_ABI_VERSION */
-	uint32_t	struct_size;	/* sizeof(gc_cuda_api) */
+	uint32_t	struct_size;	/* sizeof(gc_backend_api) */
+	const char *name;			/* "cpu" or "gpu" */
 
-	/* Text of the last failure in this thread ("" if none). */
-	const char *(*last_error) (void);
+	/* The last failure in this thread (empty texts if none). */
+	const gc_error *(*last_error) (void);
 
 	/* Number of usable devices; GC_ERR_NO_DRIVER / GC_ERR_NO_DEVICE when none. */
 	gc_status	(*device_count) (int32_t *count);
 
 	gc_status	(*device_info) (int32_t device_id, gc_device_info *info);
 
-	/* Frees any device memory the back end still holds (safe to call any time). */
+	/* Frees any memory the back end still holds (safe to call any time). */
 	void		(*release) (void);
 
-	gc_status	(*dbscan) (int32_t device_id,
+	gc_status	(*dbscan) (const gc_exec *exec,
 							const float *x, /* [n, d] row-major */
 							int64_t n, int32_t d,
 							const gc_dbscan_params *params,
-							gc_dbscan_result *result,
-							gc_timing *timing,
-							gc_cancel_fn cancel, void *cancel_arg);
+							gc_dbscan_result *result);
 
-	gc_status	(*kmeans) (int32_t device_id,
+	gc_status	(*kmeans) (const gc_exec *exec,
 						   const float *x,	/* [n, d] row-major */
 						   int64_t n, int32_t d,
 						   const gc_kmeans_params *params,
-						   gc_kmeans_result *result,
-						   gc_timing *timing,
-						   gc_cancel_fn cancel, void *cancel_arg);
+						   gc_kmeans_result *result);
 
-	gc_status	(*density_peaks) (int32_t device_id,
+	gc_status	(*density_peaks) (const gc_exec *exec,
 								  const float *x,	/* [n, d] row-major */
 								  int64_t n, int32_t d,
 								  const gc_dpeaks_params *params,
-								  gc_dpeaks_result *result,
-								  gc_timing *timing,
-								  gc_cancel_fn cancel, void *cancel_arg);
-} gc_cuda_api;
+								  gc_dpeaks_result *result);
+} gc_backend_api;
+
+/* The CPU back end (src/core/backend.c), linked into gpuclust.so and every harness. */
+const gc_backend_api *gc_cpu_api(void);
 
 /* The one symbol gpuclust_cuda.so exports. */
 #define GC_CUDA_API_SYMBOL "gpuclust_cuda_api"
-typedef const gc_cuda_api *(*gc_cuda_api_fn) (void);
-const gc_cuda_api *gpuclust_cuda_api(void);
+typedef const gc_backend_api *(*gc_cuda_api_fn) (void);
+const gc_backend_api *gpuclust_cuda_api(void);
 
 #ifdef __cplusplus
 }
 #endif
 
-#endif							/* GPUCLUST_CUDA_H */
+#endif							/* GPUCLUST_BACKEND_H */

@@ -43,11 +43,8 @@
 #include <stdint.h>
 #include <string.h>
 
-#ifdef __CUDACC__
-#define GC_DP_FN static __host__ __device__ __forceinline__
-#else
-#define GC_DP_FN static inline
-#endif
+#include "portable.h"
+#include "rng.h"
 
 /* Largest n for which dc is found exactly over all pairs. */
 #define GC_DP_DC_EXACT_MAX_N	50000
@@ -61,7 +58,7 @@
 #define GC_DP_DEFAULT_SEED		UINT64_C(0x6770756373656564)
 
 /* Bit pattern of a non-negative double; the order of the patterns is the order of the values. */
-GC_DP_FN uint64_t
+static GC_HD uint64_t
 gc_dp_key(double v)
 {
 #ifdef __CUDA_ARCH__
@@ -74,7 +71,7 @@ gc_dp_key(double v)
 #endif
 }
 
-GC_DP_FN double
+static GC_HD double
 gc_dp_unkey(uint64_t k)
 {
 #ifdef __CUDA_ARCH__
@@ -87,22 +84,12 @@ gc_dp_unkey(uint64_t k)
 #endif
 }
 
-/* splitmix64 finaliser. */
-GC_DP_FN uint64_t
-gc_dp_mix64(uint64_t z)
-{
-	z += UINT64_C(0x9e3779b97f4a7c15);
-	z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
-	z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
-	return z ^ (z >> 31);
-}
-
 /* The p-th sampled ordered pair (i != j) for the dc estimate; n >= 2. */
-GC_DP_FN void
+static GC_HD void
 gc_dp_sample_pair(uint64_t seed, int64_t p, int64_t n, int64_t *i, int64_t *j)
 {
-	uint64_t	a = gc_dp_mix64(seed ^ gc_dp_mix64((uint64_t) (2 * p)));
-	uint64_t	b = gc_dp_mix64(seed ^ gc_dp_mix64((uint64_t) (2 * p + 1)));
+	uint64_t	a = gc_mix64(seed ^ gc_mix64((uint64_t) (2 * p)));
+	uint64_t	b = gc_mix64(seed ^ gc_mix64((uint64_t) (2 * p + 1)));
 	int64_t		ii = (int64_t) (a % (uint64_t) n);
 	int64_t		jj = (int64_t) (b % (uint64_t) (n - 1));
 
@@ -113,7 +100,7 @@ gc_dp_sample_pair(uint64_t seed, int64_t p, int64_t n, int64_t *i, int64_t *j)
 }
 
 /* 1-based rank of the neighbor_rate quantile among `pairs` values. */
-GC_DP_FN int64_t
+static GC_HD int64_t
 gc_dp_quantile_rank(double rate, int64_t pairs)
 {
 	double		k = ceil(rate * (double) pairs);
@@ -126,7 +113,7 @@ gc_dp_quantile_rank(double rate, int64_t pairs)
 }
 
 /* Number of ordered pairs i != j. */
-GC_DP_FN int64_t
+static GC_HD int64_t
 gc_dp_ordered_pairs(int64_t n)
 {
 	return n * (n - 1);
@@ -159,7 +146,7 @@ gc_dp_cutoff_threshold(double dc)
  * 2^-k is an integer shift of the float's significand.  Written once for
  * both back ends; a term never exceeds 2^56, so 128 of them fit in 64 bits.
  */
-GC_DP_FN uint64_t
+static GC_HD uint64_t
 gc_dp_gauss_fixed(double u)
 {
 	const double magic = 6755399441055744.0;	/* 1.5 * 2^52 */
@@ -209,7 +196,7 @@ gc_dp_gauss_fixed(double u)
 }
 
 /* 128-bit accumulator (two 64-bit words) for the gaussian sums. */
-GC_DP_FN void
+static GC_HD void
 gc_dp_acc_add(uint64_t *hi, uint64_t *lo, uint64_t v)
 {
 	uint64_t	s = *lo + v;
@@ -219,14 +206,14 @@ gc_dp_acc_add(uint64_t *hi, uint64_t *lo, uint64_t v)
 }
 
 /* The value of a fixed-point sum: (hi * 2^64 + lo) * 2^-56. */
-GC_DP_FN double
+static GC_HD double
 gc_dp_acc_value(uint64_t hi, uint64_t lo)
 {
 	return (double) hi * 256.0 + (double) lo * 1.3877787807814457e-17;
 }
 
 /* Rings of cells searched for the nearest denser point before scanning all denser points. */
-GC_DP_FN int64_t
+static GC_HD int64_t
 gc_dp_max_rings(int d)
 {
 	return d == 1 ? 8191 : d == 2 ? 63 : 12;
@@ -308,7 +295,7 @@ gc_dp_grid_shape(gc_dp_grid *g, int32_t d, int64_t n, const double *mn, const do
 }
 
 /* Cell index of coordinate v along dimension k (clamped). */
-GC_DP_FN int64_t
+static GC_HD int64_t
 gc_dp_cell_of(const gc_dp_grid *g, int k, double v)
 {
 	double		c = floor((v - g->origin[k]) * g->inv_h);
@@ -320,20 +307,20 @@ gc_dp_cell_of(const gc_dp_grid *g, int k, double v)
 	return (int64_t) c;
 }
 
-GC_DP_FN double
+static GC_HD double
 gc_dp_cell_lo(const gc_dp_grid *g, int k, int64_t c)
 {
 	return g->origin[k] + (double) c * g->h - g->slack;
 }
 
-GC_DP_FN double
+static GC_HD double
 gc_dp_cell_hi(const gc_dp_grid *g, int k, int64_t c)
 {
 	return g->origin[k] + (double) (c + 1) * g->h + g->slack;
 }
 
 /* Squared distance bounds from v to the cell band c along dimension k. */
-GC_DP_FN void
+static GC_HD void
 gc_dp_band(const gc_dp_grid *g, int k, int64_t c, double v, double *mind2, double *maxd2)
 {
 	double		lo = gc_dp_cell_lo(g, k, c);
@@ -356,7 +343,7 @@ gc_dp_band(const gc_dp_grid *g, int k, int64_t c, double v, double *mind2, doubl
 #define GC_DP_SAFE_HIGH (1.0 + 1e-12)
 
 /* Squared distance of the point at sorted position q to the query point p. */
-GC_DP_FN double
+static GC_HD double
 gc_dp_grid_dist2(const gc_dp_grid *g, const double *p, int64_t q)
 {
 	double		s = 0.0;
@@ -376,7 +363,7 @@ gc_dp_grid_dist2(const gc_dp_grid *g, const double *p, int64_t q)
  * inside the ball is counted from cell_start, only the cells that the
  * sphere crosses are scanned point by point.
  */
-GC_DP_FN int64_t
+static GC_HD int64_t
 gc_dp_grid_count(const gc_dp_grid *g, const double *p, double T)
 {
 	double		r = sqrt(T) * GC_DP_SAFE_HIGH + 2.0 * g->slack;
@@ -511,7 +498,7 @@ gc_dp_grid_count(const gc_dp_grid *g, const double *p, double T)
 }
 
 /* Better candidate for the nearest denser point: closer, or as close and denser. */
-GC_DP_FN int
+static GC_HD int
 gc_dp_better(double d2, int64_t rank, double best_d2, int64_t best_rank)
 {
 	return d2 < best_d2 || (d2 == best_d2 && rank < best_rank);
@@ -524,7 +511,7 @@ gc_dp_better(double d2, int64_t rank, double best_d2, int64_t best_rank)
  * denser points).  *best_d2 / *best_rank carry the candidate in and out
  * (INFINITY / -1 when none yet).
  */
-GC_DP_FN int
+static GC_HD int
 gc_dp_grid_nearest_denser(const gc_dp_grid *g, const double *p, int64_t my_rank,
 						  int64_t max_rings, double *best_d2, int64_t *best_rank)
 {

@@ -4,13 +4,13 @@
  *    GPU back end (cuda/kmeans.cu) must do identically, so that both start
  *    from the same centroids and stop by the same rule:
  *
- *      - the seeded random generator (splitmix64 to seed xoshiro256**);
+ *      - the seeded random draws (common/rng.h);
  *      - the initial centroids: k-means++ (D^2 sampling) and 'random' rows;
  *      - the data statistics behind the stopping rule;
  *      - the re-seeding of empty clusters.
  *
  * Header only, plain C that also compiles as CUDA C++; the few functions the
- * GPU kernels call as well are marked GC_KM_HD.
+ * GPU kernels call as well are marked GC_HD.
  *
  * k-means++ with exact, order-independent sampling.  Arthur and Vassilvitskii's
  * D^2 sampling picks the next centre with probability proportional to the
@@ -34,91 +34,17 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core.h"
-#include "gpuclust_cuda.h"
-
-#ifdef __CUDACC__
-#define GC_KM_HD __host__ __device__
-#else
-#define GC_KM_HD
-#endif
-
-#ifdef __cplusplus
-#define GC_RESTRICT __restrict__
-#else
-#define GC_RESTRICT restrict
-#endif
+#include "backend.h"
+#include "portable.h"
+#include "rng.h"
 
 /* Rows per segment of the blocked k-means++ sums (the GPU uses one block per segment). */
 #define GC_KMPP_SEGMENT 4096
 
-/* ---------------------------------------------------------------- random numbers */
-
-typedef struct gc_rng
-{
-	uint64_t	s[4];
-} gc_rng;
-
-/* splitmix64: one step, used to spread the seed over the xoshiro state. */
-static inline uint64_t
-gc_splitmix64(uint64_t *state)
-{
-	uint64_t	z = (*state += UINT64_C(0x9E3779B97F4A7C15));
-
-	z = (z ^ (z >> 30)) * UINT64_C(0xBF58476D1CE4E5B9);
-	z = (z ^ (z >> 27)) * UINT64_C(0x94D049BB133111EB);
-	return z ^ (z >> 31);
-}
-
-static inline void
-gc_rng_seed(gc_rng *rng, uint64_t seed)
-{
-	uint64_t	sm = seed;
-
-	for (int i = 0; i < 4; i++)
-		rng->s[i] = gc_splitmix64(&sm);
-}
-
-static inline uint64_t
-gc_rotl64(uint64_t x, int k)
-{
-	return (x << k) | (x >> (64 - k));
-}
-
-/* xoshiro256** (Blackman and Vigna). */
-static inline uint64_t
-gc_rng_next(gc_rng *rng)
-{
-	uint64_t   *s = rng->s;
-	uint64_t	result = gc_rotl64(s[1] * 5, 7) * 9;
-	uint64_t	t = s[1] << 17;
-
-	s[2] ^= s[0];
-	s[3] ^= s[1];
-	s[1] ^= s[2];
-	s[0] ^= s[3];
-	s[2] ^= t;
-	s[3] = gc_rotl64(s[3], 45);
-	return result;
-}
-
-/* Uniform integer in [0, bound), bound > 0, without modulo bias. */
-static inline uint64_t
-gc_rng_below(gc_rng *rng, uint64_t bound)
-{
-	uint64_t	limit = UINT64_MAX - UINT64_MAX % bound;
-	uint64_t	r;
-
-	do
-		r = gc_rng_next(rng);
-	while (r >= limit);
-	return r % bound;
-}
-
 /* ---------------------------------------------------------------- k-means++ weights */
 
 /* ceil(log2(n)) for n >= 1. */
-GC_KM_HD static inline int
+static GC_HD int
 gc_ceil_log2(int64_t n)
 {
 	int			b = 0;
@@ -134,7 +60,7 @@ gc_ceil_log2(int64_t n)
  * for tiny maxd2).  Returns 0 when maxd2 is not positive (every row
  * coincides with a centre).
  */
-GC_KM_HD static inline double
+static GC_HD double
 gc_kmpp_scale(double maxd2, int64_t n)
 {
 	int			e;
@@ -148,7 +74,7 @@ gc_kmpp_scale(double maxd2, int64_t n)
 }
 
 /* The integer weight of one row. */
-GC_KM_HD static inline uint64_t
+static GC_HD uint64_t
 gc_kmpp_weight(double d2, double scale)
 {
 	return (uint64_t) (d2 * scale);

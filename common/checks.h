@@ -1,0 +1,288 @@
+/*
+ * checks.h
+ *    The parameter checks of every algorithm, once: the glue calls them to
+ *    report a bad argument to the SQL user (before the gather with n < 0,
+ *    the count not known yet, and after it with the count), and both back
+ *    ends call them at their entry points.  The words of each error are
+ *    written here and nowhere else.
+ *
+ * Plain C, host only, compiled by gcc and nvcc.
+ */
+#ifndef GPUCLUST_CHECKS_H
+#define GPUCLUST_CHECKS_H
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "backend.h"
+
+/* Clears an error record. */
+static inline void
+gc_error_clear(gc_error *e)
+{
+	e->message[0] = '\0';
+	e->detail[0] = '\0';
+	e->hint[0] = '\0';
+}
+
+static inline void
+gc_error_vformat(char *buf, const char *fmt, va_list ap)
+{
+	vsnprintf(buf, GC_ERROR_TEXT, fmt, ap);
+}
+
+/* Sets the message (detail and hint emptied) and returns status. */
+static inline gc_status
+gc_error_set(gc_error *e, gc_status status, const char *fmt,...)
+#ifdef __GNUC__
+__attribute__((format(printf, 3, 4)))
+#endif
+;
+static inline gc_status
+gc_error_set(gc_error *e, gc_status status, const char *fmt,...)
+{
+	va_list		ap;
+
+	gc_error_clear(e);
+	va_start(ap, fmt);
+	gc_error_vformat(e->message, fmt, ap);
+	va_end(ap);
+	return status;
+}
+
+/* Sets the detail sentence; returns status. */
+static inline gc_status
+gc_error_detail(gc_error *e, gc_status status, const char *fmt,...)
+#ifdef __GNUC__
+__attribute__((format(printf, 3, 4)))
+#endif
+;
+static inline gc_status
+gc_error_detail(gc_error *e, gc_status status, const char *fmt,...)
+{
+	va_list		ap;
+
+	va_start(ap, fmt);
+	gc_error_vformat(e->detail, fmt, ap);
+	va_end(ap);
+	return status;
+}
+
+/* Sets the hint sentence; returns status. */
+static inline gc_status
+gc_error_hint(gc_error *e, gc_status status, const char *fmt,...)
+#ifdef __GNUC__
+__attribute__((format(printf, 3, 4)))
+#endif
+;
+static inline gc_status
+gc_error_hint(gc_error *e, gc_status status, const char *fmt,...)
+{
+	va_list		ap;
+
+	va_start(ap, fmt);
+	gc_error_vformat(e->hint, fmt, ap);
+	va_end(ap);
+	return status;
+}
+
+/* The shape of the input: n >= 0 rows (or < 0: not known yet), d >= 1 features. */
+static inline gc_status
+gc_check_shape(const char *algorithm, int64_t n, int32_t d, gc_error *e)
+{
+	if (n > 0 && d < 1)
+		return gc_error_set(e, GC_ERR_INVALID_ARGUMENT,
+							"%s needs at least one feature per row", algorithm);
+	return GC_OK;
+}
+
+/* A parameter struct of another build (struct_size differs): a bug. */
+static inline gc_status
+gc_check_version(const char *what, uint32_t struct_size, size_t expected, gc_error *e)
+{
+	if (struct_size != expected)
+		return gc_error_set(e, GC_ERR_INTERNAL,
+							"%s of size %u, expected %zu: the parts of gpuclust are of different versions",
+							what, (unsigned) struct_size, expected);
+	return GC_OK;
+}
+
+/* ---------------------------------------------------------------- DBSCAN */
+
+static inline gc_status
+gc_check_dbscan(const gc_dbscan_params *p, int64_t n, int32_t d, gc_error *e)
+{
+	gc_status	st;
+
+	if (p == NULL)
+		return gc_error_set(e, GC_ERR_INTERNAL, "DBSCAN parameters are missing");
+	if ((st = gc_check_version("gc_dbscan_params", p->struct_size, sizeof(*p), e)) != GC_OK)
+		return st;
+	if (!(p->eps > 0) || isinf(p->eps))
+	{
+		gc_error_set(e, GC_ERR_INVALID_ARGUMENT, "eps must be positive and finite");
+		gc_error_detail(e, GC_OK, "eps is %g.", p->eps);
+		return gc_error_hint(e, GC_ERR_INVALID_ARGUMENT,
+							 "eps is the neighbourhood radius, in the units of the features.");
+	}
+	if (p->min_pts < 1)
+	{
+		gc_error_set(e, GC_ERR_INVALID_ARGUMENT, "min_pts must be at least 1");
+		gc_error_detail(e, GC_OK, "min_pts is %d.", p->min_pts);
+		return gc_error_hint(e, GC_ERR_INVALID_ARGUMENT,
+							 "min_pts counts the point itself, as in ST_ClusterDBSCAN.");
+	}
+	return gc_check_shape("DBSCAN", n, d, e);
+}
+
+/* ---------------------------------------------------------------- k-means */
+
+static inline gc_status
+gc_check_kmeans(const gc_kmeans_params *p, int64_t n, int32_t d, gc_error *e)
+{
+	gc_status	st;
+
+	if (p == NULL)
+		return gc_error_set(e, GC_ERR_INTERNAL, "k-means parameters are missing");
+	if ((st = gc_check_version("gc_kmeans_params", p->struct_size, sizeof(*p), e)) != GC_OK)
+		return st;
+	if (p->k < 1)
+	{
+		gc_error_set(e, GC_ERR_INVALID_ARGUMENT, "k must be at least 1");
+		gc_error_detail(e, GC_OK, "k is %d.", p->k);
+		return gc_error_hint(e, GC_ERR_INVALID_ARGUMENT, "k is the number of clusters to find.");
+	}
+	if (p->max_iter < 1)
+	{
+		gc_error_set(e, GC_ERR_INVALID_ARGUMENT, "max_iter must be at least 1");
+		gc_error_detail(e, GC_OK, "max_iter is %d.", p->max_iter);
+		return gc_error_hint(e, GC_ERR_INVALID_ARGUMENT,
+							 "max_iter bounds the number of Lloyd iterations; the default is 300.");
+	}
+	if (!(p->tol >= 0) || isinf(p->tol))
+	{
+		gc_error_set(e, GC_ERR_INVALID_ARGUMENT, "tol must be a finite number >= 0");
+		gc_error_detail(e, GC_OK, "tol is %g.", p->tol);
+		return gc_error_hint(e, GC_ERR_INVALID_ARGUMENT,
+							 "tol is relative to the mean variance of the features, as in scikit-learn; "
+							 "the default is 1e-4, and 0 iterates until no row changes cluster.");
+	}
+	if (p->init != GC_KMEANS_INIT_PLUSPLUS && p->init != GC_KMEANS_INIT_RANDOM &&
+		p->init != GC_KMEANS_INIT_GIVEN)
+		return gc_error_set(e, GC_ERR_INTERNAL, "unknown k-means init method %d", (int) p->init);
+	if (p->precision != GC_PRECISION_FP32 && p->precision != GC_PRECISION_TF32)
+		return gc_error_set(e, GC_ERR_INTERNAL, "unknown k-means precision %d", (int) p->precision);
+	if (p->init == GC_KMEANS_INIT_GIVEN && d >= 1)
+	{
+		if (p->initial_centroids == NULL)
+			return gc_error_set(e, GC_ERR_INTERNAL, "initial centroids are missing");
+		for (int64_t i = 0; i < (int64_t) p->k * d; i++)
+			if (!isfinite(p->initial_centroids[i]))
+			{
+				gc_error_set(e, GC_ERR_INVALID_ARGUMENT, "initial_centroids must contain finite numbers");
+				gc_error_detail(e, GC_OK, "Row %lld, column %lld is %g.", (long long) (i / d + 1),
+								(long long) (i % d + 1), p->initial_centroids[i]);
+				return gc_error_hint(e, GC_ERR_INVALID_ARGUMENT,
+									 "Replace NaN and infinity with finite coordinates.");
+			}
+	}
+	if (n < 0)
+		return GC_OK;
+	if (p->k > n)
+	{
+		gc_error_set(e, GC_ERR_INVALID_ARGUMENT, "k (%d) is greater than the number of rows (%lld)",
+					 p->k, (long long) n);
+		gc_error_detail(e, GC_OK,
+						"Every cluster starts at a distinct row or at an initial centroid and needs a row.");
+		return gc_error_hint(e, GC_ERR_INVALID_ARGUMENT,
+							 "Use a smaller k, or a query that returns at least k rows.");
+	}
+	if ((st = gc_check_shape("k-means", n, d, e)) != GC_OK)
+		return st;
+	return GC_OK;
+}
+
+/* ---------------------------------------------------------------- density peaks */
+
+/* n_clusters when it is given: at least 1 (0 in the params means thresholds). */
+static inline gc_status
+gc_check_dpeaks_n_clusters(int32_t n_clusters, gc_error *e)
+{
+	if (n_clusters >= 1)
+		return GC_OK;
+	gc_error_set(e, GC_ERR_INVALID_ARGUMENT, "n_clusters must be at least 1");
+	gc_error_detail(e, GC_OK, "n_clusters is %d.", n_clusters);
+	return gc_error_hint(e, GC_ERR_INVALID_ARGUMENT,
+						 "Leave n_clusters NULL to choose the centres with rho_min and delta_min.");
+}
+
+static inline gc_status
+gc_check_dpeaks(const gc_dpeaks_params *p, int64_t n, int32_t d, gc_error *e)
+{
+	gc_status	st;
+
+	if (p == NULL)
+		return gc_error_set(e, GC_ERR_INTERNAL, "density peaks parameters are missing");
+	if ((st = gc_check_version("gc_dpeaks_params", p->struct_size, sizeof(*p), e)) != GC_OK)
+		return st;
+	if (p->n_clusters < 0)
+		return gc_check_dpeaks_n_clusters(p->n_clusters, e);
+	if (!p->derive_dc && (!(p->dc > 0.0) || isinf(p->dc)))
+	{
+		gc_error_set(e, GC_ERR_INVALID_ARGUMENT, "dc must be positive and finite");
+		gc_error_detail(e, GC_OK, "dc is %g.", p->dc);
+		return gc_error_hint(e, GC_ERR_INVALID_ARGUMENT,
+							 "dc is the cutoff distance in the units of the features; "
+							 "leave it NULL to derive it from neighbor_rate.");
+	}
+	if (p->derive_dc && p->dc != 0.0)
+		return gc_error_set(e, GC_ERR_INTERNAL, "dc is both given and to be derived");
+	if (!(p->neighbor_rate > 0.0 && p->neighbor_rate < 1.0))
+	{
+		gc_error_set(e, GC_ERR_INVALID_ARGUMENT, "neighbor_rate must be between 0 and 1 exclusive");
+		gc_error_detail(e, GC_OK, "neighbor_rate is %g.", p->neighbor_rate);
+		return gc_error_hint(e, GC_ERR_INVALID_ARGUMENT,
+							 "dc is chosen so that about this fraction of all pairs lies within it; "
+							 "0.01 to 0.02 is usual.");
+	}
+	if (p->kernel != GC_DP_KERNEL_GAUSSIAN && p->kernel != GC_DP_KERNEL_CUTOFF)
+		return gc_error_set(e, GC_ERR_INTERNAL, "unknown density kernel %d", (int) p->kernel);
+	if (isnan(p->rho_min) || isnan(p->delta_min))
+	{
+		gc_error_set(e, GC_ERR_INVALID_ARGUMENT, "rho_min and delta_min must be numbers");
+		return gc_error_hint(e, GC_ERR_INVALID_ARGUMENT,
+							 "Read the thresholds off the decision graph (rho against delta).");
+	}
+	if (n < 0)
+		return GC_OK;
+	if (n > 0 && p->n_clusters > n)
+	{
+		gc_error_set(e, GC_ERR_INVALID_ARGUMENT, "n_clusters must not exceed the number of rows");
+		gc_error_detail(e, GC_OK, "n_clusters is %d but the query returned %lld rows.",
+						p->n_clusters, (long long) n);
+		return gc_error_hint(e, GC_ERR_INVALID_ARGUMENT, "Ask for fewer clusters.");
+	}
+	if (p->derive_dc && n == 1)
+	{
+		gc_error_set(e, GC_ERR_INVALID_ARGUMENT, "dc cannot be estimated from a single row");
+		gc_error_detail(e, GC_OK, "dc is a quantile of the distances between pairs of rows.");
+		return gc_error_hint(e, GC_ERR_INVALID_ARGUMENT, "Give dc explicitly.");
+	}
+	return gc_check_shape("density peaks", n, d, e);
+}
+
+/* The data, not the parameters, leave dc undefined: too many duplicate rows. */
+static inline gc_status
+gc_error_dpeaks_zero_quantile(gc_error *e)
+{
+	gc_error_set(e, GC_ERR_INVALID_ARGUMENT,
+				 "the neighbor_rate quantile of the pairwise distances is zero");
+	gc_error_detail(e, GC_OK,
+					"dc is derived from the distances between pairs of rows, and too many of them are zero.");
+	return gc_error_hint(e, GC_ERR_INVALID_ARGUMENT,
+						 "Give dc explicitly, or raise neighbor_rate above the fraction of duplicate pairs.");
+}
+
+#endif							/* GPUCLUST_CHECKS_H */
