@@ -5,13 +5,12 @@
  *    the query's rows, one output row per input row, in the query's order,
  *    with the decision-graph columns rho and delta.
  *
- * The exact rules are in src/core/dpeaks_common.h; the CPU back end is
- * src/core/dpeaks.c and the GPU back end cuda/dpeaks.cu (after seed 004,
- * CUDA-DP), and both give the same centres and labels.
+ * The exact rules are in common/dpeaks_common.h; the CPU back end is
+ * src/core/dpeaks.c and the GPU back end cuda/dpeaks*.cu (after CUDA-DP of
+ * Ge et al., "Efficient parallel implementation of a density peaks
+ * clustering algorithm on GPU"), and both give the same centres and labels.
  */
 #include "postgres.h"
-
-#include <math.h>
 
 #include "utils/builtins.h"
 
@@ -47,70 +46,51 @@ DpKernel(text *arg)
 	return GC_DP_KERNEL_GAUSSIAN;
 }
 
-/*
- * A back end rejected the data after the arguments passed: in practice a
- * zero neighbor_rate quantile, when too many rows are duplicates.
- */
-static void
-DpDataError(const char *msg)
-{
-	if (strncmp(msg, "the neighbor_rate quantile", 26) != 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("%s", msg)));
-	ereport(ERROR,
-			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-			 errmsg("%s", msg),
-			 errdetail("dc is derived from the distances between pairs of rows, and too many of them are zero."),
-			 errhint("Give dc explicitly, or raise neighbor_rate above the fraction of duplicate pairs.")));
-}
+static const GcAlgorithm GcDpeaks = {"density_peaks", "density peaks"};
 
-/* gpu_density_peaks(...): see the file header. */
-Datum
-gpu_density_peaks(PG_FUNCTION_ARGS)
+/* The params and result of one density peaks call. */
+typedef struct DpeaksJob
 {
-	text	   *query = GcArgText(fcinfo, DP_ARG_QUERY, "query");
-	bool		have_nc = !PG_ARGISNULL(DP_ARG_N_CLUSTERS);
-	bool		have_dc = !PG_ARGISNULL(DP_ARG_DC);
-	bool		have_rho_min = !PG_ARGISNULL(DP_ARG_RHO_MIN);
-	bool		have_delta_min = !PG_ARGISNULL(DP_ARG_DELTA_MIN);
-	int32		n_clusters = have_nc ? PG_GETARG_INT32(DP_ARG_N_CLUSTERS) : 0;
-	double		dc = have_dc ? PG_GETARG_FLOAT8(DP_ARG_DC) : 0.0;
-	double		rate = PG_ARGISNULL(DP_ARG_RATE) ? 0.02 : PG_GETARG_FLOAT8(DP_ARG_RATE);
-	gc_dp_kernel kernel = PG_ARGISNULL(DP_ARG_KERNEL) ? GC_DP_KERNEL_GAUSSIAN :
-		DpKernel(PG_GETARG_TEXT_PP(DP_ARG_KERNEL));
-	double		rho_min = have_rho_min ? PG_GETARG_FLOAT8(DP_ARG_RHO_MIN) : 0.0;
-	double		delta_min = have_delta_min ? PG_GETARG_FLOAT8(DP_ARG_DELTA_MIN) : 0.0;
 	gc_dpeaks_params params;
 	gc_dpeaks_result result;
-	gc_timing	cpu_timing;
-	gc_timing  *timing;
-	const gc_cuda_api *api;
-	GcCall		call;
-	Tuplestorestate *ts;
-	TupleDesc	desc;
-	bool		done = false;
-	char		extra[256];
+} DpeaksJob;
 
-	/* ---- arguments */
-	if (have_nc && n_clusters < 1)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("n_clusters must be at least 1"),
-				 errdetail("n_clusters is %d.", n_clusters),
-				 errhint("Leave n_clusters NULL to choose the centres with rho_min and delta_min.")));
-	if (have_dc && (!(dc > 0.0) || isinf(dc)))
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("dc must be positive and finite"),
-				 errdetail("dc is %g.", dc),
-				 errhint("dc is the cutoff distance in the units of the features; leave it NULL to derive it from neighbor_rate.")));
-	if (!(rate > 0.0 && rate < 1.0))
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("neighbor_rate must be between 0 and 1 exclusive"),
-				 errdetail("neighbor_rate is %g.", rate),
-				 errhint("dc is chosen so that about this fraction of all pairs lies within it; 0.01 to 0.02 is usual.")));
+/* Runs density peaks on a back end. */
+static gc_status
+RunDpeaks(const gc_backend_api *api, const gc_exec *exec, const GcInput *in, void *arg)
+{
+	DpeaksJob  *job = arg;
+
+	return api->density_peaks(exec, in->x, in->n, in->d, &job->params, &job->result);
+}
+
+/*
+ * The arguments into job->params, with the checks that are about which
+ * arguments are NULL; the values are checked by gc_check_dpeaks.
+ */
+static void
+DpParams(FunctionCallInfo fcinfo, DpeaksJob *job)
+{
+	gc_dpeaks_params *p = &job->params;
+	bool		have_nc = !PG_ARGISNULL(DP_ARG_N_CLUSTERS);
+	bool		have_rho_min = !PG_ARGISNULL(DP_ARG_RHO_MIN);
+	bool		have_delta_min = !PG_ARGISNULL(DP_ARG_DELTA_MIN);
+	gc_error	err;
+
+	memset(job, 0, sizeof(*job));
+	p->struct_size = sizeof(*p);
+	p->n_clusters = have_nc ? PG_GETARG_INT32(DP_ARG_N_CLUSTERS) : 0;
+	p->derive_dc = PG_ARGISNULL(DP_ARG_DC);
+	p->dc = p->derive_dc ? 0.0 : PG_GETARG_FLOAT8(DP_ARG_DC);
+	p->neighbor_rate = PG_ARGISNULL(DP_ARG_RATE) ? 0.02 : PG_GETARG_FLOAT8(DP_ARG_RATE);
+	p->kernel = PG_ARGISNULL(DP_ARG_KERNEL) ? GC_DP_KERNEL_GAUSSIAN :
+		DpKernel(PG_GETARG_TEXT_PP(DP_ARG_KERNEL));
+	p->rho_min = have_rho_min ? PG_GETARG_FLOAT8(DP_ARG_RHO_MIN) : 0.0;
+	p->delta_min = have_delta_min ? PG_GETARG_FLOAT8(DP_ARG_DELTA_MIN) : 0.0;
+	p->seed = GC_DP_DEFAULT_SEED;
+
+	if (have_nc)
+		GcReportCheck(gc_check_dpeaks_n_clusters(p->n_clusters, &err), &err);
 	if (!have_nc && !(have_rho_min && have_delta_min))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
@@ -126,70 +106,52 @@ gpu_density_peaks(PG_FUNCTION_ARGS)
 				 errmsg("n_clusters cannot be combined with rho_min or delta_min"),
 				 errdetail("With n_clusters the centres are the points of largest rho * delta; the thresholds would be ignored."),
 				 errhint("Give either n_clusters or both thresholds.")));
-	if (isnan(rho_min) || isnan(delta_min))
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("rho_min and delta_min must be numbers"),
-				 errhint("Read the thresholds off the decision graph (rho against delta).")));
+	GcReportCheck(gc_check_dpeaks(p, -1, 0, &err), &err);
+}
 
-	GcCallBegin(&call, fcinfo, "density_peaks", DP_ARG_DEVICE);
+/* The timing NOTICE's own fields: dc, how it was found, centres, phases. */
+static void
+DpExtra(const GcCall *call, const gc_dpeaks_result *r, char *extra, size_t size)
+{
+	const gc_timing *t = &call->timing;
+	int			len;
+
+	extra[0] = '\0';
+	if (call->in.n == 0)
+		return;
+	len = snprintf(extra, size, "dc=%.9g", r->dc);
+	if (r->dc_method == GC_DC_SAMPLE)
+		len += snprintf(extra + len, size - len, " dc_method=sample sample=%lld",
+						(long long) r->dc_sample);
+	snprintf(extra + len, size - len,
+			 " centers=%lld dc_ms=%.3f rho_ms=%.3f delta_ms=%.3f assignment_ms=%.3f",
+			 (long long) r->n_centers, t->phase_ms[0], t->phase_ms[1],
+			 t->phase_ms[2], t->phase_ms[3]);
+}
+
+/* gpu_density_peaks(...): see the file header. */
+Datum
+gpu_density_peaks(PG_FUNCTION_ARGS)
+{
+	text	   *query = GcArgText(fcinfo, DP_ARG_QUERY, "query");
+	DpeaksJob	job;
+	gc_dpeaks_result *r = &job.result;
+	gc_error	err;
+	GcCall		call;
+	Tuplestorestate *ts;
+	TupleDesc	desc;
+	char		extra[256];
+
+	DpParams(fcinfo, &job);
+	GcCallBegin(&call, fcinfo, &GcDpeaks, DP_ARG_DEVICE);
 	GcCallGather(&call, query);
+	GcReportCheck(gc_check_dpeaks(&job.params, call.in.n, call.in.d, &err), &err);
 
-	if (have_nc && call.in.n > 0 && n_clusters > call.in.n)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("n_clusters must not exceed the number of rows"),
-				 errdetail("n_clusters is %d but the query returned %lld rows.",
-						   n_clusters, (long long) call.in.n),
-				 errhint("Ask for fewer clusters.")));
-
-	if (!have_dc && call.in.n == 1)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("dc cannot be estimated from a single row"),
-				 errdetail("dc is a quantile of the distances between pairs of rows."),
-				 errhint("Give dc explicitly.")));
-
-	memset(&params, 0, sizeof(params));
-	params.struct_size = sizeof(params);
-	params.n_clusters = n_clusters;
-	params.dc = dc;
-	params.neighbor_rate = rate;
-	params.kernel = kernel;
-	params.rho_min = rho_min;
-	params.delta_min = delta_min;
-	params.seed = GC_DP_DEFAULT_SEED;
-
-	memset(&result, 0, sizeof(result));
-	result.cluster = GcAlloc(&call, sizeof(int32) * call.in.n, "cluster ids");
-	result.rho = GcAlloc(&call, sizeof(double) * call.in.n, "densities");
-	result.delta = GcAlloc(&call, sizeof(double) * call.in.n, "distances to denser points");
-	result.is_center = GcAlloc(&call, sizeof(uint8) * call.in.n, "centre flags");
-
-	if (call.in.n > 0 && GcCallChooseGpu(&call, &api))
-	{
-		gc_status	st = api->density_peaks(call.device_id, call.in.x, call.in.n, call.in.d,
-											&params, &result, &call.gpu,
-											GcCancelRequested, NULL);
-
-		if (st == GC_ERR_INVALID_ARGUMENT)
-			DpDataError(api->last_error());
-		done = GcCallGpuDone(&call, api, st, "density peaks");
-	}
-	timing = &call.gpu;
-	if (call.in.n > 0 && !done)
-	{
-		gc_status	st;
-
-		memset(&cpu_timing, 0, sizeof(cpu_timing));
-		timing = &cpu_timing;
-		GcCallComputeStart(&call);
-		st = gc_dpeaks_cpu(call.in.x, call.in.n, call.in.d, &params, &result,
-						   &cpu_timing, GcCancelRequested, NULL, call.errbuf);
-		if (st == GC_ERR_INVALID_ARGUMENT)
-			DpDataError(call.errbuf);
-		GcCallCpuDone(&call, st);
-	}
+	r->cluster = GcAlloc(&call, sizeof(int32) * call.in.n, "cluster ids");
+	r->rho = GcAlloc(&call, sizeof(double) * call.in.n, "densities");
+	r->delta = GcAlloc(&call, sizeof(double) * call.in.n, "distances to denser points");
+	r->is_center = GcAlloc(&call, sizeof(uint8) * call.in.n, "centre flags");
+	GcCallCompute(&call, RunDpeaks, &job);
 
 	ts = GcCallOutputStart(&call, fcinfo, &desc);
 	for (int64 i = 0; i < call.in.n; i++)
@@ -198,28 +160,15 @@ gpu_density_peaks(PG_FUNCTION_ARGS)
 		bool		nulls[5] = {false, false, false, false, false};
 
 		values[0] = Int64GetDatum(call.in.ids[i]);
-		values[1] = Int32GetDatum(result.cluster[i]);
-		values[2] = Float8GetDatum(result.rho[i]);
-		values[3] = Float8GetDatum(result.delta[i]);
-		values[4] = BoolGetDatum(result.is_center[i] != 0);
+		values[1] = Int32GetDatum(r->cluster[i]);
+		values[2] = Float8GetDatum(r->rho[i]);
+		values[3] = Float8GetDatum(r->delta[i]);
+		values[4] = BoolGetDatum(r->is_center[i] != 0);
 		tuplestore_putvalues(ts, desc, values, nulls);
 		if ((i & 0xffff) == 0)
 			CHECK_FOR_INTERRUPTS();
 	}
-
-	extra[0] = '\0';
-	if (call.in.n > 0)
-	{
-		int			len = snprintf(extra, sizeof(extra), "dc=%.9g", result.dc);
-
-		if (result.dc_method == GC_DC_SAMPLE)
-			len += snprintf(extra + len, sizeof(extra) - len, " dc_method=sample sample=%lld",
-							(long long) result.dc_sample);
-		snprintf(extra + len, sizeof(extra) - len,
-				 " centers=%lld dc_ms=%.3f rho_ms=%.3f delta_ms=%.3f assignment_ms=%.3f",
-				 (long long) result.n_centers, timing->phase_ms[0], timing->phase_ms[1],
-				 timing->phase_ms[2], timing->phase_ms[3]);
-	}
+	DpExtra(&call, r, extra, sizeof(extra));
 	GcCallEnd(&call, extra);
 	return (Datum) 0;
 }

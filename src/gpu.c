@@ -18,7 +18,7 @@
 #include "gpuclust.h"
 
 static bool gpu_tried = false;
-static const gc_cuda_api *gpu_api = NULL;
+static const gc_backend_api *gpu_api = NULL;
 static gc_status gpu_why = GC_ERR_NOT_BUILT;
 static char gpu_reason[512];
 
@@ -34,7 +34,7 @@ GpuLoad(void)
 	char		path[MAXPGPATH];
 	void	   *handle;
 	gc_cuda_api_fn fn;
-	const gc_cuda_api *api;
+	const gc_backend_api *api;
 	int32		count = 0;
 	gc_status	st;
 
@@ -57,7 +57,7 @@ GpuLoad(void)
 	fn = (gc_cuda_api_fn) dlsym(handle, GC_CUDA_API_SYMBOL);
 	api = fn ? fn() : NULL;
 	if (api == NULL || api->abi_version != GC_ABI_VERSION ||
-		api->struct_size < sizeof(gc_cuda_api))
+		api->struct_size != sizeof(gc_backend_api))
 	{
 		gpu_why = GC_ERR_NOT_BUILT;
 		snprintf(gpu_reason, sizeof(gpu_reason),
@@ -70,7 +70,7 @@ GpuLoad(void)
 		gpu_why = st;
 		snprintf(gpu_reason, sizeof(gpu_reason), "%s: %s.",
 				 st == GC_ERR_NO_DEVICE ? "No CUDA device" : "No usable NVIDIA driver",
-				 api->last_error());
+				 api->last_error()->message);
 		return;
 	}
 	gpu_why = GC_OK;
@@ -82,7 +82,7 @@ GpuLoad(void)
  * The back end's api table, or NULL with the reason (a sentence for DETAIL)
  * and a status saying which it was: not built, no driver, no device.
  */
-const gc_cuda_api *
+const gc_backend_api *
 GcGpuApi(char *reason, size_t reasonlen, gc_status *why)
 {
 	if (!gpu_tried)
@@ -101,7 +101,7 @@ GcGpuApi(char *reason, size_t reasonlen, gc_status *why)
 void
 GcGpuReleaseCallback(void *arg)
 {
-	const gc_cuda_api *api = (const gc_cuda_api *) arg;
+	const gc_backend_api *api = (const gc_backend_api *) arg;
 
 	if (api && api->release)
 		api->release();

@@ -1,8 +1,9 @@
 /*
  * gpuclust.c
  *    Module entry, GUCs, gpuclust_devices(), and the life of one call of a
- *    clustering function: private memory context, gather, back-end choice,
- *    back-end status to ereport, materialized output and the timing NOTICE.
+ *    clustering function: private memory context, gather, running the chosen
+ *    back end (and the CPU when the GPU is out of memory under auto), status
+ *    to ereport, materialized output and the timing NOTICE.
  */
 #include "postgres.h"
 
@@ -21,6 +22,15 @@ bool		gc_timing_guc = false;
 int			gc_device_id_guc = 0;
 int			gc_gpu_min_rows_guc = 20000;
 int			gc_kmeans_precision_guc = GC_PRECISION_FP32;
+gc_tuning	gc_tuning_gucs;
+
+/* Developer settings stored as int/double, copied into gc_tuning_gucs by their assign hooks. */
+static int	dbscan_grid_guc = GC_DBSCAN_GRID_AUTO;
+static int	kmeans_gemm_guc = GC_KMEANS_GEMM_AUTO;
+static bool debug_guc = false;
+static double kmeans_window_guc = 0.0;
+static int	kmeans_tile_rows_guc = 0;
+static int	kmeans_chunk_rows_guc = 0;
 
 static const struct config_enum_entry device_options[] = {
 	{"auto", GC_DEVICE_AUTO, false},
@@ -35,7 +45,70 @@ static const struct config_enum_entry precision_options[] = {
 	{NULL, 0, false}
 };
 
+static const struct config_enum_entry grid_options[] = {
+	{"auto", GC_DBSCAN_GRID_AUTO, false},
+	{"fine", GC_DBSCAN_GRID_FINE, false},
+	{"coarse", GC_DBSCAN_GRID_COARSE, false},
+	{NULL, 0, false}
+};
+
+static const struct config_enum_entry gemm_options[] = {
+	{"auto", GC_KMEANS_GEMM_AUTO, false},
+	{"sgemm", GC_KMEANS_GEMM_SGEMM, false},
+	{NULL, 0, false}
+};
+
 void		_PG_init(void);
+
+/* Copies the developer settings into gc_tuning_gucs (assign hooks run after the store). */
+static void
+SyncTuning(void)
+{
+	gc_tuning_gucs = gc_tuning_defaults();
+	gc_tuning_gucs.debug = debug_guc;
+	gc_tuning_gucs.dbscan_grid = (gc_dbscan_grid) dbscan_grid_guc;
+	gc_tuning_gucs.kmeans_gemm = (gc_kmeans_gemm) kmeans_gemm_guc;
+	gc_tuning_gucs.kmeans_window = kmeans_window_guc;
+	gc_tuning_gucs.kmeans_tile_rows = kmeans_tile_rows_guc;
+	gc_tuning_gucs.kmeans_chunk_rows = kmeans_chunk_rows_guc;
+}
+
+/*
+ * The developer settings: knobs of the back ends for tests and benchmarks.
+ * None changes an answer.  Hidden from SHOW ALL and the sample file, settable
+ * per session like any other setting.
+ */
+static void
+DefineTuningGucs(void)
+{
+	const int	flags = GUC_NO_SHOW_ALL | GUC_NOT_IN_SAMPLE;
+
+	DefineCustomEnumVariable("gpuclust.dbscan_grid",
+							 "Grid of the GPU DBSCAN: auto, fine (cells of side eps/sqrt(d)) or coarse (side eps).",
+							 NULL, &dbscan_grid_guc, GC_DBSCAN_GRID_AUTO, grid_options,
+							 PGC_USERSET, flags, NULL, NULL, NULL);
+	DefineCustomBoolVariable("gpuclust.backend_debug",
+							 "The back ends print what they chose (grid, launches) to the server log.",
+							 NULL, &debug_guc, false,
+							 PGC_USERSET, flags, NULL, NULL, NULL);
+	DefineCustomEnumVariable("gpuclust.kmeans_gemm",
+							 "Product of the GPU k-means for d > 32: auto (TF32 first where the GPU has it) or sgemm (FP32 only).",
+							 NULL, &kmeans_gemm_guc, GC_KMEANS_GEMM_AUTO, gemm_options,
+							 PGC_USERSET, flags, NULL, NULL, NULL);
+	DefineCustomRealVariable("gpuclust.kmeans_window",
+							 "Widens the candidate window of the checked GPU k-means product by this factor (0: default).",
+							 NULL, &kmeans_window_guc, 0.0, 0.0, 1e12,
+							 PGC_USERSET, flags, NULL, NULL, NULL);
+	DefineCustomIntVariable("gpuclust.kmeans_tile_rows",
+							"Rows per GPU k-means product (0: chosen from the free memory; at least 32 otherwise).",
+							NULL, &kmeans_tile_rows_guc, 0, 0, INT_MAX,
+							PGC_USERSET, flags, NULL, NULL, NULL);
+	DefineCustomIntVariable("gpuclust.kmeans_chunk_rows",
+							"Caps the rows the GPU k-means keeps on the device at once (0: no cap; at least 1024 otherwise).",
+							NULL, &kmeans_chunk_rows_guc, 0, 0, INT_MAX,
+							PGC_USERSET, flags, NULL, NULL, NULL);
+	SyncTuning();
+}
 
 /* Defines the GUCs; touches no GPU (CUDA does not survive fork). */
 void
@@ -66,6 +139,7 @@ _PG_init(void)
 							 "tf32 takes the TF32 products unchecked: a little faster, with about 1e-3 relative error in distances.",
 							 &gc_kmeans_precision_guc, GC_PRECISION_FP32, precision_options,
 							 PGC_USERSET, 0, NULL, NULL, NULL);
+	DefineTuningGucs();
 #if PG_VERSION_NUM >= 150000
 	MarkGUCPrefixReserved("gpuclust");
 #else
@@ -148,14 +222,21 @@ ElapsedMs(instr_time since)
 
 /* Starts a call: resolves the device and enters a private memory context. */
 void
-GcCallBegin(GcCall *call, FunctionCallInfo fcinfo, const char *algorithm,
+GcCallBegin(GcCall *call, FunctionCallInfo fcinfo, const GcAlgorithm *algorithm,
 			int device_argno)
 {
 	memset(call, 0, sizeof(*call));
 	INSTR_TIME_SET_CURRENT(call->t_start);
 	call->algorithm = algorithm;
 	call->requested = ResolveDevice(fcinfo, device_argno);
-	call->device_id = gc_device_id_guc;
+	SyncTuning();
+	call->tuning = gc_tuning_gucs;
+	call->exec.struct_size = sizeof(gc_exec);
+	call->exec.device_id = gc_device_id_guc;
+	call->exec.tuning = &call->tuning;
+	call->exec.cancel = GcCancelRequested;
+	call->exec.cancel_arg = NULL;
+	call->exec.timing = &call->timing;
 	call->cxt = AllocSetContextCreate(CurrentMemoryContext, "gpuclust call",
 									  ALLOCSET_DEFAULT_SIZES);
 	call->oldcxt = MemoryContextSwitchTo(call->cxt);
@@ -172,33 +253,32 @@ GcCallGather(GcCall *call, text *query)
 }
 
 /*
- * Decides whether this call computes on the GPU.  With device gpu and no
- * usable GPU this is an ERROR that says why; with auto it is a DEBUG
- * message and the CPU.
+ * The GPU back end when this call should compute there, else NULL.  With
+ * device gpu and no usable GPU this is an ERROR that says why; with auto it
+ * is a DEBUG message and the CPU.
  */
-bool
-GcCallChooseGpu(GcCall *call, const gc_cuda_api **api)
+static const gc_backend_api *
+ChooseGpu(GcCall *call)
 {
 	char		reason[512];
 	gc_status	why = GC_OK;
-	const gc_cuda_api *a;
+	const gc_backend_api *a;
 	MemoryContextCallback *cb;
 
-	*api = NULL;
 	if (call->requested == GC_DEVICE_CPU)
-		return false;
+		return NULL;
 	if (call->requested == GC_DEVICE_AUTO && call->in.n < gc_gpu_min_rows_guc)
-		return false;
+		return NULL;
 
 	a = GcGpuApi(reason, sizeof(reason), &why);
 	if (a != NULL)
 	{
 		int32		count = 0;
 
-		if (a->device_count(&count) != GC_OK || call->device_id >= count)
+		if (a->device_count(&count) != GC_OK || call->exec.device_id >= count)
 		{
 			snprintf(reason, sizeof(reason),
-					 "gpuclust.device_id is %d but there are %d GPU(s)", call->device_id, count);
+					 "gpuclust.device_id is %d but there are %d GPU(s)", call->exec.device_id, count);
 			a = NULL;
 		}
 	}
@@ -210,8 +290,8 @@ GcCallChooseGpu(GcCall *call, const gc_cuda_api **api)
 					 errmsg("no usable GPU for gpuclust"),
 					 errdetail("%s", reason),
 					 errhint("Use device => 'cpu', or SET gpuclust.device = 'auto' to fall back to the CPU.")));
-		elog(DEBUG1, "gpuclust: %s on the CPU: %s", call->algorithm, reason);
-		return false;
+		elog(DEBUG1, "gpuclust: %s on the CPU: %s", call->algorithm->name, reason);
+		return NULL;
 	}
 
 	/* Whatever happens next, the back end lets go of the device with the call. */
@@ -219,10 +299,7 @@ GcCallChooseGpu(GcCall *call, const gc_cuda_api **api)
 	cb->func = GcGpuReleaseCallback;
 	cb->arg = (void *) a;
 	MemoryContextRegisterResetCallback(call->cxt, cb);
-
-	call->used_gpu = true;
-	*api = a;
-	return true;
+	return a;
 }
 
 /* Raises the cancel the back end noticed, as PostgreSQL itself would. */
@@ -235,108 +312,127 @@ RaiseCancel(void)
 			 errmsg("canceling statement due to user request")));
 }
 
-/*
- * Handles the status of a GPU computation.  Returns true when it is done;
- * false when the GPU ran out of memory under device auto, after a NOTICE,
- * so that the caller computes on the CPU.  Anything else is an ERROR.
- */
-bool
-GcCallGpuDone(GcCall *call, const gc_cuda_api *api, gc_status status,
-			  const char *step)
+/* An error in the user's words: message, and detail and hint when there are. */
+static void
+ReportUserError(int sqlstate, const gc_error *err)
 {
-	call->compute_ms = call->gpu.compute_ms;
+	ereport(ERROR,
+			(errcode(sqlstate),
+			 errmsg("%s", err->message),
+			 err->detail[0] ? errdetail("%s", err->detail) : 0,
+			 err->hint[0] ? errhint("%s", err->hint) : 0));
+}
+
+/* Raises the error a check of common/checks.h found, if any. */
+void
+GcReportCheck(gc_status status, const gc_error *err)
+{
+	if (status == GC_OK)
+		return;
+	if (status == GC_ERR_INVALID_ARGUMENT)
+		ReportUserError(ERRCODE_INVALID_PARAMETER_VALUE, err);
+	elog(ERROR, "gpuclust: %s, please report a bug", err->message);
+}
+
+/* Turns a failed back end's status into an ERROR; never returns. */
+static void
+ReportFailure(GcCall *call, const gc_backend_api *api, gc_status status)
+{
+	const gc_error *err = api->last_error();
+	bool		gpu = call->used_gpu;
+
 	switch (status)
 	{
-		case GC_OK:
-			return true;
 		case GC_ERR_CANCELLED:
 			RaiseCancel();
 			break;
+		case GC_ERR_INVALID_ARGUMENT:
+			ReportUserError(ERRCODE_INVALID_PARAMETER_VALUE, err);
+			break;
 		case GC_ERR_OUT_OF_MEMORY:
-			if (call->requested == GC_DEVICE_AUTO)
-			{
-				ereport(NOTICE,
-						(errmsg("gpuclust: not enough GPU memory for %s of %lld rows, computing on the CPU",
-								call->algorithm, (long long) call->in.n),
-						 errdetail("%s", api->last_error())));
-				call->used_gpu = false;
-				memset(&call->gpu, 0, sizeof(call->gpu));
-				return false;
-			}
+			if (!gpu)
+				ereport(ERROR,
+						(errcode(ERRCODE_OUT_OF_MEMORY),
+						 errmsg("out of memory in %s of %lld rows", call->algorithm->name,
+								(long long) call->in.n),
+						 errdetail("%s.", err->message)));
 			ereport(ERROR,
 					(errcode(ERRCODE_OUT_OF_MEMORY),
 					 errmsg("not enough GPU memory for %s of %lld rows",
-							call->algorithm, (long long) call->in.n),
-					 call->gpu.bytes_needed > 0 ?
-					 errdetail("%s; %lld bytes of device memory are needed.", api->last_error(),
-							   (long long) call->gpu.bytes_needed) :
-					 errdetail("%s.", api->last_error()),
+							call->algorithm->name, (long long) call->in.n),
+					 call->timing.bytes_needed > 0 ?
+					 errdetail("%s; %lld bytes of device memory are needed.", err->message,
+							   (long long) call->timing.bytes_needed) :
+					 errdetail("%s.", err->message),
 					 errhint("Use device => 'cpu' or 'auto', or a smaller input.")));
-			break;
-		case GC_ERR_INVALID_ARGUMENT:
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("%s", api->last_error())));
 			break;
 		case GC_ERR_NOT_BUILT:
 		case GC_ERR_NO_DRIVER:
 		case GC_ERR_NO_DEVICE:
 			ereport(ERROR,
 					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-					 errmsg("no usable GPU for gpuclust %s", call->algorithm),
-					 errdetail("%s", api->last_error()),
+					 errmsg("no usable GPU for gpuclust %s", call->algorithm->name),
+					 errdetail("%s", err->message),
 					 errhint("Use device => 'cpu'.")));
 			break;
-		case GC_ERR_INTERNAL:
-			elog(ERROR, "gpuclust: GPU %s: %s, please report a bug", step, api->last_error());
-			break;
-		default:
+		case GC_ERR_CUDA:
 			ereport(ERROR,
 					(errcode(ERRCODE_EXTERNAL_ROUTINE_EXCEPTION),
-					 errmsg("GPU %s failed", step),
-					 errdetail("%s", api->last_error()),
+					 errmsg("GPU %s failed", call->algorithm->title),
+					 errdetail("%s", err->message),
 					 errhint("Use device => 'cpu' to compute on the CPU.")));
-	}
-	return false;
-}
-
-/* Marks the start of a CPU computation. */
-void
-GcCallComputeStart(GcCall *call)
-{
-	call->used_gpu = false;
-	memset(&call->gpu, 0, sizeof(call->gpu));
-	INSTR_TIME_SET_CURRENT(call->t_phase);
-}
-
-/* Handles the status of a CPU computation: anything but GC_OK is an ERROR. */
-void
-GcCallCpuDone(GcCall *call, gc_status status)
-{
-	call->compute_ms = ElapsedMs(call->t_phase);
-	switch (status)
-	{
-		case GC_OK:
-			return;
-		case GC_ERR_CANCELLED:
-			RaiseCancel();
-			break;
-		case GC_ERR_OUT_OF_MEMORY:
-			ereport(ERROR,
-					(errcode(ERRCODE_OUT_OF_MEMORY),
-					 errmsg("out of memory in %s of %lld rows", call->algorithm,
-							(long long) call->in.n),
-					 errdetail("%s.", call->errbuf)));
-			break;
-		case GC_ERR_INVALID_ARGUMENT:
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("%s", call->errbuf)));
 			break;
 		default:
-			elog(ERROR, "gpuclust: %s on the CPU: %s, please report a bug",
-				 call->algorithm, call->errbuf);
+			elog(ERROR, "gpuclust: %s on the %s: %s, please report a bug",
+				 call->algorithm->title, api->name, err->message);
 	}
+	pg_unreachable();
+}
+
+/* Runs the job on one back end; the computation's milliseconds go to compute_ms. */
+static gc_status
+RunOn(GcCall *call, const gc_backend_api *api, GcRunFn run, void *job)
+{
+	gc_status	st;
+
+	memset(&call->timing, 0, sizeof(call->timing));
+	call->used_gpu = (api != gc_cpu_api());
+	INSTR_TIME_SET_CURRENT(call->t_phase);
+	st = run(api, &call->exec, &call->in, job);
+	call->compute_ms = call->used_gpu ? call->timing.compute_ms : ElapsedMs(call->t_phase);
+	return st;
+}
+
+/*
+ * Computes the job: on the GPU when chosen, then on the CPU when the GPU
+ * ran out of memory under device auto (after a NOTICE), else on the CPU.
+ * Any failure is an ERROR.  Nothing runs for an empty input.
+ */
+void
+GcCallCompute(GcCall *call, GcRunFn run, void *job)
+{
+	const gc_backend_api *api;
+	gc_status	st;
+
+	if (call->in.n == 0)
+		return;
+	api = ChooseGpu(call);
+	if (api != NULL)
+	{
+		st = RunOn(call, api, run, job);
+		if (st == GC_OK)
+			return;
+		if (st != GC_ERR_OUT_OF_MEMORY || call->requested != GC_DEVICE_AUTO)
+			ReportFailure(call, api, st);
+		ereport(NOTICE,
+				(errmsg("gpuclust: not enough GPU memory for %s of %lld rows, computing on the CPU",
+						call->algorithm->name, (long long) call->in.n),
+				 errdetail("%s", api->last_error()->message)));
+	}
+	api = gc_cpu_api();
+	st = RunOn(call, api, run, job);
+	if (st != GC_OK)
+		ReportFailure(call, api, st);
 }
 
 /* Sets up materialize-mode output; rows go into the returned tuplestore. */
@@ -385,10 +481,10 @@ GcCallEnd(GcCall *call, const char *extra)
 
 		if (call->used_gpu)
 			snprintf(gpu, sizeof(gpu), " to_device=%.3f from_device=%.3f",
-					 call->gpu.to_device_ms, call->gpu.from_device_ms);
+					 call->timing.to_device_ms, call->timing.from_device_ms);
 		ereport(NOTICE,
 				(errmsg("gpuclust: %s n=%lld d=%d device=%s gather=%.3f%s compute=%.3f output=%.3f total=%.3f%s%s",
-						call->algorithm, (long long) call->in.n, call->in.d,
+						call->algorithm->name, (long long) call->in.n, call->in.d,
 						call->used_gpu ? "gpu" : "cpu",
 						call->gather_ms, gpu, call->compute_ms, call->output_ms,
 						ElapsedMs(call->t_start),
@@ -431,15 +527,16 @@ PG_FUNCTION_INFO_V1(gpuclust_devices);
 Datum
 gpuclust_devices(PG_FUNCTION_ARGS)
 {
+	static const GcAlgorithm devices = {"devices", "devices"};
 	GcCall		call;
-	const gc_cuda_api *api;
+	const gc_backend_api *api;
 	char		reason[512];
 	gc_status	why;
 	Tuplestorestate *ts;
 	TupleDesc	desc;
 	int32		count = 0;
 
-	GcCallBegin(&call, fcinfo, "devices", -1);
+	GcCallBegin(&call, fcinfo, &devices, -1);
 	api = GcGpuApi(reason, sizeof(reason), &why);
 	ts = GcCallOutputStart(&call, fcinfo, &desc);
 	if (api != NULL && api->device_count(&count) == GC_OK)
@@ -456,7 +553,7 @@ gpuclust_devices(PG_FUNCTION_ARGS)
 				ereport(ERROR,
 						(errcode(ERRCODE_EXTERNAL_ROUTINE_EXCEPTION),
 						 errmsg("could not read the properties of GPU %d", i),
-						 errdetail("%s", api->last_error())));
+						 errdetail("%s", api->last_error()->message)));
 			snprintf(cc, sizeof(cc), "%d.%d", info.cc_major, info.cc_minor);
 			values[0] = Int32GetDatum(info.device_id);
 			values[1] = CStringGetTextDatum(info.name);

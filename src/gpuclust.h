@@ -1,26 +1,20 @@
 /*
  * gpuclust.h
  *    The PostgreSQL glue shared by every SQL function: the life of one call
- *    (private memory context, gather, back-end choice, status to ereport,
- *    output, timing NOTICE), the gather of the user's query and the GUCs.
+ *    (private memory context, gather, running the chosen back end and the
+ *    CPU when the GPU is out of memory under auto, status to ereport, output,
+ *    timing NOTICE), the gather of the user's query and the GUCs.
  *
- * A SQL function in src/<algorithm>.c follows this shape:
+ * A SQL function in src/<algorithm>.c is its arguments, its params struct
+ * and its output rows:
  *
- *     GcCall      call;
- *     const gc_cuda_api *api;
- *
- *     ...check the arguments (GcArg* helpers)...
- *     GcCallBegin(&call, fcinfo, "dbscan", DEVICE_ARGNO);
+ *     GcCallBegin(&call, fcinfo, &GcDbscan, DEVICE_ARGNO);
+ *     GcReportCheck(gc_check_dbscan(&job.params, -1, 0, &err), &err);
  *     GcCallGather(&call, query);
- *     if (call.in.n > 0 && GcCallChooseGpu(&call, &api))
- *         done = GcCallGpuDone(&call, api->dbscan(call.device_id, ..., &call.gpu,
- *                                                 GcCancelRequested, NULL), "dbscan");
- *     if (call.in.n > 0 && !done)
- *     {
- *         GcCallComputeStart(&call);
- *         GcCallCpuDone(&call, gc_dbscan_cpu(..., GcCancelRequested, NULL, call.errbuf));
- *     }
- *     tupstore = GcCallOutputStart(&call, fcinfo, &tupdesc);
+ *     GcReportCheck(gc_check_dbscan(&job.params, call.in.n, call.in.d, &err), &err);
+ *     ...allocate the result arrays with GcAlloc...
+ *     GcCallCompute(&call, RunDbscan, &job);
+ *     ts = GcCallOutputStart(&call, fcinfo, &tupdesc);
  *     ...tuplestore_putvalues for each row...
  *     GcCallEnd(&call, NULL);
  */
@@ -35,8 +29,8 @@
 #include "portability/instr_time.h"
 #include "utils/tuplestore.h"
 
-#include "core.h"
-#include "gpuclust_cuda.h"
+#include "backend.h"
+#include "checks.h"
 
 /* gpuclust.device and the device argument */
 typedef enum GcDevice
@@ -52,6 +46,7 @@ extern bool gc_timing_guc;
 extern int	gc_device_id_guc;
 extern int	gc_gpu_min_rows_guc;
 extern int	gc_kmeans_precision_guc;	/* gc_precision */
+extern gc_tuning gc_tuning_gucs;	/* developer settings, see GcDefineTuningGucs */
 
 /* The gathered input: n rows of d float features, in query order. */
 typedef struct GcInput
@@ -62,25 +57,39 @@ typedef struct GcInput
 	int64	   *ids;			/* [n] */
 } GcInput;
 
+/* What the glue needs to know of an algorithm. */
+typedef struct GcAlgorithm
+{
+	const char *name;			/* in the timing NOTICE: "dbscan", "kmeans", ... */
+	const char *title;			/* in messages: "DBSCAN", "k-means", ... */
+} GcAlgorithm;
+
 /* One call of a clustering function. */
 typedef struct GcCall
 {
-	const char *algorithm;		/* "dbscan", "kmeans", "density_peaks" */
+	const GcAlgorithm *algorithm;
 	MemoryContext cxt;			/* private context, deleted by GcCallEnd */
 	MemoryContext oldcxt;
 	GcDevice	requested;		/* from the device argument or gpuclust.device */
-	int32		device_id;		/* GPU to use */
 	bool		used_gpu;
 	bool		gathered;		/* GcCallGather ran: GcCallEnd reports timing */
 	GcInput		in;
-	gc_timing	gpu;			/* filled by the GPU back end */
-	char		errbuf[GC_ERRBUF_SIZE]; /* filled by the CPU back end */
+	gc_exec		exec;			/* device, tuning, cancel and timing for the back end */
+	gc_tuning	tuning;
+	gc_timing	timing;			/* filled by the back end that ran */
 	instr_time	t_start;
 	instr_time	t_phase;
 	double		gather_ms;
 	double		compute_ms;
 	double		output_ms;
 } GcCall;
+
+/*
+ * Runs an algorithm on a back end: one line that picks the api entry and
+ * passes the call's input and the algorithm's own params and result.
+ */
+typedef gc_status (*GcRunFn) (const gc_backend_api *api, const gc_exec *exec,
+							  const GcInput *in, void *job);
 
 /* Argument helpers: a NULL where a value is required is an ERROR naming it. */
 extern text *GcArgText(FunctionCallInfo fcinfo, int argno, const char *name);
@@ -89,16 +98,15 @@ extern int32 GcArgInt32(FunctionCallInfo fcinfo, int argno, const char *name);
 
 /* Call life cycle (gpuclust.c). */
 extern void GcCallBegin(GcCall *call, FunctionCallInfo fcinfo,
-						const char *algorithm, int device_argno);
+						const GcAlgorithm *algorithm, int device_argno);
 extern void GcCallGather(GcCall *call, text *query);
-extern bool GcCallChooseGpu(GcCall *call, const gc_cuda_api **api);
-extern bool GcCallGpuDone(GcCall *call, const gc_cuda_api *api,
-						  gc_status status, const char *step);
-extern void GcCallComputeStart(GcCall *call);
-extern void GcCallCpuDone(GcCall *call, gc_status status);
+extern void GcCallCompute(GcCall *call, GcRunFn run, void *job);
 extern Tuplestorestate *GcCallOutputStart(GcCall *call, FunctionCallInfo fcinfo,
 										  TupleDesc *tupdesc);
 extern void GcCallEnd(GcCall *call, const char *extra);
+
+/* Raises the error a check of common/checks.h found, if any. */
+extern void GcReportCheck(gc_status status, const gc_error *err);
 
 /* Allocation in the call's context, huge when needed, with a clear error. */
 extern void *GcAlloc(GcCall *call, Size size, const char *what);
@@ -110,8 +118,8 @@ extern int	GcCancelRequested(void *arg);
 extern void GcGather(const char *query, GcInput *in);
 
 /* gpu.c: the lazily loaded GPU back end. */
-extern const gc_cuda_api *GcGpuApi(char *reason, size_t reasonlen,
-								   gc_status *why);
+extern const gc_backend_api *GcGpuApi(char *reason, size_t reasonlen,
+									  gc_status *why);
 extern void GcGpuReleaseCallback(void *arg);
 
 #endif							/* GPUCLUST_H */

@@ -7,10 +7,12 @@
  *    cluster with its centroid, size and inertia.
  *
  * The rules are at the top of src/core/kmeans.c; the CPU back end is
- * src/core/kmeans.c and the GPU back end cuda/kmeans.cu (after seeds 001
- * and 002), and both start from the same initial centroids
- * (src/core/kmeans_init.h).  gpuclust.kmeans_precision chooses the
- * arithmetic of the GPU's distance products.
+ * src/core/kmeans.c and the GPU back end cuda/kmeans*.cu (after Li, Zhao
+ * and Chu, "Speeding up K-Means Algorithm by GPUs", and Minnaar, "A CUDA
+ * Implementation of the K-Means Clustering Algorithm"), and both start from
+ * the same initial centroids (common/kmeans_init.h).
+ * gpuclust.kmeans_precision chooses the arithmetic of the GPU's distance
+ * products.
  */
 #include "postgres.h"
 
@@ -25,6 +27,24 @@
 
 PG_FUNCTION_INFO_V1(gpu_kmeans);
 PG_FUNCTION_INFO_V1(gpu_kmeans_centroids);
+
+static const GcAlgorithm GcKmeans = {"kmeans", "k-means"};
+
+/* The params and result of one k-means call. */
+typedef struct KmeansJob
+{
+	gc_kmeans_params params;
+	gc_kmeans_result result;
+} KmeansJob;
+
+/* Runs k-means on a back end. */
+static gc_status
+RunKmeans(const gc_backend_api *api, const gc_exec *exec, const GcInput *in, void *arg)
+{
+	KmeansJob  *job = arg;
+
+	return api->kmeans(exec, in->x, in->n, in->d, &job->params, &job->result);
+}
 
 #define KM_ARG_QUERY		0
 #define KM_ARG_K			1
@@ -61,8 +81,8 @@ KmInit(FunctionCallInfo fcinfo)
 
 /*
  * Checks initial_centroids, a k x d two-dimensional float8 array without
- * NULLs or non-finite values, and returns its values row-major; *d_out gets
- * its second dimension.
+ * NULLs, and returns its values row-major; *d_out gets its second
+ * dimension.  Their values are checked with the other parameters.
  */
 static double *
 KmInitialCentroids(ArrayType *arr, int32 k, int32 *d_out)
@@ -101,15 +121,54 @@ KmInitialCentroids(ArrayType *arr, int32 k, int32 *d_out)
 					 errdetail("Row %d, column %d is NULL.", i / dims[1] + 1, i % dims[1] + 1),
 					 errhint("Give every feature of every initial centroid a value.")));
 		out[i] = DatumGetFloat8(elems[i]);
-		if (!isfinite(out[i]))
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("initial_centroids must contain finite numbers"),
-					 errdetail("Row %d, column %d is %g.", i / dims[1] + 1, i % dims[1] + 1, out[i]),
-					 errhint("Replace NaN and infinity with finite coordinates.")));
 	}
 	*d_out = dims[1];
 	return out;
+}
+
+/* Writes the output rows: one per input row, or one per cluster. */
+static void
+KmOutput(GcCall *call, KmeansJob *job, FunctionCallInfo fcinfo, bool per_cluster)
+{
+	TupleDesc	desc;
+	Tuplestorestate *ts = GcCallOutputStart(call, fcinfo, &desc);
+	const gc_kmeans_result *r = &job->result;
+	int32		d = call->in.d;
+
+	if (!per_cluster)
+	{
+		for (int64 i = 0; i < call->in.n; i++)
+		{
+			Datum		values[3];
+			bool		nulls[3] = {false, false, false};
+
+			values[0] = Int64GetDatum(call->in.ids[i]);
+			values[1] = Int32GetDatum(r->labels[i]);
+			values[2] = Float8GetDatum(r->distance[i]);
+			tuplestore_putvalues(ts, desc, values, nulls);
+			if ((i & 0xffff) == 0)
+				CHECK_FOR_INTERRUPTS();
+		}
+		return;
+	}
+	{
+		Datum	   *elems = palloc(sizeof(Datum) * d);
+
+		for (int32 j = 0; j < job->params.k; j++)
+		{
+			Datum		values[4];
+			bool		nulls[4] = {false, false, false, false};
+
+			for (int32 t = 0; t < d; t++)
+				elems[t] = Float8GetDatum(r->centroids[(int64) j * d + t]);
+			values[0] = Int32GetDatum(j);
+			values[1] = PointerGetDatum(construct_array(elems, d, FLOAT8OID, sizeof(float8),
+														FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
+			values[2] = Int64GetDatum(r->sizes[j]);
+			values[3] = Float8GetDatum(r->inertia[j]);
+			tuplestore_putvalues(ts, desc, values, nulls);
+		}
+	}
 }
 
 /* The work behind both SQL functions. */
@@ -117,60 +176,37 @@ static Datum
 KmRun(FunctionCallInfo fcinfo, bool per_cluster)
 {
 	text	   *query = GcArgText(fcinfo, KM_ARG_QUERY, "query");
-	int32		k = GcArgInt32(fcinfo, KM_ARG_K, "k");
-	int32		max_iter = PG_ARGISNULL(KM_ARG_MAX_ITER) ? KM_DEFAULT_MAX_ITER : PG_GETARG_INT32(KM_ARG_MAX_ITER);
-	double		tol = PG_ARGISNULL(KM_ARG_TOL) ? KM_DEFAULT_TOL : PG_GETARG_FLOAT8(KM_ARG_TOL);
-	int32		seed = PG_ARGISNULL(KM_ARG_SEED) ? 0 : PG_GETARG_INT32(KM_ARG_SEED);
-	gc_kmeans_init init = KmInit(fcinfo);
 	ArrayType  *given = PG_ARGISNULL(KM_ARG_CENTROIDS) ? NULL : PG_GETARG_ARRAYTYPE_P(KM_ARG_CENTROIDS);
-	double	   *given_values = NULL;
 	int32		given_d = 0;
-	gc_kmeans_params params;
-	gc_kmeans_result result;
-	const gc_cuda_api *api;
+	KmeansJob	job;
+	gc_kmeans_params *p = &job.params;
+	gc_error	err;
 	GcCall		call;
-	Tuplestorestate *ts;
-	TupleDesc	desc;
-	bool		done = false;
 	char		extra[128];
 	int64		n;
 	int32		d;
 
-	if (k < 1)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("k must be at least 1"),
-				 errdetail("k is %d.", k),
-				 errhint("k is the number of clusters to find.")));
-	if (max_iter < 1)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("max_iter must be at least 1"),
-				 errdetail("max_iter is %d.", max_iter),
-				 errhint("max_iter bounds the number of Lloyd iterations; the default is 300.")));
-	if (!(tol >= 0) || isinf(tol))
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("tol must be a finite number >= 0"),
-				 errdetail("tol is %g.", tol),
-				 errhint("tol is relative to the mean variance of the features, as in scikit-learn; the default is 1e-4, and 0 iterates until no row changes cluster.")));
+	memset(&job, 0, sizeof(job));
+	p->struct_size = sizeof(*p);
+	p->k = GcArgInt32(fcinfo, KM_ARG_K, "k");
+	p->max_iter = PG_ARGISNULL(KM_ARG_MAX_ITER) ? KM_DEFAULT_MAX_ITER : PG_GETARG_INT32(KM_ARG_MAX_ITER);
+	p->tol = PG_ARGISNULL(KM_ARG_TOL) ? KM_DEFAULT_TOL : PG_GETARG_FLOAT8(KM_ARG_TOL);
+	p->seed = (uint64) (int64) (PG_ARGISNULL(KM_ARG_SEED) ? 0 : PG_GETARG_INT32(KM_ARG_SEED));
+	p->init = KmInit(fcinfo);
+	p->precision = (gc_precision) gc_kmeans_precision_guc;
+	GcReportCheck(gc_check_kmeans(p, -1, 0, &err), &err);
 	if (given)
 	{
-		given_values = KmInitialCentroids(given, k, &given_d);
-		init = GC_KMEANS_INIT_GIVEN;
+		p->initial_centroids = KmInitialCentroids(given, p->k, &given_d);
+		p->init = GC_KMEANS_INIT_GIVEN;
+		GcReportCheck(gc_check_kmeans(p, -1, given_d, &err), &err);
 	}
 
-	GcCallBegin(&call, fcinfo, "kmeans", KM_ARG_DEVICE);
+	GcCallBegin(&call, fcinfo, &GcKmeans, KM_ARG_DEVICE);
 	GcCallGather(&call, query);
 	n = call.in.n;
 	d = call.in.d;
-
-	if (k > n)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("k (%d) is greater than the number of rows (%lld)", k, (long long) n),
-				 errdetail("Every cluster starts at a distinct row or at an initial centroid and needs a row."),
-				 errhint("Use a smaller k, or a query that returns at least k rows.")));
+	GcReportCheck(gc_check_kmeans(p, n, given ? given_d : d, &err), &err);
 	if (given && given_d != d)
 		ereport(ERROR,
 				(errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
@@ -178,75 +214,20 @@ KmRun(FunctionCallInfo fcinfo, bool per_cluster)
 				 errdetail("Each initial centroid needs one value per feature of the query."),
 				 errhint("Pass a k x %d array.", d)));
 
-	memset(&params, 0, sizeof(params));
-	params.struct_size = sizeof(params);
-	params.k = k;
-	params.max_iter = max_iter;
-	params.tol = tol;
-	params.seed = (uint64) (int64) seed;
-	params.init = init;
-	params.initial_centroids = given_values;
-	params.precision = (gc_precision) gc_kmeans_precision_guc;
+	job.result.labels = GcAlloc(&call, sizeof(int32) * n, "cluster ids");
+	job.result.distance = GcAlloc(&call, sizeof(double) * n, "distances");
+	job.result.centroids = GcAlloc(&call, sizeof(double) * p->k * d, "centroids");
+	job.result.sizes = GcAlloc(&call, sizeof(int64) * p->k, "cluster sizes");
+	job.result.inertia = GcAlloc(&call, sizeof(double) * p->k, "inertias");
+	GcCallCompute(&call, RunKmeans, &job);
 
-	result.labels = GcAlloc(&call, sizeof(int32) * n, "cluster ids");
-	result.distance = GcAlloc(&call, sizeof(double) * n, "distances");
-	result.centroids = GcAlloc(&call, sizeof(double) * k * d, "centroids");
-	result.sizes = GcAlloc(&call, sizeof(int64) * k, "cluster sizes");
-	result.inertia = GcAlloc(&call, sizeof(double) * k, "inertias");
-	result.iterations = 0;
-
-	if (GcCallChooseGpu(&call, &api))
-		done = GcCallGpuDone(&call, api,
-							 api->kmeans(call.device_id, call.in.x, n, d, &params, &result,
-										 &call.gpu, GcCancelRequested, NULL),
-							 "k-means");
-	if (!done)
-	{
-		GcCallComputeStart(&call);
-		GcCallCpuDone(&call, gc_kmeans_cpu(call.in.x, n, d, &params, &result,
-										   GcCancelRequested, NULL, call.errbuf));
-	}
-
-	ts = GcCallOutputStart(&call, fcinfo, &desc);
-	if (!per_cluster)
-	{
-		for (int64 i = 0; i < n; i++)
-		{
-			Datum		values[3];
-			bool		nulls[3] = {false, false, false};
-
-			values[0] = Int64GetDatum(call.in.ids[i]);
-			values[1] = Int32GetDatum(result.labels[i]);
-			values[2] = Float8GetDatum(result.distance[i]);
-			tuplestore_putvalues(ts, desc, values, nulls);
-			if ((i & 0xffff) == 0)
-				CHECK_FOR_INTERRUPTS();
-		}
-	}
-	else
-	{
-		Datum	   *elems = palloc(sizeof(Datum) * d);
-
-		for (int32 j = 0; j < k; j++)
-		{
-			Datum		values[4];
-			bool		nulls[4] = {false, false, false, false};
-
-			for (int32 t = 0; t < d; t++)
-				elems[t] = Float8GetDatum(result.centroids[(int64) j * d + t]);
-			values[0] = Int32GetDatum(j);
-			values[1] = PointerGetDatum(construct_array(elems, d, FLOAT8OID, sizeof(float8),
-														FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
-			values[2] = Int64GetDatum(result.sizes[j]);
-			values[3] = Float8GetDatum(result.inertia[j]);
-			tuplestore_putvalues(ts, desc, values, nulls);
-		}
-	}
-	if (call.used_gpu && call.in.d > 32 && params.precision == GC_PRECISION_FP32)
+	KmOutput(&call, &job, fcinfo, per_cluster);
+	if (call.used_gpu && d > 32 && p->precision == GC_PRECISION_FP32)
 		snprintf(extra, sizeof(extra), "iterations=%d decided_in_double=%lld to_fp32=%lld",
-				 result.iterations, (long long) call.gpu.counts[0], (long long) call.gpu.counts[2]);
+				 job.result.iterations, (long long) call.timing.counts[0],
+				 (long long) call.timing.counts[2]);
 	else
-		snprintf(extra, sizeof(extra), "iterations=%d", result.iterations);
+		snprintf(extra, sizeof(extra), "iterations=%d", job.result.iterations);
 	GcCallEnd(&call, extra);
 	return (Datum) 0;
 }
