@@ -7,7 +7,9 @@
 
 EXTENSION   = gpuclust
 MODULE_big  = gpuclust
-DATA        = sql/gpuclust--0.1.0.sql
+EXTVERSION  = $(shell sed -n "s/^default_version = '\\(.*\\)'/\\1/p" gpuclust.control)
+# The install script of every release and the update scripts between them.
+DATA        = $(sort $(wildcard sql/gpuclust--*.sql))
 
 SRCS        = $(sort $(wildcard src/*.c src/core/*.c))
 OBJS        = $(SRCS:.c=.o)
@@ -71,7 +73,7 @@ gpuclust_cuda.so: $(CUDA_OBJS)
 	$(NVCC) -shared $(NVCC_GENCODE) -o $@ $^ -L$(CUDA_LIBDIR) -lcudart_static -lcublas \
 	    -Xlinker -rpath,$(CUDA_LIBDIR) -ldl -lrt -lpthread
 
-.PHONY: install-cuda unittest test
+.PHONY: install-cuda unittest test dist
 install-cuda: $(CUDA_SHLIB)
 	$(INSTALL_SHLIB) $(CUDA_SHLIB) '$(DESTDIR)$(pkglibdir)/'
 
@@ -88,3 +90,10 @@ unittest: $(UNIT_TESTS)
 
 test:
 	./test/run-all
+
+# A source tarball of the committed tree, gpuclust-<version>.tar.gz, that builds
+# with PGXS on a fresh machine (the tests are in it; .git is not).
+dist:
+	git archive --format=tar.gz --prefix=$(EXTENSION)-$(EXTVERSION)/ \
+	    -o $(EXTENSION)-$(EXTVERSION).tar.gz HEAD
+	@echo "wrote $(EXTENSION)-$(EXTVERSION).tar.gz"

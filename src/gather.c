@@ -422,7 +422,7 @@ CheckReadOnly(SPIPlanPtr plan, const char *query)
 static void
 ExecuteInto(SPIPlanPtr plan, GatherReceiver *st)
 {
-#if PG_VERSION_NUM >= 140000
+#ifdef GC_HAVE_SPI_EXECUTE_EXTENDED
 	{
 		SPIExecuteOptions options;
 		int			rc;

@@ -140,11 +140,7 @@ _PG_init(void)
 							 &gc_kmeans_precision_guc, GC_PRECISION_FP32, precision_options,
 							 PGC_USERSET, 0, NULL, NULL, NULL);
 	DefineTuningGucs();
-#if PG_VERSION_NUM >= 150000
 	MarkGUCPrefixReserved("gpuclust");
-#else
-	EmitWarningsOnPlaceholders("gpuclust");
-#endif
 }
 
 /* ----------------------------------------------------------------- arguments */

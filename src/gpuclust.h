@@ -23,6 +23,8 @@
 
 #include "postgres.h"
 
+#include "compat.h"
+
 #include "fmgr.h"
 #include "funcapi.h"
 #include "miscadmin.h"
