@@ -25,6 +25,7 @@
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
+#include "utils/resowner.h"
 #include "utils/plancache.h"
 #include "utils/fmgrprotos.h"
 
@@ -458,16 +459,62 @@ ExecuteInto(SPIPlanPtr plan, GatherReceiver *st)
 }
 
 /*
+ * Prepares and runs the query through SPI, streaming its rows into st.  The
+ * statement itself must be a SELECT; functions it calls could still write,
+ * and running it as in a read-only transaction refuses most such writes with
+ * a clear error (temporary tables, large objects and some others excepted,
+ * as in any read-only transaction): the caller rolls back what is left.
+ */
+static void
+RunQuery(const char *query, GatherReceiver *st)
+{
+	SPIPlanPtr	plan;
+	int			rc;
+	bool		save_read_only = XactReadOnly;
+
+	if ((rc = SPI_connect()) != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed: %s", SPI_result_code_string(rc));
+	plan = SPI_prepare(query, 0, NULL);
+	if (plan == NULL)
+		elog(ERROR, "SPI_prepare failed: %s", SPI_result_code_string(SPI_result));
+	CheckReadOnly(plan, query);
+	{
+		CachedPlanSource *ps = linitial(SPI_plan_get_plan_sources(plan));
+		MemoryContext old = MemoryContextSwitchTo(st->outcxt);
+
+		CheckColumns(st, CreateTupleDescCopy(ps->resultDesc));
+		MemoryContextSwitchTo(old);
+	}
+	XactReadOnly = true;
+	PG_TRY();
+	{
+		ExecuteInto(plan, st);
+	}
+	PG_FINALLY();
+	{
+		XactReadOnly = save_read_only;
+	}
+	PG_END_TRY();
+	SPI_finish();
+}
+
+/*
  * Runs query read-only with the caller's privileges and fills in (in the
  * current memory context).  An empty result gives n = 0.
+ *
+ * The query runs in a subtransaction that is always rolled back once its
+ * rows are copied out, so nothing it did stays: no row, large object,
+ * temporary table, setting, notification or transaction-level lock.  What is
+ * not transactional in PostgreSQL stays as it would after any rollback:
+ * sequence values, session-level advisory locks, files written by server
+ * functions, signals sent to other backends.
  */
 void
 GcGather(const char *query, GcInput *in)
 {
 	MemoryContext outcxt = CurrentMemoryContext;
+	ResourceOwner owner = CurrentResourceOwner;
 	GatherReceiver st;
-	SPIPlanPtr	plan;
-	int			rc;
 
 	memset(in, 0, sizeof(*in));
 	memset(&st, 0, sizeof(st));
@@ -480,40 +527,30 @@ GcGather(const char *query, GcInput *in)
 	st.outcxt = outcxt;
 	st.tmpcxt = AllocSetContextCreate(outcxt, "gpuclust gather", ALLOCSET_DEFAULT_SIZES);
 
-	if ((rc = SPI_connect()) != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed: %s", SPI_result_code_string(rc));
-	plan = SPI_prepare(query, 0, NULL);
-	if (plan == NULL)
-		elog(ERROR, "SPI_prepare failed: %s", SPI_result_code_string(SPI_result));
-	CheckReadOnly(plan, query);
+	BeginInternalSubTransaction(NULL);
+	MemoryContextSwitchTo(outcxt);
+	PG_TRY();
 	{
-		CachedPlanSource *ps = linitial(SPI_plan_get_plan_sources(plan));
-		MemoryContext old = MemoryContextSwitchTo(outcxt);
-
-		CheckColumns(&st, CreateTupleDescCopy(ps->resultDesc));
-		MemoryContextSwitchTo(old);
+		RunQuery(query, &st);
 	}
-
-	/*
-	 * The statement itself is a SELECT; functions it calls could still write.
-	 * Running it as in a read-only transaction refuses every such write
-	 * (temporary tables excepted, as in any read-only transaction).
-	 */
+	PG_CATCH();
 	{
-		bool		save_read_only = XactReadOnly;
+		ErrorData  *edata;
 
-		XactReadOnly = true;
-		PG_TRY();
-		{
-			ExecuteInto(plan, &st);
-		}
-		PG_FINALLY();
-		{
-			XactReadOnly = save_read_only;
-		}
-		PG_END_TRY();
+		/* Roll back our own subtransaction before the error goes up. */
+		MemoryContextSwitchTo(outcxt);
+		edata = CopyErrorData();
+		FlushErrorState();
+		RollbackAndReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(outcxt);
+		CurrentResourceOwner = owner;
+		ReThrowError(edata);
 	}
-	SPI_finish();
+	PG_END_TRY();
+	RollbackAndReleaseCurrentSubTransaction();
+	MemoryContextSwitchTo(outcxt);
+	CurrentResourceOwner = owner;
+
 	MemoryContextDelete(st.tmpcxt);
 	if (in->n == 0)
 		in->d = st.kind == FEATURES_SCALARS ? st.natts - 1 : 0;
