@@ -29,6 +29,12 @@ gc_error_clear(gc_error *e)
 
 static inline void
 gc_error_vformat(char *buf, const char *fmt, va_list ap)
+#ifdef __GNUC__
+__attribute__((format(printf, 2, 0)))
+#endif
+;
+static inline void
+gc_error_vformat(char *buf, const char *fmt, va_list ap)
 {
 	vsnprintf(buf, GC_ERROR_TEXT, fmt, ap);
 }

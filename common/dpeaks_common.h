@@ -4,16 +4,18 @@
  *    (src/core/dpeaks.c) and the GPU back end (cuda/dpeaks.cu), so that both
  *    produce bit-identical dc, rho, delta, centres and labels.
  *
- * Exact rules (Rodriguez & Laio 2014, as parallelised in seed 004, CUDA-DP):
+ * Exact rules (Rodriguez and Laio, "Clustering by fast search and find of
+ * density peaks", 2014, as parallelised in CUDA-DP by Ge et al., "Efficient
+ * parallel implementation of a density peaks clustering algorithm on GPU"):
  *
  *  - d_ij = sqrt(dist2_ij), dist2 accumulated in double from the float
  *    inputs over dimensions 0..d-1 in order, without FMA (gc_dist2).
  *  - dc when not given: the k-th smallest d_ij over ordered pairs i != j,
  *    k = ceil(neighbor_rate * n * (n - 1)).  Found exactly (a radix select
- *    on the bit patterns of dist2: the seed's binary search over pair counts,
- *    twelve bits per pass) when n <= GC_DP_DC_EXACT_MAX_N, otherwise the
+ *    on the bit patterns of dist2: CUDA-DP's binary search over pair counts,
+ *    several bits per pass) when n <= GC_DP_DC_EXACT_MAX_N, otherwise the
  *    ceil(neighbor_rate * S)-th smallest of S = GC_DP_DC_SAMPLE_PAIRS ordered
- *    pairs drawn by gc_dp_sample_pair from the seed (the seed's sampling).
+ *    pairs drawn by gc_dp_sample_pair from the seed (CUDA-DP's sampling).
  *  - cutoff kernel: rho_i = #{j != i : d_ij < dc}, evaluated as
  *    dist2_ij < T with T = gc_dp_cutoff_threshold(dc), which is equivalent.
  *  - gaussian kernel: rho_i = sum_{j != i} exp(-u_ij), u_ij = dist2_ij *

@@ -41,6 +41,10 @@ CREATE TEMP TABLE ref_dbscan AS
 CREATE TEMP TABLE ref_kmeans AS
   SELECT * FROM gpu_kmeans('SELECT id, f FROM tpts_wide', 7, seed => 3, device => 'cpu');
 
+SELECT count(DISTINCT cluster_id) AS clusters, count(*) FILTER (WHERE cluster_id IS NULL) AS noise
+FROM ref_dbscan;
+SELECT count(DISTINCT cluster_id) AS clusters FROM ref_kmeans;
+
 -- rows of gpu_dbscan / gpu_kmeans with one setting changed that differ from the CPU's
 CREATE FUNCTION pg_temp.dbscan_diff(setting text, value text) RETURNS bigint
 LANGUAGE plpgsql AS $$

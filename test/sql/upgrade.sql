@@ -34,10 +34,10 @@ CREATE EXTENSION gpuclust VERSION '0.1.0';
 ALTER EXTENSION gpuclust UPDATE;
 SELECT extversion FROM pg_extension WHERE extname = 'gpuclust';
 SELECT 'missing after update' AS problem, item FROM
-  (SELECT item FROM fresh EXCEPT SELECT * FROM pg_temp.gpuclust_catalog()) m
+  (SELECT item FROM fresh EXCEPT SELECT item FROM pg_temp.gpuclust_catalog() item) m
 UNION ALL
 SELECT 'extra after update', item FROM
-  (SELECT * FROM pg_temp.gpuclust_catalog() EXCEPT SELECT item FROM fresh) e
+  (SELECT item FROM pg_temp.gpuclust_catalog() item EXCEPT SELECT item FROM fresh) e
 ORDER BY 1, 2;
 
 -- the updated extension works
