@@ -1,16 +1,19 @@
 /*
  * core.h
- *    The CPU back end: the clustering algorithms on a plain float matrix.
+ *    The CPU back end inside: the clustering algorithms on a plain float
+ *    matrix, and the few helpers they share.
  *
- * Only the C standard library is used here, so the core builds and is unit
- * tested without PostgreSQL (test/unit).  Memory comes from malloc and is
- * always freed before returning; errors are returned as a gc_status with a
- * message written into the caller's errbuf; a long loop asks cancel(arg)
- * every few thousand points and returns GC_ERR_CANCELLED when told to stop.
+ * Only the C standard library and the headers of common/ are used here, so
+ * the core builds and is unit tested without PostgreSQL (test/unit).  The
+ * outside world reaches the core through one table, gc_cpu_api()
+ * (backend.c, declared in common/backend.h), which checks the parameters
+ * (common/checks.h), answers an empty input at once, and times the call;
+ * the functions below are what that table calls.
  *
- * Parameters and results are the structs of the GPU boundary
- * (cuda/gpuclust_cuda.h), so both back ends take exactly the same input
- * and must produce the same output.
+ * Memory comes from malloc and is always freed before returning; a failure
+ * is returned as a gc_status with its words in ctx->err; a long loop asks
+ * the cancel callback now and then and returns GC_ERR_CANCELLED when told
+ * to stop.
  */
 #ifndef GPUCLUST_CORE_H
 #define GPUCLUST_CORE_H
@@ -18,55 +21,60 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "gpuclust_cuda.h"
+#include "backend.h"
+#include "checks.h"
+#include "portable.h"
 
-#define GC_ERRBUF_SIZE 512
-
-/* Squared Euclidean distance, accumulated in double in dimension order. */
-static inline double
-gc_dist2(const float *a, const float *b, int32_t d)
+/* What one call of an algorithm gets from its entry point in backend.c. */
+typedef struct gc_core_ctx
 {
-	double		s = 0.0;
+	gc_cancel_fn cancel;		/* NULL: never cancelled */
+	void	   *cancel_arg;
+	const gc_tuning *tuning;	/* never NULL */
+	gc_timing  *timing;			/* never NULL: scratch when the caller wants none */
+	gc_error   *err;			/* the CPU back end's error record of this thread */
+} gc_core_ctx;
 
-	for (int32_t k = 0; k < d; k++)
-	{
-		double		t = (double) a[k] - (double) b[k];
+/* ---------------------------------------------------------------- error.c */
 
-		s += t * t;
-	}
-	return s;
-}
+/* Asks the cancel callback; on yes sets the "canceled" error and returns 1. */
+int			gc_core_cancelled(gc_core_ctx *ctx);
 
-/* Writes a printf-style message into errbuf and returns status. */
-gc_status	gc_fail(char *errbuf, gc_status status, const char *fmt,...)
+/* Sets the "canceled" error and returns GC_ERR_CANCELLED. */
+gc_status	gc_core_cancel_status(gc_core_ctx *ctx);
+
+/* Sets an out-of-memory error (bytes: what was asked for) and returns GC_ERR_OUT_OF_MEMORY. */
+gc_status	gc_core_oom(gc_core_ctx *ctx, size_t bytes, const char *fmt,...)
 #ifdef __GNUC__
 			__attribute__((format(printf, 3, 4)))
 #endif
 			;
 
-/* DBSCAN on the CPU (src/core/dbscan.c). */
-gc_status	gc_dbscan_cpu(const float *x,	/* [n, d] row-major */
-						  int64_t n, int32_t d,
-						  const gc_dbscan_params *params,
-						  gc_dbscan_result *result,
-						  gc_cancel_fn cancel, void *cancel_arg,
-						  char *errbuf /* [GC_ERRBUF_SIZE] */ );
+/* Prints a line to stderr when the caller's tuning asks for debug output. */
+void		gc_core_debug(const gc_core_ctx *ctx, const char *fmt,...)
+#ifdef __GNUC__
+			__attribute__((format(printf, 2, 3)))
+#endif
+			;
 
-/* k-means on the CPU (src/core/kmeans.c). */
-gc_status	gc_kmeans_cpu(const float *x,	/* [n, d] row-major */
-						  int64_t n, int32_t d,
-						  const gc_kmeans_params *params,
-						  gc_kmeans_result *result,
-						  gc_cancel_fn cancel, void *cancel_arg,
-						  char *errbuf /* [GC_ERRBUF_SIZE] */ );
+/* Milliseconds of wall clock, for the timing record. */
+double		gc_core_now_ms(void);
 
-/* Density peaks on the CPU (src/core/dpeaks.c). */
-gc_status	gc_dpeaks_cpu(const float *x,	/* [n, d] row-major */
-						  int64_t n, int32_t d,
-						  const gc_dpeaks_params *params,
-						  gc_dpeaks_result *result,
-						  gc_timing *timing,
-						  gc_cancel_fn cancel, void *cancel_arg,
-						  char *errbuf /* [GC_ERRBUF_SIZE] */ );
+/* ---------------------------------------------------------------- the algorithms
+ * Each takes parameters that passed gc_check_<algorithm>() and n >= 1 rows
+ * of x [n, d], row-major, and fills result as common/backend.h describes.
+ */
+
+/* DBSCAN (dbscan.c). */
+gc_status	gc_core_dbscan(gc_core_ctx *ctx, const float *x, int64_t n, int32_t d,
+						   const gc_dbscan_params *params, gc_dbscan_result *result);
+
+/* k-means (kmeans.c); timing phase_ms as for gc_kmeans_params. */
+gc_status	gc_core_kmeans(gc_core_ctx *ctx, const float *x, int64_t n, int32_t d,
+						   const gc_kmeans_params *params, gc_kmeans_result *result);
+
+/* Density peaks (dpeaks.c); timing phase_ms as for gc_dpeaks_params. */
+gc_status	gc_core_dpeaks(gc_core_ctx *ctx, const float *x, int64_t n, int32_t d,
+						   const gc_dpeaks_params *params, gc_dpeaks_result *result);
 
 #endif							/* GPUCLUST_CORE_H */

@@ -1,26 +1,29 @@
 /*
  * dpeaks.c
- *    Density peaks clustering on the CPU (Rodriguez & Laio 2014; the GPU
- *    formulation of seed 004, CUDA-DP, which the GPU back end follows).
+ *    Density peaks clustering on the CPU: Rodriguez and Laio, "Clustering by
+ *    fast search and find of density peaks", in the formulation of Ge et
+ *    al., "Efficient parallel implementation of a density peaks clustering
+ *    algorithm on GPU" (CUDA-DP), which the GPU back end follows.
  *
- * The exact rules are in dpeaks_common.h, whose arithmetic this file and
- * cuda/dpeaks.cu share, so that both back ends give bit-identical answers.
- * No N x N matrix is ever stored: memory is linear in n.
+ * The exact rules are in common/dpeaks_common.h, whose arithmetic this file
+ * and cuda/dpeaks.cu share, so that both back ends give bit-identical
+ * answers.  No N x N matrix is ever stored: memory is linear in n.  The
+ * four phases over one workspace, each timed into timing.phase_ms:
  *
- *  dc        exact radix select over all unordered pairs (n <= 50,000), or
- *            the quantile of a seeded sample of 2^22 ordered pairs;
- *  rho       gaussian: all pairs, each once (the sum is order-free);
- *            cutoff: a uniform grid for d <= 3 (whole cells inside the ball
- *            counted at once), all pairs otherwise;
- *  delta     points of rank below GC_DP_BRUTE_RANK scan all denser points,
- *            the others search rings of grid cells (d <= 3), falling back
- *            to the scan when the rings run out;
- *  centres   and a single pass in density order for the labels.
+ *  dc      given, or an exact radix select over all unordered pairs
+ *          (n <= 50,000), or the quantile of a seeded sample of 2^22
+ *          ordered pairs;
+ *  rho     gaussian: all pairs, each once (the sum is order-free);
+ *          cutoff: a uniform grid for d <= 3 (whole cells inside the ball
+ *          counted at once), all pairs otherwise;
+ *  delta   the density order; points of rank below GC_DP_BRUTE_RANK scan
+ *          all denser points, the others search rings of grid cells
+ *          (d <= 3), falling back to the scan when the rings run out;
+ *  assign  the centres, and a single pass in density order for the labels.
  */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "core.h"
 #include "dpeaks_common.h"
@@ -29,36 +32,82 @@
 #define DP_COLLECT_MAX (1 << 20)
 #define DP_HIST_BITS 20
 
-/* Milliseconds of wall clock (C11 timespec_get). */
-static double
-dp_now_ms(void)
+/* A value and its index, sorted larger value first, then smaller index. */
+typedef struct rank_item
 {
-	struct timespec ts;
+	double		v;
+	int64_t		i;
+} rank_item;
 
-	timespec_get(&ts, TIME_UTC);
-	return (double) ts.tv_sec * 1000.0 + (double) ts.tv_nsec / 1e6;
-}
-
-typedef struct DpCtx
+/* Everything one density peaks call holds; freed by dpeaks_ws_free. */
+typedef struct dpeaks_ws
 {
-	const float *x;
+	gc_core_ctx *ctx;
+	const float *x;				/* [n, d] the rows */
 	int64_t		n;
 	int32_t		d;
-	gc_cancel_fn cancel;
-	void	   *cancel_arg;
-	int64_t		tick;
-	char	   *errbuf;
-} DpCtx;
+	const gc_dpeaks_params *params;
+	gc_dpeaks_result *result;
+	int64_t		tick;			/* calls of dp_cancelled */
+	double		dc;
+
+	/* the grid index (d <= 3) */
+	int			use_grid;
+	gc_dp_grid	g;
+	int64_t    *cell_start;		/* [ncells + 1] */
+	double	   *xs;				/* [d, n] coordinates by sorted position */
+	int64_t    *order;			/* [n] sorted position -> row */
+	int64_t    *rank;			/* [n] sorted position -> density rank */
+
+	/* the density order */
+	rank_item  *items;			/* [n] */
+	int64_t    *by_rank;		/* [n] rank -> row */
+	int64_t    *rank_of;		/* [n] row -> rank */
+	int64_t    *nbr;			/* [n] row -> its nearest denser row, -1 for the densest */
+} dpeaks_ws;
 
 /* Asks the cancel callback every DP_CANCEL_EVERY calls. */
 static int
-dp_cancelled(DpCtx *c)
+dp_cancelled(dpeaks_ws *ws)
 {
-	if (++c->tick % DP_CANCEL_EVERY != 0)
+	if (++ws->tick % DP_CANCEL_EVERY != 0)
 		return 0;
-	return c->cancel && c->cancel(c->cancel_arg);
+	return gc_core_cancelled(ws->ctx);
 }
 
+/* Fills the workspace with the input, no buffer yet. */
+static void
+dpeaks_ws_init(dpeaks_ws *ws, gc_core_ctx *ctx, const float *x, int64_t n, int32_t d,
+			   const gc_dpeaks_params *params, gc_dpeaks_result *result)
+{
+	memset(ws, 0, sizeof(*ws));
+	ws->ctx = ctx;
+	ws->x = x;
+	ws->n = n;
+	ws->d = d;
+	ws->params = params;
+	ws->result = result;
+	ws->use_grid = d <= GC_DP_GRID_MAX_DIM;
+}
+
+/* Frees every buffer of the workspace. */
+static void
+dpeaks_ws_free(dpeaks_ws *ws)
+{
+	free(ws->cell_start);
+	free(ws->xs);
+	free(ws->order);
+	free(ws->rank);
+	free(ws->items);
+	free(ws->by_rank);
+	free(ws->rank_of);
+	free(ws->nbr);
+	memset(ws, 0, sizeof(*ws));
+}
+
+/* ---------------------------------------------------------------- dc */
+
+/* Orders uint64_t values for qsort. */
 static int
 cmp_u64(const void *a, const void *b)
 {
@@ -110,51 +159,100 @@ select_u64(uint64_t *v, int64_t m, int64_t k)
 	return v[k];
 }
 
+/* Histograms the next w bits (at shift) of the pair keys that share prefix. */
+static gc_status
+dc_histogram(dpeaks_ws *ws, int64_t *hist, uint64_t prefix, int prefix_bits, int shift,
+			 int w)
+{
+	uint64_t	mask = (UINT64_C(1) << w) - 1;
+
+	memset(hist, 0, sizeof(int64_t) << w);
+	for (int64_t i = 0; i < ws->n; i++)
+	{
+		const float *xi = ws->x + i * ws->d;
+
+		if (dp_cancelled(ws))
+			return GC_ERR_CANCELLED;
+		for (int64_t j = i + 1; j < ws->n; j++)
+		{
+			uint64_t	key = gc_dp_key(gc_dist2(xi, ws->x + j * ws->d, ws->d));
+
+			if (prefix_bits > 0 && (key >> (64 - prefix_bits)) != prefix)
+				continue;
+			hist[(key >> shift) & mask]++;
+		}
+	}
+	return GC_OK;
+}
+
+/* The k-th smallest (1-based) of the m pair keys that share prefix, collected and sorted. */
+static gc_status
+dc_collect(dpeaks_ws *ws, uint64_t prefix, int prefix_bits, int64_t m, int64_t k,
+		   uint64_t *key_out)
+{
+	int64_t		got = 0;
+	uint64_t   *v = malloc(sizeof(uint64_t) * (size_t) (m > 0 ? m : 1));
+
+	if (!v)
+		return gc_core_oom(ws->ctx, sizeof(uint64_t) * (size_t) m,
+						   "out of memory for the dc candidates");
+	for (int64_t i = 0; i < ws->n; i++)
+	{
+		const float *xi = ws->x + i * ws->d;
+
+		if (dp_cancelled(ws))
+		{
+			free(v);
+			return GC_ERR_CANCELLED;
+		}
+		for (int64_t j = i + 1; j < ws->n; j++)
+		{
+			uint64_t	key = gc_dp_key(gc_dist2(xi, ws->x + j * ws->d, ws->d));
+
+			if ((key >> (64 - prefix_bits)) == prefix && got < m)
+				v[got++] = key;
+		}
+	}
+	if (got != m)
+	{
+		free(v);
+		return gc_error_set(ws->ctx->err, GC_ERR_INTERNAL,
+							"dc candidates miscounted, please report a bug");
+	}
+	qsort(v, (size_t) m, sizeof(uint64_t), cmp_u64);
+	*key_out = v[k - 1];
+	free(v);
+	return GC_OK;
+}
+
 /*
  * The k-th smallest (1-based) dist2 over unordered pairs, by radix select on
  * the bit patterns: each pass histograms the next twenty bits of the keys
- * that share the prefix found so far (the seed's binary search over pair
- * counts, 2^20-way); once at most 2^20 candidates remain they are collected
- * and selected directly.  The answer is exact, so the GPU's narrower passes
- * find the same one.
+ * that share the prefix found so far (the binary search over pair counts
+ * of CUDA-DP, 2^20-way); once at most 2^20 candidates remain they are
+ * collected and selected directly.  The answer is exact, so the GPU's
+ * narrower passes find the same one.
  */
 static gc_status
-dc_exact(DpCtx *c, int64_t k, uint64_t *key_out)
+dc_exact(dpeaks_ws *ws, int64_t k, uint64_t *key_out)
 {
 	static const int widths[] = {DP_HIST_BITS, DP_HIST_BITS, DP_HIST_BITS, 64 - 3 * DP_HIST_BITS};
 	uint64_t	prefix = 0;
 	int			prefix_bits = 0;
 	int64_t	   *hist = malloc(sizeof(int64_t) << DP_HIST_BITS);
+	gc_status	st = GC_OK;
 
 	if (!hist)
-		return gc_fail(c->errbuf, GC_ERR_OUT_OF_MEMORY, "out of memory for the dc histogram");
+		return gc_core_oom(ws->ctx, sizeof(int64_t) << DP_HIST_BITS,
+						   "out of memory for the dc histogram");
 	for (int pass = 0; pass < 4; pass++)
 	{
 		int			w = widths[pass];
-		int			shift = 64 - prefix_bits - w;
-		uint64_t	mask = (UINT64_C(1) << w) - 1;
 		int64_t		cum = 0;
 		int			b;
 
-		memset(hist, 0, sizeof(int64_t) << w);
-		for (int64_t i = 0; i < c->n; i++)
-		{
-			const float *xi = c->x + i * c->d;
-
-			if (dp_cancelled(c))
-			{
-				free(hist);
-				return gc_fail(c->errbuf, GC_ERR_CANCELLED, "canceled");
-			}
-			for (int64_t j = i + 1; j < c->n; j++)
-			{
-				uint64_t	key = gc_dp_key(gc_dist2(xi, c->x + j * c->d, c->d));
-
-				if (prefix_bits > 0 && (key >> (64 - prefix_bits)) != prefix)
-					continue;
-				hist[(key >> shift) & mask]++;
-			}
-		}
+		if ((st = dc_histogram(ws, hist, prefix, prefix_bits, 64 - prefix_bits - w, w)) != GC_OK)
+			break;
 		for (b = 0; b < (1 << w); b++)
 		{
 			if (cum + hist[b] >= k)
@@ -163,213 +261,220 @@ dc_exact(DpCtx *c, int64_t k, uint64_t *key_out)
 		}
 		if (b == (1 << w))
 		{
-			free(hist);
-			return gc_fail(c->errbuf, GC_ERR_INTERNAL, "dc selection lost its target, please report a bug");
+			st = gc_error_set(ws->ctx->err, GC_ERR_INTERNAL,
+							  "dc selection lost its target, please report a bug");
+			break;
 		}
 		k -= cum;
 		prefix = (prefix << w) | (uint64_t) b;
 		prefix_bits += w;
 		if (prefix_bits == 64)
 		{
+			/* the last pass completes the key: the loop always ends here or earlier */
 			*key_out = prefix;
-			free(hist);
-			return GC_OK;
+			break;
 		}
 		if (hist[b] <= DP_COLLECT_MAX)
 		{
-			int64_t		m = hist[b],
-						got = 0;
-			uint64_t   *v = malloc(sizeof(uint64_t) * (size_t) (m > 0 ? m : 1));
+			int64_t		m = hist[b];
 
 			free(hist);
-			if (!v)
-				return gc_fail(c->errbuf, GC_ERR_OUT_OF_MEMORY, "out of memory for the dc candidates");
-			for (int64_t i = 0; i < c->n; i++)
-			{
-				const float *xi = c->x + i * c->d;
-
-				if (dp_cancelled(c))
-				{
-					free(v);
-					return gc_fail(c->errbuf, GC_ERR_CANCELLED, "canceled");
-				}
-				for (int64_t j = i + 1; j < c->n; j++)
-				{
-					uint64_t	key = gc_dp_key(gc_dist2(xi, c->x + j * c->d, c->d));
-
-					if ((key >> (64 - prefix_bits)) == prefix && got < m)
-						v[got++] = key;
-				}
-			}
-			if (got != m)
-			{
-				free(v);
-				return gc_fail(c->errbuf, GC_ERR_INTERNAL, "dc candidates miscounted, please report a bug");
-			}
-			qsort(v, (size_t) m, sizeof(uint64_t), cmp_u64);
-			*key_out = v[k - 1];
-			free(v);
-			return GC_OK;
+			return dc_collect(ws, prefix, prefix_bits, m, k, key_out);
 		}
 	}
 	free(hist);
-	return gc_fail(c->errbuf, GC_ERR_INTERNAL, "dc selection did not finish, please report a bug");
+	return st;
 }
 
 /* The quantile of a seeded sample of ordered pairs. */
 static gc_status
-dc_sample(DpCtx *c, double rate, uint64_t seed, uint64_t *key_out)
+dc_sample(dpeaks_ws *ws, double rate, uint64_t seed, uint64_t *key_out)
 {
 	int64_t		m = GC_DP_DC_SAMPLE_PAIRS;
 	uint64_t   *v = malloc(sizeof(uint64_t) * (size_t) m);
 
 	if (!v)
-		return gc_fail(c->errbuf, GC_ERR_OUT_OF_MEMORY, "out of memory for the dc sample");
+		return gc_core_oom(ws->ctx, sizeof(uint64_t) * (size_t) m,
+						   "out of memory for the dc sample");
 	for (int64_t p = 0; p < m; p++)
 	{
 		int64_t		i,
 					j;
 
-		if ((p & 0xffff) == 0 && c->cancel && c->cancel(c->cancel_arg))
+		if ((p & 0xffff) == 0 && gc_core_cancelled(ws->ctx))
 		{
 			free(v);
-			return gc_fail(c->errbuf, GC_ERR_CANCELLED, "canceled");
+			return GC_ERR_CANCELLED;
 		}
-		gc_dp_sample_pair(seed, p, c->n, &i, &j);
-		v[p] = gc_dp_key(gc_dist2(c->x + i * c->d, c->x + j * c->d, c->d));
+		gc_dp_sample_pair(seed, p, ws->n, &i, &j);
+		v[p] = gc_dp_key(gc_dist2(ws->x + i * ws->d, ws->x + j * ws->d, ws->d));
 	}
 	*key_out = select_u64(v, m, gc_dp_quantile_rank(rate, m) - 1);
 	free(v);
 	return GC_OK;
 }
 
-/* ---------------------------------------------------------------- the grid */
-typedef struct DpGrid
+/* Phase dc: the cutoff distance, given or derived from neighbor_rate. */
+static gc_status
+dpeaks_dc(dpeaks_ws *ws)
 {
-	gc_dp_grid	g;
-	int64_t    *cell_start;
-	double	   *xs;				/* [d, n] */
-	int64_t    *order;			/* sorted position -> row */
-	int64_t    *rank;			/* sorted position -> density rank */
-} DpGrid;
+	const gc_dpeaks_params *p = ws->params;
+	gc_dpeaks_result *result = ws->result;
+	uint64_t	key = 0;
+	gc_status	st;
 
-static void
-grid_free(DpGrid *G)
-{
-	free(G->cell_start);
-	free(G->xs);
-	free(G->order);
-	free(G->rank);
-	memset(G, 0, sizeof(*G));
+	if (gc_core_cancelled(ws->ctx))
+		return GC_ERR_CANCELLED;
+	result->dc_sample = 0;
+	if (!p->derive_dc)
+	{
+		ws->dc = result->dc = p->dc;
+		result->dc_method = GC_DC_GIVEN;
+		return GC_OK;
+	}
+	if (ws->n <= GC_DP_DC_EXACT_MAX_N)
+	{
+		int64_t		k = gc_dp_quantile_rank(p->neighbor_rate, gc_dp_ordered_pairs(ws->n));
+
+		st = dc_exact(ws, (k + 1) / 2, &key);
+		result->dc_method = GC_DC_EXACT;
+	}
+	else
+	{
+		st = dc_sample(ws, p->neighbor_rate, p->seed ? p->seed : GC_DP_DEFAULT_SEED, &key);
+		result->dc_method = GC_DC_SAMPLE;
+		result->dc_sample = GC_DP_DC_SAMPLE_PAIRS;
+	}
+	if (st != GC_OK)
+		return st;
+	ws->dc = sqrt(gc_dp_unkey(key));
+	if (!(ws->dc > 0.0))
+		return gc_error_dpeaks_zero_quantile(ws->ctx->err);
+	result->dc = ws->dc;
+	gc_core_debug(ws->ctx, "density peaks: dc %.9g (%s)", ws->dc,
+				  result->dc_method == GC_DC_EXACT ? "exact" : "sample");
+	return GC_OK;
 }
 
-/* Builds the grid index over the rows (cell shape from gc_dp_grid_shape). */
-static gc_status
-grid_build(DpCtx *c, DpGrid *G)
+/* ---------------------------------------------------------------- the grid */
+
+/* Chooses the cells of the grid index from the range of the rows (gc_dp_grid_shape). */
+static int64_t
+grid_shape(dpeaks_ws *ws)
 {
-	int64_t		n = c->n;
-	int32_t		d = c->d;
 	double		mn[GC_DP_GRID_MAX_DIM],
 				mx[GC_DP_GRID_MAX_DIM];
-	int64_t		ncells;
-	int64_t    *cell;
+	int32_t		d = ws->d;
 
-	memset(G, 0, sizeof(*G));
 	for (int k = 0; k < d; k++)
 	{
 		mn[k] = INFINITY;
 		mx[k] = -INFINITY;
 	}
-	for (int64_t i = 0; i < n; i++)
+	for (int64_t i = 0; i < ws->n; i++)
 		for (int k = 0; k < d; k++)
 		{
-			double		v = c->x[i * d + k];
+			double		v = ws->x[i * d + k];
 
 			if (v < mn[k])
 				mn[k] = v;
 			if (v > mx[k])
 				mx[k] = v;
 		}
-	ncells = gc_dp_grid_shape(&G->g, d, n, mn, mx);
+	return gc_dp_grid_shape(&ws->g, d, ws->n, mn, mx);
+}
 
-	G->cell_start = calloc((size_t) ncells + 1, sizeof(int64_t));
-	G->xs = malloc(sizeof(double) * (size_t) (n * d));
-	G->order = malloc(sizeof(int64_t) * (size_t) n);
-	G->rank = malloc(sizeof(int64_t) * (size_t) n);
-	cell = malloc(sizeof(int64_t) * (size_t) n);
-	if (!G->cell_start || !G->xs || !G->order || !G->rank || !cell)
-	{
-		free(cell);
-		grid_free(G);
-		return gc_fail(c->errbuf, GC_ERR_OUT_OF_MEMORY, "out of memory for the grid index");
-	}
+/* Sorts the rows into the cells: order, coordinates by sorted position, cell starts. */
+static void
+grid_fill(dpeaks_ws *ws, int64_t ncells, int64_t *cell, int64_t *fill)
+{
+	int64_t		n = ws->n;
+	int32_t		d = ws->d;
+
 	for (int64_t i = 0; i < n; i++)
 	{
 		int64_t		id = 0;
 
 		for (int k = d - 1; k >= 0; k--)
-			id = id * G->g.dims[k] + gc_dp_cell_of(&G->g, k, (double) c->x[i * d + k]);
+			id = id * ws->g.dims[k] + gc_dp_cell_of(&ws->g, k, (double) ws->x[i * d + k]);
 		cell[i] = id;
-		G->cell_start[id + 1]++;
+		ws->cell_start[id + 1]++;
 	}
 	for (int64_t q = 0; q < ncells; q++)
-		G->cell_start[q + 1] += G->cell_start[q];
+		ws->cell_start[q + 1] += ws->cell_start[q];
+	memcpy(fill, ws->cell_start, sizeof(int64_t) * (size_t) ncells);
+	for (int64_t i = 0; i < n; i++)
 	{
-		int64_t    *fill = malloc(sizeof(int64_t) * (size_t) ncells);
+		int64_t		q = fill[cell[i]]++;
 
-		if (!fill)
-		{
-			free(cell);
-			grid_free(G);
-			return gc_fail(c->errbuf, GC_ERR_OUT_OF_MEMORY, "out of memory for the grid index");
-		}
-		memcpy(fill, G->cell_start, sizeof(int64_t) * (size_t) ncells);
-		for (int64_t i = 0; i < n; i++)
-		{
-			int64_t		q = fill[cell[i]]++;
-
-			G->order[q] = i;
-			for (int k = 0; k < d; k++)
-				G->xs[k * n + q] = (double) c->x[i * d + k];
-		}
-		free(fill);
+		ws->order[q] = i;
+		for (int k = 0; k < d; k++)
+			ws->xs[k * n + q] = (double) ws->x[i * d + k];
 	}
+}
+
+/* Builds the grid index over the rows. */
+static gc_status
+grid_build(dpeaks_ws *ws)
+{
+	int64_t		n = ws->n;
+	int64_t		ncells = grid_shape(ws);
+	int64_t    *cell;
+	int64_t    *fill;
+
+	ws->cell_start = calloc((size_t) ncells + 1, sizeof(int64_t));
+	ws->xs = malloc(sizeof(double) * (size_t) (n * ws->d));
+	ws->order = malloc(sizeof(int64_t) * (size_t) n);
+	ws->rank = malloc(sizeof(int64_t) * (size_t) n);
+	cell = malloc(sizeof(int64_t) * (size_t) n);
+	fill = malloc(sizeof(int64_t) * (size_t) ncells);
+	if (!ws->cell_start || !ws->xs || !ws->order || !ws->rank || !cell || !fill)
+	{
+		free(cell);
+		free(fill);
+		return gc_core_oom(ws->ctx,
+						   sizeof(int64_t) * (size_t) (2 * ncells + 1 + 3 * n) +
+						   sizeof(double) * (size_t) (n * ws->d),
+						   "out of memory for the grid index");
+	}
+	grid_fill(ws, ncells, cell, fill);
 	free(cell);
-	G->g.cell_start = G->cell_start;
+	free(fill);
+	ws->g.cell_start = ws->cell_start;
 	for (int k = 0; k < GC_DP_GRID_MAX_DIM; k++)
-		G->g.xs[k] = k < d ? G->xs + k * n : NULL;
-	G->g.rank = G->rank;
+		ws->g.xs[k] = k < ws->d ? ws->xs + k * n : NULL;
+	ws->g.rank = ws->rank;
 	return GC_OK;
 }
 
 /* ---------------------------------------------------------------- rho */
+
+/* Gaussian densities over all pairs, each once, in fixed point. */
 static gc_status
-rho_gaussian(DpCtx *c, double dc, double *rho)
+rho_gaussian(dpeaks_ws *ws, double *rho)
 {
-	int64_t		n = c->n;
-	double		inv = 1.0 / (dc * dc);
+	int64_t		n = ws->n;
+	double		inv = 1.0 / (ws->dc * ws->dc);
 	uint64_t   *hi = calloc((size_t) n, sizeof(uint64_t));
 	uint64_t   *lo = calloc((size_t) n, sizeof(uint64_t));
+	gc_status	st = GC_OK;
 
 	if (!hi || !lo)
 	{
 		free(hi);
 		free(lo);
-		return gc_fail(c->errbuf, GC_ERR_OUT_OF_MEMORY, "out of memory for the densities");
+		return gc_core_oom(ws->ctx, 2 * sizeof(uint64_t) * (size_t) n,
+						   "out of memory for the densities");
 	}
-	for (int64_t i = 0; i < n; i++)
+	for (int64_t i = 0; i < n && st == GC_OK; i++)
 	{
-		const float *xi = c->x + i * c->d;
+		const float *xi = ws->x + i * ws->d;
 
-		if (dp_cancelled(c))
+		if (dp_cancelled(ws))
+			st = GC_ERR_CANCELLED;
+		for (int64_t j = i + 1; j < n && st == GC_OK; j++)
 		{
-			free(hi);
-			free(lo);
-			return gc_fail(c->errbuf, GC_ERR_CANCELLED, "canceled");
-		}
-		for (int64_t j = i + 1; j < n; j++)
-		{
-			uint64_t	t = gc_dp_gauss_fixed(gc_dist2(xi, c->x + j * c->d, c->d) * inv);
+			uint64_t	t = gc_dp_gauss_fixed(gc_dist2(xi, ws->x + j * ws->d, ws->d) * inv);
 
 			if (t)
 			{
@@ -378,29 +483,31 @@ rho_gaussian(DpCtx *c, double dc, double *rho)
 			}
 		}
 	}
-	for (int64_t i = 0; i < n; i++)
+	for (int64_t i = 0; i < n && st == GC_OK; i++)
 		rho[i] = gc_dp_acc_value(hi[i], lo[i]);
 	free(hi);
 	free(lo);
-	return GC_OK;
+	return st;
 }
 
+/* Cutoff densities: counted in the grid when there is one, else over all pairs. */
 static gc_status
-rho_cutoff(DpCtx *c, double T, DpGrid *G, double *rho)
+rho_cutoff(dpeaks_ws *ws, double *rho)
 {
-	int64_t		n = c->n;
+	int64_t		n = ws->n;
+	double		T = gc_dp_cutoff_threshold(ws->dc);
 
-	if (G->cell_start)
+	if (ws->use_grid)
 	{
 		for (int64_t q = 0; q < n; q++)
 		{
 			double		p[GC_DP_GRID_MAX_DIM];
 
-			if (dp_cancelled(c))
-				return gc_fail(c->errbuf, GC_ERR_CANCELLED, "canceled");
-			for (int k = 0; k < c->d; k++)
-				p[k] = G->xs[k * n + q];
-			rho[G->order[q]] = (double) (gc_dp_grid_count(&G->g, p, T) - 1);
+			if (dp_cancelled(ws))
+				return GC_ERR_CANCELLED;
+			for (int k = 0; k < ws->d; k++)
+				p[k] = ws->xs[k * n + q];
+			rho[ws->order[q]] = (double) (gc_dp_grid_count(&ws->g, p, T) - 1);
 		}
 		return GC_OK;
 	}
@@ -408,13 +515,13 @@ rho_cutoff(DpCtx *c, double T, DpGrid *G, double *rho)
 		rho[i] = 0.0;
 	for (int64_t i = 0; i < n; i++)
 	{
-		const float *xi = c->x + i * c->d;
+		const float *xi = ws->x + i * ws->d;
 		int64_t		cnt = 0;
 
-		if (dp_cancelled(c))
-			return gc_fail(c->errbuf, GC_ERR_CANCELLED, "canceled");
+		if (dp_cancelled(ws))
+			return GC_ERR_CANCELLED;
 		for (int64_t j = i + 1; j < n; j++)
-			if (gc_dist2(xi, c->x + j * c->d, c->d) < T)
+			if (gc_dist2(xi, ws->x + j * ws->d, ws->d) < T)
 			{
 				cnt++;
 				rho[j] += 1.0;
@@ -424,18 +531,28 @@ rho_cutoff(DpCtx *c, double T, DpGrid *G, double *rho)
 	return GC_OK;
 }
 
-/* ---------------------------------------------------------------- ranks */
-typedef struct RankItem
+/* Phase rho: the grid index (d <= 3), then the densities. */
+static gc_status
+dpeaks_rho(dpeaks_ws *ws)
 {
-	double		v;
-	int64_t		i;
-} RankItem;
+	gc_status	st;
+
+	if (gc_core_cancelled(ws->ctx))
+		return GC_ERR_CANCELLED;
+	if (ws->use_grid && (st = grid_build(ws)) != GC_OK)
+		return st;
+	if (ws->params->kernel == GC_DP_KERNEL_GAUSSIAN)
+		return rho_gaussian(ws, ws->result->rho);
+	return rho_cutoff(ws, ws->result->rho);
+}
+
+/* ---------------------------------------------------------------- delta */
 
 /* Larger v first, then smaller i. */
 static int
 cmp_rank_item(const void *a, const void *b)
 {
-	const RankItem *x = a,
+	const rank_item *x = a,
 			   *y = b;
 
 	if (x->v != y->v)
@@ -445,16 +562,16 @@ cmp_rank_item(const void *a, const void *b)
 
 /* Nearest denser point of row i (rank r) by scanning every denser point. */
 static void
-nearest_denser_scan(DpCtx *c, const int64_t *by_rank, int64_t i, int64_t r,
+nearest_denser_scan(const dpeaks_ws *ws, int64_t i, int64_t r,
 					double *best_d2, int64_t *best_rank)
 {
-	const float *xi = c->x + i * c->d;
+	const float *xi = ws->x + i * ws->d;
 	double		bd2 = INFINITY;
 	int64_t		br = -1;
 
 	for (int64_t s = 0; s < r; s++)
 	{
-		double		d2 = gc_dist2(xi, c->x + by_rank[s] * c->d, c->d);
+		double		d2 = gc_dist2(xi, ws->x + ws->by_rank[s] * ws->d, ws->d);
 
 		if (br < 0 || gc_dp_better(d2, s, bd2, br))
 		{
@@ -466,220 +583,168 @@ nearest_denser_scan(DpCtx *c, const int64_t *by_rank, int64_t i, int64_t r,
 	*best_rank = br;
 }
 
-/* ---------------------------------------------------------------- entry */
-gc_status
-gc_dpeaks_cpu(const float *x, int64_t n, int32_t d, const gc_dpeaks_params *params,
-			  gc_dpeaks_result *result, gc_timing *timing,
-			  gc_cancel_fn cancel, void *cancel_arg, char *errbuf)
+/* The density order: by_rank, rank_of, and the ranks in the grid. */
+static gc_status
+density_order(dpeaks_ws *ws)
 {
-	DpCtx		c = {x, n, d, cancel, cancel_arg, 0, errbuf};
-	DpGrid		G;
-	gc_status	st = GC_OK;
-	double		t0,
-				dc,
-				T = 0.0;
-	int64_t    *by_rank = NULL,
-			   *rank_of = NULL,
-			   *nbr = NULL;
-	RankItem   *items = NULL;
-	int			use_grid = d <= GC_DP_GRID_MAX_DIM;
+	int64_t		n = ws->n;
 
-	memset(&G, 0, sizeof(G));
-	if (errbuf)
-		errbuf[0] = '\0';
-	if (!params || params->struct_size != sizeof(gc_dpeaks_params))
-		return gc_fail(errbuf, GC_ERR_INVALID_ARGUMENT, "density peaks parameters of the wrong version");
-	if (n < 1 || d < 1 || !x || !result)
-		return gc_fail(errbuf, GC_ERR_INVALID_ARGUMENT, "density peaks needs at least one row and one dimension");
-	if (params->n_clusters < 0 || params->n_clusters > n)
-		return gc_fail(errbuf, GC_ERR_INVALID_ARGUMENT, "n_clusters must be between 1 and the number of rows (%lld)",
-					   (long long) n);
-	if (!(params->dc >= 0.0) || isinf(params->dc))
-		return gc_fail(errbuf, GC_ERR_INVALID_ARGUMENT, "dc must be positive and finite");
-	if (params->dc == 0.0 && !(params->neighbor_rate > 0.0 && params->neighbor_rate < 1.0))
-		return gc_fail(errbuf, GC_ERR_INVALID_ARGUMENT, "neighbor_rate must be between 0 and 1 exclusive");
-	if (params->kernel != GC_DP_KERNEL_GAUSSIAN && params->kernel != GC_DP_KERNEL_CUTOFF)
-		return gc_fail(errbuf, GC_ERR_INVALID_ARGUMENT, "unknown density kernel %d", (int) params->kernel);
-	if (params->n_clusters == 0 && (isnan(params->rho_min) || isnan(params->delta_min)))
-		return gc_fail(errbuf, GC_ERR_INVALID_ARGUMENT, "rho_min and delta_min must be numbers");
-
-	/* ---- phase 0: dc */
-	t0 = dp_now_ms();
-	result->dc_sample = 0;
-	if (params->dc > 0.0)
-	{
-		dc = params->dc;
-		result->dc_method = GC_DC_GIVEN;
-	}
-	else
-	{
-		uint64_t	key = 0;
-
-		if (n < 2)
-			return gc_fail(errbuf, GC_ERR_INVALID_ARGUMENT, "dc cannot be estimated from a single row");
-		if (n <= GC_DP_DC_EXACT_MAX_N)
-		{
-			int64_t		k = gc_dp_quantile_rank(params->neighbor_rate, gc_dp_ordered_pairs(n));
-
-			st = dc_exact(&c, (k + 1) / 2, &key);
-			result->dc_method = GC_DC_EXACT;
-		}
-		else
-		{
-			st = dc_sample(&c, params->neighbor_rate,
-						   params->seed ? params->seed : GC_DP_DEFAULT_SEED, &key);
-			result->dc_method = GC_DC_SAMPLE;
-			result->dc_sample = GC_DP_DC_SAMPLE_PAIRS;
-		}
-		if (st != GC_OK)
-			return st;
-		dc = sqrt(gc_dp_unkey(key));
-		if (!(dc > 0.0))
-			return gc_fail(errbuf, GC_ERR_INVALID_ARGUMENT,
-						   "the neighbor_rate quantile of the pairwise distances is zero");
-	}
-	result->dc = dc;
-	if (timing)
-		timing->phase_ms[0] = dp_now_ms() - t0;
-
-	/* ---- phase 1: rho */
-	t0 = dp_now_ms();
-	if (use_grid)
-	{
-		st = grid_build(&c, &G);
-		if (st != GC_OK)
-			return st;
-	}
-	if (params->kernel == GC_DP_KERNEL_GAUSSIAN)
-		st = rho_gaussian(&c, dc, result->rho);
-	else
-	{
-		T = gc_dp_cutoff_threshold(dc);
-		st = rho_cutoff(&c, T, &G, result->rho);
-	}
-	if (st != GC_OK)
-		goto done;
-	if (timing)
-		timing->phase_ms[1] = dp_now_ms() - t0;
-
-	/* ---- phase 2: density order and delta */
-	t0 = dp_now_ms();
-	items = malloc(sizeof(RankItem) * (size_t) n);
-	by_rank = malloc(sizeof(int64_t) * (size_t) n);
-	rank_of = malloc(sizeof(int64_t) * (size_t) n);
-	nbr = malloc(sizeof(int64_t) * (size_t) n);
-	if (!items || !by_rank || !rank_of || !nbr)
-	{
-		st = gc_fail(errbuf, GC_ERR_OUT_OF_MEMORY, "out of memory for the density order");
-		goto done;
-	}
+	ws->items = malloc(sizeof(rank_item) * (size_t) n);
+	ws->by_rank = malloc(sizeof(int64_t) * (size_t) n);
+	ws->rank_of = malloc(sizeof(int64_t) * (size_t) n);
+	ws->nbr = malloc(sizeof(int64_t) * (size_t) n);
+	if (!ws->items || !ws->by_rank || !ws->rank_of || !ws->nbr)
+		return gc_core_oom(ws->ctx, (sizeof(rank_item) + 3 * sizeof(int64_t)) * (size_t) n,
+						   "out of memory for the density order");
 	for (int64_t i = 0; i < n; i++)
 	{
-		items[i].v = result->rho[i];
-		items[i].i = i;
+		ws->items[i].v = ws->result->rho[i];
+		ws->items[i].i = i;
 	}
-	qsort(items, (size_t) n, sizeof(RankItem), cmp_rank_item);
+	qsort(ws->items, (size_t) n, sizeof(rank_item), cmp_rank_item);
 	for (int64_t r = 0; r < n; r++)
 	{
-		by_rank[r] = items[r].i;
-		rank_of[items[r].i] = r;
+		ws->by_rank[r] = ws->items[r].i;
+		ws->rank_of[ws->items[r].i] = r;
 	}
-	if (use_grid)
+	if (ws->use_grid)
 		for (int64_t q = 0; q < n; q++)
-			G.rank[q] = rank_of[G.order[q]];
+			ws->rank[q] = ws->rank_of[ws->order[q]];
+	return GC_OK;
+}
+
+/* Phase delta: the density order, then each point's distance to its nearest denser point. */
+static gc_status
+dpeaks_delta(dpeaks_ws *ws)
+{
+	const float *x = ws->x;
+	int32_t		d = ws->d;
+	int64_t		top;
+	double		far = 0.0;
+	int64_t		max_rings = gc_dp_max_rings(d);
+	gc_status	st;
+
+	if (gc_core_cancelled(ws->ctx))
+		return GC_ERR_CANCELLED;
+	if ((st = density_order(ws)) != GC_OK)
+		return st;
+
+	/* the densest point: the largest distance to any point */
+	top = ws->by_rank[0];
+	for (int64_t j = 0; j < ws->n; j++)
 	{
-		/* the densest point: the largest distance to any point */
-		int64_t		top = by_rank[0];
-		double		far = 0.0;
+		double		d2 = gc_dist2(x + top * d, x + j * d, d);
 
-		for (int64_t j = 0; j < n; j++)
-		{
-			double		d2 = gc_dist2(x + top * d, x + j * d, d);
-
-			if (d2 > far)
-				far = d2;
-		}
-		result->delta[top] = sqrt(far);
-		nbr[top] = -1;
+		if (d2 > far)
+			far = d2;
 	}
+	ws->result->delta[top] = sqrt(far);
+	ws->nbr[top] = -1;
+
+	for (int64_t r = 1; r < ws->n; r++)
 	{
-		int64_t		max_rings = gc_dp_max_rings(d);
+		int64_t		i = ws->by_rank[r];
+		double		bd2 = INFINITY;
+		int64_t		br = -1;
+		int			ok = 0;
 
-		for (int64_t r = 1; r < n; r++)
+		if (dp_cancelled(ws))
+			return GC_ERR_CANCELLED;
+		if (ws->use_grid && r >= GC_DP_BRUTE_RANK)
 		{
-			int64_t		i = by_rank[r];
-			double		bd2 = INFINITY;
-			int64_t		br = -1;
-			int			ok = 0;
+			double		p[GC_DP_GRID_MAX_DIM];
 
-			if (dp_cancelled(&c))
-			{
-				st = gc_fail(errbuf, GC_ERR_CANCELLED, "canceled");
-				goto done;
-			}
-			if (use_grid && r >= GC_DP_BRUTE_RANK)
-			{
-				double		p[GC_DP_GRID_MAX_DIM];
-
-				for (int k = 0; k < d; k++)
-					p[k] = (double) x[i * d + k];
-				ok = gc_dp_grid_nearest_denser(&G.g, p, r, max_rings, &bd2, &br);
-			}
-			if (!ok)
-				nearest_denser_scan(&c, by_rank, i, r, &bd2, &br);
-			result->delta[i] = sqrt(bd2);
-			nbr[i] = by_rank[br];
+			for (int k = 0; k < d; k++)
+				p[k] = (double) x[i * d + k];
+			ok = gc_dp_grid_nearest_denser(&ws->g, p, r, max_rings, &bd2, &br);
 		}
+		if (!ok)
+			nearest_denser_scan(ws, i, r, &bd2, &br);
+		ws->result->delta[i] = sqrt(bd2);
+		ws->nbr[i] = ws->by_rank[br];
 	}
-	if (timing)
-		timing->phase_ms[2] = dp_now_ms() - t0;
+	return GC_OK;
+}
 
-	/* ---- phase 3: centres and assignment */
-	t0 = dp_now_ms();
+/* ---------------------------------------------------------------- assign */
+
+/* The centres: the densest point, and the n_clusters - 1 largest gamma or the thresholds. */
+static void
+choose_centres(dpeaks_ws *ws)
+{
+	const gc_dpeaks_params *p = ws->params;
+	gc_dpeaks_result *result = ws->result;
+	int64_t		n = ws->n;
+
 	for (int64_t i = 0; i < n; i++)
 		result->is_center[i] = 0;
-	result->is_center[by_rank[0]] = 1;
-	if (params->n_clusters > 0)
+	result->is_center[ws->by_rank[0]] = 1;
+	if (p->n_clusters > 0)
 	{
 		/* the n_clusters - 1 largest gamma among the others, ties by rank */
 		int64_t		m = 0;
 
 		for (int64_t r = 1; r < n; r++)
 		{
-			int64_t		i = by_rank[r];
+			int64_t		i = ws->by_rank[r];
 
-			items[m].v = result->rho[i] * result->delta[i];
-			items[m].i = r;
+			ws->items[m].v = result->rho[i] * result->delta[i];
+			ws->items[m].i = r;
 			m++;
 		}
-		qsort(items, (size_t) m, sizeof(RankItem), cmp_rank_item);
-		for (int64_t s = 0; s < params->n_clusters - 1; s++)
-			result->is_center[by_rank[items[s].i]] = 1;
+		qsort(ws->items, (size_t) m, sizeof(rank_item), cmp_rank_item);
+		for (int64_t s = 0; s < p->n_clusters - 1; s++)
+			result->is_center[ws->by_rank[ws->items[s].i]] = 1;
 	}
 	else
 	{
 		for (int64_t i = 0; i < n; i++)
-			if (result->rho[i] >= params->rho_min && result->delta[i] >= params->delta_min)
+			if (result->rho[i] >= p->rho_min && result->delta[i] >= p->delta_min)
 				result->is_center[i] = 1;
 	}
+}
+
+/* Phase assign: the centres, numbered by rank, and every other point's cluster. */
+static gc_status
+dpeaks_assign(dpeaks_ws *ws)
+{
+	gc_dpeaks_result *result = ws->result;
+
+	if (gc_core_cancelled(ws->ctx))
+		return GC_ERR_CANCELLED;
+	choose_centres(ws);
 	result->n_centers = 0;
-	for (int64_t r = 0; r < n; r++)
+	for (int64_t r = 0; r < ws->n; r++)
 	{
-		int64_t		i = by_rank[r];
+		int64_t		i = ws->by_rank[r];
 
 		if (result->is_center[i])
 			result->cluster[i] = (int32_t) result->n_centers++;
 		else
-			result->cluster[i] = result->cluster[nbr[i]];
+			result->cluster[i] = result->cluster[ws->nbr[i]];
 	}
-	if (timing)
-		timing->phase_ms[3] = dp_now_ms() - t0;
+	return GC_OK;
+}
 
-done:
-	free(items);
-	free(by_rank);
-	free(rank_of);
-	free(nbr);
-	grid_free(&G);
+/* Density peaks of n >= 1 rows: the four phases, each timed into timing.phase_ms. */
+gc_status
+gc_core_dpeaks(gc_core_ctx *ctx, const float *x, int64_t n, int32_t d,
+			   const gc_dpeaks_params *params, gc_dpeaks_result *result)
+{
+	static gc_status (*const phases[4]) (dpeaks_ws *) = {
+		dpeaks_dc, dpeaks_rho, dpeaks_delta, dpeaks_assign
+	};
+	dpeaks_ws	ws;
+	gc_status	st = GC_OK;
+
+	dpeaks_ws_init(&ws, ctx, x, n, d, params, result);
+	for (int p = 0; p < 4 && st == GC_OK; p++)
+	{
+		double		t0 = gc_core_now_ms();
+
+		st = phases[p] (&ws);
+		ctx->timing->phase_ms[p] = gc_core_now_ms() - t0;
+	}
+	dpeaks_ws_free(&ws);
 	return st;
 }

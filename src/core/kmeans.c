@@ -6,12 +6,12 @@
  *
  *  - Initial centroids: the rows picked by k-means++ (D^2 sampling) or by
  *    'random' (k distinct rows), both driven by the seed through the shared
- *    code of kmeans_init.h, or the caller's k x d initial_centroids.
+ *    code of common/kmeans_init.h, or the caller's k x d initial_centroids.
  *    Cluster j starts at the j-th initial centroid and keeps number j.
  *  - One iteration: every row goes to its nearest centroid (the lowest
  *    cluster number on a tie), then every centroid moves to the mean of its
  *    rows.  A cluster left empty is re-seeded with the row farthest from its
- *    centroid (kmeans_init.h, gc_kmeans_reseed_empty).
+ *    centroid (common/kmeans_init.h, gc_kmeans_reseed_empty).
  *  - Stop after an iteration in which no row changed cluster, or in which
  *    the sum over clusters of the squared centroid move is at most
  *    tol * (mean per-feature variance of the data), or after max_iter
@@ -22,9 +22,12 @@
  *    per cluster the centroid, the size and the inertia (sum of squared
  *    distances); and the number of iterations run.
  *
- * Distances are accumulated in double.  Lloyd's iteration and its GPU
- * counterpart follow Li, Zhao and Chu, "Speeding up K-Means Algorithm by
- * GPUs" (../shared/seeds/001); k-means++ is Arthur and Vassilvitskii's.
+ * The phases over one workspace: init (statistics, initial centroids), then
+ * per iteration assign, update and converge, then final (the last
+ * assignment and the output).  Distances are accumulated in double.
+ * Lloyd's iteration and its GPU counterpart follow Li, Zhao and Chu,
+ * "Speeding up K-Means Algorithm by GPUs"; k-means++ is Arthur and
+ * Vassilvitskii's, "k-means++: The Advantages of Careful Seeding".
  */
 #include <float.h>
 #include <math.h>
@@ -33,6 +36,78 @@
 
 #include "core.h"
 #include "kmeans_init.h"
+
+/*
+ * Hamerly's bounds ("Making k-means even faster", SDM 2010) skip most of the
+ * distance work once the centroids settle: u[i] bounds from above the
+ * distance of row i to its centroid, l[i] from below its distance to every
+ * other centroid, half[j] is half the distance from centroid j to the
+ * nearest other centroid.  A row whose u is below max(half, l) keeps its
+ * cluster without any distance computed.  The skip asks for a margin of
+ * BOUND_SLACK so that rounding never makes it differ from the full search,
+ * and a row within that margin of a tie gets the full search, which picks
+ * the lowest cluster number as Lloyd's does.  Used when k >= 3 and k * k <= n
+ * (the centroid-to-centroid distances cost k * k * d per iteration).
+ */
+#define BOUND_SLACK 1e-9
+
+/*
+ * The sums of an iteration, gathered while the rows are assigned: per
+ * cluster the sum of its rows (in row order) and their number, and how many
+ * rows changed cluster.
+ */
+typedef struct km_acc
+{
+	double	   *sums;			/* [k, d] */
+	int64_t    *counts;			/* [k] */
+	int64_t		changed;
+} km_acc;
+
+/* How far the centroids moved in the last update, for the bounds. */
+typedef struct km_moves
+{
+	const double *delta;		/* [k] how far each centroid moved */
+	int32_t		jmax;			/* the centroid that moved most */
+	double		second;			/* the largest move of the others */
+} km_moves;
+
+/* Everything one k-means call holds; freed by kmeans_ws_free. */
+typedef struct kmeans_ws
+{
+	gc_core_ctx *ctx;
+	const float *x;				/* [n, d] the rows */
+	int64_t		n;
+	int32_t		d;
+	int32_t		k;
+	size_t		kd;
+	const gc_kmeans_params *params;
+	gc_kmeans_result *result;
+	int32_t    *labels;			/* [n] the caller's result->labels */
+
+	double	   *cen;			/* [k, d] the centroids */
+	double	   *sums;			/* [k, d] */
+	int64_t    *counts;			/* [k] */
+	int64_t    *taken;			/* [k] scratch of the re-seeding */
+	double	   *d2;				/* [n] squared distance to the assigned centroid */
+	double	   *scratch;		/* [4 d] of the statistics */
+	double	   *work;			/* [k d + k] transposed centroids and distances of one row */
+
+	int			bounds;			/* Hamerly's bounds in use */
+	double	   *bound_u;		/* [n] */
+	double	   *bound_l;		/* [n] */
+	double	   *half;			/* [k] */
+	double	   *delta;			/* [k] */
+
+	km_acc		acc;
+	km_moves	moves;
+	double		tol_abs;		/* tol in the units of the squared moves */
+
+	/* the last iteration */
+	int			d2_valid;		/* d2 holds the distances of the last assignment */
+	int32_t		reseeded;		/* clusters re-seeded by the last update */
+	double		shift;			/* sum of the squared centroid moves of the last update */
+	int			strict;			/* stopped because nothing changed */
+} kmeans_ws;
 
 /* Rows between two questions to the cancel callback, scaled by the work per row. */
 static int64_t
@@ -44,21 +119,9 @@ cancel_stride(int32_t k, int32_t d)
 	return rows < 16 ? 16 : rows;
 }
 
-/*
- * The sums of an iteration, gathered while the rows are assigned: per
- * cluster the sum of its rows (in row order) and their number, and how many
- * rows changed cluster.
- */
-typedef struct KmAcc
-{
-	double	   *sums;			/* [k, d] */
-	int64_t    *counts;			/* [k] */
-	int64_t		changed;
-} KmAcc;
-
 /* Adds row i, now in cluster j (before: old), to the sums. */
 static inline void
-acc_add(KmAcc *acc, const float *row, int32_t d, int32_t j, int32_t old)
+acc_add(km_acc *acc, const float *row, int32_t d, int32_t j, int32_t old)
 {
 	double	   *s = acc->sums + (int64_t) j * d;
 
@@ -79,7 +142,7 @@ acc_add(KmAcc *acc, const float *row, int32_t d, int32_t j, int32_t old)
 static void
 assign_rows(const float *x, int64_t from, int64_t to, int32_t d,
 			const double *cent, int32_t k, int32_t *labels, double *d2, double *second,
-			double *dist, KmAcc *acc)
+			double *dist, km_acc *acc)
 {
 	for (int64_t i = from; i < to; i++)
 	{
@@ -133,39 +196,39 @@ transpose_centroids(const double *cen, int32_t k, int32_t d, double *cent)
 }
 
 /*
- * Assigns every row to the centroids cen [k, d], with the second nearest
- * distance when second is not NULL and the sums when acc is not NULL;
- * returns -1 when cancelled.
+ * Assigns every row to the centroids, with the second nearest distance when
+ * second is not NULL and the sums when acc is not NULL.
  */
-static int
-assign_all(const float *x, int64_t n, int32_t d, const double *cen, int32_t k,
-		   int32_t *labels, double *d2, double *second, double *work /* [k * d + k] */ ,
-		   KmAcc *acc, gc_cancel_fn cancel, void *cancel_arg)
+static gc_status
+assign_all(kmeans_ws *ws, double *second, km_acc *acc)
 {
-	int64_t		stride = cancel_stride(k, d);
-	double	   *cent = work;
-	double	   *dist = work + (int64_t) k * d;
+	int64_t		stride = cancel_stride(ws->k, ws->d);
+	double	   *cent = ws->work;
+	double	   *dist = ws->work + (int64_t) ws->k * ws->d;
 
-	transpose_centroids(cen, k, d, cent);
-	for (int64_t from = 0; from < n; from += stride)
+	transpose_centroids(ws->cen, ws->k, ws->d, cent);
+	for (int64_t from = 0; from < ws->n; from += stride)
 	{
-		int64_t		to = from + stride < n ? from + stride : n;
+		int64_t		to = from + stride < ws->n ? from + stride : ws->n;
 
-		if (cancel && cancel(cancel_arg))
-			return -1;
-		assign_rows(x, from, to, d, cent, k, labels, d2 + from, second ? second + from : NULL, dist, acc);
+		if (gc_core_cancelled(ws->ctx))
+			return GC_ERR_CANCELLED;
+		assign_rows(ws->x, from, to, ws->d, cent, ws->k, ws->labels, ws->d2 + from,
+					second ? second + from : NULL, dist, acc);
 	}
-	return 0;
+	return GC_OK;
 }
 
 /* Squared distance of every row to its assigned centroid. */
 static void
-exact_d2(const float *x, int64_t n, int32_t d, const double *cen, const int32_t *labels, double *d2)
+exact_d2(kmeans_ws *ws)
 {
-	for (int64_t i = 0; i < n; i++)
+	int32_t		d = ws->d;
+
+	for (int64_t i = 0; i < ws->n; i++)
 	{
-		const float *row = x + i * d;
-		const double *c = cen + (int64_t) labels[i] * d;
+		const float *row = ws->x + i * d;
+		const double *c = ws->cen + (int64_t) ws->labels[i] * d;
 		double		s = 0.0;
 
 		for (int32_t t = 0; t < d; t++)
@@ -174,45 +237,21 @@ exact_d2(const float *x, int64_t n, int32_t d, const double *cen, const int32_t 
 
 			s += diff * diff;
 		}
-		d2[i] = s;
+		ws->d2[i] = s;
 	}
 }
 
-/*
- * Hamerly's bounds ("Making k-means even faster", SDM 2010) skip most of the
- * distance work once the centroids settle: u[i] bounds from above the
- * distance of row i to its centroid, l[i] from below its distance to every
- * other centroid, half[j] is half the distance from centroid j to the
- * nearest other centroid.  A row whose u is below max(half, l) keeps its
- * cluster without any distance computed.  The skip asks for a margin of
- * BOUND_SLACK so that rounding never makes it differ from the full search,
- * and a row within that margin of a tie gets the full search, which picks
- * the lowest cluster number as Lloyd's does.  Used when k >= 3 and k * k <= n
- * (the centroid-to-centroid distances cost k * k * d per iteration).
- */
-#define BOUND_SLACK 1e-9
-
-typedef struct KmMoves
+/* half[j]: half the distance from centroid j to the nearest other centroid. */
+static void
+bounds_half(kmeans_ws *ws)
 {
-	const double *delta;		/* [k] how far each centroid moved */
-	int32_t		jmax;			/* the centroid that moved most */
-	double		second;			/* the largest move of the others */
-} KmMoves;
+	const double *cen = ws->cen;
+	int32_t		d = ws->d;
 
-static int
-assign_bounded(const float *x, int64_t n, int32_t d, const double *cen, int32_t k,
-			   int32_t *labels, double *u, double *l, double *half, double *work,
-			   const KmMoves *moves, KmAcc *acc, gc_cancel_fn cancel, void *cancel_arg)
-{
-	int64_t		stride = cancel_stride(k, d) * 8;
-	double	   *cent = work;
-	double	   *dist = work + (int64_t) k * d;
-
-	transpose_centroids(cen, k, d, cent);
-	for (int32_t j = 0; j < k; j++)
-		half[j] = HUGE_VAL;
-	for (int32_t j = 0; j < k; j++)
-		for (int32_t j2 = j + 1; j2 < k; j2++)
+	for (int32_t j = 0; j < ws->k; j++)
+		ws->half[j] = HUGE_VAL;
+	for (int32_t j = 0; j < ws->k; j++)
+		for (int32_t j2 = j + 1; j2 < ws->k; j2++)
 		{
 			double		s = 0.0;
 
@@ -223,327 +262,393 @@ assign_bounded(const float *x, int64_t n, int32_t d, const double *cen, int32_t 
 				s += diff * diff;
 			}
 			s = 0.5 * sqrt(s);
-			if (s < half[j])
-				half[j] = s;
-			if (s < half[j2])
-				half[j2] = s;
+			if (s < ws->half[j])
+				ws->half[j] = s;
+			if (s < ws->half[j2])
+				ws->half[j2] = s;
 		}
-
-	for (int64_t from = 0; from < n; from += stride)
-	{
-		int64_t		to = from + stride < n ? from + stride : n;
-
-		if (cancel && cancel(cancel_arg))
-			return -1;
-		for (int64_t i = from; i < to; i++)
-		{
-			int32_t		a = labels[i];
-			const float *row = x + i * d;
-			double		m,
-						best,
-						next;
-
-			/* the bounds follow the last centroid moves */
-			if (moves)
-			{
-				u[i] += moves->delta[a];
-				l[i] -= a == moves->jmax ? moves->second : moves->delta[moves->jmax];
-			}
-			m = half[a] > l[i] ? half[a] : l[i];
-			if (u[i] * (1.0 + BOUND_SLACK) >= m)
-			{
-				const double *c = cen + (int64_t) a * d;
-				double		s = 0.0;
-
-				for (int32_t t = 0; t < d; t++)
-				{
-					double		diff = (double) row[t] - c[t];
-
-					s += diff * diff;
-				}
-				u[i] = sqrt(s);
-			}
-			if (u[i] * (1.0 + BOUND_SLACK) < m)
-			{
-				if (acc)
-					acc_add(acc, row, d, a, a);
-				continue;
-			}
-			assign_rows(x, i, i + 1, d, cent, k, labels, &best, &next, dist, acc);
-			u[i] = sqrt(best);
-			l[i] = sqrt(next);
-		}
-	}
-	return 0;
 }
 
-/* Checks the parameters shared by both back ends; 0 when fine. */
-static gc_status
-check_params(int64_t n, int32_t d, const gc_kmeans_params *p, char *errbuf)
+/*
+ * Row i under Hamerly's bounds: moves its bounds by the last centroid moves
+ * (when moves is not NULL), keeps its cluster when the bounds allow, else
+ * gets the full search.
+ */
+static void
+bounded_row(kmeans_ws *ws, int64_t i, const km_moves *moves, km_acc *acc)
 {
-	if (p == NULL || p->struct_size < sizeof(gc_kmeans_params))
-		return gc_fail(errbuf, GC_ERR_INVALID_ARGUMENT, "k-means parameters of an unknown version");
-	if (n < 1 || d < 1)
-		return gc_fail(errbuf, GC_ERR_INVALID_ARGUMENT, "k-means needs at least one row and one feature");
-	if (p->k < 1 || p->k > n)
-		return gc_fail(errbuf, GC_ERR_INVALID_ARGUMENT,
-					   "k must be between 1 and the number of rows (%lld), not %d",
-					   (long long) n, p->k);
-	if (p->max_iter < 1)
-		return gc_fail(errbuf, GC_ERR_INVALID_ARGUMENT, "max_iter must be at least 1");
-	if (!(p->tol >= 0.0) || isinf(p->tol))
-		return gc_fail(errbuf, GC_ERR_INVALID_ARGUMENT, "tol must be a finite number >= 0");
-	if (p->init != GC_KMEANS_INIT_PLUSPLUS && p->init != GC_KMEANS_INIT_RANDOM &&
-		p->init != GC_KMEANS_INIT_GIVEN)
-		return gc_fail(errbuf, GC_ERR_INVALID_ARGUMENT, "unknown k-means init method %d", (int) p->init);
-	if (p->init == GC_KMEANS_INIT_GIVEN)
+	int32_t		d = ws->d;
+	int32_t		a = ws->labels[i];
+	const float *row = ws->x + i * d;
+	double	   *u = ws->bound_u;
+	double	   *l = ws->bound_l;
+	double		m,
+				best,
+				next;
+
+	if (moves)
 	{
-		if (p->initial_centroids == NULL)
-			return gc_fail(errbuf, GC_ERR_INVALID_ARGUMENT, "initial centroids are missing");
-		for (int64_t i = 0; i < (int64_t) p->k * d; i++)
-			if (!isfinite(p->initial_centroids[i]))
-				return gc_fail(errbuf, GC_ERR_INVALID_ARGUMENT,
-							   "initial centroid %lld has a value that is not finite",
-							   (long long) (i / d));
+		u[i] += moves->delta[a];
+		l[i] -= a == moves->jmax ? moves->second : moves->delta[moves->jmax];
+	}
+	m = ws->half[a] > l[i] ? ws->half[a] : l[i];
+	if (u[i] * (1.0 + BOUND_SLACK) >= m)
+	{
+		const double *c = ws->cen + (int64_t) a * d;
+		double		s = 0.0;
+
+		for (int32_t t = 0; t < d; t++)
+		{
+			double		diff = (double) row[t] - c[t];
+
+			s += diff * diff;
+		}
+		u[i] = sqrt(s);
+	}
+	if (u[i] * (1.0 + BOUND_SLACK) < m)
+	{
+		if (acc)
+			acc_add(acc, row, d, a, a);
+		return;
+	}
+	assign_rows(ws->x, i, i + 1, d, ws->work, ws->k, ws->labels, &best, &next,
+				ws->work + (int64_t) ws->k * d, acc);
+	u[i] = sqrt(best);
+	l[i] = sqrt(next);
+}
+
+/* Assigns every row under Hamerly's bounds, with the sums when acc is not NULL. */
+static gc_status
+assign_bounded(kmeans_ws *ws, const km_moves *moves, km_acc *acc)
+{
+	int64_t		stride = cancel_stride(ws->k, ws->d) * 8;
+
+	transpose_centroids(ws->cen, ws->k, ws->d, ws->work);
+	bounds_half(ws);
+	for (int64_t from = 0; from < ws->n; from += stride)
+	{
+		int64_t		to = from + stride < ws->n ? from + stride : ws->n;
+
+		if (gc_core_cancelled(ws->ctx))
+			return GC_ERR_CANCELLED;
+		for (int64_t i = from; i < to; i++)
+			bounded_row(ws, i, moves, acc);
 	}
 	return GC_OK;
 }
 
-/*
- * The initial centroids [k, d] as the shared rules pick them.  mind2 is
- * scratch of n doubles.  Returns GC_OK, GC_ERR_CANCELLED or
- * GC_ERR_OUT_OF_MEMORY.
- */
-static gc_status
-initial_centroids(const float *x, int64_t n, int32_t d, const gc_kmeans_params *p,
-				  double *cen, double *mind2, gc_cancel_fn cancel, void *cancel_arg,
-				  char *errbuf)
+/* ---------------------------------------------------------------- workspace */
+
+/* Fills the workspace with the input, no buffer yet. */
+static void
+kmeans_ws_init(kmeans_ws *ws, gc_core_ctx *ctx, const float *x, int64_t n, int32_t d,
+			   const gc_kmeans_params *params, gc_kmeans_result *result)
 {
+	memset(ws, 0, sizeof(*ws));
+	ws->ctx = ctx;
+	ws->x = x;
+	ws->n = n;
+	ws->d = d;
+	ws->k = params->k;
+	ws->kd = (size_t) params->k * d;
+	ws->params = params;
+	ws->result = result;
+	ws->labels = result->labels;
+	ws->bounds = ws->k >= 3 && (int64_t) ws->k * ws->k <= n;
+}
+
+/* Allocates the working arrays. */
+static gc_status
+kmeans_ws_alloc(kmeans_ws *ws)
+{
+	size_t		n = (size_t) ws->n;
+	size_t		k = (size_t) ws->k;
+	size_t		bytes = sizeof(double) * (2 * ws->kd + n + 4 * (size_t) ws->d + ws->kd + k) +
+		sizeof(int64_t) * 2 * k + (ws->bounds ? sizeof(double) * (2 * n + 2 * k) : 0);
+
+	ws->cen = malloc(sizeof(double) * ws->kd);
+	ws->sums = malloc(sizeof(double) * ws->kd);
+	ws->d2 = malloc(sizeof(double) * n);
+	ws->scratch = malloc(sizeof(double) * (size_t) ws->d * 4);
+	ws->work = malloc(sizeof(double) * (ws->kd + k));
+	if (ws->bounds)
+	{
+		ws->bound_u = malloc(sizeof(double) * n);
+		ws->bound_l = malloc(sizeof(double) * n);
+		ws->half = malloc(sizeof(double) * k);
+		ws->delta = malloc(sizeof(double) * k);
+	}
+	ws->counts = malloc(sizeof(int64_t) * k);
+	ws->taken = malloc(sizeof(int64_t) * k);
+	if (!ws->cen || !ws->sums || !ws->d2 || !ws->scratch || !ws->work || !ws->counts ||
+		!ws->taken || (ws->bounds && (!ws->bound_u || !ws->bound_l || !ws->half || !ws->delta)))
+		return gc_core_oom(ws->ctx, bytes,
+						   "out of memory for k-means working arrays (%lld rows, k = %d)",
+						   (long long) ws->n, ws->k);
+	return GC_OK;
+}
+
+/* Frees every buffer of the workspace. */
+static void
+kmeans_ws_free(kmeans_ws *ws)
+{
+	free(ws->cen);
+	free(ws->sums);
+	free(ws->d2);
+	free(ws->scratch);
+	free(ws->work);
+	free(ws->bound_u);
+	free(ws->bound_l);
+	free(ws->half);
+	free(ws->delta);
+	free(ws->counts);
+	free(ws->taken);
+	memset(ws, 0, sizeof(*ws));
+}
+
+/* ---------------------------------------------------------------- init */
+
+/* The initial centroids [k, d] as the shared rules pick them (d2 as scratch). */
+static gc_status
+initial_centroids(kmeans_ws *ws)
+{
+	const gc_kmeans_params *p = ws->params;
 	int64_t    *rows;
 	int			rc;
 
 	if (p->init == GC_KMEANS_INIT_GIVEN)
 	{
-		memcpy(cen, p->initial_centroids, sizeof(double) * (size_t) p->k * d);
+		memcpy(ws->cen, p->initial_centroids, sizeof(double) * ws->kd);
 		return GC_OK;
 	}
 	rows = malloc(sizeof(int64_t) * (size_t) p->k);
 	if (!rows)
-		return gc_fail(errbuf, GC_ERR_OUT_OF_MEMORY, "out of memory for k-means initialization");
+		return gc_core_oom(ws->ctx, sizeof(int64_t) * (size_t) p->k,
+						   "out of memory for k-means initialization");
 	if (p->init == GC_KMEANS_INIT_RANDOM)
-		rc = gc_kmeans_random_rows(n, p->k, p->seed, rows) == 0 ? 0 : 1;
+		rc = gc_kmeans_random_rows(ws->n, p->k, p->seed, rows) == 0 ? 0 : 1;
 	else
-		rc = gc_kmeans_plusplus_rows(x, n, d, p->k, p->seed, rows, mind2, cancel, cancel_arg) == 0 ? 0 : 2;
+		rc = gc_kmeans_plusplus_rows(ws->x, ws->n, ws->d, p->k, p->seed, rows, ws->d2,
+									 ws->ctx->cancel, ws->ctx->cancel_arg) == 0 ? 0 : 2;
 	if (rc == 0)
 		for (int32_t j = 0; j < p->k; j++)
-			for (int32_t t = 0; t < d; t++)
-				cen[(int64_t) j * d + t] = (double) x[rows[j] * d + t];
+			for (int32_t t = 0; t < ws->d; t++)
+				ws->cen[(int64_t) j * ws->d + t] = (double) ws->x[rows[j] * ws->d + t];
 	free(rows);
 	if (rc == 1)
-		return gc_fail(errbuf, GC_ERR_OUT_OF_MEMORY, "out of memory for k-means initialization");
+		return gc_core_oom(ws->ctx, sizeof(int64_t) * (size_t) ws->n,
+						   "out of memory for k-means initialization");
 	if (rc == 2)
-		return gc_fail(errbuf, GC_ERR_CANCELLED, "canceled");
+		return gc_core_cancel_status(ws->ctx);
 	return GC_OK;
 }
 
-/* k-means on the CPU; see the rules at the top of this file. */
-gc_status
-gc_kmeans_cpu(const float *x, int64_t n, int32_t d, const gc_kmeans_params *params,
-			  gc_kmeans_result *result, gc_cancel_fn cancel, void *cancel_arg, char *errbuf)
+/* Phase init: the working arrays, the unit of tol, the initial centroids. */
+static gc_status
+kmeans_init(kmeans_ws *ws)
 {
-	gc_status	st = check_params(n, d, params, errbuf);
-	int32_t		k;
-	size_t		kd;
-	double	   *cen = NULL,
-			   *sums = NULL,
-			   *d2 = NULL,
-			   *scratch = NULL,
-			   *work = NULL,
-			   *bound_u = NULL,
-			   *bound_l = NULL,
-			   *half = NULL,
-			   *delta = NULL;
-	int			bounds;
-	int64_t    *counts = NULL,
-			   *taken = NULL;
-	int32_t    *labels = NULL;
-	KmAcc		acc;
-	KmMoves		moves;
-	double		mean_var,
-				tol_abs;
-	int32_t		it;
-	int			strict = 0;
+	double		mean_var;
+	gc_status	st;
 
-	if (st != GC_OK)
+	if (gc_core_cancelled(ws->ctx))
+		return GC_ERR_CANCELLED;
+	if ((st = kmeans_ws_alloc(ws)) != GC_OK)
 		return st;
-	k = params->k;
-	kd = (size_t) k * d;
-
-	cen = malloc(sizeof(double) * kd);
-	sums = malloc(sizeof(double) * kd);
-	d2 = malloc(sizeof(double) * (size_t) n);
-	scratch = malloc(sizeof(double) * (size_t) d * 4);
-	work = malloc(sizeof(double) * (kd + (size_t) k));
-	bounds = k >= 3 && (int64_t) k * k <= n;
-	if (bounds)
-	{
-		bound_u = malloc(sizeof(double) * (size_t) n);
-		bound_l = malloc(sizeof(double) * (size_t) n);
-		half = malloc(sizeof(double) * (size_t) k);
-		delta = malloc(sizeof(double) * (size_t) k);
-	}
-	counts = malloc(sizeof(int64_t) * (size_t) k);
-	taken = malloc(sizeof(int64_t) * (size_t) k);
-	labels = result->labels;
-	if (!cen || !sums || !d2 || !scratch || !work || !counts || !taken ||
-		(bounds && (!bound_u || !bound_l || !half || !delta)))
-	{
-		st = gc_fail(errbuf, GC_ERR_OUT_OF_MEMORY,
-					 "out of memory for k-means working arrays (%lld rows, k = %d)",
-					 (long long) n, k);
-		goto done;
-	}
-
-	if (gc_kmeans_stats(x, n, d, &mean_var, scratch, NULL, NULL, scratch + d, cancel, cancel_arg) != 0)
-	{
-		st = gc_fail(errbuf, GC_ERR_CANCELLED, "canceled");
-		goto done;
-	}
-	tol_abs = params->tol * mean_var;
-
-	st = initial_centroids(x, n, d, params, cen, d2, cancel, cancel_arg, errbuf);
-	if (st != GC_OK)
-		goto done;
+	gc_core_debug(ws->ctx, "k-means: %lld rows, d = %d, k = %d, Hamerly's bounds %s",
+				  (long long) ws->n, ws->d, ws->k, ws->bounds ? "on" : "off");
+	if (gc_kmeans_stats(ws->x, ws->n, ws->d, &mean_var, ws->scratch, NULL, NULL,
+						ws->scratch + ws->d, ws->ctx->cancel, ws->ctx->cancel_arg) != 0)
+		return gc_core_cancel_status(ws->ctx);
+	ws->tol_abs = ws->params->tol * mean_var;
+	if ((st = initial_centroids(ws)) != GC_OK)
+		return st;
 
 	/* no row has a cluster yet: the first iteration counts every row as changed */
-	for (int64_t i = 0; i < n; i++)
-		labels[i] = -1;
-	acc.sums = sums;
-	acc.counts = counts;
-	moves.delta = delta;
-	moves.jmax = 0;
-	moves.second = 0.0;
+	for (int64_t i = 0; i < ws->n; i++)
+		ws->labels[i] = -1;
+	ws->acc.sums = ws->sums;
+	ws->acc.counts = ws->counts;
+	ws->moves.delta = ws->delta;
+	ws->moves.jmax = 0;
+	ws->moves.second = 0.0;
+	return GC_OK;
+}
 
-	for (it = 0; it < params->max_iter; it++)
+/* ---------------------------------------------------------------- iterations */
+
+/* Phase assign: every row to its nearest centroid, gathering the sums (iteration it). */
+static gc_status
+kmeans_assign(kmeans_ws *ws, int32_t it)
+{
+	gc_status	st;
+
+	memset(ws->sums, 0, sizeof(double) * ws->kd);
+	memset(ws->counts, 0, sizeof(int64_t) * (size_t) ws->k);
+	ws->acc.changed = 0;
+	if (ws->bounds && it > 0)
 	{
-		double		shift = 0.0;
-		int			d2_valid = 1;
-		int32_t		reseeded = 0;
-		int			rc;
+		ws->d2_valid = 0;
+		return assign_bounded(ws, &ws->moves, &ws->acc);
+	}
+	ws->d2_valid = 1;
+	st = assign_all(ws, ws->bounds ? ws->bound_l : NULL, &ws->acc);
+	if (st == GC_OK && ws->bounds)
+		for (int64_t i = 0; i < ws->n; i++)
+		{
+			ws->bound_u[i] = sqrt(ws->d2[i]);
+			ws->bound_l[i] = sqrt(ws->bound_l[i]);
+		}
+	return st;
+}
 
-		memset(sums, 0, sizeof(double) * kd);
-		memset(counts, 0, sizeof(int64_t) * (size_t) k);
-		acc.changed = 0;
-		if (bounds && it > 0)
-		{
-			rc = assign_bounded(x, n, d, cen, k, labels, bound_u, bound_l, half, work,
-								&moves, &acc, cancel, cancel_arg);
-			d2_valid = 0;
-		}
-		else
-		{
-			rc = assign_all(x, n, d, cen, k, labels, d2, bounds ? bound_l : NULL, work, &acc,
-							cancel, cancel_arg);
-			if (bounds)
-				for (int64_t i = 0; i < n; i++)
-				{
-					bound_u[i] = sqrt(d2[i]);
-					bound_l[i] = sqrt(bound_l[i]);
-				}
-		}
-		if (rc != 0)
-		{
-			st = gc_fail(errbuf, GC_ERR_CANCELLED, "canceled");
-			goto done;
-		}
+/* The largest centroid move and the largest of the others, for the next bounded assignment. */
+static void
+kmeans_note_moves(kmeans_ws *ws)
+{
+	km_moves   *mv = &ws->moves;
 
-		/* Re-seed empty clusters, then move every centroid to its mean. */
-		for (int32_t j = 0; j < k && reseeded == 0; j++)
-			if (counts[j] == 0)
-			{
-				if (!d2_valid)
-					exact_d2(x, n, d, cen, labels, d2);
-				reseeded = gc_kmeans_reseed_empty(x, n, d, k, labels, d2, NULL, sums, counts, taken);
-			}
-		for (int32_t j = 0; j < k; j++)
-		{
-			double		move = 0.0;
+	mv->jmax = 0;
+	mv->second = 0.0;
+	for (int32_t j = 1; j < ws->k; j++)
+		if (ws->delta[j] > ws->delta[mv->jmax])
+			mv->jmax = j;
+	for (int32_t j = 0; j < ws->k; j++)
+		if (j != mv->jmax && ws->delta[j] > mv->second)
+			mv->second = ws->delta[j];
+}
 
-			for (int32_t t = 0; t < d; t++)
-			{
-				double		c = counts[j] > 0 ? sums[(int64_t) j * d + t] / (double) counts[j]
-					: cen[(int64_t) j * d + t];
-				double		diff = c - cen[(int64_t) j * d + t];
+/* Phase update: re-seeds empty clusters, then moves every centroid to its mean. */
+static gc_status
+kmeans_update(kmeans_ws *ws)
+{
+	int32_t		d = ws->d;
 
-				move += diff * diff;
-				cen[(int64_t) j * d + t] = c;
-			}
-			shift += move;
-			if (bounds)
-				delta[j] = sqrt(move);
-		}
-		if (bounds)
+	ws->shift = 0.0;
+	ws->reseeded = 0;
+	for (int32_t j = 0; j < ws->k && ws->reseeded == 0; j++)
+		if (ws->counts[j] == 0)
 		{
-			/* applied to the bounds, row by row, by the next bounded assignment */
-			moves.jmax = 0;
-			moves.second = 0.0;
-			for (int32_t j = 1; j < k; j++)
-				if (delta[j] > delta[moves.jmax])
-					moves.jmax = j;
-			for (int32_t j = 0; j < k; j++)
-				if (j != moves.jmax && delta[j] > moves.second)
-					moves.second = delta[j];
+			if (gc_core_cancelled(ws->ctx))
+				return GC_ERR_CANCELLED;
+			if (!ws->d2_valid)
+				exact_d2(ws);
+			ws->reseeded = gc_kmeans_reseed_empty(ws->x, ws->n, d, ws->k, ws->labels, ws->d2,
+												  NULL, ws->sums, ws->counts, ws->taken);
 		}
+	for (int32_t j = 0; j < ws->k; j++)
+	{
+		double	   *c = ws->cen + (int64_t) j * d;
+		double		move = 0.0;
 
-		/* Nothing changed: the centroids did not move, labels hold. */
-		if (acc.changed == 0 && reseeded == 0)
+		for (int32_t t = 0; t < d; t++)
 		{
-			strict = 1;
-			break;
+			double		v = ws->counts[j] > 0 ? ws->sums[(int64_t) j * d + t] / (double) ws->counts[j]
+				: c[t];
+			double		diff = v - c[t];
+
+			move += diff * diff;
+			c[t] = v;
 		}
-		if (shift <= tol_abs)
+		ws->shift += move;
+		if (ws->bounds)
+			ws->delta[j] = sqrt(move);
+	}
+	if (ws->bounds)
+		kmeans_note_moves(ws);
+	return GC_OK;
+}
+
+/* Phase converge: 1 when the iterations stop (nothing changed, or the moves within tol). */
+static int
+kmeans_converged(kmeans_ws *ws)
+{
+	/* Nothing changed: the centroids did not move, labels hold. */
+	if (ws->acc.changed == 0 && ws->reseeded == 0)
+	{
+		ws->strict = 1;
+		return 1;
+	}
+	return ws->shift <= ws->tol_abs;
+}
+
+/* Lloyd's iterations: assign, update, converge, at most max_iter times. */
+static gc_status
+kmeans_iterate(kmeans_ws *ws)
+{
+	int32_t		max_iter = ws->params->max_iter;
+	int32_t		it;
+	gc_status	st;
+
+	for (it = 0; it < max_iter; it++)
+	{
+		if ((st = kmeans_assign(ws, it)) != GC_OK ||
+			(st = kmeans_update(ws)) != GC_OK)
+			return st;
+		if (kmeans_converged(ws))
 			break;
 	}
-	result->iterations = it < params->max_iter ? it + 1 : params->max_iter;
+	ws->result->iterations = it < max_iter ? it + 1 : max_iter;
+	return GC_OK;
+}
 
-	/* Labels for the final centroids, and the distances. */
-	if (!strict &&
-		(bounds ? assign_bounded(x, n, d, cen, k, labels, bound_u, bound_l, half, work, &moves, NULL,
-								 cancel, cancel_arg)
-		 : assign_all(x, n, d, cen, k, labels, d2, NULL, work, NULL, cancel, cancel_arg)) != 0)
-	{
-		st = gc_fail(errbuf, GC_ERR_CANCELLED, "canceled");
-		goto done;
-	}
-	if (strict || bounds)
-		exact_d2(x, n, d, cen, labels, d2);
+/* ---------------------------------------------------------------- final */
 
-	/* Output. */
-	memcpy(result->centroids, cen, sizeof(double) * kd);
-	for (int32_t j = 0; j < k; j++)
+/* Phase final: labels for the final centroids, the distances, and the output. */
+static gc_status
+kmeans_final(kmeans_ws *ws)
+{
+	gc_kmeans_result *result = ws->result;
+	gc_status	st = GC_OK;
+
+	if (!ws->strict)
+		st = ws->bounds ? assign_bounded(ws, &ws->moves, NULL) : assign_all(ws, NULL, NULL);
+	if (st != GC_OK)
+		return st;
+	if (ws->strict || ws->bounds)
+		exact_d2(ws);
+
+	memcpy(result->centroids, ws->cen, sizeof(double) * ws->kd);
+	for (int32_t j = 0; j < ws->k; j++)
 	{
 		result->sizes[j] = 0;
 		result->inertia[j] = 0.0;
 	}
-	for (int64_t i = 0; i < n; i++)
+	for (int64_t i = 0; i < ws->n; i++)
 	{
-		result->distance[i] = sqrt(d2[i]);
-		result->sizes[labels[i]]++;
-		result->inertia[labels[i]] += d2[i];
+		result->distance[i] = sqrt(ws->d2[i]);
+		result->sizes[ws->labels[i]]++;
+		result->inertia[ws->labels[i]] += ws->d2[i];
 	}
-	st = GC_OK;
+	return GC_OK;
+}
 
-done:
-	free(cen);
-	free(sums);
-	free(d2);
-	free(scratch);
-	free(work);
-	free(bound_u);
-	free(bound_l);
-	free(half);
-	free(delta);
-	free(counts);
-	free(taken);
+/* k-means of n >= 1 rows; see the rules at the top of this file. */
+gc_status
+gc_core_kmeans(gc_core_ctx *ctx, const float *x, int64_t n, int32_t d,
+			   const gc_kmeans_params *params, gc_kmeans_result *result)
+{
+	gc_timing  *timing = ctx->timing;
+	kmeans_ws	ws;
+	gc_status	st;
+	double		t0 = gc_core_now_ms();
+
+	kmeans_ws_init(&ws, ctx, x, n, d, params, result);
+	st = kmeans_init(&ws);
+	timing->phase_ms[0] = gc_core_now_ms() - t0;
+	if (st == GC_OK)
+	{
+		t0 = gc_core_now_ms();
+		st = kmeans_iterate(&ws);
+		timing->phase_ms[1] = gc_core_now_ms() - t0;
+		if (st == GC_OK && result->iterations > 0)
+			timing->phase_ms[3] = timing->phase_ms[1] / result->iterations;
+	}
+	if (st == GC_OK)
+	{
+		t0 = gc_core_now_ms();
+		st = kmeans_final(&ws);
+		timing->phase_ms[2] = gc_core_now_ms() - t0;
+	}
+	kmeans_ws_free(&ws);
 	return st;
 }

@@ -1,7 +1,9 @@
 /*
  * test_dbscan.c
- *    Unit tests of the CPU DBSCAN core against a brute-force reference that
- *    applies the rules literally (all pairs), on hand-made and random sets.
+ *    Unit tests of the CPU DBSCAN, called through the CPU back end's table
+ *    (gc_cpu_api), against a brute-force reference that applies the rules
+ *    literally (all pairs), on hand-made and random sets; and of the table
+ *    itself: devices, empty input, the parameter checks and their errors.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -76,8 +78,19 @@ reference(const float *x, int64_t n, int32_t d, double eps, int min_pts,
 	free(stack);
 }
 
+/* DBSCAN through the CPU back end's table, with an optional cancel callback. */
+static gc_status
+run_dbscan(const float *x, int64_t n, int32_t d, const gc_dbscan_params *p,
+		   gc_dbscan_result *r, gc_cancel_fn cancel)
+{
+	gc_exec		e = unit_exec(cancel, NULL);
+
+	return gc_cpu_api()->dbscan(&e, x, n, d, p, r);
+}
+
 static uint64_t rng_state = 42;
 
+/* Uniform in [0, 1) from a xorshift generator, so the data do not depend on libc. */
 static double
 urand(void)
 {
@@ -95,8 +108,7 @@ compare(const char *name, const float *x, int64_t n, int32_t d, double eps, int 
 	uint8_t    *k1 = malloc(n), *k2 = malloc(n);
 	gc_dbscan_params p = {sizeof(gc_dbscan_params), eps, min_pts};
 	gc_dbscan_result r = {c1, k1, 0};
-	char		err[GC_ERRBUF_SIZE] = "";
-	gc_status	st = gc_dbscan_cpu(x, n, d, &p, &r, NULL, NULL, err);
+	gc_status	st = run_dbscan(x, n, d, &p, &r, NULL);
 	int			ok = st == GC_OK;
 	int64_t		bad = -1;
 
@@ -108,7 +120,7 @@ compare(const char *name, const float *x, int64_t n, int32_t d, double eps, int 
 			bad = i;
 		}
 	CHECK(ok, "%s (n=%lld d=%d eps=%g min_pts=%d): status %d %s, first difference at %lld",
-		  name, (long long) n, d, eps, min_pts, st, err, (long long) bad);
+		  name, (long long) n, d, eps, min_pts, st, unit_error(), (long long) bad);
 	free(c1);
 	free(c2);
 	free(k1);
@@ -116,6 +128,7 @@ compare(const char *name, const float *x, int64_t n, int32_t d, double eps, int 
 	return ok;
 }
 
+/* n points: blobs of the given spread, 20% uniform noise, a fraction dup of repeated rows. */
 static float *
 random_set(int64_t n, int32_t d, int blobs, double spread, double dup)
 {
@@ -148,14 +161,104 @@ random_set(int64_t n, int32_t d, int blobs, double spread, double dup)
 
 static int	cancel_calls = 0;
 
+/* A cancel callback that answers yes from its third call on. */
 static int
 cancel_after_two(void *arg)
 {
 	return ++cancel_calls > 2;
 }
 
-int
-main(void)
+/* The table itself: its identity, the one device, empty input, timing, a cleared error. */
+static void
+test_api(void)
+{
+	const gc_backend_api *api = gc_cpu_api();
+	gc_device_info info;
+	int32_t		count = -1;
+	float		x[] = {0, 0.5f, 3};
+	int32_t		c[3];
+	uint8_t		k[3];
+	gc_dbscan_params p = {sizeof(p), 1.0, 2};
+	gc_dbscan_result r = {c, k, 7};
+	gc_timing	t;
+	gc_exec		e = unit_exec(NULL, &t);
+
+	CHECK(api->abi_version == GC_ABI_VERSION && api->struct_size == sizeof(gc_backend_api) &&
+		  strcmp(api->name, "cpu") == 0, "table identity: %s", api->name);
+	CHECK(api->device_count(&count) == GC_OK && count == 1, "device count %d", count);
+	CHECK(api->device_info(0, &info) == GC_OK && strcmp(info.name, "CPU") == 0 &&
+		  info.device_id == 0 && info.total_memory >= 0, "device info: %s", info.name);
+	CHECK(api->device_info(1, &info) == GC_ERR_NO_DEVICE && unit_error()[0] != '\0',
+		  "device 1 does not exist");
+	api->release();
+
+	/* no rows: nothing to do, no error, no cluster */
+	CHECK(api->dbscan(&e, NULL, 0, 2, &p, &r) == GC_OK && r.n_clusters == 0, "n = 0");
+	CHECK(unit_error()[0] == '\0', "n = 0 leaves no error: %s", unit_error());
+
+	/* a failure, then a success clears the error and fills the timing */
+	p.eps = 0;
+	CHECK(api->dbscan(&e, x, 3, 1, &p, &r) == GC_ERR_INVALID_ARGUMENT, "eps 0");
+	p.eps = 1;
+	memset(&t, 0xff, sizeof(t));
+	CHECK(api->dbscan(&e, x, 3, 1, &p, &r) == GC_OK && r.n_clusters == 1 &&
+		  c[0] == 0 && c[1] == 0 && c[2] == -1, "small set through the table");
+	CHECK(unit_error()[0] == '\0' && api->last_error()->detail[0] == '\0' &&
+		  api->last_error()->hint[0] == '\0', "success clears the error: %s", unit_error());
+	CHECK(t.compute_ms >= 0 && t.bytes_needed == 0 && t.to_device_ms == 0,
+		  "timing: compute %g ms, bytes %lld", t.compute_ms, (long long) t.bytes_needed);
+
+	/* exec NULL: defaults, no timing, never cancelled */
+	CHECK(api->dbscan(NULL, x, 3, 1, &p, &r) == GC_OK && r.n_clusters == 1, "exec NULL");
+}
+
+/* The checks of common/checks.h reject bad parameters with the expected status and words. */
+static void
+test_checks(void)
+{
+	const gc_backend_api *api = gc_cpu_api();
+	float		x[] = {0, 1, 2, 3};
+	int32_t		c[4];
+	uint8_t		k[4];
+	gc_dbscan_params p = {sizeof(p), -1.0, 2};
+	gc_dbscan_result r = {c, k, 0};
+	gc_exec		e = unit_exec(NULL, NULL);
+	gc_tuning	tuning = gc_tuning_defaults();
+
+	CHECK(api->dbscan(&e, x, 4, 1, &p, &r) == GC_ERR_INVALID_ARGUMENT &&
+		  strcmp(unit_error(), "eps must be positive and finite") == 0 &&
+		  strcmp(api->last_error()->detail, "eps is -1.") == 0 &&
+		  api->last_error()->hint[0] != '\0', "eps -1: %s", unit_error());
+	p.eps = INFINITY;
+	CHECK(api->dbscan(&e, x, 4, 1, &p, &r) == GC_ERR_INVALID_ARGUMENT, "eps infinite");
+	p.eps = 1.0;
+	p.min_pts = -3;
+	CHECK(api->dbscan(&e, x, 4, 1, &p, &r) == GC_ERR_INVALID_ARGUMENT &&
+		  strcmp(unit_error(), "min_pts must be at least 1") == 0, "min_pts -3: %s", unit_error());
+	p.min_pts = 2;
+	CHECK(api->dbscan(&e, x, 4, 0, &p, &r) == GC_ERR_INVALID_ARGUMENT &&
+		  strcmp(unit_error(), "DBSCAN needs at least one feature per row") == 0,
+		  "d 0: %s", unit_error());
+	/* the bugs of a caller: other versions of the structs, missing buffers */
+	p.struct_size = sizeof(p) - 4;
+	CHECK(api->dbscan(&e, x, 4, 1, &p, &r) == GC_ERR_INTERNAL, "params struct_size");
+	p.struct_size = sizeof(p);
+	CHECK(api->dbscan(&e, x, 4, 1, NULL, &r) == GC_ERR_INTERNAL, "params NULL");
+	CHECK(api->dbscan(&e, x, 4, 1, &p, NULL) == GC_ERR_INTERNAL, "result NULL");
+	CHECK(api->dbscan(&e, NULL, 4, 1, &p, &r) == GC_ERR_INTERNAL, "x NULL");
+	e.struct_size = sizeof(e) + 8;
+	CHECK(api->dbscan(&e, x, 4, 1, &p, &r) == GC_ERR_INTERNAL, "exec struct_size");
+	e.struct_size = sizeof(e);
+	tuning.struct_size = 4;
+	e.tuning = &tuning;
+	CHECK(api->dbscan(&e, x, 4, 1, &p, &r) == GC_ERR_INTERNAL, "tuning struct_size");
+	tuning.struct_size = sizeof(tuning);
+	CHECK(api->dbscan(&e, x, 4, 1, &p, &r) == GC_OK && r.n_clusters == 1, "tuning given");
+}
+
+/* Hand-made sets: chains, border points, min_pts 1, bad parameters. */
+static void
+test_hand_made(void)
 {
 	/* Hand-made: two clusters sharing a border point at x = 2. */
 	{
@@ -165,12 +268,12 @@ main(void)
 		gc_dbscan_params p = {sizeof(p), 1.0, 2};
 		gc_dbscan_result r = {c, k, 0};
 
-		CHECK(gc_dbscan_cpu(x, 6, 1, &p, &r, NULL, NULL, NULL) == GC_OK, "status");
+		CHECK(run_dbscan(x, 6, 1, &p, &r, NULL) == GC_OK, "status");
 		/* all of 0,1 core; 3,4 core; 2 is within 1 of 1 and 3 -> core with min_pts 2 */
 		CHECK(c[0] == 0 && c[1] == 0 && c[4] == 0 && c[2] == 0 && c[3] == 0, "chain joins");
 		CHECK(c[5] == -1 && k[5] == 0, "isolated point is noise");
 		p.min_pts = 3;
-		CHECK(gc_dbscan_cpu(x, 6, 1, &p, &r, NULL, NULL, NULL) == GC_OK, "status");
+		CHECK(run_dbscan(x, 6, 1, &p, &r, NULL) == GC_OK, "status");
 		/* neighbours: 0:{0,1} 1:{0,1,2} 2:{1,2,3} 3:{2,3,4} 4:{3,4} */
 		CHECK(k[0] == 0 && k[1] == 1 && k[4] == 1 && k[2] == 1 && k[3] == 0,
 			  "core flags with min_pts 3");
@@ -184,7 +287,7 @@ main(void)
 		gc_dbscan_params p = {sizeof(p), 1.0, 3};
 		gc_dbscan_result r = {c, k, 0};
 
-		CHECK(gc_dbscan_cpu(x, 7, 1, &p, &r, NULL, NULL, NULL) == GC_OK, "status");
+		CHECK(run_dbscan(x, 7, 1, &p, &r, NULL) == GC_OK, "status");
 		compare("two-cluster border", x, 7, 1, 1.0, 3);
 	}
 	/* Every point alone with min_pts 1 is its own cluster, in row order. */
@@ -195,7 +298,7 @@ main(void)
 		gc_dbscan_params p = {sizeof(p), 0.5, 1};
 		gc_dbscan_result r = {c, k, 0};
 
-		CHECK(gc_dbscan_cpu(x, 5, 1, &p, &r, NULL, NULL, NULL) == GC_OK, "status");
+		CHECK(run_dbscan(x, 5, 1, &p, &r, NULL) == GC_OK, "status");
 		CHECK(c[0] == 0 && c[1] == 1 && c[2] == 2 && c[3] == 1 && c[4] == 0 && r.n_clusters == 3,
 			  "min_pts 1 numbering: %d %d %d %d %d", c[0], c[1], c[2], c[3], c[4]);
 	}
@@ -206,15 +309,20 @@ main(void)
 		uint8_t		k[1];
 		gc_dbscan_params p = {sizeof(p), -1.0, 2};
 		gc_dbscan_result r = {c, k, 0};
-		char		err[GC_ERRBUF_SIZE];
 
-		CHECK(gc_dbscan_cpu(x, 1, 1, &p, &r, NULL, NULL, err) == GC_ERR_INVALID_ARGUMENT, "eps < 0");
+		CHECK(run_dbscan(x, 1, 1, &p, &r, NULL) == GC_ERR_INVALID_ARGUMENT, "eps < 0");
 		p.eps = NAN;
-		CHECK(gc_dbscan_cpu(x, 1, 1, &p, &r, NULL, NULL, err) == GC_ERR_INVALID_ARGUMENT, "eps NaN");
+		CHECK(run_dbscan(x, 1, 1, &p, &r, NULL) == GC_ERR_INVALID_ARGUMENT, "eps NaN");
 		p.eps = 1;
 		p.min_pts = 0;
-		CHECK(gc_dbscan_cpu(x, 1, 1, &p, &r, NULL, NULL, err) == GC_ERR_INVALID_ARGUMENT, "min_pts 0");
+		CHECK(run_dbscan(x, 1, 1, &p, &r, NULL) == GC_ERR_INVALID_ARGUMENT, "min_pts 0");
 	}
+}
+
+/* Random sets against the brute-force reference: many dimensions, sparse cells, huge ranges. */
+static void
+test_random_sets(void)
+{
 	/* Random sets against the brute-force reference. */
 	{
 		int32_t		dims[] = {1, 2, 3, 4, 8, 64};
@@ -258,21 +366,35 @@ main(void)
 		compare("huge range, big eps", x, n, 2, 1e29, 3);
 		free(x);
 	}
-	/* Cancel stops the work and reports it. */
-	{
-		int64_t		n = 200000;
-		float	   *x = random_set(n, 2, 2, 0.5, 0.0);
-		int32_t    *c = malloc(sizeof(int32_t) * n);
-		uint8_t    *k = malloc(n);
-		gc_dbscan_params p = {sizeof(p), 0.05, 5};
-		gc_dbscan_result r = {c, k, 0};
-		char		err[GC_ERRBUF_SIZE];
+}
 
-		CHECK(gc_dbscan_cpu(x, n, 2, &p, &r, cancel_after_two, NULL, err) == GC_ERR_CANCELLED,
-			  "cancel");
-		free(x);
-		free(c);
-		free(k);
-	}
+/* Cancel stops the work and reports it. */
+static void
+test_cancel(void)
+{
+	int64_t		n = 200000;
+	float	   *x = random_set(n, 2, 2, 0.5, 0.0);
+	int32_t    *c = malloc(sizeof(int32_t) * n);
+	uint8_t    *k = malloc(n);
+	gc_dbscan_params p = {sizeof(p), 0.05, 5};
+	gc_dbscan_result r = {c, k, 0};
+
+	CHECK(run_dbscan(x, n, 2, &p, &r, cancel_after_two) == GC_ERR_CANCELLED,
+		  "cancel");
+	CHECK(strcmp(unit_error(), "canceled") == 0, "cancel message: %s", unit_error());
+	free(x);
+	free(c);
+	free(k);
+}
+
+/* Runs every test; the exit status says whether all checks passed. */
+int
+main(void)
+{
+	test_api();
+	test_checks();
+	test_hand_made();
+	test_random_sets();
+	test_cancel();
 	UNIT_DONE();
 }

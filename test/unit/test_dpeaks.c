@@ -1,9 +1,10 @@
 /*
  * test_dpeaks.c
- *    Unit tests of the CPU density peaks (src/core/dpeaks.c) against a
- *    plain O(n^2) reference written here from the definitions: dc as the
- *    k-th smallest of all sorted pair distances, rho with libm exp, delta
- *    and labels by scanning, centres by sorting gamma.
+ *    Unit tests of the CPU density peaks (src/core/dpeaks.c), called
+ *    through the CPU back end's table (gc_cpu_api), against a plain O(n^2)
+ *    reference written here from the definitions: dc as the k-th smallest
+ *    of all sorted pair distances, rho with libm exp, delta and labels by
+ *    scanning, centres by sorting gamma.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -12,6 +13,16 @@
 #include "core.h"
 #include "dpeaks_common.h"
 #include "unit.h"
+
+/* Density peaks through the CPU back end's table, with optional timing and cancel callback. */
+static gc_status
+run_dpeaks(const float *x, int64_t n, int32_t d, const gc_dpeaks_params *p,
+		   gc_dpeaks_result *r, gc_timing *timing, gc_cancel_fn cancel)
+{
+	gc_exec		e = unit_exec(cancel, timing);
+
+	return gc_cpu_api()->density_peaks(&e, x, n, d, p, r);
+}
 
 typedef struct Res
 {
@@ -22,6 +33,7 @@ typedef struct Res
 	gc_dpeaks_result r;
 } Res;
 
+/* Allocates the result arrays of n rows. */
 static void
 res_alloc(Res *s, int64_t n)
 {
@@ -36,6 +48,7 @@ res_alloc(Res *s, int64_t n)
 	s->r.is_center = s->is_center;
 }
 
+/* Frees the result arrays. */
 static void
 res_free(Res *s)
 {
@@ -47,6 +60,7 @@ res_free(Res *s)
 
 static uint64_t rng_state = 12345;
 
+/* Uniform in [0, 1) from a small LCG, so the data do not depend on libc. */
 static double
 urand(void)
 {
@@ -54,6 +68,7 @@ urand(void)
 	return (double) (rng_state >> 11) / 9007199254740992.0;
 }
 
+/* Standard normal by Box-Muller. */
 static double
 nrand(void)
 {
@@ -63,12 +78,12 @@ nrand(void)
 	return sqrt(-2.0 * log(u + 1e-300)) * cos(6.283185307179586 * v);
 }
 
-/* k Gaussian blobs in d dimensions (extra dimensions zero when pad > d). */
+/* k <= 64 Gaussian blobs in d <= 8 dimensions (extra dimensions zero when pad > d). */
 static float *
 blobs(int64_t n, int d, int pad, int k, double spread)
 {
 	float	   *x = calloc(n * pad, sizeof(float));
-	double		centres[64][3];
+	double		centres[64][8];
 
 	for (int c = 0; c < k; c++)
 		for (int j = 0; j < d; j++)
@@ -83,12 +98,14 @@ blobs(int64_t n, int d, int pad, int k, double spread)
 	return x;
 }
 
+/* Euclidean distance of rows i and j. */
 static double
 dist(const float *x, int d, int64_t i, int64_t j)
 {
 	return sqrt(gc_dist2(x + i * d, x + j * d, d));
 }
 
+/* Orders doubles for qsort. */
 static int
 cmp_double(const void *a, const void *b)
 {
@@ -211,6 +228,7 @@ reference(const float *x, int64_t n, int d, const gc_dpeaks_params *p, double dc
 	free(nbr);
 }
 
+/* Density peaks parameters; dc 0 means derived from rate. */
 static gc_dpeaks_params
 params_of(int nc, double dc, double rate, gc_dp_kernel kernel)
 {
@@ -220,6 +238,7 @@ params_of(int nc, double dc, double rate, gc_dp_kernel kernel)
 	p.struct_size = sizeof(p);
 	p.n_clusters = nc;
 	p.dc = dc;
+	p.derive_dc = dc == 0.0;	/* dc 0: derived from neighbor_rate */
 	p.neighbor_rate = rate;
 	p.kernel = kernel;
 	return p;
@@ -230,7 +249,6 @@ static void
 check_against_reference(const char *what, const float *x, int64_t n, int d, gc_dpeaks_params p)
 {
 	Res			s;
-	char		err[GC_ERRBUF_SIZE];
 	gc_timing	t;
 	gc_status	st;
 	double	   *rho = malloc(n * sizeof(double));
@@ -246,11 +264,11 @@ check_against_reference(const char *what, const float *x, int64_t n, int d, gc_d
 
 	res_alloc(&s, n);
 	memset(&t, 0, sizeof(t));
-	st = gc_dpeaks_cpu(x, n, d, &p, &s.r, &t, NULL, NULL, err);
-	CHECK(st == GC_OK, "%s: status %d: %s", what, (int) st, err);
+	st = run_dpeaks(x, n, d, &p, &s.r, &t, NULL);
+	CHECK(st == GC_OK, "%s: status %d: %s", what, (int) st, unit_error());
 	if (st != GC_OK)
 		goto out;
-	if (p.dc == 0.0)
+	if (p.derive_dc)
 	{
 		/* dc: the k-th smallest over all ordered pairs */
 		int64_t		m = n * (n - 1),
@@ -300,7 +318,6 @@ check_grid_vs_scan(const char *what, int64_t n, int d, gc_dp_kernel kernel, doub
 	float	   *xp = calloc(n * 5, sizeof(float));
 	Res			a,
 				b;
-	char		err[GC_ERRBUF_SIZE];
 	gc_dpeaks_params p = params_of(nc, dc, 0.02, kernel);
 	gc_status	s1,
 				s2;
@@ -311,9 +328,9 @@ check_grid_vs_scan(const char *what, int64_t n, int d, gc_dp_kernel kernel, doub
 			xp[i * 5 + k] = x[i * d + k];
 	res_alloc(&a, n);
 	res_alloc(&b, n);
-	s1 = gc_dpeaks_cpu(x, n, d, &p, &a.r, NULL, NULL, NULL, err);
-	s2 = gc_dpeaks_cpu(xp, n, 5, &p, &b.r, NULL, NULL, NULL, err);
-	CHECK(s1 == GC_OK && s2 == GC_OK, "%s: status %d %d: %s", what, (int) s1, (int) s2, err);
+	s1 = run_dpeaks(x, n, d, &p, &a.r, NULL, NULL);
+	s2 = run_dpeaks(xp, n, 5, &p, &b.r, NULL, NULL);
+	CHECK(s1 == GC_OK && s2 == GC_OK, "%s: status %d %d: %s", what, (int) s1, (int) s2, unit_error());
 	for (int64_t i = 0; i < n; i++)
 		if (a.rho[i] != b.rho[i] || a.delta[i] != b.delta[i] ||
 			a.cluster[i] != b.cluster[i] || a.is_center[i] != b.is_center[i])
@@ -328,6 +345,7 @@ check_grid_vs_scan(const char *what, int64_t n, int d, gc_dp_kernel kernel, doub
 
 static int	cancel_calls = 0;
 
+/* A cancel callback that always answers yes, counting its calls. */
 static int
 cancel_now(void *arg)
 {
@@ -335,12 +353,10 @@ cancel_now(void *arg)
 	return 1;
 }
 
-int
-main(void)
+/* The arithmetic of common/dpeaks_common.h: gaussian terms, the cutoff threshold, the fixed-point sum. */
+static void
+test_arithmetic(void)
 {
-	char		err[GC_ERRBUF_SIZE];
-
-	/* the shared arithmetic */
 	{
 		double		worst = 0.0;
 
@@ -379,32 +395,38 @@ main(void)
 			gc_dp_acc_add(&hi, &lo, UINT64_C(1) << 63);
 		CHECK(hi == 2 && lo == (UINT64_C(1) << 63) && gc_dp_acc_value(hi, lo) == 640.0, "fixed-point sum");
 	}
+}
 
-	/* a tiny set with known centres: two groups, densest points at the middles */
-	{
-		float		x[] = {0, 0, 0.1f, 0, -0.1f, 0, 0, 0.1f, 0, -0.1f,
-		5, 5, 5.1f, 5, 4.9f, 5, 5, 5.1f,
-		2.5f, 2.4f};
-		int64_t		n = 10;
-		Res			s;
-		gc_dpeaks_params p = params_of(2, 0.25, 0.02, GC_DP_KERNEL_CUTOFF);
-		gc_status	st;
+/* A tiny set with known centres: two groups, densest points at the middles. */
+static void
+test_tiny(void)
+{
+	float		x[] = {0, 0, 0.1f, 0, -0.1f, 0, 0, 0.1f, 0, -0.1f,
+	5, 5, 5.1f, 5, 4.9f, 5, 5, 5.1f,
+	2.5f, 2.4f};
+	int64_t		n = 10;
+	Res			s;
+	gc_dpeaks_params p = params_of(2, 0.25, 0.02, GC_DP_KERNEL_CUTOFF);
+	gc_status	st;
 
-		res_alloc(&s, n);
-		st = gc_dpeaks_cpu(x, n, 2, &p, &s.r, NULL, NULL, NULL, err);
-		CHECK(st == GC_OK, "tiny: %s", err);
-		CHECK(s.is_center[0] && s.is_center[5] && s.r.n_centers == 2, "tiny: centres 0 and 5");
-		CHECK(s.rho[0] == 4 && s.rho[5] == 3 && s.rho[9] == 0, "tiny: rho %g %g %g", s.rho[0], s.rho[5], s.rho[9]);
-		CHECK(s.cluster[0] == 0 && s.cluster[4] == 0 && s.cluster[5] == 1 && s.cluster[8] == 1,
-			  "tiny: labels");
-		/* all of the first group have rho 4; the nearest of them to (5, 5) is (0.1, 0) or (0, 0.1) */
-		CHECK(s.delta[5] == dist(x, 2, 5, 1), "tiny: delta of the second centre %g", s.delta[5]);
-		CHECK(s.delta[0] == dist(x, 2, 0, 6), "tiny: delta of the densest (farthest point) %g", s.delta[0]);
-		CHECK(s.r.dc == 0.25 && s.r.dc_method == GC_DC_GIVEN, "tiny: dc given");
-		res_free(&s);
-	}
+	res_alloc(&s, n);
+	st = run_dpeaks(x, n, 2, &p, &s.r, NULL, NULL);
+	CHECK(st == GC_OK, "tiny: %s", unit_error());
+	CHECK(s.is_center[0] && s.is_center[5] && s.r.n_centers == 2, "tiny: centres 0 and 5");
+	CHECK(s.rho[0] == 4 && s.rho[5] == 3 && s.rho[9] == 0, "tiny: rho %g %g %g", s.rho[0], s.rho[5], s.rho[9]);
+	CHECK(s.cluster[0] == 0 && s.cluster[4] == 0 && s.cluster[5] == 1 && s.cluster[8] == 1,
+		  "tiny: labels");
+	/* all of the first group have rho 4; the nearest of them to (5, 5) is (0.1, 0) or (0, 0.1) */
+	CHECK(s.delta[5] == dist(x, 2, 5, 1), "tiny: delta of the second centre %g", s.delta[5]);
+	CHECK(s.delta[0] == dist(x, 2, 0, 6), "tiny: delta of the densest (farthest point) %g", s.delta[0]);
+	CHECK(s.r.dc == 0.25 && s.r.dc_method == GC_DC_GIVEN, "tiny: dc given");
+	res_free(&s);
+}
 
-	/* against the reference: both kernels, both selection modes, 2-D grid and 4-D scan */
+/* Against the reference: both kernels, both selection modes, grids of 1 to 3 dimensions, the scan, duplicates. */
+static void
+test_reference_sets(void)
+{
 	{
 		float	   *x = blobs(600, 2, 2, 15, 0.5);
 		float	   *y = blobs(400, 4, 4, 5, 0.7);
@@ -446,70 +468,71 @@ main(void)
 		free(x1);
 		free(x3);
 	}
+}
 
-	/* large enough that most points use the ring search of the grid */
-	check_grid_vs_scan("grid 2-D cutoff", 9000, 2, GC_DP_KERNEL_CUTOFF, 0.3, 12);
-	check_grid_vs_scan("grid 2-D gaussian", 7000, 2, GC_DP_KERNEL_GAUSSIAN, 0.3, 12);
-	check_grid_vs_scan("grid 3-D cutoff", 7000, 3, GC_DP_KERNEL_CUTOFF, 0.8, 12);
+/* Above the exact limit: dc from the seeded sample, deterministic. */
+static void
+test_sample(void)
+{
+	int64_t		n = GC_DP_DC_EXACT_MAX_N + 1;
+	float	   *x = blobs(n, 2, 2, 10, 0.5);
+	Res			a,
+				b;
+	gc_dpeaks_params p = params_of(10, 0.0, 0.02, GC_DP_KERNEL_CUTOFF);
+	gc_status	s1,
+				s2;
+	int64_t		m = GC_DP_DC_SAMPLE_PAIRS,
+				bad = 0;
+	double	   *v = malloc(m * sizeof(double));
 
-	/* above the exact limit: dc from the seeded sample, deterministic */
+	res_alloc(&a, n);
+	res_alloc(&b, n);
+	s1 = run_dpeaks(x, n, 2, &p, &a.r, NULL, NULL);
+	s2 = run_dpeaks(x, n, 2, &p, &b.r, NULL, NULL);
+	CHECK(s1 == GC_OK && s2 == GC_OK, "sample: %s", unit_error());
+	CHECK(a.r.dc_method == GC_DC_SAMPLE && a.r.dc_sample == m, "sample: method %d", (int) a.r.dc_method);
+	for (int64_t q = 0; q < m; q++)
 	{
-		int64_t		n = GC_DP_DC_EXACT_MAX_N + 1;
-		float	   *x = blobs(n, 2, 2, 10, 0.5);
-		Res			a,
-					b;
-		gc_dpeaks_params p = params_of(10, 0.0, 0.02, GC_DP_KERNEL_CUTOFF);
-		gc_status	s1,
-					s2;
-		int64_t		m = GC_DP_DC_SAMPLE_PAIRS,
-					bad = 0;
-		double	   *v = malloc(m * sizeof(double));
+		int64_t		i,
+					j;
 
-		res_alloc(&a, n);
-		res_alloc(&b, n);
-		s1 = gc_dpeaks_cpu(x, n, 2, &p, &a.r, NULL, NULL, NULL, err);
-		s2 = gc_dpeaks_cpu(x, n, 2, &p, &b.r, NULL, NULL, NULL, err);
-		CHECK(s1 == GC_OK && s2 == GC_OK, "sample: %s", err);
-		CHECK(a.r.dc_method == GC_DC_SAMPLE && a.r.dc_sample == m, "sample: method %d", (int) a.r.dc_method);
-		for (int64_t q = 0; q < m; q++)
-		{
-			int64_t		i,
-						j;
-
-			gc_dp_sample_pair(GC_DP_DEFAULT_SEED, q, n, &i, &j);
-			if (i == j || i < 0 || j < 0 || i >= n || j >= n)
-				bad++;
-			v[q] = dist(x, 2, i, j);
-		}
-		qsort(v, m, sizeof(double), cmp_double);
-		CHECK(a.r.dc == v[(int64_t) ceil(0.02 * m) - 1], "sample: dc %.17g vs %.17g", a.r.dc, v[(int64_t) ceil(0.02 * m) - 1]);
-		CHECK(a.r.dc == b.r.dc && memcmp(a.cluster, b.cluster, n * sizeof(int32_t)) == 0, "sample: deterministic");
-		/* spot checks of rho and delta by brute force */
-		for (int64_t i = 0; i < n; i += 997)
-		{
-			int64_t		cnt = 0;
-			double		best = INFINITY;
-
-			for (int64_t j = 0; j < n; j++)
-				if (j != i && dist(x, 2, i, j) < a.r.dc)
-					cnt++;
-			if (cnt != (int64_t) a.rho[i])
-				bad++;
-			for (int64_t j = 0; j < n; j++)
-				if (a.rho[j] > a.rho[i] || (a.rho[j] == a.rho[i] && j < i))
-					if (dist(x, 2, i, j) < best)
-						best = dist(x, 2, i, j);
-			if (isfinite(best) && best != a.delta[i])
-				bad++;
-		}
-		CHECK(bad == 0, "sample: %lld spot checks failed", (long long) bad);
-		res_free(&a);
-		res_free(&b);
-		free(x);
-		free(v);
+		gc_dp_sample_pair(GC_DP_DEFAULT_SEED, q, n, &i, &j);
+		if (i == j || i < 0 || j < 0 || i >= n || j >= n)
+			bad++;
+		v[q] = dist(x, 2, i, j);
 	}
+	qsort(v, m, sizeof(double), cmp_double);
+	CHECK(a.r.dc == v[(int64_t) ceil(0.02 * m) - 1], "sample: dc %.17g vs %.17g", a.r.dc, v[(int64_t) ceil(0.02 * m) - 1]);
+	CHECK(a.r.dc == b.r.dc && memcmp(a.cluster, b.cluster, n * sizeof(int32_t)) == 0, "sample: deterministic");
+	/* spot checks of rho and delta by brute force */
+	for (int64_t i = 0; i < n; i += 997)
+	{
+		int64_t		cnt = 0;
+		double		best = INFINITY;
 
-	/* errors and cancel */
+		for (int64_t j = 0; j < n; j++)
+			if (j != i && dist(x, 2, i, j) < a.r.dc)
+				cnt++;
+		if (cnt != (int64_t) a.rho[i])
+			bad++;
+		for (int64_t j = 0; j < n; j++)
+			if (a.rho[j] > a.rho[i] || (a.rho[j] == a.rho[i] && j < i))
+				if (dist(x, 2, i, j) < best)
+					best = dist(x, 2, i, j);
+		if (isfinite(best) && best != a.delta[i])
+			bad++;
+	}
+	CHECK(bad == 0, "sample: %lld spot checks failed", (long long) bad);
+	res_free(&a);
+	res_free(&b);
+	free(x);
+	free(v);
+}
+
+/* Bad parameters and data are refused: the statuses of the checks and the zero-quantile data error. */
+static void
+test_errors(void)
+{
 	{
 		float		x[] = {0, 0, 1, 1, 2, 2};
 		Res			s;
@@ -517,17 +540,18 @@ main(void)
 
 		res_alloc(&s, 3);
 		p = params_of(4, 0.5, 0.02, GC_DP_KERNEL_GAUSSIAN);
-		CHECK(gc_dpeaks_cpu(x, 3, 2, &p, &s.r, NULL, NULL, NULL, err) == GC_ERR_INVALID_ARGUMENT, "n_clusters > n");
+		CHECK(run_dpeaks(x, 3, 2, &p, &s.r, NULL, NULL) == GC_ERR_INVALID_ARGUMENT, "n_clusters > n");
 		p = params_of(1, 0.0, 1.5, GC_DP_KERNEL_GAUSSIAN);
-		CHECK(gc_dpeaks_cpu(x, 3, 2, &p, &s.r, NULL, NULL, NULL, err) == GC_ERR_INVALID_ARGUMENT, "rate > 1");
+		CHECK(run_dpeaks(x, 3, 2, &p, &s.r, NULL, NULL) == GC_ERR_INVALID_ARGUMENT, "rate > 1");
 		p = params_of(1, -1.0, 0.02, GC_DP_KERNEL_GAUSSIAN);
-		CHECK(gc_dpeaks_cpu(x, 3, 2, &p, &s.r, NULL, NULL, NULL, err) == GC_ERR_INVALID_ARGUMENT, "dc < 0");
+		CHECK(run_dpeaks(x, 3, 2, &p, &s.r, NULL, NULL) == GC_ERR_INVALID_ARGUMENT, "dc < 0");
+		/* an unknown kernel can only come from a bug of the caller (common/checks.h) */
 		p = params_of(1, 0.5, 0.02, (gc_dp_kernel) 7);
-		CHECK(gc_dpeaks_cpu(x, 3, 2, &p, &s.r, NULL, NULL, NULL, err) == GC_ERR_INVALID_ARGUMENT, "kernel");
+		CHECK(run_dpeaks(x, 3, 2, &p, &s.r, NULL, NULL) == GC_ERR_INTERNAL, "kernel");
 		p = params_of(1, 0.0, 0.02, GC_DP_KERNEL_GAUSSIAN);
-		CHECK(gc_dpeaks_cpu(x, 1, 2, &p, &s.r, NULL, NULL, NULL, err) == GC_ERR_INVALID_ARGUMENT, "one row, no dc");
+		CHECK(run_dpeaks(x, 1, 2, &p, &s.r, NULL, NULL) == GC_ERR_INVALID_ARGUMENT, "one row, no dc");
 		p = params_of(1, 0.5, 0.02, GC_DP_KERNEL_GAUSSIAN);
-		CHECK(gc_dpeaks_cpu(x, 1, 2, &p, &s.r, NULL, NULL, NULL, err) == GC_OK &&
+		CHECK(run_dpeaks(x, 1, 2, &p, &s.r, NULL, NULL) == GC_OK &&
 			  s.cluster[0] == 0 && s.is_center[0] && s.rho[0] == 0.0 && s.delta[0] == 0.0, "one row, dc given");
 		res_free(&s);
 	}
@@ -535,23 +559,111 @@ main(void)
 		float		dup[] = {1, 1, 1, 1, 1, 1, 1, 1, 2, 2};
 		Res			s;
 		gc_dpeaks_params p = params_of(1, 0.0, 0.1, GC_DP_KERNEL_GAUSSIAN);
+		const char *err;
 
 		res_alloc(&s, 5);
-		CHECK(gc_dpeaks_cpu(dup, 5, 2, &p, &s.r, NULL, NULL, NULL, err) == GC_ERR_INVALID_ARGUMENT,
-			  "zero dc from duplicates: %s", err);
+		CHECK(run_dpeaks(dup, 5, 2, &p, &s.r, NULL, NULL) == GC_ERR_INVALID_ARGUMENT,
+			  "zero dc from duplicates: %s", unit_error());
+		err = unit_error();
+		CHECK(strcmp(err, "the neighbor_rate quantile of the pairwise distances is zero") == 0 &&
+			  gc_cpu_api()->last_error()->detail[0] != '\0' &&
+			  gc_cpu_api()->last_error()->hint[0] != '\0', "zero dc message: %s", err);
 		res_free(&s);
 	}
-	{
-		int64_t		n = 20000;
-		float	   *x = blobs(n, 2, 2, 3, 1.0);
-		Res			s;
-		gc_dpeaks_params p = params_of(3, 0.0, 0.02, GC_DP_KERNEL_GAUSSIAN);
+}
 
-		res_alloc(&s, n);
-		CHECK(gc_dpeaks_cpu(x, n, 2, &p, &s.r, NULL, cancel_now, NULL, err) == GC_ERR_CANCELLED && cancel_calls == 1,
-			  "cancel");
-		res_free(&s);
-		free(x);
+/* The checks through the table: status and words; empty input; timing. */
+static void
+test_checks(void)
+{
+	float		x[] = {0, 0, 1, 1, 2, 2};
+	Res			s;
+	gc_dpeaks_params p;
+	gc_timing	t;
+	struct
+	{
+		int			nc;
+		double		dc;
+		double		rate;
+		gc_status	expected;
+		const char *message;
+	}			bad[] = {
+		{-1, 0.5, 0.02, GC_ERR_INVALID_ARGUMENT, "n_clusters must be at least 1"},
+		{4, 0.5, 0.02, GC_ERR_INVALID_ARGUMENT, "n_clusters must not exceed the number of rows"},
+		{1, -2.0, 0.02, GC_ERR_INVALID_ARGUMENT, "dc must be positive and finite"},
+		{1, INFINITY, 0.02, GC_ERR_INVALID_ARGUMENT, "dc must be positive and finite"},
+		{1, 0.0, 0.0, GC_ERR_INVALID_ARGUMENT, "neighbor_rate must be between 0 and 1 exclusive"},
+		{1, 0.0, NAN, GC_ERR_INVALID_ARGUMENT, "neighbor_rate must be between 0 and 1 exclusive"},
+	};
+
+	res_alloc(&s, 3);
+	for (size_t b = 0; b < sizeof(bad) / sizeof(bad[0]); b++)
+	{
+		gc_status	st;
+
+		p = params_of(bad[b].nc, bad[b].dc, bad[b].rate, GC_DP_KERNEL_CUTOFF);
+		st = run_dpeaks(x, 3, 2, &p, &s.r, NULL, NULL);
+		CHECK(st == bad[b].expected && strcmp(unit_error(), bad[b].message) == 0,
+			  "bad parameters %zu: status %d, %s", b, (int) st, unit_error());
 	}
+	p = params_of(0, 0.0, 0.02, GC_DP_KERNEL_CUTOFF);
+	p.rho_min = NAN;
+	CHECK(run_dpeaks(x, 3, 2, &p, &s.r, NULL, NULL) == GC_ERR_INVALID_ARGUMENT &&
+		  strcmp(unit_error(), "rho_min and delta_min must be numbers") == 0, "rho_min NaN: %s",
+		  unit_error());
+	p = params_of(1, 0.5, 0.02, GC_DP_KERNEL_CUTOFF);
+	p.derive_dc = 1;
+	CHECK(run_dpeaks(x, 3, 2, &p, &s.r, NULL, NULL) == GC_ERR_INTERNAL, "dc both given and derived");
+	p = params_of(1, 0.5, 0.02, GC_DP_KERNEL_CUTOFF);
+	p.struct_size = 8;
+	CHECK(run_dpeaks(x, 3, 2, &p, &s.r, NULL, NULL) == GC_ERR_INTERNAL, "params struct_size");
+
+	p = params_of(0, 0.0, 0.02, GC_DP_KERNEL_GAUSSIAN);
+	s.r.n_centers = 5;
+	CHECK(run_dpeaks(NULL, 0, 2, &p, &s.r, NULL, NULL) == GC_OK && s.r.n_centers == 0 &&
+		  unit_error()[0] == '\0', "n = 0: %s", unit_error());
+
+	p = params_of(2, 0.0, 0.3, GC_DP_KERNEL_GAUSSIAN);
+	memset(&t, 0xff, sizeof(t));
+	CHECK(run_dpeaks(x, 3, 2, &p, &s.r, &t, NULL) == GC_OK && s.r.n_centers == 2 &&
+		  t.bytes_needed == 0 && t.phase_ms[0] >= 0 && t.phase_ms[1] >= 0 && t.phase_ms[2] >= 0 &&
+		  t.phase_ms[3] >= 0 &&
+		  t.compute_ms >= t.phase_ms[0] + t.phase_ms[1] + t.phase_ms[2] + t.phase_ms[3] - 1e-6,
+		  "timing: compute %g, phases %g %g %g %g", t.compute_ms, t.phase_ms[0], t.phase_ms[1],
+		  t.phase_ms[2], t.phase_ms[3]);
+	res_free(&s);
+}
+
+/* Cancel stops the work at the first question. */
+static void
+test_cancel(void)
+{
+	int64_t		n = 20000;
+	float	   *x = blobs(n, 2, 2, 3, 1.0);
+	Res			s;
+	gc_dpeaks_params p = params_of(3, 0.0, 0.02, GC_DP_KERNEL_GAUSSIAN);
+
+	res_alloc(&s, n);
+	CHECK(run_dpeaks(x, n, 2, &p, &s.r, NULL, cancel_now) == GC_ERR_CANCELLED && cancel_calls == 1,
+		  "cancel");
+	res_free(&s);
+	free(x);
+}
+
+/* Runs every test; the exit status says whether all checks passed. */
+int
+main(void)
+{
+	test_arithmetic();
+	test_tiny();
+	test_reference_sets();
+	/* large enough that most points use the ring search of the grid */
+	check_grid_vs_scan("grid 2-D cutoff", 9000, 2, GC_DP_KERNEL_CUTOFF, 0.3, 12);
+	check_grid_vs_scan("grid 2-D gaussian", 7000, 2, GC_DP_KERNEL_GAUSSIAN, 0.3, 12);
+	check_grid_vs_scan("grid 3-D cutoff", 7000, 3, GC_DP_KERNEL_CUTOFF, 0.8, 12);
+	test_sample();
+	test_errors();
+	test_checks();
+	test_cancel();
 	UNIT_DONE();
 }

@@ -1,7 +1,8 @@
 /*
  * test_kmeans.c
- *    Unit tests of the CPU k-means (src/core/kmeans.c) and of the shared
- *    initialization code (src/core/kmeans_init.h).
+ *    Unit tests of the CPU k-means (src/core/kmeans.c), called through the
+ *    CPU back end's table (gc_cpu_api), of the shared initialization code
+ *    (common/kmeans_init.h) and of the generator (common/rng.h).
  */
 #include <math.h>
 #include <stdlib.h>
@@ -20,9 +21,11 @@ typedef struct Run
 	double	   *inertia;
 	gc_kmeans_result res;
 	gc_status	st;
-	char		errbuf[GC_ERRBUF_SIZE];
+	char		message[GC_ERROR_TEXT];	/* the back end's message after the run */
+	gc_timing	timing;
 } Run;
 
+/* k-means through the CPU back end's table into freshly allocated result arrays. */
 static void
 run_kmeans(Run *r, const float *x, int64_t n, int32_t d, const gc_kmeans_params *p)
 {
@@ -39,10 +42,15 @@ run_kmeans(Run *r, const float *x, int64_t n, int32_t d, const gc_kmeans_params 
 	r->res.sizes = r->sizes;
 	r->res.inertia = r->inertia;
 	r->res.iterations = 0;
-	r->errbuf[0] = '\0';
-	r->st = gc_kmeans_cpu(x, n, d, p, &r->res, NULL, NULL, r->errbuf);
+	{
+		gc_exec		e = unit_exec(NULL, &r->timing);
+
+		r->st = gc_cpu_api()->kmeans(&e, x, n, d, p, &r->res);
+	}
+	snprintf(r->message, sizeof(r->message), "%s", unit_error());
 }
 
+/* Frees the result arrays of a run. */
 static void
 free_run(Run *r)
 {
@@ -53,6 +61,7 @@ free_run(Run *r)
 	free(r->inertia);
 }
 
+/* k-means parameters with the SQL defaults. */
 static gc_kmeans_params
 params(int32_t k, gc_kmeans_init init, const double *given)
 {
@@ -164,7 +173,7 @@ test_known_answer(void)
 	int			wrong = 0;
 
 	run_kmeans(&r, x, 300, 2, &p);
-	CHECK(r.st == GC_OK, "known answer: status %d (%s)", r.st, r.errbuf);
+	CHECK(r.st == GC_OK, "known answer: status %d (%s)", r.st, r.message);
 	for (int i = 0; i < 300; i++)
 		wrong += r.labels[i] != i % 3;
 	CHECK(wrong == 0, "known answer: %d rows in the wrong cluster", wrong);
@@ -266,8 +275,7 @@ static void
 test_rng(void)
 {
 	gc_rng		rng;
-	uint64_t	sm = 0;
-	uint64_t	first = gc_splitmix64(&sm);
+	uint64_t	first = gc_mix64(0);	/* splitmix64's first output from state 0 */
 	int			hist[5] = {0};
 
 	CHECK(first == UINT64_C(0xE220A8397B1DCDAF), "splitmix64(0) = %016llx", (unsigned long long) first);
@@ -305,7 +313,7 @@ test_empty_cluster(void)
 	Run			r;
 
 	run_kmeans(&r, x, 8, 1, &p);
-	CHECK(r.st == GC_OK, "empty cluster: status %d (%s)", r.st, r.errbuf);
+	CHECK(r.st == GC_OK, "empty cluster: status %d (%s)", r.st, r.message);
 	for (int j = 0; j < 3; j++)
 		CHECK(r.sizes[j] > 0, "empty cluster: cluster %d is empty", j);
 	CHECK(r.centroids[1] < 100, "empty cluster: centroid 1 still at %g", r.centroids[1]);
@@ -378,6 +386,11 @@ test_stopping_and_errors(void)
 	free_run(&r);
 
 	{
+		/*
+		 * What the SQL user can get wrong is GC_ERR_INVALID_ARGUMENT; an
+		 * unknown init method or missing initial centroids can only come
+		 * from a bug of the caller: GC_ERR_INTERNAL (common/checks.h).
+		 */
 		struct
 		{
 			int32_t		k;
@@ -385,10 +398,16 @@ test_stopping_and_errors(void)
 			double		tol;
 			int			init;
 			int			nan;
+			gc_status	expected;
 		}			bad[] = {
-			{0, 300, 1e-4, 0, 0}, {1001, 300, 1e-4, 0, 0}, {4, 0, 1e-4, 0, 0},
-			{4, 300, -1, 0, 0}, {4, 300, NAN, 0, 0}, {4, 300, 1e-4, 7, 0},
-			{4, 300, 1e-4, 2, 1}, {4, 300, 1e-4, 2, 2}
+			{0, 300, 1e-4, 0, 0, GC_ERR_INVALID_ARGUMENT},
+			{1001, 300, 1e-4, 0, 0, GC_ERR_INVALID_ARGUMENT},
+			{4, 0, 1e-4, 0, 0, GC_ERR_INVALID_ARGUMENT},
+			{4, 300, -1, 0, 0, GC_ERR_INVALID_ARGUMENT},
+			{4, 300, NAN, 0, 0, GC_ERR_INVALID_ARGUMENT},
+			{4, 300, 1e-4, 7, 0, GC_ERR_INTERNAL},
+			{4, 300, 1e-4, 2, 1, GC_ERR_INVALID_ARGUMENT},
+			{4, 300, 1e-4, 2, 2, GC_ERR_INTERNAL}
 		};
 
 		for (size_t b = 0; b < sizeof(bad) / sizeof(bad[0]); b++)
@@ -404,8 +423,8 @@ test_stopping_and_errors(void)
 				p.initial_centroids = init;
 			}
 			run_kmeans(&r, x, 1000, 2, &p);
-			CHECK(r.st == GC_ERR_INVALID_ARGUMENT && r.errbuf[0] != '\0',
-				  "bad parameters %zu accepted (status %d)", b, r.st);
+			CHECK(r.st == bad[b].expected && r.message[0] != '\0',
+				  "bad parameters %zu: status %d, expected %d", b, r.st, bad[b].expected);
 			free_run(&r);
 		}
 	}
@@ -552,12 +571,14 @@ test_against_reference(void)
 
 static int	cancel_calls = 0;
 
+/* A cancel callback that answers yes from its fourth call on. */
 static int
 cancel_after_three(void *arg)
 {
 	return ++cancel_calls > 3;
 }
 
+/* Cancel stops the work and reports it. */
 static void
 test_cancel(void)
 {
@@ -570,7 +591,7 @@ test_cancel(void)
 	double		cen[4],
 				inertia[2];
 	int64_t		sizes[2];
-	char		errbuf[GC_ERRBUF_SIZE];
+	gc_exec		e = unit_exec(cancel_after_three, NULL);
 	gc_status	st;
 
 	res.labels = labels;
@@ -579,17 +600,79 @@ test_cancel(void)
 	res.sizes = sizes;
 	res.inertia = inertia;
 	p.tol = 0;
-	st = gc_kmeans_cpu(x, 100000, 2, &p, &res, cancel_after_three, NULL, errbuf);
+	st = gc_cpu_api()->kmeans(&e, x, 100000, 2, &p, &res);
 	CHECK(st == GC_ERR_CANCELLED, "cancel: status %d", st);
+	CHECK(strcmp(unit_error(), "canceled") == 0, "cancel: message %s", unit_error());
 	free(labels);
 	free(dist);
 	free(x);
 }
 
+/*
+ * Through the table: the words of a check, the timing phases of a run, and
+ * out of memory with the bytes that were needed.
+ */
+static void
+test_table(void)
+{
+	const gc_backend_api *api = gc_cpu_api();
+	const double centres[] = {0, 0, 3, 0};
+	float	   *x = blobs(2, 100, 2, centres, 5);
+	gc_kmeans_params p = params(3, GC_KMEANS_INIT_PLUSPLUS, NULL);
+	Run			r;
+
+	p.k = 300;
+	run_kmeans(&r, x, 200, 2, &p);
+	CHECK(r.st == GC_ERR_INVALID_ARGUMENT &&
+		  strcmp(r.message, "k (300) is greater than the number of rows (200)") == 0 &&
+		  api->last_error()->detail[0] != '\0' && api->last_error()->hint[0] != '\0',
+		  "k > n: %s", r.message);
+	free_run(&r);
+
+	p.k = 3;
+	run_kmeans(&r, x, 200, 2, &p);
+	CHECK(r.st == GC_OK && r.message[0] == '\0', "timing run: status %d", r.st);
+	CHECK(r.timing.compute_ms >= r.timing.phase_ms[1] && r.timing.phase_ms[0] >= 0 &&
+		  r.timing.phase_ms[2] >= 0 && r.timing.phase_ms[3] >= 0 &&
+		  r.timing.phase_ms[3] <= r.timing.phase_ms[1] && r.timing.bytes_needed == 0,
+		  "timing: compute %g, phases %g %g %g %g", r.timing.compute_ms, r.timing.phase_ms[0],
+		  r.timing.phase_ms[1], r.timing.phase_ms[2], r.timing.phase_ms[3]);
+	free_run(&r);
+
+	/* 2^50 rows: the working arrays cannot be had (the rows are never read) */
+	{
+		const double given[] = {0};
+		gc_kmeans_params q = params(1, GC_KMEANS_INIT_GIVEN, given);
+		gc_kmeans_result res;
+		gc_timing	t;
+		gc_exec		e = unit_exec(NULL, &t);
+		int64_t		huge = INT64_C(1) << 50;
+		gc_status	st;
+		int32_t		label;
+		double		one[3];
+		int64_t		size;
+
+		/* arrays far too small, but nothing is written before the allocation fails */
+		res.labels = &label;
+		res.distance = &one[0];
+		res.centroids = &one[1];
+		res.sizes = &size;
+		res.inertia = &one[2];
+		res.iterations = 0;
+		st = api->kmeans(&e, x, huge, 1, &q, &res);
+		CHECK(st == GC_ERR_OUT_OF_MEMORY && t.bytes_needed >= huge * 8 &&
+			  strstr(unit_error(), "out of memory") != NULL,
+			  "out of memory: status %d, %lld bytes, %s", st, (long long) t.bytes_needed, unit_error());
+	}
+	free(x);
+}
+
+/* Runs every test; the exit status says whether all checks passed. */
 int
 main(void)
 {
 	test_rng();
+	test_table();
 	test_known_answer();
 	test_seeded();
 	test_empty_cluster();

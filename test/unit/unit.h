@@ -2,12 +2,16 @@
  * unit.h
  *    A minimal check harness for the core unit tests: CHECK counts and
  *    reports failures, UNIT_DONE prints "N passed, N failed" and sets the
- *    exit status.
+ *    exit status; unit_exec and unit_error reach the CPU back end through
+ *    its table, gc_cpu_api(), as the glue does.
  */
 #ifndef GPUCLUST_UNIT_H
 #define GPUCLUST_UNIT_H
 
 #include <stdio.h>
+#include <string.h>
+
+#include "backend.h"
 
 static int	unit_passed = 0;
 static int	unit_failed = 0;
@@ -30,5 +34,28 @@ static int	unit_failed = 0;
 		printf("%s: %d passed, %d failed\n", __FILE__, unit_passed, unit_failed); \
 		return unit_failed ? 1 : 0; \
 	} while (0)
+
+/* An exec record for the CPU back end: default tuning, the cancel callback and timing given (or NULL). */
+static inline gc_exec
+unit_exec(gc_cancel_fn cancel, gc_timing *timing)
+{
+	gc_exec		e;
+
+	memset(&e, 0, sizeof(e));
+	e.struct_size = sizeof(e);
+	e.device_id = 0;
+	e.tuning = NULL;
+	e.cancel = cancel;
+	e.cancel_arg = NULL;
+	e.timing = timing;
+	return e;
+}
+
+/* The message of the CPU back end's last error in this thread ("" if none). */
+static inline const char *
+unit_error(void)
+{
+	return gc_cpu_api()->last_error()->message;
+}
 
 #endif
