@@ -4,10 +4,13 @@
 #
 #    bench/dbscan_gpu_bench.sh [OUTDIR]
 #
-# 1. Compute-only figures from the standalone harness (test/gpu/gpu_vs_cpu
-#    --bench): per phase (to_device, compute = index + core + union + border
-#    and numbers, from_device), best of 5 runs after a warm-up, with the CPU
-#    core on the same points in the same run and whether both agree, for
+# 1. Compute-only figures from the standalone harness (.bench/dbscan_bench,
+#    built from bench/dbscan_bench.c by bench/Makefile; formerly
+#    test/gpu/gpu_vs_cpu --bench): per phase (to_device, compute = index +
+#    core + union + border and numbers, from_device), best of 5 runs after a
+#    warm-up, with the back end's own choices (tuning.debug) on stderr, the
+#    CPU back end on the same points in the same run and whether both agree,
+#    for
 #      - 1M and 10M 2-D blobs with 5% noise, eps 0.05, min_pts 5;
 #      - 37M 3-D points from a Gan-Tao style seed spreader with 0.01% noise,
 #        eps 25, min_pts 2 (CPU only with CPU37=1: it takes minutes).
@@ -26,10 +29,10 @@ set -uo pipefail
 OUT_DIR=${1:-${OUT:-/tmp/dbscan_gpu_bench}}
 mkdir -p "$OUT_DIR/data"
 LOG="$OUT_DIR/dbscan_gpu_bench.log"
-H=./test/gpu/gpu_vs_cpu
+H=./.bench/dbscan_bench
 REPS=${REPS:-5}
 
-make -s -C test/gpu gpu_vs_cpu || exit 1
+make -s -C bench dbscan_bench || exit 1
 [ -f gpuclust_cuda.so ] || { echo "build gpuclust_cuda.so first (make)"; exit 1; }
 
 log() { echo "$*" | tee -a "$LOG"; }
@@ -39,8 +42,8 @@ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>
 log "host: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2)"
 
 bench() {
-	log "== harness --bench $*"
-	GPUCLUST_DBSCAN_DEBUG=1 $H --bench "$@" 2>&1 | grep -v '^gpu run' | tee -a "$LOG"
+	log "== dbscan_bench $*"
+	$H "$@" --debug 2>&1 | grep -v '^gpu run' | tee -a "$LOG"
 }
 
 if [ "${SKIP_HARNESS:-0}" != 1 ]; then

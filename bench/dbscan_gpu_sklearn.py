@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Compares a GPU DBSCAN answer dumped by test/gpu/gpu_vs_cpu --bench ... --dump
+"""Compares a GPU DBSCAN answer dumped by .bench/dbscan_bench ... --dump
 with scikit-learn's DBSCAN on the same points, and times scikit-learn.
 
     dbscan_gpu_sklearn.py BASE D EPS MIN_PTS [N_JOBS]

@@ -1,83 +1,46 @@
 /*
  * dpeaks_bench.c
- *    Density peaks outside PostgreSQL: the CPU core (src/core) against the
- *    GPU back end (gpuclust_cuda.so, opened with dlopen), on generated 2-D
- *    and higher-dimensional Gaussian blobs (D31-like: 31 clusters).
+ *    Timings of density peaks (Rodriguez and Laio, "Clustering by fast
+ *    search and find of density peaks", Science 2014) outside PostgreSQL,
+ *    per phase (dc, rho, delta, assignment), on D31-like 2-D blobs
+ *    (test/data/gc_testdata.h: 31 Gaussian blobs in [0, 30]^2, 1 % noise):
+ *    the GPU back end (gpuclust_cuda.so, opened with dlopen) and the CPU
+ *    back end (gc_cpu_api()), both through their api tables.  The checks of
+ *    the GPU against the CPU are in test/gpu (gpu_vs_cpu dpeaks).
  *
- *    dpeaks_bench check          CPU against GPU: rho, delta, centres and
- *                                labels on sizes up to 1M; exits non-zero on
- *                                any difference
- *    dpeaks_bench bench [cpu]    per-phase timings of the GPU (and, with
- *                                cpu, of the CPU where it fits in the time
- *                                limit) at 46k, 1M and 10M points; the 10M
+ *    dpeaks_bench bench [cpu]    GPU timings (a first call, then a second)
+ *                                at 46k, 1M and 10M rows; with cpu, the CPU
+ *                                too where it fits in its time limit, and
+ *                                how many rows both answer alike; the 10M
  *                                gaussian case with DPEAKS_BENCH_10M_GAUSSIAN=1
- *    dpeaks_bench cpu [limit_s]  the CPU path alone (no GPU needed)
+ *    dpeaks_bench cpu [limit_s]  the CPU alone (no GPU needed), 46k and 1M
  *
- * Every result is one JSON line on stdout.  bench/dpeaks_bench.sh builds
- * and runs it from the project root, after `make`.
+ * Every result is one JSON line on stdout.  The GPU back end is
+ * $GPUCLUST_CUDA_SO, else ./gpuclust_cuda.so.  Built by bench/Makefile;
+ * bench/dpeaks_bench.sh builds and runs it from the project root.
  */
-#include <dlfcn.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
-#include "core.h"
 #include "dpeaks_common.h"
+#include "gc_backends.h"
+#include "gc_testdata.h"
 
-static double
-now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1000.0 + ts.tv_nsec / 1e6;
-}
-
-/* ---------------------------------------------------------------- data */
-static uint64_t rng;
-
-static double
-urand(void)
-{
-	rng = gc_dp_mix64(rng);
-	return (double) (rng >> 11) / 9007199254740992.0;
-}
-
-static double
-nrand(void)
-{
-	double		u = urand(),
-				v = urand();
-
-	return sqrt(-2.0 * log(u + 1e-300)) * cos(6.283185307179586 * v);
-}
-
-/* n points in d dimensions around k centres in [0, 30]^d, sd 0.6, 1% uniform noise. */
 static float *
-make_blobs(int64_t n, int d, int k, uint64_t seed)
+d31(int64_t n)
 {
-	float	   *x = malloc(sizeof(float) * n * d);
-	double	   *c = malloc(sizeof(double) * k * d);
+	float	   *x = gc_td_alloc(n, 2);
 
-	rng = seed;
-	for (int i = 0; i < k * d; i++)
-		c[i] = urand() * 30.0;
-	for (int64_t i = 0; i < n; i++)
+	if (!x || gc_td_generate("d31", x, n, 2, gc_td_seed("d31", n, 2)) != 1)
 	{
-		int			b = (int) (urand() * k);
-		int			noise = urand() < 0.01;
-
-		for (int j = 0; j < d; j++)
-			x[i * d + j] = (float) (noise ? urand() * 30.0 : c[b * d + j] + 0.6 * nrand());
+		fprintf(stderr, "dpeaks_bench: out of host memory\n");
+		exit(2);
 	}
-	free(c);
 	return x;
 }
 
-/* ---------------------------------------------------------------- runs */
-typedef struct Out
+typedef struct out
 {
 	int32_t    *cluster;
 	double	   *rho;
@@ -87,25 +50,26 @@ typedef struct Out
 	gc_timing	t;
 	gc_status	st;
 	double		ms;
-	char		err[GC_ERRBUF_SIZE];
-} Out;
+	char		err[1024];
+} out;
 
 static void
-out_init(Out *o, int64_t n)
+out_init(out *o, int64_t n)
 {
 	memset(o, 0, sizeof(*o));
-	o->cluster = malloc(sizeof(int32_t) * n);
-	o->rho = malloc(sizeof(double) * n);
-	o->delta = malloc(sizeof(double) * n);
-	o->is_center = malloc(n);
-	o->r.cluster = o->cluster;
-	o->r.rho = o->rho;
-	o->r.delta = o->delta;
-	o->r.is_center = o->is_center;
+	o->cluster = (int32_t *) malloc(sizeof(int32_t) * (size_t) n);
+	o->rho = (double *) malloc(sizeof(double) * (size_t) n);
+	o->delta = (double *) malloc(sizeof(double) * (size_t) n);
+	o->is_center = (uint8_t *) malloc((size_t) n);
+	if (!o->cluster || !o->rho || !o->delta || !o->is_center)
+	{
+		fprintf(stderr, "dpeaks_bench: out of host memory\n");
+		exit(2);
+	}
 }
 
 static void
-out_free(Out *o)
+out_free(out *o)
 {
 	free(o->cluster);
 	free(o->rho);
@@ -113,50 +77,44 @@ out_free(Out *o)
 	free(o->is_center);
 }
 
-static double cpu_deadline;
-
-/* Stops a CPU run that passes its time limit. */
-static int
-over_time(void *arg)
-{
-	return now_ms() > cpu_deadline;
-}
-
-static const gc_cuda_api *api;
-
+/* Runs one call; a CPU run stops at limit_s seconds (0: no limit) through the cancel callback. */
 static void
-run_gpu(const float *x, int64_t n, int d, const gc_dpeaks_params *p, Out *o)
+run(const gc_backend_api *api, const float *x, int64_t n, int32_t d, const gc_dpeaks_params *p, out *o,
+	double limit_s)
 {
-	double		t0 = now_ms();
+	gc_h_cancel deadline = {0, 0, 0, 0};
+	gc_exec		e;
+	double		t0 = gc_h_now_ms();
 
-	o->st = api->density_peaks(0, x, n, d, p, &o->r, &o->t, NULL, NULL);
-	o->ms = now_ms() - t0;
+	deadline.deadline_ms = limit_s > 0 ? t0 + limit_s * 1000.0 : 0;
+	e = gc_h_exec(NULL, limit_s > 0 ? &deadline : NULL, &o->t);
+	memset(&o->r, 0, sizeof(o->r));
+	o->r.cluster = o->cluster;
+	o->r.rho = o->rho;
+	o->r.delta = o->delta;
+	o->r.is_center = o->is_center;
+	o->st = api->density_peaks(&e, x, n, d, p, &o->r);
+	o->ms = gc_h_now_ms() - t0;
 	if (o->st != GC_OK)
-		snprintf(o->err, sizeof(o->err), "%s", api->last_error());
+		gc_h_error_text(api, o->err, sizeof(o->err));
+	else
+		o->err[0] = '\0';
 }
 
-static void
-run_cpu(const float *x, int64_t n, int d, const gc_dpeaks_params *p, Out *o, double limit_s)
-{
-	double		t0 = now_ms();
-
-	cpu_deadline = t0 + limit_s * 1000.0;
-	o->st = gc_dpeaks_cpu(x, n, d, p, &o->r, &o->t, over_time, NULL, o->err);
-	o->ms = now_ms() - t0;
-}
-
+/* n_clusters centres, dc from neighbor_rate. */
 static gc_dpeaks_params
-params(int nc, double dc, double rate, gc_dp_kernel kernel)
+params(int32_t nc, double rate, gc_dp_kernel kernel)
 {
 	gc_dpeaks_params p;
 
 	memset(&p, 0, sizeof(p));
 	p.struct_size = sizeof(p);
 	p.n_clusters = nc;
-	p.dc = dc;
+	p.dc = 0.0;
+	p.derive_dc = 1;
 	p.neighbor_rate = rate;
 	p.kernel = kernel;
-	p.seed = GC_DP_DEFAULT_SEED;
+	p.seed = GC_DP_DEFAULT_SEED;	/* the seed of the dc sample when the caller gives none */
 	return p;
 }
 
@@ -172,94 +130,41 @@ mname(gc_dc_method m)
 	return m == GC_DC_GIVEN ? "given" : m == GC_DC_EXACT ? "exact" : "sample";
 }
 
+/* An error text inside a JSON string: quotes and backslashes dropped. */
+static const char *
+json_safe(char *s)
+{
+	for (char *c = s; *c; c++)
+		if (*c == '"' || *c == '\\' || (unsigned char) *c < 32)
+			*c = ' ';
+	return s;
+}
+
 static void
-print_timing(const char *who, const Out *o)
+print_timing(const char *who, out *o)
 {
 	printf("\"%s\":{\"status\":%d,\"ms\":%.3f,\"dc_ms\":%.3f,\"rho_ms\":%.3f,\"delta_ms\":%.3f,"
-		   "\"assign_ms\":%.3f,\"to_device_ms\":%.3f,\"from_device_ms\":%.3f}",
+		   "\"assign_ms\":%.3f,\"to_device_ms\":%.3f,\"from_device_ms\":%.3f",
 		   who, (int) o->st, o->ms, o->t.phase_ms[0], o->t.phase_ms[1], o->t.phase_ms[2],
 		   o->t.phase_ms[3], o->t.to_device_ms, o->t.from_device_ms);
-}
-
-/* CPU against GPU on one input; returns the number of differences. */
-static int64_t
-check_one(int64_t n, int d, gc_dp_kernel kernel, double dc, double rate, int nc, double cpu_limit_s)
-{
-	float	   *x = make_blobs(n, d, 31, 1000 + n + d);
-	gc_dpeaks_params p = params(nc, dc, rate, kernel);
-	Out			c,
-				g;
-	int64_t		bad_rho = 0,
-				bad_delta = 0,
-				bad_label = 0,
-				bad_center = 0;
-	double		max_rel_rho = 0.0,
-				max_rel_delta = 0.0;
-	double		tol = kernel == GC_DP_KERNEL_GAUSSIAN ? 1e-6 : 1e-9;
-
-	out_init(&c, n);
-	out_init(&g, n);
-	run_gpu(x, n, d, &p, &g);
-	run_cpu(x, n, d, &p, &c, cpu_limit_s);
-	if (c.st == GC_OK && g.st == GC_OK)
-	{
-		for (int64_t i = 0; i < n; i++)
-		{
-			double		er = fabs(c.rho[i] - g.rho[i]) / fmax(fabs(c.rho[i]), 1e-300);
-			double		ed = fabs(c.delta[i] - g.delta[i]) / fmax(fabs(c.delta[i]), 1e-300);
-
-			if (c.rho[i] != g.rho[i])
-				max_rel_rho = fmax(max_rel_rho, er);
-			if (c.delta[i] != g.delta[i])
-				max_rel_delta = fmax(max_rel_delta, ed);
-			bad_rho += er > tol;
-			bad_delta += ed > tol;
-			bad_label += c.cluster[i] != g.cluster[i];
-			bad_center += c.is_center[i] != g.is_center[i];
-		}
-	}
-	printf("{\"mode\":\"check\",\"n\":%lld,\"d\":%d,\"kernel\":\"%s\",\"n_clusters\":%d,"
-		   "\"dc_cpu\":%.17g,\"dc_gpu\":%.17g,\"dc_method\":\"%s\",\"centers_cpu\":%lld,\"centers_gpu\":%lld,"
-		   "\"rho_bad\":%lld,\"delta_bad\":%lld,\"label_bad\":%lld,\"center_bad\":%lld,"
-		   "\"max_rel_rho\":%.3g,\"max_rel_delta\":%.3g,",
-		   (long long) n, d, kname(kernel), nc, c.r.dc, g.r.dc, mname(g.r.dc_method),
-		   (long long) c.r.n_centers, (long long) g.r.n_centers,
-		   (long long) bad_rho, (long long) bad_delta, (long long) bad_label, (long long) bad_center,
-		   max_rel_rho, max_rel_delta);
-	print_timing("cpu", &c);
-	printf(",");
-	print_timing("gpu", &g);
-	if (g.st != GC_OK)
-		printf(",\"gpu_error\":\"%s\"", g.err);
-	if (c.st != GC_OK)
-		printf(",\"cpu_error\":\"%s\"", c.err);
-	printf("}\n");
-	fflush(stdout);
-	{
-		int64_t		bad = bad_rho + bad_delta + bad_label + bad_center +
-			(c.st != GC_OK) + (g.st != GC_OK) + (c.r.dc != g.r.dc) + (c.r.n_centers != g.r.n_centers);
-
-		out_free(&c);
-		out_free(&g);
-		free(x);
-		return bad;
-	}
+	if (o->st != GC_OK)
+		printf(",\"error\":\"%s\"", json_safe(o->err));
+	printf("}");
 }
 
 static void
-bench_one(int64_t n, gc_dp_kernel kernel, int with_cpu, double cpu_limit_s)
+bench_one(const gc_backend_api *gpu, int64_t n, gc_dp_kernel kernel, int with_cpu, double cpu_limit_s)
 {
-	float	   *x = make_blobs(n, 2, 31, 7 + n);
-	gc_dpeaks_params p = params(31, 0.0, 0.02, kernel);
-	Out			g,
+	float	   *x = d31(n);
+	gc_dpeaks_params p = params(31, 0.02, kernel);
+	out			g,
 				g2,
 				c;
 
 	out_init(&g, n);
 	out_init(&g2, n);
-	out_init(&c, n);
-	run_gpu(x, n, 2, &p, &g);	/* first call: context and module load */
-	run_gpu(x, n, 2, &p, &g2);
+	run(gpu, x, n, 2, &p, &g, 0);	/* first call: context and module load */
+	run(gpu, x, n, 2, &p, &g2, 0);
 	printf("{\"mode\":\"bench\",\"n\":%lld,\"d\":2,\"kernel\":\"%s\",\"dc\":%.9g,\"dc_method\":\"%s\","
 		   "\"centers\":%lld,", (long long) n, kname(kernel), g2.r.dc, mname(g2.r.dc_method),
 		   (long long) g2.r.n_centers);
@@ -268,10 +173,11 @@ bench_one(int64_t n, gc_dp_kernel kernel, int with_cpu, double cpu_limit_s)
 	print_timing("gpu", &g2);
 	if (with_cpu)
 	{
-		run_cpu(x, n, 2, &p, &c, cpu_limit_s);
+		out_init(&c, n);
+		run(gc_cpu_api(), x, n, 2, &p, &c, cpu_limit_s);
 		printf(",");
 		print_timing("cpu", &c);
-		if (c.st == GC_OK)
+		if (c.st == GC_OK && g2.st == GC_OK)
 		{
 			int64_t		same = 0;
 
@@ -279,41 +185,38 @@ bench_one(int64_t n, gc_dp_kernel kernel, int with_cpu, double cpu_limit_s)
 				same += c.cluster[i] == g2.cluster[i] && c.rho[i] == g2.rho[i] && c.delta[i] == g2.delta[i];
 			printf(",\"cpu_gpu_identical_rows\":%lld", (long long) same);
 		}
+		out_free(&c);
 	}
-	if (g2.st != GC_OK)
-		printf(",\"gpu_error\":\"%s\"", g2.err);
 	printf("}\n");
 	fflush(stdout);
 	out_free(&g);
 	out_free(&g2);
-	out_free(&c);
 	free(x);
 }
 
 int
 main(int argc, char **argv)
 {
-	const char *mode = argc > 1 ? argv[1] : "check";
-	const char *lib = getenv("GPUCLUST_CUDA_SO") ? getenv("GPUCLUST_CUDA_SO") : "./gpuclust_cuda.so";
-	void	   *h = dlopen(lib, RTLD_NOW | RTLD_LOCAL);
-	gc_cuda_api_fn fn;
+	const char *mode = argc > 1 ? argv[1] : "";
+	const gc_backend_api *gpu;
 	gc_device_info info;
-	int32_t		count = 0;
+	char		why[1024];
 
 	if (strcmp(mode, "cpu") == 0)
 	{
-		/* the CPU path alone, for machines without a GPU */
+		/* the CPU alone, for machines without a GPU */
 		int64_t		sizes[] = {46000, 46000, 1000000};
 		gc_dp_kernel kernels[] = {GC_DP_KERNEL_GAUSSIAN, GC_DP_KERNEL_CUTOFF, GC_DP_KERNEL_CUTOFF};
+		double		limit_s = argc > 2 ? atof(argv[2]) : 120.0;
 
 		for (int r = 0; r < 3; r++)
 		{
-			float	   *x = make_blobs(sizes[r], 2, 31, 7 + sizes[r]);
-			gc_dpeaks_params p = params(31, 0.0, 0.02, kernels[r]);
-			Out			c;
+			float	   *x = d31(sizes[r]);
+			gc_dpeaks_params p = params(31, 0.02, kernels[r]);
+			out			c;
 
 			out_init(&c, sizes[r]);
-			run_cpu(x, sizes[r], 2, &p, &c, argc > 2 ? atof(argv[2]) : 120.0);
+			run(gc_cpu_api(), x, sizes[r], 2, &p, &c, limit_s);
 			printf("{\"mode\":\"cpu\",\"n\":%lld,\"d\":2,\"kernel\":\"%s\",\"dc\":%.9g,\"dc_method\":\"%s\",",
 				   (long long) sizes[r], kname(kernels[r]), c.r.dc, mname(c.r.dc_method));
 			print_timing("cpu", &c);
@@ -324,54 +227,30 @@ main(int argc, char **argv)
 		}
 		return 0;
 	}
-	if (!h || !(fn = (gc_cuda_api_fn) dlsym(h, GC_CUDA_API_SYMBOL)) || !(api = fn()) ||
-		api->device_count(&count) != GC_OK || count < 1)
+	if (strcmp(mode, "bench") != 0)
 	{
-		fprintf(stderr, "no GPU back end: %s\n", h ? (api ? api->last_error() : "no api") : dlerror());
+		fprintf(stderr, "usage: dpeaks_bench bench [cpu] | cpu [limit_s]\n"
+				"(the GPU-against-CPU check moved to test/gpu: gpu_vs_cpu dpeaks)\n");
 		return 2;
 	}
-	api->device_info(0, &info);
-	printf("{\"device\":\"%s\",\"memory\":%lld}\n", info.name, (long long) info.total_memory);
-
-	if (strcmp(mode, "check") == 0)
+	gpu = gc_h_open_gpu(gc_h_cuda_path(NULL), &info, why, sizeof(why));
+	if (!gpu)
 	{
-		int64_t		bad = 0;
-
-		/* exact dc, both kernels, the grid (d <= 3) and the scans (d > 3) */
-		bad += check_one(3000, 2, GC_DP_KERNEL_GAUSSIAN, 0.0, 0.02, 31, 60);
-		bad += check_one(3000, 2, GC_DP_KERNEL_CUTOFF, 0.0, 0.02, 31, 60);
-		bad += check_one(2500, 1, GC_DP_KERNEL_CUTOFF, 0.0, 0.02, 31, 60);
-		bad += check_one(4000, 3, GC_DP_KERNEL_GAUSSIAN, 0.0, 0.02, 31, 60);
-		bad += check_one(3000, 1, GC_DP_KERNEL_GAUSSIAN, 0.0, 0.02, 31, 60);
-		bad += check_one(20000, 2, GC_DP_KERNEL_GAUSSIAN, 0.0, 0.005, 31, 60);
-		bad += check_one(3000, 5, GC_DP_KERNEL_CUTOFF, 0.0, 0.02, 31, 60);
-		bad += check_one(3000, 5, GC_DP_KERNEL_GAUSSIAN, 0.0, 0.02, 31, 60);
-		/* too many dimensions for shared-memory tiles: global memory */
-		bad += check_one(1500, 64, GC_DP_KERNEL_GAUSSIAN, 0.0, 0.02, 31, 60);
-		bad += check_one(1500, 40, GC_DP_KERNEL_CUTOFF, 0.0, 0.02, 31, 60);
-		bad += check_one(46000, 2, GC_DP_KERNEL_CUTOFF, 0.0, 0.02, 31, 120);
-		bad += check_one(46000, 2, GC_DP_KERNEL_GAUSSIAN, 1.0, 0.02, 31, 120);
-		/* sampled dc, thresholds */
-		bad += check_one(200000, 2, GC_DP_KERNEL_CUTOFF, 0.0, 0.02, 0, 120);
-		bad += check_one(200000, 3, GC_DP_KERNEL_CUTOFF, 0.0, 0.01, 31, 120);
-		bad += check_one(1000000, 2, GC_DP_KERNEL_CUTOFF, 0.0, 0.002, 31, 150);
-		printf("{\"mode\":\"check\",\"differences\":%lld}\n", (long long) bad);
-		return bad ? 1 : 0;
+		fprintf(stderr, "dpeaks_bench: %s\n", why);
+		return 2;
 	}
-	if (strcmp(mode, "bench") == 0)
+	printf("{\"device\":\"%s\",\"memory\":%lld}\n", info.name, (long long) info.total_memory);
 	{
 		int			with_cpu = argc > 2 && strcmp(argv[2], "cpu") == 0;
 
-		bench_one(46000, GC_DP_KERNEL_GAUSSIAN, with_cpu, 60);
-		bench_one(46000, GC_DP_KERNEL_CUTOFF, with_cpu, 60);
-		bench_one(1000000, GC_DP_KERNEL_CUTOFF, with_cpu, 60);
-		bench_one(1000000, GC_DP_KERNEL_GAUSSIAN, 0, 0);
-		bench_one(10000000, GC_DP_KERNEL_CUTOFF, 0, 0);
+		bench_one(gpu, 46000, GC_DP_KERNEL_GAUSSIAN, with_cpu, 60);
+		bench_one(gpu, 46000, GC_DP_KERNEL_CUTOFF, with_cpu, 60);
+		bench_one(gpu, 1000000, GC_DP_KERNEL_CUTOFF, with_cpu, 60);
+		bench_one(gpu, 1000000, GC_DP_KERNEL_GAUSSIAN, 0, 0);
+		bench_one(gpu, 10000000, GC_DP_KERNEL_CUTOFF, 0, 0);
 		/* quadratic: tens of seconds on an H100, so only when asked */
 		if (getenv("DPEAKS_BENCH_10M_GAUSSIAN"))
-			bench_one(10000000, GC_DP_KERNEL_GAUSSIAN, 0, 0);
-		return 0;
+			bench_one(gpu, 10000000, GC_DP_KERNEL_GAUSSIAN, 0, 0);
 	}
-	fprintf(stderr, "usage: dpeaks_bench check | bench [cpu]\n");
-	return 2;
+	return 0;
 }

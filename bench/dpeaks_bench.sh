@@ -1,10 +1,19 @@
 #!/bin/sh
-# Builds bench/dpeaks_bench.c against the CPU core and runs it from the
-# project root (the GPU back end, ./gpuclust_cuda.so, comes from `make`).
-#   bench/dpeaks_bench.sh check | bench [cpu] | cpu [limit_s]
+# bench/dpeaks_bench.sh bench [cpu] | cpu [limit_s]
+#    Builds the density-peaks timing harness (bench/dpeaks_bench.c, through
+#    bench/Makefile and the flags of common/flags.mk) and runs it from the
+#    project root with ./gpuclust_cuda.so (from `make`).  See the top of
+#    dpeaks_bench.c.
+#
+#    bench/dpeaks_bench.sh check   still works: it runs the density-peaks
+#    checks of the GPU against the CPU, which moved to test/gpu (gpu_vs_cpu
+#    dpeaks).
 set -e
 cd "$(dirname "$0")/.."
-BIN=${DPEAKS_BENCH_BIN:-/tmp/dpeaks_bench}
-${CC:-cc} -std=gnu11 -O2 -Wall -Wextra -Wno-unused-parameter -ffp-contract=off -Isrc/core -Icuda \
-    -o "$BIN" bench/dpeaks_bench.c src/core/dpeaks.c src/core/util.c -ldl -lm
-exec "$BIN" "$@"
+if [ "${1:-}" = check ]; then
+	echo "dpeaks_bench.sh check: running test/gpu/gpu_vs_cpu dpeaks (the check moved to test/gpu)" >&2
+	make -s -C test/gpu
+	exec test/gpu/gpu_vs_cpu dpeaks
+fi
+make -s -C bench dpeaks_bench
+exec .bench/dpeaks_bench "$@"

@@ -1,16 +1,18 @@
 #!/bin/sh
-# bench/kmeans_bench.sh check | bench [json]
-#    Builds the standalone k-means harness (bench/kmeans_bench.cu) against the
-#    CPU core and runs it with ./gpuclust_cuda.so (build that first:
-#    make CUDA_ARCH=sm_90).  See the top of kmeans_bench.cu.
+# bench/kmeans_bench.sh bench [json] | one n d k iterations [kmeans++]
+#    Builds the k-means timing harness (bench/kmeans_bench.cu, through
+#    bench/Makefile and the flags of common/flags.mk) and runs it from the
+#    project root with ./gpuclust_cuda.so (build that first: make
+#    CUDA_ARCH=sm_90).  See the top of kmeans_bench.cu.
+#
+#    bench/kmeans_bench.sh check   still works: it runs the k-means checks
+#    of the GPU against the CPU, which moved to test/gpu (gpu_vs_cpu kmeans).
 set -e
 cd "$(dirname "$0")/.."
-B=${BUILD_DIR:-/tmp/gpuclust-kmeans-bench}
-NVCC=${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}
-mkdir -p "$B"
-for f in kmeans util; do
-	gcc -std=gnu11 -O2 -ffp-contract=off -Isrc/core -Icuda -c src/core/$f.c -o "$B/$f.o"
-done
-"$NVCC" -O2 -std=c++17 -Isrc/core -Icuda bench/kmeans_bench.cu "$B/kmeans.o" "$B/util.o" \
-	-lcublas -ldl -o "$B/kmeans_bench"
-exec "$B/kmeans_bench" "$@"
+if [ "${1:-}" = check ]; then
+	echo "kmeans_bench.sh check: running test/gpu/gpu_vs_cpu kmeans (the check moved to test/gpu)" >&2
+	make -s -C test/gpu
+	exec test/gpu/gpu_vs_cpu kmeans
+fi
+make -s -C bench kmeans_bench
+exec .bench/kmeans_bench "$@"

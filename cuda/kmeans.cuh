@@ -1,0 +1,276 @@
+/*
+ * kmeans.cuh
+ *    What the parts of the GPU k-means share: the launch constants, the
+ *    state of one call grouped by concern (the plan, the rows, the centroids,
+ *    the update's sums, the per-iteration report, the product form, the
+ *    sorted update's workspace), and the host launchers each part offers the
+ *    driver.  Internal to gpuclust_cuda.so (namespace gc::km, hidden).
+ *
+ *    kmeans.cu          the driver: plan, buffers, the phases, gcu_kmeans
+ *    kmeans_lowd.cu     assignment for d <= 32, fused with the update for d <= 16
+ *    kmeans_product.cu  assignment for d > 32: GEMM, checked argmin, refinement
+ *    kmeans_update.cu   centroid forms, the sorted and fixed-point updates,
+ *                       empty clusters, final distances
+ *    kmeans_init.cu     data statistics and initial centroids (k-means++ on the device)
+ *
+ * Kernels live beside their launchers, in an anonymous namespace of their
+ * file (no relocatable device code: a kernel is launched from the file that
+ * defines it).
+ */
+#ifndef GPUCLUST_KMEANS_CUH
+#define GPUCLUST_KMEANS_CUH
+
+#include <cublas_v2.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+#include "common.cuh"
+#include "kmeans_init.h"
+
+namespace gc {
+namespace km {
+
+using gc::DeviceBuffer;
+
+constexpr int BLOCK = 256;				/* threads per block of the row kernels */
+constexpr int PPT = 2;					/* points per thread in the low-d kernel */
+constexpr int GC_SLICE = 2048;			/* rows per slice of the sorted update */
+constexpr size_t FUSED_SMEM_MAX = 40 * 1024;	/* shared memory of the fused update, at most */
+constexpr size_t TILE_SMEM_MAX = 32 * 1024;	/* shared memory of a low-d centroid tile, at most */
+
+#define CUBLAS_TRY(call) \
+	do { \
+		cublasStatus_t gc_cb_ = (call); \
+		if (gc_cb_ != CUBLAS_STATUS_SUCCESS) \
+			::gc::fail(gc_cb_ == CUBLAS_STATUS_ALLOC_FAILED ? GC_ERR_OUT_OF_MEMORY : GC_ERR_CUDA, \
+					   "%s failed: cuBLAS status %d at %s:%d", #call, (int) gc_cb_, __FILE__, __LINE__); \
+	} while (0)
+
+/* Owns a cuBLAS handle. */
+struct Cublas
+{
+	cublasHandle_t h = nullptr;
+	Cublas() = default;
+	Cublas(const Cublas &) = delete;
+	Cublas &operator=(const Cublas &) = delete;
+	~Cublas()
+	{
+		if (h)
+			cublasDestroy(h);
+	}
+};
+
+/* Blocks for work items of per_block each, at least 1 and at most cap. */
+inline unsigned int grid_for(int64_t work, int64_t per_block, unsigned int cap)
+{
+	int64_t		g = (work + per_block - 1) / per_block;
+
+	return (unsigned int) std::max<int64_t>(1, std::min<int64_t>(g, cap));
+}
+
+/* Adds every thread's count to *total, one atomic per block; synchronizes the block. */
+__device__ inline void block_add(unsigned long long *total,	/* [1] in/out */
+								 unsigned int mine)
+{
+	__shared__ unsigned int blk;
+
+	if (threadIdx.x == 0)
+		blk = 0;
+	__syncthreads();
+	if (mine)
+		atomicAdd(&blk, mine);
+	__syncthreads();
+	if (threadIdx.x == 0 && blk)
+		atomicAdd(total, (unsigned long long) blk);
+}
+
+/* ---------------------------------------------------------------- the state of one call */
+
+/* The shape of the call and what the plan chose for it (kmeans.cu). */
+struct Plan
+{
+	int64_t		n = 0;
+	int			d = 0;
+	int			k = 0;
+	int			sms = 1;				/* multiprocessors of the device */
+	int			maxd = 0;				/* 2, 4, 8, 16, 32, or 0 for the product form */
+	bool		fused = false;			/* fixed-point update inside the low-d assignment */
+	bool		resident = true;		/* all rows on the device, else chunks copied per pass */
+	int64_t		chunk_rows = 0;			/* rows per chunk (n when resident) */
+	int64_t		gemm_tile = 0;			/* rows per product (maxd == 0) */
+
+	int64_t		chunks() const { return (n + chunk_rows - 1) / chunk_rows; }
+	int64_t		chunk_off(int64_t c) const { return c * chunk_rows; }
+	int64_t		chunk_len(int64_t c) const { return std::min<int64_t>(chunk_rows, n - c * chunk_rows); }
+};
+
+/* Statistics of the data: the unit of tol, the centring, the box of the fixed point. */
+struct DataStats
+{
+	double		mean_var = 0.0;			/* mean per-feature variance */
+	std::vector<double> mean, lo, hi;	/* [d] each */
+};
+
+/* The rows on the device: all of them or one chunk, and what every row keeps. */
+struct Rows
+{
+	DeviceBuffer<float> x;				/* [chunk_rows, d] */
+	int64_t		loaded = -1;			/* the chunk now in x; -1: none */
+	DeviceBuffer<int32_t> lab_a, lab_b; /* [n] labels of this pass and of the last */
+	DeviceBuffer<float> d2;				/* [n] squared distance as the assignment found it */
+};
+
+/* The centroids in every form the kernels read. */
+struct Centroids
+{
+	DeviceBuffer<double> cen, cen_new;	/* [k, d] current and next */
+	DeviceBuffer<float> cen_f;			/* [k, d] float: the reference of the update's offsets */
+	DeviceBuffer<float> cen_cf;			/* [k, d] centred on the data mean (product form) */
+	DeviceBuffer<float> cen_pad;		/* [k, maxd] zero-padded (low-d form; centred for maxd 32) */
+	DeviceBuffer<float> cnorm;			/* [k] ||c'||^2 (maxd == 32) */
+	DeviceBuffer<float> cval;			/* [k] ||c'||^2 (product form) */
+	DeviceBuffer<float> cmax;			/* [1] max ||c'||^2 (product form) */
+	DeviceBuffer<double> mean_d;		/* [d] data mean */
+	DeviceBuffer<float> mean_f;			/* [maxd] data mean, zero-padded (maxd == 32) */
+};
+
+/* The update's sums of x - c_f per cluster. */
+struct Sums
+{
+	DeviceBuffer<double> sums;			/* [k, d] */
+	DeviceBuffer<unsigned long long> fx;	/* [k, d] fixed point (fused update) */
+	double		fx_scale = 0.0;			/* fixed-point units per unit of x (fused update) */
+};
+
+/*
+ * What a pass reports, in one device array so that one copy brings it to
+ * the host: cluster sizes [k], squared moves [k] (double), rows changed [1];
+ * then the product check's counts over the call [2].
+ */
+struct Report
+{
+	int			k = 0;
+	DeviceBuffer<unsigned long long> dev;
+	std::vector<unsigned long long> host;	/* the last copy of dev */
+
+	unsigned long long *counts() const { return dev.get(); }
+	double	   *shifts() const { return reinterpret_cast<double *>(dev.get() + k); }
+	unsigned long long *changed() const { return dev.get() + 2 * (size_t) k; }
+	unsigned long long *checked() const { return dev.get() + 2 * (size_t) k + 1; }
+	size_t		len() const { return 2 * (size_t) k + 3; }
+};
+
+/* The product form (d > 32): its choices, its counts and its buffers. */
+struct Product
+{
+	bool		tf32_first = false;		/* the first product in TF32 */
+	bool		refine = true;			/* the product checked, candidates compared in double */
+	bool		two_level = false;		/* rows the TF32 check leaves open go to an FP32 product */
+	float		wfac = 2.5f;			/* the candidate window, 2.5 E (1.25 of 2 E) */
+	int64_t		escalated = 0;			/* rows of this pass sent to the FP32 product */
+	int64_t		escalated_total = 0;	/* ... over the call */
+	Cublas		blas;
+	DeviceBuffer<float> xc;				/* [chunk_rows, d] centred rows */
+	DeviceBuffer<float> xnorm;			/* [chunk_rows] ||x'||^2 */
+	DeviceBuffer<float> dots;			/* [gemm_tile, k] x'.c' of one tile */
+	DeviceBuffer<float> xg;				/* [gemm_tile, d] rows gathered for the FP32 product */
+	DeviceBuffer<int32_t> unres;		/* [chunk_rows] rows the TF32 check left open */
+	DeviceBuffer<unsigned int> unres_n; /* [1] how many */
+};
+
+/* The sorted update's workspace (when the update is not fused). */
+struct SortWork
+{
+	DeviceBuffer<int32_t> keys, iota, perm; /* [chunk_rows] sorted labels, 0.., rows by label */
+	DeviceBuffer<int64_t> seg_start, seg_count; /* [k] each cluster's run in the sorted rows */
+	DeviceBuffer<int> nslices, slice_off;	/* [k] slices per cluster, their exclusive scan */
+	DeviceBuffer<double> partial;		/* [k + chunk_rows / GC_SLICE + 1, d] slice sums */
+	DeviceBuffer<unsigned char> sort_tmp, scan_tmp;	/* CUB workspaces */
+	size_t		sort_tmp_bytes = 0, scan_tmp_bytes = 0;
+};
+
+/* ---------------------------------------------------------------- kmeans_lowd.cu */
+
+/*
+ * Nearest centroid (d <= 32) for the `rows` rows of x, with fused also their
+ * fixed-point sums and counts.  Writes labels [rows], d2 [rows] and counts
+ * the rows whose label differs from labels_old [rows] (or null).
+ */
+void assign_lowd(const Plan &plan, bool fused, const float *x /* [rows, d] */, int64_t rows,
+				 const Centroids &cen, Sums &sums, const Report &rep,
+				 int32_t *labels, const int32_t *labels_old, float *d2);
+
+/* ---------------------------------------------------------------- kmeans_product.cu */
+
+/* The product to run for these parameters on a device of compute capability cc_major. */
+void product_choose(Product &pr, const gc_kmeans_params &p, const gc_tuning &tuning, int cc_major);
+
+/* After a pass of an iteration: when most rows needed the FP32 product, go straight to it. */
+void product_settle(Product &pr, int64_t n);
+
+/* The centred rows xc and their norms xnorm of the chunk's rows. */
+void center_rows(const Plan &plan, const float *x /* [rows, d] */, int64_t rows,
+				 const double *mean /* [d] */, Product &pr);
+
+/* Nearest centroid (d > 32) for the `rows` rows of x, as assign_lowd. */
+void assign_product(const Plan &plan, Product &pr, const Centroids &cen, const Report &rep,
+					const float *x /* [rows, d] */, int64_t rows,
+					int32_t *labels, const int32_t *labels_old, float *d2, const gc_exec &exec);
+
+/* ---------------------------------------------------------------- kmeans_update.cu */
+
+/* The float forms of cen for the assignment (and for the update's offsets). */
+void prep_centroids(const Plan &plan, Centroids &cen);
+
+/* Allocates the sorted update's workspace for chunks of plan.chunk_rows rows. */
+void sort_workspace(const Plan &plan, SortWork &sw);
+
+/* Sorted update of one chunk: the sums of x - c_f per cluster, added to sums, and the counts. */
+void sorted_update(const Plan &plan, SortWork &sw, const float *x /* [rows, d] */, int64_t rows,
+				   const int32_t *labels /* [rows] */, const Centroids &cen, Sums &sums,
+				   const Report &rep);
+
+/* Fused update, after the pass: the fixed-point sums to double. */
+void unfix_sums(const Plan &plan, Sums &sums);
+
+/* cen_new = c_f + sums / counts (cen where empty) and each cluster's squared move. */
+void finalize_centroids(const Plan &plan, const Centroids &cen, const Sums &sums, const Report &rep);
+
+/*
+ * Re-seeds the empty clusters on the host with the shared rule and moves
+ * the centroids again.  rep.host holds the counts and moves of the pass
+ * and is updated.  Returns the number of clusters re-seeded.
+ */
+int32_t reseed_empty(const Plan &plan, const float *hx /* [n, d] host */,
+					 const int32_t *labels /* [n] device */, const float *d2 /* [n] device */,
+					 const Centroids &cen, Sums &sums, Report &rep);
+
+/* d2 = squared distance of each row of x to its centroid, in double as on the CPU. */
+void exact_distances(const Plan &plan, const float *x /* [rows, d] */, int64_t rows,
+					 const int32_t *labels /* [rows] */, const double *cen /* [k, d] */,
+					 double *d2 /* [rows] out */);
+
+/* ---------------------------------------------------------------- kmeans_init.cu */
+
+/* Statistics of the host rows (chunked data), as the CPU computes them. */
+void stats_host(const Plan &plan, const float *hx /* [n, d] */, DataStats &st, const gc_exec &exec);
+
+/* Statistics of the resident rows x on the device; also leaves the mean in mean_d. */
+void stats_device(const Plan &plan, const float *x /* [n, d] device */, DataStats &st,
+				  double *mean_d /* [d] device */);
+
+/*
+ * The initial centroids h_cen [k, d] by the shared rules (k-means++ on the
+ * device when the data are resident and n is large), and the scale of the
+ * fixed-point sums.
+ */
+void initial_centroids(const Plan &plan, const gc_kmeans_params &p, const float *hx /* [n, d] host */,
+					   const float *x /* [n, d] device, when resident */, const DataStats &st,
+					   const gc_exec &exec, std::vector<double> &h_cen, double &fx_scale);
+
+} // namespace km
+} // namespace gc
+
+#endif /* GPUCLUST_KMEANS_CUH */

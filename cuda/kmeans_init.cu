@@ -1,0 +1,367 @@
+/*
+ * kmeans_init.cu
+ *    What the GPU k-means does before its first assignment: the statistics
+ *    of the data (the unit of tol, the mean the product form centres on, the
+ *    range that bounds the fixed-point sums) and the initial centroids, by
+ *    the rules both back ends share (common/kmeans_init.h).
+ *
+ * Statistics run on the device when the data are resident, else on the
+ * host.  k-means++ runs on the device when the data are resident and n is
+ * large: the D^2 pass and the blocked integer weight sums on the device,
+ * the draws on the host with the shared generator (common/kmeans_init.h
+ * explains why the picks are the same rows as on the CPU).
+ */
+#include <cub/cub.cuh>
+
+#include <cstring>
+
+#include "kmeans.cuh"
+
+namespace gc {
+namespace km {
+
+namespace {
+
+/*
+ * Statistics of resident data, pass 1: per slice of GC_STAT_ROWS rows and
+ * feature, the sum in row order, the smallest and the largest value.  With
+ * mean set, pass 2: the sum of squared deviations from mean instead.
+ */
+constexpr int GC_STAT_ROWS = 2048;
+
+__global__ void stats_slice_kernel(const float *__restrict__ x,	/* [n, d] */
+								   int64_t n, int d,
+								   const double *__restrict__ mean,	/* [d] (pass 2) or null */
+								   double *__restrict__ psum,	/* [slices, d] out */
+								   float *__restrict__ pmin,	/* [slices, d] out (pass 1) */
+								   float *__restrict__ pmax /* [slices, d] out (pass 1) */ )
+{
+	int64_t		r0 = (int64_t) blockIdx.x * GC_STAT_ROWS;
+	int64_t		r1 = min(r0 + GC_STAT_ROWS, n);
+
+	for (int f = threadIdx.x; f < d; f += blockDim.x)
+	{
+		double		s = 0.0;
+		float		lo = INFINITY,
+					hi = -INFINITY;
+
+		for (int64_t i = r0; i < r1; i++)
+		{
+			float		v = x[i * d + f];
+
+			if (mean)
+			{
+				double		t = __dsub_rn((double) v, mean[f]);
+
+				s = __dadd_rn(s, __dmul_rn(t, t));
+			}
+			else
+			{
+				s = __dadd_rn(s, (double) v);
+				lo = fminf(lo, v);
+				hi = fmaxf(hi, v);
+			}
+		}
+		psum[(size_t) blockIdx.x * d + f] = s;
+		if (!mean)
+		{
+			pmin[(size_t) blockIdx.x * d + f] = lo;
+			pmax[(size_t) blockIdx.x * d + f] = hi;
+		}
+	}
+}
+
+/* Statistics: each feature's slices, in order. */
+__global__ void stats_combine_kernel(const double *__restrict__ psum,	/* [slices, d] */
+									 const float *__restrict__ pmin,	/* [slices, d] or null */
+									 const float *__restrict__ pmax,	/* [slices, d] or null */
+									 int slices, int d,
+									 double *__restrict__ out /* [3, d]: sum, min, max */ )
+{
+	int			f = blockIdx.x * blockDim.x + threadIdx.x;
+
+	if (f >= d)
+		return;
+	double		s = 0.0;
+	float		lo = INFINITY,
+				hi = -INFINITY;
+
+	for (int b = 0; b < slices; b++)
+	{
+		s = __dadd_rn(s, psum[(size_t) b * d + f]);
+		if (pmin)
+		{
+			lo = fminf(lo, pmin[(size_t) b * d + f]);
+			hi = fmaxf(hi, pmax[(size_t) b * d + f]);
+		}
+	}
+	out[f] = s;
+	out[d + f] = lo;
+	out[2 * d + f] = hi;
+}
+
+} // namespace
+
+/*
+ * On the host for chunked data (the shared gc_kmeans_stats, row order); on
+ * the device for resident data (stats_device), in slices of GC_STAT_ROWS
+ * rows: the same sums up to the rounding of the order, so the stopping
+ * threshold may differ from the CPU's in the last bits.
+ */
+void stats_host(const Plan &plan, const float *hx, DataStats &st, const gc_exec &exec)
+{
+	std::vector<double> scratch(3 * (size_t) plan.d);
+
+	if (gc_kmeans_stats(hx, plan.n, plan.d, &st.mean_var, st.mean.data(), st.lo.data(), st.hi.data(),
+						scratch.data(), exec.cancel, exec.cancel_arg) != 0)
+		gc::fail(GC_ERR_CANCELLED, "canceled");
+}
+
+void stats_device(const Plan &plan, const float *x, DataStats &st, double *mean_d)
+{
+	const int64_t n = plan.n;
+	const int	d = plan.d;
+	int			slices = (int) ((n + GC_STAT_ROWS - 1) / GC_STAT_ROWS);
+	int			threads = (int) std::min<int64_t>(BLOCK, (d + 31) / 32 * 32);
+	DeviceBuffer<double> psum((size_t) slices * d, "statistics");
+	DeviceBuffer<float> pmin((size_t) slices * d, "statistics"),
+				pmax((size_t) slices * d, "statistics");
+	DeviceBuffer<double> out(3 * (size_t) d, "statistics");
+	std::vector<double> h(3 * (size_t) d);
+	double		total = 0.0;
+
+	stats_slice_kernel<<<slices, threads>>>(x, n, d, nullptr, psum.get(), pmin.get(), pmax.get());
+	CHECK_LAUNCH("stats_slice_kernel");
+	stats_combine_kernel<<<grid_for(d, 128, 1u << 30), 128>>>(psum.get(), pmin.get(), pmax.get(), slices, d,
+															  out.get());
+	CHECK_LAUNCH("stats_combine_kernel");
+	CUDA_TRY(cudaMemcpy(h.data(), out.get(), sizeof(double) * h.size(), cudaMemcpyDeviceToHost));
+	for (int t = 0; t < d; t++)
+	{
+		st.mean[t] = h[t] / (double) n;
+		st.lo[t] = h[d + t];
+		st.hi[t] = h[2 * (size_t) d + t];
+	}
+	CUDA_TRY(cudaMemcpy(mean_d, st.mean.data(), sizeof(double) * d, cudaMemcpyHostToDevice));
+	stats_slice_kernel<<<slices, threads>>>(x, n, d, mean_d, psum.get(), nullptr, nullptr);
+	CHECK_LAUNCH("stats_slice_kernel");
+	stats_combine_kernel<<<grid_for(d, 128, 1u << 30), 128>>>(psum.get(), nullptr, nullptr, slices, d,
+															  out.get());
+	CHECK_LAUNCH("stats_combine_kernel");
+	CUDA_TRY(cudaMemcpy(h.data(), out.get(), sizeof(double) * d, cudaMemcpyDeviceToHost));
+	for (int t = 0; t < d; t++)
+		total += h[t] / (double) n;
+	st.mean_var = total / (double) d;
+}
+
+namespace {
+
+struct MaxOp
+{
+	__device__ double operator()(double a, double b) const { return fmax(a, b); }
+};
+
+/* k-means++: D^2 to the newest centre, kept as the minimum, and each segment's maximum. */
+__global__ void __launch_bounds__(BLOCK)
+kmpp_dist_kernel(const float *__restrict__ x,	/* [n, d] */
+				 int64_t n, int d,
+				 const float *__restrict__ c,	/* [d] a row of x */
+				 int first,
+				 double *__restrict__ mind2,	/* [n] in/out */
+				 double *__restrict__ segmax /* [nseg] out */ )
+{
+	using Reduce = cub::BlockReduce<double, BLOCK>;
+	__shared__ typename Reduce::TempStorage tmp;
+	int64_t		from = (int64_t) blockIdx.x * GC_KMPP_SEGMENT;
+	int64_t		to = min(from + GC_KMPP_SEGMENT, n);
+	double		mx = 0.0;
+
+	for (int64_t i = from + threadIdx.x; i < to; i += BLOCK)
+	{
+		double		s = 0.0;
+
+		for (int j = 0; j < d; j++)
+		{
+			double		t = __dsub_rn((double) x[i * d + j], (double) c[j]);
+
+			s = __dadd_rn(s, __dmul_rn(t, t));
+		}
+		if (!first && mind2[i] < s)
+			s = mind2[i];
+		mind2[i] = s;
+		mx = fmax(mx, s);
+	}
+	mx = Reduce(tmp).Reduce(mx, MaxOp());
+	if (threadIdx.x == 0)
+		segmax[blockIdx.x] = mx;
+}
+
+/* k-means++: the largest D^2, stored after the segment sums. */
+__global__ void kmpp_max_kernel(const double *__restrict__ segmax,	/* [nseg] */
+								int nseg,
+								unsigned long long *__restrict__ packed /* [nseg + 1] */ )
+{
+	using Reduce = cub::BlockReduce<double, 1024>;
+	__shared__ typename Reduce::TempStorage tmp;
+	double		mx = 0.0;
+
+	for (int i = threadIdx.x; i < nseg; i += 1024)
+		mx = fmax(mx, segmax[i]);
+	mx = Reduce(tmp).Reduce(mx, MaxOp());
+	if (threadIdx.x == 0)
+		packed[nseg] = (unsigned long long) __double_as_longlong(mx);
+}
+
+/* k-means++: each segment's sum of integer weights. */
+__global__ void __launch_bounds__(BLOCK)
+kmpp_weight_kernel(const double *__restrict__ mind2,	/* [n] */
+				   int64_t n,
+				   unsigned long long *__restrict__ packed /* [nseg + 1] */ , int nseg)
+{
+	using Reduce = cub::BlockReduce<unsigned long long, BLOCK>;
+	__shared__ typename Reduce::TempStorage tmp;
+	double		scale = gc_kmpp_scale(__longlong_as_double((long long) packed[nseg]), n);
+	int64_t		from = (int64_t) blockIdx.x * GC_KMPP_SEGMENT;
+	int64_t		to = min(from + GC_KMPP_SEGMENT, n);
+	unsigned long long s = 0;
+
+	for (int64_t i = from + threadIdx.x; i < to; i += BLOCK)
+		s += gc_kmpp_weight(mind2[i], scale);
+	s = Reduce(tmp).Sum(s);
+	if (threadIdx.x == 0)
+		packed[blockIdx.x] = s;
+}
+
+/* k-means++ with the distance and weight passes on the device: the k initial rows. */
+void kmeans_plusplus_device(const Plan &plan, const float *x /* [n, d] device */, uint64_t seed,
+							const gc_exec &exec, std::vector<int64_t> &rows /* [k] out */)
+{
+	const int64_t n = plan.n;
+	const int	d = plan.d;
+	int			nseg = (int) ((n + GC_KMPP_SEGMENT - 1) / GC_KMPP_SEGMENT);
+	DeviceBuffer<double> mind2(n, "k-means++ distances");
+	DeviceBuffer<double> segmax(nseg, "k-means++ segment maxima");
+	DeviceBuffer<unsigned long long> packed(nseg + 1, "k-means++ segment sums");
+	std::vector<unsigned long long> h_packed(nseg + 1);
+	std::vector<double> h_seg(GC_KMPP_SEGMENT);
+	gc_rng		rng;
+
+	gc_rng_seed(&rng, seed);
+	rows[0] = (int64_t) gc_rng_below(&rng, (uint64_t) n);
+	for (int c = 1; c < plan.k; c++)
+	{
+		kmpp_dist_kernel<<<nseg, BLOCK>>>(x, n, d, x + rows[c - 1] * d, c == 1, mind2.get(), segmax.get());
+		CHECK_LAUNCH("kmpp_dist_kernel");
+		kmpp_max_kernel<<<1, 1024>>>(segmax.get(), nseg, packed.get());
+		CHECK_LAUNCH("kmpp_max_kernel");
+		kmpp_weight_kernel<<<nseg, BLOCK>>>(mind2.get(), n, packed.get(), nseg);
+		CHECK_LAUNCH("kmpp_weight_kernel");
+		CUDA_TRY(cudaMemcpy(h_packed.data(), packed.get(), sizeof(unsigned long long) * (nseg + 1),
+							cudaMemcpyDeviceToHost));
+		gc::check_cancel(exec);
+
+		double		maxd2;
+		uint64_t	total = 0;
+
+		memcpy(&maxd2, &h_packed[nseg], sizeof(double));
+		for (int s = 0; s < nseg; s++)
+			total += h_packed[s];
+
+		int64_t		target = gc_kmpp_draw(&rng, total, n);
+
+		if (target < 0)
+		{
+			rows[c] = -1 - target;
+			continue;
+		}
+
+		double		scale = gc_kmpp_scale(maxd2, n);
+		uint64_t	acc = 0;
+
+		rows[c] = -1;
+		for (int s = 0; s < nseg; s++)
+		{
+			if (acc + h_packed[s] <= (uint64_t) target)
+			{
+				acc += h_packed[s];
+				continue;
+			}
+			int64_t		from = (int64_t) s * GC_KMPP_SEGMENT;
+			int64_t		to = std::min<int64_t>(from + GC_KMPP_SEGMENT, n);
+
+			CUDA_TRY(cudaMemcpy(h_seg.data(), mind2.get() + from, sizeof(double) * (size_t) (to - from),
+								cudaMemcpyDeviceToHost));
+			rows[c] = gc_kmpp_pick(h_seg.data(), from, to, scale, (uint64_t) target, &acc);
+			break;
+		}
+		if (rows[c] < 0)
+			gc::fail(GC_ERR_INTERNAL, "k-means++ draw fell outside the data, please report a bug");
+	}
+}
+
+/* The k initial rows of 'random' or k-means++. */
+void initial_rows(const Plan &plan, const gc_kmeans_params &p, const float *hx, const float *x,
+				  const gc_exec &exec, std::vector<int64_t> &rows /* [k] out */)
+{
+	if (p.init == GC_KMEANS_INIT_RANDOM)
+	{
+		if (gc_kmeans_random_rows(plan.n, plan.k, p.seed, rows.data()) != 0)
+			throw std::bad_alloc();
+	}
+	else if (plan.resident && plan.n >= 65536)
+		kmeans_plusplus_device(plan, x, p.seed, exec, rows);
+	else
+	{
+		std::vector<double> mind2(plan.n);
+
+		if (gc_kmeans_plusplus_rows(hx, plan.n, plan.d, plan.k, p.seed, rows.data(), mind2.data(),
+									exec.cancel, exec.cancel_arg) != 0)
+			gc::fail(GC_ERR_CANCELLED, "canceled");
+	}
+}
+
+/* Offsets x - c_f are bounded by the box around the data and the initial centroids. */
+double fixed_point_scale(const Plan &plan, const DataStats &st, const std::vector<double> &h_cen)
+{
+	const int	d = plan.d;
+	double		extent = 0.0;
+
+	for (int t = 0; t < d; t++)
+	{
+		double		a = st.lo[t],
+					b = st.hi[t];
+
+		for (int j = 0; j < plan.k; j++)
+		{
+			a = std::min(a, h_cen[(size_t) j * d + t]);
+			b = std::max(b, h_cen[(size_t) j * d + t]);
+		}
+		extent = std::max(extent, b - a);
+	}
+	return gc_kmpp_scale(extent * (1.0 + 1e-6) + 1e-300, plan.n);
+}
+
+} // namespace
+
+void initial_centroids(const Plan &plan, const gc_kmeans_params &p, const float *hx, const float *x,
+					   const DataStats &st, const gc_exec &exec, std::vector<double> &h_cen, double &fx_scale)
+{
+	const int	d = plan.d;
+
+	h_cen.assign((size_t) plan.k * d, 0.0);
+	if (p.init == GC_KMEANS_INIT_GIVEN)
+		std::copy(p.initial_centroids, p.initial_centroids + (size_t) plan.k * d, h_cen.begin());
+	else
+	{
+		std::vector<int64_t> rows(plan.k);
+
+		initial_rows(plan, p, hx, x, exec, rows);
+		for (int j = 0; j < plan.k; j++)
+			for (int t = 0; t < d; t++)
+				h_cen[(size_t) j * d + t] = (double) hx[rows[j] * d + t];
+	}
+	fx_scale = fixed_point_scale(plan, st, h_cen);
+}
+
+} // namespace km
+} // namespace gc

@@ -1,0 +1,408 @@
+/*
+ * kmeans_update.cu
+ *    The centroids of the GPU k-means between two assignments: their float
+ *    forms for the assignment kernels, the update from the rows' labels,
+ *    the re-seeding of empty clusters, and at the end each row's exact
+ *    distance to its centroid.
+ *
+ * The update is deterministic and copies no data to the host.  The fused
+ * low-d kernel (kmeans_lowd.cu) leaves fixed-point integer sums, whose total
+ * does not depend on the order of its atomics; otherwise each chunk's rows
+ * are sorted by cluster (CUB radix sort) and each cluster's rows are summed
+ * in double in a fixed order, in slices of GC_SLICE rows.  Both sum x - c_f,
+ * the offset from the float centroid the assignment used, and the new
+ * centroid is c_f + sum / count.
+ */
+#include <cub/cub.cuh>
+
+#include "kmeans.cuh"
+
+namespace gc {
+namespace km {
+
+namespace {
+
+/* Per iteration: the float forms of the double centroids. */
+__global__ void prep_centroids_kernel(const double *__restrict__ cen,	/* [k, d] */
+									  int k, int d,
+									  const double *__restrict__ mean,	/* [d] */
+									  float *__restrict__ cen_f,	/* [k, d] raw, out */
+									  float *__restrict__ cen_cf,	/* [k, d] centred, out or null */
+									  float *__restrict__ cen_pad,	/* [k, maxd] out or null */
+									  int maxd, int pad_centred,
+									  float *__restrict__ cnorm,	/* [k] ||c'||^2 out or null */
+									  float *__restrict__ cmax2 /* [1] max ||c'||^2, in/out, or null */ )
+{
+	int			j = blockIdx.x * blockDim.x + threadIdx.x;
+
+	if (j >= k)
+		return;
+	double		nn = 0.0;
+
+	for (int t = 0; t < d; t++)
+	{
+		double		c = cen[(size_t) j * d + t];
+		float		cf = (float) c;
+		float		ccf = (float) (c - mean[t]);
+
+		cen_f[(size_t) j * d + t] = cf;
+		if (cen_cf)
+			cen_cf[(size_t) j * d + t] = ccf;
+		if (cen_pad)
+			cen_pad[(size_t) j * maxd + t] = pad_centred ? ccf : cf;
+		nn += (double) ccf * (double) ccf;
+	}
+	if (cen_pad)
+		for (int t = d; t < maxd; t++)
+			cen_pad[(size_t) j * maxd + t] = 0.0f;
+	if (cnorm)
+		cnorm[j] = (float) nn;
+	if (cmax2)
+	{
+		/* non-negative floats order as their bit patterns */
+		atomicMax(reinterpret_cast<unsigned int *>(cmax2), __float_as_uint((float) nn));
+	}
+}
+
+} // namespace
+
+void prep_centroids(const Plan &plan, Centroids &cen)
+{
+	const int	maxd = plan.maxd;
+
+	if (maxd == 0)
+		CUDA_TRY(cudaMemsetAsync(cen.cmax.get(), 0, sizeof(float)));
+	prep_centroids_kernel<<<grid_for(plan.k, 128, 1u << 30), 128>>>(
+		cen.cen.get(), plan.k, plan.d, cen.mean_d.get(), cen.cen_f.get(),
+		maxd == 0 ? cen.cen_cf.get() : nullptr,
+		maxd > 0 ? cen.cen_pad.get() : nullptr, maxd, maxd >= 32,
+		maxd >= 32 ? cen.cnorm.get() : maxd == 0 ? cen.cval.get() : nullptr,
+		maxd == 0 ? cen.cmax.get() : nullptr);
+	CHECK_LAUNCH("prep_centroids_kernel");
+}
+
+namespace {
+
+/* Sorted update, step 1: each cluster's run in the sorted labels. */
+__global__ void segments_kernel(const int32_t *__restrict__ keys,	/* [rows] sorted labels */
+								int64_t rows, int k,
+								int64_t *__restrict__ seg_start,	/* [k] out */
+								int64_t *__restrict__ seg_count,	/* [k] out */
+								int *__restrict__ nslices,	/* [k] out */
+								unsigned long long *__restrict__ counts /* [k] in/out */ )
+{
+	int			j = blockIdx.x * blockDim.x + threadIdx.x;
+
+	if (j >= k)
+		return;
+	int64_t		lo = 0,
+				hi = rows;
+
+	while (lo < hi)
+	{
+		int64_t		mid = (lo + hi) / 2;
+
+		if (keys[mid] < j)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	int64_t		start = lo;
+
+	hi = rows;
+	while (lo < hi)
+	{
+		int64_t		mid = (lo + hi) / 2;
+
+		if (keys[mid] <= j)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	seg_start[j] = start;
+	seg_count[j] = lo - start;
+	nslices[j] = (int) ((lo - start + GC_SLICE - 1) / GC_SLICE);
+	counts[j] += (unsigned long long) (lo - start);
+}
+
+/*
+ * Sorted update, step 2: block b sums one slice of one cluster's rows,
+ * x - c_f, in double, in row order within each thread and in thread order
+ * across the block.
+ */
+__global__ void __launch_bounds__(BLOCK)
+slice_sum_kernel(const float *__restrict__ x,	/* [rows, d] */
+				 int d, int k,
+				 const int32_t *__restrict__ perm,	/* [rows] rows sorted by label */
+				 const int64_t *__restrict__ seg_start,	/* [k] */
+				 const int64_t *__restrict__ seg_count,	/* [k] */
+				 const int *__restrict__ nslices,	/* [k] */
+				 const int *__restrict__ slice_off, /* [k] exclusive scan of nslices */
+				 const float *__restrict__ cen_f,	/* [k, d] */
+				 double *__restrict__ partial /* [items, d] out */ )
+{
+	__shared__ double red[BLOCK];
+	int			b = blockIdx.x;
+	int			lo = 0,
+				hi = k;
+
+	/* the last cluster whose first slice is <= b */
+	while (lo < hi)
+	{
+		int			mid = (lo + hi) / 2;
+
+		if (slice_off[mid] <= b)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	int			j = lo - 1;
+
+	if (j < 0 || b >= slice_off[j] + nslices[j])
+		return;
+	int			s = b - slice_off[j];
+	int64_t		r0 = seg_start[j] + (int64_t) s * GC_SLICE;
+	int64_t		r1 = min(r0 + GC_SLICE, seg_start[j] + seg_count[j]);
+	int			dt = 1;
+
+	while (dt < d && dt < BLOCK)
+		dt <<= 1;
+	int			groups = BLOCK / dt;
+	int			g = threadIdx.x / dt;
+	int			t = threadIdx.x % dt;
+
+	for (int base = 0; base < d; base += dt)
+	{
+		int			c = base + t;
+		double		acc = 0.0;
+
+		if (c < d)
+		{
+			double		ref = (double) cen_f[(size_t) j * d + c];
+
+			for (int64_t r = r0 + g; r < r1; r += groups)
+				acc += (double) x[(int64_t) perm[r] * d + c] - ref;
+		}
+		red[threadIdx.x] = acc;
+		__syncthreads();
+		if (g == 0 && c < d)
+		{
+			double		tot = 0.0;
+
+			for (int q = 0; q < groups; q++)
+				tot += red[q * dt + t];
+			partial[(size_t) b * d + c] = tot;
+		}
+		__syncthreads();
+	}
+}
+
+/* Sorted update, step 3: the slices of each cluster, in order, into the sums. */
+__global__ void slice_reduce_kernel(const double *__restrict__ partial,	/* [items, d] */
+									int k, int d,
+									const int *__restrict__ nslices,	/* [k] */
+									const int *__restrict__ slice_off,	/* [k] */
+									double *__restrict__ sums /* [k, d] in/out */ )
+{
+	int64_t		i = (int64_t) blockIdx.x * blockDim.x + threadIdx.x;
+
+	if (i >= (int64_t) k * d)
+		return;
+	int			j = (int) (i / d);
+	int			c = (int) (i % d);
+	double		tot = 0.0;
+
+	for (int s = 0; s < nslices[j]; s++)
+		tot += partial[(size_t) (slice_off[j] + s) * d + c];
+	sums[i] += tot;
+}
+
+} // namespace
+
+void sort_workspace(const Plan &plan, SortWork &sw)
+{
+	const int64_t rows = plan.chunk_rows;
+	const int	k = plan.k;
+	int64_t		items = k + (rows + GC_SLICE - 1) / GC_SLICE;
+	std::vector<int32_t> iota(rows);
+
+	sw.keys.reset(rows, "sorted labels");
+	sw.iota.reset(rows, "row numbers");
+	sw.perm.reset(rows, "sorted rows");
+	sw.seg_start.reset(k, "cluster runs");
+	sw.seg_count.reset(k, "cluster runs");
+	sw.nslices.reset(k, "cluster slices");
+	sw.slice_off.reset(k, "cluster slices");
+	sw.partial.reset((size_t) items * plan.d, "partial sums");
+	CUDA_TRY(cub::DeviceRadixSort::SortPairs(nullptr, sw.sort_tmp_bytes, (const int32_t *) nullptr,
+											 (int32_t *) nullptr, (const int32_t *) nullptr,
+											 (int32_t *) nullptr, (int) rows, 0,
+											 std::max(1, gc_ceil_log2(k))));
+	CUDA_TRY(cub::DeviceScan::ExclusiveSum(nullptr, sw.scan_tmp_bytes, (const int *) nullptr,
+										   (int *) nullptr, k));
+	sw.sort_tmp.reset(std::max<size_t>(sw.sort_tmp_bytes, 1), "sort workspace");
+	sw.scan_tmp.reset(std::max<size_t>(sw.scan_tmp_bytes, 1), "scan workspace");
+	for (int64_t i = 0; i < rows; i++)
+		iota[i] = (int32_t) i;
+	CUDA_TRY(cudaMemcpy(sw.iota.get(), iota.data(), sizeof(int32_t) * rows, cudaMemcpyHostToDevice));
+}
+
+void sorted_update(const Plan &plan, SortWork &sw, const float *x, int64_t rows, const int32_t *labels,
+				   const Centroids &cen, Sums &sums, const Report &rep)
+{
+	const int	k = plan.k;
+	const int	d = plan.d;
+	int			bits = std::max(1, gc_ceil_log2(k));
+	size_t		tb = sw.sort_tmp_bytes;
+	int			items = k + (int) ((rows + GC_SLICE - 1) / GC_SLICE);
+
+	CUDA_TRY(cub::DeviceRadixSort::SortPairs(sw.sort_tmp.get(), tb, labels, sw.keys.get(), sw.iota.get(),
+											 sw.perm.get(), (int) rows, 0, bits));
+	segments_kernel<<<grid_for(k, 128, 1u << 30), 128>>>(sw.keys.get(), rows, k, sw.seg_start.get(),
+														 sw.seg_count.get(), sw.nslices.get(), rep.counts());
+	CHECK_LAUNCH("segments_kernel");
+	tb = sw.scan_tmp_bytes;
+	CUDA_TRY(cub::DeviceScan::ExclusiveSum(sw.scan_tmp.get(), tb, sw.nslices.get(), sw.slice_off.get(), k));
+	slice_sum_kernel<<<items, BLOCK>>>(x, d, k, sw.perm.get(), sw.seg_start.get(), sw.seg_count.get(),
+									   sw.nslices.get(), sw.slice_off.get(), cen.cen_f.get(), sw.partial.get());
+	CHECK_LAUNCH("slice_sum_kernel");
+	slice_reduce_kernel<<<grid_for((int64_t) k * d, 256, 1u << 30), 256>>>(
+		sw.partial.get(), k, d, sw.nslices.get(), sw.slice_off.get(), sums.sums.get());
+	CHECK_LAUNCH("slice_reduce_kernel");
+}
+
+namespace {
+
+/* Fused update: fixed-point sums to double. */
+__global__ void unfix_kernel(const unsigned long long *__restrict__ fx,	/* [m] */
+							 int64_t m, double inv_scale,
+							 double *__restrict__ sums /* [m] out */ )
+{
+	int64_t		i = (int64_t) blockIdx.x * blockDim.x + threadIdx.x;
+
+	if (i < m)
+		sums[i] = (double) (long long) fx[i] * inv_scale;
+}
+
+} // namespace
+
+void unfix_sums(const Plan &plan, Sums &sums)
+{
+	unfix_kernel<<<grid_for((int64_t) plan.k * plan.d, 256, 1u << 30), 256>>>(
+		sums.fx.get(), (int64_t) plan.k * plan.d, sums.fx_scale > 0 ? 1.0 / sums.fx_scale : 0.0,
+		sums.sums.get());
+	CHECK_LAUNCH("unfix_kernel");
+}
+
+namespace {
+
+/* New centroids c_f + sum / count, and each cluster's squared move. */
+__global__ void finalize_kernel(const double *__restrict__ sums,	/* [k, d] of x - c_f */
+								const unsigned long long *__restrict__ counts,	/* [k] */
+								const float *__restrict__ cen_f,	/* [k, d] */
+								const double *__restrict__ cen_old, /* [k, d] */
+								int k, int d,
+								double *__restrict__ cen_new,	/* [k, d] out */
+								double *__restrict__ shift /* [k] out */ )
+{
+	int			j = blockIdx.x * blockDim.x + threadIdx.x;
+
+	if (j >= k)
+		return;
+	double		move = 0.0;
+
+	for (int c = 0; c < d; c++)
+	{
+		size_t		i = (size_t) j * d + c;
+		double		v = counts[j] > 0 ? (double) cen_f[i] + sums[i] / (double) counts[j] : cen_old[i];
+		double		diff = v - cen_old[i];
+
+		move += diff * diff;
+		cen_new[i] = v;
+	}
+	shift[j] = move;
+}
+
+} // namespace
+
+void finalize_centroids(const Plan &plan, const Centroids &cen, const Sums &sums, const Report &rep)
+{
+	finalize_kernel<<<grid_for(plan.k, 128, 1u << 30), 128>>>(sums.sums.get(), rep.counts(), cen.cen_f.get(),
+															  cen.cen.get(), plan.k, plan.d, cen.cen_new.get(),
+															  rep.shifts());
+	CHECK_LAUNCH("finalize_kernel");
+}
+
+/* Rare: every buffer here is the size of the data, on the host, for one iteration. */
+int32_t reseed_empty(const Plan &plan, const float *hx, const int32_t *labels, const float *d2,
+					 const Centroids &cen, Sums &sums, Report &rep)
+{
+	const int64_t n = plan.n;
+	const int	k = plan.k;
+	const size_t kd = (size_t) k * plan.d;
+	std::vector<unsigned long long> &h_stat = rep.host;
+	std::vector<int32_t> h_lab(n);
+	std::vector<float> h_d2f(n);
+	std::vector<double> h_d2(n), h_sums(kd), h_ref(kd);
+	std::vector<float> h_cf(kd);
+	std::vector<int64_t> h_cnt(k), taken(k);
+	int32_t		reseeded;
+
+	CUDA_TRY(cudaMemcpy(h_lab.data(), labels, sizeof(int32_t) * n, cudaMemcpyDeviceToHost));
+	CUDA_TRY(cudaMemcpy(h_d2f.data(), d2, sizeof(float) * n, cudaMemcpyDeviceToHost));
+	CUDA_TRY(cudaMemcpy(h_sums.data(), sums.sums.get(), sizeof(double) * kd, cudaMemcpyDeviceToHost));
+	CUDA_TRY(cudaMemcpy(h_cf.data(), cen.cen_f.get(), sizeof(float) * kd, cudaMemcpyDeviceToHost));
+	for (int64_t i = 0; i < n; i++)
+		h_d2[i] = h_d2f[i];
+	for (size_t i = 0; i < kd; i++)
+		h_ref[i] = h_cf[i];
+	for (int j = 0; j < k; j++)
+		h_cnt[j] = (int64_t) h_stat[j];
+	reseeded = gc_kmeans_reseed_empty(hx, n, plan.d, k, h_lab.data(), h_d2.data(), h_ref.data(),
+									  h_sums.data(), h_cnt.data(), taken.data());
+	for (int j = 0; j < k; j++)
+		h_stat[j] = (unsigned long long) h_cnt[j];
+	CUDA_TRY(cudaMemcpy(sums.sums.get(), h_sums.data(), sizeof(double) * kd, cudaMemcpyHostToDevice));
+	CUDA_TRY(cudaMemcpy(rep.counts(), h_stat.data(), sizeof(unsigned long long) * k, cudaMemcpyHostToDevice));
+	finalize_centroids(plan, cen, sums, rep);
+	CUDA_TRY(cudaMemcpy(h_stat.data() + k, rep.shifts(), sizeof(double) * k, cudaMemcpyDeviceToHost));
+	return reseeded;
+}
+
+namespace {
+
+/* Squared distance of every row to its centroid, in double as on the CPU. */
+__global__ void exact_d2_kernel(const float *__restrict__ x,	/* [rows, d] */
+								int64_t rows, int d,
+								const int32_t *__restrict__ labels,	/* [rows] */
+								const double *__restrict__ cen,	/* [k, d] */
+								double *__restrict__ d2 /* [rows] out */ )
+{
+	for (int64_t i = (int64_t) blockIdx.x * BLOCK + threadIdx.x; i < rows;
+		 i += (int64_t) gridDim.x * BLOCK)
+	{
+		const double *c = cen + (size_t) labels[i] * d;
+		double		s = 0.0;
+
+		for (int j = 0; j < d; j++)
+		{
+			double		t = __dsub_rn((double) x[i * d + j], c[j]);
+
+			s = __dadd_rn(s, __dmul_rn(t, t));
+		}
+		d2[i] = s;
+	}
+}
+
+} // namespace
+
+void exact_distances(const Plan &plan, const float *x, int64_t rows, const int32_t *labels,
+					 const double *cen, double *d2)
+{
+	exact_d2_kernel<<<grid_for(rows, BLOCK, (unsigned) plan.sms * 32), BLOCK>>>(x, rows, plan.d, labels,
+																				 cen, d2);
+	CHECK_LAUNCH("exact_d2_kernel");
+}
+
+} // namespace km
+} // namespace gc

@@ -1,0 +1,488 @@
+/*
+ * check_dbscan.c
+ *    DBSCAN of the table under test (the GPU back end) against the CPU back
+ *    end, part of gpu_vs_cpu (see gpu_vs_cpu.c).
+ *
+ * The answer is defined exactly (common/backend.h): cluster numbers, core
+ * flags and the number of clusters must be equal, row for row.  For d <= 3
+ * the GPU is run three times, with the grid it chooses and with each grid
+ * forced through tuning.dbscan_grid: the fine grid (cells of side
+ * eps/sqrt(d), the dense-box rule of Prokopenko, Lebrun-Grandie and Arndt,
+ * "Fast tree-based algorithms for DBSCAN on GPUs") and the coarse one
+ * (cells of side eps).
+ *
+ * Then the error paths: a cancel callback that says yes after 1 to 6
+ * questions (GC_ERR_CANCELLED), one that never does (asked, and the run
+ * completes), a non-finite coordinate (an error after the upload), eps < 0,
+ * and an input too large for the device (GC_ERR_OUT_OF_MEMORY with the bytes
+ * needed, before any work), each followed by a check that the free device
+ * memory is what it was, and last a run that must still give the CPU's answer.
+ */
+#define _GNU_SOURCE
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "harness.h"
+
+typedef struct db_answer
+{
+	int32_t    *cluster;
+	uint8_t    *is_core;
+	int64_t		n_clusters;
+	gc_timing	timing;
+	double		wall_ms;
+	gc_status	status;
+	char		error[1024];
+} db_answer;
+
+static void
+db_alloc(db_answer *a, int64_t n)
+{
+	memset(a, 0, sizeof(*a));
+	a->cluster = (int32_t *) malloc(sizeof(int32_t) * (size_t) (n > 0 ? n : 1));
+	a->is_core = (uint8_t *) malloc((size_t) (n > 0 ? n : 1));
+	if (!a->cluster || !a->is_core)
+	{
+		fprintf(stderr, "gpu_vs_cpu: out of host memory\n");
+		exit(2);
+	}
+}
+
+static void
+db_free(db_answer *a)
+{
+	free(a->cluster);
+	free(a->is_core);
+}
+
+static void
+db_run(const gc_backend_api *api, db_answer *a, const float *x, int64_t n, int32_t d, double eps,
+	   int min_pts, const gc_tuning *tuning, gc_h_cancel *cancel)
+{
+	gc_dbscan_params p;
+	gc_dbscan_result r;
+	gc_exec		e = gc_h_exec(tuning, cancel, &a->timing);
+	double		t0;
+
+	memset(&p, 0, sizeof(p));
+	p.struct_size = sizeof(p);
+	p.eps = eps;
+	p.min_pts = min_pts;
+	memset(&r, 0, sizeof(r));
+	r.cluster = a->cluster;
+	r.is_core = a->is_core;
+	t0 = gc_h_now_ms();
+	a->status = api->dbscan(&e, x, n, d, &p, &r);
+	a->wall_ms = gc_h_now_ms() - t0;
+	a->n_clusters = r.n_clusters;
+	if (a->status == GC_OK)
+		a->error[0] = '\0';
+	else
+		gc_h_error_text(api, a->error, sizeof(a->error));
+}
+
+/*
+ * Compares an answer with the reference; returns 1 when they agree (equal,
+ * or the same error) and writes "identical" or what differs into verdict.
+ */
+static int
+db_compare(const db_answer *ref, const db_answer *t, int64_t n, char *verdict, size_t size)
+{
+	int64_t		diff_c = 0,
+				diff_k = 0,
+				first = -1;
+
+	if (ref->status != GC_OK || t->status != GC_OK)
+	{
+		int			same = ref->status == t->status && strcmp(ref->error, t->error) == 0;
+
+		if (same)
+			snprintf(verdict, size, "same error on both: %s (%s)", gc_h_status_name(t->status), t->error);
+		else
+			snprintf(verdict, size, "ERROR: cpu %s (%s), %s %s (%s)", gc_h_status_name(ref->status),
+					 ref->error, h_test_name(), gc_h_status_name(t->status), t->error);
+		return same;
+	}
+	for (int64_t i = 0; i < n; i++)
+	{
+		int			bad = 0;
+
+		if (ref->cluster[i] != t->cluster[i])
+			diff_c++, bad = 1;
+		if (ref->is_core[i] != t->is_core[i])
+			diff_k++, bad = 1;
+		if (bad && first < 0)
+			first = i;
+	}
+	if (diff_c == 0 && diff_k == 0 && ref->n_clusters == t->n_clusters)
+	{
+		snprintf(verdict, size, "identical");
+		return 1;
+	}
+	snprintf(verdict, size,
+			 "DIFFERENT: %lld cluster, %lld core differences, clusters %lld vs %lld, "
+			 "first at row %lld (cpu %d/%d, %s %d/%d)",
+			 (long long) diff_c, (long long) diff_k, (long long) ref->n_clusters,
+			 (long long) t->n_clusters, (long long) first,
+			 first >= 0 ? ref->cluster[first] : 0, first >= 0 ? ref->is_core[first] : 0, h_test_name(),
+			 first >= 0 ? t->cluster[first] : 0, first >= 0 ? t->is_core[first] : 0);
+	return 0;
+}
+
+/* ------------------------------------------------------------------ the differential cases */
+
+typedef struct db_case
+{
+	const char *shape;			/* test/data/gc_testdata.h */
+	int64_t		n;
+	int32_t		d;
+	double		eps;
+	int			min_pts;
+} db_case;
+
+static const db_case db_cases[] = {
+	/* 1-D */
+	{"blobs", 100000, 1, 0.0005, 5},
+	{"uniform", 100000, 1, 0.002, 4},
+	/* 2-D */
+	{"blobs", 10000, 2, 0.3, 5},
+	{"blobs", 1000000, 2, 0.05, 5},
+	{"blobs", 1000000, 2, 0.04, 20},
+	{"blobs", 1000000, 2, 0.01, 1},
+	{"blobs", 1000000, 2, 0.01, 2},
+	{"blobs", 10000000, 2, 0.05, 5},
+	{"uniform", 1000000, 2, 0.1, 4},
+	{"uniform", 1000000, 2, 0.08, 2},
+	{"dups", 1000000, 2, 0.5, 10},
+	{"dups", 200000, 2, 1e-6, 300},
+	{"blobs", 100000, 2, 500.0, 5},		/* large eps: one cluster */
+	{"outliers", 20000, 2, 0.3, 5},		/* +-1e20 */
+	/* 3-D */
+	{"blobs", 1000000, 3, 0.15, 5},
+	{"uniform", 1000000, 3, 1.0, 3},
+	{"uniform", 1000000, 3, 0.6, 2},
+	{"dups", 1000000, 3, 2.0, 8},
+	{"gantao", 1000000, 3, 25.0, 2},
+	{"gantao", 2000000, 3, 25.0, 2},
+	{"gantao", 1000000, 3, 40.0, 10},
+	{"blobs", 100000, 3, 1000.0, 3},
+	/* 8-D */
+	{"blobs", 100000, 8, 1.2, 5},
+	{"uniform", 30000, 8, 25.0, 4},
+	{"dups", 100000, 8, 1.0, 20},
+	{"blobs", 10000, 8, 1000.0, 10},
+	/* 64-D */
+	{"blobs", 20000, 64, 9.0, 5},
+	{"uniform", 8000, 64, 240.0, 3},
+	{"dups", 10000, 64, 1.0, 5},
+
+	/*
+	 * Users' data: coordinates with two decimals and a round eps (neighbours
+	 * exactly one or five steps apart, decided by the float values), five
+	 * decimals of longitude / latitude, far outliers, many close clusters,
+	 * wide embedding-like rows.
+	 */
+	{"round2", 1000000, 2, 0.05, 5},
+	{"round2", 200000, 2, 0.01, 3},
+	{"round2", 200000, 3, 0.1, 4},
+	{"latlon", 1000000, 2, 0.0001, 5},
+	{"latlon", 200000, 2, 0.0005, 10},
+	{"far", 1000000, 2, 0.05, 5},
+	/* in 3-D the outliers widen the grid cells until blobs share a cell: quadratic, on the CPU too */
+	{"far", 100000, 3, 0.15, 5},
+	{"far", 50000, 8, 1.2, 5},
+	{"close", 1000000, 2, 0.3, 5},
+	{"close", 1000000, 2, 0.45, 20},
+	{"close", 500000, 3, 0.3, 5},
+	{"wide", 5000, 256, 0.5, 5},
+	{"wide", 3000, 768, 0.45, 4},
+};
+
+/*
+ * One data set: the reference once, the table under test with each grid it
+ * can use; every answer must equal the reference.  Prints one table row.
+ * Returns 1 when all agreed.
+ */
+static int
+db_differential(const db_case *c0)
+{
+	static const char *grid_names[] = {"auto", "fine", "coarse"};
+	static const gc_dbscan_grid grids[] = {GC_DBSCAN_GRID_AUTO, GC_DBSCAN_GRID_FINE, GC_DBSCAN_GRID_COARSE};
+	db_case		c = *c0;
+	float	   *x;
+	db_answer	ref,
+				t;
+	int64_t		ncore = 0,
+				nnoise = 0;
+	char		name[64],
+				verdict[2400] = "",
+				times[128] = "";
+	int			ngrids = c.d <= 3 ? 3 : 1;
+	int			all_ok = 1;
+
+	c.n = h_rows(c.n, c.d);
+	x = h_generate(c.shape, c.n, c.d);
+	db_alloc(&ref, c.n);
+	db_alloc(&t, c.n);
+	snprintf(name, sizeof(name), "%s-%dd", c.shape, c.d);
+
+	db_run(H.ref, &ref, x, c.n, c.d, c.eps, c.min_pts, NULL, NULL);
+	for (int64_t i = 0; ref.status == GC_OK && i < c.n; i++)
+	{
+		ncore += ref.is_core[i];
+		nnoise += ref.cluster[i] < 0;
+	}
+	for (int m = 0; m < ngrids; m++)
+	{
+		gc_tuning	tuning = gc_tuning_defaults();
+		char		one[2400],
+					what[160];
+		size_t		len = strlen(times);
+		int			ok;
+
+		tuning.dbscan_grid = grids[m];
+		db_run(H.test, &t, x, c.n, c.d, c.eps, c.min_pts, &tuning, NULL);
+		ok = db_compare(&ref, &t, c.n, one, sizeof(one));
+		snprintf(what, sizeof(what), "dbscan %s n=%lld eps=%g min_pts=%d grid %s", name,
+				 (long long) c.n, c.eps, c.min_pts, grid_names[m]);
+		h_check(ok, what, one);
+		snprintf(times + len, sizeof(times) - len, "%s%.2f", m ? " / " : "",
+				 H.cpu_only ? t.wall_ms : t.timing.compute_ms);
+		if (!ok && all_ok)
+		{
+			all_ok = 0;
+			snprintf(verdict, sizeof(verdict), "%s: %.2300s", grid_names[m], one);
+		}
+		else if (all_ok)
+			snprintf(verdict, sizeof(verdict), "%s", one);
+	}
+	printf("| %-11s | %8lld | %3d | %9g | %4d | %8lld | %8lld | %8lld | %9.1f | %s | %s |\n",
+		   name, (long long) c.n, c.d, c.eps, c.min_pts, (long long) ref.n_clusters,
+		   (long long) ncore, (long long) nnoise, ref.wall_ms, times, verdict);
+	fflush(stdout);
+	db_free(&ref);
+	db_free(&t);
+	free(x);
+	return all_ok;
+}
+
+/* The comparison notices a changed answer (one cluster number, one core flag, the count). */
+static void
+db_self_check(void)
+{
+	const int64_t n = 2000;
+	float	   *x = h_generate("blobs", n, 2);
+	db_answer	ref,
+				t;
+	char		verdict[2400];
+	int			noticed = 1;
+
+	db_alloc(&ref, n);
+	db_alloc(&t, n);
+	db_run(H.ref, &ref, x, n, 2, 1.0, 5, NULL, NULL);
+	for (int what = 0; what < 3; what++)
+	{
+		db_run(H.test, &t, x, n, 2, 1.0, 5, NULL, NULL);
+		if (what == 0)
+			t.cluster[n / 2] += 1;
+		else if (what == 1)
+			t.is_core[n - 1] ^= 1;
+		else
+			t.n_clusters += 1;
+		noticed &= !db_compare(&ref, &t, n, verdict, sizeof(verdict));
+	}
+	h_check(noticed && ref.status == GC_OK, "dbscan comparison notices a changed answer",
+			noticed ? ref.error : "a changed cluster number, core flag or count was called identical");
+	db_free(&ref);
+	db_free(&t);
+	free(x);
+}
+
+/* ------------------------------------------------------------------ error paths */
+
+static void
+db_memory_row(const char *check, gc_status got, gc_status want, const char *detail, int64_t before,
+			  int64_t after)
+{
+	char		mem[64];
+
+	printf("| %s | %s | %s | %s |\n", check, got == want ? gc_h_status_name(got) : "UNEXPECTED", detail,
+		   h_memory_text(before, after, mem, sizeof(mem)));
+	fflush(stdout);
+}
+
+/* The free device memory after a call is what it was before (only with a device). */
+static void
+db_memory_check(const char *what, int64_t before, const char *detail)
+{
+	int64_t		after;
+	char		buf[1600];
+
+	if (H.cpu_only)
+		return;
+	after = h_free_device_memory();
+	snprintf(buf, sizeof(buf), "%s; free device memory %lld -> %lld", detail, (long long) before,
+			 (long long) after);
+	h_check(before >= 0 && after == before, what, buf);
+}
+
+/* Out of device memory: an input 1.1 times the device's size, mapped but never touched. */
+static void
+db_out_of_memory(int64_t before)
+{
+	const int32_t bd = 1024;
+	const int64_t bn = (int64_t) ((double) H.device.total_memory * 1.1 / (sizeof(float) * bd)) + 1;
+	size_t		bytes = sizeof(float) * (size_t) bn * bd;
+	float	   *big = (float *) mmap(NULL, bytes, PROT_READ | PROT_WRITE,
+									 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	char		detail[1400];
+
+	if (big == MAP_FAILED)
+	{
+		printf("| out of memory | skipped | could not map %zu bytes of host memory | |\n", bytes);
+		return;
+	}
+	{
+		db_answer	b;
+		int64_t		after;
+		double		t0 = gc_h_now_ms();
+
+		memset(&b, 0, sizeof(b));
+		b.cluster = (int32_t *) mmap(NULL, sizeof(int32_t) * (size_t) bn, PROT_READ | PROT_WRITE,
+									 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+		b.is_core = (uint8_t *) mmap(NULL, (size_t) bn, PROT_READ | PROT_WRITE,
+									 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+		if (b.cluster == MAP_FAILED || b.is_core == MAP_FAILED)
+		{
+			printf("| out of memory | skipped | could not map the result arrays | |\n");
+			munmap(big, bytes);
+			return;
+		}
+		db_run(H.test, &b, big, bn, bd, 1.0, 5, NULL, NULL);
+		after = h_free_device_memory();
+		snprintf(detail, sizeof(detail),
+				 "%lld x %d floats (%.1f GiB): status %s (%s), bytes_needed %lld, device total %lld, %.1f ms",
+				 (long long) bn, bd, bytes / 1073741824.0, gc_h_status_name(b.status), b.error,
+				 (long long) b.timing.bytes_needed, (long long) H.device.total_memory, gc_h_now_ms() - t0);
+		h_check(b.status == GC_ERR_OUT_OF_MEMORY, "dbscan out of device memory", detail);
+		h_check(b.timing.bytes_needed > H.device.free_memory, "dbscan bytes needed reported", detail);
+		db_memory_check("device memory after out of memory", before, detail);
+		db_memory_row("out of memory", b.status, GC_ERR_OUT_OF_MEMORY, detail, before, after);
+		munmap(big, bytes);
+		munmap(b.cluster, sizeof(int32_t) * (size_t) bn);
+		munmap(b.is_core, (size_t) bn);
+	}
+}
+
+static void
+db_error_paths(void)
+{
+	/* On the GPU a large set, so that the work has many steps; the CPU asks every few thousand rows. */
+	const int64_t n = H.cpu_only ? 200000 : 10000000;
+	const int32_t d = 2;
+	float	   *x = h_generate("blobs", n, d);
+	db_answer	a;
+	int64_t		before;
+	char		detail[1400];
+
+	db_alloc(&a, n);
+
+	/* Warm-up: every kernel of this path loaded, so free memory is stable. */
+	db_run(H.test, &a, x, n, d, 0.05, 5, NULL, NULL);
+	h_check(a.status == GC_OK, "dbscan warm-up run", a.error);
+	before = h_free_device_memory();
+
+	printf("\n| DBSCAN error path (%lld rows) | status | detail | free device memory before -> after |\n"
+		   "|---|---|---|---|\n", (long long) n);
+	for (int yes_after = 1; yes_after <= 6; yes_after++)
+	{
+		gc_h_cancel c = {0, yes_after, 0, 0};
+		double		t_end;
+		char		what[64];
+
+		db_run(H.test, &a, x, n, d, 0.05, 5, NULL, &c);
+		t_end = gc_h_now_ms();
+		/* the time from the first yes to the return is printed to be read, not checked */
+		snprintf(detail, sizeof(detail),
+				 "yes at question %d: status %s (%s), %.2f ms from yes to return, %.1f ms in all",
+				 yes_after, gc_h_status_name(a.status), a.error, c.t_yes > 0 ? t_end - c.t_yes : -1.0,
+				 a.wall_ms);
+		snprintf(what, sizeof(what), "dbscan cancel at question %d", yes_after);
+		h_check(a.status == GC_ERR_CANCELLED, what, detail);
+		db_memory_check("device memory after cancel", before, detail);
+		snprintf(what, sizeof(what), "cancel at question %d", yes_after);
+		db_memory_row(what, a.status, GC_ERR_CANCELLED, detail, before, h_free_device_memory());
+	}
+
+	/* A callback that never says yes is asked, and the run completes. */
+	{
+		gc_h_cancel c = {0, 0, 0, 0};
+
+		db_run(H.test, &a, x, n, d, 0.05, 5, NULL, &c);
+		snprintf(detail, sizeof(detail), "status %s, asked %d times", gc_h_status_name(a.status), c.calls);
+		h_check(a.status == GC_OK && c.calls >= 5, "dbscan cancel callback asked during a full run", detail);
+		printf("| callback never says yes | %s | %s | |\n", a.status == GC_OK ? "GC_OK" : "UNEXPECTED", detail);
+	}
+
+	/* Bad parameters: both back ends check them at the entry. */
+	{
+		float		y[4] = {0, 0, 1, 1};
+		db_answer	b;
+
+		db_alloc(&b, 2);
+		db_run(H.test, &b, y, 2, 2, -1.0, 5, NULL, NULL);
+		snprintf(detail, sizeof(detail), "status %s (%s)", gc_h_status_name(b.status), b.error);
+		h_check(b.status == GC_ERR_INVALID_ARGUMENT, "dbscan negative eps", detail);
+		db_memory_row("eps = -1", b.status, GC_ERR_INVALID_ARGUMENT, detail, before, h_free_device_memory());
+		db_free(&b);
+	}
+
+	/* An error after the upload: a non-finite coordinate (the glue checks it for the CPU). */
+	if (H.cpu_only)
+		printf("| NaN coordinate | skipped | GPU only | |\n");
+	else
+	{
+		float		saved = x[(n / 2) * d + 1];
+
+		x[(n / 2) * d + 1] = NAN;
+		db_run(H.test, &a, x, n, d, 0.05, 5, NULL, NULL);
+		x[(n / 2) * d + 1] = saved;
+		snprintf(detail, sizeof(detail), "status %s (%s)", gc_h_status_name(a.status), a.error);
+		h_check(a.status == GC_ERR_INVALID_ARGUMENT, "dbscan non-finite coordinate", detail);
+		db_memory_check("device memory after an error", before, detail);
+		db_memory_row("NaN coordinate", a.status, GC_ERR_INVALID_ARGUMENT, detail, before,
+					  h_free_device_memory());
+	}
+	free(x);
+	db_free(&a);
+
+	if (H.cpu_only)
+		printf("| out of memory | skipped | GPU only | |\n");
+	else
+		db_out_of_memory(before);
+
+	/* The back end still works after all that, with the same answer as the CPU. */
+	{
+		db_case		c = {"blobs", 100000, 2, 0.3, 5};
+
+		printf("\nafter the error paths:\n");
+		db_differential(&c);
+	}
+}
+
+void
+dbscan_checks(void)
+{
+	printf("\n## DBSCAN: %s against cpu\n\n"
+		   "| data | n | d | eps | min_pts | clusters | core | noise | cpu ms | %s %s (auto / fine / coarse grid) | result |\n"
+		   "|---|---|---|---|---|---|---|---|---|---|---|\n",
+		   h_test_name(), h_test_name(), H.cpu_only ? "wall ms" : "compute ms");
+	fflush(stdout);
+	for (size_t i = 0; i < sizeof(db_cases) / sizeof(db_cases[0]); i++)
+		db_differential(&db_cases[i]);
+	db_self_check();
+	db_error_paths();
+}

@@ -1,0 +1,736 @@
+/*
+ * check_kmeans.c
+ *    k-means of the table under test (the GPU back end) against the CPU
+ *    back end, part of gpu_vs_cpu (see gpu_vs_cpu.c).  These are the cases
+ *    of the former `bench/kmeans_bench.sh check`, on the shared data sets,
+ *    plus users' shapes.
+ *
+ * Both back ends start from the same centroids (common/kmeans_init.h) and
+ * stop by the same rule, but sum the centroids in different orders, so the
+ * centroids may differ in their last bits and a row at a tie between two
+ * centroids may go either way, which may then move the centroids further.
+ * Hence three rules, one per case:
+ *
+ *   exact       no label differs, and the inertia agrees within 1e-6
+ *               (well-separated blobs: no row is near a tie);
+ *   near ties   every row whose label differs is a near tie, and the
+ *               inertia agrees within the case's limit.  A row is a near
+ *               tie when its distances to the two centroids (the CPU's a,
+ *               the other's b; the CPU's final centroids) differ by at most
+ *               2 s + 2 f: s the largest distance between a CPU centroid
+ *               and the other back end's same centroid, which bounds how far
+ *               the other back end's distances lie from the CPU's, and f a
+ *               bound on the FP32 rounding of the GPU's low-dimension kernel
+ *               (2^-22 (sqrt(d) (|x|max + |c|max) + d dist): four times the
+ *               rounding of a float centroid and of the sum of squares).
+ *               Both back ends label each row by its nearest final
+ *               centroid, so no other row can differ;
+ *   report      only printed (TF32 products without the check).
+ *
+ * The tuning knobs of the GPU product are exercised through gc_tuning
+ * (kmeans_gemm = SGEMM, kmeans_window = 1e6 so that every centroid is a
+ * candidate and both fallbacks run, kmeans_chunk_rows so that the chunked
+ * path runs on small data); the CPU answer, which no knob changes, is
+ * computed once per case.  Then: the table under test twice on the same
+ * input must give the same answer, and cancel.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+
+typedef enum km_rule
+{
+	KM_EXACT,
+	KM_NEAR_TIES,
+	KM_REPORT
+} km_rule;
+
+typedef struct km_answer
+{
+	int32_t    *labels;
+	double	   *distance;
+	double	   *centroids;
+	int64_t    *sizes;
+	double	   *inertia;
+	int32_t		iterations;
+	gc_timing	timing;
+	double		wall_ms;
+	gc_status	status;
+	char		error[1024];
+} km_answer;
+
+static void
+km_alloc(km_answer *a, int64_t n, int32_t k, int32_t d)
+{
+	memset(a, 0, sizeof(*a));
+	a->labels = (int32_t *) malloc(sizeof(int32_t) * (size_t) n);
+	a->distance = (double *) malloc(sizeof(double) * (size_t) n);
+	a->centroids = (double *) malloc(sizeof(double) * (size_t) k * (size_t) d);
+	a->sizes = (int64_t *) malloc(sizeof(int64_t) * (size_t) k);
+	a->inertia = (double *) malloc(sizeof(double) * (size_t) k);
+	if (!a->labels || !a->distance || !a->centroids || !a->sizes || !a->inertia)
+	{
+		fprintf(stderr, "gpu_vs_cpu: out of host memory\n");
+		exit(2);
+	}
+}
+
+static void
+km_free(km_answer *a)
+{
+	free(a->labels);
+	free(a->distance);
+	free(a->centroids);
+	free(a->sizes);
+	free(a->inertia);
+}
+
+static double
+km_total_inertia(const km_answer *a, int32_t k)
+{
+	double		s = 0.0;
+
+	for (int32_t j = 0; j < k; j++)
+		s += a->inertia[j];
+	return s;
+}
+
+static gc_kmeans_params
+km_params(int32_t k, gc_kmeans_init init, const double *given, int32_t max_iter, double tol,
+		  gc_precision precision)
+{
+	gc_kmeans_params p;
+
+	memset(&p, 0, sizeof(p));
+	p.struct_size = sizeof(p);
+	p.k = k;
+	p.max_iter = max_iter;
+	p.tol = tol;
+	p.seed = 7;
+	p.init = init;
+	p.initial_centroids = given;
+	p.precision = precision;
+	return p;
+}
+
+static void
+km_run(const gc_backend_api *api, km_answer *a, const float *x, int64_t n, int32_t d,
+	   const gc_kmeans_params *p, const gc_tuning *tuning, gc_h_cancel *cancel)
+{
+	gc_kmeans_result r;
+	gc_exec		e = gc_h_exec(tuning, cancel, &a->timing);
+	double		t0;
+
+	memset(&r, 0, sizeof(r));
+	r.labels = a->labels;
+	r.distance = a->distance;
+	r.centroids = a->centroids;
+	r.sizes = a->sizes;
+	r.inertia = a->inertia;
+	t0 = gc_h_now_ms();
+	a->status = api->kmeans(&e, x, n, d, p, &r);
+	a->wall_ms = gc_h_now_ms() - t0;
+	a->iterations = r.iterations;
+	if (a->status == GC_OK)
+		a->error[0] = '\0';
+	else
+		gc_h_error_text(api, a->error, sizeof(a->error));
+}
+
+/* Squared distance of a row to a centroid, in double in dimension order (as the CPU computes it). */
+static double
+km_dist2(const float *row, const double *c, int32_t d)
+{
+	double		s = 0.0;
+
+	for (int32_t j = 0; j < d; j++)
+	{
+		double		t = (double) row[j] - c[j];
+
+		s += t * t;
+	}
+	return s;
+}
+
+/* What a comparison found. */
+typedef struct km_diff
+{
+	int64_t		mismatches;
+	int64_t		near_ties;
+	double		rel_inertia;
+	double		max_centroid_diff;	/* largest coordinate difference */
+	double		max_centroid_shift; /* largest distance between a pair of same centroids */
+	double		max_distance_diff;	/* over rows with the same label */
+} km_diff;
+
+/*
+ * Compares an answer with the reference under a rule; returns 1 when they
+ * agree and writes the verdict.
+ */
+static int
+km_compare(const float *x, int64_t n, int32_t d, int32_t k, const km_answer *ref, const km_answer *t,
+		   km_rule rule, double max_rel_inertia, km_diff *df, char *verdict, size_t size)
+{
+	double		max_abs_c = 0.0;
+	double		ir,
+				it;
+	int			ok;
+
+	memset(df, 0, sizeof(*df));
+	if (ref->status != GC_OK || t->status != GC_OK)
+	{
+		int			same = ref->status == t->status && strcmp(ref->error, t->error) == 0;
+
+		if (same)
+			snprintf(verdict, size, "same error on both: %s (%s)", gc_h_status_name(t->status), t->error);
+		else
+			snprintf(verdict, size, "ERROR: cpu %s (%s), %s %s (%s)", gc_h_status_name(ref->status),
+					 ref->error, h_test_name(), gc_h_status_name(t->status), t->error);
+		return same;
+	}
+	for (int32_t j = 0; j < k; j++)
+	{
+		double		s = 0.0;
+
+		for (int32_t c = 0; c < d; c++)
+		{
+			double		u = ref->centroids[(int64_t) j * d + c] - t->centroids[(int64_t) j * d + c];
+
+			df->max_centroid_diff = fmax(df->max_centroid_diff, fabs(u));
+			max_abs_c = fmax(max_abs_c, fabs(ref->centroids[(int64_t) j * d + c]));
+			s += u * u;
+		}
+		/* NaN-safe: a NaN centroid makes the shift infinite, so every later test fails loudly */
+		df->max_centroid_shift = fmax(df->max_centroid_shift, isnan(s) ? INFINITY : sqrt(s));
+	}
+	for (int64_t i = 0; i < n; i++)
+	{
+		int32_t		a = ref->labels[i],
+					b = t->labels[i];
+
+		if (a == b)
+		{
+			df->max_distance_diff = fmax(df->max_distance_diff, fabs(ref->distance[i] - t->distance[i]));
+			continue;
+		}
+		df->mismatches++;
+		if (a >= 0 && a < k && b >= 0 && b < k)
+		{
+			const float *row = x + i * d;
+			double		max_abs_x = 0.0,
+						da,
+						db,
+						fp32;
+
+			for (int32_t c = 0; c < d; c++)
+				max_abs_x = fmax(max_abs_x, fabs((double) row[c]));
+			da = sqrt(km_dist2(row, ref->centroids + (int64_t) a * d, d));
+			db = sqrt(km_dist2(row, ref->centroids + (int64_t) b * d, d));
+			/* 2^-22: four times the rounding of a float centroid or difference */
+			fp32 = 2.384185791015625e-7 * (sqrt((double) d) * (max_abs_x + max_abs_c) + d * db);
+			if (db - da <= 2.0 * df->max_centroid_shift + 2.0 * fp32 + 1e-12 * (1.0 + db))
+				df->near_ties++;
+		}
+	}
+	ir = km_total_inertia(ref, k);
+	it = km_total_inertia(t, k);
+	df->rel_inertia = fabs(ir - it) / fmax(ir, 1e-300);
+	if (isnan(it))
+		df->rel_inertia = INFINITY;
+	switch (rule)
+	{
+		case KM_EXACT:
+			ok = df->mismatches == 0 && df->rel_inertia <= 1e-6;
+			break;
+		case KM_NEAR_TIES:
+			ok = df->mismatches == df->near_ties && df->rel_inertia <= max_rel_inertia;
+			break;
+		default:
+			ok = 1;
+			break;
+	}
+	if (rule == KM_REPORT)
+		snprintf(verdict, size, "report only");
+	else if (ok)
+		snprintf(verdict, size, df->mismatches ? "agree (near ties only)" : "identical labels");
+	else
+		snprintf(verdict, size, "DIFFERENT: %lld labels (%lld near ties), inertia rel diff %.2e (limit %.0e)",
+				 (long long) df->mismatches, (long long) df->near_ties, df->rel_inertia,
+				 rule == KM_EXACT ? 1e-6 : max_rel_inertia);
+	return ok;
+}
+
+/* ------------------------------------------------------------------ cases */
+
+typedef struct km_variant
+{
+	const char *name;
+	gc_tuning	tuning;
+} km_variant;
+
+static km_variant
+km_v_default(void)
+{
+	km_variant	v = {"default", gc_tuning_defaults()};
+
+	return v;
+}
+
+static km_variant
+km_v_sgemm(void)
+{
+	km_variant	v = {"gemm=sgemm", gc_tuning_defaults()};
+
+	v.tuning.kmeans_gemm = GC_KMEANS_GEMM_SGEMM;
+	return v;
+}
+
+static km_variant
+km_v_window(double w)
+{
+	km_variant	v = {"window x1e6", gc_tuning_defaults()};
+
+	v.tuning.kmeans_window = w;
+	return v;
+}
+
+static km_variant
+km_v_chunks(int64_t rows)
+{
+	km_variant	v = {"chunk_rows=100000", gc_tuning_defaults()};
+
+	v.tuning.kmeans_chunk_rows = rows;
+	return v;
+}
+
+static const char *
+km_init_name(gc_kmeans_init i)
+{
+	return i == GC_KMEANS_INIT_PLUSPLUS ? "k-means++" : i == GC_KMEANS_INIT_RANDOM ? "random" : "given";
+}
+
+static const char *
+km_rule_name(km_rule r)
+{
+	return r == KM_EXACT ? "exact" : r == KM_NEAR_TIES ? "near ties" : "report";
+}
+
+/* A data set and, for the separated blobs, their centres. */
+typedef struct km_data
+{
+	const char *shape;
+	float	   *x;
+	int64_t		n;
+	int32_t		d;
+	int32_t		kc;				/* centres of the separated blobs */
+	double	   *centres;		/* [kc, d] */
+} km_data;
+
+static km_data
+km_separated(int64_t n, int32_t d, int32_t kc, double offset)
+{
+	km_data		D;
+
+	D.shape = "separated";
+	D.n = h_rows(n, d);
+	D.d = d;
+	D.kc = kc;
+	D.x = gc_td_alloc(D.n, d);
+	D.centres = (double *) malloc(sizeof(double) * (size_t) kc * (size_t) d);
+	if (!D.x || !D.centres ||
+		gc_td_separated(D.x, D.n, d, kc, offset, gc_td_seed("separated", n, d) + (uint64_t) kc, D.centres,
+						NULL) != 0)
+	{
+		fprintf(stderr, "gpu_vs_cpu: out of host memory\n");
+		exit(2);
+	}
+	return D;
+}
+
+static km_data
+km_named(const char *shape, int64_t n, int32_t d)
+{
+	km_data		D;
+
+	D.shape = shape;
+	D.n = h_rows(n, d);
+	D.d = d;
+	D.kc = 0;
+	D.centres = NULL;
+	D.x = h_generate(shape, D.n, d);
+	return D;
+}
+
+static void
+km_data_free(km_data *D)
+{
+	free(D->x);
+	free(D->centres);
+}
+
+/* The first k centres of the blobs, each coordinate moved by shift (a start near the truth). */
+static double *
+km_near_truth(const km_data *D, int32_t k, double shift)
+{
+	double	   *c = (double *) malloc(sizeof(double) * (size_t) k * (size_t) D->d);
+
+	for (int64_t i = 0; i < (int64_t) k * D->d; i++)
+		c[i] = D->centres[i] + shift;
+	return c;
+}
+
+/*
+ * One case: the CPU once, the table under test once per variant; prints a
+ * table row per variant and counts a check per variant.
+ */
+static void
+km_case(const km_data *D, const char *label, const gc_kmeans_params *p, const km_variant *variants,
+		int nvariants, km_rule rule, double max_rel_inertia)
+{
+	km_answer	ref,
+				t;
+
+	km_alloc(&ref, D->n, p->k, D->d);
+	km_alloc(&t, D->n, p->k, D->d);
+	km_run(H.ref, &ref, D->x, D->n, D->d, p, NULL, NULL);
+	for (int v = 0; v < nvariants; v++)
+	{
+		km_diff		df;
+		char		verdict[2400],
+					what[256],
+					counts[96] = "";
+		int			ok;
+
+		km_run(H.test, &t, D->x, D->n, D->d, p, &variants[v].tuning, NULL);
+		ok = km_compare(D->x, D->n, D->d, p->k, &ref, &t, rule, max_rel_inertia, &df, verdict, sizeof(verdict));
+		snprintf(what, sizeof(what), "kmeans %s %lld x %d k=%d %s, %s", label, (long long) D->n, D->d, p->k,
+				 km_init_name(p->init), variants[v].name);
+		h_check(ok, what, verdict);
+		if (D->d > 32 && t.status == GC_OK)
+			snprintf(counts, sizeof(counts), "%lld / %lld / %lld", (long long) t.timing.counts[0],
+					 (long long) t.timing.counts[1], (long long) t.timing.counts[2]);
+		printf("| %-24s | %8lld x %-3d | %4d | %-9s | %-17s | %-9s | %3d / %3d | %lld (%lld) | %.2e | %.2e | %.2e "
+			   "| %8.0f | %8.0f | %s | %s |\n",
+			   label, (long long) D->n, D->d, p->k, km_init_name(p->init), variants[v].name,
+			   km_rule_name(rule), ref.iterations, t.iterations, (long long) df.mismatches,
+			   (long long) df.near_ties, df.rel_inertia, df.max_centroid_diff, df.max_distance_diff,
+			   ref.wall_ms, t.wall_ms, counts, verdict);
+		fflush(stdout);
+	}
+	km_free(&ref);
+	km_free(&t);
+}
+
+/* The comparison notices a label moved to another cluster, also under the near-tie rule. */
+static void
+km_self_check(void)
+{
+	km_data		D = km_separated(4000, 2, 4, 0.0);
+	gc_kmeans_params p = km_params(4, GC_KMEANS_INIT_PLUSPLUS, NULL, 100, 1e-4, GC_PRECISION_FP32);
+	km_answer	ref,
+				t;
+	km_diff		df;
+	char		verdict[2400];
+	int			noticed;
+
+	km_alloc(&ref, D.n, 4, 2);
+	km_alloc(&t, D.n, 4, 2);
+	km_run(H.ref, &ref, D.x, D.n, 2, &p, NULL, NULL);
+	km_run(H.test, &t, D.x, D.n, 2, &p, NULL, NULL);
+	noticed = km_compare(D.x, D.n, 2, 4, &ref, &t, KM_EXACT, 1e-6, &df, verdict, sizeof(verdict));
+	t.labels[D.n / 2] = (t.labels[D.n / 2] + 1) % 4;
+	noticed = noticed && !km_compare(D.x, D.n, 2, 4, &ref, &t, KM_EXACT, 1e-6, &df, verdict, sizeof(verdict));
+	noticed = noticed && !km_compare(D.x, D.n, 2, 4, &ref, &t, KM_NEAR_TIES, 1.0, &df, verdict, sizeof(verdict));
+	h_check(noticed, "kmeans comparison notices a changed label",
+			"an unchanged answer was called different, or a label moved across separated blobs "
+			"was called identical or a near tie");
+	km_free(&ref);
+	km_free(&t);
+	km_data_free(&D);
+
+	/*
+	 * The near-tie rule on a made-up answer: rows 0, 1, 2 at 0, 1, 2 and
+	 * centroids at 0.5 and 1.5.  Row 1 is at an exact tie: the other label
+	 * is a near tie (not allowed by the exact rule); row 0 is not.
+	 */
+	{
+		float		x3[3] = {0.0f, 1.0f, 2.0f};
+		int32_t		lr[3] = {0, 0, 1},
+					lt[3] = {0, 1, 1};
+		double		dist[3] = {0.5, 0.5, 0.5},
+					cen[2] = {0.5, 1.5},
+					inertia[2] = {0.5, 0.25};
+		int64_t		sizes[2] = {2, 1};
+		km_answer	r3,
+					t3;
+		int			ok;
+
+		memset(&r3, 0, sizeof(r3));
+		r3.labels = lr;
+		r3.distance = dist;
+		r3.centroids = cen;
+		r3.sizes = sizes;
+		r3.inertia = inertia;
+		t3 = r3;
+		t3.labels = lt;
+		ok = km_compare(x3, 3, 1, 2, &r3, &t3, KM_NEAR_TIES, 1e-6, &df, verdict, sizeof(verdict)) &&
+			df.near_ties == 1 &&
+			!km_compare(x3, 3, 1, 2, &r3, &t3, KM_EXACT, 1e-6, &df, verdict, sizeof(verdict));
+		lt[0] = 1;
+		ok = ok && !km_compare(x3, 3, 1, 2, &r3, &t3, KM_NEAR_TIES, 1e-6, &df, verdict, sizeof(verdict)) &&
+			df.near_ties == 1 && df.mismatches == 2;
+		h_check(ok, "kmeans near-tie rule on a made-up answer",
+				"a row at an exact tie was not called a near tie, or a row far from one was");
+	}
+}
+
+/* The table under test twice on one input: the same labels and centroids. */
+static void
+km_twice(void)
+{
+	km_data		D = km_named("unit", 2000000, 5);
+	gc_kmeans_params p = km_params(64, GC_KMEANS_INIT_PLUSPLUS, NULL, 30, 1e-4, GC_PRECISION_FP32);
+	km_answer	a,
+				b;
+	int			same;
+	char		detail[256];
+
+	km_alloc(&a, D.n, 64, 5);
+	km_alloc(&b, D.n, 64, 5);
+	km_run(H.test, &a, D.x, D.n, 5, &p, NULL, NULL);
+	km_run(H.test, &b, D.x, D.n, 5, &p, NULL, NULL);
+	same = a.status == GC_OK && b.status == GC_OK &&
+		memcmp(a.labels, b.labels, sizeof(int32_t) * (size_t) D.n) == 0 &&
+		memcmp(a.centroids, b.centroids, sizeof(double) * 64 * 5) == 0;
+	snprintf(detail, sizeof(detail), "status %s / %s", gc_h_status_name(a.status), gc_h_status_name(b.status));
+	h_check(same, "kmeans: the same call twice gives the same answer", detail);
+	printf("\n%s twice on %lld x 5 uniform, k=64: %s\n", h_test_name(), (long long) D.n,
+		   same ? "identical" : "DIFFERENT");
+	km_free(&a);
+	km_free(&b);
+	km_data_free(&D);
+}
+
+/* Cancel and a bad parameter, with the device memory before and after. */
+static void
+km_error_paths(void)
+{
+	km_data		D = km_separated(H.cpu_only ? 200000 : 10000000, 2, 8, 0.0);
+	gc_kmeans_params p = km_params(8, GC_KMEANS_INIT_PLUSPLUS, NULL, 300, 1e-4, GC_PRECISION_FP32);
+	km_answer	a;
+	int64_t		before,
+				after;
+	char		detail[1400],
+				mem[64];
+
+	km_alloc(&a, D.n, 8, 2);
+	km_run(H.test, &a, D.x, D.n, 2, &p, NULL, NULL);	/* warm-up */
+	h_check(a.status == GC_OK, "kmeans warm-up run", a.error);
+	before = h_free_device_memory();
+	printf("\n| k-means error path (%lld rows) | status | detail | free device memory before -> after |\n"
+		   "|---|---|---|---|\n", (long long) D.n);
+	{
+		gc_h_cancel c = {0, 1, 0, 0};
+
+		km_run(H.test, &a, D.x, D.n, 2, &p, NULL, &c);
+		after = h_free_device_memory();
+		snprintf(detail, sizeof(detail), "status %s (%s), %.1f ms", gc_h_status_name(a.status), a.error,
+				 a.wall_ms);
+		h_check(a.status == GC_ERR_CANCELLED, "kmeans cancel at the first question", detail);
+		if (!H.cpu_only)
+			h_check(after == before, "kmeans device memory after cancel", detail);
+		printf("| cancel at the first question | %s | %s | %s |\n",
+			   a.status == GC_ERR_CANCELLED ? "GC_ERR_CANCELLED" : "UNEXPECTED", detail,
+			   h_memory_text(before, after, mem, sizeof(mem)));
+	}
+	{
+		gc_h_cancel c = {0, 0, 0, 0};
+
+		km_run(H.test, &a, D.x, D.n, 2, &p, NULL, &c);
+		snprintf(detail, sizeof(detail), "status %s, asked %d times", gc_h_status_name(a.status), c.calls);
+		h_check(a.status == GC_OK && c.calls >= 1, "kmeans cancel callback asked during a full run", detail);
+		printf("| callback never says yes | %s | %s | |\n", a.status == GC_OK ? "GC_OK" : "UNEXPECTED", detail);
+	}
+	{
+		gc_kmeans_params bad = km_params(0, GC_KMEANS_INIT_PLUSPLUS, NULL, 300, 1e-4, GC_PRECISION_FP32);
+
+		km_run(H.test, &a, D.x, D.n, 2, &bad, NULL, NULL);
+		after = h_free_device_memory();
+		snprintf(detail, sizeof(detail), "status %s (%s)", gc_h_status_name(a.status), a.error);
+		h_check(a.status == GC_ERR_INVALID_ARGUMENT, "kmeans k = 0", detail);
+		printf("| k = 0 | %s | %s | %s |\n",
+			   a.status == GC_ERR_INVALID_ARGUMENT ? "GC_ERR_INVALID_ARGUMENT" : "UNEXPECTED", detail,
+			   h_memory_text(before, after, mem, sizeof(mem)));
+	}
+	km_free(&a);
+	km_data_free(&D);
+}
+
+void
+kmeans_checks(void)
+{
+	const gc_precision F = GC_PRECISION_FP32;
+	km_variant	dflt[1] = {km_v_default()};
+
+	printf("\n## k-means: %s against cpu\n\n"
+		   "| case | n x d | k | init | tuning | rule | iterations cpu / %s | label mismatches (near ties) "
+		   "| inertia rel diff | max centroid diff | max distance diff | cpu ms | %s ms "
+		   "| decided in double / candidates / to FP32 | result |\n"
+		   "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
+		   h_test_name(), h_test_name(), h_test_name());
+	fflush(stdout);
+	{
+		km_data		D = km_separated(10000000, 2, 8, 0.0);
+		double	   *c0 = km_near_truth(&D, 8, 0.3);
+		gc_kmeans_params g = km_params(8, GC_KMEANS_INIT_GIVEN, c0, 300, 1e-4, F);
+		gc_kmeans_params pp = km_params(8, GC_KMEANS_INIT_PLUSPLUS, NULL, 300, 1e-4, F);
+
+		km_case(&D, "fused update", &g, dflt, 1, KM_EXACT, 1e-6);
+		km_case(&D, "k-means++ on the device", &pp, dflt, 1, KM_EXACT, 1e-6);
+		free(c0);
+		km_data_free(&D);
+	}
+	{
+		km_data		D = km_separated(1000000, 2, 100, 0.0);
+		gc_kmeans_params pp = km_params(100, GC_KMEANS_INIT_PLUSPLUS, NULL, 300, 1e-4, F);
+
+		km_case(&D, "k=100", &pp, dflt, 1, KM_EXACT, 1e-6);
+		km_data_free(&D);
+	}
+	{
+		km_data		D = km_separated(500000, 12, 300, 0.0);
+		gc_kmeans_params r = km_params(300, GC_KMEANS_INIT_RANDOM, NULL, 300, 1e-4, F);
+
+		km_case(&D, "sorted update", &r, dflt, 1, KM_EXACT, 1e-6);
+		km_data_free(&D);
+	}
+	{
+		km_data		D = km_separated(500000, 32, 50, 0.0);
+		gc_kmeans_params pp = km_params(50, GC_KMEANS_INIT_PLUSPLUS, NULL, 300, 1e-4, F);
+
+		km_case(&D, "d=32", &pp, dflt, 1, KM_EXACT, 1e-6);
+		km_data_free(&D);
+	}
+	{
+		km_data		D = km_separated(200000, 100, 64, 0.0);
+		km_variant	both[2] = {km_v_default(), km_v_sgemm()};
+		gc_kmeans_params pp = km_params(64, GC_KMEANS_INIT_PLUSPLUS, NULL, 300, 1e-4, F);
+		gc_kmeans_params r = km_params(64, GC_KMEANS_INIT_RANDOM, NULL, 300, 1e-4, F);
+		gc_kmeans_params tf = km_params(64, GC_KMEANS_INIT_PLUSPLUS, NULL, 300, 1e-4, GC_PRECISION_TF32);
+
+		km_case(&D, "GEMM, checked", &pp, both, 2, KM_EXACT, 1e-6);
+		/* random rows may put two centres in one blob, whose split is then a near tie */
+		km_case(&D, "GEMM, two in a blob", &r, dflt, 1, KM_NEAR_TIES, 1e-5);
+		km_case(&D, "precision tf32", &tf, dflt, 1, KM_REPORT, 0);
+		km_data_free(&D);
+	}
+	{
+		km_data		D = km_separated(100000, 300, 500, 0.0);
+		km_variant	both[2] = {km_v_default(), km_v_window(1e6)};
+		gc_kmeans_params pp = km_params(500, GC_KMEANS_INIT_PLUSPLUS, NULL, 300, 1e-4, F);
+
+		/* a window a million times wider: every centroid a candidate, both fallbacks run */
+		km_case(&D, "GEMM, k=500", &pp, both, 2, KM_EXACT, 1e-6);
+		km_data_free(&D);
+	}
+	{
+		km_data		D = km_separated(300000, 64, 10, 1000.0);
+		double	   *c0 = km_near_truth(&D, 10, 0.5);
+		km_variant	both[2] = {km_v_default(), km_v_sgemm()};
+		gc_kmeans_params g = km_params(10, GC_KMEANS_INIT_GIVEN, c0, 300, 1e-4, F);
+
+		km_case(&D, "offset 1000", &g, both, 2, KM_EXACT, 1e-6);
+		free(c0);
+		km_data_free(&D);
+	}
+	{
+		km_data		D = km_separated(1000000, 8, 20, 0.0);
+		double	   *c0 = km_near_truth(&D, 20, 0.2);
+		km_variant	both[2] = {km_v_default(), km_v_chunks(100000)};
+		gc_kmeans_params g = km_params(20, GC_KMEANS_INIT_GIVEN, c0, 300, 1e-4, F);
+		gc_kmeans_params pp = km_params(20, GC_KMEANS_INIT_PLUSPLUS, NULL, 300, 1e-4, F);
+
+		km_case(&D, "chunks", &g, both, 2, KM_EXACT, 1e-6);
+		km_case(&D, "chunks", &pp, both, 2, KM_EXACT, 1e-6);
+		free(c0);
+		km_data_free(&D);
+	}
+	{
+		/* four blobs, five centroids: the fifth far away, empty after the first assignment */
+		km_data		D = km_separated(100000, 2, 4, 0.0);
+		double		c0[10];
+		gc_kmeans_params g = km_params(5, GC_KMEANS_INIT_GIVEN, c0, 300, 1e-4, F);
+
+		for (int i = 0; i < 8; i++)
+			c0[i] = D.centres[i] + 0.1;
+		c0[8] = 1e4;
+		c0[9] = 1e4;
+		km_case(&D, "one empty at start", &g, dflt, 1, KM_EXACT, 1e-6);
+		km_data_free(&D);
+	}
+	{
+		/* no structure: ties and rounding may send the runs apart */
+		km_data		D = km_named("unit", 1000000, 3);
+		gc_kmeans_params pp = km_params(16, GC_KMEANS_INIT_PLUSPLUS, NULL, 10, 0.0, F);
+
+		km_case(&D, "uniform, 10 iterations", &pp, dflt, 1, KM_NEAR_TIES, 1e-3);
+		km_data_free(&D);
+	}
+
+	/* Users' data. */
+	{
+		/* two decimals: exact ties between centroids abound */
+		km_data		D = km_named("round2", 500000, 2);
+		gc_kmeans_params pp = km_params(20, GC_KMEANS_INIT_PLUSPLUS, NULL, 300, 1e-4, F);
+
+		km_case(&D, "two decimals", &pp, dflt, 1, KM_NEAR_TIES, 1e-4);
+		km_data_free(&D);
+	}
+	{
+		/* longitude / latitude: large coordinates, small differences */
+		km_data		D = km_named("latlon", 500000, 2);
+		gc_kmeans_params pp = km_params(30, GC_KMEANS_INIT_PLUSPLUS, NULL, 300, 1e-4, F);
+
+		km_case(&D, "lon/lat, five decimals", &pp, dflt, 1, KM_NEAR_TIES, 1e-4);
+		km_data_free(&D);
+	}
+	{
+		/* far outliers: k-means++ gives them centroids; the GEMM bound widens */
+		km_data		D = km_named("far", 200000, 8);
+		km_data		W = km_named("far", 100000, 64);
+		km_variant	both[2] = {km_v_default(), km_v_sgemm()};
+		gc_kmeans_params pp = km_params(20, GC_KMEANS_INIT_PLUSPLUS, NULL, 300, 1e-4, F);
+
+		km_case(&D, "far outliers", &pp, dflt, 1, KM_NEAR_TIES, 1e-3);
+		km_case(&W, "far outliers, GEMM", &pp, both, 2, KM_NEAR_TIES, 1e-3);
+		km_data_free(&D);
+		km_data_free(&W);
+	}
+	{
+		/* 500 small clusters side by side, as many centroids */
+		km_data		D = km_named("close", 100000, 2);
+		gc_kmeans_params pp = km_params(500, GC_KMEANS_INIT_PLUSPLUS, NULL, 50, 1e-4, F);
+
+		km_case(&D, "500 close clusters", &pp, dflt, 1, KM_NEAR_TIES, 1e-3);
+		km_data_free(&D);
+	}
+	{
+		/* embedding-like rows on the unit sphere */
+		km_data		D = km_named("wide", 50000, 768);
+		km_data		E = km_named("wide", 20000, 384);
+		km_variant	both[2] = {km_v_default(), km_v_sgemm()};
+		gc_kmeans_params pp = km_params(16, GC_KMEANS_INIT_PLUSPLUS, NULL, 300, 1e-4, F);
+		gc_kmeans_params r = km_params(32, GC_KMEANS_INIT_RANDOM, NULL, 100, 1e-4, F);
+
+		km_case(&D, "wide rows", &pp, both, 2, KM_NEAR_TIES, 1e-6);
+		km_case(&E, "wide rows, k=32", &r, dflt, 1, KM_NEAR_TIES, 1e-4);
+		km_data_free(&D);
+		km_data_free(&E);
+	}
+	km_twice();
+	km_self_check();
+	km_error_paths();
+}
