@@ -1,0 +1,130 @@
+/*
+ * dbscan.cuh
+ *    What the parts of the GPU DBSCAN share: the grid and cell table that
+ *    kernels take by value, the workspace that the phases fill and empty,
+ *    and the phases themselves.
+ *
+ *    cuda/dbscan.cu          the driver: memory estimate, upload, the phases
+ *                            in order, the entry point gcu_dbscan
+ *    cuda/dbscan_index.cu    phase index: bounding box, grid choice, points
+ *                            sorted by cell, cell table, hash table
+ *    cuda/dbscan_search.cu   phases core, union and border: the searches of
+ *                            neighbour cells
+ *    cuda/dbscan_number.cu   phase number: clusters numbered by their
+ *                            lowest member row
+ *    cuda/dbscan_device.cuh  device helpers: cells, distances, the
+ *                            disjoint-set forest
+ */
+#ifndef GPUCLUST_DBSCAN_CUH
+#define GPUCLUST_DBSCAN_CUH
+
+#include "common.cuh"
+#include "dbscan_grid.h"
+#include "entry.cuh"
+
+namespace gc {
+namespace dbscan {
+
+constexpr int kMaxGridDims = GC_GRID_MAX_DIMS;
+constexpr int kBlock = 256;
+
+inline unsigned grid_for(int64_t items, int block = kBlock)
+{
+	return (unsigned) ((items + block - 1) / block);
+}
+
+/* Everything a kernel needs to know about the grid; passed by value. */
+struct GridParams
+{
+	gc_grid_plan plan;			/* cell side, extents, dense_ok, neighbour rows */
+	int32_t		n;
+	int32_t		min_pts;
+	long long	stride[kMaxGridDims];	/* key = sum(coord[k] * stride[k]) */
+};
+
+/* The kernels' view of the grid planned by gc_grid_plan_make. */
+inline GridParams grid_params(const gc_grid_plan &plan, int32_t n, int32_t min_pts)
+{
+	GridParams	gp;
+
+	memset(&gp, 0, sizeof(gp));
+	gp.plan = plan;
+	gp.n = n;
+	gp.min_pts = min_pts;
+	gp.stride[plan.g - 1] = 1;
+	for (int k = plan.g - 2; k >= 0; k--)
+		gp.stride[k] = gp.stride[k + 1] * plan.extent[k + 1];
+	return gp;
+}
+
+/* The cell table on the device. */
+struct Cells
+{
+	const int32_t *start;		/* [ncells + 1] first sorted position of each cell */
+	const unsigned long long *key;	/* [ncells] */
+	const int32_t *table;		/* [mask + 1] cell index or -1 */
+	unsigned long long mask;
+	int32_t		ncells;
+};
+
+/*
+ * One DBSCAN call on the device.  The phases fill it in order and release
+ * what they no longer need, so that the device memory at any moment is the
+ * one estimated in cuda/dbscan.cu (bytes_estimate); everything left is
+ * freed with it, whatever the way out.
+ */
+struct Workspace
+{
+	Workspace(const Call &c, int32_t n_, int32_t d_, const gc_dbscan_params &p)
+		: call(c), n(n_), d(d_), eps(p.eps), min_pts(p.min_pts)
+	{
+	}
+
+	const Call &call;
+	const int32_t n;
+	const int32_t d;
+	const double eps;
+	const int32_t min_pts;
+
+	/* index */
+	GridParams	gp;
+	double		dense_share = -1.0; /* estimated share of points in dense cells, -1: none */
+	int32_t		ncells = 0;
+	unsigned long long slots = 0;	/* hash table size, a power of two */
+	DeviceBuffer<float> x;		/* [n, d] the points by row, until sorted */
+	DeviceBuffer<unsigned long long> keys;	/* [n] cell key by sorted position, until the cell table */
+	DeviceBuffer<int32_t> row;	/* [n] sorted position -> row */
+	DeviceBuffer<float> xs;		/* [n, d] the points in cell order */
+	DeviceBuffer<int32_t> cellid;	/* [n] cell of each sorted position */
+	DeviceBuffer<int32_t> start;	/* [ncells + 1] */
+	DeviceBuffer<unsigned long long> ckey;	/* [ncells] */
+	DeviceBuffer<int32_t> table;	/* [slots] cell index or -1 */
+
+	/* core, union, border: by sorted position */
+	DeviceBuffer<int32_t> parent;	/* [n] disjoint-set forest */
+	DeviceBuffer<uint8_t> core; /* [n] */
+	DeviceBuffer<int32_t> best; /* [n] border: position of its core point, -1; then root */
+
+	/* number: the answer by row */
+	DeviceBuffer<int32_t> cluster;	/* [n] */
+	DeviceBuffer<uint8_t> is_core;	/* [n] */
+	int32_t		n_clusters = 0;
+
+	Cells cells() const
+	{
+		return Cells{start.get(), ckey.get(), table.get(), slots - 1, ncells};
+	}
+	bool debug() const { return call.tuning.debug != 0; }
+};
+
+/* The phases, in order (cuda/dbscan_index.cu, dbscan_search.cu, dbscan_number.cu). */
+void index_phase(Workspace &w);
+void core_phase(Workspace &w);
+void union_phase(Workspace &w);
+void border_phase(Workspace &w);
+void number_phase(Workspace &w);
+
+} // namespace dbscan
+} // namespace gc
+
+#endif /* GPUCLUST_DBSCAN_CUH */

@@ -1,0 +1,489 @@
+/*
+ * dbscan_index.cu
+ *    Phase index of the GPU DBSCAN: the uniform grid that stands in for the
+ *    bounding volume hierarchy of FDBSCAN (Prokopenko, Lebrun-Grandié and
+ *    Arndt, "Fast tree-based algorithms for DBSCAN on GPUs"), built on the
+ *    device from the uploaded points:
+ *
+ *    bounding box   min and max of the grid dimensions, and the check that
+ *                   every coordinate is finite;
+ *    grid           planned by gc_grid_plan_make (common/dbscan_grid.h, the
+ *                   same choices as the CPU core), fine or coarse as an
+ *                   estimate from a sample says, or as tuning.dbscan_grid
+ *                   forces;
+ *    sort           the cell key of each point, a stable CUB radix sort of
+ *                   the points by key;
+ *    cells          the points gathered in cell order, cells as runs of the
+ *                   sorted order (a CUB scan), their starts and keys;
+ *    hash table     open addressing from cell key to cell;
+ *    forest         the disjoint-set forest, the points of dense cells
+ *                   already core and joined.
+ */
+#include "dbscan_device.cuh"
+
+#include <cub/cub.cuh>
+
+#include <algorithm>
+#include <cmath>
+
+namespace gc {
+namespace dbscan {
+namespace {
+
+constexpr int kBboxBlocks = 512;
+
+/* ------------------------------------------------------------------ bounding box */
+
+/* Per-block min/max over the grid dimensions, and a count of non-finite values. */
+__global__ void bbox_kernel(const float *x, /* [n, d] */ int64_t n, int d, int g,
+							float *part_lo, /* [blocks, g] */ float *part_hi, /* [blocks, g] */
+							unsigned long long *nonfinite /* [1] */)
+{
+	float		lo[kMaxGridDims], hi[kMaxGridDims];
+	unsigned long long bad = 0;
+
+	for (int k = 0; k < kMaxGridDims; k++)
+	{
+		lo[k] = INFINITY;
+		hi[k] = -INFINITY;
+	}
+	for (int64_t i = blockIdx.x * (int64_t) blockDim.x + threadIdx.x; i < n;
+		 i += (int64_t) gridDim.x * blockDim.x)
+	{
+		const float *p = x + (size_t) i * d;
+
+		for (int k = 0; k < d; k++)
+		{
+			float		v = p[k];
+
+			if (!isfinite(v))
+				bad++;
+			else if (k < g)
+			{
+				lo[k] = fminf(lo[k], v);
+				hi[k] = fmaxf(hi[k], v);
+			}
+		}
+	}
+
+	typedef cub::BlockReduce<float, kBlock> Reduce;
+	__shared__ typename Reduce::TempStorage tmp;
+
+	for (int k = 0; k < g; k++)
+	{
+		float		a = Reduce(tmp).Reduce(lo[k], cuda::minimum<float>());
+
+		__syncthreads();
+		float		b = Reduce(tmp).Reduce(hi[k], cuda::maximum<float>());
+
+		__syncthreads();
+		if (threadIdx.x == 0)
+		{
+			part_lo[blockIdx.x * g + k] = a;
+			part_hi[blockIdx.x * g + k] = b;
+		}
+	}
+	if (bad)
+		atomicAdd(nonfinite, bad);
+}
+
+/* The box of the first min(d, 3) dimensions; rejects NaN and infinite coordinates. */
+void bounding_box(Workspace &w, double *lo, /* [g] out */ double *hi /* [g] out */)
+{
+	const int32_t g = w.d < kMaxGridDims ? w.d : kMaxGridDims;
+	DeviceBuffer<float> part((size_t) kBboxBlocks * g * 2, "the bounding box");
+	DeviceBuffer<unsigned long long> bad(1, "the bounding box");
+	float		hpart[kBboxBlocks * kMaxGridDims * 2];
+	unsigned long long hbad = 0;
+
+	CUDA_TRY(cudaMemset(bad.get(), 0, sizeof(unsigned long long)));
+	bbox_kernel<<<kBboxBlocks, kBlock>>>(w.x.get(), w.n, w.d, g, part.get(),
+										  part.get() + kBboxBlocks * g, bad.get());
+	CHECK_LAUNCH("bbox_kernel");
+	CUDA_TRY(cudaMemcpy(hpart, part.get(), part.bytes(), cudaMemcpyDeviceToHost));
+	CUDA_TRY(cudaMemcpy(&hbad, bad.get(), sizeof(hbad), cudaMemcpyDeviceToHost));
+	if (hbad)
+		fail(GC_ERR_INVALID_ARGUMENT,
+			 "the points hold %llu non-finite coordinates (NaN or infinity)", hbad);
+	for (int k = 0; k < g; k++)
+	{
+		float		l = INFINITY, h = -INFINITY;
+
+		for (int b = 0; b < kBboxBlocks; b++)
+		{
+			l = std::min(l, hpart[b * g + k]);
+			h = std::max(h, hpart[kBboxBlocks * g + b * g + k]);
+		}
+		lo[k] = l;
+		hi[k] = h;
+	}
+}
+
+/* ------------------------------------------------------------------ grid choice */
+
+/*
+ * Estimating the share of points in dense cells before sorting: the cells of
+ * an evenly spaced sample of points go into a small hash table, every point
+ * adds one to its cell's count when the cell is there (counts stop at
+ * min_pts), and the share of sample points whose cell reached min_pts is the
+ * estimate.
+ */
+constexpr double kDenseShare = 0.5;	/* see choose_grid */
+constexpr int kSample = 1 << 16;
+constexpr unsigned long long kSampleSlots = 1ULL << 17;
+constexpr unsigned long long kEmptyKey = ~0ULL;
+
+__device__ __forceinline__ unsigned long long sample_slot(const unsigned long long *skey, /* [kSampleSlots] */
+														  unsigned long long key)
+{
+	unsigned long long h = hash_key(key) & (kSampleSlots - 1);
+
+	while (skey[h] != key && skey[h] != kEmptyKey)
+		h = (h + 1) & (kSampleSlots - 1);
+	return h;
+}
+
+__global__ void sample_insert_kernel(GridParams gp, const float *x, /* [n, d] */ int64_t stride,
+									 int32_t s, unsigned long long *skey /* [kSampleSlots] */)
+{
+	int32_t		i = blockIdx.x * blockDim.x + threadIdx.x;
+
+	if (i >= s)
+		return;
+	unsigned long long key = point_key(gp, x, (int64_t) i * stride);
+	unsigned long long h = hash_key(key) & (kSampleSlots - 1);
+
+	for (;;)
+	{
+		unsigned long long old = atomicCAS(skey + h, kEmptyKey, key);
+
+		if (old == kEmptyKey || old == key)
+			return;
+		h = (h + 1) & (kSampleSlots - 1);
+	}
+}
+
+__global__ void sample_count_kernel(GridParams gp, const float *x, /* [n, d] */
+									const unsigned long long *skey, /* [kSampleSlots] */
+									int32_t *scount /* [kSampleSlots] */)
+{
+	int32_t		i = blockIdx.x * blockDim.x + threadIdx.x;
+
+	if (i >= gp.n)
+		return;
+	unsigned long long key = point_key(gp, x, i);
+	unsigned long long h = sample_slot(skey, key);
+
+	if (skey[h] == key && *((volatile int32_t *) scount + h) < gp.min_pts)
+		atomicAdd(scount + h, 1);
+}
+
+__global__ void sample_tally_kernel(GridParams gp, const float *x, /* [n, d] */ int64_t stride,
+									int32_t s, const unsigned long long *skey, /* [kSampleSlots] */
+									const int32_t *scount, /* [kSampleSlots] */
+									unsigned long long *dense /* [1] */)
+{
+	int32_t		i = blockIdx.x * blockDim.x + threadIdx.x;
+
+	if (i >= s)
+		return;
+	unsigned long long h = sample_slot(skey, point_key(gp, x, (int64_t) i * stride));
+
+	if (scount[h] >= gp.min_pts)
+		atomicAdd(dense, 1ULL);
+}
+
+/* The estimated share of points in dense cells of the grid planned in w.gp. */
+double dense_share_estimate(Workspace &w)
+{
+	const int32_t n = w.n;
+	const int32_t s = std::min<int32_t>(n, kSample);
+	const int64_t stride = n / s;
+	DeviceBuffer<unsigned long long> skey(kSampleSlots + 1, "the density sample");
+	DeviceBuffer<int32_t> scount(kSampleSlots, "the density sample");
+	unsigned long long dense = 0;
+
+	CUDA_TRY(cudaMemset(skey.get(), 0xff, sizeof(unsigned long long) * kSampleSlots));
+	CUDA_TRY(cudaMemset(skey.get() + kSampleSlots, 0, sizeof(unsigned long long)));
+	CUDA_TRY(cudaMemset(scount.get(), 0, scount.bytes()));
+	sample_insert_kernel<<<grid_for(s), kBlock>>>(w.gp, w.x.get(), stride, s, skey.get());
+	CHECK_LAUNCH("sample_insert_kernel");
+	sample_count_kernel<<<grid_for(n), kBlock>>>(w.gp, w.x.get(), skey.get(), scount.get());
+	CHECK_LAUNCH("sample_count_kernel");
+	sample_tally_kernel<<<grid_for(s), kBlock>>>(w.gp, w.x.get(), stride, s, skey.get(),
+												 scount.get(), skey.get() + kSampleSlots);
+	CHECK_LAUNCH("sample_tally_kernel");
+	CUDA_TRY(cudaMemcpy(&dense, skey.get() + kSampleSlots, sizeof(dense), cudaMemcpyDeviceToHost));
+	return (double) dense / s;
+}
+
+/* w.gp: the grid of common/dbscan_grid.h over the box [lo, hi]. */
+void make_grid(Workspace &w, const double *lo, /* [g] */ const double *hi, /* [g] */ bool coarse)
+{
+	gc_grid_plan plan;
+
+	require(gc_grid_plan_make(&plan, w.d, w.eps, lo, hi, coarse ? 1 : 0, error_record()));
+	w.gp = grid_params(plan, w.n, w.min_pts);
+}
+
+/*
+ * With d <= 3 the fine DenseBox grid is used unless an estimate from a
+ * sample says that less than kDenseShare of the points lie in dense cells:
+ * then its 125-cell neighbourhood costs more than the dense cells save, and
+ * a grid of side eps (27 cells, no dense cells) is used.  tuning.dbscan_grid
+ * forces one of the two (for benchmarks and tests; the answer is the same).
+ */
+void choose_grid(Workspace &w, const double *lo, /* [g] */ const double *hi /* [g] */)
+{
+	const gc_dbscan_grid forced = w.call.tuning.dbscan_grid;
+
+	make_grid(w, lo, hi, forced == GC_DBSCAN_GRID_COARSE);
+	if (w.gp.plan.dense_ok && forced != GC_DBSCAN_GRID_FINE)
+	{
+		w.dense_share = dense_share_estimate(w);
+		if (w.dense_share < kDenseShare)
+			make_grid(w, lo, hi, true);
+	}
+}
+
+/* ------------------------------------------------------------------ sort by cell */
+
+__global__ void key_kernel(GridParams gp, const float *x, /* [n, d] */
+						   unsigned long long *key, /* [n] */ int32_t *row /* [n] */)
+{
+	int32_t		i = blockIdx.x * blockDim.x + threadIdx.x;
+
+	if (i >= gp.n)
+		return;
+	key[i] = point_key(gp, x, i);
+	row[i] = i;
+}
+
+/* Bits of the largest cell key. */
+int key_bits(const GridParams &gp)
+{
+	unsigned long long cells = 1;
+
+	for (int k = 0; k < gp.plan.g; k++)
+		cells *= (unsigned long long) gp.plan.extent[k];
+	int			bits = 1;
+
+	while (bits < 64 && (cells - 1) >> bits)
+		bits++;
+	return bits;
+}
+
+/* w.keys and w.row: the cell keys, and the rows sorted by them (stable). */
+void sort_by_cell(Workspace &w)
+{
+	const int32_t n = w.n;
+	DeviceBuffer<unsigned long long> keys_b(n, "cell keys");
+	DeviceBuffer<int32_t> rows_b(n, "row numbers");
+
+	w.keys.reset(n, "cell keys");
+	w.row.reset(n, "row numbers");
+	key_kernel<<<grid_for(n), kBlock>>>(w.gp, w.x.get(), w.keys.get(), w.row.get());
+	CHECK_LAUNCH("key_kernel");
+	w.call.check_cancel();
+
+	cub::DoubleBuffer<unsigned long long> k(w.keys.get(), keys_b.get());
+	cub::DoubleBuffer<int32_t> v(w.row.get(), rows_b.get());
+	int			bits = key_bits(w.gp);
+	size_t		bytes = 0;
+
+	CUDA_TRY(cub::DeviceRadixSort::SortPairs(nullptr, bytes, k, v, n, 0, bits));
+	DeviceBuffer<char> tmp(std::max<size_t>(bytes, 1), "the sort");
+	CUDA_TRY(cub::DeviceRadixSort::SortPairs(tmp.get(), bytes, k, v, n, 0, bits));
+	CHECK_LAUNCH("DeviceRadixSort");
+	if (k.Current() != w.keys.get())
+		std::swap(w.keys, keys_b);
+	if (v.Current() != w.row.get())
+		std::swap(w.row, rows_b);
+}
+
+/* ------------------------------------------------------------------ cell table */
+
+/* xs[j] = x[row[j]]: the points in cell order; flag[j] = 1 where a cell starts. */
+__global__ void gather_kernel(int32_t n, int d, const float *x, /* [n, d] */
+							  const int32_t *row, /* [n] */ const unsigned long long *key, /* [n] */
+							  float *xs, /* [n, d] */ int32_t *flag /* [n] */)
+{
+	int32_t		j = blockIdx.x * blockDim.x + threadIdx.x;
+
+	if (j >= n)
+		return;
+	const float *src = x + (size_t) row[j] * d;
+	float	   *dst = xs + (size_t) j * d;
+
+	for (int k = 0; k < d; k++)
+		dst[k] = src[k];
+	flag[j] = (j == 0 || key[j] != key[j - 1]) ? 1 : 0;
+}
+
+/* After the inclusive scan cellid[j] - 1 is the cell of j: record cell starts and keys. */
+__global__ void cell_kernel(int32_t n, const unsigned long long *key, /* [n] */
+							int32_t *cellid, /* [n] in: inclusive scan, out: cell */
+							int32_t *start, /* [ncells + 1] */ unsigned long long *ckey /* [ncells] */)
+{
+	int32_t		j = blockIdx.x * blockDim.x + threadIdx.x;
+
+	if (j >= n)
+		return;
+	int32_t		c = cellid[j] - 1;
+
+	cellid[j] = c;
+	if (j == 0 || key[j] != key[j - 1])
+	{
+		start[c] = j;
+		ckey[c] = key[j];
+	}
+	if (j == n - 1)
+		start[c + 1] = n;
+}
+
+/* w.xs, w.cellid, w.start, w.ckey; the points by row and the point keys are released. */
+void build_cells(Workspace &w)
+{
+	const int32_t n = w.n;
+
+	w.xs.reset((size_t) n * w.d, "the sorted points");
+	w.cellid.reset(n, "cell numbers");
+	gather_kernel<<<grid_for(n), kBlock>>>(n, w.d, w.x.get(), w.row.get(), w.keys.get(),
+										   w.xs.get(), w.cellid.get());
+	CHECK_LAUNCH("gather_kernel");
+	w.x.release();
+	{
+		size_t		bytes = 0;
+
+		CUDA_TRY(cub::DeviceScan::InclusiveSum(nullptr, bytes, w.cellid.get(), w.cellid.get(), n));
+		DeviceBuffer<char> tmp(std::max<size_t>(bytes, 1), "the cell scan");
+		CUDA_TRY(cub::DeviceScan::InclusiveSum(tmp.get(), bytes, w.cellid.get(), w.cellid.get(), n));
+		CHECK_LAUNCH("DeviceScan");
+	}
+	CUDA_TRY(cudaMemcpy(&w.ncells, w.cellid.get() + (n - 1), sizeof(int32_t),
+						cudaMemcpyDeviceToHost));
+
+	w.start.reset((size_t) w.ncells + 1, "cell starts");
+	w.ckey.reset(w.ncells, "cell keys");
+	cell_kernel<<<grid_for(n), kBlock>>>(n, w.keys.get(), w.cellid.get(), w.start.get(),
+										 w.ckey.get());
+	CHECK_LAUNCH("cell_kernel");
+	w.keys.release();
+}
+
+/* ------------------------------------------------------------------ hash table */
+
+__global__ void hash_kernel(GridParams gp, int32_t ncells, const int32_t *start, /* [ncells + 1] */
+							const unsigned long long *ckey, /* [ncells] */
+							int32_t *table, /* [mask + 1] */ unsigned long long mask,
+							unsigned long long *dense_points /* [1] */)
+{
+	int32_t		c = blockIdx.x * blockDim.x + threadIdx.x;
+	unsigned long long dense = 0;
+
+	if (c < ncells)
+	{
+		unsigned long long h = hash_key(ckey[c]) & mask;
+		int32_t		size = start[c + 1] - start[c];
+
+		while (atomicCAS(table + h, -1, c) != -1)
+			h = (h + 1) & mask;
+		if (cell_dense(gp, size))
+			dense = (unsigned long long) size;
+	}
+	for (int o = 16; o > 0; o >>= 1)
+		dense += __shfl_xor_sync(0xffffffffu, dense, o);
+	if ((threadIdx.x & 31) == 0 && dense)
+		atomicAdd(dense_points, dense);
+}
+
+/* w.table: cell key to cell; with tuning.debug the grid is printed to stderr. */
+void build_hash(Workspace &w)
+{
+	const GridParams &gp = w.gp;
+
+	w.slots = 16;
+	while (w.slots < 2 * (unsigned long long) w.ncells)
+		w.slots <<= 1;
+	w.table.reset(w.slots, "the cell hash table");
+	DeviceBuffer<unsigned long long> dense_points(1, "the dense cell count");
+
+	CUDA_TRY(cudaMemset(w.table.get(), 0xff, w.table.bytes()));
+	CUDA_TRY(cudaMemset(dense_points.get(), 0, sizeof(unsigned long long)));
+	hash_kernel<<<grid_for(w.ncells), kBlock>>>(gp, w.ncells, w.start.get(), w.ckey.get(),
+												w.table.get(), w.slots - 1, dense_points.get());
+	CHECK_LAUNCH("hash_kernel");
+	if (w.debug())
+	{
+		unsigned long long in_dense = 0;
+
+		CUDA_TRY(cudaMemcpy(&in_dense, dense_points.get(), sizeof(in_dense),
+							cudaMemcpyDeviceToHost));
+		fprintf(stderr, "gpuclust dbscan grid: n=%d d=%d side=%g extent=%lld,%lld,%lld "
+				"cells=%d dense_ok=%d points_in_dense_cells=%llu estimated_share=%.4f "
+				"offsets=%d rows=%d\n",
+				w.n, w.d, gp.plan.side, (long long) gp.plan.extent[0],
+				gp.plan.g > 1 ? (long long) gp.plan.extent[1] : 1LL,
+				gp.plan.g > 2 ? (long long) gp.plan.extent[2] : 1LL, w.ncells, gp.plan.dense_ok,
+				in_dense, w.dense_share, gp.plan.max_cells, gp.plan.nrows);
+	}
+}
+
+/* ------------------------------------------------------------------ forest */
+
+/* Points of dense cells are core and hang under their cell's first point. */
+__global__ void init_kernel(GridParams gp, const int32_t *cellid, /* [n] */
+							const int32_t *start, /* [ncells + 1] */
+							int32_t *parent, /* [n] */ uint8_t *core /* [n] */)
+{
+	int32_t		j = blockIdx.x * blockDim.x + threadIdx.x;
+
+	if (j >= gp.n)
+		return;
+	int32_t		c = cellid[j];
+	int32_t		s = start[c];
+
+	if (cell_dense(gp, start[c + 1] - s))
+	{
+		parent[j] = s;
+		core[j] = 1;
+	}
+	else
+	{
+		parent[j] = j;
+		core[j] = gp.min_pts <= 1;
+	}
+}
+
+/* w.parent, w.core (dense cells and min_pts <= 1 known), w.best. */
+void init_forest(Workspace &w)
+{
+	const int32_t n = w.n;
+
+	w.parent.reset(n, "the disjoint-set forest");
+	w.core.reset(n, "core flags");
+	w.best.reset(n, "border points");
+	init_kernel<<<grid_for(n), kBlock>>>(w.gp, w.cellid.get(), w.start.get(), w.parent.get(),
+										 w.core.get());
+	CHECK_LAUNCH("init_kernel");
+	CUDA_TRY(cudaDeviceSynchronize());
+}
+
+} // namespace
+
+/* Phase index: from the points by row in w.x to the grid, the cell table and the forest. */
+void index_phase(Workspace &w)
+{
+	double		lo[kMaxGridDims], hi[kMaxGridDims];
+
+	w.call.check_cancel();
+	bounding_box(w, lo, hi);
+	choose_grid(w, lo, hi);
+	sort_by_cell(w);
+	build_cells(w);
+	build_hash(w);
+	init_forest(w);
+}
+
+} // namespace dbscan
+} // namespace gc
