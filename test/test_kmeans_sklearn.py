@@ -9,7 +9,7 @@ scikit-learn gets the same float32 values, widened to float64 as gpuclust's CPU
 back end computes.
 
 Runs on the CPU back end (device => 'cpu'); the GPU machine compares the GPU
-against the CPU with bench/kmeans_cpu_gpu.sql and bench/kmeans_bench.sh check.
+against the CPU with bench/kmeans_cpu_gpu.sql and test/gpu/gpu_vs_cpu kmeans.
 """
 
 import numpy as np
