@@ -95,16 +95,11 @@ db_compare(const db_answer *ref, const db_answer *t, int64_t n, char *verdict, s
 				diff_k = 0,
 				first = -1;
 
-	if (ref->status != GC_OK || t->status != GC_OK)
 	{
-		int			same = ref->status == t->status && strcmp(ref->error, t->error) == 0;
+		int			same = 0;
 
-		if (same)
-			snprintf(verdict, size, "same error on both: %s (%s)", gc_h_status_name(t->status), t->error);
-		else
-			snprintf(verdict, size, "ERROR: cpu %s (%s), %s %s (%s)", gc_h_status_name(ref->status),
-					 ref->error, h_test_name(), gc_h_status_name(t->status), t->error);
-		return same;
+		if (h_status_verdict(ref->status, ref->error, t->status, t->error, verdict, size, &same))
+			return same;
 	}
 	for (int64_t i = 0; i < n; i++)
 	{

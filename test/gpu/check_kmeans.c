@@ -180,16 +180,11 @@ km_compare(const float *x, int64_t n, int32_t d, int32_t k, const km_answer *ref
 	int			ok;
 
 	memset(df, 0, sizeof(*df));
-	if (ref->status != GC_OK || t->status != GC_OK)
 	{
-		int			same = ref->status == t->status && strcmp(ref->error, t->error) == 0;
+		int			same = 0;
 
-		if (same)
-			snprintf(verdict, size, "same error on both: %s (%s)", gc_h_status_name(t->status), t->error);
-		else
-			snprintf(verdict, size, "ERROR: cpu %s (%s), %s %s (%s)", gc_h_status_name(ref->status),
-					 ref->error, h_test_name(), gc_h_status_name(t->status), t->error);
-		return same;
+		if (h_status_verdict(ref->status, ref->error, t->status, t->error, verdict, size, &same))
+			return same;
 	}
 	for (int32_t j = 0; j < k; j++)
 	{

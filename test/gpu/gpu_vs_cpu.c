@@ -123,6 +123,21 @@ h_test_name(void)
 	return H.cpu_only ? "cpu (again)" : "gpu";
 }
 
+int
+h_status_verdict(gc_status ref, const char *ref_error, gc_status test, const char *test_error,
+				 char *verdict, size_t size, int *same)
+{
+	if (ref == GC_OK && test == GC_OK)
+		return 0;
+	*same = ref == test && strcmp(ref_error, test_error) == 0;
+	if (*same)
+		snprintf(verdict, size, "same error on both: %s (%s)", gc_h_status_name(test), test_error);
+	else
+		snprintf(verdict, size, "ERROR: cpu %s (%s), %s %s (%s)", gc_h_status_name(ref), ref_error,
+				 h_test_name(), gc_h_status_name(test), test_error);
+	return 1;
+}
+
 static void
 usage(void)
 {

@@ -58,6 +58,14 @@ float	   *h_generate(const char *shape, int64_t n, int32_t d);
 /* "what" of the table under test in a column heading: "gpu" or "cpu (again)". */
 const char *h_test_name(void);
 
+/*
+ * When the reference or the tested back end failed: the verdict into
+ * verdict [size] and 1, with *same set when both failed alike; 0 when both
+ * succeeded and the answers are to be compared.
+ */
+int			h_status_verdict(gc_status ref, const char *ref_error, gc_status test,
+							 const char *test_error, char *verdict, size_t size, int *same);
+
 /* The three parts; each prints its tables and counts its checks. */
 void		dbscan_checks(void);
 void		kmeans_checks(void);
