@@ -32,6 +32,8 @@
 #include "gpuclust.h"
 
 #define GATHER_FIRST_ROWS 4096
+/* ... but no more than this many bytes before the second row arrives (wide rows) */
+#define GATHER_FIRST_BYTES (INT64CONST(16) << 20)
 #define GATHER_RESET_EVERY 1024
 
 typedef enum FeatureKind
@@ -138,7 +140,9 @@ static void
 Grow(GatherReceiver *st)
 {
 	GcInput    *in = st->in;
-	int64		cap = st->cap == 0 ? GATHER_FIRST_ROWS : st->cap * 2;
+	int64		first = Max(1, Min(GATHER_FIRST_ROWS,
+								   GATHER_FIRST_BYTES / ((int64) in->d * (int64) sizeof(float) + (int64) sizeof(int64))));
+	int64		cap = st->cap == 0 ? first : st->cap * 2;
 	Size		xbytes = (Size) cap * in->d * sizeof(float);
 	Size		ibytes = (Size) cap * sizeof(int64);
 	float	   *x;
@@ -176,7 +180,9 @@ PutFeature(GatherReceiver *st, float *dst, double v, int64 id, const char *what)
 				(errcode(ERRCODE_DATA_EXCEPTION),
 				 errmsg("%s of the row with id " INT64_FORMAT " is %s", what, id,
 						isnan(v) ? "NaN" : (v > 0 ? "Infinity" : "-Infinity")),
-				 errhint("Filter such rows out of the query, for example with WHERE NOT (x = 'NaN').")));
+				 isnan(v) ?
+				 errhint("Filter such rows out of the query, for example with WHERE NOT (x = 'NaN').") :
+				 errhint("Filter such rows out of the query, for example with WHERE x NOT IN ('Infinity', '-Infinity').")));
 	f = (float) v;
 	if (unlikely(isinf(f)))
 		ereport(ERROR,
@@ -383,6 +389,19 @@ GatherDestroy(DestReceiver *self)
 {
 }
 
+/*
+ * The name of a statement's command for a message: its command tag, except
+ * SELECT INTO, whose tag is SELECT but which creates a table.
+ */
+static const char *
+CommandName(Query *q, CachedPlanSource *ps)
+{
+	if (q->utilityStmt != NULL && IsA(q->utilityStmt, CreateTableAsStmt) &&
+		ps->commandTag == CMDTAG_SELECT)
+		return "SELECT INTO";
+	return GetCommandTagName(ps->commandTag);
+}
+
 /* Refuses anything but one read-only SELECT: nothing may change. */
 static void
 CheckReadOnly(SPIPlanPtr plan, const char *query)
@@ -409,7 +428,7 @@ CheckReadOnly(SPIPlanPtr plan, const char *query)
 					 errmsg("the query must be read-only"),
 					 errdetail(q->commandType == CMD_SELECT && q->utilityStmt == NULL ?
 							   "It modifies or locks rows (a data-modifying WITH, or FOR UPDATE/SHARE)." :
-							   "Its command is %s.", GetCommandTagName(ps->commandTag)),
+							   "Its command is %s.", CommandName(q, ps)),
 					 errhint("Pass a plain SELECT that returns the row id and the features; "
 							 "gpuclust never changes data.")));
 	}

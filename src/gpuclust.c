@@ -238,10 +238,45 @@ GcCallBegin(GcCall *call, FunctionCallInfo fcinfo, const GcAlgorithm *algorithm,
 	call->oldcxt = MemoryContextSwitchTo(call->cxt);
 }
 
-/* Runs the user's query and packs its rows into call->in. */
+/* The GPU back end with the call's device, or NULL with the reason. */
+static const gc_backend_api *
+UsableGpu(GcCall *call, char *reason, size_t len)
+{
+	gc_status	why = GC_OK;
+	const gc_backend_api *a = GcGpuApi(reason, len, &why);
+	int32		count = 0;
+
+	if (a != NULL && (a->device_count(&count) != GC_OK || call->exec.device_id >= count))
+	{
+		snprintf(reason, len, "gpuclust.device_id is %d but there are %d GPU(s)",
+				 call->exec.device_id, count);
+		a = NULL;
+	}
+	return a;
+}
+
+/* device => 'gpu' and no usable GPU: an ERROR that says why. */
+static void
+ReportNoGpu(const char *reason)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+			 errmsg("no usable GPU for gpuclust"),
+			 errdetail("%s", reason),
+			 errhint("Use device => 'cpu', or SET gpuclust.device = 'auto' to fall back to the CPU.")));
+}
+
+/*
+ * Runs the user's query and packs its rows into call->in.  With device gpu
+ * and no usable GPU, the ERROR comes first, before the query runs.
+ */
 void
 GcCallGather(GcCall *call, text *query)
 {
+	char		reason[512];
+
+	if (call->requested == GC_DEVICE_GPU && UsableGpu(call, reason, sizeof(reason)) == NULL)
+		ReportNoGpu(reason);
 	INSTR_TIME_SET_CURRENT(call->t_phase);
 	GcGather(text_to_cstring(query), &call->in);
 	call->gather_ms = ElapsedMs(call->t_phase);
@@ -257,7 +292,6 @@ static const gc_backend_api *
 ChooseGpu(GcCall *call)
 {
 	char		reason[512];
-	gc_status	why = GC_OK;
 	const gc_backend_api *a;
 	MemoryContextCallback *cb;
 
@@ -265,27 +299,11 @@ ChooseGpu(GcCall *call)
 		return NULL;
 	if (call->requested == GC_DEVICE_AUTO && call->in.n < gc_gpu_min_rows_guc)
 		return NULL;
-
-	a = GcGpuApi(reason, sizeof(reason), &why);
-	if (a != NULL)
-	{
-		int32		count = 0;
-
-		if (a->device_count(&count) != GC_OK || call->exec.device_id >= count)
-		{
-			snprintf(reason, sizeof(reason),
-					 "gpuclust.device_id is %d but there are %d GPU(s)", call->exec.device_id, count);
-			a = NULL;
-		}
-	}
+	a = UsableGpu(call, reason, sizeof(reason));
 	if (a == NULL)
 	{
 		if (call->requested == GC_DEVICE_GPU)
-			ereport(ERROR,
-					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-					 errmsg("no usable GPU for gpuclust"),
-					 errdetail("%s", reason),
-					 errhint("Use device => 'cpu', or SET gpuclust.device = 'auto' to fall back to the CPU.")));
+			ReportNoGpu(reason);
 		elog(DEBUG1, "gpuclust: %s on the CPU: %s", call->algorithm->name, reason);
 		return NULL;
 	}
