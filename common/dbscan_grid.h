@@ -1,27 +1,51 @@
 /*
  * dbscan_grid.h
- *    The plan of the DBSCAN grid index, the same on both back ends: the cell
- *    side, the extent of the grid, whether a cell is small enough that all
- *    its members are neighbours (dense cells), and the neighbour cells of a
- *    cell as rows along the last grid dimension.
+ *    The plan of the DBSCAN grid index, the same on both back ends: which
+ *    dimensions the grid covers, the cell side, the extent of the grid,
+ *    whether a cell is small enough that all its members are neighbours
+ *    (dense cells), and the neighbour cells of a cell as rows along the last
+ *    grid dimension.
  *
- * The grid covers the first min(d, 3) dimensions.  With d <= 3 a cell of
- * side eps/sqrt(d) has a diameter below eps (FDBSCAN-DenseBox of Prokopenko,
- * Lebrun-Grandie and Arndt, "Fast tree-based algorithms for DBSCAN on
- * GPUs"): a cell holding at least min_pts points is all core and one
- * cluster.  With more dimensions, or when the caller asks
- * for a coarse grid, the cells have side eps and only filter candidates.
+ * The grid covers min(d, 3) dimensions: all of them for d <= 3, else the
+ * three along which an evenly spaced sample of the points falls into the
+ * most distinct cells (gc_grid_choose_dims), so that data whose first
+ * coordinates hardly vary still spread over many cells.  With d <= 3 a cell
+ * of side eps/sqrt(d) has a diameter below eps (FDBSCAN-DenseBox of
+ * Prokopenko, Lebrun-Grandie and Arndt, "Fast tree-based algorithms for
+ * DBSCAN on GPUs"): a cell holding at least min_pts points is all core and
+ * one cluster.  With more dimensions, or when the caller asks for a coarse
+ * grid, the cells have side eps and only filter candidates.
  *
- * Cell coordinates are computed in double with a relative error below 1e-6
- * (extents are kept under 2^31 cells a dimension), so the cell side carries
- * a 1e-5 safety margin and the gap between cells a 4e-6 one: the grid never
- * changes the answer, it only skips distance computations that cannot
- * matter.  The side doubles until the grid fits the 64-bit cell keys.
+ * Two ways to number the cells:
+ *
+ *  direct  when the box of the points fits 2^31 cells a dimension and 4e18
+ *          cells in all at that side: a cell coordinate is
+ *          floor((v - lo) / side), computed in double with a relative error
+ *          below 1e-6, so the cell side carries a 1e-5 safety margin and the
+ *          gap between cells a 4e-6 one;
+ *  mapped  otherwise (a few far points, data at very different scales): the
+ *          raw cell floor(v / side) of every point, per dimension, sorted and
+ *          deduplicated into a table (gc_grid_maps_build), and each raw cell
+ *          numbered by its rank with every gap between consecutive raw cells
+ *          shortened to at most reach + 1.  Two cells within reach of each
+ *          other keep their distance, farther ones stay farther than reach,
+ *          so the neighbour rows are unchanged and the side stays eps/sqrt(d)
+ *          whatever the extent: one outlier no longer makes the grid coarse.
+ *          Raw cells are exact near the origin; far from it the float
+ *          coordinates themselves are more than 100 cells apart, so a cell
+ *          never holds two different values of a coordinate there.  Only a
+ *          raw cell beyond 1e300 (eps below about 1e-262) is clamped, and
+ *          then dense cells are off.
+ *
+ * The grid never changes the answer, it only skips distance computations
+ * that cannot matter.  In either way the side doubles while the grid would
+ * exceed the 64-bit cell keys (dense cells then off).
  */
 #ifndef GPUCLUST_DBSCAN_GRID_H
 #define GPUCLUST_DBSCAN_GRID_H
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "backend.h"
@@ -33,17 +57,32 @@
 #define GC_GRID_MAX_ROWS	25	/* (2 * GC_GRID_MAX_REACH + 1)^(GC_GRID_MAX_DIMS - 1) */
 #define GC_GRID_MAX_EXTENT	2147483648.0	/* cells per dimension */
 #define GC_GRID_MAX_CELLS	4.0e18	/* cells in all, below 2^62 */
+#define GC_GRID_RAW_LIMIT	1.0e300	/* raw cells are clamped to +-this */
+#define GC_GRID_SAMPLE	1024	/* rows of the sample that chooses the dimensions */
 
 typedef struct gc_grid_plan
 {
 	int32_t		d;
 	int32_t		g;				/* grid dimensions: min(d, 3) */
+	int32_t		dim[GC_GRID_MAX_DIMS];	/* the feature each grid dimension reads */
+	int32_t		fine;			/* side eps/sqrt(d) asked for (d <= 3, not coarse) */
 	int32_t		dense_ok;		/* cells small enough that all members are neighbours */
 	int32_t		reach;			/* neighbour cells lie within +-reach a dimension */
+	double		eps;
 	double		eps2;
 	double		side;
 	double		lo[GC_GRID_MAX_DIMS];
 	int64_t		extent[GC_GRID_MAX_DIMS];
+
+	/*
+	 * Mapped numbering: per grid dimension, the ascending distinct raw cells
+	 * and their grid coordinates (host or device memory, as the back end
+	 * put them there).
+	 */
+	int32_t		mapped;
+	int64_t		nmap[GC_GRID_MAX_DIMS];
+	const double *map_raw[GC_GRID_MAX_DIMS];
+	const int64_t *map_cell[GC_GRID_MAX_DIMS];
 
 	/*
 	 * The neighbour cells as rows along the last grid dimension: row t is
@@ -66,59 +105,39 @@ gc_grid_gap(double side, int64_t o)
 	return a > 1 ? (double) (a - 1) * side * (1.0 - 4e-6) : 0.0;
 }
 
+/* The raw cell of value v at this side: floor(v / side), -0 made 0, clamped. */
+static GC_HD double
+gc_grid_raw(double side, float v)
+{
+	double		r = floor((double) v / side) + 0.0;
+
+	if (r > GC_GRID_RAW_LIMIT)
+		r = GC_GRID_RAW_LIMIT;
+	if (r < -GC_GRID_RAW_LIMIT)
+		r = -GC_GRID_RAW_LIMIT;
+	return r;
+}
+
 /*
- * Plans the grid for points whose first min(d, 3) coordinates lie in
- * [lo[k], hi[k]].  coarse: cells of side eps even when d <= 3.  Returns
- * GC_OK, or GC_ERR_INTERNAL when an invariant breaks.
+ * The neighbour rows of a plan whose side is set: reach, and for each
+ * offset of the first g - 1 dimensions the widest row within eps.
  */
 static inline gc_status
-gc_grid_plan_make(gc_grid_plan *gp, int32_t d, double eps, const double *lo,
-				  const double *hi, int coarse, gc_error *err)
+gc_grid_plan_rows(gc_grid_plan *gp, gc_error *err)
 {
-	int			fine = d <= GC_GRID_MAX_DIMS && !coarse;
-	double		side0 = fine ? eps / sqrt((double) d) * (1.0 - 1e-5) : eps * (1.0 + 1e-5);
+	int			pre = gp->g - 1;
 	int32_t		width;
 	int32_t		rows = 1;
-	int			pre;
 
-	memset(gp, 0, sizeof(*gp));
-	gp->d = d;
-	gp->g = d < GC_GRID_MAX_DIMS ? d : GC_GRID_MAX_DIMS;
-	gp->eps2 = eps * eps;
-	pre = gp->g - 1;
-	for (int k = 0; k < gp->g; k++)
-		gp->lo[k] = lo[k];
-
-	gp->side = side0;
-	for (;;)
-	{
-		double		cells = 1.0;
-		int			fits = 1;
-
-		for (int k = 0; k < gp->g; k++)
-		{
-			double		e = floor((hi[k] - lo[k]) / gp->side) + 1.0;
-
-			if (e > GC_GRID_MAX_EXTENT)
-				fits = 0;
-			cells *= e;
-		}
-		if (fits && cells < GC_GRID_MAX_CELLS)
-			break;
-		gp->side *= 2.0;
-	}
-	for (int k = 0; k < gp->g; k++)
-		gp->extent[k] = (int64_t) floor((hi[k] - lo[k]) / gp->side) + 1;
-	gp->dense_ok = fine && gp->side == side0;
-	gp->reach = (int32_t) floor(eps / gp->side * (1.0 + 4e-6)) + 1;
+	gp->reach = (int32_t) floor(gp->eps / gp->side * (1.0 + 4e-6)) + 1;
 	if (gp->reach > GC_GRID_MAX_REACH)
 		return gc_error_set(err, GC_ERR_INTERNAL,
 							"DBSCAN grid reach %d is out of range; please report a bug", gp->reach);
-
-	/* For each offset of the first g - 1 dimensions, the widest row within eps. */
 	width = 2 * gp->reach + 1;
 	for (int k = 0; k < pre; k++)
 		rows *= width;
+	gp->nrows = 0;
+	gp->max_cells = 0;
 	for (int32_t t = 0; t < rows; t++)
 	{
 		int64_t		o[GC_GRID_MAX_DIMS - 1] = {0, 0};
@@ -156,17 +175,326 @@ gc_grid_plan_make(gc_grid_plan *gp, int32_t d, double eps, const double *lo,
 	return GC_OK;
 }
 
-/* The cell coordinate of value v along grid dimension k (the same on host and device). */
-static GC_HD int64_t
-gc_grid_cell_coord(const gc_grid_plan *gp, int k, float v)
+/* The side the grid asks for: eps/sqrt(d) less a margin when fine, else eps plus one. */
+static inline double
+gc_grid_side0(int32_t d, double eps, int coarse)
 {
-	double		c = floor(((double) v - gp->lo[k]) / gp->side);
+	return d <= GC_GRID_MAX_DIMS && !coarse ? eps / sqrt((double) d) * (1.0 - 1e-5) : eps * (1.0 + 1e-5);
+}
 
-	if (c < 0)
-		c = 0;
-	if (c >= (double) gp->extent[k])
-		c = (double) (gp->extent[k] - 1);
-	return (int64_t) c;
+/* Orders doubles for qsort. */
+static inline int
+gc_grid_cmp_double(const void *a, const void *b)
+{
+	double		x = *(const double *) a;
+	double		y = *(const double *) b;
+
+	return x < y ? -1 : x > y;
+}
+
+/*
+ * The grid dimensions of d > 3 features (host side, both back ends): the
+ * three along which an evenly spaced sample of at most GC_GRID_SAMPLE rows
+ * has the most distinct raw cells of side eps (the lower feature on a tie),
+ * in ascending order.  For d <= 3, every dimension.  Returns 0, or -1 when
+ * out of memory.
+ */
+static inline int
+gc_grid_choose_dims(const float *x, int64_t n, int32_t d, double eps, int32_t *dims)
+{
+	int64_t		s = n < GC_GRID_SAMPLE ? n : GC_GRID_SAMPLE;
+	int64_t		best[GC_GRID_MAX_DIMS] = {-1, -1, -1};
+	double	   *v;
+
+	for (int k = 0; k < GC_GRID_MAX_DIMS; k++)
+		dims[k] = k < d ? k : 0;
+	if (d <= GC_GRID_MAX_DIMS || s == 0)
+		return 0;
+	v = (double *) malloc(sizeof(double) * (size_t) s);
+	if (!v)
+		return -1;
+	for (int32_t f = 0; f < d; f++)
+	{
+		int64_t		distinct = 0;
+
+		for (int64_t j = 0; j < s; j++)
+			v[j] = gc_grid_raw(eps, x[(j * n / s) * d + f]);
+		qsort(v, (size_t) s, sizeof(double), gc_grid_cmp_double);
+		for (int64_t j = 0; j < s; j++)
+			distinct += j == 0 || v[j] != v[j - 1];
+		/* insert into the top three, kept by count, ties to the lower feature */
+		for (int k = 0; k < GC_GRID_MAX_DIMS; k++)
+			if (distinct > best[k])
+			{
+				for (int m = GC_GRID_MAX_DIMS - 1; m > k; m--)
+				{
+					best[m] = best[m - 1];
+					dims[m] = dims[m - 1];
+				}
+				best[k] = distinct;
+				dims[k] = f;
+				break;
+			}
+	}
+	free(v);
+	for (int k = 1; k < GC_GRID_MAX_DIMS; k++)
+		for (int m = k; m > 0 && dims[m] < dims[m - 1]; m--)
+		{
+			int32_t		t = dims[m];
+
+			dims[m] = dims[m - 1];
+			dims[m - 1] = t;
+		}
+	return 0;
+}
+
+/*
+ * Plans the grid over the dimensions dims (gc_grid_choose_dims) of points
+ * whose coordinates there lie in [lo[k], hi[k]].  coarse: cells of side eps
+ * even when d <= 3.  When the box does not fit the direct numbering, the
+ * plan comes back with mapped set and no extents: the caller builds the
+ * maps (gc_grid_maps_build), which finish it.  Returns GC_OK, or
+ * GC_ERR_INTERNAL when an invariant breaks.
+ */
+static inline gc_status
+gc_grid_plan_make(gc_grid_plan *gp, int32_t d, double eps, const int32_t *dims,
+				  const double *lo, const double *hi, int coarse, gc_error *err)
+{
+	double		side0 = gc_grid_side0(d, eps, coarse);
+
+	memset(gp, 0, sizeof(*gp));
+	gp->d = d;
+	gp->g = d < GC_GRID_MAX_DIMS ? d : GC_GRID_MAX_DIMS;
+	gp->fine = d <= GC_GRID_MAX_DIMS && !coarse;
+	gp->eps = eps;
+	gp->eps2 = eps * eps;
+	for (int k = 0; k < gp->g; k++)
+	{
+		gp->dim[k] = dims[k];
+		gp->lo[k] = lo[k];
+	}
+	gp->side = side0;
+	{
+		double		cells = 1.0;
+		int			fits = 1;
+
+		for (int k = 0; k < gp->g; k++)
+		{
+			double		e = floor((hi[k] - lo[k]) / gp->side) + 1.0;
+
+			if (e > GC_GRID_MAX_EXTENT)
+				fits = 0;
+			cells *= e;
+		}
+		if (!fits || !(cells < GC_GRID_MAX_CELLS))
+		{
+			gp->mapped = 1;
+			return GC_OK;
+		}
+	}
+	for (int k = 0; k < gp->g; k++)
+		gp->extent[k] = (int64_t) floor((hi[k] - lo[k]) / gp->side) + 1;
+	gp->dense_ok = gp->fine;
+	return gc_grid_plan_rows(gp, err);
+}
+
+/* The grid coordinate of a point (its features row) along grid dimension k, host and device. */
+static GC_HD int64_t
+gc_grid_cell_of(const gc_grid_plan *gp, const float *row, int k)
+{
+	float		v = row[gp->dim[k]];
+
+	if (gp->mapped)
+	{
+		const double *t = gp->map_raw[k];
+		double		r = gc_grid_raw(gp->side, v);
+		int64_t		a = 0;
+		int64_t		b = gp->nmap[k] - 1;
+
+		while (a < b)
+		{
+			int64_t		m = a + (b - a) / 2;
+
+			if (t[m] < r)
+				a = m + 1;
+			else
+				b = m;
+		}
+		return gp->map_cell[k][a];
+	}
+	else
+	{
+		double		c = floor(((double) v - gp->lo[k]) / gp->side);
+
+		if (c < 0)
+			c = 0;
+		if (c >= (double) gp->extent[k])
+			c = (double) (gp->extent[k] - 1);
+		return (int64_t) c;
+	}
+}
+
+/* ---------------------------------------------------------------- maps (host) */
+
+/* The tables of a mapped plan, in host memory. */
+typedef struct gc_grid_maps
+{
+	double	   *raw[GC_GRID_MAX_DIMS];
+	int64_t    *cell[GC_GRID_MAX_DIMS];
+} gc_grid_maps;
+
+static inline void
+gc_grid_maps_free(gc_grid_maps *maps)
+{
+	for (int k = 0; k < GC_GRID_MAX_DIMS; k++)
+	{
+		free(maps->raw[k]);
+		free(maps->cell[k]);
+	}
+	memset(maps, 0, sizeof(*maps));
+}
+
+/* A double as an unsigned key in the same order (no NaN). */
+static inline uint64_t
+gc_grid_order_key(double v)
+{
+	uint64_t	u;
+
+	memcpy(&u, &v, sizeof(u));
+	return (u >> 63) ? ~u : u | ((uint64_t) 1 << 63);
+}
+
+/*
+ * Sorts v[0..n) ascending and removes duplicates (a least-significant-digit
+ * radix sort on the order keys, asking cancel between passes); returns the
+ * number left, or -1 when cancelled, -2 when out of memory.
+ */
+static inline int64_t
+gc_grid_sort_unique(double *v, int64_t n, gc_cancel_fn cancel, void *cancel_arg)
+{
+	uint64_t   *a = (uint64_t *) malloc(sizeof(uint64_t) * (size_t) (n > 0 ? n : 1));
+	uint64_t   *b = (uint64_t *) malloc(sizeof(uint64_t) * (size_t) (n > 0 ? n : 1));
+	int64_t    *count = (int64_t *) malloc(sizeof(int64_t) * 2048);
+	int64_t		m = 0;
+
+	if (!a || !b || !count)
+	{
+		free(a);
+		free(b);
+		free(count);
+		return -2;
+	}
+	for (int64_t i = 0; i < n; i++)
+		a[i] = gc_grid_order_key(v[i]);
+	for (int shift = 0; shift < 64; shift += 11)
+	{
+		int64_t		sum = 0;
+		uint64_t   *t;
+
+		memset(count, 0, sizeof(int64_t) * 2048);
+		for (int64_t i = 0; i < n; i++)
+			count[(a[i] >> shift) & 2047]++;
+		for (int c = 0; c < 2048; c++)
+		{
+			int64_t		x = count[c];
+
+			count[c] = sum;
+			sum += x;
+		}
+		for (int64_t i = 0; i < n; i++)
+			b[count[(a[i] >> shift) & 2047]++] = a[i];
+		t = a;
+		a = b;
+		b = t;
+		if (cancel && cancel(cancel_arg))
+		{
+			free(a);
+			free(b);
+			free(count);
+			return -1;
+		}
+	}
+	for (int64_t i = 0; i < n; i++)
+		if (i == 0 || a[i] != a[i - 1])
+		{
+			uint64_t	u = (a[i] >> 63) ? a[i] & ~((uint64_t) 1 << 63) : ~a[i];
+
+			memcpy(&v[m++], &u, sizeof(double));
+		}
+	free(a);
+	free(b);
+	free(count);
+	return m;
+}
+
+/*
+ * Finishes a mapped plan from the points x [n, d] (host side, both back
+ * ends): the distinct raw cells of each grid dimension, their grid
+ * coordinates, the extents, the side doubled while the cells would exceed
+ * the keys, dense cells, the neighbour rows.  maps receives the tables, and
+ * the plan points at them; a back end that wants them elsewhere copies them
+ * and sets map_raw / map_cell.  Asks cancel between steps.
+ */
+static inline gc_status
+gc_grid_maps_build(gc_grid_plan *gp, gc_grid_maps *maps, const float *x, int64_t n,
+				   gc_cancel_fn cancel, void *cancel_arg, gc_error *err)
+{
+	int			clamped = 0;
+	double		side0 = gp->side;
+
+	memset(maps, 0, sizeof(*maps));
+	for (;;)
+	{
+		double		cells = 1.0;
+
+		for (int k = 0; k < gp->g; k++)
+		{
+			double	   *v = (double *) malloc(sizeof(double) * (size_t) n);
+			int64_t		m;
+			int64_t		gap_max = 2 * GC_GRID_MAX_REACH + 1;
+
+			if (!v)
+				return gc_error_set(err, GC_ERR_OUT_OF_MEMORY,
+									"out of memory planning the grid of %lld points", (long long) n);
+			free(maps->raw[k]);
+			free(maps->cell[k]);
+			maps->cell[k] = NULL;
+			for (int64_t i = 0; i < n; i++)
+			{
+				double		q = (double) x[i * gp->d + gp->dim[k]] / gp->side;
+
+				clamped |= !(fabs(q) < GC_GRID_RAW_LIMIT);
+				v[i] = gc_grid_raw(gp->side, x[i * gp->d + gp->dim[k]]);
+			}
+			maps->raw[k] = v;
+			m = gc_grid_sort_unique(v, n, cancel, cancel_arg);
+			if (m == -1)
+				return GC_ERR_CANCELLED;
+			maps->cell[k] = (int64_t *) malloc(sizeof(int64_t) * (size_t) (m > 0 ? m : 1));
+			if (m == -2 || !maps->cell[k])
+				return gc_error_set(err, GC_ERR_OUT_OF_MEMORY,
+									"out of memory planning the grid of %lld points", (long long) n);
+			/* gaps shortened to 2 * GC_GRID_MAX_REACH + 1, more than any reach */
+			maps->cell[k][0] = 0;
+			for (int64_t j = 1; j < m; j++)
+			{
+				double		gap = v[j] - v[j - 1];
+
+				maps->cell[k][j] = maps->cell[k][j - 1] +
+					(gap < (double) gap_max ? (int64_t) gap : gap_max);
+			}
+			gp->nmap[k] = m;
+			gp->extent[k] = maps->cell[k][m - 1] + 1;
+			gp->map_raw[k] = maps->raw[k];
+			gp->map_cell[k] = maps->cell[k];
+			cells *= (double) gp->extent[k];
+		}
+		if (cells < GC_GRID_MAX_CELLS)
+			break;
+		gp->side *= 2.0;
+	}
+	gp->dense_ok = gp->fine && gp->side == side0 && !clamped;
+	return gc_grid_plan_rows(gp, err);
 }
 
 #endif							/* GPUCLUST_DBSCAN_GRID_H */

@@ -125,6 +125,7 @@ void run(Workspace &w, const float *x, /* [n, d] host */ gc_dbscan_result *resul
 												 scan_temp_bytes(w.n)),
 						  "DBSCAN", w.n, w.d);
 	w.x = upload_points(w.call, sw, x, w.n, w.d);
+	w.hx = x;
 
 	Stopwatch	compute;
 

@@ -80,14 +80,21 @@ struct Workspace
 	{
 	}
 
+	~Workspace() { gc_grid_maps_free(&maps); }
+
 	const Call &call;
 	const int32_t n;
 	const int32_t d;
 	const double eps;
 	const int32_t min_pts;
+	const float *hx = nullptr;	/* [n, d] the caller's points, on the host */
 
 	/* index */
 	GridParams	gp;
+	int32_t		dims[kMaxGridDims] = {0, 0, 0};	/* the grid dimensions (gc_grid_choose_dims) */
+	gc_grid_maps maps = {};		/* a mapped plan's tables on the host */
+	DeviceBuffer<double> map_raw[kMaxGridDims];	/* and on the device */
+	DeviceBuffer<int64_t> map_cell[kMaxGridDims];
 	double		dense_share = -1.0; /* estimated share of points in dense cells, -1: none */
 	int32_t		ncells = 0;
 	unsigned long long slots = 0;	/* hash table size, a power of two */

@@ -65,7 +65,7 @@ __device__ __forceinline__ const float *point(const float *xs, /* [n, d] */ int3
 	return xs + (size_t) q * (D > 0 ? D : d);
 }
 
-/* The cell key of point i: its cell coordinates (gc_grid_cell_coord) with the last fastest. */
+/* The cell key of point i: its cell coordinates (gc_grid_cell_of) with the last fastest. */
 __device__ __forceinline__ unsigned long long point_key(const GridParams &gp,
 														const float *x, /* [n, d] */ int64_t i)
 {
@@ -73,7 +73,7 @@ __device__ __forceinline__ unsigned long long point_key(const GridParams &gp,
 
 	for (int j = 0; j < gp.plan.g; j++)
 		k = k * (unsigned long long) gp.plan.extent[j] +
-			(unsigned long long) gc_grid_cell_coord(&gp.plan, j, x[(size_t) i * gp.plan.d + j]);
+			(unsigned long long) gc_grid_cell_of(&gp.plan, x + (size_t) i * gp.plan.d, j);
 	return k;
 }
 

@@ -5,12 +5,15 @@
  *    Arndt, "Fast tree-based algorithms for DBSCAN on GPUs"), built on the
  *    device from the uploaded points:
  *
- *    bounding box   min and max of the grid dimensions, and the check that
- *                   every coordinate is finite;
+ *    bounding box   min and max of the grid dimensions (for d > 3 chosen
+ *                   on the host from a sample, gc_grid_choose_dims), and
+ *                   the check that every coordinate is finite;
  *    grid           planned by gc_grid_plan_make (common/dbscan_grid.h, the
  *                   same choices as the CPU core), fine or coarse as an
  *                   estimate from a sample says, or as tuning.dbscan_grid
- *                   forces;
+ *                   forces; a box too wide for the direct numbering (far
+ *                   outliers) gets the maps of gc_grid_maps_build, built on
+ *                   the host and copied to the device;
  *    sort           the cell key of each point, a stable CUB radix sort of
  *                   the points by key;
  *    cells          the points gathered in cell order, cells as runs of the
@@ -34,8 +37,14 @@ constexpr int kBboxBlocks = 512;
 
 /* ------------------------------------------------------------------ bounding box */
 
+/* The grid dimensions, by value. */
+struct Dims
+{
+	int32_t		f[kMaxGridDims];
+};
+
 /* Per-block min/max over the grid dimensions, and a count of non-finite values. */
-__global__ void bbox_kernel(const float *x, /* [n, d] */ int64_t n, int d, int g,
+__global__ void bbox_kernel(const float *x, /* [n, d] */ int64_t n, int d, int g, Dims dims,
 							float *part_lo, /* [blocks, g] */ float *part_hi, /* [blocks, g] */
 							unsigned long long *nonfinite /* [1] */)
 {
@@ -58,11 +67,13 @@ __global__ void bbox_kernel(const float *x, /* [n, d] */ int64_t n, int d, int g
 
 			if (!isfinite(v))
 				bad++;
-			else if (k < g)
-			{
-				lo[k] = fminf(lo[k], v);
-				hi[k] = fmaxf(hi[k], v);
-			}
+		}
+		for (int k = 0; k < g; k++)
+		{
+			float		v = p[dims.f[k]];
+
+			lo[k] = fminf(lo[k], v);
+			hi[k] = fmaxf(hi[k], v);
 		}
 	}
 
@@ -87,7 +98,10 @@ __global__ void bbox_kernel(const float *x, /* [n, d] */ int64_t n, int d, int g
 		atomicAdd(nonfinite, bad);
 }
 
-/* The box of the first min(d, 3) dimensions; rejects NaN and infinite coordinates. */
+/*
+ * The grid dimensions (w.dims) and their box; rejects NaN and infinite
+ * coordinates (before the dimensions are chosen from them).
+ */
 void bounding_box(Workspace &w, double *lo, /* [g] out */ double *hi /* [g] out */)
 {
 	const int32_t g = w.d < kMaxGridDims ? w.d : kMaxGridDims;
@@ -95,9 +109,22 @@ void bounding_box(Workspace &w, double *lo, /* [g] out */ double *hi /* [g] out 
 	DeviceBuffer<unsigned long long> bad(1, "the bounding box");
 	float		hpart[kBboxBlocks * kMaxGridDims * 2];
 	unsigned long long hbad = 0;
+	Dims		dims = {{0, 1, 2}};
 
 	CUDA_TRY(cudaMemset(bad.get(), 0, sizeof(unsigned long long)));
-	bbox_kernel<<<kBboxBlocks, kBlock>>>(w.x.get(), w.n, w.d, g, part.get(),
+	bbox_kernel<<<kBboxBlocks, kBlock>>>(w.x.get(), w.n, w.d, 0, dims, part.get(),
+										  part.get() + kBboxBlocks * g, bad.get());
+	CHECK_LAUNCH("bbox_kernel");
+	CUDA_TRY(cudaMemcpy(&hbad, bad.get(), sizeof(hbad), cudaMemcpyDeviceToHost));
+	if (hbad)
+		fail(GC_ERR_INVALID_ARGUMENT,
+			 "the points hold %llu non-finite coordinates (NaN or infinity)", hbad);
+	if (gc_grid_choose_dims(w.hx, w.n, w.d, w.eps, w.dims) != 0)
+		fail(GC_ERR_OUT_OF_MEMORY, "out of host memory planning the DBSCAN grid");
+	for (int k = 0; k < kMaxGridDims; k++)
+		dims.f[k] = w.dims[k];
+	CUDA_TRY(cudaMemset(bad.get(), 0, sizeof(unsigned long long)));
+	bbox_kernel<<<kBboxBlocks, kBlock>>>(w.x.get(), w.n, w.d, g, dims, part.get(),
 										  part.get() + kBboxBlocks * g, bad.get());
 	CHECK_LAUNCH("bbox_kernel");
 	CUDA_TRY(cudaMemcpy(hpart, part.get(), part.bytes(), cudaMemcpyDeviceToHost));
@@ -222,7 +249,27 @@ void make_grid(Workspace &w, const double *lo, /* [g] */ const double *hi, /* [g
 {
 	gc_grid_plan plan;
 
-	require(gc_grid_plan_make(&plan, w.d, w.eps, lo, hi, coarse ? 1 : 0, error_record()));
+	require(gc_grid_plan_make(&plan, w.d, w.eps, w.dims, lo, hi, coarse ? 1 : 0, error_record()));
+	if (plan.mapped)
+	{
+		gc_status	st = gc_grid_maps_build(&plan, &w.maps, w.hx, w.n, w.call.exec.cancel,
+											w.call.exec.cancel_arg, error_record());
+
+		if (st == GC_ERR_CANCELLED)
+			fail(GC_ERR_CANCELLED, "canceled");
+		require(st);
+		for (int k = 0; k < plan.g; k++)
+		{
+			w.map_raw[k].reset(plan.nmap[k], "the grid maps");
+			w.map_cell[k].reset(plan.nmap[k], "the grid maps");
+			CUDA_TRY(cudaMemcpy(w.map_raw[k].get(), w.maps.raw[k], sizeof(double) * plan.nmap[k],
+								cudaMemcpyHostToDevice));
+			CUDA_TRY(cudaMemcpy(w.map_cell[k].get(), w.maps.cell[k], sizeof(int64_t) * plan.nmap[k],
+								cudaMemcpyHostToDevice));
+			plan.map_raw[k] = w.map_raw[k].get();
+			plan.map_cell[k] = w.map_cell[k].get();
+		}
+	}
 	w.gp = grid_params(plan, w.n, w.min_pts);
 }
 
@@ -419,10 +466,12 @@ void build_hash(Workspace &w)
 
 		CUDA_TRY(cudaMemcpy(&in_dense, dense_points.get(), sizeof(in_dense),
 							cudaMemcpyDeviceToHost));
-		fprintf(stderr, "gpuclust dbscan grid: n=%d d=%d side=%g extent=%lld,%lld,%lld "
+		fprintf(stderr, "gpuclust dbscan grid: n=%d d=%d dims=%d,%d,%d %s side=%g extent=%lld,%lld,%lld "
 				"cells=%d dense_ok=%d points_in_dense_cells=%llu estimated_share=%.4f "
 				"offsets=%d rows=%d\n",
-				w.n, w.d, gp.plan.side, (long long) gp.plan.extent[0],
+				w.n, w.d, gp.plan.dim[0], gp.plan.g > 1 ? gp.plan.dim[1] : -1,
+				gp.plan.g > 2 ? gp.plan.dim[2] : -1, gp.plan.mapped ? "mapped" : "direct",
+				gp.plan.side, (long long) gp.plan.extent[0],
 				gp.plan.g > 1 ? (long long) gp.plan.extent[1] : 1LL,
 				gp.plan.g > 2 ? (long long) gp.plan.extent[2] : 1LL, w.ncells, gp.plan.dense_ok,
 				in_dense, w.dense_share, gp.plan.max_cells, gp.plan.nrows);

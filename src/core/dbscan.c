@@ -13,9 +13,8 @@
  * "Fast tree-based algorithms for DBSCAN on GPUs", in five phases over one
  * workspace:
  *
- *  index   the grid of common/dbscan_grid.h on the first min(d, 3)
- *          dimensions, the points sorted by cell so that a cell is a
- *          contiguous run;
+ *  index   the grid of common/dbscan_grid.h on min(d, 3) dimensions,
+ *          the points sorted by cell so that a cell is a contiguous run;
  *  core    the core points, counting neighbours only up to min_pts; a cell
  *          of the fine grid (FDBSCAN-DenseBox) holding at least min_pts
  *          points is all core without a single distance computation;
@@ -26,7 +25,9 @@
  *
  * The grid never changes the answer (its margins are explained in
  * common/dbscan_grid.h), it only skips distance computations that cannot
- * matter.
+ * matter.  Work is counted in coordinates compared (distance evaluations
+ * times d) and cancel is asked every DBSCAN_CANCEL_EVERY of them, so a
+ * crowded cell answers cancel as fast as a sparse one.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -35,8 +36,8 @@
 #include "core.h"
 #include "dbscan_grid.h"
 
-/* Steps of work between two questions to the cancel callback. */
-#define DBSCAN_CANCEL_EVERY 4096
+/* Coordinates compared between two questions to the cancel callback (a few ms). */
+#define DBSCAN_CANCEL_EVERY ((int64_t) 1 << 23)
 /* Most neighbour cells of one cell: every row at its widest. */
 #define DBSCAN_MAX_NBR (GC_GRID_MAX_ROWS * (2 * GC_GRID_MAX_REACH + 1))
 
@@ -57,10 +58,11 @@ typedef struct dbscan_ws
 	double		eps;
 	double		eps2;
 	int64_t		min_pts;
-	int64_t		work;			/* steps since the cancel callback was last asked */
+	int64_t		work;			/* coordinates compared since cancel was last asked */
 
 	/* index */
 	gc_grid_plan plan;
+	gc_grid_maps maps;			/* the tables of a mapped plan */
 	float	   *xs;				/* [n, d] points in cell order */
 	int64_t    *perm;			/* [n] sorted position -> row */
 	int64_t		ncells;
@@ -107,14 +109,18 @@ dbscan_ws_free(dbscan_ws *ws)
 	free(ws->cell_key);
 	free(ws->core);
 	free(ws->parent);
+	gc_grid_maps_free(&ws->maps);
 	memset(ws, 0, sizeof(*ws));
 }
 
-/* Adds step to the work done; asks the cancel callback every DBSCAN_CANCEL_EVERY steps. */
+/*
+ * Adds pairs distance evaluations (or as much other work) to the work done;
+ * asks the cancel callback every DBSCAN_CANCEL_EVERY coordinates.
+ */
 static inline int
-dbscan_tick(dbscan_ws *ws, int64_t step)
+dbscan_tick(dbscan_ws *ws, int64_t pairs)
 {
-	ws->work += step;
+	ws->work += (pairs + 1) * ws->d;
 	if (ws->work < DBSCAN_CANCEL_EVERY)
 		return 0;
 	ws->work = 0;
@@ -182,16 +188,23 @@ cell_key_of(const gc_grid_plan *plan, const int64_t *coord)
 	return key;
 }
 
-/* Plans the grid from the range of the first min(d, 3) coordinates. */
+/*
+ * Plans the grid: its dimensions, the range of the points there, and the
+ * maps when the range does not fit the direct numbering.
+ */
 static gc_status
 dbscan_plan(dbscan_ws *ws)
 {
 	gc_grid_plan *plan = &ws->plan;
 	int32_t		g = ws->d < GC_GRID_MAX_DIMS ? ws->d : GC_GRID_MAX_DIMS;
+	int32_t		dims[GC_GRID_MAX_DIMS];
 	double		lo[GC_GRID_MAX_DIMS];
 	double		hi[GC_GRID_MAX_DIMS];
 	gc_status	st;
 
+	if (gc_grid_choose_dims(ws->x, ws->n, ws->d, ws->eps, dims) != 0)
+		return gc_core_oom(ws->ctx, sizeof(double) * GC_GRID_SAMPLE,
+						   "out of memory planning the DBSCAN grid");
 	for (int k = 0; k < g; k++)
 	{
 		lo[k] = INFINITY;
@@ -200,22 +213,29 @@ dbscan_plan(dbscan_ws *ws)
 	for (int64_t i = 0; i < ws->n; i++)
 		for (int k = 0; k < g; k++)
 		{
-			double		v = ws->x[i * ws->d + k];
+			double		v = ws->x[i * ws->d + dims[k]];
 
 			if (v < lo[k])
 				lo[k] = v;
 			if (v > hi[k])
 				hi[k] = v;
 		}
-	st = gc_grid_plan_make(plan, ws->d, ws->eps, lo, hi, 0, ws->ctx->err);
+	st = gc_grid_plan_make(plan, ws->d, ws->eps, dims, lo, hi, 0, ws->ctx->err);
+	if (st == GC_OK && plan->mapped)
+		st = gc_grid_maps_build(plan, &ws->maps, ws->x, ws->n, ws->ctx->cancel,
+								ws->ctx->cancel_arg, ws->ctx->err);
+	if (st == GC_ERR_CANCELLED)
+		return gc_core_cancel_status(ws->ctx);
 	if (st != GC_OK)
 		return st;
 	if (plan->max_cells > DBSCAN_MAX_NBR)
 		return gc_error_set(ws->ctx->err, GC_ERR_INTERNAL,
 							"DBSCAN grid with %d neighbour cells; please report a bug",
 							plan->max_cells);
-	gc_core_debug(ws->ctx, "DBSCAN grid: side %g, %d dimensions, dense cells %s, reach %d, %d rows",
-				  plan->side, plan->g, plan->dense_ok ? "on" : "off", plan->reach, plan->nrows);
+	gc_core_debug(ws->ctx, "DBSCAN grid: side %g, dimensions %d %d %d of %d, %s, dense cells %s, reach %d, %d rows",
+				  plan->side, plan->dim[0], plan->g > 1 ? plan->dim[1] : -1,
+				  plan->g > 2 ? plan->dim[2] : -1, plan->d, plan->mapped ? "mapped" : "direct",
+				  plan->dense_ok ? "on" : "off", plan->reach, plan->nrows);
 	return GC_OK;
 }
 
@@ -273,8 +293,14 @@ dbscan_index(dbscan_ws *ws)
 	{
 		int64_t		coord[GC_GRID_MAX_DIMS];
 
+		if ((i & 65535) == 65535 && dbscan_tick(ws, 65536 * (int64_t) ws->plan.g))
+		{
+			free(keys);
+			return GC_ERR_CANCELLED;
+		}
+
 		for (int k = 0; k < ws->plan.g; k++)
-			coord[k] = gc_grid_cell_coord(&ws->plan, k, ws->x[i * ws->d + k]);
+			coord[k] = gc_grid_cell_of(&ws->plan, ws->x + i * ws->d, k);
 		keys[i].key = cell_key_of(&ws->plan, coord);
 		keys[i].row = i;
 		if (keys[i].key > max_key)
@@ -384,6 +410,7 @@ dbscan_core(dbscan_ws *ws)
 		{
 			const float *xi = ws->xs + (size_t) i * d;
 			int64_t		count = dense_ok ? size : 0;
+			int64_t		evals = m;
 
 			for (int32_t t = 0; t < m && count < ws->min_pts; t++)
 			{
@@ -393,13 +420,16 @@ dbscan_core(dbscan_ws *ws)
 					continue;
 				for (int64_t j = ws->cell_start[nc]; j < ws->cell_start[nc + 1]; j++)
 				{
+					evals++;
 					if (gc_dist2(xi, ws->xs + (size_t) j * d, d) <= ws->eps2 &&
 						++count >= ws->min_pts)
 						break;
+					if ((evals & 4095) == 0 && dbscan_tick(ws, 4096))
+						return GC_ERR_CANCELLED;
 				}
 			}
 			ws->core[i] = count >= ws->min_pts;
-			if (dbscan_tick(ws, m))
+			if (dbscan_tick(ws, evals & 4095))
 				return GC_ERR_CANCELLED;
 		}
 	}
@@ -439,48 +469,61 @@ dbscan_near(const dbscan_ws *ws, int64_t i, int64_t j)
 	return gc_dist2(ws->xs + (size_t) i * ws->d, ws->xs + (size_t) j * ws->d, ws->d) <= ws->eps2;
 }
 
-/* Joins the core points within eps of each other among [s, e) x [ns, ne), i < j when same. */
-static void
+/*
+ * Joins the core points within eps of each other among [s, e) x [ns, ne),
+ * i < j when same.  Returns 1 when cancelled.
+ */
+static int
 union_plain(dbscan_ws *ws, int64_t s, int64_t e, int64_t ns, int64_t ne, int same)
 {
 	for (int64_t i = s; i < e; i++)
 	{
+		int64_t		j0 = same ? i + 1 : ns;
+
 		if (!ws->core[i])
 			continue;
-		for (int64_t j = same ? i + 1 : ns; j < ne; j++)
+		for (int64_t j = j0; j < ne; j++)
 			if (ws->core[j] && uf_find(ws->parent, i) != uf_find(ws->parent, j) &&
 				dbscan_near(ws, i, j))
 				uf_union(ws->parent, i, j);
+		if (dbscan_tick(ws, ne - j0))
+			return 1;
 	}
+	return 0;
 }
 
 /*
  * Joins a dense cell [ds, de), a single connected set, with the core points
  * of the other cell [os, oe): each needs one neighbour in the dense cell,
- * and when both cells are dense one pair settles everything.
+ * and when both cells are dense one pair settles everything.  Returns 1
+ * when cancelled.
  */
-static void
+static int
 union_dense(dbscan_ws *ws, int64_t ds, int64_t de, int64_t os, int64_t oe, int both_dense)
 {
 	for (int64_t j = os; j < oe; j++)
 	{
 		int			hit = 0;
+		int64_t		i;
 
 		if (!ws->core[j] || uf_find(ws->parent, j) == uf_find(ws->parent, ds))
 			continue;
-		for (int64_t i = ds; i < de && !hit; i++)
+		for (i = ds; i < de && !hit; i++)
 			if (dbscan_near(ws, i, j))
 			{
 				uf_union(ws->parent, i, j);
 				hit = 1;
 			}
+		if (dbscan_tick(ws, i - ds))
+			return 1;
 		if (hit && both_dense)
 			break;
 	}
+	return 0;
 }
 
-/* Joins the core points of cells c and nc (nc >= c) that lie within eps. */
-static void
+/* Joins the core points of cells c and nc (nc >= c) that lie within eps; 1 when cancelled. */
+static int
 union_cells(dbscan_ws *ws, int64_t c, int64_t nc)
 {
 	int64_t		s = ws->cell_start[c];
@@ -494,15 +537,15 @@ union_cells(dbscan_ws *ws, int64_t c, int64_t nc)
 	{
 		for (int64_t i = s + 1; i < e; i++)
 			uf_union(ws->parent, s, i);
+		return dbscan_tick(ws, e - s);
 	}
-	else if (nc == c)
-		union_plain(ws, s, e, s, e, 1);
-	else if (c_dense)
-		union_dense(ws, s, e, ns, ne, n_dense);
-	else if (n_dense)
-		union_dense(ws, ns, ne, s, e, 0);
-	else
-		union_plain(ws, s, e, ns, ne, 0);
+	if (nc == c)
+		return union_plain(ws, s, e, s, e, 1);
+	if (c_dense)
+		return union_dense(ws, s, e, ns, ne, n_dense);
+	if (n_dense)
+		return union_dense(ws, ns, ne, s, e, 0);
+	return union_plain(ws, s, e, ns, ne, 0);
 }
 
 /* Phase union: joins core points within eps, each pair of cells once. */
@@ -524,8 +567,7 @@ dbscan_union(dbscan_ws *ws)
 
 			if (nc < c)
 				continue;
-			union_cells(ws, c, nc);
-			if (dbscan_tick(ws, CELL_SIZE(ws, c) + CELL_SIZE(ws, nc)))
+			if (union_cells(ws, c, nc))
 				return GC_ERR_CANCELLED;
 		}
 	}
@@ -538,10 +580,10 @@ dbscan_union(dbscan_ws *ws)
  * The sorted position of the lowest-row core point within eps of the
  * non-core point at position i, or -1, among the m neighbour cells listed.
  * Rows within a cell are in order, so the first hit in a cell is that
- * cell's best.
+ * cell's best.  *evals: the points looked at.
  */
 static int64_t
-border_best(const dbscan_ws *ws, int64_t i, int32_t m)
+border_best(const dbscan_ws *ws, int64_t i, int32_t m, int64_t *evals)
 {
 	const float *xi = ws->xs + (size_t) i * ws->d;
 	int64_t		best = -1;
@@ -552,6 +594,7 @@ border_best(const dbscan_ws *ws, int64_t i, int32_t m)
 
 		for (int64_t j = ws->cell_start[nc]; j < ws->cell_start[nc + 1]; j++)
 		{
+			(*evals)++;
 			if (best >= 0 && ws->perm[j] >= ws->perm[best])
 				break;
 			if (ws->core[j] && gc_dist2(xi, ws->xs + (size_t) j * ws->d, ws->d) <= ws->eps2)
@@ -582,14 +625,16 @@ dbscan_border(dbscan_ws *ws)
 		for (int64_t i = ws->cell_start[c]; i < ws->cell_start[c + 1]; i++)
 		{
 			int64_t		best;
+			int64_t		evals = 0;
 
 			if (ws->core[i])
 				continue;
 			if (m < 0)
 				m = grid_neighbours(ws, c);
-			best = border_best(ws, i, m);
+			evals = m;
+			best = border_best(ws, i, m, &evals);
 			ws->parent[i] = best >= 0 ? uf_find(ws->parent, best) : -1;
-			if (dbscan_tick(ws, m))
+			if (dbscan_tick(ws, evals))
 				return GC_ERR_CANCELLED;
 		}
 	}

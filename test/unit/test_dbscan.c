@@ -368,6 +368,83 @@ test_random_sets(void)
 	}
 }
 
+/*
+ * Skewed sets against the brute-force reference: far outliers (the grid
+ * numbers its cells through maps), clusters at very different scales,
+ * features of which the first ones hardly vary (the grid picks others),
+ * duplicates and round coordinates.
+ */
+static void
+test_skewed_sets(void)
+{
+	/* a dense square of side 1e-3 with one point at (1e6, 1e6), and one at -1e6 */
+	{
+		int64_t		n = 3000;
+		float	   *x = random_set(n, 2, 6, 0.2, 0.1);
+
+		for (int64_t i = 0; i < n * 2; i++)
+			x[i] *= 1e-3f;
+		x[0] = 1e6f;
+		x[1] = 1e6f;
+		x[2] = -1e6f;
+		x[3] = 5.0f;
+		compare("outlier, 2-D", x, n, 2, 1e-5, 4);
+		compare("outlier, 2-D, larger eps", x, n, 2, 4e-5, 3);
+		free(x);
+	}
+	/* 1-D and 3-D with outliers on both sides and duplicates */
+	{
+		int32_t		dims[] = {1, 3};
+
+		for (int a = 0; a < 2; a++)
+		{
+			int64_t		n = 2500;
+			int32_t		d = dims[a];
+			float	   *x = random_set(n, d, 5, 0.1, 0.2);
+
+			for (int64_t i = 0; i < n * d; i++)
+				x[i] = 1e-2f * x[i];
+			x[0] = 3e7f;
+			x[d] = -2e9f;
+			memcpy(x + 2 * d, x, sizeof(float) * d);	/* a duplicated outlier */
+			compare("outliers and duplicates", x, n, d, 2e-4, 3);
+			free(x);
+		}
+	}
+	/* two clusters far apart, each at its own small scale */
+	{
+		int64_t		n = 3000;
+		float	   *x = random_set(n, 2, 4, 0.1, 0.05);
+
+		for (int64_t i = 0; i < n; i++)
+		{
+			float		off = (i % 2) ? 4.0e5f : -1.0e3f;
+
+			x[i * 2] = off + 1e-3f * x[i * 2];
+			x[i * 2 + 1] = off + 1e-3f * x[i * 2 + 1];
+		}
+		compare("two far scales", x, n, 2, 2e-5, 3);
+		free(x);
+	}
+	/* 8-D whose first four coordinates are constant, and 5-D on a round lattice */
+	{
+		int64_t		n = 2000;
+		float	   *x = random_set(n, 8, 6, 0.1, 0.1);
+
+		for (int64_t i = 0; i < n; i++)
+			for (int k = 0; k < 4; k++)
+				x[i * 8 + k] = 7.0f;
+		compare("constant first features", x, n, 8, 0.05, 4);
+		free(x);
+		x = random_set(n, 5, 0, 0.0, 0.1);
+		for (int64_t i = 0; i < n * 5; i++)
+			x[i] = (float) (floor(x[i] * 20.0) / 10.0);
+		compare("round lattice, round eps", x, n, 5, 0.1, 5);
+		compare("round lattice, eps on the lattice step", x, n, 5, 0.2, 5);
+		free(x);
+	}
+}
+
 /* Cancel stops the work and reports it. */
 static void
 test_cancel(void)
@@ -387,6 +464,38 @@ test_cancel(void)
 	free(k);
 }
 
+/*
+ * Cancel is asked in proportion to the work: all points in one cell of a
+ * 10-D grid (eps larger than the data), where the union compares every
+ * pair.  The callback counts its calls; it must be asked many times before
+ * the call would have ended, not once a cell.
+ */
+static int	crowd_calls = 0;
+
+static int
+cancel_at_fifty(void *arg)
+{
+	return ++crowd_calls >= 50;
+}
+
+static void
+test_cancel_crowded_cell(void)
+{
+	int64_t		n = 60000;
+	float	   *x = random_set(n, 10, 0, 0.0, 0.0);
+	int32_t    *c = malloc(sizeof(int32_t) * n);
+	uint8_t    *k = malloc(n);
+	gc_dbscan_params p = {sizeof(p), 100.0, 5};
+	gc_dbscan_result r = {c, k, 0};
+
+	crowd_calls = 0;
+	CHECK(run_dbscan(x, n, 10, &p, &r, cancel_at_fifty) == GC_ERR_CANCELLED,
+		  "cancel in one crowded cell (asked %d times)", crowd_calls);
+	free(x);
+	free(c);
+	free(k);
+}
+
 /* Runs every test; the exit status says whether all checks passed. */
 int
 main(void)
@@ -395,6 +504,8 @@ main(void)
 	test_checks();
 	test_hand_made();
 	test_random_sets();
+	test_skewed_sets();
 	test_cancel();
+	test_cancel_crowded_cell();
 	UNIT_DONE();
 }
