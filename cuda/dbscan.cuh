@@ -40,6 +40,7 @@ struct GridParams
 	int32_t		n;
 	int32_t		min_pts;
 	long long	stride[kMaxGridDims];	/* key = sum(coord[k] * stride[k]) */
+	const volatile int32_t *abort;	/* set by the host on cancel (AbortFlag) */
 };
 
 /* The kernels' view of the grid planned by gc_grid_plan_make. */
@@ -56,6 +57,34 @@ inline GridParams grid_params(const gc_grid_plan &plan, int32_t n, int32_t min_p
 		gp.stride[k] = gp.stride[k + 1] * plan.extent[k + 1];
 	return gp;
 }
+
+/*
+ * A flag in mapped host memory that the search kernels read every
+ * kAbortEvery candidates: the host sets it when the caller cancels while a
+ * launch runs, and the launch ends early instead of finishing work that
+ * may take minutes (one crowded cell).  Points with few candidates never
+ * read it.
+ */
+class AbortFlag
+{
+  public:
+	AbortFlag()
+	{
+		CUDA_TRY(cudaHostAlloc((void **) &host_, sizeof(int32_t), cudaHostAllocMapped));
+		*host_ = 0;
+		CUDA_TRY(cudaHostGetDevicePointer((void **) &dev_, (void *) host_, 0));
+	}
+	~AbortFlag() { cudaFreeHost((void *) host_); }
+	AbortFlag(const AbortFlag &) = delete;
+	AbortFlag &operator=(const AbortFlag &) = delete;
+
+	void raise() const { *host_ = 1; }
+	const volatile int32_t *device() const { return dev_; }
+
+  private:
+	volatile int32_t *host_ = nullptr;
+	const volatile int32_t *dev_ = nullptr;
+};
 
 /* The cell table on the device. */
 struct Cells
@@ -93,6 +122,7 @@ struct Workspace
 	GridParams	gp;
 	int32_t		dims[kMaxGridDims] = {0, 0, 0};	/* the grid dimensions (gc_grid_choose_dims) */
 	gc_grid_maps maps = {};		/* a mapped plan's tables on the host */
+	AbortFlag	abort;			/* the cancel of a running launch */
 	DeviceBuffer<double> map_raw[kMaxGridDims];	/* and on the device */
 	DeviceBuffer<int64_t> map_cell[kMaxGridDims];
 	double		dense_share = -1.0; /* estimated share of points in dense cells, -1: none */

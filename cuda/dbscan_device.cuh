@@ -77,6 +77,18 @@ __device__ __forceinline__ unsigned long long point_key(const GridParams &gp,
 	return k;
 }
 
+/* Candidates a thread looks at between two reads of the abort flag. */
+constexpr int32_t kAbortEvery = 4096;
+
+/* Counts one candidate; true every kAbortEvery of them when the host asked to stop. */
+__device__ __forceinline__ bool abort_tick(const GridParams &gp, int32_t &tick)
+{
+	if (++tick < kAbortEvery)
+		return false;
+	tick = 0;
+	return *gp.abort != 0;
+}
+
 __device__ __forceinline__ bool cell_dense(const GridParams &gp, int32_t size)
 {
 	return gp.plan.dense_ok && size >= gp.min_pts;

@@ -271,6 +271,7 @@ void make_grid(Workspace &w, const double *lo, /* [g] */ const double *hi, /* [g
 		}
 	}
 	w.gp = grid_params(plan, w.n, w.min_pts);
+	w.gp.abort = w.abort.device();
 }
 
 /*

@@ -39,7 +39,37 @@ constexpr int32_t kFirstPoints = 1 << 14;
 constexpr int32_t kFirstCells = 1 << 12;
 
 /*
- * Runs launch(begin, end) over [0, total) in chunks, synchronizing after
+ * Waits for the launches in flight, asking the cancel callback about once a
+ * millisecond; on yes raises the abort flag, so that the kernels stop at
+ * their next read of it, and raises GC_ERR_CANCELLED once they did.
+ */
+void wait_or_cancel(const Workspace &w)
+{
+	Stopwatch	sw;
+	double		next = 1.0;
+
+	for (;;)
+	{
+		cudaError_t e = cudaStreamQuery(0);
+
+		if (e == cudaSuccess)
+			return;
+		if (e != cudaErrorNotReady)
+			CUDA_TRY(e);
+		if (sw.ms() < next)
+			continue;
+		next = sw.ms() + 1.0;
+		if (w.call.exec.cancel && w.call.exec.cancel(w.call.exec.cancel_arg))
+		{
+			w.abort.raise();
+			CUDA_TRY(cudaDeviceSynchronize());
+			fail(GC_ERR_CANCELLED, "canceled");
+		}
+	}
+}
+
+/*
+ * Runs launch(begin, end) over [0, total) in chunks, waiting after
  * each and asking the cancel callback before each.  The chunk grows while a
  * launch takes under 10 ms and shrinks above 50 ms, so a cancel is answered
  * within a few tens of milliseconds whatever the density of the data.
@@ -59,7 +89,7 @@ void run_chunked(const Workspace &w, const char *what, int32_t total, int32_t fi
 
 		w.call.check_cancel();
 		launch((int32_t) begin, (int32_t) end);
-		CUDA_TRY(cudaDeviceSynchronize());
+		wait_or_cancel(w);
 		double		ms = sw.ms();
 
 		if (ms < 10.0 && chunk < (1 << 26))
@@ -96,6 +126,7 @@ __global__ void core_kernel(GridParams gp, Cells cells, const float *xs, /* [n, 
 	long long	coord[kMaxGridDims];
 	unsigned long long key = cells.key[c];
 	int32_t		count = gp.plan.dense_ok ? size : 0;
+	int32_t		tick = 0;
 
 	qp.load(xs, j, gp.plan.d);
 	decode_key(gp, key, coord);
@@ -112,9 +143,13 @@ __global__ void core_kernel(GridParams gp, Cells cells, const float *xs, /* [n, 
 			int32_t		be = cells.start[b + 1];
 
 			for (int32_t q = cells.start[b]; q < be; q++)
+			{
+				if (abort_tick(gp, tick))
+					return;
 				if (dist2<D>(qp.p, point<D>(xs, q, gp.plan.d), gp.plan.d) <= gp.plan.eps2 &&
 					++count >= gp.min_pts)
 					break;
+			}
 		}
 	}
 	core[j] = count >= gp.min_pts;
@@ -173,6 +208,7 @@ __global__ void union_point_kernel(GridParams gp, Cells cells, const float *xs, 
 	Query<D>	qp;
 	long long	coord[kMaxGridDims];
 	unsigned long long key = cells.key[c];
+	int32_t		tick = 0;
 
 	qp.load(xs, j, gp.plan.d);
 	decode_key(gp, key, coord);
@@ -192,6 +228,9 @@ __global__ void union_point_kernel(GridParams gp, Cells cells, const float *xs, 
 				if (uf_find(parent, j) == uf_find(parent, bs))
 					continue;
 				for (int32_t q = bs; q < be; q++)
+				{
+					if (abort_tick(gp, tick))
+						return;
 					if (dist2<D>(qp.p, point<D>(xs, q, gp.plan.d), gp.plan.d) <= gp.plan.eps2)
 					{
 						if (!known)
@@ -199,6 +238,7 @@ __global__ void union_point_kernel(GridParams gp, Cells cells, const float *xs, 
 						uf_union(parent, j, q);
 						break;
 					}
+				}
 			}
 			else
 			{
@@ -206,6 +246,8 @@ __global__ void union_point_kernel(GridParams gp, Cells cells, const float *xs, 
 					be = j;
 				for (int32_t q = bs; q < be; q++)
 				{
+					if (abort_tick(gp, tick))
+						return;
 					if (known && !core[q])
 						continue;
 					if (dist2<D>(qp.p, point<D>(xs, q, gp.plan.d), gp.plan.d) <= gp.plan.eps2)
@@ -466,6 +508,7 @@ __global__ void border_kernel(GridParams gp, Cells cells, const float *xs, /* [n
 	unsigned long long key = cells.key[c];
 	int32_t		best_pos = -1;
 	int32_t		best_row = INT_MAX;
+	int32_t		tick = 0;
 
 	qp.load(xs, j, gp.plan.d);
 	decode_key(gp, key, coord);
@@ -483,6 +526,8 @@ __global__ void border_kernel(GridParams gp, Cells cells, const float *xs, /* [n
 			{
 				int32_t		r = row[q];
 
+				if (abort_tick(gp, tick))
+					return;
 				if (r >= best_row)
 					break;		/* rows increase within a cell */
 				if (core[q] && dist2<D>(qp.p, point<D>(xs, q, gp.plan.d), gp.plan.d) <= gp.plan.eps2)

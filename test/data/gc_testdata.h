@@ -52,6 +52,10 @@
  *   wide       embedding-like rows: 16 blobs on the unit sphere, each row a
  *              centre plus Gaussian noise of total size 0.3, normalised to
  *              length 1 (for d in the hundreds)
+ *   speck      uniform in [0, 1e-3]^d but for one row at 1e6 in every
+ *              coordinate: a mistyped coordinate far from dense data
+ *   flat       blobs whose first three coordinates are the constant 0.5
+ *              (d > 3): the spread lies in the later features only
  *
  * Plain C that also compiles as C++ (bench/kmeans_bench.cu): header only,
  * static inline, explicit casts.  Coordinates are computed in double and
@@ -591,6 +595,24 @@ gc_td_generate(const char *shape, float *x, int64_t n, int32_t d, uint64_t seed)
 	}
 	if (strcmp(shape, "wide") == 0)
 		return gc_td_wide(x, n, d, 16, 0.3, seed) == 0 ? 1 : -1;
+	if (strcmp(shape, "speck") == 0)
+	{
+		gc_td_uniform(x, n, d, 0.0, 1e-3, seed);
+		for (int32_t k = 0; k < d; k++)
+			x[(n / 2) * d + k] = 1e6f;
+		return 1;
+	}
+	if (strcmp(shape, "flat") == 0)
+	{
+		gc_td_blob_spec s = gc_td_blobs_default();
+
+		if (gc_td_blobs(x, n, d, &s, seed, NULL) != 0)
+			return -1;
+		for (int64_t i = 0; i < n; i++)
+			for (int32_t k = 0; k < d && k < 3; k++)
+				x[i * d + k] = 0.5f;
+		return 1;
+	}
 	return 0;
 }
 

@@ -194,6 +194,12 @@ static const db_case db_cases[] = {
 	{"close", 500000, 3, 0.3, 5},
 	{"wide", 5000, 256, 0.5, 5},
 	{"wide", 3000, 768, 0.45, 4},
+	/* skew: one far row (mapped cell numbers), spread only in later features (the grid's choice) */
+	{"speck", 1000000, 2, 1e-5, 5},
+	{"speck", 300000, 3, 2e-5, 4},
+	{"speck", 100000, 1, 1e-8, 3},
+	{"flat", 200000, 8, 1.2, 5},
+	{"flat", 20000, 64, 9.0, 5},
 };
 
 /*
@@ -410,6 +416,34 @@ db_error_paths(void)
 		db_memory_check("device memory after cancel", before, detail);
 		snprintf(what, sizeof(what), "cancel at question %d", yes_after);
 		db_memory_row(what, a.status, GC_ERR_CANCELLED, detail, before, h_free_device_memory());
+	}
+
+	/*
+	 * One crowded cell: every point within eps of every other in 10-D, so
+	 * that a launch holds minutes of work; the callback says yes after
+	 * 300 ms and the launch must stop early (the time is printed, not checked).
+	 */
+	{
+		const int64_t cn = 200000;	/* not capped: fewer rows would finish first */
+		float	   *cx = h_generate("unit", cn, 10);
+		db_answer	ca;
+		gc_h_cancel c = {0, 0, 0, 0};
+		double		t_end;
+
+		db_alloc(&ca, cn);
+		c.deadline_ms = gc_h_now_ms() + 300.0;
+		db_run(H.test, &ca, cx, cn, 10, 100.0, 5, NULL, &c);
+		t_end = gc_h_now_ms();
+		snprintf(detail, sizeof(detail),
+				 "%lld x 10-D, eps 100: status %s (%s), %.1f ms from yes to return, %.1f ms in all",
+				 (long long) cn, gc_h_status_name(ca.status), ca.error,
+				 c.t_yes > 0 ? t_end - c.t_yes : -1.0, ca.wall_ms);
+		h_check(ca.status == GC_ERR_CANCELLED, "dbscan cancel in one crowded cell", detail);
+		db_memory_check("device memory after cancel", before, detail);
+		db_memory_row("cancel in a crowded cell", ca.status, GC_ERR_CANCELLED, detail, before,
+					  h_free_device_memory());
+		db_free(&ca);
+		free(cx);
 	}
 
 	/* A callback that never says yes is asked, and the run completes. */
