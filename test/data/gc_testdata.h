@@ -54,6 +54,8 @@
  *              length 1 (for d in the hundreds)
  *   speck      uniform in [0, 1e-3]^d but for one row at 1e6 in every
  *              coordinate: a mistyped coordinate far from dense data
+ *   speck0     the same rows as speck without the far one (the row keeps
+ *              its uniform draw): the reference of the skew benchmarks
  *   flat       blobs whose first three coordinates are the constant 0.5
  *              (d > 3): the spread lies in the later features only
  *
@@ -595,10 +597,10 @@ gc_td_generate(const char *shape, float *x, int64_t n, int32_t d, uint64_t seed)
 	}
 	if (strcmp(shape, "wide") == 0)
 		return gc_td_wide(x, n, d, 16, 0.3, seed) == 0 ? 1 : -1;
-	if (strcmp(shape, "speck") == 0)
+	if (strcmp(shape, "speck") == 0 || strcmp(shape, "speck0") == 0)
 	{
-		gc_td_uniform(x, n, d, 0.0, 1e-3, seed);
-		for (int32_t k = 0; k < d; k++)
+		gc_td_uniform(x, n, d, 0.0, 1e-3, gc_td_seed("speck", n, d));
+		for (int32_t k = 0; k < d && strcmp(shape, "speck") == 0; k++)
 			x[(n / 2) * d + k] = 1e6f;
 		return 1;
 	}
