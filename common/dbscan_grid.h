@@ -80,6 +80,7 @@ typedef struct gc_grid_plan
 	 * put them there).
 	 */
 	int32_t		mapped;
+	int32_t		clamped;		/* some raw cell beyond GC_GRID_RAW_LIMIT: no dense cells */
 	int64_t		nmap[GC_GRID_MAX_DIMS];
 	const double *map_raw[GC_GRID_MAX_DIMS];
 	const int64_t *map_cell[GC_GRID_MAX_DIMS];
@@ -289,6 +290,8 @@ gc_grid_plan_make(gc_grid_plan *gp, int32_t d, double eps, const int32_t *dims,
 		if (!fits || !(cells < GC_GRID_MAX_CELLS))
 		{
 			gp->mapped = 1;
+			for (int k = 0; k < gp->g; k++)
+				gp->clamped |= !(fmax(fabs(lo[k]), fabs(hi[k])) / gp->side < GC_GRID_RAW_LIMIT);
 			return GC_OK;
 		}
 	}
@@ -355,13 +358,45 @@ gc_grid_maps_free(gc_grid_maps *maps)
 }
 
 /* A double as an unsigned key in the same order (no NaN). */
-static inline uint64_t
+static GC_HD uint64_t
 gc_grid_order_key(double v)
 {
 	uint64_t	u;
 
 	memcpy(&u, &v, sizeof(u));
 	return (u >> 63) ? ~u : u | ((uint64_t) 1 << 63);
+}
+
+/* The double of an order key. */
+static GC_HD double
+gc_grid_order_value(uint64_t key)
+{
+	uint64_t	u = (key >> 63) ? key & ~((uint64_t) 1 << 63) : ~key;
+	double		v;
+
+	memcpy(&v, &u, sizeof(v));
+	return v;
+}
+
+/*
+ * The step of the grid coordinate between consecutive distinct raw cells
+ * a < b: their distance, at most 2 * GC_GRID_MAX_REACH + 1 (more than any
+ * reach).
+ */
+static GC_HD int64_t
+gc_grid_map_step(double a, double b)
+{
+	double		gap = b - a;
+
+	return gap < (double) (2 * GC_GRID_MAX_REACH + 1) ? (int64_t) gap : 2 * GC_GRID_MAX_REACH + 1;
+}
+
+/* Finishes a mapped plan whose tables and extents are in place: dense cells, the neighbour rows. */
+static inline gc_status
+gc_grid_maps_done(gc_grid_plan *gp, double side0, gc_error *err)
+{
+	gp->dense_ok = gp->fine && gp->side == side0 && !gp->clamped;
+	return gc_grid_plan_rows(gp, err);
 }
 
 /*
@@ -394,6 +429,8 @@ gc_grid_sort_unique(double *v, int64_t n, gc_cancel_fn cancel, void *cancel_arg)
 		memset(count, 0, sizeof(int64_t) * 2048);
 		for (int64_t i = 0; i < n; i++)
 			count[(a[i] >> shift) & 2047]++;
+		if (count[(a[0] >> shift) & 2047] == n)
+			continue;			/* one digit for all: the order stays */
 		for (int c = 0; c < 2048; c++)
 		{
 			int64_t		x = count[c];
@@ -416,11 +453,7 @@ gc_grid_sort_unique(double *v, int64_t n, gc_cancel_fn cancel, void *cancel_arg)
 	}
 	for (int64_t i = 0; i < n; i++)
 		if (i == 0 || a[i] != a[i - 1])
-		{
-			uint64_t	u = (a[i] >> 63) ? a[i] & ~((uint64_t) 1 << 63) : ~a[i];
-
-			memcpy(&v[m++], &u, sizeof(double));
-		}
+			v[m++] = gc_grid_order_value(a[i]);
 	free(a);
 	free(b);
 	free(count);
@@ -439,7 +472,6 @@ static inline gc_status
 gc_grid_maps_build(gc_grid_plan *gp, gc_grid_maps *maps, const float *x, int64_t n,
 				   gc_cancel_fn cancel, void *cancel_arg, gc_error *err)
 {
-	int			clamped = 0;
 	double		side0 = gp->side;
 
 	memset(maps, 0, sizeof(*maps));
@@ -451,7 +483,6 @@ gc_grid_maps_build(gc_grid_plan *gp, gc_grid_maps *maps, const float *x, int64_t
 		{
 			double	   *v = (double *) malloc(sizeof(double) * (size_t) n);
 			int64_t		m;
-			int64_t		gap_max = 2 * GC_GRID_MAX_REACH + 1;
 
 			if (!v)
 				return gc_error_set(err, GC_ERR_OUT_OF_MEMORY,
@@ -460,12 +491,7 @@ gc_grid_maps_build(gc_grid_plan *gp, gc_grid_maps *maps, const float *x, int64_t
 			free(maps->cell[k]);
 			maps->cell[k] = NULL;
 			for (int64_t i = 0; i < n; i++)
-			{
-				double		q = (double) x[i * gp->d + gp->dim[k]] / gp->side;
-
-				clamped |= !(fabs(q) < GC_GRID_RAW_LIMIT);
 				v[i] = gc_grid_raw(gp->side, x[i * gp->d + gp->dim[k]]);
-			}
 			maps->raw[k] = v;
 			m = gc_grid_sort_unique(v, n, cancel, cancel_arg);
 			if (m == -1)
@@ -474,15 +500,9 @@ gc_grid_maps_build(gc_grid_plan *gp, gc_grid_maps *maps, const float *x, int64_t
 			if (m == -2 || !maps->cell[k])
 				return gc_error_set(err, GC_ERR_OUT_OF_MEMORY,
 									"out of memory planning the grid of %lld points", (long long) n);
-			/* gaps shortened to 2 * GC_GRID_MAX_REACH + 1, more than any reach */
 			maps->cell[k][0] = 0;
 			for (int64_t j = 1; j < m; j++)
-			{
-				double		gap = v[j] - v[j - 1];
-
-				maps->cell[k][j] = maps->cell[k][j - 1] +
-					(gap < (double) gap_max ? (int64_t) gap : gap_max);
-			}
+				maps->cell[k][j] = maps->cell[k][j - 1] + gc_grid_map_step(v[j - 1], v[j]);
 			gp->nmap[k] = m;
 			gp->extent[k] = maps->cell[k][m - 1] + 1;
 			gp->map_raw[k] = maps->raw[k];
@@ -493,8 +513,7 @@ gc_grid_maps_build(gc_grid_plan *gp, gc_grid_maps *maps, const float *x, int64_t
 			break;
 		gp->side *= 2.0;
 	}
-	gp->dense_ok = gp->fine && gp->side == side0 && !clamped;
-	return gc_grid_plan_rows(gp, err);
+	return gc_grid_maps_done(gp, side0, err);
 }
 
 #endif							/* GPUCLUST_DBSCAN_GRID_H */

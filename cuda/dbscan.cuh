@@ -109,8 +109,6 @@ struct Workspace
 	{
 	}
 
-	~Workspace() { gc_grid_maps_free(&maps); }
-
 	const Call &call;
 	const int32_t n;
 	const int32_t d;
@@ -121,9 +119,8 @@ struct Workspace
 	/* index */
 	GridParams	gp;
 	int32_t		dims[kMaxGridDims] = {0, 0, 0};	/* the grid dimensions (gc_grid_choose_dims) */
-	gc_grid_maps maps = {};		/* a mapped plan's tables on the host */
 	AbortFlag	abort;			/* the cancel of a running launch */
-	DeviceBuffer<double> map_raw[kMaxGridDims];	/* and on the device */
+	DeviceBuffer<double> map_raw[kMaxGridDims];	/* a mapped plan's tables */
 	DeviceBuffer<int64_t> map_cell[kMaxGridDims];
 	double		dense_share = -1.0; /* estimated share of points in dense cells, -1: none */
 	int32_t		ncells = 0;

@@ -12,8 +12,9 @@
  *                   same choices as the CPU core), fine or coarse as an
  *                   estimate from a sample says, or as tuning.dbscan_grid
  *                   forces; a box too wide for the direct numbering (far
- *                   outliers) gets the maps of gc_grid_maps_build, built on
- *                   the host and copied to the device;
+ *                   outliers) gets its maps, built here as the CPU core's
+ *                   gc_grid_maps_build builds them (raw cells sorted with
+ *                   CUB, made unique, the shortened steps summed);
  *    sort           the cell key of each point, a stable CUB radix sort of
  *                   the points by key;
  *    cells          the points gathered in cell order, cells as runs of the
@@ -244,6 +245,101 @@ double dense_share_estimate(Workspace &w)
 	return (double) dense / s;
 }
 
+/* ------------------------------------------------------------------ maps */
+
+/* The order keys of the raw cells of feature f at this side. */
+__global__ void raw_key_kernel(const float *x, /* [n, d] */ int32_t n, int d, int f, double side,
+							   unsigned long long *key /* [n] */)
+{
+	int32_t		i = blockIdx.x * blockDim.x + threadIdx.x;
+
+	if (i < n)
+		key[i] = gc_grid_order_key(gc_grid_raw(side, x[(size_t) i * d + f]));
+}
+
+/* The distinct raw cells from their sorted order keys, and the steps between them. */
+__global__ void map_step_kernel(const unsigned long long *uniq, /* [m] */ int32_t m,
+								double *raw, /* [m] */ int64_t *step /* [m] */)
+{
+	int32_t		j = blockIdx.x * blockDim.x + threadIdx.x;
+
+	if (j >= m)
+		return;
+	raw[j] = gc_grid_order_value(uniq[j]);
+	step[j] = j == 0 ? 0 : gc_grid_map_step(gc_grid_order_value(uniq[j - 1]), raw[j]);
+}
+
+/*
+ * The map of grid dimension k into w.map_raw[k] / w.map_cell[k] and the
+ * plan: the same tables as gc_grid_maps_build.  Returns the extent.
+ */
+int64_t build_map(Workspace &w, gc_grid_plan &plan, int k)
+{
+	const int32_t n = w.n;
+	DeviceBuffer<unsigned long long> a(n, "the grid maps");
+	DeviceBuffer<unsigned long long> b(n, "the grid maps");
+	DeviceBuffer<int32_t> count(1, "the grid maps");
+	size_t		sort_bytes = 0,
+				unique_bytes = 0,
+				scan_bytes = 0;
+	int32_t		m = 0;
+	int64_t		last = 0;
+
+	raw_key_kernel<<<grid_for(n), kBlock>>>(w.x.get(), n, w.d, plan.dim[k], plan.side, a.get());
+	CHECK_LAUNCH("raw_key_kernel");
+	CUDA_TRY(cub::DeviceRadixSort::SortKeys(nullptr, sort_bytes, a.get(), b.get(), n));
+	CUDA_TRY(cub::DeviceSelect::Unique(nullptr, unique_bytes, b.get(), a.get(), count.get(), n));
+	{
+		DeviceBuffer<char> tmp(std::max<size_t>(std::max(sort_bytes, unique_bytes), 1), "the grid maps");
+
+		CUDA_TRY(cub::DeviceRadixSort::SortKeys(tmp.get(), sort_bytes, a.get(), b.get(), n));
+		CUDA_TRY(cub::DeviceSelect::Unique(tmp.get(), unique_bytes, b.get(), a.get(), count.get(), n));
+		CHECK_LAUNCH("the grid maps");
+	}
+	CUDA_TRY(cudaMemcpy(&m, count.get(), sizeof(m), cudaMemcpyDeviceToHost));
+	w.map_raw[k].reset(m, "the grid maps");
+	w.map_cell[k].reset(m, "the grid maps");
+
+	DeviceBuffer<int64_t> step(m, "the grid maps");
+
+	map_step_kernel<<<grid_for(m), kBlock>>>(a.get(), m, w.map_raw[k].get(), step.get());
+	CHECK_LAUNCH("map_step_kernel");
+	CUDA_TRY(cub::DeviceScan::InclusiveSum(nullptr, scan_bytes, step.get(), w.map_cell[k].get(), m));
+	{
+		DeviceBuffer<char> tmp(std::max<size_t>(scan_bytes, 1), "the grid maps");
+
+		CUDA_TRY(cub::DeviceScan::InclusiveSum(tmp.get(), scan_bytes, step.get(), w.map_cell[k].get(), m));
+		CHECK_LAUNCH("the grid maps");
+	}
+	CUDA_TRY(cudaMemcpy(&last, w.map_cell[k].get() + m - 1, sizeof(last), cudaMemcpyDeviceToHost));
+	plan.nmap[k] = m;
+	plan.map_raw[k] = w.map_raw[k].get();
+	plan.map_cell[k] = w.map_cell[k].get();
+	return last + 1;
+}
+
+/* Finishes a mapped plan (gc_grid_maps_build's steps on the device). */
+void build_maps(Workspace &w, gc_grid_plan &plan)
+{
+	const double side0 = plan.side;
+
+	for (;;)
+	{
+		double		cells = 1.0;
+
+		for (int k = 0; k < plan.g; k++)
+		{
+			w.call.check_cancel();
+			plan.extent[k] = build_map(w, plan, k);
+			cells *= (double) plan.extent[k];
+		}
+		if (cells < GC_GRID_MAX_CELLS)
+			break;
+		plan.side *= 2.0;
+	}
+	require(gc_grid_maps_done(&plan, side0, error_record()));
+}
+
 /* w.gp: the grid of common/dbscan_grid.h over the box [lo, hi]. */
 void make_grid(Workspace &w, const double *lo, /* [g] */ const double *hi, /* [g] */ bool coarse)
 {
@@ -251,25 +347,7 @@ void make_grid(Workspace &w, const double *lo, /* [g] */ const double *hi, /* [g
 
 	require(gc_grid_plan_make(&plan, w.d, w.eps, w.dims, lo, hi, coarse ? 1 : 0, error_record()));
 	if (plan.mapped)
-	{
-		gc_status	st = gc_grid_maps_build(&plan, &w.maps, w.hx, w.n, w.call.exec.cancel,
-											w.call.exec.cancel_arg, error_record());
-
-		if (st == GC_ERR_CANCELLED)
-			fail(GC_ERR_CANCELLED, "canceled");
-		require(st);
-		for (int k = 0; k < plan.g; k++)
-		{
-			w.map_raw[k].reset(plan.nmap[k], "the grid maps");
-			w.map_cell[k].reset(plan.nmap[k], "the grid maps");
-			CUDA_TRY(cudaMemcpy(w.map_raw[k].get(), w.maps.raw[k], sizeof(double) * plan.nmap[k],
-								cudaMemcpyHostToDevice));
-			CUDA_TRY(cudaMemcpy(w.map_cell[k].get(), w.maps.cell[k], sizeof(int64_t) * plan.nmap[k],
-								cudaMemcpyHostToDevice));
-			plan.map_raw[k] = w.map_raw[k].get();
-			plan.map_cell[k] = w.map_cell[k].get();
-		}
-	}
+		build_maps(w, plan);
 	w.gp = grid_params(plan, w.n, w.min_pts);
 	w.gp.abort = w.abort.device();
 }
