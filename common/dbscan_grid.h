@@ -337,25 +337,7 @@ gc_grid_cell_of(const gc_grid_plan *gp, const float *row, int k)
 	}
 }
 
-/* ---------------------------------------------------------------- maps (host) */
-
-/* The tables of a mapped plan, in host memory. */
-typedef struct gc_grid_maps
-{
-	double	   *raw[GC_GRID_MAX_DIMS];
-	int64_t    *cell[GC_GRID_MAX_DIMS];
-} gc_grid_maps;
-
-static inline void
-gc_grid_maps_free(gc_grid_maps *maps)
-{
-	for (int k = 0; k < GC_GRID_MAX_DIMS; k++)
-	{
-		free(maps->raw[k]);
-		free(maps->cell[k]);
-	}
-	memset(maps, 0, sizeof(*maps));
-}
+/* ---------------------------------------------------------------- maps */
 
 /* A double as an unsigned key in the same order (no NaN). */
 static GC_HD uint64_t
@@ -400,36 +382,55 @@ gc_grid_maps_done(gc_grid_plan *gp, double side0, gc_error *err)
 }
 
 /*
- * Sorts v[0..n) ascending and removes duplicates (a least-significant-digit
- * radix sort on the order keys, asking cancel between passes); returns the
- * number left, or -1 when cancelled, -2 when out of memory.
+ * The tables of a mapped plan, in host memory, and the grid coordinates of
+ * every point (the CPU core reads them instead of searching the tables).
  */
-static inline int64_t
-gc_grid_sort_unique(double *v, int64_t n, gc_cancel_fn cancel, void *cancel_arg)
+typedef struct gc_grid_maps
 {
-	uint64_t   *a = (uint64_t *) malloc(sizeof(uint64_t) * (size_t) (n > 0 ? n : 1));
-	uint64_t   *b = (uint64_t *) malloc(sizeof(uint64_t) * (size_t) (n > 0 ? n : 1));
-	int64_t    *count = (int64_t *) malloc(sizeof(int64_t) * 2048);
-	int64_t		m = 0;
+	double	   *raw[GC_GRID_MAX_DIMS];	/* [nmap[k]] */
+	int64_t    *cell[GC_GRID_MAX_DIMS]; /* [nmap[k]] */
+	int64_t    *coord[GC_GRID_MAX_DIMS];	/* [n] */
+} gc_grid_maps;
 
-	if (!a || !b || !count)
+static inline void
+gc_grid_maps_free(gc_grid_maps *maps)
+{
+	for (int k = 0; k < GC_GRID_MAX_DIMS; k++)
 	{
-		free(a);
-		free(b);
-		free(count);
-		return -2;
+		free(maps->raw[k]);
+		free(maps->cell[k]);
+		free(maps->coord[k]);
 	}
-	for (int64_t i = 0; i < n; i++)
-		a[i] = gc_grid_order_key(v[i]);
-	for (int shift = 0; shift < 64; shift += 11)
+	memset(maps, 0, sizeof(*maps));
+}
+
+/*
+ * Sorts the pairs (key[i], row[i]) by key, stably (a least-significant-digit
+ * radix sort that skips digits all keys share, asking cancel between
+ * passes).  Returns 0, -1 when cancelled, -2 when out of memory.
+ */
+static inline int
+gc_grid_sort_pairs(uint64_t *key, int64_t *row, int64_t n, gc_cancel_fn cancel, void *cancel_arg)
+{
+	uint64_t   *k2 = (uint64_t *) malloc(sizeof(uint64_t) * (size_t) (n > 0 ? n : 1));
+	int64_t    *r2 = (int64_t *) malloc(sizeof(int64_t) * (size_t) (n > 0 ? n : 1));
+	int64_t    *count = (int64_t *) malloc(sizeof(int64_t) * 2048);
+	uint64_t   *ka = key;
+	int64_t    *ra = row;
+	int			rc = 0;
+
+	if (!k2 || !r2 || !count)
+		rc = -2;
+	for (int shift = 0; rc == 0 && shift < 64; shift += 11)
 	{
 		int64_t		sum = 0;
-		uint64_t   *t;
+		uint64_t   *tk = ka == key ? k2 : key;
+		int64_t    *tr = ra == row ? r2 : row;
 
 		memset(count, 0, sizeof(int64_t) * 2048);
 		for (int64_t i = 0; i < n; i++)
-			count[(a[i] >> shift) & 2047]++;
-		if (count[(a[0] >> shift) & 2047] == n)
+			count[(ka[i] >> shift) & 2047]++;
+		if (count[(ka[0] >> shift) & 2047] == n)
 			continue;			/* one digit for all: the order stays */
 		for (int c = 0; c < 2048; c++)
 		{
@@ -439,34 +440,86 @@ gc_grid_sort_unique(double *v, int64_t n, gc_cancel_fn cancel, void *cancel_arg)
 			sum += x;
 		}
 		for (int64_t i = 0; i < n; i++)
-			b[count[(a[i] >> shift) & 2047]++] = a[i];
-		t = a;
-		a = b;
-		b = t;
-		if (cancel && cancel(cancel_arg))
 		{
-			free(a);
-			free(b);
-			free(count);
-			return -1;
+			int64_t		to = count[(ka[i] >> shift) & 2047]++;
+
+			tk[to] = ka[i];
+			tr[to] = ra[i];
 		}
+		ka = tk;
+		ra = tr;
+		if (cancel && cancel(cancel_arg))
+			rc = -1;
 	}
-	for (int64_t i = 0; i < n; i++)
-		if (i == 0 || a[i] != a[i - 1])
-			v[m++] = gc_grid_order_value(a[i]);
-	free(a);
-	free(b);
+	if (rc == 0 && ka != key)
+	{
+		memcpy(key, ka, sizeof(uint64_t) * (size_t) n);
+		memcpy(row, ra, sizeof(int64_t) * (size_t) n);
+	}
+	free(k2);
+	free(r2);
 	free(count);
-	return m;
+	return rc;
 }
 
 /*
- * Finishes a mapped plan from the points x [n, d] (host side, both back
- * ends): the distinct raw cells of each grid dimension, their grid
- * coordinates, the extents, the side doubled while the cells would exceed
- * the keys, dense cells, the neighbour rows.  maps receives the tables, and
- * the plan points at them; a back end that wants them elsewhere copies them
- * and sets map_raw / map_cell.  Asks cancel between steps.
+ * One grid dimension of a mapped plan from the points x [n, d]: the points'
+ * raw cells sorted, the distinct ones into maps->raw[k], their grid
+ * coordinates into maps->cell[k] and each point's into maps->coord[k].
+ * Returns the extent, -1 when cancelled, -2 when out of memory.
+ */
+static inline int64_t
+gc_grid_map_dim(gc_grid_plan *gp, gc_grid_maps *maps, int k, const float *x, int64_t n,
+				gc_cancel_fn cancel, void *cancel_arg)
+{
+	uint64_t   *key = (uint64_t *) malloc(sizeof(uint64_t) * (size_t) n);
+	int64_t    *row = (int64_t *) malloc(sizeof(int64_t) * (size_t) n);
+	int64_t		m = 0;
+	int			rc = 0;
+
+	free(maps->raw[k]);
+	free(maps->cell[k]);
+	free(maps->coord[k]);
+	maps->raw[k] = (double *) malloc(sizeof(double) * (size_t) n);
+	maps->cell[k] = (int64_t *) malloc(sizeof(int64_t) * (size_t) n);
+	maps->coord[k] = (int64_t *) malloc(sizeof(int64_t) * (size_t) n);
+	if (!key || !row || !maps->raw[k] || !maps->cell[k] || !maps->coord[k])
+		rc = -2;
+	for (int64_t i = 0; rc == 0 && i < n; i++)
+	{
+		key[i] = gc_grid_order_key(gc_grid_raw(gp->side, x[i * gp->d + gp->dim[k]]));
+		row[i] = i;
+	}
+	if (rc == 0)
+		rc = gc_grid_sort_pairs(key, row, n, cancel, cancel_arg);
+	for (int64_t i = 0; rc == 0 && i < n; i++)
+	{
+		if (i == 0 || key[i] != key[i - 1])
+		{
+			maps->raw[k][m] = gc_grid_order_value(key[i]);
+			maps->cell[k][m] = m == 0 ? 0 :
+				maps->cell[k][m - 1] + gc_grid_map_step(maps->raw[k][m - 1], maps->raw[k][m]);
+			m++;
+		}
+		maps->coord[k][row[i]] = maps->cell[k][m - 1];
+	}
+	free(key);
+	free(row);
+	if (rc != 0)
+		return rc;
+	gp->nmap[k] = m;
+	gp->map_raw[k] = maps->raw[k];
+	gp->map_cell[k] = maps->cell[k];
+	return maps->cell[k][m - 1] + 1;
+}
+
+/*
+ * Finishes a mapped plan from the points x [n, d] (host side; the GPU back
+ * end builds the same tables on the device): the maps of each grid
+ * dimension, the extents, the side doubled while the cells would exceed
+ * the keys, dense cells, the neighbour rows.  maps receives the tables and
+ * the points' coordinates, and the plan points at the tables.  Asks cancel
+ * between steps.
  */
 static inline gc_status
 gc_grid_maps_build(gc_grid_plan *gp, gc_grid_maps *maps, const float *x, int64_t n,
@@ -481,33 +534,15 @@ gc_grid_maps_build(gc_grid_plan *gp, gc_grid_maps *maps, const float *x, int64_t
 
 		for (int k = 0; k < gp->g; k++)
 		{
-			double	   *v = (double *) malloc(sizeof(double) * (size_t) n);
-			int64_t		m;
+			int64_t		e = gc_grid_map_dim(gp, maps, k, x, n, cancel, cancel_arg);
 
-			if (!v)
-				return gc_error_set(err, GC_ERR_OUT_OF_MEMORY,
-									"out of memory planning the grid of %lld points", (long long) n);
-			free(maps->raw[k]);
-			free(maps->cell[k]);
-			maps->cell[k] = NULL;
-			for (int64_t i = 0; i < n; i++)
-				v[i] = gc_grid_raw(gp->side, x[i * gp->d + gp->dim[k]]);
-			maps->raw[k] = v;
-			m = gc_grid_sort_unique(v, n, cancel, cancel_arg);
-			if (m == -1)
+			if (e == -1)
 				return GC_ERR_CANCELLED;
-			maps->cell[k] = (int64_t *) malloc(sizeof(int64_t) * (size_t) (m > 0 ? m : 1));
-			if (m == -2 || !maps->cell[k])
+			if (e == -2)
 				return gc_error_set(err, GC_ERR_OUT_OF_MEMORY,
 									"out of memory planning the grid of %lld points", (long long) n);
-			maps->cell[k][0] = 0;
-			for (int64_t j = 1; j < m; j++)
-				maps->cell[k][j] = maps->cell[k][j - 1] + gc_grid_map_step(v[j - 1], v[j]);
-			gp->nmap[k] = m;
-			gp->extent[k] = maps->cell[k][m - 1] + 1;
-			gp->map_raw[k] = maps->raw[k];
-			gp->map_cell[k] = maps->cell[k];
-			cells *= (double) gp->extent[k];
+			gp->extent[k] = e;
+			cells *= (double) e;
 		}
 		if (cells < GC_GRID_MAX_CELLS)
 			break;

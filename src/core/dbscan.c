@@ -300,7 +300,8 @@ dbscan_index(dbscan_ws *ws)
 		}
 
 		for (int k = 0; k < ws->plan.g; k++)
-			coord[k] = gc_grid_cell_of(&ws->plan, ws->x + i * ws->d, k);
+			coord[k] = ws->plan.mapped ? ws->maps.coord[k][i] :
+				gc_grid_cell_of(&ws->plan, ws->x + i * ws->d, k);
 		keys[i].key = cell_key_of(&ws->plan, coord);
 		keys[i].row = i;
 		if (keys[i].key > max_key)
