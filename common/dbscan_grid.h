@@ -183,14 +183,36 @@ gc_grid_side0(int32_t d, double eps, int coarse)
 	return d <= GC_GRID_MAX_DIMS && !coarse ? eps / sqrt((double) d) * (1.0 - 1e-5) : eps * (1.0 + 1e-5);
 }
 
-/* Orders doubles for qsort. */
-static inline int
-gc_grid_cmp_double(const void *a, const void *b)
+/*
+ * The number of distinct raw cells of side `side` of feature f among the
+ * sample rows (every n/s-th of s rows): an open-addressing set of the raw
+ * cells' bits in slots [2 * GC_GRID_SAMPLE] (all ones: empty).
+ */
+static inline int64_t
+gc_grid_distinct_cells(const float *x, int64_t n, int32_t d, int64_t s, int32_t f, double side,
+					   uint64_t *slots)
 {
-	double		x = *(const double *) a;
-	double		y = *(const double *) b;
+	const uint64_t mask = 2 * GC_GRID_SAMPLE - 1;
+	int64_t		distinct = 0;
 
-	return x < y ? -1 : x > y;
+	memset(slots, 0xff, sizeof(uint64_t) * 2 * GC_GRID_SAMPLE);
+	for (int64_t j = 0; j < s; j++)
+	{
+		double		r = gc_grid_raw(side, x[(j * n / s) * d + f]);
+		uint64_t	u;
+		uint64_t	h;
+
+		memcpy(&u, &r, sizeof(u));
+		for (h = (u * 0x9E3779B97F4A7C15ull) >> 53 & mask; slots[h] != ~(uint64_t) 0 && slots[h] != u;
+			 h = (h + 1) & mask)
+			;
+		if (slots[h] != u)
+		{
+			slots[h] = u;
+			distinct++;
+		}
+	}
+	return distinct;
 }
 
 /*
@@ -205,24 +227,19 @@ gc_grid_choose_dims(const float *x, int64_t n, int32_t d, double eps, int32_t *d
 {
 	int64_t		s = n < GC_GRID_SAMPLE ? n : GC_GRID_SAMPLE;
 	int64_t		best[GC_GRID_MAX_DIMS] = {-1, -1, -1};
-	double	   *v;
+	uint64_t   *slots;
 
 	for (int k = 0; k < GC_GRID_MAX_DIMS; k++)
 		dims[k] = k < d ? k : 0;
 	if (d <= GC_GRID_MAX_DIMS || s == 0)
 		return 0;
-	v = (double *) malloc(sizeof(double) * (size_t) s);
-	if (!v)
+	slots = (uint64_t *) malloc(sizeof(uint64_t) * 2 * GC_GRID_SAMPLE);
+	if (!slots)
 		return -1;
 	for (int32_t f = 0; f < d; f++)
 	{
-		int64_t		distinct = 0;
+		int64_t		distinct = gc_grid_distinct_cells(x, n, d, s, f, eps, slots);
 
-		for (int64_t j = 0; j < s; j++)
-			v[j] = gc_grid_raw(eps, x[(j * n / s) * d + f]);
-		qsort(v, (size_t) s, sizeof(double), gc_grid_cmp_double);
-		for (int64_t j = 0; j < s; j++)
-			distinct += j == 0 || v[j] != v[j - 1];
 		/* insert into the top three, kept by count, ties to the lower feature */
 		for (int k = 0; k < GC_GRID_MAX_DIMS; k++)
 			if (distinct > best[k])
@@ -237,7 +254,7 @@ gc_grid_choose_dims(const float *x, int64_t n, int32_t d, double eps, int32_t *d
 				break;
 			}
 	}
-	free(v);
+	free(slots);
 	for (int k = 1; k < GC_GRID_MAX_DIMS; k++)
 		for (int m = k; m > 0 && dims[m] < dims[m - 1]; m--)
 		{

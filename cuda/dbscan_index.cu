@@ -112,14 +112,18 @@ void bounding_box(Workspace &w, double *lo, /* [g] out */ double *hi /* [g] out 
 	unsigned long long hbad = 0;
 	Dims		dims = {{0, 1, 2}};
 
-	CUDA_TRY(cudaMemset(bad.get(), 0, sizeof(unsigned long long)));
-	bbox_kernel<<<kBboxBlocks, kBlock>>>(w.x.get(), w.n, w.d, 0, dims, part.get(),
-										  part.get() + kBboxBlocks * g, bad.get());
-	CHECK_LAUNCH("bbox_kernel");
-	CUDA_TRY(cudaMemcpy(&hbad, bad.get(), sizeof(hbad), cudaMemcpyDeviceToHost));
-	if (hbad)
-		fail(GC_ERR_INVALID_ARGUMENT,
-			 "the points hold %llu non-finite coordinates (NaN or infinity)", hbad);
+	if (w.d > kMaxGridDims)
+	{
+		/* the finite check first: the sample that chooses the dimensions reads them */
+		CUDA_TRY(cudaMemset(bad.get(), 0, sizeof(unsigned long long)));
+		bbox_kernel<<<kBboxBlocks, kBlock>>>(w.x.get(), w.n, w.d, 0, dims, part.get(),
+											  part.get() + kBboxBlocks * g, bad.get());
+		CHECK_LAUNCH("bbox_kernel");
+		CUDA_TRY(cudaMemcpy(&hbad, bad.get(), sizeof(hbad), cudaMemcpyDeviceToHost));
+		if (hbad)
+			fail(GC_ERR_INVALID_ARGUMENT,
+				 "the points hold %llu non-finite coordinates (NaN or infinity)", hbad);
+	}
 	if (gc_grid_choose_dims(w.hx, w.n, w.d, w.eps, w.dims) != 0)
 		fail(GC_ERR_OUT_OF_MEMORY, "out of host memory planning the DBSCAN grid");
 	for (int k = 0; k < kMaxGridDims; k++)
