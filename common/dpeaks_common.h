@@ -19,7 +19,9 @@
  *  - cutoff kernel: rho_i = #{j != i : d_ij < dc}, evaluated as
  *    dist2_ij < T with T = gc_dp_cutoff_threshold(dc), which is equivalent.
  *  - gaussian kernel: rho_i = sum_{j != i} exp(-u_ij), u_ij = dist2_ij *
- *    (1 / (dc * dc)); each term from gc_dp_gauss_fixed (relative error below
+ *    gc_dp_inv_dc2(dc), which is 1 / (dc * dc) unless that overflows (dc
+ *    below about 7e-155; then the largest double, so that duplicates still
+ *    give u = 0 and every other pair u > 40); each term from gc_dp_gauss_fixed (relative error below
  *    2e-7) as a fixed-point number with 56 fraction bits, summed in 128-bit
  *    integers, so the sum is the same in any order and on any back end;
  *    terms below 2^-56 vanish, hence an absolute error below n * 2^-56
@@ -41,6 +43,7 @@
 #ifndef GPUCLUST_DPEAKS_COMMON_H
 #define GPUCLUST_DPEAKS_COMMON_H
 
+#include <float.h>
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
@@ -56,6 +59,8 @@
 #define GC_DP_BRUTE_RANK		2048
 /* The grid index is used up to this many dimensions. */
 #define GC_DP_GRID_MAX_DIM		3
+/* Work of one grid cell looked at (bounds, cell starts), in coordinate differences, for the CPU's cancel checks. */
+#define GC_DP_CELL_WORK			8
 /* Seed of the dc sample when the caller passes none. */
 #define GC_DP_DEFAULT_SEED		UINT64_C(0x6770756373656564)
 
@@ -135,6 +140,24 @@ gc_dp_cutoff_threshold(double dc)
 	while (t > 0.0 && sqrt(nextafter(t, 0.0)) >= dc)
 		t = nextafter(t, 0.0);
 	return t;
+}
+
+/*
+ * The factor of dist2 in the gaussian kernel's u: 1 / (dc * dc), or the
+ * largest double when that is infinite (dc * dc underflows below about
+ * 1.5e-162 and its reciprocal overflows below about 7e-155).  An infinite
+ * factor would make u = 0 * inf = NaN for duplicates, whose term must be
+ * exactly 1; with the largest double a duplicate gives u = 0, and any other
+ * pair, whose dist2 is at least the square of the smallest float step
+ * (about 2e-90), gives u far above 40, a term of exactly zero, as it should.
+ * For every other dc the factor is 1 / (dc * dc) unchanged.
+ */
+static GC_HD double
+gc_dp_inv_dc2(double dc)
+{
+	double		inv = 1.0 / (dc * dc);
+
+	return inv <= DBL_MAX ? inv : DBL_MAX;
 }
 
 /* Fraction bits of the fixed-point gaussian terms. */
@@ -363,11 +386,14 @@ gc_dp_grid_dist2(const gc_dp_grid *g, const double *p, int64_t q)
  * Number of points j with dist2(p, x_j) < T (p itself included when it is
  * in the data).  Rows of cells along dimension 0: the run of cells wholly
  * inside the ball is counted from cell_start, only the cells that the
- * sphere crosses are scanned point by point.
+ * sphere crosses are scanned point by point.  *work (when not NULL) gets
+ * the work done, GC_DP_CELL_WORK per cell or search step plus d per point
+ * scanned, for the CPU's cancel checks.
  */
 static GC_HD int64_t
-gc_dp_grid_count(const gc_dp_grid *g, const double *p, double T)
+gc_dp_grid_count(const gc_dp_grid *g, const double *p, double T, int64_t *work)
 {
+	int64_t		done = 0;
 	double		r = sqrt(T) * GC_DP_SAFE_HIGH + 2.0 * g->slack;
 	int64_t		lo[GC_DP_GRID_MAX_DIM],
 				hi[GC_DP_GRID_MAX_DIM];
@@ -390,6 +416,7 @@ gc_dp_grid_count(const gc_dp_grid *g, const double *p, double T)
 		double		mn2 = 0.0,
 					mx2 = 0.0;
 
+		done += GC_DP_CELL_WORK;
 		if (g->d > 2)
 			gc_dp_band(g, 2, c2, p[2], &mn2, &mx2);
 		if (mn2 > t_out)
@@ -403,6 +430,7 @@ gc_dp_grid_count(const gc_dp_grid *g, const double *p, double T)
 						ia,
 						ib;
 
+			done += GC_DP_CELL_WORK;
 			if (g->d > 1)
 				gc_dp_band(g, 1, c1, p[1], &mn1, &mx1);
 			if (mn1 > t_out)
@@ -437,6 +465,7 @@ gc_dp_grid_count(const gc_dp_grid *g, const double *p, double T)
 									mxm = mx1;
 
 						gc_dp_band(g, 0, m, p[0], &mnm, &mxm);
+						done += GC_DP_CELL_WORK;
 						if (mxm < t_in)
 							a = m;
 						else
@@ -453,6 +482,7 @@ gc_dp_grid_count(const gc_dp_grid *g, const double *p, double T)
 									mxm = mx1;
 
 						gc_dp_band(g, 0, m, p[0], &mnm, &mxm);
+						done += GC_DP_CELL_WORK;
 						if (mxm < t_in)
 							a = m;
 						else
@@ -481,6 +511,7 @@ gc_dp_grid_count(const gc_dp_grid *g, const double *p, double T)
 								e;
 
 					gc_dp_band(g, 0, c, p[0], &mn, &mx);
+					done += GC_DP_CELL_WORK;
 					if (mn > t_out)
 						break;	/* the rest of this side is farther */
 					s = g->cell_start[base + c];
@@ -492,10 +523,13 @@ gc_dp_grid_count(const gc_dp_grid *g, const double *p, double T)
 					}
 					for (int64_t q = s; q < e; q++)
 						count += gc_dp_grid_dist2(g, p, q) < T;
+					done += (e - s) * g->d;
 				}
 			}
 		}
 	}
+	if (work)
+		*work += done;
 	return count;
 }
 
@@ -511,13 +545,17 @@ gc_dp_better(double d2, int64_t rank, double best_d2, int64_t best_rank)
  * of cells outward from the query's cell.  Returns 1 when the answer is
  * certain, 0 when max_rings rings were not enough (the caller then scans all
  * denser points).  *best_d2 / *best_rank carry the candidate in and out
- * (INFINITY / -1 when none yet).
+ * (INFINITY / -1 when none yet).  *work (when not NULL) gets the work done,
+ * GC_DP_CELL_WORK per cell plus d per point looked at, for the CPU's cancel
+ * checks.
  */
 static GC_HD int
 gc_dp_grid_nearest_denser(const gc_dp_grid *g, const double *p, int64_t my_rank,
-						  int64_t max_rings, double *best_d2, int64_t *best_rank)
+						  int64_t max_rings, double *best_d2, int64_t *best_rank,
+						  int64_t *work)
 {
 	int64_t		pc[GC_DP_GRID_MAX_DIM];
+	int64_t		done = 0;
 	double		bd2 = *best_d2;
 	int64_t		br = *best_rank;
 	int			resolved = 0;
@@ -568,6 +606,7 @@ gc_dp_grid_nearest_denser(const gc_dp_grid *g, const double *p, int64_t my_rank,
 
 				if (c1 < 0 || c1 >= g->dims[1])
 					continue;
+				done += GC_DP_CELL_WORK;
 				if (g->d > 1)
 					gc_dp_band(g, 1, c1, p[1], &mn1, &mx1);
 				if (br >= 0 && mn1 > bd2 * GC_DP_SAFE_HIGH)
@@ -585,12 +624,14 @@ gc_dp_grid_nearest_denser(const gc_dp_grid *g, const double *p, int64_t my_rank,
 
 					if (c0 < 0 || c0 >= g->dims[0])
 						continue;
+					done += GC_DP_CELL_WORK;
 					gc_dp_band(g, 0, c0, p[0], &mn, &mx);
 					if (br >= 0 && mn > bd2 * GC_DP_SAFE_HIGH)
 						continue;
 					base = c0 + g->dims[0] * (c1 + g->dims[1] * c2);
 					s = g->cell_start[base];
 					e = g->cell_start[base + 1];
+					done += (e - s) * g->d;
 					for (int64_t q = s; q < e; q++)
 					{
 						int64_t		rk = g->rank[q];
@@ -616,6 +657,8 @@ gc_dp_grid_nearest_denser(const gc_dp_grid *g, const double *p, int64_t my_rank,
 	}
 	*best_d2 = bd2;
 	*best_rank = br;
+	if (work)
+		*work += done;
 	return resolved;
 }
 

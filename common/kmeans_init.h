@@ -7,7 +7,7 @@
  *      - the seeded random draws (common/rng.h);
  *      - the initial centroids: k-means++ (D^2 sampling) and 'random' rows;
  *      - the data statistics behind the stopping rule;
- *      - the re-seeding of empty clusters.
+ *      - the re-seeding of empty clusters (its sorts: common/sort.h).
  *
  * Header only, plain C that also compiles as CUDA C++; the few functions the
  * GPU kernels call as well are marked GC_HD.
@@ -37,9 +37,25 @@
 #include "backend.h"
 #include "portable.h"
 #include "rng.h"
+#include "sort.h"
 
 /* Rows per segment of the blocked k-means++ sums (the GPU uses one block per segment). */
 #define GC_KMPP_SEGMENT 4096
+
+/*
+ * Work between two questions to the cancel callback in the host loops
+ * here, counted in coordinates read (a row of d features counts d).
+ */
+#define GC_KMEANS_CANCEL_WORK	(INT64_C(1) << 22)
+
+/* Rows between two questions to the cancel callback when each row costs d. */
+static inline int64_t
+gc_kmeans_cancel_rows(int32_t d)
+{
+	int64_t		rows = GC_KMEANS_CANCEL_WORK / (d > 0 ? d : 1);
+
+	return rows < 1 ? 1 : rows;
+}
 
 /* ---------------------------------------------------------------- k-means++ weights */
 
@@ -130,6 +146,7 @@ gc_kmeans_stats(const float *x, int64_t n, int32_t d,
 	double	   *l = lo ? lo : scratch + d;
 	double	   *h = hi ? hi : scratch + 2 * (int64_t) d;
 	double		total = 0.0;
+	int64_t		every = gc_kmeans_cancel_rows(d);
 
 	for (int32_t j = 0; j < d; j++)
 	{
@@ -139,7 +156,7 @@ gc_kmeans_stats(const float *x, int64_t n, int32_t d,
 	}
 	for (int64_t i = 0; i < n; i++)
 	{
-		if ((i & 65535) == 0 && cancel && cancel(cancel_arg))
+		if (i % every == 0 && cancel && cancel(cancel_arg))
 			return -1;
 		gc_kmeans_stats_row1(x + i * d, d, m, l, h);
 	}
@@ -150,7 +167,7 @@ gc_kmeans_stats(const float *x, int64_t n, int32_t d,
 	}
 	for (int64_t i = 0; i < n; i++)
 	{
-		if ((i & 65535) == 0 && cancel && cancel(cancel_arg))
+		if (i % every == 0 && cancel && cancel(cancel_arg))
 			return -1;
 		gc_kmeans_stats_row2(x + i * d, d, m, scratch);
 	}
@@ -260,6 +277,33 @@ gc_kmpp_draw(gc_rng *rng, uint64_t total, int64_t n)
 }
 
 /*
+ * The k-means++ distances to a new centre cen: mind2 = min(mind2, dist2)
+ * (first: mind2 = dist2), and their largest value.  Returns 0, or -1 when
+ * cancelled (asked every gc_kmeans_cancel_rows(d) rows).
+ */
+static inline int
+gc_kmpp_update(const float *x, int64_t n, int32_t d, const float *cen, int first,
+			   double *mind2, double *maxd2, gc_cancel_fn cancel, void *cancel_arg)
+{
+	int64_t		every = gc_kmeans_cancel_rows(d);
+	double		mx = 0.0;
+
+	for (int64_t i = 0; i < n; i++)
+	{
+		double		t = gc_dist2(x + i * d, cen, d);
+
+		if (i % every == 0 && cancel && cancel(cancel_arg))
+			return -1;
+		if (first || t < mind2[i])
+			mind2[i] = t;
+		if (mind2[i] > mx)
+			mx = mind2[i];
+	}
+	*maxd2 = mx;
+	return 0;
+}
+
+/*
  * k-means++ on the host: the row numbers of the k initial centres.
  * mind2 is scratch [n].  The GPU back end follows exactly these steps with
  * the distance and sum passes on the device.  Returns 0, or -1 when
@@ -276,20 +320,13 @@ gc_kmeans_plusplus_rows(const float *x, int64_t n, int32_t d, int32_t k, uint64_
 
 	gc_rng_seed(&rng, seed);
 	rows[0] = (int64_t) gc_rng_below(&rng, (uint64_t) n);
-	for (int64_t i = 0; i < n; i++)
-	{
-		double		t = gc_dist2(x + i * d, x + rows[0] * d, d);
-
-		mind2[i] = t;
-		if (t > maxd2)
-			maxd2 = t;
-	}
+	if (gc_kmpp_update(x, n, d, x + rows[0] * d, 1, mind2, &maxd2, cancel, cancel_arg) != 0)
+		return -1;
 	for (int32_t c = 1; c < k; c++)
 	{
 		double		scale = gc_kmpp_scale(maxd2, n);
 		uint64_t	total = 0;
 		int64_t		target;
-		const float *cen;
 
 		if (cancel && cancel(cancel_arg))
 			return -1;
@@ -304,76 +341,251 @@ gc_kmeans_plusplus_rows(const float *x, int64_t n, int32_t d, int32_t k, uint64_
 
 			rows[c] = gc_kmpp_pick(mind2, 0, n, scale, (uint64_t) target, &acc);
 		}
-		cen = x + rows[c] * d;
-		maxd2 = 0.0;
-		for (int64_t i = 0; i < n; i++)
-		{
-			double		t = gc_dist2(x + i * d, cen, d);
-
-			if (t < mind2[i])
-				mind2[i] = t;
-			if (mind2[i] > maxd2)
-				maxd2 = mind2[i];
-		}
+		if (gc_kmpp_update(x, n, d, x + rows[c] * d, 0, mind2, &maxd2, cancel, cancel_arg) != 0)
+			return -1;
 	}
 	return 0;
 }
 
-/* ---------------------------------------------------------------- empty clusters */
+/* ---------------------------------------------------------------- empty clusters
+ *
+ * The rule: every empty cluster, in cluster order, is re-seeded with the row
+ * farthest from its centroid (largest d2, the lowest row number on a tie)
+ * among the rows not taken yet whose cluster keeps at least one other row;
+ * the row leaves its cluster's sum and count and becomes the new cluster's
+ * only member.
+ *
+ * One walk over the rows in the order (d2 descending, row ascending) does
+ * it: a cluster's count only decreases, so a row passed over once (taken,
+ * or the last row of its cluster) stays out of reach.  Each cluster holding
+ * rows has at most one row passed over without being taken (its last one),
+ * so the walk visits at most k rows when the counts agree with the labels:
+ * only the first min(k, n) rows of the order are found (a radix select,
+ * O(n)) and sorted (a stable radix sort); should the walk still run out of
+ * them, it starts again over all n rows.  Every pass asks the cancel
+ * callback every GC_RESEED_CANCEL_ROWS rows.
+ */
+
+/* Rows between two questions to the cancel callback. */
+#define GC_RESEED_CANCEL_ROWS	GC_SORT_CANCEL_ITEMS
+
+/* The walk's order as an unsigned key: larger d2 first; ties keep row order (stable sorts). */
+static inline uint64_t
+gc_reseed_key(double d2)
+{
+	return gc_desc_key(d2);
+}
+
+/* The buffers of one walk over the first m rows of the order. */
+typedef struct gc_reseed_work
+{
+	int64_t		m;
+	uint64_t   *keys;			/* [m] the candidates' keys, then sorted */
+	int64_t    *rows;			/* [m] the candidates' rows, then sorted */
+	uint64_t   *tk;				/* [m] sort scratch, then the clusters re-seeded */
+	int64_t    *tv;				/* [m] sort scratch, then the rows they took */
+	int64_t    *hist;			/* [GC_SELECT_BUCKETS] of the select, NULL when m == n */
+} gc_reseed_work;
+
+/* Bytes that gc_kmeans_reseed_empty allocates (min(k, n) candidates), for an out-of-memory report. */
+static inline size_t
+gc_kmeans_reseed_bytes(int64_t n, int32_t k)
+{
+	size_t		m = (size_t) (k < n ? k : n);
+
+	return m * 2 * (sizeof(uint64_t) + sizeof(int64_t)) +
+		(sizeof(int64_t) * GC_SELECT_BUCKETS);
+}
+
+/* Frees the buffers of a walk. */
+static inline void
+gc_reseed_work_free(gc_reseed_work *w)
+{
+	free(w->keys);
+	free(w->rows);
+	free(w->tk);
+	free(w->tv);
+	free(w->hist);
+	memset(w, 0, sizeof(*w));
+}
+
+/* Allocates the buffers of a walk over m of n rows. */
+static inline gc_status
+gc_reseed_work_alloc(gc_reseed_work *w, int64_t m, int64_t n)
+{
+	size_t		mm = (size_t) (m > 0 ? m : 1);
+
+	memset(w, 0, sizeof(*w));
+	w->m = m;
+	w->keys = (uint64_t *) malloc(sizeof(uint64_t) * mm);
+	w->rows = (int64_t *) malloc(sizeof(int64_t) * mm);
+	w->tk = (uint64_t *) malloc(sizeof(uint64_t) * mm);
+	w->tv = (int64_t *) malloc(sizeof(int64_t) * mm);
+	if (m < n)
+		w->hist = (int64_t *) malloc(sizeof(int64_t) * GC_SELECT_BUCKETS);
+	if (!w->keys || !w->rows || !w->tk || !w->tv || (m < n && !w->hist))
+	{
+		gc_reseed_work_free(w);
+		return GC_ERR_OUT_OF_MEMORY;
+	}
+	return GC_OK;
+}
+
+/* The first w->m rows of the walk's order, in that order, into w->keys and w->rows. */
+static inline gc_status
+gc_reseed_candidates(const double *d2, int64_t n, gc_reseed_work *w,
+					 gc_cancel_fn cancel, void *cancel_arg)
+{
+	uint64_t	thr = UINT64_MAX;
+	int64_t		need_eq = n,
+				got = 0;
+
+	if (w->m < n &&
+		gc_select_largest(d2, n, w->m, w->hist, &thr, &need_eq, cancel, cancel_arg) != 0)
+		return GC_ERR_CANCELLED;
+	for (int64_t i = 0; i < n && got < w->m; i++)
+	{
+		uint64_t	key = gc_reseed_key(d2[i]);
+
+		if ((i & (GC_RESEED_CANCEL_ROWS - 1)) == 0 && cancel && cancel(cancel_arg))
+			return GC_ERR_CANCELLED;
+		if (key < thr || (key == thr && need_eq > 0))
+		{
+			need_eq -= key == thr;
+			w->keys[got] = key;
+			w->rows[got] = i;
+			got++;
+		}
+	}
+	if (got != w->m)
+		return GC_ERR_INTERNAL;
+	if (gc_radix_sort(w->keys, w->rows, w->tk, w->tv, w->m, cancel, cancel_arg) != 0)
+		return GC_ERR_CANCELLED;
+	return GC_OK;
+}
 
 /*
- * Re-seeds every empty cluster, in cluster order, with the row farthest from
- * its centroid (largest d2, the lowest row number on a tie) among the rows
- * not taken yet whose cluster keeps at least one other row: the row leaves
- * its cluster's sum and count and becomes the new cluster's only member.
- * sums[j] holds the sum of (x - ref[j]) over the rows of cluster j, with ref
- * the centroids the deltas were taken from (NULL for plain sums).
- * Returns the number of clusters re-seeded.
+ * The walk over the candidates: takes a row for each empty cluster in
+ * cluster order and updates the counts; the clusters and rows taken go to
+ * w->tk and w->tv.  Returns the number taken; *ran_out is set when the
+ * candidates ran out before the last empty cluster.
  */
 static inline int32_t
+gc_reseed_walk(int32_t k, const int32_t *labels, int64_t *counts, gc_reseed_work *w,
+			   int *ran_out)
+{
+	int64_t		at = 0;
+	int32_t		ntaken = 0;
+
+	*ran_out = 0;
+	for (int32_t j = 0; j < k; j++)
+	{
+		int64_t		best;
+
+		if (counts[j] != 0)
+			continue;
+		while (at < w->m && counts[labels[w->rows[at]]] < 2)
+			at++;
+		if (at == w->m)
+		{
+			*ran_out = 1;
+			break;
+		}
+		best = w->rows[at++];
+		counts[labels[best]]--;
+		counts[j] = 1;
+		w->tk[ntaken] = (uint64_t) j;
+		w->tv[ntaken] = best;
+		ntaken++;
+	}
+	return ntaken;
+}
+
+/* Moves the rows taken by the walk out of their clusters' sums into the new ones', in cluster order. */
+static inline gc_status
+gc_reseed_apply(const float *x, int32_t d, const int32_t *labels, const double *ref,
+				double *sums, const gc_reseed_work *w, int32_t ntaken,
+				gc_cancel_fn cancel, void *cancel_arg)
+{
+	int64_t		work = 0;
+
+	for (int32_t t = 0; t < ntaken; t++)
+	{
+		int64_t		j = (int64_t) w->tk[t];
+		int64_t		best = w->tv[t];
+		int64_t		old = labels[best];
+
+		if ((work += d) >= GC_RESEED_CANCEL_ROWS)
+		{
+			work = 0;
+			if (cancel && cancel(cancel_arg))
+				return GC_ERR_CANCELLED;
+		}
+		for (int32_t c = 0; c < d; c++)
+		{
+			double		v = (double) x[best * d + c];
+
+			sums[old * d + c] -= v - (ref ? ref[old * d + c] : 0.0);
+			sums[j * d + c] = v - (ref ? ref[j * d + c] : 0.0);
+		}
+	}
+	return GC_OK;
+}
+
+/*
+ * Re-seeds every empty cluster by the rule above.  sums[j] holds the sum of
+ * (x - ref[j]) over the rows of cluster j, with ref the centroids the deltas
+ * were taken from (NULL for plain sums); sums and counts are updated.
+ * *reseeded: the number of clusters re-seeded.  Returns GC_OK,
+ * GC_ERR_CANCELLED when the cancel callback answered yes, or
+ * GC_ERR_OUT_OF_MEMORY (gc_kmeans_reseed_bytes); the caller words the
+ * error.  O(n) time and O(min(k, n)) memory while the counts agree with
+ * the labels.
+ */
+static inline gc_status
 gc_kmeans_reseed_empty(const float *x, int64_t n, int32_t d, int32_t k,
 					   const int32_t *labels,	/* [n] */
 					   const double *d2,	/* [n] squared distance to the assigned centroid */
 					   const double *ref,	/* [k, d] or NULL */
 					   double *sums,	/* [k, d] in/out */
 					   int64_t *counts, /* [k] in/out */
-					   int64_t *taken	/* [k] scratch */ )
+					   int32_t *reseeded,	/* out */
+					   gc_cancel_fn cancel, void *cancel_arg)
 {
+	gc_reseed_work w;
+	int64_t		m = k < n ? k : n;
 	int32_t		ntaken = 0;
+	gc_status	st;
 
-	for (int32_t j = 0; j < k; j++)
+	*reseeded = 0;
+	for (;;)
 	{
-		int64_t		best = -1;
-		int32_t		old;
+		int			ran_out;
 
-		if (counts[j] != 0)
-			continue;
-		for (int64_t i = 0; i < n; i++)
+		if ((st = gc_reseed_work_alloc(&w, m, n)) != GC_OK)
+			return st;
+		if ((st = gc_reseed_candidates(d2, n, &w, cancel, cancel_arg)) != GC_OK)
 		{
-			int			seen = 0;
-
-			if (counts[labels[i]] < 2 || (best >= 0 && !(d2[i] > d2[best])))
-				continue;
-			for (int32_t t = 0; t < ntaken && !seen; t++)
-				seen = taken[t] == i;
-			if (!seen)
-				best = i;
+			gc_reseed_work_free(&w);
+			return st;
 		}
-		if (best < 0)
-			break;				/* cannot happen while n >= k */
-		taken[ntaken++] = best;
-		old = labels[best];
-		counts[old]--;
-		counts[j] = 1;
-		for (int32_t c = 0; c < d; c++)
+		ntaken = gc_reseed_walk(k, labels, counts, &w, &ran_out);
+		if (!ran_out || m == n)
+			break;
+		/* the counts disagree with the labels: undo, and walk over every row */
+		for (int32_t t = ntaken - 1; t >= 0; t--)
 		{
-			double		v = (double) x[best * d + c];
-
-			sums[(int64_t) old * d + c] -= v - (ref ? ref[(int64_t) old * d + c] : 0.0);
-			sums[(int64_t) j * d + c] = v - (ref ? ref[(int64_t) j * d + c] : 0.0);
+			counts[labels[w.tv[t]]]++;
+			counts[w.tk[t]] = 0;
 		}
+		gc_reseed_work_free(&w);
+		m = n;
 	}
-	return ntaken;
+	st = gc_reseed_apply(x, d, labels, ref, sums, &w, ntaken, cancel, cancel_arg);
+	gc_reseed_work_free(&w);
+	if (st == GC_OK)
+		*reseeded = ntaken;
+	return st;
 }
 
 #endif							/* GPUCLUST_KMEANS_INIT_H */

@@ -228,7 +228,7 @@ __global__ void ring_kernel(gc_dp_grid g, int64_t q0, int64_t q1, int64_t min_ra
 		return;
 	for (int k = 0; k < g.d; k++)
 		p[k] = g.xs[k][q];
-	if (gc_dp_grid_nearest_denser(&g, p, r, max_rings, &bd2, &br))
+	if (gc_dp_grid_nearest_denser(&g, p, r, max_rings, &bd2, &br, nullptr))
 	{
 		bd2_r[r] = bd2;
 		nbr_r[r] = br;

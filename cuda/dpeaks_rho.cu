@@ -268,7 +268,7 @@ void rho_pairs(Workspace &w, const double *xs, /* [d][n] */ const gc_dp_grid *gr
 	const int	S = slices_for(w);
 	int64_t		chunk = std::max<int64_t>(kTile * S, kPairsPerLaunch / n);
 	size_t		tile_bytes = sizeof(double) * (size_t) w.d * kTile;
-	const double inv = 1.0 / (w.dc * w.dc);
+	const double inv = gc_dp_inv_dc2(w.dc);
 	const double T = w.T;
 	const bool	skip = gauss && grid != nullptr;
 	MortonOrder mo;
@@ -338,7 +338,7 @@ __global__ void grid_count_kernel(gc_dp_grid g, const int64_t *order, /* [n] */ 
 		return;
 	for (int k = 0; k < g.d; k++)
 		p[k] = g.xs[k][q];
-	rho[order[q]] = (double) (gc_dp_grid_count(&g, p, T) - 1);
+	rho[order[q]] = (double) (gc_dp_grid_count(&g, p, T, nullptr) - 1);
 }
 
 /* rho with the cutoff kernel through the grid index, kPointsPerLaunch points a launch. */

@@ -414,7 +414,7 @@ Moves KMeans::update(const int32_t *labels)
 						cudaMemcpyDeviceToHost));
 	mv.changed = h[2 * (size_t) k];
 	if (std::find(h.begin(), h.begin() + k, 0ull) != h.begin() + k)
-		mv.reseeded = reseed_empty(plan_, hx_, labels, rows_.d2.get(), cen_, sums_, rep_);
+		mv.reseeded = reseed_empty(plan_, hx_, labels, rows_.d2.get(), cen_, sums_, rep_, exec_);
 	for (int j = 0; j < k; j++)
 	{
 		double		move;

@@ -241,11 +241,12 @@ void finalize_centroids(const Plan &plan, const Centroids &cen, const Sums &sums
 /*
  * Re-seeds the empty clusters on the host with the shared rule and moves
  * the centroids again.  rep.host holds the counts and moves of the pass
- * and is updated.  Returns the number of clusters re-seeded.
+ * and is updated.  Asks exec's cancel callback (GC_ERR_CANCELLED).  Returns
+ * the number of clusters re-seeded.
  */
 int32_t reseed_empty(const Plan &plan, const float *hx /* [n, d] host */,
 					 const int32_t *labels /* [n] device */, const float *d2 /* [n] device */,
-					 const Centroids &cen, Sums &sums, Report &rep);
+					 const Centroids &cen, Sums &sums, Report &rep, const gc_exec &exec);
 
 /* d2 = squared distance of each row of x to its centroid, in double as on the CPU. */
 void exact_distances(const Plan &plan, const float *x /* [rows, d] */, int64_t rows,

@@ -335,7 +335,7 @@ void finalize_centroids(const Plan &plan, const Centroids &cen, const Sums &sums
 
 /* Rare: every buffer here is the size of the data, on the host, for one iteration. */
 int32_t reseed_empty(const Plan &plan, const float *hx, const int32_t *labels, const float *d2,
-					 const Centroids &cen, Sums &sums, Report &rep)
+					 const Centroids &cen, Sums &sums, Report &rep, const gc_exec &exec)
 {
 	const int64_t n = plan.n;
 	const int	k = plan.k;
@@ -345,8 +345,9 @@ int32_t reseed_empty(const Plan &plan, const float *hx, const int32_t *labels, c
 	std::vector<float> h_d2f(n);
 	std::vector<double> h_d2(n), h_sums(kd), h_ref(kd);
 	std::vector<float> h_cf(kd);
-	std::vector<int64_t> h_cnt(k), taken(k);
-	int32_t		reseeded;
+	std::vector<int64_t> h_cnt(k);
+	int32_t		reseeded = 0;
+	gc_status	st;
 
 	CUDA_TRY(cudaMemcpy(h_lab.data(), labels, sizeof(int32_t) * n, cudaMemcpyDeviceToHost));
 	CUDA_TRY(cudaMemcpy(h_d2f.data(), d2, sizeof(float) * n, cudaMemcpyDeviceToHost));
@@ -358,8 +359,14 @@ int32_t reseed_empty(const Plan &plan, const float *hx, const int32_t *labels, c
 		h_ref[i] = h_cf[i];
 	for (int j = 0; j < k; j++)
 		h_cnt[j] = (int64_t) h_stat[j];
-	reseeded = gc_kmeans_reseed_empty(hx, n, plan.d, k, h_lab.data(), h_d2.data(), h_ref.data(),
-									  h_sums.data(), h_cnt.data(), taken.data());
+	st = gc_kmeans_reseed_empty(hx, n, plan.d, k, h_lab.data(), h_d2.data(), h_ref.data(),
+								h_sums.data(), h_cnt.data(), &reseeded, exec.cancel, exec.cancel_arg);
+	if (st == GC_ERR_CANCELLED)
+		fail(GC_ERR_CANCELLED, "canceled");
+	if (st == GC_ERR_OUT_OF_MEMORY)
+		fail(GC_ERR_OUT_OF_MEMORY, "out of host memory for re-seeding empty k-means clusters");
+	if (st != GC_OK)
+		fail(st, "k-means re-seeding failed, please report a bug");
 	for (int j = 0; j < k; j++)
 		h_stat[j] = (unsigned long long) h_cnt[j];
 	CUDA_TRY(cudaMemcpy(sums.sums.get(), h_sums.data(), sizeof(double) * kd, cudaMemcpyHostToDevice));

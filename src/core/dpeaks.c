@@ -20,6 +20,11 @@
  *          all denser points, the others search rings of grid cells
  *          (d <= 3), falling back to the scan when the rings run out;
  *  assign  the centres, and a single pass in density order for the labels.
+ *
+ * Every long loop counts its work (dp_work: a distance over d features
+ * counts d + 1, a grid cell GC_DP_CELL_WORK) and asks the cancel callback
+ * every DP_CANCEL_WORK of it; the sorts are radix sorts that ask as well
+ * (common/sort.h).
  */
 #include <math.h>
 #include <stdlib.h>
@@ -27,17 +32,16 @@
 
 #include "core.h"
 #include "dpeaks_common.h"
+#include "sort.h"
 
-#define DP_CANCEL_EVERY 1024
+/*
+ * Work between two questions to the cancel callback, in coordinate
+ * differences: a distance over d features counts d + 1, a grid cell looked
+ * at counts 1.  About a few milliseconds whatever n and d.
+ */
+#define DP_CANCEL_WORK (INT64_C(1) << 22)
 #define DP_COLLECT_MAX (1 << 20)
 #define DP_HIST_BITS 20
-
-/* A value and its index, sorted larger value first, then smaller index. */
-typedef struct rank_item
-{
-	double		v;
-	int64_t		i;
-} rank_item;
 
 /* Everything one density peaks call holds; freed by dpeaks_ws_free. */
 typedef struct dpeaks_ws
@@ -48,7 +52,8 @@ typedef struct dpeaks_ws
 	int32_t		d;
 	const gc_dpeaks_params *params;
 	gc_dpeaks_result *result;
-	int64_t		tick;			/* calls of dp_cancelled */
+	int64_t		work;			/* work since the last cancel question (dp_work) */
+	int64_t		jstride;		/* pairs (i, j) of one row between two dp_work calls */
 	double		dc;
 
 	/* the grid index (d <= 3) */
@@ -60,19 +65,27 @@ typedef struct dpeaks_ws
 	int64_t    *rank;			/* [n] sorted position -> density rank */
 
 	/* the density order */
-	rank_item  *items;			/* [n] */
 	int64_t    *by_rank;		/* [n] rank -> row */
 	int64_t    *rank_of;		/* [n] row -> rank */
 	int64_t    *nbr;			/* [n] row -> its nearest denser row, -1 for the densest */
 } dpeaks_ws;
 
-/* Asks the cancel callback every DP_CANCEL_EVERY calls. */
+/* Counts work; asks the cancel callback each time DP_CANCEL_WORK of it is done. */
 static int
-dp_cancelled(dpeaks_ws *ws)
+dp_work(dpeaks_ws *ws, int64_t units)
 {
-	if (++ws->tick % DP_CANCEL_EVERY != 0)
+	ws->work += units;
+	if (ws->work < DP_CANCEL_WORK)
 		return 0;
+	ws->work = 0;
 	return gc_core_cancelled(ws->ctx);
+}
+
+/* The end of the block of j from jb: at most jstride pairs, no further than n. */
+static inline int64_t
+pair_block_end(const dpeaks_ws *ws, int64_t jb)
+{
+	return ws->n - jb > ws->jstride ? jb + ws->jstride : ws->n;
 }
 
 /* Fills the workspace with the input, no buffer yet. */
@@ -88,6 +101,9 @@ dpeaks_ws_init(dpeaks_ws *ws, gc_core_ctx *ctx, const float *x, int64_t n, int32
 	ws->params = params;
 	ws->result = result;
 	ws->use_grid = d <= GC_DP_GRID_MAX_DIM;
+	ws->jstride = DP_CANCEL_WORK / ((int64_t) d + 1);
+	if (ws->jstride < 1)
+		ws->jstride = 1;
 }
 
 /* Frees every buffer of the workspace. */
@@ -98,7 +114,6 @@ dpeaks_ws_free(dpeaks_ws *ws)
 	free(ws->xs);
 	free(ws->order);
 	free(ws->rank);
-	free(ws->items);
 	free(ws->by_rank);
 	free(ws->rank_of);
 	free(ws->nbr);
@@ -106,16 +121,6 @@ dpeaks_ws_free(dpeaks_ws *ws)
 }
 
 /* ---------------------------------------------------------------- dc */
-
-/* Orders uint64_t values for qsort. */
-static int
-cmp_u64(const void *a, const void *b)
-{
-	uint64_t	x = *(const uint64_t *) a;
-	uint64_t	y = *(const uint64_t *) b;
-
-	return (x > y) - (x < y);
-}
 
 /* k-th smallest (0-based) of v[0..m-1] by quickselect; reorders v. */
 static uint64_t
@@ -171,21 +176,25 @@ dc_histogram(dpeaks_ws *ws, int64_t *hist, uint64_t prefix, int prefix_bits, int
 	{
 		const float *xi = ws->x + i * ws->d;
 
-		if (dp_cancelled(ws))
-			return GC_ERR_CANCELLED;
-		for (int64_t j = i + 1; j < ws->n; j++)
+		for (int64_t jb = i + 1, je; jb < ws->n; jb = je)
 		{
-			uint64_t	key = gc_dp_key(gc_dist2(xi, ws->x + j * ws->d, ws->d));
+			je = pair_block_end(ws, jb);
+			for (int64_t j = jb; j < je; j++)
+			{
+				uint64_t	key = gc_dp_key(gc_dist2(xi, ws->x + j * ws->d, ws->d));
 
-			if (prefix_bits > 0 && (key >> (64 - prefix_bits)) != prefix)
-				continue;
-			hist[(key >> shift) & mask]++;
+				if (prefix_bits > 0 && (key >> (64 - prefix_bits)) != prefix)
+					continue;
+				hist[(key >> shift) & mask]++;
+			}
+			if (dp_work(ws, (je - jb) * (ws->d + 1)))
+				return GC_ERR_CANCELLED;
 		}
 	}
 	return GC_OK;
 }
 
-/* The k-th smallest (1-based) of the m pair keys that share prefix, collected and sorted. */
+/* The k-th smallest (1-based) of the m pair keys that share prefix, collected and selected. */
 static gc_status
 dc_collect(dpeaks_ws *ws, uint64_t prefix, int prefix_bits, int64_t m, int64_t k,
 		   uint64_t *key_out)
@@ -200,17 +209,21 @@ dc_collect(dpeaks_ws *ws, uint64_t prefix, int prefix_bits, int64_t m, int64_t k
 	{
 		const float *xi = ws->x + i * ws->d;
 
-		if (dp_cancelled(ws))
+		for (int64_t jb = i + 1, je; jb < ws->n; jb = je)
 		{
-			free(v);
-			return GC_ERR_CANCELLED;
-		}
-		for (int64_t j = i + 1; j < ws->n; j++)
-		{
-			uint64_t	key = gc_dp_key(gc_dist2(xi, ws->x + j * ws->d, ws->d));
+			je = pair_block_end(ws, jb);
+			for (int64_t j = jb; j < je; j++)
+			{
+				uint64_t	key = gc_dp_key(gc_dist2(xi, ws->x + j * ws->d, ws->d));
 
-			if ((key >> (64 - prefix_bits)) == prefix && got < m)
-				v[got++] = key;
+				if ((key >> (64 - prefix_bits)) == prefix && got < m)
+					v[got++] = key;
+			}
+			if (dp_work(ws, (je - jb) * (ws->d + 1)))
+			{
+				free(v);
+				return GC_ERR_CANCELLED;
+			}
 		}
 	}
 	if (got != m)
@@ -219,8 +232,7 @@ dc_collect(dpeaks_ws *ws, uint64_t prefix, int prefix_bits, int64_t m, int64_t k
 		return gc_error_set(ws->ctx->err, GC_ERR_INTERNAL,
 							"dc candidates miscounted, please report a bug");
 	}
-	qsort(v, (size_t) m, sizeof(uint64_t), cmp_u64);
-	*key_out = v[k - 1];
+	*key_out = select_u64(v, m, k - 1);
 	free(v);
 	return GC_OK;
 }
@@ -301,7 +313,8 @@ dc_sample(dpeaks_ws *ws, double rate, uint64_t seed, uint64_t *key_out)
 		int64_t		i,
 					j;
 
-		if ((p & 0xffff) == 0 && gc_core_cancelled(ws->ctx))
+		/* two rows read at random and the draw: weighed as 64 differences */
+		if (dp_work(ws, ws->d + 64))
 		{
 			free(v);
 			return GC_ERR_CANCELLED;
@@ -358,7 +371,7 @@ dpeaks_dc(dpeaks_ws *ws)
 
 /* ---------------------------------------------------------------- the grid */
 
-/* Chooses the cells of the grid index from the range of the rows (gc_dp_grid_shape). */
+/* Chooses the cells of the grid index from the range of the rows (gc_dp_grid_shape); -1 when cancelled. */
 static int64_t
 grid_shape(dpeaks_ws *ws)
 {
@@ -372,6 +385,7 @@ grid_shape(dpeaks_ws *ws)
 		mx[k] = -INFINITY;
 	}
 	for (int64_t i = 0; i < ws->n; i++)
+	{
 		for (int k = 0; k < d; k++)
 		{
 			double		v = ws->x[i * d + k];
@@ -381,11 +395,14 @@ grid_shape(dpeaks_ws *ws)
 			if (v > mx[k])
 				mx[k] = v;
 		}
+		if (dp_work(ws, d + 1))
+			return -1;
+	}
 	return gc_dp_grid_shape(&ws->g, d, ws->n, mn, mx);
 }
 
 /* Sorts the rows into the cells: order, coordinates by sorted position, cell starts. */
-static void
+static gc_status
 grid_fill(dpeaks_ws *ws, int64_t ncells, int64_t *cell, int64_t *fill)
 {
 	int64_t		n = ws->n;
@@ -399,6 +416,8 @@ grid_fill(dpeaks_ws *ws, int64_t ncells, int64_t *cell, int64_t *fill)
 			id = id * ws->g.dims[k] + gc_dp_cell_of(&ws->g, k, (double) ws->x[i * d + k]);
 		cell[i] = id;
 		ws->cell_start[id + 1]++;
+		if (dp_work(ws, GC_DP_CELL_WORK * (d + 1)))
+			return GC_ERR_CANCELLED;
 	}
 	for (int64_t q = 0; q < ncells; q++)
 		ws->cell_start[q + 1] += ws->cell_start[q];
@@ -410,7 +429,10 @@ grid_fill(dpeaks_ws *ws, int64_t ncells, int64_t *cell, int64_t *fill)
 		ws->order[q] = i;
 		for (int k = 0; k < d; k++)
 			ws->xs[k * n + q] = (double) ws->x[i * d + k];
+		if (dp_work(ws, GC_DP_CELL_WORK * (d + 1)))
+			return GC_ERR_CANCELLED;
 	}
+	return GC_OK;
 }
 
 /* Builds the grid index over the rows. */
@@ -421,7 +443,10 @@ grid_build(dpeaks_ws *ws)
 	int64_t		ncells = grid_shape(ws);
 	int64_t    *cell;
 	int64_t    *fill;
+	gc_status	st;
 
+	if (ncells < 0)
+		return GC_ERR_CANCELLED;
 	ws->cell_start = calloc((size_t) ncells + 1, sizeof(int64_t));
 	ws->xs = malloc(sizeof(double) * (size_t) (n * ws->d));
 	ws->order = malloc(sizeof(int64_t) * (size_t) n);
@@ -437,9 +462,11 @@ grid_build(dpeaks_ws *ws)
 						   sizeof(double) * (size_t) (n * ws->d),
 						   "out of memory for the grid index");
 	}
-	grid_fill(ws, ncells, cell, fill);
+	st = grid_fill(ws, ncells, cell, fill);
 	free(cell);
 	free(fill);
+	if (st != GC_OK)
+		return st;
 	ws->g.cell_start = ws->cell_start;
 	for (int k = 0; k < GC_DP_GRID_MAX_DIM; k++)
 		ws->g.xs[k] = k < ws->d ? ws->xs + k * n : NULL;
@@ -454,7 +481,7 @@ static gc_status
 rho_gaussian(dpeaks_ws *ws, double *rho)
 {
 	int64_t		n = ws->n;
-	double		inv = 1.0 / (ws->dc * ws->dc);
+	double		inv = gc_dp_inv_dc2(ws->dc);
 	uint64_t   *hi = calloc((size_t) n, sizeof(uint64_t));
 	uint64_t   *lo = calloc((size_t) n, sizeof(uint64_t));
 	gc_status	st = GC_OK;
@@ -470,17 +497,21 @@ rho_gaussian(dpeaks_ws *ws, double *rho)
 	{
 		const float *xi = ws->x + i * ws->d;
 
-		if (dp_cancelled(ws))
-			st = GC_ERR_CANCELLED;
-		for (int64_t j = i + 1; j < n && st == GC_OK; j++)
+		for (int64_t jb = i + 1, je; jb < n && st == GC_OK; jb = je)
 		{
-			uint64_t	t = gc_dp_gauss_fixed(gc_dist2(xi, ws->x + j * ws->d, ws->d) * inv);
-
-			if (t)
+			je = pair_block_end(ws, jb);
+			for (int64_t j = jb; j < je; j++)
 			{
-				gc_dp_acc_add(&hi[i], &lo[i], t);
-				gc_dp_acc_add(&hi[j], &lo[j], t);
+				uint64_t	t = gc_dp_gauss_fixed(gc_dist2(xi, ws->x + j * ws->d, ws->d) * inv);
+
+				if (t)
+				{
+					gc_dp_acc_add(&hi[i], &lo[i], t);
+					gc_dp_acc_add(&hi[j], &lo[j], t);
+				}
 			}
+			if (dp_work(ws, (je - jb) * (ws->d + 1)))
+				st = GC_ERR_CANCELLED;
 		}
 	}
 	for (int64_t i = 0; i < n && st == GC_OK; i++)
@@ -502,12 +533,13 @@ rho_cutoff(dpeaks_ws *ws, double *rho)
 		for (int64_t q = 0; q < n; q++)
 		{
 			double		p[GC_DP_GRID_MAX_DIM];
+			int64_t		work = 1;
 
-			if (dp_cancelled(ws))
-				return GC_ERR_CANCELLED;
 			for (int k = 0; k < ws->d; k++)
 				p[k] = ws->xs[k * n + q];
-			rho[ws->order[q]] = (double) (gc_dp_grid_count(&ws->g, p, T) - 1);
+			rho[ws->order[q]] = (double) (gc_dp_grid_count(&ws->g, p, T, &work) - 1);
+			if (dp_work(ws, work))
+				return GC_ERR_CANCELLED;
 		}
 		return GC_OK;
 	}
@@ -518,14 +550,18 @@ rho_cutoff(dpeaks_ws *ws, double *rho)
 		const float *xi = ws->x + i * ws->d;
 		int64_t		cnt = 0;
 
-		if (dp_cancelled(ws))
-			return GC_ERR_CANCELLED;
-		for (int64_t j = i + 1; j < n; j++)
-			if (gc_dist2(xi, ws->x + j * ws->d, ws->d) < T)
-			{
-				cnt++;
-				rho[j] += 1.0;
-			}
+		for (int64_t jb = i + 1, je; jb < n; jb = je)
+		{
+			je = pair_block_end(ws, jb);
+			for (int64_t j = jb; j < je; j++)
+				if (gc_dist2(xi, ws->x + j * ws->d, ws->d) < T)
+				{
+					cnt++;
+					rho[j] += 1.0;
+				}
+			if (dp_work(ws, (je - jb) * (ws->d + 1)))
+				return GC_ERR_CANCELLED;
+		}
 		rho[i] += (double) cnt;
 	}
 	return GC_OK;
@@ -548,68 +584,101 @@ dpeaks_rho(dpeaks_ws *ws)
 
 /* ---------------------------------------------------------------- delta */
 
-/* Larger v first, then smaller i. */
-static int
-cmp_rank_item(const void *a, const void *b)
-{
-	const rank_item *x = a,
-			   *y = b;
-
-	if (x->v != y->v)
-		return x->v > y->v ? -1 : 1;
-	return (x->i > y->i) - (x->i < y->i);
-}
-
-/* Nearest denser point of row i (rank r) by scanning every denser point. */
-static void
-nearest_denser_scan(const dpeaks_ws *ws, int64_t i, int64_t r,
+/*
+ * Nearest denser point of row i (rank r) by scanning every denser point;
+ * *best_d2 / *best_rank receive it.
+ */
+static gc_status
+nearest_denser_scan(dpeaks_ws *ws, int64_t i, int64_t r,
 					double *best_d2, int64_t *best_rank)
 {
 	const float *xi = ws->x + i * ws->d;
 	double		bd2 = INFINITY;
 	int64_t		br = -1;
 
-	for (int64_t s = 0; s < r; s++)
+	for (int64_t sb = 0, se; sb < r; sb = se)
 	{
-		double		d2 = gc_dist2(xi, ws->x + ws->by_rank[s] * ws->d, ws->d);
-
-		if (br < 0 || gc_dp_better(d2, s, bd2, br))
+		se = r - sb > ws->jstride ? sb + ws->jstride : r;
+		for (int64_t s = sb; s < se; s++)
 		{
-			bd2 = d2;
-			br = s;
+			double		d2 = gc_dist2(xi, ws->x + ws->by_rank[s] * ws->d, ws->d);
+
+			if (br < 0 || gc_dp_better(d2, s, bd2, br))
+			{
+				bd2 = d2;
+				br = s;
+			}
 		}
+		if (dp_work(ws, (se - sb) * (ws->d + 1)))
+			return GC_ERR_CANCELLED;
 	}
 	*best_d2 = bd2;
 	*best_rank = br;
+	return GC_OK;
 }
 
-/* The density order: by_rank, rank_of, and the ranks in the grid. */
+/* The density order (larger rho first, then smaller row): by_rank, rank_of, and the ranks in the grid. */
 static gc_status
 density_order(dpeaks_ws *ws)
 {
 	int64_t		n = ws->n;
+	uint64_t   *keys = malloc(sizeof(uint64_t) * (size_t) n);
+	uint64_t   *keys_tmp = malloc(sizeof(uint64_t) * (size_t) n);
+	int			cancelled;
 
-	ws->items = malloc(sizeof(rank_item) * (size_t) n);
 	ws->by_rank = malloc(sizeof(int64_t) * (size_t) n);
 	ws->rank_of = malloc(sizeof(int64_t) * (size_t) n);
 	ws->nbr = malloc(sizeof(int64_t) * (size_t) n);
-	if (!ws->items || !ws->by_rank || !ws->rank_of || !ws->nbr)
-		return gc_core_oom(ws->ctx, (sizeof(rank_item) + 3 * sizeof(int64_t)) * (size_t) n,
+	if (!keys || !keys_tmp || !ws->by_rank || !ws->rank_of || !ws->nbr)
+	{
+		free(keys);
+		free(keys_tmp);
+		return gc_core_oom(ws->ctx, (2 * sizeof(uint64_t) + 3 * sizeof(int64_t)) * (size_t) n,
 						   "out of memory for the density order");
+	}
 	for (int64_t i = 0; i < n; i++)
 	{
-		ws->items[i].v = ws->result->rho[i];
-		ws->items[i].i = i;
+		keys[i] = gc_desc_key(ws->result->rho[i]);
+		ws->by_rank[i] = i;
 	}
-	qsort(ws->items, (size_t) n, sizeof(rank_item), cmp_rank_item);
+	/* a radix sort, stable: equal rho keep row order; rank_of is its scratch */
+	cancelled = gc_radix_sort(keys, ws->by_rank, keys_tmp, ws->rank_of, n,
+							  ws->ctx->cancel, ws->ctx->cancel_arg) != 0;
+	free(keys);
+	free(keys_tmp);
+	if (cancelled)
+		return gc_core_cancel_status(ws->ctx);
 	for (int64_t r = 0; r < n; r++)
-	{
-		ws->by_rank[r] = ws->items[r].i;
-		ws->rank_of[ws->items[r].i] = r;
-	}
+		ws->rank_of[ws->by_rank[r]] = r;
 	if (ws->use_grid)
 		for (int64_t q = 0; q < n; q++)
 			ws->rank[q] = ws->rank_of[ws->order[q]];
+	return GC_OK;
+}
+
+/* The densest point's delta: the largest distance to any point. */
+static gc_status
+delta_densest(dpeaks_ws *ws)
+{
+	int64_t		top = ws->by_rank[0];
+	const float *xt = ws->x + top * ws->d;
+	double		far = 0.0;
+
+	for (int64_t jb = 0, je; jb < ws->n; jb = je)
+	{
+		je = pair_block_end(ws, jb);
+		for (int64_t j = jb; j < je; j++)
+		{
+			double		d2 = gc_dist2(xt, ws->x + j * ws->d, ws->d);
+
+			if (d2 > far)
+				far = d2;
+		}
+		if (dp_work(ws, (je - jb) * (ws->d + 1)))
+			return GC_ERR_CANCELLED;
+	}
+	ws->result->delta[top] = sqrt(far);
+	ws->nbr[top] = -1;
 	return GC_OK;
 }
 
@@ -619,47 +688,33 @@ dpeaks_delta(dpeaks_ws *ws)
 {
 	const float *x = ws->x;
 	int32_t		d = ws->d;
-	int64_t		top;
-	double		far = 0.0;
 	int64_t		max_rings = gc_dp_max_rings(d);
 	gc_status	st;
 
 	if (gc_core_cancelled(ws->ctx))
 		return GC_ERR_CANCELLED;
-	if ((st = density_order(ws)) != GC_OK)
+	if ((st = density_order(ws)) != GC_OK || (st = delta_densest(ws)) != GC_OK)
 		return st;
-
-	/* the densest point: the largest distance to any point */
-	top = ws->by_rank[0];
-	for (int64_t j = 0; j < ws->n; j++)
-	{
-		double		d2 = gc_dist2(x + top * d, x + j * d, d);
-
-		if (d2 > far)
-			far = d2;
-	}
-	ws->result->delta[top] = sqrt(far);
-	ws->nbr[top] = -1;
-
 	for (int64_t r = 1; r < ws->n; r++)
 	{
 		int64_t		i = ws->by_rank[r];
 		double		bd2 = INFINITY;
 		int64_t		br = -1;
+		int64_t		work = 1;
 		int			ok = 0;
 
-		if (dp_cancelled(ws))
-			return GC_ERR_CANCELLED;
 		if (ws->use_grid && r >= GC_DP_BRUTE_RANK)
 		{
 			double		p[GC_DP_GRID_MAX_DIM];
 
 			for (int k = 0; k < d; k++)
 				p[k] = (double) x[i * d + k];
-			ok = gc_dp_grid_nearest_denser(&ws->g, p, r, max_rings, &bd2, &br);
+			ok = gc_dp_grid_nearest_denser(&ws->g, p, r, max_rings, &bd2, &br, &work);
 		}
-		if (!ok)
-			nearest_denser_scan(ws, i, r, &bd2, &br);
+		if (dp_work(ws, work))
+			return GC_ERR_CANCELLED;
+		if (!ok && (st = nearest_denser_scan(ws, i, r, &bd2, &br)) != GC_OK)
+			return st;
 		ws->result->delta[i] = sqrt(bd2);
 		ws->nbr[i] = ws->by_rank[br];
 	}
@@ -668,8 +723,53 @@ dpeaks_delta(dpeaks_ws *ws)
 
 /* ---------------------------------------------------------------- assign */
 
+/*
+ * Marks as centres the m points of rank 1 .. n - 1 with the largest gamma,
+ * ties by rank (gc_select_largest; no sort).
+ */
+static gc_status
+largest_gamma(dpeaks_ws *ws, int64_t m)
+{
+	gc_dpeaks_result *result = ws->result;
+	int64_t		n = ws->n;
+	double	   *gamma = malloc(sizeof(double) * (size_t) (n - 1));
+	int64_t    *hist = malloc(sizeof(int64_t) * GC_SELECT_BUCKETS);
+	uint64_t	thr;
+	int64_t		need_eq;
+	int			cancelled;
+
+	if (!gamma || !hist)
+	{
+		free(gamma);
+		free(hist);
+		return gc_core_oom(ws->ctx, sizeof(double) * (size_t) n + sizeof(int64_t) * GC_SELECT_BUCKETS,
+						   "out of memory for the choice of centres");
+	}
+	for (int64_t r = 1; r < n; r++)
+	{
+		int64_t		i = ws->by_rank[r];
+
+		gamma[r - 1] = result->rho[i] * result->delta[i];
+	}
+	cancelled = gc_select_largest(gamma, n - 1, m, hist, &thr, &need_eq,
+								  ws->ctx->cancel, ws->ctx->cancel_arg) != 0;
+	for (int64_t r = 1; r < n && !cancelled; r++)
+	{
+		uint64_t	key = gc_desc_key(gamma[r - 1]);
+
+		if (key < thr || (key == thr && need_eq > 0))
+		{
+			need_eq -= key == thr;
+			result->is_center[ws->by_rank[r]] = 1;
+		}
+	}
+	free(gamma);
+	free(hist);
+	return cancelled ? gc_core_cancel_status(ws->ctx) : GC_OK;
+}
+
 /* The centres: the densest point, and the n_clusters - 1 largest gamma or the thresholds. */
-static void
+static gc_status
 choose_centres(dpeaks_ws *ws)
 {
 	const gc_dpeaks_params *p = ws->params;
@@ -679,29 +779,15 @@ choose_centres(dpeaks_ws *ws)
 	for (int64_t i = 0; i < n; i++)
 		result->is_center[i] = 0;
 	result->is_center[ws->by_rank[0]] = 1;
-	if (p->n_clusters > 0)
-	{
-		/* the n_clusters - 1 largest gamma among the others, ties by rank */
-		int64_t		m = 0;
-
-		for (int64_t r = 1; r < n; r++)
-		{
-			int64_t		i = ws->by_rank[r];
-
-			ws->items[m].v = result->rho[i] * result->delta[i];
-			ws->items[m].i = r;
-			m++;
-		}
-		qsort(ws->items, (size_t) m, sizeof(rank_item), cmp_rank_item);
-		for (int64_t s = 0; s < p->n_clusters - 1; s++)
-			result->is_center[ws->by_rank[ws->items[s].i]] = 1;
-	}
-	else
+	if (p->n_clusters > 1)
+		return largest_gamma(ws, p->n_clusters - 1 < n - 1 ? p->n_clusters - 1 : n - 1);
+	if (p->n_clusters <= 0)
 	{
 		for (int64_t i = 0; i < n; i++)
 			if (result->rho[i] >= p->rho_min && result->delta[i] >= p->delta_min)
 				result->is_center[i] = 1;
 	}
+	return GC_OK;
 }
 
 /* Phase assign: the centres, numbered by rank, and every other point's cluster. */
@@ -709,10 +795,12 @@ static gc_status
 dpeaks_assign(dpeaks_ws *ws)
 {
 	gc_dpeaks_result *result = ws->result;
+	gc_status	st;
 
 	if (gc_core_cancelled(ws->ctx))
 		return GC_ERR_CANCELLED;
-	choose_centres(ws);
+	if ((st = choose_centres(ws)) != GC_OK)
+		return st;
 	result->n_centers = 0;
 	for (int64_t r = 0; r < ws->n; r++)
 	{

@@ -52,6 +52,13 @@
 #define BOUND_SLACK 1e-9
 
 /*
+ * Work between two questions to the cancel callback, counted in products of
+ * coordinates (a distance over d features counts d), about a few
+ * milliseconds whatever n, k and d.
+ */
+#define CANCEL_WORK (INT64_C(1) << 22)
+
+/*
  * The sums of an iteration, gathered while the rows are assigned: per
  * cluster the sum of its rows (in row order) and their number, and how many
  * rows changed cluster.
@@ -87,7 +94,6 @@ typedef struct kmeans_ws
 	double	   *cen;			/* [k, d] the centroids */
 	double	   *sums;			/* [k, d] */
 	int64_t    *counts;			/* [k] */
-	int64_t    *taken;			/* [k] scratch of the re-seeding */
 	double	   *d2;				/* [n] squared distance to the assigned centroid */
 	double	   *scratch;		/* [4 d] of the statistics */
 	double	   *work;			/* [k d + k] transposed centroids and distances of one row */
@@ -107,16 +113,27 @@ typedef struct kmeans_ws
 	int32_t		reseeded;		/* clusters re-seeded by the last update */
 	double		shift;			/* sum of the squared centroid moves of the last update */
 	int			strict;			/* stopped because nothing changed */
+	int64_t		work_done;		/* work units since the last cancel question */
 } kmeans_ws;
 
-/* Rows between two questions to the cancel callback, scaled by the work per row. */
+/* Rows between two questions to the cancel callback when each costs work units. */
 static int64_t
-cancel_stride(int32_t k, int32_t d)
+cancel_stride(int64_t work)
 {
-	int64_t		work = (int64_t) k * d;
-	int64_t		rows = work > 0 ? (INT64_C(1) << 22) / work : 4096;
+	int64_t		rows = work > 0 ? CANCEL_WORK / work : CANCEL_WORK;
 
-	return rows < 16 ? 16 : rows;
+	return rows < 1 ? 1 : rows;
+}
+
+/* Counts work units; asks the cancel callback each time CANCEL_WORK of them are done. */
+static int
+work_cancelled(kmeans_ws *ws, int64_t units)
+{
+	ws->work_done += units;
+	if (ws->work_done < CANCEL_WORK)
+		return 0;
+	ws->work_done = 0;
+	return gc_core_cancelled(ws->ctx);
 }
 
 /* Adds row i, now in cluster j (before: old), to the sums. */
@@ -202,7 +219,7 @@ transpose_centroids(const double *cen, int32_t k, int32_t d, double *cent)
 static gc_status
 assign_all(kmeans_ws *ws, double *second, km_acc *acc)
 {
-	int64_t		stride = cancel_stride(ws->k, ws->d);
+	int64_t		stride = cancel_stride((int64_t) ws->k * ws->d);
 	double	   *cent = ws->work;
 	double	   *dist = ws->work + (int64_t) ws->k * ws->d;
 
@@ -220,10 +237,11 @@ assign_all(kmeans_ws *ws, double *second, km_acc *acc)
 }
 
 /* Squared distance of every row to its assigned centroid. */
-static void
+static gc_status
 exact_d2(kmeans_ws *ws)
 {
 	int32_t		d = ws->d;
+	int64_t		stride = cancel_stride(d);
 
 	for (int64_t i = 0; i < ws->n; i++)
 	{
@@ -238,11 +256,14 @@ exact_d2(kmeans_ws *ws)
 			s += diff * diff;
 		}
 		ws->d2[i] = s;
+		if ((i + 1) % stride == 0 && gc_core_cancelled(ws->ctx))
+			return GC_ERR_CANCELLED;
 	}
+	return GC_OK;
 }
 
 /* half[j]: half the distance from centroid j to the nearest other centroid. */
-static void
+static gc_status
 bounds_half(kmeans_ws *ws)
 {
 	const double *cen = ws->cen;
@@ -251,6 +272,9 @@ bounds_half(kmeans_ws *ws)
 	for (int32_t j = 0; j < ws->k; j++)
 		ws->half[j] = HUGE_VAL;
 	for (int32_t j = 0; j < ws->k; j++)
+	{
+		if (work_cancelled(ws, (int64_t) (ws->k - j) * d))
+			return GC_ERR_CANCELLED;
 		for (int32_t j2 = j + 1; j2 < ws->k; j2++)
 		{
 			double		s = 0.0;
@@ -267,14 +291,16 @@ bounds_half(kmeans_ws *ws)
 			if (s < ws->half[j2])
 				ws->half[j2] = s;
 		}
+	}
+	return GC_OK;
 }
 
 /*
  * Row i under Hamerly's bounds: moves its bounds by the last centroid moves
  * (when moves is not NULL), keeps its cluster when the bounds allow, else
- * gets the full search.
+ * gets the full search.  Returns the work done (work_cancelled's units).
  */
-static void
+static int64_t
 bounded_row(kmeans_ws *ws, int64_t i, const km_moves *moves, km_acc *acc)
 {
 	int32_t		d = ws->d;
@@ -285,6 +311,7 @@ bounded_row(kmeans_ws *ws, int64_t i, const km_moves *moves, km_acc *acc)
 	double		m,
 				best,
 				next;
+	int64_t		work = 1;
 
 	if (moves)
 	{
@@ -304,36 +331,35 @@ bounded_row(kmeans_ws *ws, int64_t i, const km_moves *moves, km_acc *acc)
 			s += diff * diff;
 		}
 		u[i] = sqrt(s);
+		work += d;
 	}
 	if (u[i] * (1.0 + BOUND_SLACK) < m)
 	{
 		if (acc)
 			acc_add(acc, row, d, a, a);
-		return;
+		return work;
 	}
 	assign_rows(ws->x, i, i + 1, d, ws->work, ws->k, ws->labels, &best, &next,
 				ws->work + (int64_t) ws->k * d, acc);
 	u[i] = sqrt(best);
 	l[i] = sqrt(next);
+	return work + (int64_t) ws->k * d;
 }
 
 /* Assigns every row under Hamerly's bounds, with the sums when acc is not NULL. */
 static gc_status
 assign_bounded(kmeans_ws *ws, const km_moves *moves, km_acc *acc)
 {
-	int64_t		stride = cancel_stride(ws->k, ws->d) * 8;
+	gc_status	st;
 
+	if (gc_core_cancelled(ws->ctx))
+		return GC_ERR_CANCELLED;
 	transpose_centroids(ws->cen, ws->k, ws->d, ws->work);
-	bounds_half(ws);
-	for (int64_t from = 0; from < ws->n; from += stride)
-	{
-		int64_t		to = from + stride < ws->n ? from + stride : ws->n;
-
-		if (gc_core_cancelled(ws->ctx))
+	if ((st = bounds_half(ws)) != GC_OK)
+		return st;
+	for (int64_t i = 0; i < ws->n; i++)
+		if (work_cancelled(ws, bounded_row(ws, i, moves, acc)))
 			return GC_ERR_CANCELLED;
-		for (int64_t i = from; i < to; i++)
-			bounded_row(ws, i, moves, acc);
-	}
 	return GC_OK;
 }
 
@@ -364,7 +390,7 @@ kmeans_ws_alloc(kmeans_ws *ws)
 	size_t		n = (size_t) ws->n;
 	size_t		k = (size_t) ws->k;
 	size_t		bytes = sizeof(double) * (2 * ws->kd + n + 4 * (size_t) ws->d + ws->kd + k) +
-		sizeof(int64_t) * 2 * k + (ws->bounds ? sizeof(double) * (2 * n + 2 * k) : 0);
+		sizeof(int64_t) * k + (ws->bounds ? sizeof(double) * (2 * n + 2 * k) : 0);
 
 	ws->cen = malloc(sizeof(double) * ws->kd);
 	ws->sums = malloc(sizeof(double) * ws->kd);
@@ -379,9 +405,8 @@ kmeans_ws_alloc(kmeans_ws *ws)
 		ws->delta = malloc(sizeof(double) * k);
 	}
 	ws->counts = malloc(sizeof(int64_t) * k);
-	ws->taken = malloc(sizeof(int64_t) * k);
 	if (!ws->cen || !ws->sums || !ws->d2 || !ws->scratch || !ws->work || !ws->counts ||
-		!ws->taken || (ws->bounds && (!ws->bound_u || !ws->bound_l || !ws->half || !ws->delta)))
+		(ws->bounds && (!ws->bound_u || !ws->bound_l || !ws->half || !ws->delta)))
 		return gc_core_oom(ws->ctx, bytes,
 						   "out of memory for k-means working arrays (%lld rows, k = %d)",
 						   (long long) ws->n, ws->k);
@@ -402,7 +427,6 @@ kmeans_ws_free(kmeans_ws *ws)
 	free(ws->half);
 	free(ws->delta);
 	free(ws->counts);
-	free(ws->taken);
 	memset(ws, 0, sizeof(*ws));
 }
 
@@ -525,15 +549,25 @@ kmeans_update(kmeans_ws *ws)
 
 	ws->shift = 0.0;
 	ws->reseeded = 0;
-	for (int32_t j = 0; j < ws->k && ws->reseeded == 0; j++)
+	for (int32_t j = 0; j < ws->k; j++)
 		if (ws->counts[j] == 0)
 		{
-			if (gc_core_cancelled(ws->ctx))
-				return GC_ERR_CANCELLED;
-			if (!ws->d2_valid)
-				exact_d2(ws);
-			ws->reseeded = gc_kmeans_reseed_empty(ws->x, ws->n, d, ws->k, ws->labels, ws->d2,
-												  NULL, ws->sums, ws->counts, ws->taken);
+			gc_status	st;
+
+			if (!ws->d2_valid && (st = exact_d2(ws)) != GC_OK)
+				return st;
+			st = gc_kmeans_reseed_empty(ws->x, ws->n, d, ws->k, ws->labels, ws->d2, NULL,
+										ws->sums, ws->counts, &ws->reseeded,
+										ws->ctx->cancel, ws->ctx->cancel_arg);
+			if (st == GC_ERR_CANCELLED)
+				return gc_core_cancel_status(ws->ctx);
+			if (st == GC_ERR_OUT_OF_MEMORY)
+				return gc_core_oom(ws->ctx, gc_kmeans_reseed_bytes(ws->n, ws->k),
+								   "out of memory for re-seeding empty k-means clusters");
+			if (st != GC_OK)
+				return gc_error_set(ws->ctx->err, st,
+									"k-means re-seeding failed, please report a bug");
+			break;
 		}
 	for (int32_t j = 0; j < ws->k; j++)
 	{
@@ -604,8 +638,8 @@ kmeans_final(kmeans_ws *ws)
 		st = ws->bounds ? assign_bounded(ws, &ws->moves, NULL) : assign_all(ws, NULL, NULL);
 	if (st != GC_OK)
 		return st;
-	if (ws->strict || ws->bounds)
-		exact_d2(ws);
+	if ((ws->strict || ws->bounds) && (st = exact_d2(ws)) != GC_OK)
+		return st;
 
 	memcpy(result->centroids, ws->cen, sizeof(double) * ws->kd);
 	for (int32_t j = 0; j < ws->k; j++)

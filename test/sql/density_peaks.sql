@@ -74,6 +74,13 @@ SELECT id, cluster_id, round(rho::numeric, 6) AS rho, delta, is_center
   FROM gpu_density_peaks('SELECT * FROM (VALUES (1, 1::real, 1::real), (2, 1, 1), (3, 1, 1), (4, 5, 5), (5, 5, 5)) v(id, x, y)',
                          n_clusters => 2, dc => 1);
 
+-- a dc so small that dc * dc underflows (gaussian kernel): exact duplicates
+-- still contribute 1 each, every other pair 0
+SELECT id, cluster_id, rho, is_center
+  FROM gpu_density_peaks('SELECT * FROM (VALUES (1, 1::real, 1::real), (2, 1, 1), (3, 1, 1), (4, 5, 5), (5, 5, 5), (6, 0, 0)) v(id, x, y)',
+                         n_clusters => 2, dc => 1e-170)
+ ORDER BY id;
+
 -- one row: rho 0, delta 0, its own centre
 SELECT * FROM gpu_density_peaks('SELECT 7, ARRAY[1, 2]::real[]', n_clusters => 1, dc => 1);
 

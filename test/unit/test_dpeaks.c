@@ -6,6 +6,7 @@
  *    of all sorted pair distances, rho with libm exp, delta and labels by
  *    scanning, centres by sorting gamma.
  */
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -423,6 +424,68 @@ test_tiny(void)
 	res_free(&s);
 }
 
+/*
+ * Gaussian rho for a dc so small that dc * dc underflows (or its reciprocal
+ * overflows): exact duplicates still contribute exactly 1, other pairs 0;
+ * for a dc so large that dc * dc overflows every pair contributes 1.
+ */
+static void
+test_tiny_dc(void)
+{
+	/* rows 0-2 equal, 3-4 equal, 5 at the origin, 6 the smallest float step (1.4e-45) from it */
+	const float step = 1.40129846e-45f;
+	const double dcs[] = {1e-170, 1e-160, 1e-155, 1e-300, 4.9406564584124654e-324};
+	const double want[] = {2, 2, 2, 1, 1, 0, 0};
+	int			dims[] = {1, 2, 4};
+
+	CHECK(gc_dp_inv_dc2(1e-170) == DBL_MAX && gc_dp_inv_dc2(1.0) == 1.0 &&
+		  gc_dp_inv_dc2(1e-150) == 1.0 / (1e-150 * 1e-150) &&
+		  gc_dp_inv_dc2(3e150) == 1.0 / (3e150 * 3e150) && gc_dp_inv_dc2(1e200) == 0.0,
+		  "gc_dp_inv_dc2");
+	for (int a = 0; a < 3; a++)
+	{
+		int			d = dims[a];
+		float		x[7 * 4];
+
+		for (int i = 0; i < 7; i++)
+			for (int k = 0; k < d; k++)
+				x[i * d + k] = i < 3 ? 1.5f : -2.0f;
+		for (int k = 0; k < d; k++)
+		{
+			x[5 * d + k] = 0.0f;
+			x[6 * d + k] = k == 0 ? step : 0.0f;
+		}
+		for (int c = 0; c < 5; c++)
+		{
+			gc_dpeaks_params p = params_of(2, dcs[c], 0.02, GC_DP_KERNEL_GAUSSIAN);
+			Res			s;
+			gc_status	st;
+			int			ok = 1;
+
+			res_alloc(&s, 7);
+			st = run_dpeaks(x, 7, d, &p, &s.r, NULL, NULL);
+			for (int i = 0; i < 7; i++)
+				ok &= s.rho[i] == want[i];
+			CHECK(st == GC_OK && ok, "tiny dc %g, d = %d: status %d, rho %g %g %g %g %g %g %g",
+				  dcs[c], d, st, s.rho[0], s.rho[1], s.rho[2], s.rho[3], s.rho[4], s.rho[5], s.rho[6]);
+			res_free(&s);
+		}
+		{
+			gc_dpeaks_params p = params_of(2, 1e200, 0.02, GC_DP_KERNEL_GAUSSIAN);
+			Res			s;
+			gc_status	st;
+			int			ok = 1;
+
+			res_alloc(&s, 7);
+			st = run_dpeaks(x, 7, d, &p, &s.r, NULL, NULL);
+			for (int i = 0; i < 7; i++)
+				ok &= s.rho[i] == 6.0;
+			CHECK(st == GC_OK && ok, "huge dc, d = %d: status %d, rho %g", d, st, s.rho[0]);
+			res_free(&s);
+		}
+	}
+}
+
 /* Against the reference: both kernels, both selection modes, grids of 1 to 3 dimensions, the scan, duplicates. */
 static void
 test_reference_sets(void)
@@ -656,6 +719,7 @@ main(void)
 {
 	test_arithmetic();
 	test_tiny();
+	test_tiny_dc();
 	test_reference_sets();
 	/* large enough that most points use the ring search of the grid */
 	check_grid_vs_scan("grid 2-D cutoff", 9000, 2, GC_DP_KERNEL_CUTOFF, 0.3, 12);

@@ -432,6 +432,53 @@ test_stopping_and_errors(void)
 }
 
 /*
+ * The re-seeding rule of common/kmeans_init.h as it was first written, the
+ * reference for gc_kmeans_reseed_empty: for each empty cluster in order, a
+ * scan of every row for the farthest eligible one, O(n k^2).
+ */
+static int32_t
+reseed_reference(const float *x, int64_t n, int32_t d, int32_t k, const int32_t *labels,
+				 const double *d2, const double *ref, double *sums, int64_t *counts,
+				 int64_t *taken /* [k] scratch */ )
+{
+	int32_t		ntaken = 0;
+
+	for (int32_t j = 0; j < k; j++)
+	{
+		int64_t		best = -1;
+		int32_t		old;
+
+		if (counts[j] != 0)
+			continue;
+		for (int64_t i = 0; i < n; i++)
+		{
+			int			seen = 0;
+
+			if (counts[labels[i]] < 2 || (best >= 0 && !(d2[i] > d2[best])))
+				continue;
+			for (int32_t t = 0; t < ntaken && !seen; t++)
+				seen = taken[t] == i;
+			if (!seen)
+				best = i;
+		}
+		if (best < 0)
+			break;
+		taken[ntaken++] = best;
+		old = labels[best];
+		counts[old]--;
+		counts[j] = 1;
+		for (int32_t c = 0; c < d; c++)
+		{
+			double		v = (double) x[best * d + c];
+
+			sums[(int64_t) old * d + c] -= v - (ref ? ref[(int64_t) old * d + c] : 0.0);
+			sums[(int64_t) j * d + c] = v - (ref ? ref[(int64_t) j * d + c] : 0.0);
+		}
+	}
+	return ntaken;
+}
+
+/*
  * The plainest Lloyd with the same rules (initial centroids given), as a
  * reference for the bounded assignment of the core: every row against every
  * centroid in every iteration.
@@ -486,7 +533,7 @@ reference_lloyd(const float *x, int64_t n, int32_t d, int32_t k, const double *i
 			for (int32_t t = 0; t < d; t++)
 				sums[labels[i] * d + t] += x[i * d + t];
 		}
-		re = gc_kmeans_reseed_empty(x, n, d, k, labels, d2, NULL, sums, counts, taken);
+		re = reseed_reference(x, n, d, k, labels, d2, NULL, sums, counts, taken);
 		for (int32_t j = 0; j < k * d; j++)
 		{
 			double		c = counts[j / d] > 0 ? sums[j] / counts[j / d] : cen[j];
@@ -576,6 +623,181 @@ static int
 cancel_after_three(void *arg)
 {
 	return ++cancel_calls > 3;
+}
+
+/* A cancel callback that answers yes at once. */
+static int
+cancel_at_once(void *arg)
+{
+	return 1;
+}
+
+/*
+ * One case of the re-seeding: gc_kmeans_reseed_empty against
+ * reseed_reference on copies of the same counts and sums, which must come
+ * out identical (the same operations in the same order).
+ */
+static void
+reseed_case(const char *what, const float *x, int64_t n, int32_t d, int32_t k,
+			const int32_t *labels, const double *d2, const double *ref,
+			const int64_t *counts0, const double *sums0)
+{
+	int64_t    *c1 = malloc(sizeof(int64_t) * k),
+			   *c2 = malloc(sizeof(int64_t) * k),
+			   *taken = malloc(sizeof(int64_t) * k);
+	double	   *s1 = malloc(sizeof(double) * k * d),
+			   *s2 = malloc(sizeof(double) * k * d);
+	int32_t		r1,
+				r2 = -7;
+	gc_status	st;
+
+	memcpy(c1, counts0, sizeof(int64_t) * k);
+	memcpy(c2, counts0, sizeof(int64_t) * k);
+	memcpy(s1, sums0, sizeof(double) * k * d);
+	memcpy(s2, sums0, sizeof(double) * k * d);
+	r1 = reseed_reference(x, n, d, k, labels, d2, ref, s1, c1, taken);
+	st = gc_kmeans_reseed_empty(x, n, d, k, labels, d2, ref, s2, c2, &r2, NULL, NULL);
+	CHECK(st == GC_OK && r1 == r2, "reseed %s: status %d, %d re-seeded, reference %d",
+		  what, st, r2, r1);
+	CHECK(memcmp(c1, c2, sizeof(int64_t) * k) == 0, "reseed %s: counts differ", what);
+	CHECK(memcmp(s1, s2, sizeof(double) * k * d) == 0, "reseed %s: sums differ", what);
+	free(c1);
+	free(c2);
+	free(taken);
+	free(s1);
+	free(s2);
+}
+
+/*
+ * Data for the re-seeding: n rows labelled among the first `used` of k
+ * clusters (each of them holding at least one row), d2 drawn from `levels`
+ * values (ties; with `negative` some negative and some -0.0, as the GPU's
+ * float products may give), sums and counts from the labels; then the case.
+ */
+static void
+reseed_data(const char *what, int64_t n, int32_t d, int32_t k, int32_t used, int levels,
+			int negative, const double *ref, uint64_t seed)
+{
+	float	   *x = malloc(sizeof(float) * n * d);
+	int32_t    *labels = malloc(sizeof(int32_t) * n);
+	double	   *d2 = malloc(sizeof(double) * n);
+	int64_t    *counts = calloc(k, sizeof(int64_t));
+	double	   *sums = calloc((size_t) k * d, sizeof(double));
+
+	for (int64_t i = 0; i < n; i++)
+	{
+		int32_t		l;
+
+		for (int32_t t = 0; t < d; t++)
+			x[i * d + t] = (float) (unif(&seed) * 10.0 - 5.0);
+		l = labels[i] = i < used ? (int32_t) i : (int32_t) (unif(&seed) * used);
+		d2[i] = floor(unif(&seed) * levels) * 0.25;
+		if (negative && i % 7 == 3)
+			d2[i] = i % 2 ? -d2[i] : -0.0;
+		counts[l]++;
+		for (int32_t t = 0; t < d; t++)
+			sums[(int64_t) l * d + t] += x[i * d + t] - (ref ? ref[(int64_t) l * d + t] : 0.0);
+	}
+	reseed_case(what, x, n, d, k, labels, d2, ref, counts, sums);
+	free(x);
+	free(labels);
+	free(d2);
+	free(counts);
+	free(sums);
+}
+
+/* The O(n) re-seeding gives exactly the answer of the old O(n k^2) rule. */
+static void
+test_reseed(void)
+{
+	double	   *ref = malloc(sizeof(double) * 64 * 3);
+	uint64_t	seed = 77;
+
+	for (int j = 0; j < 64 * 3; j++)
+		ref[j] = unif(&seed) - 0.5;
+	reseed_data("random", 1000, 3, 50, 20, 1000000, 0, NULL, 1);
+	reseed_data("ties", 1000, 3, 50, 20, 3, 0, NULL, 2);
+	reseed_data("one level", 500, 2, 64, 10, 1, 0, NULL, 3);
+	reseed_data("with ref", 800, 3, 64, 30, 5, 0, ref, 4);
+	reseed_data("negative and -0", 700, 1, 40, 25, 4, 1, NULL, 5);
+	reseed_data("mostly empty", 300, 2, 64, 2, 2, 0, NULL, 6);
+	reseed_data("k = n", 64, 2, 64, 40, 3, 0, NULL, 7);
+	reseed_data("k = n, one cluster", 40, 1, 40, 1, 2, 0, NULL, 8);
+	reseed_data("none empty", 200, 2, 10, 10, 4, 0, NULL, 9);
+	reseed_data("many rows", 200000, 1, 300, 100, 50, 0, NULL, 10);
+	for (uint64_t s = 11; s < 61; s++)
+	{
+		int32_t		k = 1 + (int32_t) (s % 10);
+
+		reseed_data("small", k + (int64_t) (s % 13), 1 + (int32_t) (s % 2), k,
+					1 + (int32_t) (s % (uint64_t) k), 1 + (int) (s % 4), (int) (s & 1), NULL, s);
+	}
+
+	/*
+	 * Counts that disagree with the labels (the walk over the first k rows
+	 * runs out and starts again over all rows): the old rule still holds.
+	 */
+	{
+		float		x[100];
+		int32_t		labels[100];
+		double		d2[100],
+					sums[4] = {0, 0, 0, 0};
+		int64_t		counts[4] = {2, 98, 0, 0};
+
+		for (int i = 0; i < 100; i++)
+		{
+			x[i] = (float) i;
+			labels[i] = i < 98 ? 0 : 1;
+			d2[i] = i < 98 ? 100.0 - i : 1.0;
+		}
+		reseed_case("counts off", x, 100, 1, 4, labels, d2, NULL, counts, sums);
+	}
+
+	/* cancel */
+	{
+		float		x[4] = {0, 1, 2, 3};
+		int32_t		labels[4] = {0, 0, 0, 0};
+		double		d2[4] = {1, 2, 3, 4},
+					sums[2] = {6, 0};
+		int64_t		counts[2] = {4, 0};
+		int32_t		re = -1;
+		gc_status	st;
+
+		st = gc_kmeans_reseed_empty(x, 4, 1, 2, labels, d2, NULL, sums, counts, &re,
+									cancel_at_once, NULL);
+		CHECK(st == GC_ERR_CANCELLED && re == 0, "reseed cancel: status %d, %d", st, re);
+	}
+	free(ref);
+}
+
+/*
+ * The case of the "hostile inputs" issue, smaller: sorted 1-D rows and 1000
+ * identical initial centroids leave 999 clusters empty after the first
+ * assignment (where the old re-seeding took O(n k^2)).
+ */
+static void
+test_reseed_many_empty(void)
+{
+	int64_t		n = 200000;
+	int32_t		k = 1000;
+	float	   *x = malloc(sizeof(float) * n);
+	double	   *init = calloc(k, sizeof(double));
+	gc_kmeans_params p = params(k, GC_KMEANS_INIT_GIVEN, init);
+	Run			r;
+	int			empty = 0;
+
+	for (int64_t i = 0; i < n; i++)
+		x[i] = (float) i;
+	p.max_iter = 3;
+	run_kmeans(&r, x, n, 1, &p);
+	CHECK(r.st == GC_OK, "many empty: status %d (%s)", r.st, r.message);
+	for (int32_t j = 0; j < k; j++)
+		empty += r.sizes[j] == 0;
+	CHECK(empty == 0, "many empty: %d clusters empty", empty);
+	check_consistent(&r, x, n, 1, k, "many empty");
+	free_run(&r);
+	free(x);
+	free(init);
 }
 
 /* Cancel stops the work and reports it. */
@@ -678,6 +900,8 @@ main(void)
 	test_empty_cluster();
 	test_stopping_and_errors();
 	test_against_reference();
+	test_reseed();
+	test_reseed_many_empty();
 	test_cancel();
 	UNIT_DONE();
 }
