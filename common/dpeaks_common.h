@@ -46,6 +46,7 @@
 #include <float.h>
 #include <math.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "portable.h"
@@ -247,7 +248,14 @@ gc_dp_max_rings(int d)
 /* ---------------------------------------------------------------- the grid
  * A dense grid over dimensions 0..d-1 (d <= 3), dimension 0 varying fastest.
  * Points are stored in cell order; cell_start has ncells + 1 entries.
- * Cell c along dimension k covers [origin + c h - slack, origin + (c+1) h + slack].
+ * Cell c along dimension k covers [origin + c h - slack, origin + (c+1) h + slack];
+ * the first and the last cell of a dimension reach on to the smallest and
+ * the largest coordinate (edge_lo, edge_hi).  The cells span a box chosen
+ * from a sample of the rows (gc_dp_grid_box), so that a few far rows do
+ * not make the cells so wide that the dense rows share a handful of them:
+ * the far rows land in the edge cells instead.  Every bound the searches
+ * use comes from gc_dp_cell_lo / gc_dp_cell_hi, so the answer does not
+ * depend on the box.
  */
 typedef struct gc_dp_grid
 {
@@ -257,19 +265,71 @@ typedef struct gc_dp_grid
 	double		inv_h;
 	double		slack;
 	int64_t		dims[GC_DP_GRID_MAX_DIM];	/* unused dimensions: 1 */
+	double		edge_lo[GC_DP_GRID_MAX_DIM];	/* the smallest coordinate */
+	double		edge_hi[GC_DP_GRID_MAX_DIM];	/* the largest coordinate */
 	const int64_t *cell_start;	/* [ncells + 1] */
 	const double *xs[GC_DP_GRID_MAX_DIM];	/* [n] coordinate k of the point at each sorted position */
 	const int64_t *rank;		/* [n] density rank of the point at each sorted position */
 } gc_dp_grid;
 
+/* Orders doubles for qsort. */
+static inline int
+gc_dp_cmp_double(const void *a, const void *b)
+{
+	double		x = *(const double *) a;
+	double		y = *(const double *) b;
+
+	return x < y ? -1 : x > y;
+}
+
+/*
+ * The box the cells span (host side, both back ends), from the range mn /
+ * mx of each dimension and an evenly spaced sample of at most
+ * GC_DP_BOX_SAMPLE rows of x [n, d]: where the sample's quantiles 1/256 and
+ * 255/256 span less than a quarter of the range (a few far rows), the box
+ * is those quantiles; else the range.  Returns 0, -1 when out of memory.
+ */
+#define GC_DP_BOX_SAMPLE 4096
+
+static inline int
+gc_dp_grid_box(const float *x, int64_t n, int32_t d, const double *mn, const double *mx,
+			   double *lo, double *hi)
+{
+	int64_t		s = n < GC_DP_BOX_SAMPLE ? n : GC_DP_BOX_SAMPLE;
+	int64_t		tail = s / 256;
+	double	   *v = (double *) malloc(sizeof(double) * (size_t) (s > 0 ? s : 1));
+
+	if (!v)
+		return -1;
+	for (int k = 0; k < d; k++)
+	{
+		lo[k] = mn[k];
+		hi[k] = mx[k];
+		if (tail == 0)
+			continue;
+		for (int64_t j = 0; j < s; j++)
+			v[j] = x[(j * n / s) * d + k];
+		qsort(v, (size_t) s, sizeof(double), gc_dp_cmp_double);
+		if (v[s - 1 - tail] - v[tail] < 0.25 * (mx[k] - mn[k]))
+		{
+			lo[k] = v[tail];
+			hi[k] = v[s - 1 - tail];
+		}
+	}
+	free(v);
+	return 0;
+}
+
 /*
  * Chooses the cells (host side, both back ends): side h with about as many
- * cells as points (at most 2n + 16), close to one point a cell where the
- * data are uniform.  mn / mx: the range of each dimension.  Returns the
- * number of cells; the pointers of g are left alone.
+ * cells as points (at most 2n + 16) over the box [lo, hi] of
+ * gc_dp_grid_box, close to one point a cell where the data are uniform.
+ * mn / mx: the range of each dimension.  Returns the number of cells; the
+ * pointers of g are left alone.
  */
 static inline int64_t
-gc_dp_grid_shape(gc_dp_grid *g, int32_t d, int64_t n, const double *mn, const double *mx)
+gc_dp_grid_shape(gc_dp_grid *g, int32_t d, int64_t n, const double *mn, const double *mx,
+				 const double *lo, const double *hi)
 {
 	double		emax = 0.0,
 				amax = 0.0,
@@ -279,12 +339,12 @@ gc_dp_grid_shape(gc_dp_grid *g, int32_t d, int64_t n, const double *mn, const do
 
 	for (int k = 0; k < d; k++)
 	{
-		if (mx[k] - mn[k] > emax)
-			emax = mx[k] - mn[k];
-		if (fabs(mn[k]) > amax)
-			amax = fabs(mn[k]);
-		if (fabs(mx[k]) > amax)
-			amax = fabs(mx[k]);
+		if (hi[k] - lo[k] > emax)
+			emax = hi[k] - lo[k];
+		if (fabs(lo[k]) > amax)
+			amax = fabs(lo[k]);
+		if (fabs(hi[k]) > amax)
+			amax = fabs(hi[k]);
 	}
 	h = emax > 0.0 ? emax : 1.0;
 	for (int it = 0; it < 400; it++)
@@ -293,7 +353,7 @@ gc_dp_grid_shape(gc_dp_grid *g, int32_t d, int64_t n, const double *mn, const do
 					cells = 1.0;
 
 		for (int k = 0; k < d; k++)
-			cells *= floor((mx[k] - mn[k]) / h2) + 1.0;
+			cells *= floor((hi[k] - lo[k]) / h2) + 1.0;
 		if (cells > limit || !(h2 > 0.0))
 			break;
 		h = h2;
@@ -306,13 +366,16 @@ gc_dp_grid_shape(gc_dp_grid *g, int32_t d, int64_t n, const double *mn, const do
 	{
 		if (k < d)
 		{
-			g->origin[k] = mn[k];
-			g->dims[k] = (int64_t) floor((mx[k] - mn[k]) / h) + 1;
+			g->origin[k] = lo[k];
+			g->dims[k] = (int64_t) floor((hi[k] - lo[k]) / h) + 1;
+			g->edge_lo[k] = mn[k];
+			g->edge_hi[k] = mx[k];
 		}
 		else
 		{
 			g->origin[k] = 0.0;
 			g->dims[k] = 1;
+			g->edge_lo[k] = g->edge_hi[k] = 0.0;
 		}
 		ncells *= g->dims[k];
 	}
@@ -335,13 +398,21 @@ gc_dp_cell_of(const gc_dp_grid *g, int k, double v)
 static GC_HD double
 gc_dp_cell_lo(const gc_dp_grid *g, int k, int64_t c)
 {
-	return g->origin[k] + (double) c * g->h - g->slack;
+	double		v = g->origin[k] + (double) c * g->h;
+
+	if (c == 0 && g->edge_lo[k] < v)
+		v = g->edge_lo[k];
+	return v - g->slack;
 }
 
 static GC_HD double
 gc_dp_cell_hi(const gc_dp_grid *g, int k, int64_t c)
 {
-	return g->origin[k] + (double) (c + 1) * g->h + g->slack;
+	double		v = g->origin[k] + (double) (c + 1) * g->h;
+
+	if (c == g->dims[k] - 1 && g->edge_hi[k] > v)
+		v = g->edge_hi[k];
+	return v + g->slack;
 }
 
 /* Squared distance bounds from v to the cell band c along dimension k. */

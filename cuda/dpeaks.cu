@@ -56,6 +56,7 @@ void run(Workspace &w, const float *x, /* [n, d] host */ gc_dpeaks_result *resul
 
 	/* Memory first: say how much is needed before any work starts. */
 	require_device_memory(w.call, bytes_estimate(w), "density peaks", w.n, w.d);
+	w.hx = x;
 	w.xs.reset((size_t) w.n * w.d, "the points");
 	{
 		DeviceBuffer<float> xf = upload_points(w.call, sw, x, w.n, w.d);

@@ -91,6 +91,7 @@ struct Workspace
 	const int	sms;			/* multiprocessors of the device */
 	const bool	use_grid;		/* d <= 3: the grid index */
 	const bool	gauss;			/* the gaussian kernel, else the cutoff */
+	const float *hx = nullptr;	/* [n, d] the caller's points, on the host */
 
 	Temp		temp;
 	DeviceBuffer<double> xs;	/* [d][n] the points by row, until the density order */

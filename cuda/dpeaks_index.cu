@@ -143,7 +143,10 @@ void grid_box(Workspace &w, const double *xs, /* [d][n] */
 
 } // namespace
 
-/* w.grid: the cells of gc_dp_grid_shape, the points sorted by cell (ranks not yet known). */
+/*
+ * w.grid: the cells of gc_dp_grid_shape over the box of gc_dp_grid_box (a
+ * sample of the host rows), the points sorted by cell (ranks not yet known).
+ */
 void build_grid(Workspace &w, const double *xs /* [d][n] */)
 {
 	const int64_t n = w.n;
@@ -152,9 +155,14 @@ void build_grid(Workspace &w, const double *xs /* [d][n] */)
 	double		mn[GC_DP_GRID_MAX_DIM],
 				mx[GC_DP_GRID_MAX_DIM];
 
+	double		lo[GC_DP_GRID_MAX_DIM],
+				hi[GC_DP_GRID_MAX_DIM];
+
 	grid_box(w, xs, mn, mx);
+	if (gc_dp_grid_box(w.hx, n, d, mn, mx, lo, hi) != 0)
+		fail(GC_ERR_OUT_OF_MEMORY, "out of host memory planning the density peaks grid");
 	memset(&G.g, 0, sizeof(G.g));
-	G.ncells = gc_dp_grid_shape(&G.g, d, n, mn, mx);
+	G.ncells = gc_dp_grid_shape(&G.g, d, n, mn, mx, lo, hi);
 
 	G.cell_start.reset((size_t) G.ncells + 1, "the grid cells");
 	G.xg.reset((size_t) n * d, "the points in cell order");

@@ -371,12 +371,18 @@ dpeaks_dc(dpeaks_ws *ws)
 
 /* ---------------------------------------------------------------- the grid */
 
-/* Chooses the cells of the grid index from the range of the rows (gc_dp_grid_shape); -1 when cancelled. */
+/*
+ * Chooses the cells of the grid index from the range of the rows and the
+ * box of a sample (gc_dp_grid_box, gc_dp_grid_shape); -1 when cancelled,
+ * -2 when out of memory.
+ */
 static int64_t
 grid_shape(dpeaks_ws *ws)
 {
 	double		mn[GC_DP_GRID_MAX_DIM],
-				mx[GC_DP_GRID_MAX_DIM];
+				mx[GC_DP_GRID_MAX_DIM],
+				lo[GC_DP_GRID_MAX_DIM],
+				hi[GC_DP_GRID_MAX_DIM];
 	int32_t		d = ws->d;
 
 	for (int k = 0; k < d; k++)
@@ -398,7 +404,9 @@ grid_shape(dpeaks_ws *ws)
 		if (dp_work(ws, d + 1))
 			return -1;
 	}
-	return gc_dp_grid_shape(&ws->g, d, ws->n, mn, mx);
+	if (gc_dp_grid_box(ws->x, ws->n, d, mn, mx, lo, hi) != 0)
+		return -2;
+	return gc_dp_grid_shape(&ws->g, d, ws->n, mn, mx, lo, hi);
 }
 
 /* Sorts the rows into the cells: order, coordinates by sorted position, cell starts. */
@@ -445,6 +453,9 @@ grid_build(dpeaks_ws *ws)
 	int64_t    *fill;
 	gc_status	st;
 
+	if (ncells == -2)
+		return gc_core_oom(ws->ctx, sizeof(double) * GC_DP_BOX_SAMPLE,
+						   "out of memory planning the density peaks grid");
 	if (ncells < 0)
 		return GC_ERR_CANCELLED;
 	ws->cell_start = calloc((size_t) ncells + 1, sizeof(int64_t));

@@ -231,6 +231,11 @@ static const dp_case dp_cases[] = {
 	{"dups", 5000, 2, C, 0, 0.0005, 10, 0, 0},
 	{"wide", 3000, 256, G, 0, 0.02, 16, 0, 0},
 	{"wide", 2000, 768, C, 0, 0.02, 16, 0, 0},
+	/* one far row: the grid spans a sample's box, the far row sits in an edge cell */
+	{"speck", 1000000, 2, C, 0, 0.002, 5, 0, 0},
+	{"speck", 200000, 3, C, 0, 0.005, 5, 0, 0},
+	{"speck", 100000, 1, C, 0, 0.02, 5, 0, 0},
+	{"speck", 20000, 2, G, 0, 0.02, 5, 0, 0},
 };
 
 #undef G

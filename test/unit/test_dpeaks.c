@@ -533,6 +533,39 @@ test_reference_sets(void)
 	}
 }
 
+/*
+ * A few far rows: the grid spans the box of a sample and the far rows sit
+ * in the edge cells, which reach on to them; the answer must not change.
+ * Dense blobs in [0, 2e-2]^d with rows at +-1e6 and one at 3e3, 1-D to 3-D.
+ */
+static void
+test_far_rows(void)
+{
+	for (int d = 1; d <= 3; d++)
+	{
+		int64_t		n = 2500;
+		float	   *x = blobs(n, d, d, 5, 0.3);
+		char		what[64];
+
+		for (int64_t i = 0; i < n * d; i++)
+			x[i] *= 1e-3f;
+		for (int j = 0; j < d; j++)
+		{
+			x[7 * d + j] = 1e6f;
+			x[8 * d + j] = -1e6f;
+			x[9 * d + j] = 1e6f;		/* with row 7: a far pair */
+			x[1000 * d + j] = 3e3f;
+		}
+		snprintf(what, sizeof(what), "far rows, cutoff %d-D", d);
+		check_against_reference(what, x, n, d, params_of(5, 0.0, 0.02, GC_DP_KERNEL_CUTOFF));
+		snprintf(what, sizeof(what), "far rows, cutoff %d-D, dc given", d);
+		check_against_reference(what, x, n, d, params_of(4, 2e-4, 0.02, GC_DP_KERNEL_CUTOFF));
+		snprintf(what, sizeof(what), "far rows, gaussian %d-D", d);
+		check_against_reference(what, x, n, d, params_of(5, 0.0, 0.02, GC_DP_KERNEL_GAUSSIAN));
+		free(x);
+	}
+}
+
 /* Above the exact limit: dc from the seeded sample, deterministic. */
 static void
 test_sample(void)
@@ -721,6 +754,7 @@ main(void)
 	test_tiny();
 	test_tiny_dc();
 	test_reference_sets();
+	test_far_rows();
 	/* large enough that most points use the ring search of the grid */
 	check_grid_vs_scan("grid 2-D cutoff", 9000, 2, GC_DP_KERNEL_CUTOFF, 0.3, 12);
 	check_grid_vs_scan("grid 2-D gaussian", 7000, 2, GC_DP_KERNEL_GAUSSIAN, 0.3, 12);
