@@ -25,6 +25,7 @@
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
+#include "utils/numeric.h"
 #include "utils/resowner.h"
 #include "utils/plancache.h"
 #include "utils/fmgrprotos.h"
@@ -169,7 +170,29 @@ Grow(GatherReceiver *st)
 	st->cap = cap;
 }
 
-/* Stores one feature value, refusing NaN, infinities and overflow of real. */
+/*
+ * Refuses a finite value that real cannot hold: beyond its range (overflow)
+ * or not zero but rounding to zero (underflow).  value is its text.
+ */
+static void
+RangeError(const char *what, int64 id, const char *value, bool underflow)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
+			 errmsg("%s of the row with id " INT64_FORMAT " is out of range for type real", what, id),
+			 underflow ?
+			 errdetail("The value is %s, which is not zero but rounds to zero as a real; "
+					   "gpuclust keeps features in single precision.", value) :
+			 errdetail("The value is %s; gpuclust keeps features in single precision.", value),
+			 underflow ?
+			 errhint("Scale the features, for example by multiplying by a constant.") :
+			 errhint("Scale the features, for example by dividing by a constant.")));
+}
+
+/*
+ * Stores one feature value, refusing NaN, infinities, overflow of real and
+ * nonzero values that would become zero as real (subnormal reals are kept).
+ */
 static inline void
 PutFeature(GatherReceiver *st, float *dst, double v, int64 id, const char *what)
 {
@@ -184,16 +207,17 @@ PutFeature(GatherReceiver *st, float *dst, double v, int64 id, const char *what)
 				 errhint("Filter such rows out of the query, for example with WHERE NOT (x = 'NaN').") :
 				 errhint("Filter such rows out of the query, for example with WHERE x NOT IN ('Infinity', '-Infinity').")));
 	f = (float) v;
-	if (unlikely(isinf(f)))
-		ereport(ERROR,
-				(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
-				 errmsg("%s of the row with id " INT64_FORMAT " is out of range for type real", what, id),
-				 errdetail("The value is %g; gpuclust keeps features in single precision.", v),
-				 errhint("Scale the features, for example by dividing by a constant.")));
+	if (unlikely(isinf(f) || (f == 0.0f && v != 0.0)))
+	{
+		char		value[32];
+
+		snprintf(value, sizeof(value), "%g", v);
+		RangeError(what, id, value, !isinf(f));
+	}
 	*dst = f;
 }
 
-/* The value of a scalar feature column as double. */
+/* The value of a scalar feature column of an integer or float type as double. */
 static inline double
 ScalarValue(Datum v, Oid t)
 {
@@ -210,8 +234,55 @@ ScalarValue(Datum v, Oid t)
 		case FLOAT8OID:
 			return DatumGetFloat8(v);
 		default:
-			return DatumGetFloat8(DirectFunctionCall1(numeric_float8, v));
+			elog(ERROR, "unexpected feature type %u, please report a bug", t);
+			return 0.0;			/* keep the compiler quiet */
 	}
+}
+
+/*
+ * The value of the numeric feature in column col as double (NaN and
+ * infinities as such, for PutFeature to refuse).  A finite value beyond the
+ * range of double precision is refused here, naming the row id, instead of by
+ * numeric_float8, which would not name it.  Allocates in the current memory
+ * context.
+ */
+static double
+NumericValue(GatherReceiver *st, Datum datum, int64 id, int col)
+{
+	Numeric		num = DatumGetNumeric(datum);
+	char	   *text;
+	char	   *end;
+	double		v;
+
+	if (numeric_is_nan(num) || numeric_is_inf(num))
+		return DatumGetFloat8(DirectFunctionCall1(numeric_float8, NumericGetDatum(num)));
+
+	/* numeric_float8 does the same, but raises an error without the id */
+	text = DatumGetCString(DirectFunctionCall1(numeric_out, NumericGetDatum(num)));
+	v = strtod(text, &end);
+	if (unlikely(*end != '\0'))
+		elog(ERROR, "numeric value \"%s\" does not read as double precision, please report a bug", text);
+	if (unlikely(isinf(v) || (v == 0.0 && strpbrk(text, "123456789") != NULL)))
+	{
+		char	   *sci = numeric_out_sci(num, 5);
+		char	   *e = strchr(sci, 'e');
+		char		what[NAMEDATALEN + 16];
+
+		/* %g style: 1.50000e+400 as 1.5e+400 */
+		if (e != NULL && strchr(sci, '.') != NULL)
+		{
+			char	   *keep = e;
+
+			while (keep[-1] == '0')
+				keep--;
+			if (keep[-1] == '.')
+				keep--;
+			memmove(keep, e, strlen(e) + 1);
+		}
+		snprintf(what, sizeof(what), "feature \"%s\"", ColName(st, col));
+		RangeError(what, id, sci, !isinf(v));
+	}
+	return v;
 }
 
 /*
@@ -340,13 +411,13 @@ GatherReceive(TupleTableSlot *slot, DestReceiver *self)
 			{
 				MemoryContext old = MemoryContextSwitchTo(st->tmpcxt);
 
-				e = ScalarValue(slot->tts_values[i], NUMERICOID);
+				e = NumericValue(st, slot->tts_values[i], id, i);
 				MemoryContextSwitchTo(old);
 			}
 			else
 				e = ScalarValue(slot->tts_values[i], st->types[i]);
 			dst[i - 1] = (float) e;
-			if (unlikely(!isfinite(e) || isinf(dst[i - 1])))
+			if (unlikely(!isfinite(e) || isinf(dst[i - 1]) || (dst[i - 1] == 0.0f && e != 0.0)))
 			{
 				snprintf(what, sizeof(what), "feature \"%s\"", ColName(st, i));
 				PutFeature(st, dst + i - 1, e, id, what);
