@@ -30,6 +30,17 @@ namespace dpeaks {
 constexpr int kBlock = 256;			/* threads per block */
 constexpr int kTile = 128;			/* points per shared-memory tile (128 terms of 2^56 fit in 64 bits) */
 constexpr int64_t kPointsPerLaunch = INT64_C(1) << 20;	/* grid queries per launch */
+constexpr int64_t kPairsPerLaunch = INT64_C(1) << 33;	/* pairs of up to 4 features per launch, about 10 ms */
+
+/*
+ * Pairs a launch may evaluate at this dimension: kPairsPerLaunch for up to
+ * four features, fewer for more, so that a launch stays near 10 ms and a
+ * cancel is answered between launches.
+ */
+inline int64_t pairs_per_launch(int d)
+{
+	return std::max<int64_t>(1, kPairsPerLaunch / ((d + 3) / 4));
+}
 
 /* Blocks for work items, at least one and at most 2^30 (grid-stride kernels do the rest). */
 inline unsigned grid_for(int64_t work, int block = kBlock)

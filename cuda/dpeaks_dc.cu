@@ -33,15 +33,15 @@ constexpr int64_t kCollectMax = 1 << 17;
  */
 template <int D>
 __global__ void __launch_bounds__(kBlock)
-dc_hist_kernel(const double *xs, /* [d][n] */ int64_t n, int d, int64_t slice, uint64_t prefix,
-			   int prefix_bits, int shift, uint32_t mask, bool direct,
+dc_hist_kernel(const double *xs, /* [d][n] */ int64_t n, int d, int64_t jb, int64_t je, int64_t slice,
+			   uint64_t prefix, int prefix_bits, int shift, uint32_t mask, bool direct,
 			   unsigned long long *hist /* [kHistBins] */)
 {
 	extern __shared__ double tile[];
 	uint32_t   *shist = reinterpret_cast<uint32_t *>(tile + (direct ? 0 : (size_t) d * kTile));
 	int64_t		i = (int64_t) blockIdx.x * kBlock + threadIdx.x;
-	int64_t		j0 = (int64_t) blockIdx.y * slice;
-	int64_t		j1 = min(n, j0 + slice);
+	int64_t		j0 = jb + (int64_t) blockIdx.y * slice;
+	int64_t		j1 = min(je, j0 + slice);
 	bool		active = i < n;
 	double		own[D > 0 ? D : 1];
 
@@ -69,14 +69,14 @@ dc_hist_kernel(const double *xs, /* [d][n] */ int64_t n, int d, int64_t slice, u
 /* The keys of the ordered pairs that carry the whole prefix. */
 template <int D>
 __global__ void __launch_bounds__(kBlock)
-dc_collect_kernel(const double *xs, /* [d][n] */ int64_t n, int d, int64_t slice, uint64_t prefix,
-				  int prefix_bits, bool direct, unsigned long long *count, /* [1] */
-				  uint64_t *out, /* [cap] */ int64_t cap)
+dc_collect_kernel(const double *xs, /* [d][n] */ int64_t n, int d, int64_t jb, int64_t je,
+				  int64_t slice, uint64_t prefix, int prefix_bits, bool direct,
+				  unsigned long long *count, /* [1] */ uint64_t *out, /* [cap] */ int64_t cap)
 {
 	extern __shared__ double tile[];
 	int64_t		i = (int64_t) blockIdx.x * kBlock + threadIdx.x;
-	int64_t		j0 = (int64_t) blockIdx.y * slice;
-	int64_t		j1 = min(n, j0 + slice);
+	int64_t		j0 = jb + (int64_t) blockIdx.y * slice;
+	int64_t		j1 = min(je, j0 + slice);
 	bool		active = i < n;
 	double		own[D > 0 ? D : 1];
 
@@ -99,14 +99,30 @@ dc_collect_kernel(const double *xs, /* [d][n] */ int64_t n, int d, int64_t slice
 	});
 }
 
-/* How the all-pairs kernels of the selection are launched. */
+/*
+ * How the all-pairs kernels of the selection are launched: columns j in
+ * blocks of cols (about pairs_per_launch pairs a launch), each block cut
+ * into slices, one per blockIdx.y.
+ */
 struct PairLaunch
 {
 	dim3		blocks;			/* points i by slices of j */
-	int64_t		slice;			/* columns j per slice, a multiple of kTile */
+	int64_t		cols;			/* columns j per launch, a multiple of kTile * blocks.y */
+	int64_t		slice;			/* columns j per slice, cols / blocks.y */
 	size_t		tile_bytes;		/* shared memory of the tile, 0 when direct */
 	bool		direct;			/* d too large for a tile: j from global memory */
 };
+
+/* Runs launch(jb, je) for every block of columns, asking cancel before each. */
+template <typename Launch>
+void over_columns(const Workspace &w, const PairLaunch &pl, Launch launch)
+{
+	for (int64_t jb = 0; jb < w.n; jb += pl.cols)
+	{
+		w.call.check_cancel();
+		launch(jb, std::min<int64_t>(w.n, jb + pl.cols));
+	}
+}
 
 /*
  * The k-th smallest (1-based) of the m ordered pairs whose dist2 carries
@@ -120,12 +136,13 @@ uint64_t dc_collect(Workspace &w, const double *xs, /* [d][n] */ const PairLaunc
 	unsigned long long got = 0;
 	std::vector<uint64_t> v((size_t) std::max<int64_t>(m, 1));
 
-	w.call.check_cancel();
 	CUDA_TRY(cudaMemset(cnt.get(), 0, sizeof(unsigned long long)));
-	by_dim(w.d, [&](auto D) {
-		dc_collect_kernel<decltype(D)::value><<<pl.blocks, kBlock, pl.tile_bytes>>>(
-			xs, w.n, w.d, pl.slice, prefix, prefix_bits, pl.direct, cnt.get(), out.get(), m);
-		CHECK_LAUNCH("dc_collect_kernel");
+	over_columns(w, pl, [&](int64_t jb, int64_t je) {
+		by_dim(w.d, [&](auto D) {
+			dc_collect_kernel<decltype(D)::value><<<pl.blocks, kBlock, pl.tile_bytes>>>(
+				xs, w.n, w.d, jb, je, pl.slice, prefix, prefix_bits, pl.direct, cnt.get(), out.get(), m);
+			CHECK_LAUNCH("dc_collect_kernel");
+		});
 	});
 	CUDA_TRY(cudaMemcpy(&got, cnt.get(), sizeof(got), cudaMemcpyDeviceToHost));
 	if ((int64_t) got != m)
@@ -148,7 +165,10 @@ uint64_t dc_exact(Workspace &w, const double *xs, /* [d][n] */ int64_t k)
 	std::vector<unsigned long long> h(kHistBins);
 
 	pl.blocks = dim3(grid_for(n), (unsigned) S);
-	pl.slice = ((n + S - 1) / S + kTile - 1) / kTile * kTile;
+	pl.cols = std::max<int64_t>(1, pairs_per_launch(w.d) / n);
+	pl.cols = std::min<int64_t>(pl.cols, n);
+	pl.cols = (pl.cols + (int64_t) kTile * S - 1) / ((int64_t) kTile * S) * ((int64_t) kTile * S);
+	pl.slice = pl.cols / S;
 	pl.tile_bytes = sizeof(double) * (size_t) w.d * kTile;
 	pl.direct = pl.tile_bytes + kHistBins * 4 > 48 * 1024;	/* d > 32: no tile */
 	if (pl.direct)
@@ -161,12 +181,13 @@ uint64_t dc_exact(Workspace &w, const double *xs, /* [d][n] */ int64_t k)
 		int64_t		cum = 0;
 		int			b;
 
-		w.call.check_cancel();
 		CUDA_TRY(cudaMemset(hist.get(), 0, hist.bytes()));
-		by_dim(w.d, [&](auto D) {
-			dc_hist_kernel<decltype(D)::value><<<pl.blocks, kBlock, pl.tile_bytes + kHistBins * 4>>>(
-				xs, n, w.d, pl.slice, prefix, prefix_bits, shift, mask, pl.direct, hist.get());
-			CHECK_LAUNCH("dc_hist_kernel");
+		over_columns(w, pl, [&](int64_t jb, int64_t je) {
+			by_dim(w.d, [&](auto D) {
+				dc_hist_kernel<decltype(D)::value><<<pl.blocks, kBlock, pl.tile_bytes + kHistBins * 4>>>(
+					xs, n, w.d, jb, je, pl.slice, prefix, prefix_bits, shift, mask, pl.direct, hist.get());
+				CHECK_LAUNCH("dc_hist_kernel");
+			});
 		});
 		CUDA_TRY(cudaMemcpy(h.data(), hist.get(), hist.bytes(), cudaMemcpyDeviceToHost));
 		for (b = 0; b < (1 << wd); b++)

@@ -191,16 +191,17 @@ scan_denser_kernel(const double *xr, /* [d][n] */ int64_t n, int d,
 
 /*
  * scan_denser_kernel for count query ranks (list[0 .. count), or first ..
- * first + count when list is NULL), kScanBlocksPerLaunch blocks a launch.
+ * first + count when list is NULL), at most 65,536 blocks a launch and about
+ * pairs_per_launch pairs (each block scans up to n rows).
  */
 void scan_denser(Workspace &w, const int64_t *list, /* [count] or NULL */ int64_t first,
 				 int64_t count)
 {
-	const int64_t kScanBlocksPerLaunch = 65536;
+	const int64_t per_launch = std::max<int64_t>(1, std::min<int64_t>(65536, pairs_per_launch(w.d) / w.n));
 
-	for (int64_t b = 0; b < count; b += kScanBlocksPerLaunch)
+	for (int64_t b = 0; b < count; b += per_launch)
 	{
-		int64_t		cnt = std::min<int64_t>(kScanBlocksPerLaunch, count - b);
+		int64_t		cnt = std::min<int64_t>(per_launch, count - b);
 
 		w.call.check_cancel();
 		scan_denser_kernel<<<(unsigned) cnt, kBlock>>>(w.xr.get(), w.n, w.d, list ? list + b : nullptr,

@@ -24,7 +24,6 @@ namespace gc {
 namespace dpeaks {
 namespace {
 
-constexpr int64_t kPairsPerLaunch = INT64_C(1) << 33;	/* pair evaluations per launch, about 10 ms */
 
 /* ---------------------------------------------------------------- all pairs */
 
@@ -266,7 +265,7 @@ void rho_pairs(Workspace &w, const double *xs, /* [d][n] */ const gc_dp_grid *gr
 	const int64_t n = w.n;
 	const bool	gauss = w.gauss;
 	const int	S = slices_for(w);
-	int64_t		chunk = std::max<int64_t>(kTile * S, kPairsPerLaunch / n);
+	int64_t		chunk = std::max<int64_t>(kTile * S, pairs_per_launch(w.d) / n);
 	size_t		tile_bytes = sizeof(double) * (size_t) w.d * kTile;
 	const double inv = gc_dp_inv_dc2(w.dc);
 	const double T = w.T;
