@@ -132,6 +132,17 @@ struct Workspace
 };
 
 /* Slices of j so that about four resident waves of threads run. */
+/*
+ * Waits for the launches queued so far, then asks the cancel callback:
+ * between launches cut to about 10 ms a cancel is answered within about
+ * that (a check without the wait would run ahead of the queued work).
+ */
+inline void cancel_point(const Workspace &w)
+{
+	CUDA_TRY(cudaDeviceSynchronize());
+	w.call.check_cancel();
+}
+
 inline int slices_for(const Workspace &w)
 {
 	int64_t		want = (int64_t) w.sms * 2048 * 4;

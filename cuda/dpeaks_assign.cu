@@ -194,7 +194,7 @@ void assign_phase(Workspace &w)
 {
 	const int64_t n = w.n;
 
-	w.call.check_cancel();
+	cancel_point(w);
 	w.grid.release();
 	w.xr.release();
 

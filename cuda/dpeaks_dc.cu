@@ -119,7 +119,7 @@ void over_columns(const Workspace &w, const PairLaunch &pl, Launch launch)
 {
 	for (int64_t jb = 0; jb < w.n; jb += pl.cols)
 	{
-		w.call.check_cancel();
+		cancel_point(w);
 		launch(jb, std::min<int64_t>(w.n, jb + pl.cols));
 	}
 }
@@ -260,7 +260,7 @@ void dc_phase(Workspace &w)
 {
 	const gc_dpeaks_params &p = w.params;
 
-	w.call.check_cancel();
+	cancel_point(w);
 	w.dc_sample = 0;
 	if (!p.derive_dc)
 	{

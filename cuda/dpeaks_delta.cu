@@ -203,7 +203,7 @@ void scan_denser(Workspace &w, const int64_t *list, /* [count] or NULL */ int64_
 	{
 		int64_t		cnt = std::min<int64_t>(per_launch, count - b);
 
-		w.call.check_cancel();
+		cancel_point(w);
 		scan_denser_kernel<<<(unsigned) cnt, kBlock>>>(w.xr.get(), w.n, w.d, list ? list + b : nullptr,
 													   first + b, cnt, w.bd2_r.get(), w.nbr_r.get());
 		CHECK_LAUNCH("scan_denser_kernel");
@@ -251,7 +251,7 @@ void ring_search(Workspace &w)
 	{
 		int64_t		qe = std::min(n, q + kPointsPerLaunch);
 
-		w.call.check_cancel();
+		cancel_point(w);
 		ring_kernel<<<grid_for(qe - q), kBlock>>>(w.grid.g, q, qe, GC_DP_BRUTE_RANK,
 												   gc_dp_max_rings(w.d), w.bd2_r.get(), w.nbr_r.get(),
 												   unresolved.get(), n_unres.get());
@@ -272,7 +272,7 @@ void delta_phase(Workspace &w)
 {
 	const int64_t n = w.n;
 
-	w.call.check_cancel();
+	cancel_point(w);
 	w.by_rank.reset((size_t) n, "the density order");
 	w.rho_r.reset((size_t) n, "the density order");
 	w.xr.reset((size_t) n * w.d, "the points in density order");

@@ -296,7 +296,7 @@ void rho_pairs(Workspace &w, const double *xs, /* [d][n] */ const gc_dp_grid *gr
 		const int64_t je = std::min(n, j + chunk);
 		const dim3	blocks(grid_for(n), (unsigned) S);
 
-		w.call.check_cancel();
+		cancel_point(w);
 		by_dim(w.d, [&](auto D) {
 			constexpr int DV = decltype(D)::value;
 
@@ -349,7 +349,7 @@ void rho_grid_count(Workspace &w, double *rho /* [n] */)
 	{
 		int64_t		qe = std::min(n, q + kPointsPerLaunch);
 
-		w.call.check_cancel();
+		cancel_point(w);
 		grid_count_kernel<<<grid_for(qe - q), kBlock>>>(w.grid.g, w.grid.order.get(), q, qe, w.T, rho);
 		CHECK_LAUNCH("grid_count_kernel");
 	}
@@ -360,7 +360,7 @@ void rho_grid_count(Workspace &w, double *rho /* [n] */)
 /* Phase rho: w.rho by row; with d <= 3 the grid index w.grid is built first. */
 void rho_phase(Workspace &w)
 {
-	w.call.check_cancel();
+	cancel_point(w);
 	w.rho.reset((size_t) w.n, "the densities");
 	if (w.use_grid)
 		build_grid(w, w.xs.get());
