@@ -108,6 +108,17 @@ inline void check_cancel(const gc_exec &ex)
 	check_cancel(ex.cancel, ex.cancel_arg);
 }
 
+/*
+ * Waits for the work queued so far, then asks the caller: between launches
+ * cut to tens of milliseconds, a cancel is answered within about that (a
+ * check without the wait would run ahead of the queued launches).
+ */
+inline void check_cancel_synced(const gc_exec &ex)
+{
+	CUDA_TRY(cudaDeviceSynchronize());
+	check_cancel(ex);
+}
+
 /* The tuning in force: the caller's, or the defaults when it passed none. */
 inline gc_tuning tuning_of(const gc_exec &ex)
 {

@@ -132,15 +132,10 @@ struct Workspace
 };
 
 /* Slices of j so that about four resident waves of threads run. */
-/*
- * Waits for the launches queued so far, then asks the cancel callback:
- * between launches cut to about 10 ms a cancel is answered within about
- * that (a check without the wait would run ahead of the queued work).
- */
+/* gc::check_cancel_synced: launches here are cut to about 10 ms. */
 inline void cancel_point(const Workspace &w)
 {
-	CUDA_TRY(cudaDeviceSynchronize());
-	w.call.check_cancel();
+	check_cancel_synced(w.call.exec);
 }
 
 inline int slices_for(const Workspace &w)

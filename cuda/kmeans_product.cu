@@ -461,7 +461,7 @@ void assign_product(const Plan &plan, Product &pr, const Centroids &cen, const R
 		int			tr = (int) std::min<int64_t>(plan.gemm_tile, rows - t0);
 
 		if (t0 > 0)
-			gc::check_cancel(exec);
+			gc::check_cancel_synced(exec);
 		gemm(plan, pr, cen, pr.tf32_first, pr.xc.get() + t0 * d, tr);
 		argmin_tile(plan, pr, cen, rep, x, pr.tf32_first, tr, nullptr, t0, labels, labels_old, d2,
 					!pr.two_level);
@@ -476,7 +476,7 @@ void assign_product(const Plan &plan, Product &pr, const Centroids &cen, const R
 		{
 			int			sm = (int) std::min<int64_t>(plan.gemm_tile, (int64_t) m - s0);
 
-			gc::check_cancel(exec);
+			gc::check_cancel_synced(exec);
 			gather_rows_kernel<<<grid_for((int64_t) sm * d, BLOCK, (unsigned) plan.sms * 32), BLOCK>>>(
 				pr.xc.get(), d, pr.unres.get() + s0, sm, pr.xg.get());
 			CHECK_LAUNCH("gather_rows_kernel");

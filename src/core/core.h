@@ -40,6 +40,21 @@ typedef struct gc_core_ctx
 /* Asks the cancel callback; on yes sets the "canceled" error and returns 1. */
 int			gc_core_cancelled(gc_core_ctx *ctx);
 
+/*
+ * Adds units of work to *done and asks the cancel callback each time every
+ * units have been done: long loops count their work (distance evaluations
+ * times d), not rows or cells.  Returns 1 when told to stop.
+ */
+static inline int
+gc_core_work(gc_core_ctx *ctx, int64_t *done, int64_t units, int64_t every)
+{
+	*done += units;
+	if (*done < every)
+		return 0;
+	*done = 0;
+	return gc_core_cancelled(ctx);
+}
+
 /* Sets the "canceled" error and returns GC_ERR_CANCELLED. */
 gc_status	gc_core_cancel_status(gc_core_ctx *ctx);
 

@@ -120,11 +120,7 @@ dbscan_ws_free(dbscan_ws *ws)
 static inline int
 dbscan_tick(dbscan_ws *ws, int64_t pairs)
 {
-	ws->work += (pairs + 1) * ws->d;
-	if (ws->work < DBSCAN_CANCEL_EVERY)
-		return 0;
-	ws->work = 0;
-	return gc_core_cancelled(ws->ctx);
+	return gc_core_work(ws->ctx, &ws->work, (pairs + 1) * ws->d, DBSCAN_CANCEL_EVERY);
 }
 
 /* ---------------------------------------------------------------- index */

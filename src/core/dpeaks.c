@@ -74,11 +74,7 @@ typedef struct dpeaks_ws
 static int
 dp_work(dpeaks_ws *ws, int64_t units)
 {
-	ws->work += units;
-	if (ws->work < DP_CANCEL_WORK)
-		return 0;
-	ws->work = 0;
-	return gc_core_cancelled(ws->ctx);
+	return gc_core_work(ws->ctx, &ws->work, units, DP_CANCEL_WORK);
 }
 
 /* The end of the block of j from jb: at most jstride pairs, no further than n. */

@@ -129,11 +129,7 @@ cancel_stride(int64_t work)
 static int
 work_cancelled(kmeans_ws *ws, int64_t units)
 {
-	ws->work_done += units;
-	if (ws->work_done < CANCEL_WORK)
-		return 0;
-	ws->work_done = 0;
-	return gc_core_cancelled(ws->ctx);
+	return gc_core_work(ws->ctx, &ws->work_done, units, CANCEL_WORK);
 }
 
 /* Adds row i, now in cluster j (before: old), to the sums. */
