@@ -286,8 +286,10 @@ gc_dp_cmp_double(const void *a, const void *b)
  * The box the cells span (host side, both back ends), from the range mn /
  * mx of each dimension and an evenly spaced sample of at most
  * GC_DP_BOX_SAMPLE rows of x [n, d]: where the sample's quantiles 1/256 and
- * 255/256 span less than a quarter of the range (a few far rows), the box
- * is those quantiles; else the range.  Returns 0, -1 when out of memory.
+ * 255/256 span less than a quarter of the range but more than nothing (a
+ * few far rows), the box is those quantiles; else the range (also when
+ * most rows share one value: a box of width zero would put every row into
+ * one cell).  Returns 0, -1 when out of memory.
  */
 #define GC_DP_BOX_SAMPLE 4096
 
@@ -310,7 +312,7 @@ gc_dp_grid_box(const float *x, int64_t n, int32_t d, const double *mn, const dou
 		for (int64_t j = 0; j < s; j++)
 			v[j] = x[(j * n / s) * d + k];
 		qsort(v, (size_t) s, sizeof(double), gc_dp_cmp_double);
-		if (v[s - 1 - tail] - v[tail] < 0.25 * (mx[k] - mn[k]))
+		if (v[s - 1 - tail] > v[tail] && v[s - 1 - tail] - v[tail] < 0.25 * (mx[k] - mn[k]))
 		{
 			lo[k] = v[tail];
 			hi[k] = v[s - 1 - tail];

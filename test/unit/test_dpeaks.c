@@ -564,6 +564,20 @@ test_far_rows(void)
 		check_against_reference(what, x, n, d, params_of(5, 0.0, 0.02, GC_DP_KERNEL_GAUSSIAN));
 		free(x);
 	}
+	/*
+	 * Most rows on one point, a few spread: the sample's box would have width
+	 * zero (dc given: derived, it would be zero, the data error).
+	 */
+	{
+		int64_t		n = 3000;
+		float	   *x = malloc(sizeof(float) * n * 2);
+
+		for (int64_t i = 0; i < n * 2; i++)
+			x[i] = i < 2 * 40 ? (float) urand() : 0.5f;
+		check_against_reference("one point holds most rows, cutoff, dc given", x, n, 2,
+								params_of(3, 0.05, 0.02, GC_DP_KERNEL_CUTOFF));
+		free(x);
+	}
 }
 
 /* Above the exact limit: dc from the seeded sample, deterministic. */
