@@ -51,6 +51,7 @@
 #include "backend.h"
 #include "checks.h"
 #include "portable.h"
+#include "sort.h"
 
 #define GC_GRID_MAX_DIMS	3
 #define GC_GRID_MAX_REACH	2	/* side >= eps / sqrt(3): neighbours lie within 2 cells */
@@ -356,27 +357,6 @@ gc_grid_cell_of(const gc_grid_plan *gp, const float *row, int k)
 
 /* ---------------------------------------------------------------- maps */
 
-/* A double as an unsigned key in the same order (no NaN). */
-static GC_HD uint64_t
-gc_grid_order_key(double v)
-{
-	uint64_t	u;
-
-	memcpy(&u, &v, sizeof(u));
-	return (u >> 63) ? ~u : u | ((uint64_t) 1 << 63);
-}
-
-/* The double of an order key. */
-static GC_HD double
-gc_grid_order_value(uint64_t key)
-{
-	uint64_t	u = (key >> 63) ? key & ~((uint64_t) 1 << 63) : ~key;
-	double		v;
-
-	memcpy(&v, &u, sizeof(v));
-	return v;
-}
-
 /*
  * The step of the grid coordinate between consecutive distinct raw cells
  * a < b: their distance, at most 2 * GC_GRID_MAX_REACH + 1 (more than any
@@ -422,64 +402,6 @@ gc_grid_maps_free(gc_grid_maps *maps)
 }
 
 /*
- * Sorts the pairs (key[i], row[i]) by key, stably (a least-significant-digit
- * radix sort that skips digits all keys share, asking cancel between
- * passes).  Returns 0, -1 when cancelled, -2 when out of memory.
- */
-static inline int
-gc_grid_sort_pairs(uint64_t *key, int64_t *row, int64_t n, gc_cancel_fn cancel, void *cancel_arg)
-{
-	uint64_t   *k2 = (uint64_t *) malloc(sizeof(uint64_t) * (size_t) (n > 0 ? n : 1));
-	int64_t    *r2 = (int64_t *) malloc(sizeof(int64_t) * (size_t) (n > 0 ? n : 1));
-	int64_t    *count = (int64_t *) malloc(sizeof(int64_t) * 2048);
-	uint64_t   *ka = key;
-	int64_t    *ra = row;
-	int			rc = 0;
-
-	if (!k2 || !r2 || !count)
-		rc = -2;
-	for (int shift = 0; rc == 0 && shift < 64; shift += 11)
-	{
-		int64_t		sum = 0;
-		uint64_t   *tk = ka == key ? k2 : key;
-		int64_t    *tr = ra == row ? r2 : row;
-
-		memset(count, 0, sizeof(int64_t) * 2048);
-		for (int64_t i = 0; i < n; i++)
-			count[(ka[i] >> shift) & 2047]++;
-		if (count[(ka[0] >> shift) & 2047] == n)
-			continue;			/* one digit for all: the order stays */
-		for (int c = 0; c < 2048; c++)
-		{
-			int64_t		x = count[c];
-
-			count[c] = sum;
-			sum += x;
-		}
-		for (int64_t i = 0; i < n; i++)
-		{
-			int64_t		to = count[(ka[i] >> shift) & 2047]++;
-
-			tk[to] = ka[i];
-			tr[to] = ra[i];
-		}
-		ka = tk;
-		ra = tr;
-		if (cancel && cancel(cancel_arg))
-			rc = -1;
-	}
-	if (rc == 0 && ka != key)
-	{
-		memcpy(key, ka, sizeof(uint64_t) * (size_t) n);
-		memcpy(row, ra, sizeof(int64_t) * (size_t) n);
-	}
-	free(k2);
-	free(r2);
-	free(count);
-	return rc;
-}
-
-/*
  * One grid dimension of a mapped plan from the points x [n, d]: the points'
  * raw cells sorted, the distinct ones into maps->raw[k], their grid
  * coordinates into maps->cell[k] and each point's into maps->coord[k].
@@ -491,6 +413,8 @@ gc_grid_map_dim(gc_grid_plan *gp, gc_grid_maps *maps, int k, const float *x, int
 {
 	uint64_t   *key = (uint64_t *) malloc(sizeof(uint64_t) * (size_t) n);
 	int64_t    *row = (int64_t *) malloc(sizeof(int64_t) * (size_t) n);
+	uint64_t   *tkey = (uint64_t *) malloc(sizeof(uint64_t) * (size_t) n);
+	int64_t    *trow = (int64_t *) malloc(sizeof(int64_t) * (size_t) n);
 	int64_t		m = 0;
 	int			rc = 0;
 
@@ -500,20 +424,22 @@ gc_grid_map_dim(gc_grid_plan *gp, gc_grid_maps *maps, int k, const float *x, int
 	maps->raw[k] = (double *) malloc(sizeof(double) * (size_t) n);
 	maps->cell[k] = (int64_t *) malloc(sizeof(int64_t) * (size_t) n);
 	maps->coord[k] = (int64_t *) malloc(sizeof(int64_t) * (size_t) n);
-	if (!key || !row || !maps->raw[k] || !maps->cell[k] || !maps->coord[k])
+	if (!key || !row || !tkey || !trow || !maps->raw[k] || !maps->cell[k] || !maps->coord[k])
 		rc = -2;
 	for (int64_t i = 0; rc == 0 && i < n; i++)
 	{
-		key[i] = gc_grid_order_key(gc_grid_raw(gp->side, x[i * gp->d + gp->dim[k]]));
+		key[i] = gc_order_key(gc_grid_raw(gp->side, x[i * gp->d + gp->dim[k]]));
 		row[i] = i;
 	}
 	if (rc == 0)
-		rc = gc_grid_sort_pairs(key, row, n, cancel, cancel_arg);
+		rc = gc_radix_sort(key, row, tkey, trow, n, cancel, cancel_arg);
+	free(tkey);
+	free(trow);
 	for (int64_t i = 0; rc == 0 && i < n; i++)
 	{
 		if (i == 0 || key[i] != key[i - 1])
 		{
-			maps->raw[k][m] = gc_grid_order_value(key[i]);
+			maps->raw[k][m] = gc_order_value(key[i]);
 			maps->cell[k][m] = m == 0 ? 0 :
 				maps->cell[k][m - 1] + gc_grid_map_step(maps->raw[k][m - 1], maps->raw[k][m]);
 			m++;

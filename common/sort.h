@@ -3,15 +3,18 @@
  *    A stable LSD radix sort of (key, value) pairs on the host, for the
  *    sorts that must answer a cancel request within milliseconds whatever
  *    their size: the re-seeding of empty k-means clusters
- *    (common/kmeans_init.h, both back ends) and the density order of the
- *    CPU density peaks (and its choice of centres).  A comparison sort (qsort) cannot be interrupted;
- *    this one asks the cancel callback every GC_SORT_CANCEL_ITEMS items.
+ *    (common/kmeans_init.h, both back ends), the density order of the CPU
+ *    density peaks (and its choice of centres), the CPU DBSCAN's points by
+ *    cell and its grid maps (common/dbscan_grid.h).  A comparison sort
+ *    (qsort) cannot be interrupted; this one asks the cancel callback every
+ *    GC_SORT_CANCEL_ITEMS items.
  *
  * Keys are uint64_t; gc_order_key maps a double to a key whose unsigned
  * order is the numeric order of the doubles, so that sorting ~key puts the
  * largest double first and, the sort being stable, equal doubles keep the
  * order of their values; gc_select_largest finds the m largest doubles
- * without sorting them.  Plain C that also compiles as C++ (host only).
+ * without sorting them.  Plain C that also compiles as C++; the keys also
+ * on the device (the GPU DBSCAN sorts them with CUB).
  */
 #ifndef GPUCLUST_SORT_H
 #define GPUCLUST_SORT_H
@@ -20,6 +23,7 @@
 #include <string.h>
 
 #include "backend.h"
+#include "portable.h"
 
 /* Bits of one digit of the radix sort: six passes cover 64 bits. */
 #define GC_SORT_DIGIT_BITS		11
@@ -34,7 +38,7 @@
  * with the sign bit clear sorts above +infinity, one with it set below
  * -infinity.)
  */
-static inline uint64_t
+static GC_HD uint64_t
 gc_order_key(double v)
 {
 	uint64_t	k;
@@ -43,6 +47,17 @@ gc_order_key(double v)
 		v = 0.0;				/* -0.0 as +0.0 */
 	memcpy(&k, &v, sizeof(k));
 	return (k >> 63) ? ~k : k | (UINT64_C(1) << 63);
+}
+
+/* The double of a key of gc_order_key (+0.0 for either zero). */
+static GC_HD double
+gc_order_value(uint64_t k)
+{
+	uint64_t	u = (k >> 63) ? k & ~(UINT64_C(1) << 63) : ~k;
+	double		v;
+
+	memcpy(&v, &u, sizeof(v));
+	return v;
 }
 
 /* A key whose unsigned order puts the largest double first. */

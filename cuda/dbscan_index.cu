@@ -100,8 +100,10 @@ __global__ void bbox_kernel(const float *x, /* [n, d] */ int64_t n, int d, int g
 }
 
 /*
- * The grid dimensions (w.dims) and their box; rejects NaN and infinite
- * coordinates (before the dimensions are chosen from them).
+ * The grid dimensions (w.dims, from a sample of the host rows) and their
+ * box, in one pass that also rejects NaN and infinite coordinates (a
+ * non-finite value in the sample can only spoil the choice of dimensions of
+ * a call that this pass then refuses).
  */
 void bounding_box(Workspace &w, double *lo, /* [g] out */ double *hi /* [g] out */)
 {
@@ -110,20 +112,8 @@ void bounding_box(Workspace &w, double *lo, /* [g] out */ double *hi /* [g] out 
 	DeviceBuffer<unsigned long long> bad(1, "the bounding box");
 	float		hpart[kBboxBlocks * kMaxGridDims * 2];
 	unsigned long long hbad = 0;
-	Dims		dims = {{0, 1, 2}};
+	Dims		dims;
 
-	if (w.d > kMaxGridDims)
-	{
-		/* the finite check first: the sample that chooses the dimensions reads them */
-		CUDA_TRY(cudaMemset(bad.get(), 0, sizeof(unsigned long long)));
-		bbox_kernel<<<kBboxBlocks, kBlock>>>(w.x.get(), w.n, w.d, 0, dims, part.get(),
-											  part.get() + kBboxBlocks * g, bad.get());
-		CHECK_LAUNCH("bbox_kernel");
-		CUDA_TRY(cudaMemcpy(&hbad, bad.get(), sizeof(hbad), cudaMemcpyDeviceToHost));
-		if (hbad)
-			fail(GC_ERR_INVALID_ARGUMENT,
-				 "the points hold %llu non-finite coordinates (NaN or infinity)", hbad);
-	}
 	if (gc_grid_choose_dims(w.hx, w.n, w.d, w.eps, w.dims) != 0)
 		fail(GC_ERR_OUT_OF_MEMORY, "out of host memory planning the DBSCAN grid");
 	for (int k = 0; k < kMaxGridDims; k++)
@@ -258,7 +248,7 @@ __global__ void raw_key_kernel(const float *x, /* [n, d] */ int32_t n, int d, in
 	int32_t		i = blockIdx.x * blockDim.x + threadIdx.x;
 
 	if (i < n)
-		key[i] = gc_grid_order_key(gc_grid_raw(side, x[(size_t) i * d + f]));
+		key[i] = gc_order_key(gc_grid_raw(side, x[(size_t) i * d + f]));
 }
 
 /* The distinct raw cells from their sorted order keys, and the steps between them. */
@@ -269,8 +259,8 @@ __global__ void map_step_kernel(const unsigned long long *uniq, /* [m] */ int32_
 
 	if (j >= m)
 		return;
-	raw[j] = gc_grid_order_value(uniq[j]);
-	step[j] = j == 0 ? 0 : gc_grid_map_step(gc_grid_order_value(uniq[j - 1]), raw[j]);
+	raw[j] = gc_order_value(uniq[j]);
+	step[j] = j == 0 ? 0 : gc_grid_map_step(gc_order_value(uniq[j - 1]), raw[j]);
 }
 
 /*

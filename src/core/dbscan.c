@@ -41,13 +41,6 @@
 /* Most neighbour cells of one cell: every row at its widest. */
 #define DBSCAN_MAX_NBR (GC_GRID_MAX_ROWS * (2 * GC_GRID_MAX_REACH + 1))
 
-/* A point's cell key and row, the unit of the sort. */
-typedef struct key_index
-{
-	uint64_t	key;
-	int64_t		row;
-} key_index;
-
 /* Everything one DBSCAN call holds; freed by dbscan_ws_free. */
 typedef struct dbscan_ws
 {
@@ -125,54 +118,6 @@ dbscan_tick(dbscan_ws *ws, int64_t pairs)
 
 /* ---------------------------------------------------------------- index */
 
-/*
- * Sorts by key with a stable least-significant-digit radix sort, so rows
- * that share a cell stay in row order.  Asks cancel between passes.
- */
-static gc_status
-sort_by_key(dbscan_ws *ws, key_index *keys, uint64_t max_key)
-{
-	int64_t		n = ws->n;
-	key_index  *scratch = malloc(sizeof(key_index) * (size_t) n);
-	key_index  *from = keys;
-	key_index  *to = scratch;
-	int64_t		count[2048];
-
-	if (!scratch)
-		return gc_core_oom(ws->ctx, sizeof(key_index) * (size_t) n,
-						   "out of memory sorting %lld points", (long long) n);
-	for (int shift = 0; shift < 64 && (max_key >> shift) != 0; shift += 11)
-	{
-		int64_t		sum = 0;
-		key_index  *t;
-
-		memset(count, 0, sizeof(count));
-		for (int64_t i = 0; i < n; i++)
-			count[(from[i].key >> shift) & 2047]++;
-		for (int b = 0; b < 2048; b++)
-		{
-			int64_t		c = count[b];
-
-			count[b] = sum;
-			sum += c;
-		}
-		for (int64_t i = 0; i < n; i++)
-			to[count[(from[i].key >> shift) & 2047]++] = from[i];
-		t = from;
-		from = to;
-		to = t;
-		if (gc_core_cancelled(ws->ctx))
-		{
-			free(scratch);
-			return GC_ERR_CANCELLED;
-		}
-	}
-	if (from != keys)
-		memcpy(keys, from, sizeof(key_index) * (size_t) n);
-	free(scratch);
-	return GC_OK;
-}
-
 /* The key of a cell: its coordinates, the last dimension varying fastest. */
 static uint64_t
 cell_key_of(const gc_grid_plan *plan, const int64_t *coord)
@@ -235,9 +180,13 @@ dbscan_plan(dbscan_ws *ws)
 	return GC_OK;
 }
 
-/* The cell table and the points in cell order, from the sorted keys. */
+/*
+ * The cell table and the points in cell order, from the keys and rows
+ * sorted by key.  Asks cancel every 64k points (wide rows make the copy
+ * long).
+ */
 static gc_status
-dbscan_cells(dbscan_ws *ws, const key_index *keys)
+dbscan_cells(dbscan_ws *ws, const uint64_t *key, const int64_t *row)
 {
 	int64_t		n = ws->n;
 	int32_t		d = ws->d;
@@ -254,60 +203,68 @@ dbscan_cells(dbscan_ws *ws, const key_index *keys)
 						   "out of memory for the grid of %lld points", (long long) n);
 	for (int64_t i = 0; i < n; i++)
 	{
-		if (i == 0 || keys[i].key != keys[i - 1].key)
+		if ((i & 65535) == 65535 && dbscan_tick(ws, 65536))
+			return GC_ERR_CANCELLED;
+		if (i == 0 || key[i] != key[i - 1])
 		{
 			c++;
 			ws->cell_start[c] = i;
-			ws->cell_key[c] = keys[i].key;
+			ws->cell_key[c] = key[i];
 		}
-		ws->perm[i] = keys[i].row;
-		memcpy(ws->xs + (size_t) i * d, ws->x + (size_t) keys[i].row * d, sizeof(float) * d);
+		ws->perm[i] = row[i];
+		memcpy(ws->xs + (size_t) i * d, ws->x + (size_t) row[i] * d, sizeof(float) * d);
 	}
 	ws->ncells = c + 1;
 	ws->cell_start[ws->ncells] = n;
 	return GC_OK;
 }
 
-/* Phase index: plans the grid, sorts the points by cell and builds the cell table. */
+/*
+ * Phase index: plans the grid, sorts the points by cell (a stable radix
+ * sort, so rows that share a cell stay in row order) and builds the cell
+ * table.
+ */
 static gc_status
 dbscan_index(dbscan_ws *ws)
 {
 	int64_t		n = ws->n;
-	key_index  *keys;
-	uint64_t	max_key = 0;
-	gc_status	st;
+	size_t		bytes = 2 * (sizeof(uint64_t) + sizeof(int64_t)) * (size_t) n;
+	uint64_t   *key;
+	int64_t    *row;
+	uint64_t   *tkey;
+	int64_t    *trow;
+	gc_status	st = GC_OK;
 
 	if (gc_core_cancelled(ws->ctx))
 		return GC_ERR_CANCELLED;
 	if ((st = dbscan_plan(ws)) != GC_OK)
 		return st;
-	keys = malloc(sizeof(key_index) * (size_t) n);
-	if (!keys)
-		return gc_core_oom(ws->ctx, sizeof(key_index) * (size_t) n,
-						   "out of memory sorting %lld points", (long long) n);
-	for (int64_t i = 0; i < n; i++)
+	key = malloc(sizeof(uint64_t) * (size_t) n);
+	row = malloc(sizeof(int64_t) * (size_t) n);
+	tkey = malloc(sizeof(uint64_t) * (size_t) n);
+	trow = malloc(sizeof(int64_t) * (size_t) n);
+	if (!key || !row || !tkey || !trow)
+		st = gc_core_oom(ws->ctx, bytes, "out of memory sorting %lld points", (long long) n);
+	for (int64_t i = 0; st == GC_OK && i < n; i++)
 	{
 		int64_t		coord[GC_GRID_MAX_DIMS];
 
 		if ((i & 65535) == 65535 && dbscan_tick(ws, 65536 * (int64_t) ws->plan.g))
-		{
-			free(keys);
-			return GC_ERR_CANCELLED;
-		}
-
+			st = GC_ERR_CANCELLED;
 		for (int k = 0; k < ws->plan.g; k++)
 			coord[k] = ws->plan.mapped ? ws->maps.coord[k][i] :
 				gc_grid_cell_of(&ws->plan, ws->x + i * ws->d, k);
-		keys[i].key = cell_key_of(&ws->plan, coord);
-		keys[i].row = i;
-		if (keys[i].key > max_key)
-			max_key = keys[i].key;
+		key[i] = cell_key_of(&ws->plan, coord);
+		row[i] = i;
 	}
-	if (gc_core_cancelled(ws->ctx))
-		st = GC_ERR_CANCELLED;
-	else if ((st = sort_by_key(ws, keys, max_key)) == GC_OK)
-		st = dbscan_cells(ws, keys);
-	free(keys);
+	if (st == GC_OK && gc_radix_sort(key, row, tkey, trow, n, ws->ctx->cancel, ws->ctx->cancel_arg) != 0)
+		st = gc_core_cancel_status(ws->ctx);
+	free(tkey);
+	free(trow);
+	if (st == GC_OK)
+		st = dbscan_cells(ws, key, row);
+	free(key);
+	free(row);
 	return st;
 }
 
