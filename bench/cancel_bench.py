@@ -2,7 +2,7 @@
 """
 How long a long gpuclust call takes to give up after it is asked to stop.
 
-Runs the hostile inputs of test/test_cancel.py (each keeps the CPU busy for
+Runs the hostile inputs of test/cancel_cases.py (each keeps the CPU busy for
 tens of seconds or more) and, for each, three ways of stopping it:
 
   statement_timeout     SET statement_timeout = '1s' before the call
@@ -33,6 +33,7 @@ measured by the client and include a round trip.
 
 import argparse
 import json
+import os
 import platform
 import select
 import sys
@@ -41,33 +42,8 @@ import time
 import psycopg2
 import psycopg2.extensions
 
-CASES = {
-    "dbscan_one_cell": ("300k x 10-D uniform, eps 100, min_pts 5",
-                        "SELECT count(*) FROM gpu_dbscan('SELECT id, f FROM cancel_u10', 100, 5, "
-                        "device => '{device}')"),
-    "dbscan_no_core": ("20k x 500-D, min_pts 2147483647",
-                       "SELECT count(*) FROM gpu_dbscan('SELECT id, f FROM cancel_w500', 1, 2147483647, "
-                       "device => '{device}')"),
-    "density_peaks": ("50k x 500-D",
-                      "SELECT count(*) FROM gpu_density_peaks('SELECT id, f FROM cancel_dp500', 5, "
-                      "device => '{device}')"),
-    "kmeans_reseed": ("500k sorted 1-D, k 1000 identical initial centroids",
-                      "SELECT count(*) FROM gpu_kmeans('SELECT id, x FROM cancel_sorted ORDER BY id', 1000, "
-                      "initial_centroids => array_fill(0::float8, ARRAY[1000, 1]), device => '{device}')"),
-}
-
-TABLES = {
-    "cancel_u10": """SELECT g::bigint AS id,
-                            ARRAY(SELECT random() FROM generate_series(1, 10) WHERE g > 0)::real[] AS f
-                     FROM generate_series(1, 300000) g""",
-    "cancel_w500": """SELECT g::bigint AS id,
-                             ARRAY(SELECT random() FROM generate_series(1, 500) WHERE g > 0)::real[] AS f
-                      FROM generate_series(1, 20000) g""",
-    "cancel_dp500": """SELECT g::bigint AS id,
-                              ARRAY(SELECT random() FROM generate_series(1, 500) WHERE g > 0)::real[] AS f
-                       FROM generate_series(1, 50000) g""",
-    "cancel_sorted": """SELECT g::bigint AS id, g::float8 AS x FROM generate_series(1, 500000) g""",
-}
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "test"))
+from cancel_cases import CASES, TABLES  # noqa: E402  (test/cancel_cases.py)
 
 METHODS = ("statement_timeout", "pg_cancel_backend", "pg_terminate_backend")
 AFTER_S = 1.0

@@ -35,6 +35,7 @@ import psycopg2.errors
 import psycopg2.extensions
 import pytest
 
+from cancel_cases import CASES as CANCEL_CASES, TABLES
 from conftest import connect
 
 # Client-side bound on any one wait; far beyond a prompt cancel, it only fails
@@ -44,33 +45,8 @@ SAFETY_S = 120.0
 # How long the call runs before the cancel or terminate is sent.
 RUN_BEFORE_S = 1.0
 
-CASES = {
-    "dbscan_one_cell":
-        "SELECT count(*) FROM gpu_dbscan('SELECT id, f FROM cancel_u10', 100, 5, device => 'cpu')",
-    "dbscan_no_core":
-        "SELECT count(*) FROM gpu_dbscan('SELECT id, f FROM cancel_w500', 1, 2147483647, "
-        "device => 'cpu')",
-    "density_peaks":
-        "SELECT count(*) FROM gpu_density_peaks('SELECT id, f FROM cancel_dp500', 5, "
-        "device => 'cpu')",
-    "kmeans_reseed":
-        "SELECT count(*) FROM gpu_kmeans('SELECT id, x FROM cancel_sorted ORDER BY id', 1000, "
-        "initial_centroids => array_fill(0::float8, ARRAY[1000, 1]), device => 'cpu')",
-}
-
-# The tables of the cases: uniform random features (a fixed seed), built in SQL.
-TABLES = {
-    "cancel_u10": """SELECT g::bigint AS id,
-                            ARRAY(SELECT random() FROM generate_series(1, 10) WHERE g > 0)::real[] AS f
-                     FROM generate_series(1, 300000) g""",
-    "cancel_w500": """SELECT g::bigint AS id,
-                             ARRAY(SELECT random() FROM generate_series(1, 500) WHERE g > 0)::real[] AS f
-                      FROM generate_series(1, 20000) g""",
-    "cancel_dp500": """SELECT g::bigint AS id,
-                              ARRAY(SELECT random() FROM generate_series(1, 500) WHERE g > 0)::real[] AS f
-                       FROM generate_series(1, 50000) g""",
-    "cancel_sorted": """SELECT g::bigint AS id, g::float8 AS x FROM generate_series(1, 500000) g""",
-}
+# The calls of the cases, on the CPU.
+CASES = {name: call.format(device="cpu") for name, (_, call) in CANCEL_CASES.items()}
 
 
 class Hung(Exception):
@@ -207,25 +183,32 @@ def test_statement_timeout(cancel_tables, case):
         still_answers(s, time.monotonic() + SAFETY_S)
 
 
+def stop_from_other(other, session, case, function, error):
+    """Starts the case on the session, calls function(pid) from other once it
+    has run RUN_BEFORE_S, and returns the exception of type error the call
+    ended with."""
+    deadline = time.monotonic() + SAFETY_S
+    start(session, CASES[case])
+    wait_until_running(other, session, deadline)
+    with other.cursor() as cur:
+        cur.execute(f"SELECT {function}(%s)", (session.pid,))
+        assert cur.fetchone() == (True,)
+    try:
+        with pytest.raises(error) as err:
+            wait(session.conn, time.monotonic() + SAFETY_S)
+    except Hung:
+        pytest.fail(f"{case}: no answer to {function} within {SAFETY_S:.0f} s")
+    return err.value
+
+
 @pytest.mark.parametrize("case", list(CASES))
 def test_pg_cancel_backend(cancel_tables, case):
     other = connect()
     try:
         with Session() as s:
-            deadline = time.monotonic() + SAFETY_S
-            start(s, CASES[case])
-            wait_until_running(other, s, deadline)
-            with other.cursor() as cur:
-                cur.execute("SELECT pg_cancel_backend(%s)", (s.pid,))
-                assert cur.fetchone() == (True,)
-            deadline = time.monotonic() + SAFETY_S
-            try:
-                with pytest.raises(psycopg2.errors.QueryCanceled) as err:
-                    wait(s.conn, deadline)
-            except Hung:
-                pytest.fail(f"{case}: no answer to pg_cancel_backend within {SAFETY_S:.0f} s")
-            assert err.value.pgcode == "57014"
-            assert "user request" in str(err.value)
+            err = stop_from_other(other, s, case, "pg_cancel_backend", psycopg2.errors.QueryCanceled)
+            assert err.pgcode == "57014"
+            assert "user request" in str(err)
             still_answers(s, time.monotonic() + SAFETY_S)
     finally:
         other.close()
@@ -236,20 +219,10 @@ def test_pg_terminate_backend(cancel_tables, case):
     other = connect()
     try:
         with Session() as s:
-            deadline = time.monotonic() + SAFETY_S
-            start(s, CASES[case])
-            wait_until_running(other, s, deadline)
-            with other.cursor() as cur:
-                cur.execute("SELECT pg_terminate_backend(%s)", (s.pid,))
-                assert cur.fetchone() == (True,)
-            deadline = time.monotonic() + SAFETY_S
-            try:
-                with pytest.raises(psycopg2.OperationalError):
-                    wait(s.conn, deadline)
-            except Hung:
-                pytest.fail(f"{case}: no answer to pg_terminate_backend within {SAFETY_S:.0f} s")
+            stop_from_other(other, s, case, "pg_terminate_backend", psycopg2.OperationalError)
             assert s.conn.closed, "the connection survived pg_terminate_backend"
             # the backend is gone ...
+            deadline = time.monotonic() + SAFETY_S
             with other.cursor() as cur:
                 while True:
                     cur.execute("SELECT count(*) FROM pg_stat_activity WHERE pid = %s", (s.pid,))

@@ -1,0 +1,37 @@
+"""
+The hostile inputs of the cancel tests (test/test_cancel.py) and of their
+timing script (bench/cancel_bench.py): each keeps a back end busy for tens
+of seconds or more, though its table builds in seconds.
+
+CASES: name -> (what the data are, the call as a format string with {device}).
+TABLES: table name -> the query that builds it (random features; run
+SELECT setseed(0.25) first for the same rows every time).
+"""
+
+CASES = {
+    "dbscan_one_cell": ("300k x 10-D uniform, eps 100, min_pts 5",
+                        "SELECT count(*) FROM gpu_dbscan('SELECT id, f FROM cancel_u10', 100, 5, "
+                        "device => '{device}')"),
+    "dbscan_no_core": ("20k x 500-D, min_pts 2147483647",
+                       "SELECT count(*) FROM gpu_dbscan('SELECT id, f FROM cancel_w500', 1, 2147483647, "
+                       "device => '{device}')"),
+    "density_peaks": ("50k x 500-D",
+                      "SELECT count(*) FROM gpu_density_peaks('SELECT id, f FROM cancel_dp500', 5, "
+                      "device => '{device}')"),
+    "kmeans_reseed": ("500k sorted 1-D, k 1000 identical initial centroids",
+                      "SELECT count(*) FROM gpu_kmeans('SELECT id, x FROM cancel_sorted ORDER BY id', 1000, "
+                      "initial_centroids => array_fill(0::float8, ARRAY[1000, 1]), device => '{device}')"),
+}
+
+TABLES = {
+    "cancel_u10": """SELECT g::bigint AS id,
+                            ARRAY(SELECT random() FROM generate_series(1, 10) WHERE g > 0)::real[] AS f
+                     FROM generate_series(1, 300000) g""",
+    "cancel_w500": """SELECT g::bigint AS id,
+                             ARRAY(SELECT random() FROM generate_series(1, 500) WHERE g > 0)::real[] AS f
+                      FROM generate_series(1, 20000) g""",
+    "cancel_dp500": """SELECT g::bigint AS id,
+                              ARRAY(SELECT random() FROM generate_series(1, 500) WHERE g > 0)::real[] AS f
+                       FROM generate_series(1, 50000) g""",
+    "cancel_sorted": """SELECT g::bigint AS id, g::float8 AS x FROM generate_series(1, 500000) g""",
+}
