@@ -20,7 +20,7 @@ say skipped).
 
 Connects with libpq's environment variables.  Cases:
 
-  dbscan_one_cell   300,000 uniform 10-D points, eps 100, min_pts 5
+  dbscan_one_cell   300,000 uniform 10-D points, eps 1, min_pts 5
   dbscan_no_core    20,000 x 500-D, eps 1, min_pts 2147483647
   density_peaks     50,000 x 500-D, 5 clusters
   kmeans_reseed     500,000 sorted 1-D rows, k 1000, identical initial centroids

@@ -19,8 +19,8 @@ CREATE TEMP TABLE cancel_sorted AS SELECT g::bigint AS id, g::float8 AS x
   FROM generate_series(1, 500000) g;
 SET gpuclust.device = 'gpu';
 SET statement_timeout = '1s';
-\echo == DBSCAN, 300k x 10-D uniform, eps 100, min_pts 5 (one cell)
-SELECT count(*) FROM gpu_dbscan('SELECT id, f FROM cancel_u10', 100, 5);
+\echo == DBSCAN, 300k x 10-D uniform, eps 1, min_pts 5 (one cell)
+SELECT count(*) FROM gpu_dbscan('SELECT id, f FROM cancel_u10', 1, 5);
 \echo == DBSCAN, 20k x 500-D, min_pts 2147483647
 SELECT count(*) FROM gpu_dbscan('SELECT id, f FROM cancel_w500', 1, 2147483647);
 \echo == density peaks, 50k x 500-D

@@ -9,8 +9,8 @@ SELECT setseed(0.25) first for the same rows every time).
 """
 
 CASES = {
-    "dbscan_one_cell": ("300k x 10-D uniform, eps 100, min_pts 5",
-                        "SELECT count(*) FROM gpu_dbscan('SELECT id, f FROM cancel_u10', 100, 5, "
+    "dbscan_one_cell": ("300k x 10-D uniform, eps 1, min_pts 5",
+                        "SELECT count(*) FROM gpu_dbscan('SELECT id, f FROM cancel_u10', 1, 5, "
                         "device => '{device}')"),
     "dbscan_no_core": ("20k x 500-D, min_pts 2147483647",
                        "SELECT count(*) FROM gpu_dbscan('SELECT id, f FROM cancel_w500', 1, 2147483647, "

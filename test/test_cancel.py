@@ -6,8 +6,9 @@ deep in a phase whose work grows faster than the number of rows.
 Each case is an input that keeps the CPU busy for tens of seconds (minutes
 without cancel) though its table builds in seconds:
 
-  dbscan_one_cell   300,000 uniform 10-D points, eps 100, min_pts 5: every
-                    point in one grid cell, the union phase quadratic
+  dbscan_one_cell   300,000 uniform 10-D points, eps 1, min_pts 5: every
+                    point in one grid cell (not all within eps of each
+                    other), the union phase quadratic
   dbscan_no_core    20,000 x 500-D, min_pts 2147483647: no point is core, so
                     every neighbourhood is counted in full
   density_peaks     50,000 x 500-D: quadratic rho and delta

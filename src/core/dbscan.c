@@ -16,8 +16,10 @@
  *  index   the grid of common/dbscan_grid.h on min(d, 3) dimensions,
  *          the points sorted by cell so that a cell is a contiguous run;
  *  core    the core points, counting neighbours only up to min_pts; a cell
- *          of the fine grid (FDBSCAN-DenseBox) holding at least min_pts
- *          points is all core without a single distance computation;
+ *          of the fine grid (FDBSCAN-DenseBox), or on another grid a cell
+ *          whose points' bounding box is within eps (dbscan_dense), holding
+ *          at least min_pts points is all core without a single distance
+ *          computation;
  *  union   core points within eps joined in a disjoint-set forest, each
  *          pair of cells once;
  *  border  each other point takes the lowest-row core point within eps;
@@ -69,6 +71,7 @@ typedef struct dbscan_ws
 	 */
 	int64_t		cursor[GC_GRID_MAX_ROWS];
 	int64_t		nbr[DBSCAN_MAX_NBR];	/* neighbour cells of one cell */
+	uint8_t    *dense;			/* [ncells] all members core and one cluster (dbscan_dense) */
 
 	/* by sorted position */
 	uint8_t    *core;			/* [n] */
@@ -100,6 +103,7 @@ dbscan_ws_free(dbscan_ws *ws)
 	free(ws->perm);
 	free(ws->cell_start);
 	free(ws->cell_key);
+	free(ws->dense);
 	free(ws->core);
 	free(ws->parent);
 	gc_grid_maps_free(&ws->maps);
@@ -332,6 +336,81 @@ grid_neighbours(dbscan_ws *ws, int64_t c)
 
 /* ---------------------------------------------------------------- core */
 
+/*
+ * Whether the points [s, e) are all within eps of each other: the diagonal
+ * of their bounding box, computed as gc_dist2 computes a distance, is at
+ * most eps.  Every pair's computed distance is then at most the computed
+ * diagonal (each difference is at most the box's in that dimension, and
+ * rounding keeps that order), so the test is exact.  lo, hi: scratch [d].
+ */
+static int
+dbscan_clique(const dbscan_ws *ws, int64_t s, int64_t e, float *lo, float *hi)
+{
+	int32_t		d = ws->d;
+
+	memcpy(lo, ws->xs + (size_t) s * d, sizeof(float) * d);
+	memcpy(hi, lo, sizeof(float) * d);
+	for (int64_t i = s + 1; i < e; i++)
+	{
+		const float *p = ws->xs + (size_t) i * d;
+
+		for (int32_t k = 0; k < d; k++)
+		{
+			if (p[k] < lo[k])
+				lo[k] = p[k];
+			if (p[k] > hi[k])
+				hi[k] = p[k];
+		}
+	}
+	return gc_dist2(lo, hi, d) <= ws->eps2;
+}
+
+/*
+ * ws->dense: the cells holding at least min_pts points that are all within
+ * eps of each other, so that every member is core and all are one cluster
+ * without a distance computation: every such cell of the fine grid
+ * (FDBSCAN-DenseBox), and on other grids the cells whose points' bounding
+ * box says so (duplicates, tight groups: without this one cell of n equal
+ * points would cost n^2 / 2 steps in the union).
+ */
+static gc_status
+dbscan_dense(dbscan_ws *ws)
+{
+	float	   *lo = NULL;
+	float	   *hi = NULL;
+
+	ws->dense = calloc((size_t) ws->ncells, 1);
+	if (!ws->plan.dense_ok)
+	{
+		lo = malloc(sizeof(float) * (size_t) ws->d);
+		hi = malloc(sizeof(float) * (size_t) ws->d);
+	}
+	if (!ws->dense || (!ws->plan.dense_ok && (!lo || !hi)))
+	{
+		free(lo);
+		free(hi);
+		return gc_core_oom(ws->ctx, (size_t) ws->ncells, "out of memory for the dense cells");
+	}
+	for (int64_t c = 0; c < ws->ncells; c++)
+	{
+		int64_t		size = CELL_SIZE(ws, c);
+
+		if (size < ws->min_pts)
+			continue;
+		ws->dense[c] = ws->plan.dense_ok ||
+			dbscan_clique(ws, ws->cell_start[c], ws->cell_start[c + 1], lo, hi);
+		if (!ws->plan.dense_ok && dbscan_tick(ws, size))
+		{
+			free(lo);
+			free(hi);
+			return GC_ERR_CANCELLED;
+		}
+	}
+	free(lo);
+	free(hi);
+	return GC_OK;
+}
+
 /* Phase core: marks the core points, counting neighbours only up to min_pts. */
 static gc_status
 dbscan_core(dbscan_ws *ws)
@@ -339,6 +418,7 @@ dbscan_core(dbscan_ws *ws)
 	int64_t		n = ws->n;
 	int32_t		d = ws->d;
 	int			dense_ok = ws->plan.dense_ok;
+	gc_status	st;
 
 	if (gc_core_cancelled(ws->ctx))
 		return GC_ERR_CANCELLED;
@@ -347,6 +427,8 @@ dbscan_core(dbscan_ws *ws)
 	if (!ws->core || !ws->parent)
 		return gc_core_oom(ws->ctx, (size_t) n + sizeof(int64_t) * (size_t) n,
 						   "out of memory for DBSCAN of %lld points", (long long) n);
+	if ((st = dbscan_dense(ws)) != GC_OK)
+		return st;
 	grid_rewind(ws);
 	for (int64_t c = 0; c < ws->ncells; c++)
 	{
@@ -354,7 +436,7 @@ dbscan_core(dbscan_ws *ws)
 		int64_t		size = CELL_SIZE(ws, c);
 		int32_t		m;
 
-		if (dense_ok && size >= ws->min_pts)
+		if (ws->dense[c])
 		{
 			memset(ws->core + s, 1, (size_t) size);
 			continue;
@@ -484,8 +566,8 @@ union_cells(dbscan_ws *ws, int64_t c, int64_t nc)
 	int64_t		e = ws->cell_start[c + 1];
 	int64_t		ns = ws->cell_start[nc];
 	int64_t		ne = ws->cell_start[nc + 1];
-	int			c_dense = ws->plan.dense_ok && e - s >= ws->min_pts;
-	int			n_dense = ws->plan.dense_ok && ne - ns >= ws->min_pts;
+	int			c_dense = ws->dense[c];
+	int			n_dense = ws->dense[nc];
 
 	if (nc == c && c_dense)
 	{

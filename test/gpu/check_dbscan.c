@@ -419,8 +419,9 @@ db_error_paths(void)
 	}
 
 	/*
-	 * One crowded cell: every point within eps of every other in 10-D, so
-	 * that a launch holds minutes of work; the callback says yes after
+	 * One crowded cell: uniform in [0, 1)^10 with eps 1, the side of the
+	 * cells, so that many but not all pairs are neighbours and a launch
+	 * holds minutes of work; the callback says yes after
 	 * 300 ms and the launch must stop early (the time is printed, not checked).
 	 */
 	{
@@ -432,10 +433,10 @@ db_error_paths(void)
 
 		db_alloc(&ca, cn);
 		c.deadline_ms = gc_h_now_ms() + 300.0;
-		db_run(H.test, &ca, cx, cn, 10, 100.0, 5, NULL, &c);
+		db_run(H.test, &ca, cx, cn, 10, 1.0, 5, NULL, &c);
 		t_end = gc_h_now_ms();
 		snprintf(detail, sizeof(detail),
-				 "%lld x 10-D, eps 100: status %s (%s), %.1f ms from yes to return, %.1f ms in all",
+				 "%lld x 10-D, eps 1: status %s (%s), %.1f ms from yes to return, %.1f ms in all",
 				 (long long) cn, gc_h_status_name(ca.status), ca.error,
 				 c.t_yes > 0 ? t_end - c.t_yes : -1.0, ca.wall_ms);
 		h_check(ca.status == GC_ERR_CANCELLED, "dbscan cancel in one crowded cell", detail);

@@ -443,6 +443,28 @@ test_skewed_sets(void)
 		compare("round lattice, eps on the lattice step", x, n, 5, 0.2, 5);
 		free(x);
 	}
+	/*
+	 * 8-D: most rows equal, a tight group and spread rows: cells whose
+	 * points are all within eps of each other are taken whole (on the grid
+	 * of side eps too), next to cells where they are not.
+	 */
+	{
+		int64_t		n = 3000;
+		float	   *x = random_set(n, 8, 0, 0.0, 0.0);
+
+		for (int64_t i = 0; i < n; i++)
+			for (int k = 0; k < 8; k++)
+			{
+				if (i % 3 != 2)
+					x[i * 8 + k] = 0.25f;
+				else if (i % 6 == 2)
+					x[i * 8 + k] = 0.5f + 0.01f * x[i * 8 + k];
+			}
+		compare("equal rows and a tight group, 8-D", x, n, 8, 0.05, 5);
+		compare("equal rows and a tight group, 8-D, eps inside the group", x, n, 8, 0.012, 4);
+		compare("equal rows and a tight group, 8-D, large min_pts", x, n, 8, 0.05, 1500);
+		free(x);
+	}
 }
 
 /* Cancel stops the work and reports it. */
@@ -466,8 +488,8 @@ test_cancel(void)
 
 /*
  * Cancel is asked in proportion to the work: all points in one cell of a
- * 10-D grid (eps larger than the data), where the union compares every
- * pair.  The callback counts its calls; it must be asked many times before
+ * 10-D grid (uniform in [0, 1)^10, eps 1: the cell's side), where many but
+ * not all pairs are neighbours, so that the union compares every pair.  The callback counts its calls; it must be asked many times before
  * the call would have ended, not once a cell.
  */
 static int	crowd_calls = 0;
@@ -485,7 +507,7 @@ test_cancel_crowded_cell(void)
 	float	   *x = random_set(n, 10, 0, 0.0, 0.0);
 	int32_t    *c = malloc(sizeof(int32_t) * n);
 	uint8_t    *k = malloc(n);
-	gc_dbscan_params p = {sizeof(p), 100.0, 5};
+	gc_dbscan_params p = {sizeof(p), 1.0, 5};
 	gc_dbscan_result r = {c, k, 0};
 
 	crowd_calls = 0;
