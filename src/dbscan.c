@@ -57,7 +57,7 @@ gpu_dbscan(PG_FUNCTION_ARGS)
 	job.result.is_core = GcAlloc(&call, sizeof(uint8) * call.in.n, "core flags");
 	GcCallCompute(&call, RunDbscan, &job);
 
-	ts = GcCallOutputStart(&call, fcinfo, &desc);
+	ts = GcCallOutputStart(&call, fcinfo, &desc, call.in.n);
 	for (int64 i = 0; i < call.in.n; i++)
 	{
 		Datum		values[3];

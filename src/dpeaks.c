@@ -153,7 +153,7 @@ gpu_density_peaks(PG_FUNCTION_ARGS)
 	r->is_center = GcAlloc(&call, sizeof(uint8) * call.in.n, "centre flags");
 	GcCallCompute(&call, RunDpeaks, &job);
 
-	ts = GcCallOutputStart(&call, fcinfo, &desc);
+	ts = GcCallOutputStart(&call, fcinfo, &desc, call.in.n);
 	for (int64 i = 0; i < call.in.n; i++)
 	{
 		Datum		values[5];

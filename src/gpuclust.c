@@ -9,6 +9,8 @@
 
 #include <math.h>
 
+#include "access/htup_details.h"
+#include "access/tupmacs.h"
 #include "miscadmin.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
@@ -22,6 +24,7 @@ bool		gc_timing_guc = false;
 int			gc_device_id_guc = 0;
 int			gc_gpu_min_rows_guc = 20000;
 int			gc_kmeans_precision_guc = GC_PRECISION_FP32;
+int			gc_output_mem_guc = 1024 * 1024;	/* kB */
 gc_tuning	gc_tuning_gucs;
 
 /* Developer settings stored as int/double, copied into gc_tuning_gucs by their assign hooks. */
@@ -139,6 +142,12 @@ _PG_init(void)
 							 "tf32 takes the TF32 products unchecked: a little faster, with about 1e-3 relative error in distances.",
 							 &gc_kmeans_precision_guc, GC_PRECISION_FP32, precision_options,
 							 PGC_USERSET, 0, NULL, NULL, NULL);
+	DefineCustomIntVariable("gpuclust.output_mem",
+							"Memory a call's result may hold before it goes to a temporary file.",
+							"A result that fits stays in memory up to this size, above work_mem; "
+							"a larger one is written to a temporary file past work_mem, as without this setting.",
+							&gc_output_mem_guc, 1024 * 1024, 64, MAX_KILOBYTES,
+							PGC_USERSET, GUC_UNIT_KB, NULL, NULL, NULL);
 	DefineTuningGucs();
 	MarkGUCPrefixReserved("gpuclust");
 }
@@ -449,14 +458,54 @@ GcCallCompute(GcCall *call, GcRunFn run, void *job)
 		ReportFailure(call, api, st);
 }
 
-/* Sets up materialize-mode output; rows go into the returned tuplestore. */
+/*
+ * The memory, in kB, that a tuplestore takes to hold nrows rows of desc in
+ * memory, from above: each row is a MinimalTuple in its own palloc chunk
+ * (rounded up to a power of two, with the chunk header) and a pointer in the
+ * tuplestore's array, which grows by doubling.  Variable-length columns are
+ * counted at varlena_bytes each.
+ */
+static double
+OutputKb(TupleDesc desc, int64 nrows, Size varlena_bytes)
+{
+	Size		len = MAXALIGN(offsetof(MinimalTupleData, t_bits) + BITMAPLEN(desc->natts));
+	Size		chunk;
+
+	for (int i = 0; i < desc->natts; i++)
+	{
+		Form_pg_attribute att = TupleDescAttr(desc, i);
+
+		if (att->attlen > 0)
+			len = att_align_nominal(len, att->attalign) + att->attlen;
+		else
+			len = INTALIGN(len) + varlena_bytes;
+	}
+	for (chunk = 8; chunk < len; chunk *= 2)
+		;
+	return (double) nrows * (chunk + 16 + 2 * sizeof(void *)) / 1024.0;
+}
+
+/*
+ * Sets up materialize-mode output of nrows rows (an estimate where the rows
+ * vary in width); they go into the returned tuplestore.
+ *
+ * The tuplestore holds its rows in memory up to a limit and writes them all
+ * to a temporary file past it, and the query above reads them back from
+ * there.  PostgreSQL's limit is work_mem (4MB by default: 70000 DBSCAN
+ * rows).  Knowing the size of the result, the call raises the limit to
+ * gpuclust.output_mem when the whole result fits in that, so that it stays
+ * in memory; a result that does not fit keeps work_mem and goes to the file
+ * from the start instead of after filling output_mem first.
+ */
 Tuplestorestate *
-GcCallOutputStart(GcCall *call, FunctionCallInfo fcinfo, TupleDesc *tupdesc)
+GcCallOutputStart(GcCall *call, FunctionCallInfo fcinfo, TupleDesc *tupdesc, int64 nrows)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	MemoryContext oldcxt;
 	Tuplestorestate *ts;
 	TupleDesc	desc;
+	int			max_kb = work_mem;
+	double		need_kb;
 
 	INSTR_TIME_SET_CURRENT(call->t_phase);
 	if (rsinfo == NULL || !IsA(rsinfo, ReturnSetInfo))
@@ -472,8 +521,11 @@ GcCallOutputStart(GcCall *call, FunctionCallInfo fcinfo, TupleDesc *tupdesc)
 	if (get_call_result_type(fcinfo, NULL, &desc) != TYPEFUNC_COMPOSITE)
 		elog(ERROR, "return type must be a row type");
 	desc = CreateTupleDescCopy(desc);
+	need_kb = OutputKb(desc, nrows, (Size) VARHDRSZ + (Size) call->in.d * sizeof(float8));
+	if (need_kb > work_mem && need_kb <= gc_output_mem_guc)
+		max_kb = gc_output_mem_guc;
 	ts = tuplestore_begin_heap(rsinfo->allowedModes & SFRM_Materialize_Random,
-							   false, work_mem);
+							   false, max_kb);
 	rsinfo->returnMode = SFRM_Materialize;
 	rsinfo->setResult = ts;
 	rsinfo->setDesc = desc;
@@ -552,30 +604,29 @@ gpuclust_devices(PG_FUNCTION_ARGS)
 
 	GcCallBegin(&call, fcinfo, &devices, -1);
 	api = GcGpuApi(reason, sizeof(reason), &why);
-	ts = GcCallOutputStart(&call, fcinfo, &desc);
-	if (api != NULL && api->device_count(&count) == GC_OK)
+	if (api != NULL && api->device_count(&count) != GC_OK)
+		count = 0;
+	ts = GcCallOutputStart(&call, fcinfo, &desc, count);
+	for (int32 i = 0; i < count; i++)
 	{
-		for (int32 i = 0; i < count; i++)
-		{
-			gc_device_info info;
-			Datum		values[5];
-			bool		nulls[5] = {false, false, false, false, false};
-			char		cc[32];
-			gc_status	st = api->device_info(i, &info);
+		gc_device_info info;
+		Datum		values[5];
+		bool		nulls[5] = {false, false, false, false, false};
+		char		cc[32];
+		gc_status	st = api->device_info(i, &info);
 
-			if (st != GC_OK)
-				ereport(ERROR,
-						(errcode(ERRCODE_EXTERNAL_ROUTINE_EXCEPTION),
-						 errmsg("could not read the properties of GPU %d", i),
-						 errdetail("%s", api->last_error()->message)));
-			snprintf(cc, sizeof(cc), "%d.%d", info.cc_major, info.cc_minor);
-			values[0] = Int32GetDatum(info.device_id);
-			values[1] = CStringGetTextDatum(info.name);
-			values[2] = Int64GetDatum(info.total_memory);
-			values[3] = CStringGetTextDatum(cc);
-			values[4] = Int64GetDatum(info.free_memory);
-			tuplestore_putvalues(ts, desc, values, nulls);
-		}
+		if (st != GC_OK)
+			ereport(ERROR,
+					(errcode(ERRCODE_EXTERNAL_ROUTINE_EXCEPTION),
+					 errmsg("could not read the properties of GPU %d", i),
+					 errdetail("%s", api->last_error()->message)));
+		snprintf(cc, sizeof(cc), "%d.%d", info.cc_major, info.cc_minor);
+		values[0] = Int32GetDatum(info.device_id);
+		values[1] = CStringGetTextDatum(info.name);
+		values[2] = Int64GetDatum(info.total_memory);
+		values[3] = CStringGetTextDatum(cc);
+		values[4] = Int64GetDatum(info.free_memory);
+		tuplestore_putvalues(ts, desc, values, nulls);
 	}
 	GcCallEnd(&call, NULL);
 	return (Datum) 0;

@@ -14,7 +14,7 @@
  *     GcReportCheck(gc_check_dbscan(&job.params, call.in.n, call.in.d, &err), &err);
  *     ...allocate the result arrays with GcAlloc...
  *     GcCallCompute(&call, RunDbscan, &job);
- *     ts = GcCallOutputStart(&call, fcinfo, &tupdesc);
+ *     ts = GcCallOutputStart(&call, fcinfo, &tupdesc, call.in.n);
  *     ...tuplestore_putvalues for each row...
  *     GcCallEnd(&call, NULL);
  */
@@ -48,6 +48,7 @@ extern bool gc_timing_guc;
 extern int	gc_device_id_guc;
 extern int	gc_gpu_min_rows_guc;
 extern int	gc_kmeans_precision_guc;	/* gc_precision */
+extern int	gc_output_mem_guc;	/* kB */
 extern gc_tuning gc_tuning_gucs;	/* developer settings, see GcDefineTuningGucs */
 
 /* The gathered input: n rows of d float features, in query order. */
@@ -104,7 +105,7 @@ extern void GcCallBegin(GcCall *call, FunctionCallInfo fcinfo,
 extern void GcCallGather(GcCall *call, text *query);
 extern void GcCallCompute(GcCall *call, GcRunFn run, void *job);
 extern Tuplestorestate *GcCallOutputStart(GcCall *call, FunctionCallInfo fcinfo,
-										  TupleDesc *tupdesc);
+										  TupleDesc *tupdesc, int64 nrows);
 extern void GcCallEnd(GcCall *call, const char *extra);
 
 /* Raises the error a check of common/checks.h found, if any. */

@@ -131,7 +131,8 @@ static void
 KmOutput(GcCall *call, KmeansJob *job, FunctionCallInfo fcinfo, bool per_cluster)
 {
 	TupleDesc	desc;
-	Tuplestorestate *ts = GcCallOutputStart(call, fcinfo, &desc);
+	Tuplestorestate *ts = GcCallOutputStart(call, fcinfo, &desc,
+												  per_cluster ? job->params.k : call->in.n);
 	const gc_kmeans_result *r = &job->result;
 	int32		d = call->in.d;
 
