@@ -6,11 +6,18 @@
 -- real[] / double precision[] column, or one or more numeric scalar columns.
 -- The query runs read-only with the caller's privileges.
 
+-- Planner support: the estimated result size (k rows for the centroids, the
+-- planned row count of a constant query for the per-row functions).
+CREATE FUNCTION gpuclust_support(internal)
+RETURNS internal
+AS 'MODULE_PATHNAME', 'gpuclust_support'
+LANGUAGE C STRICT;
+
 CREATE FUNCTION gpu_dbscan(query text, eps double precision, min_pts integer,
                            device text DEFAULT NULL)
 RETURNS TABLE (id bigint, cluster_id integer, is_core boolean)
 AS 'MODULE_PATHNAME', 'gpu_dbscan'
-LANGUAGE C VOLATILE PARALLEL UNSAFE;
+LANGUAGE C VOLATILE PARALLEL UNSAFE SUPPORT gpuclust_support;
 
 COMMENT ON FUNCTION gpu_dbscan(text, double precision, integer, text) IS
 'DBSCAN (ST_ClusterDBSCAN compatible): one row per input row with its cluster (NULL for noise)';
@@ -22,7 +29,7 @@ CREATE FUNCTION gpu_kmeans(query text, k integer, max_iter integer DEFAULT 300,
                            device text DEFAULT NULL)
 RETURNS TABLE (id bigint, cluster_id integer, distance double precision)
 AS 'MODULE_PATHNAME', 'gpu_kmeans'
-LANGUAGE C VOLATILE PARALLEL UNSAFE;
+LANGUAGE C VOLATILE PARALLEL UNSAFE SUPPORT gpuclust_support;
 
 COMMENT ON FUNCTION gpu_kmeans(text, integer, integer, double precision, integer, text, double precision[], text) IS
 'k-means (Lloyd): one row per input row with its cluster and its distance to the centroid';
@@ -34,7 +41,7 @@ CREATE FUNCTION gpu_kmeans_centroids(query text, k integer, max_iter integer DEF
                                      device text DEFAULT NULL)
 RETURNS TABLE (cluster_id integer, centroid double precision[], size bigint, inertia double precision)
 AS 'MODULE_PATHNAME', 'gpu_kmeans_centroids'
-LANGUAGE C VOLATILE PARALLEL UNSAFE;
+LANGUAGE C VOLATILE PARALLEL UNSAFE ROWS 10 SUPPORT gpuclust_support;
 
 COMMENT ON FUNCTION gpu_kmeans_centroids(text, integer, integer, double precision, integer, text, double precision[], text) IS
 'k-means (Lloyd): one row per cluster with its centroid, size and inertia';
@@ -49,7 +56,7 @@ CREATE FUNCTION gpu_density_peaks(query text, n_clusters integer DEFAULT NULL,
 RETURNS TABLE (id bigint, cluster_id integer, rho double precision, delta double precision,
                is_center boolean)
 AS 'MODULE_PATHNAME', 'gpu_density_peaks'
-LANGUAGE C VOLATILE PARALLEL UNSAFE;
+LANGUAGE C VOLATILE PARALLEL UNSAFE SUPPORT gpuclust_support;
 
 COMMENT ON FUNCTION gpu_density_peaks(text, integer, double precision, double precision, text, double precision, double precision, text) IS
 'density peaks clustering (Rodriguez and Laio): cluster, rho, delta and centre flag per row';
@@ -58,7 +65,24 @@ CREATE FUNCTION gpuclust_devices()
 RETURNS TABLE (device_id integer, name text, total_memory bigint,
                compute_capability text, free_memory bigint)
 AS 'MODULE_PATHNAME', 'gpuclust_devices'
-LANGUAGE C VOLATILE PARALLEL UNSAFE;
+LANGUAGE C VOLATILE PARALLEL SAFE ROWS 4;
 
 COMMENT ON FUNCTION gpuclust_devices() IS
 'the GPUs gpuclust can use (no rows when none is usable)';
+
+-- Parallel labels.  The clustering functions run the user's query (which may
+-- read temporary tables, visible only to this backend) in a subtransaction:
+-- PARALLEL RESTRICTED lets the rest of the statement use parallel workers
+-- while they run in the leader.  Before PostgreSQL 17 a subtransaction
+-- cannot start while the leader is in parallel mode, so there they stay
+-- PARALLEL UNSAFE.  gpuclust_devices runs no query: PARALLEL SAFE.
+DO $$
+BEGIN
+  IF current_setting('server_version_num')::integer >= 170000 THEN
+    ALTER FUNCTION gpu_dbscan(text, double precision, integer, text) PARALLEL RESTRICTED;
+    ALTER FUNCTION gpu_kmeans(text, integer, integer, double precision, integer, text, double precision[], text) PARALLEL RESTRICTED;
+    ALTER FUNCTION gpu_kmeans_centroids(text, integer, integer, double precision, integer, text, double precision[], text) PARALLEL RESTRICTED;
+    ALTER FUNCTION gpu_density_peaks(text, integer, double precision, double precision, text, double precision, double precision, text) PARALLEL RESTRICTED;
+  END IF;
+END
+$$;

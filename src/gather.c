@@ -637,9 +637,16 @@ RunQuery(const char *query, GatherReceiver *st)
 
 	if ((rc = SPI_connect()) != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed: %s", SPI_result_code_string(rc));
-	plan = SPI_prepare(query, 0, NULL);
+	/*
+	 * Parallel plans are allowed: the plan runs once, to completion, into
+	 * the DestReceiver, which is what PostgreSQL asks of a parallel plan.
+	 * The planner still keeps it serial when the query calls anything
+	 * parallel unsafe or when workers would not pay (a plain scan of every
+	 * row usually does not: each row would cross over from a worker).
+	 */
+	plan = SPI_prepare_cursor(query, 0, NULL, CURSOR_OPT_PARALLEL_OK);
 	if (plan == NULL)
-		elog(ERROR, "SPI_prepare failed: %s", SPI_result_code_string(SPI_result));
+		elog(ERROR, "SPI_prepare_cursor failed: %s", SPI_result_code_string(SPI_result));
 	CheckReadOnly(plan, query);
 	{
 		CachedPlanSource *ps = linitial(SPI_plan_get_plan_sources(plan));

@@ -6,10 +6,10 @@
 -- One line per member object of the extension.
 CREATE FUNCTION pg_temp.gpuclust_catalog() RETURNS SETOF text LANGUAGE sql AS $$
   SELECT CASE WHEN d.classid = 'pg_proc'::regclass THEN
-           format('function %s(%s) RETURNS %s volatile=%s parallel=%s strict=%s secdef=%s cost=%s rows=%s lang=%s symbol=%s comment=%s',
+           format('function %s(%s) RETURNS %s volatile=%s parallel=%s strict=%s secdef=%s cost=%s rows=%s support=%s lang=%s symbol=%s comment=%s',
                   p.proname, pg_get_function_arguments(p.oid), pg_get_function_result(p.oid),
                   p.provolatile, p.proparallel, p.proisstrict, p.prosecdef, p.procost,
-                  p.prorows, l.lanname, p.prosrc, obj_description(p.oid, 'pg_proc'))
+                  p.prorows, p.prosupport::regproc, l.lanname, p.prosrc, obj_description(p.oid, 'pg_proc'))
          ELSE pg_describe_object(d.classid, d.objid, d.objsubid) END
   FROM pg_depend d
   LEFT JOIN pg_proc p ON d.classid = 'pg_proc'::regclass AND p.oid = d.objid
