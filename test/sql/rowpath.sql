@@ -1,0 +1,76 @@
+-- The row path: the gather of feature arrays, the result's tuplestore, the
+-- planner's estimates and parallel plans of the user's query.
+
+-- gpuclust.output_mem: memory a result may hold before it goes to a file
+LOAD 'gpuclust';
+SHOW gpuclust.output_mem;
+SET gpuclust.output_mem = '64kB';
+SHOW gpuclust.output_mem;
+SET gpuclust.output_mem = '32kB';
+RESET gpuclust.output_mem;
+
+-- NaN and infinities in real[] are found wherever they are: first, second
+-- and third element, the last of an odd count, and the first bad one is named
+SELECT * FROM gpu_dbscan('SELECT 1, ARRAY[''NaN'', 1, 2]::real[]', 1, 2);
+SELECT * FROM gpu_dbscan('SELECT 2, ARRAY[0, ''Infinity'', 2]::real[]', 1, 2);
+SELECT * FROM gpu_dbscan('SELECT 3, ARRAY[0, 1, ''-Infinity'']::real[]', 1, 2);
+SELECT * FROM gpu_dbscan('SELECT g, array_append(array_fill(0.5::real, ARRAY[256]), CASE WHEN g = 7 THEN ''NaN''::real ELSE 1 END) FROM generate_series(1, 9) g', 1, 2);
+SELECT * FROM gpu_dbscan('SELECT 5, ARRAY[0, ''Infinity'', ''NaN'']::real[]', 1, 2);
+-- the largest and smallest reals, negative zero and subnormals are values
+SELECT count(*), count(cluster_id) AS clustered
+FROM gpu_dbscan('SELECT g, ARRAY[3.4028235e38, -3.4028235e38, -0.0, 1.4e-45, -1.2e-40]::real[] FROM generate_series(1, 3) g', 1, 2, device => 'cpu');
+-- double precision[]: the first bad element is named, whichever check fails
+SELECT * FROM gpu_dbscan('SELECT 6, ARRAY[1, 1e-50, ''NaN'']::float8[]', 1, 2);
+SELECT * FROM gpu_dbscan('SELECT 6, ARRAY[1, ''NaN'', 1e-50]::float8[]', 1, 2);
+SELECT * FROM gpu_dbscan('SELECT 6, ARRAY[1, 2, 1e300]::float8[]', 1, 2);
+SELECT * FROM gpu_dbscan('SELECT 6, ARRAY[1, 2, ''-Infinity'']::float8[]', 1, 2);
+
+-- a result larger than work_mem and output_mem goes to a temporary file and
+-- reads back the same as one held in memory
+CREATE TABLE rowpath_t AS
+  SELECT g AS id, ARRAY[(g % 100) * 0.5, (g / 100) % 50 + (g % 7) * 0.01]::real[] AS f
+  FROM generate_series(1, 30000) g;
+INSERT INTO rowpath_t SELECT 30000 + g, ARRAY[1e6 + g, -1e6]::real[] FROM generate_series(1, 5) g;
+SET work_mem = '64kB';
+SET gpuclust.output_mem = '64kB';
+CREATE TEMP TABLE spilled AS
+  SELECT row_number() OVER () AS pos, * FROM gpu_dbscan('SELECT id, f FROM rowpath_t ORDER BY id', 0.6, 4, device => 'cpu');
+RESET gpuclust.output_mem;
+CREATE TEMP TABLE in_memory AS
+  SELECT row_number() OVER () AS pos, * FROM gpu_dbscan('SELECT id, f FROM rowpath_t ORDER BY id', 0.6, 4, device => 'cpu');
+RESET work_mem;
+SELECT count(*) AS rows, count(DISTINCT cluster_id) AS clusters, count(*) - count(cluster_id) AS noise
+FROM in_memory;
+SELECT count(*) AS differing FROM
+  ((TABLE spilled EXCEPT TABLE in_memory) UNION ALL (TABLE in_memory EXCEPT TABLE spilled)) d;
+-- output order is the query's order
+SELECT bool_and(id = pos) AS in_query_order FROM in_memory WHERE id <= 30000;
+
+-- parallel labels: RESTRICTED from PostgreSQL 17 (subtransactions in
+-- parallel mode), UNSAFE before; gpuclust_devices runs no query: SAFE
+SELECT proname, proparallel = CASE WHEN proname = 'gpuclust_devices' THEN 's'
+                                   WHEN current_setting('server_version_num')::int >= 170000 THEN 'r'
+                                   ELSE 'u' END AS label_ok,
+       prosupport::regproc AS support
+FROM pg_proc WHERE proname LIKE 'gpu%' AND proname <> 'gpuclust_support' ORDER BY proname;
+
+-- the rest of a statement may use workers; the function runs in the leader
+SET parallel_setup_cost = 0;
+SET parallel_tuple_cost = 0;
+SET min_parallel_table_scan_size = 0;
+SELECT count(*), count(DISTINCT d.cluster_id) AS clusters
+FROM gpu_dbscan('SELECT id, f FROM rowpath_t WHERE id % 3 = 0', 0.6, 4, device => 'cpu') d
+JOIN rowpath_t t USING (id);
+-- and the user's query may use workers: the same answer as a serial plan
+-- when the query fixes its order
+CREATE TEMP TABLE par AS SELECT * FROM gpu_kmeans('SELECT id, f FROM rowpath_t WHERE id % 2 = 0 ORDER BY id', 5, seed => 3, device => 'cpu');
+SET max_parallel_workers_per_gather = 0;
+CREATE TEMP TABLE ser AS SELECT * FROM gpu_kmeans('SELECT id, f FROM rowpath_t WHERE id % 2 = 0 ORDER BY id', 5, seed => 3, device => 'cpu');
+RESET max_parallel_workers_per_gather;
+RESET parallel_setup_cost;
+RESET parallel_tuple_cost;
+RESET min_parallel_table_scan_size;
+SELECT (SELECT count(*) FROM par) AS rows,
+       (SELECT count(*) FROM ((TABLE par EXCEPT TABLE ser) UNION ALL (TABLE ser EXCEPT TABLE par)) d) AS differing;
+
+DROP TABLE rowpath_t;
