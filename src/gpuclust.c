@@ -12,6 +12,7 @@
 #include "access/htup_details.h"
 #include "access/tupmacs.h"
 #include "miscadmin.h"
+#include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
 
@@ -462,8 +463,8 @@ GcCallCompute(GcCall *call, GcRunFn run, void *job)
  * The memory, in kB, that a tuplestore takes to hold nrows rows of desc in
  * memory, from above: each row is a MinimalTuple in its own palloc chunk
  * (rounded up to a power of two, with the chunk header) and a pointer in the
- * tuplestore's array, which grows by doubling.  Variable-length columns are
- * counted at varlena_bytes each.
+ * tuplestore's array, which grows by doubling, and starts at 1024 entries.
+ * Variable-length columns are counted at varlena_bytes each.
  */
 static double
 OutputKb(TupleDesc desc, int64 nrows, Size varlena_bytes)
@@ -482,7 +483,7 @@ OutputKb(TupleDesc desc, int64 nrows, Size varlena_bytes)
 	}
 	for (chunk = 8; chunk < len; chunk *= 2)
 		;
-	return (double) nrows * (chunk + 16 + 2 * sizeof(void *)) / 1024.0;
+	return (double) nrows * (chunk + 16 + 2 * sizeof(void *)) / 1024.0 + 16.0;
 }
 
 /*
@@ -521,7 +522,8 @@ GcCallOutputStart(GcCall *call, FunctionCallInfo fcinfo, TupleDesc *tupdesc, int
 	if (get_call_result_type(fcinfo, NULL, &desc) != TYPEFUNC_COMPOSITE)
 		elog(ERROR, "return type must be a row type");
 	desc = CreateTupleDescCopy(desc);
-	need_kb = OutputKb(desc, nrows, (Size) VARHDRSZ + (Size) call->in.d * sizeof(float8));
+	/* the one variable-length column there is: a centroid, d double precision values */
+	need_kb = OutputKb(desc, nrows, ARR_OVERHEAD_NONULLS(1) + (Size) call->in.d * sizeof(float8));
 	if (need_kb > work_mem && need_kb <= gc_output_mem_guc)
 		max_kb = gc_output_mem_guc;
 	ts = tuplestore_begin_heap(rsinfo->allowedModes & SFRM_Materialize_Random,

@@ -6,7 +6,6 @@ LOAD 'gpuclust';
 SHOW gpuclust.output_mem;
 SET gpuclust.output_mem = '64kB';
 SHOW gpuclust.output_mem;
-SET gpuclust.output_mem = '32kB';
 RESET gpuclust.output_mem;
 
 -- NaN and infinities in real[] are found wherever they are: first, second
