@@ -15,6 +15,9 @@
 
 #include <math.h>
 #include <stdlib.h>
+#ifdef __linux__
+#include <sys/mman.h>
+#endif
 
 #include "access/tupdesc.h"
 #include "access/xact.h"
@@ -159,6 +162,27 @@ FreeBuffers(void *arg)
 }
 
 /*
+ * With gpuclust.gather_huge_pages, asks for transparent huge pages for a row
+ * buffer where the kernel leaves them to madvise: a gigabyte of 4 kB pages
+ * is a quarter of a million page faults, each zeroing its page, and they
+ * take as long as reading the rows.  Only advice; whether it pays depends on
+ * the kernel's defrag setting and on how fragmented memory is (on a virtual
+ * machine it was slower), hence a developer setting, off by default.
+ */
+static void
+AdviseHugePages(void *p, Size bytes)
+{
+#if defined(MADV_HUGEPAGE)
+	const uintptr_t huge = 2 * 1024 * 1024;
+	uintptr_t	start = TYPEALIGN(huge, (uintptr_t) p);
+	uintptr_t	end = TYPEALIGN_DOWN(huge, (uintptr_t) p + bytes);
+
+	if (end > start)
+		(void) madvise((void *) start, end - start, MADV_HUGEPAGE);
+#endif
+}
+
+/*
  * Makes room for one more row, doubling the buffers.  They are malloc'd and
  * grown with realloc, which moves large blocks by remapping their pages
  * (mremap) instead of copying them and touching fresh pages: doubling a
@@ -193,6 +217,8 @@ Grow(GatherReceiver *st)
 	ids = x == NULL ? NULL : realloc(st->buffers->ids, ibytes);
 	if (ids != NULL)
 		in->ids = st->buffers->ids = ids;
+	if (x != NULL && ids != NULL && gc_gather_huge_pages_guc)
+		AdviseHugePages(x, xbytes);
 	if (x == NULL || ids == NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_OUT_OF_MEMORY),

@@ -26,6 +26,7 @@ int			gc_device_id_guc = 0;
 int			gc_gpu_min_rows_guc = 20000;
 int			gc_kmeans_precision_guc = GC_PRECISION_FP32;
 int			gc_output_mem_guc = 1024 * 1024;	/* kB */
+bool		gc_gather_huge_pages_guc = false;
 gc_tuning	gc_tuning_gucs;
 
 /* Developer settings stored as int/double, copied into gc_tuning_gucs by their assign hooks. */
@@ -107,6 +108,10 @@ DefineTuningGucs(void)
 							"Rows per GPU k-means product (0: chosen from the free memory; at least 32 otherwise).",
 							NULL, &kmeans_tile_rows_guc, 0, 0, INT_MAX,
 							PGC_USERSET, flags, NULL, NULL, NULL);
+	DefineCustomBoolVariable("gpuclust.gather_huge_pages",
+							 "The gather asks the kernel for transparent huge pages for its row buffers (Linux).",
+							 NULL, &gc_gather_huge_pages_guc, false,
+							 PGC_USERSET, flags, NULL, NULL, NULL);
 	DefineCustomIntVariable("gpuclust.kmeans_chunk_rows",
 							"Caps the rows the GPU k-means keeps on the device at once (0: no cap; at least 1024 otherwise).",
 							NULL, &kmeans_chunk_rows_guc, 0, 0, INT_MAX,

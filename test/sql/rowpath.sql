@@ -45,6 +45,16 @@ SELECT count(*) AS differing FROM
 -- output order is the query's order
 SELECT bool_and(id = pos) AS in_query_order FROM in_memory WHERE id <= 30000;
 
+-- the developer setting gpuclust.gather_huge_pages changes no answer
+-- (buffers of several huge pages: 5,000 rows of 300 reals)
+SET gpuclust.gather_huge_pages = on;
+SHOW gpuclust.gather_huge_pages;
+CREATE TEMP TABLE huge AS SELECT * FROM gpu_kmeans('SELECT g, array_fill((g % 17)::real, ARRAY[300]) FROM generate_series(1, 5000) g', 4, seed => 1, device => 'cpu');
+RESET gpuclust.gather_huge_pages;
+CREATE TEMP TABLE small AS SELECT * FROM gpu_kmeans('SELECT g, array_fill((g % 17)::real, ARRAY[300]) FROM generate_series(1, 5000) g', 4, seed => 1, device => 'cpu');
+SELECT (SELECT count(*) FROM huge) AS rows,
+       (SELECT count(*) FROM ((TABLE huge EXCEPT TABLE small) UNION ALL (TABLE small EXCEPT TABLE huge)) d) AS differing;
+
 -- parallel labels: RESTRICTED from PostgreSQL 17 (subtransactions in
 -- parallel mode), UNSAFE before; gpuclust_devices runs no query: SAFE
 SELECT proname, proparallel = CASE WHEN proname = 'gpuclust_devices' THEN 's'
