@@ -62,3 +62,27 @@ LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
 COMMENT ON FUNCTION gpuclust_devices() IS
 'the GPUs gpuclust can use (no rows when none is usable)';
+
+-- Window functions: clustering per partition, drop-ins for PostGIS's
+-- ST_ClusterDBSCAN and ST_ClusterKMeans.  The feature is a real[] or
+-- double precision[] array, pgvector's vector or halfvec, a PostGIS geometry
+-- point or one numeric value; a NULL feature gives a NULL cluster.
+
+CREATE FUNCTION gpu_cluster_dbscan(feature anyelement, eps double precision, min_pts integer,
+                                   device text DEFAULT NULL)
+RETURNS integer
+AS 'MODULE_PATHNAME', 'gpu_cluster_dbscan'
+LANGUAGE C WINDOW STABLE PARALLEL SAFE;
+
+COMMENT ON FUNCTION gpu_cluster_dbscan(anyelement, double precision, integer, text) IS
+'DBSCAN per window partition (ST_ClusterDBSCAN compatible): the row''s cluster, NULL for noise and NULL features';
+
+CREATE FUNCTION gpu_cluster_kmeans(feature anyelement, k integer, max_iter integer DEFAULT 300,
+                                   tol double precision DEFAULT 1e-4, seed integer DEFAULT 0,
+                                   init text DEFAULT 'k-means++', device text DEFAULT NULL)
+RETURNS integer
+AS 'MODULE_PATHNAME', 'gpu_cluster_kmeans'
+LANGUAGE C WINDOW STABLE PARALLEL SAFE;
+
+COMMENT ON FUNCTION gpu_cluster_kmeans(anyelement, integer, integer, double precision, integer, text, text) IS
+'k-means per window partition: the row''s cluster, NULL for NULL features';

@@ -98,6 +98,12 @@ extern text *GcArgText(FunctionCallInfo fcinfo, int argno, const char *name);
 extern double GcArgFloat8(FunctionCallInfo fcinfo, int argno, const char *name);
 extern int32 GcArgInt32(FunctionCallInfo fcinfo, int argno, const char *name);
 
+/* The value of a device argument (gpuclust.c). */
+extern GcDevice GcDeviceFromText(text *arg);
+
+/* The value of k-means' init argument (kmeans.c). */
+extern gc_kmeans_init GcKmeansInitFromText(text *arg);
+
 /* Call life cycle (gpuclust.c). */
 extern void GcCallBegin(GcCall *call, FunctionCallInfo fcinfo,
 						const GcAlgorithm *algorithm, int device_argno);
