@@ -585,7 +585,7 @@ OpenGeometry(const char *body, Size len, const GcRowRef *row, GcFeature *out)
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("the geometry of %s is an empty point", rowname),
 				 errdetail("An empty point has no coordinates to cluster."),
-				 errhint("Filter with WHERE NOT ST_IsEmpty(geom), or pass NULL instead.")));
+				 errhint("Filter with WHERE NOT ST_IsEmpty(geom); in a window function, pass a NULL feature instead (its cluster is NULL).")));
 	if (npoints != 1 || len < off + 8 + (Size) ndims * sizeof(double))
 		MalformedGeometry(rowname, "a point with a wrong size");
 	/* x, y and z come first; m, if any, last */
@@ -634,7 +634,7 @@ BadFeatureValue(const GcRowRef *row, double v, float f, bool finite_source)
 				(errcode(ERRCODE_DATA_EXCEPTION),
 				 errmsg("a feature of %s is %s", rowname,
 						isnan(v) ? "NaN" : (v > 0 ? "Infinity" : "-Infinity")),
-				 errhint("Filter such rows out, or pass NULL for them.")));
+				 errhint("Filter such rows out, or pass a NULL feature for them (its cluster is NULL).")));
 	ereport(ERROR,
 			(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
 			 errmsg("a feature of %s is out of range for type real", rowname),
@@ -752,7 +752,7 @@ GcFeatureOpen(GcFeatureType kind, Oid typid, Datum value, const GcRowRef *row,
 					ereport(ERROR,
 							(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 							 errmsg("the feature array of %s contains NULL", rowname),
-							 errhint("Filter with WHERE array_position(f, NULL) IS NULL.")));
+							 errhint("Filter such rows out, or pass a NULL feature for them (its cluster is NULL).")));
 				memcpy(&n, body + sizeof(ArrayType) - VARHDRSZ, sizeof(int32));
 				out->d = n;
 				out->fmt = kind == GC_FEATURE_FLOAT4_ARRAY ? FORMAT_FLOAT4 : FORMAT_FLOAT8;

@@ -121,8 +121,8 @@ WinErrorContext(void *arg)
 {
 	WinState   *ws = (WinState *) arg;
 
-	errcontext("%s, partition " INT64_FORMAT " of the window (" INT64_FORMAT " rows)",
-			   ws->funcname, ws->partitions, ws->rows);
+	errcontext("%s, partition " INT64_FORMAT " of the window (" INT64_FORMAT " row%s)",
+			   ws->funcname, ws->partitions, ws->rows, ws->rows == 1 ? "" : "s");
 }
 
 /*
