@@ -521,6 +521,16 @@ GcRowName(const GcRowRef *row, char *buf, size_t len)
 				 row->row, row->partition);
 }
 
+/* The row's name for a message (a static buffer, for the error being raised). */
+static const char *
+RowStr(const GcRowRef *row)
+{
+	static char buf[96];
+
+	GcRowName(row, buf, sizeof(buf));
+	return buf;
+}
+
 /* The name of a PostGIS geometry type number, for messages. */
 static const char *
 GeometryTypeName(uint32 type)
@@ -537,9 +547,9 @@ GeometryTypeName(uint32 type)
 
 /* A geometry that cannot be read: a broken invariant of PostGIS's format. */
 static void
-MalformedGeometry(const char *rowname, const char *what)
+MalformedGeometry(const GcRowRef *row, const char *what)
 {
-	elog(ERROR, "the geometry of %s is malformed (%s), please report a bug", rowname, what);
+	elog(ERROR, "the geometry of %s is malformed (%s), please report a bug", RowStr(row), what);
 }
 
 /*
@@ -549,21 +559,19 @@ MalformedGeometry(const char *rowname, const char *what)
 static void
 OpenGeometry(const char *body, Size len, const GcRowRef *row, GcFeature *out)
 {
-	char		rowname[96];
 	uint8		gflags;
 	Size		off = 4;		/* srid[3], gflags */
 	int			ndims;
 	uint32		type;
 	uint32		npoints;
 
-	GcRowName(row, rowname, sizeof(rowname));
 	if (len < 4)
-		MalformedGeometry(rowname, "shorter than its header");
+		MalformedGeometry(row, "shorter than its header");
 	gflags = (uint8) body[3];
 	if (gflags & GS_FLAG_VERSION2)
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-				 errmsg("the geometry of %s has a serialization gpuclust cannot read", rowname),
+				 errmsg("the geometry of %s has a serialization gpuclust cannot read", RowStr(row)),
 				 errdetail("Its flags are 0x%02x; gpuclust reads the formats of PostGIS 2 and 3.", gflags)));
 	ndims = 2 + ((gflags & GS_FLAG_Z) ? 1 : 0) + ((gflags & GS_FLAG_M) ? 1 : 0);
 	if ((gflags & GS_FLAG_VERSION1) && (gflags & GS2_FLAG_EXTENDED))
@@ -571,23 +579,23 @@ OpenGeometry(const char *body, Size len, const GcRowRef *row, GcFeature *out)
 	if (gflags & GS_FLAG_BBOX)
 		off += (gflags & GS_FLAG_GEODETIC) ? 6 * sizeof(float) : 2 * ndims * sizeof(float);
 	if (len < off + 8)
-		MalformedGeometry(rowname, "shorter than its type and size");
+		MalformedGeometry(row, "shorter than its type and size");
 	memcpy(&type, body + off, sizeof(uint32));
 	memcpy(&npoints, body + off + 4, sizeof(uint32));
 	if (type != GS_POINTTYPE)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("the geometry of %s is a %s, not a point", rowname, GeometryTypeName(type)),
+				 errmsg("the geometry of %s is a %s, not a point", RowStr(row), GeometryTypeName(type)),
 				 errdetail("gpuclust clusters points: each row's geometry gives its coordinates as features."),
 				 errhint("Pass a point per row, for example ST_Centroid(geom) or ST_PointOnSurface(geom).")));
 	if (npoints == 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("the geometry of %s is an empty point", rowname),
+				 errmsg("the geometry of %s is an empty point", RowStr(row)),
 				 errdetail("An empty point has no coordinates to cluster."),
 				 errhint("Filter with WHERE NOT ST_IsEmpty(geom); in a window function, pass a NULL feature instead (its cluster is NULL).")));
 	if (npoints != 1 || len < off + 8 + (Size) ndims * sizeof(double))
-		MalformedGeometry(rowname, "a point with a wrong size");
+		MalformedGeometry(row, "a point with a wrong size");
 	/* x, y and z come first; m, if any, last */
 	out->fmt = FORMAT_FLOAT8;
 	out->d = (gflags & GS_FLAG_Z) ? 3 : 2;
@@ -626,18 +634,15 @@ HalfToFloat(uint16 h)
 static void
 BadFeatureValue(const GcRowRef *row, double v, float f, bool finite_source)
 {
-	char		rowname[96];
-
-	GcRowName(row, rowname, sizeof(rowname));
 	if (!isfinite(v) && !finite_source)
 		ereport(ERROR,
 				(errcode(ERRCODE_DATA_EXCEPTION),
-				 errmsg("a feature of %s is %s", rowname,
+				 errmsg("a feature of %s is %s", RowStr(row),
 						isnan(v) ? "NaN" : (v > 0 ? "Infinity" : "-Infinity")),
 				 errhint("Filter such rows out, or pass a NULL feature for them (its cluster is NULL).")));
 	ereport(ERROR,
 			(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
-			 errmsg("a feature of %s is out of range for type real", rowname),
+			 errmsg("a feature of %s is out of range for type real", RowStr(row)),
 			 isinf(f) ?
 			 errdetail("The value is %g; gpuclust keeps features in single precision.", v) :
 			 errdetail("The value is not zero but rounds to zero as a real; "
@@ -670,7 +675,6 @@ GcFeatureOpen(GcFeatureType kind, Oid typid, Datum value, const GcRowRef *row,
 	struct varlena *v;
 	const char *body;
 	Size		len;
-	char		rowname[96];
 
 	memset(out, 0, sizeof(*out));
 	if (kind == GC_FEATURE_SCALAR)
@@ -711,7 +715,6 @@ GcFeatureOpen(GcFeatureType kind, Oid typid, Datum value, const GcRowRef *row,
 	}
 	body = VARDATA_ANY(v);
 	len = VARSIZE_ANY_EXHDR(v);
-	GcRowName(row, rowname, sizeof(rowname));
 
 	switch (kind)
 	{
@@ -723,7 +726,7 @@ GcFeatureOpen(GcFeatureType kind, Oid typid, Datum value, const GcRowRef *row,
 				memcpy(&dim, body, sizeof(int16));
 				if (dim < 1 || len < 4 + (Size) dim * (kind == GC_FEATURE_VECTOR ? 4 : 2))
 					elog(ERROR, "the %s of %s is malformed, please report a bug",
-						 kind == GC_FEATURE_VECTOR ? "vector" : "halfvec", rowname);
+						 kind == GC_FEATURE_VECTOR ? "vector" : "halfvec", RowStr(row));
 				out->d = dim;
 				out->fmt = kind == GC_FEATURE_VECTOR ? FORMAT_FLOAT4 : FORMAT_HALF;
 				out->data = body + 4;
@@ -745,13 +748,13 @@ GcFeatureOpen(GcFeatureType kind, Oid typid, Datum value, const GcRowRef *row,
 					ereport(ERROR,
 							(errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
 							 ndim == 0 ?
-							 errmsg("the feature array of %s is empty", rowname) :
-							 errmsg("the feature array of %s has %d dimensions", rowname, ndim),
+							 errmsg("the feature array of %s is empty", RowStr(row)) :
+							 errmsg("the feature array of %s has %d dimensions", RowStr(row), ndim),
 							 errdetail("Feature arrays must be one-dimensional and not empty.")));
 				if (dataoffset != 0)
 					ereport(ERROR,
 							(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-							 errmsg("the feature array of %s contains NULL", rowname),
+							 errmsg("the feature array of %s contains NULL", RowStr(row)),
 							 errhint("Filter such rows out, or pass a NULL feature for them (its cluster is NULL).")));
 				memcpy(&n, body + sizeof(ArrayType) - VARHDRSZ, sizeof(int32));
 				out->d = n;

@@ -11,8 +11,8 @@ SET client_min_messages = warning;
 CREATE EXTENSION IF NOT EXISTS postgis;
 RESET client_min_messages;
 
-CREATE TABLE gpts (id int PRIMARY KEY, g int, geom geometry);
-INSERT INTO gpts VALUES
+CREATE TABLE geo_pts (id int PRIMARY KEY, g int, geom geometry);
+INSERT INTO geo_pts VALUES
   (1, 1, 'POINT(0 0)'), (2, 1, 'POINT(0 0.1)'), (3, 1, 'POINT(0.1 0)'),
   (4, 1, 'POINT(5 5)'), (5, 1, 'POINT(5 5.1)'), (6, 1, 'POINT(5.1 5)'), (7, 1, 'POINT(20 20)'),
   (8, 2, 'SRID=4326;POINT(1 1)'), (9, 2, 'SRID=4326;POINT(1 1.1)'), (10, 2, 'SRID=4326;POINT(9 9)'),
@@ -20,11 +20,11 @@ INSERT INTO gpts VALUES
 
 -- a geometry column is the features x, y: the same answer as the coordinates
 SELECT a.id, a.cluster_id, a.cluster_id IS NOT DISTINCT FROM b.cluster_id AS same_as_xy
-FROM gpu_dbscan('SELECT id, geom FROM gpts WHERE g = 1 ORDER BY id', 0.2, 3) a
-JOIN gpu_dbscan('SELECT id, ST_X(geom), ST_Y(geom) FROM gpts WHERE g = 1 ORDER BY id', 0.2, 3) b USING (id)
+FROM gpu_dbscan('SELECT id, geom FROM geo_pts WHERE g = 1 ORDER BY id', 0.2, 3) a
+JOIN gpu_dbscan('SELECT id, ST_X(geom), ST_Y(geom) FROM geo_pts WHERE g = 1 ORDER BY id', 0.2, 3) b USING (id)
 ORDER BY a.id;
 -- SRID is ignored
-SELECT * FROM gpu_dbscan('SELECT id, geom FROM gpts WHERE g = 2 ORDER BY id', 0.2, 2);
+SELECT * FROM gpu_dbscan('SELECT id, geom FROM geo_pts WHERE g = 2 ORDER BY id', 0.2, 2);
 
 -- Z is a third feature, M is ignored; any SRID
 SELECT cluster_id, centroid, size
@@ -58,7 +58,7 @@ SELECT * FROM gpu_dbscan($$SELECT 17, 'POINT(1 2)'::geography$$, 1, 2);
 SELECT id, g,
        gpu_cluster_dbscan(geom, 0.2, 2) OVER w AS gpuclust,
        ST_ClusterDBSCAN(geom, 0.2, 2) OVER w AS postgis
-FROM gpts WINDOW w AS (PARTITION BY g ORDER BY id) ORDER BY id;
+FROM geo_pts WINDOW w AS (PARTITION BY g ORDER BY id) ORDER BY id;
 -- an empty point is an error in gpuclust (PostGIS gives it no cluster); as a
 -- NULL feature it gets a NULL cluster
 SELECT id, gpu_cluster_dbscan(geom, 1.5, 2) OVER (ORDER BY id)
@@ -77,14 +77,14 @@ FROM (VALUES (1, 'POINT Z (0 0 0)'::geometry), (2, 'POINT Z (1 0 100)')) v(id, g
 WINDOW w AS (ORDER BY id) ORDER BY id;
 
 -- k-means per group on separated groups: the same partition as ST_ClusterKMeans
-CREATE TABLE gkm AS
+CREATE TABLE geo_km AS
   SELECT g * 100 + i AS id, g, ST_MakePoint((i % 3) * 10 + (i % 2) * 0.5, i * 0.1 + g) AS geom
   FROM generate_series(1, 3) g, generate_series(1, 12) i;
 SELECT g, bool_and(same) AS same_partition
 FROM (SELECT g, count(DISTINCT a) = count(DISTINCT (a, b)) AND count(DISTINCT b) = count(DISTINCT (a, b)) AS same
         FROM (SELECT g, gpu_cluster_kmeans(geom, 3) OVER w AS a, ST_ClusterKMeans(geom, 3) OVER w AS b
-                FROM gkm WINDOW w AS (PARTITION BY g ORDER BY id)) s
+                FROM geo_km WINDOW w AS (PARTITION BY g ORDER BY id)) s
        GROUP BY g) t
 GROUP BY g ORDER BY g;
 SELECT count(DISTINCT c) AS clusters, count(*) AS rows
-FROM (SELECT gpu_cluster_kmeans(geom, 3) OVER (PARTITION BY g ORDER BY id) AS c FROM gkm WHERE g = 1) s;
+FROM (SELECT gpu_cluster_kmeans(geom, 3) OVER (PARTITION BY g ORDER BY id) AS c FROM geo_km WHERE g = 1) s;
