@@ -1,10 +1,11 @@
 -- gpuclust 0.2.0: clustering where the data lives, on the GPU or the CPU.
 \echo Use "CREATE EXTENSION gpuclust" to load this file. \quit
 
--- Every function takes a query whose first column is the row id (smallint,
--- integer or bigint) and whose other columns are the features: one
--- real[] / double precision[] column, or one or more numeric scalar columns.
--- The query runs read-only with the caller's privileges.
+-- Every set-returning function takes a query whose first column is the row
+-- id (smallint, integer or bigint) and whose other columns are the features:
+-- one real[] / double precision[] / vector / halfvec / geometry column, or
+-- one or more numeric scalar columns.  The query runs read-only with the
+-- caller's privileges.
 
 CREATE FUNCTION gpu_dbscan(query text, eps double precision, min_pts integer,
                            device text DEFAULT NULL)
