@@ -93,7 +93,7 @@ SET client_min_messages = warning;
 DROP TABLE IF EXISTS bench_vec, bench_half, bench_arr;
 -- one table per type, so that no row is wide enough to be compressed
 CREATE TABLE bench_arr AS
-  SELECT i AS id, (SELECT array_agg(((i * 7 + k * 13) % 1000) / 1000.0::real)
+  SELECT i AS id, (SELECT array_agg((((i * 7 + k * 13) % 1000) / 1000.0)::real)
                      FROM generate_series(1, $VEC_DIM) k) AS a
   FROM generate_series(1, $VEC_ROWS) i;
 CREATE TABLE bench_vec AS SELECT id, a::vector AS v FROM bench_arr;

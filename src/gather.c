@@ -549,7 +549,10 @@ GeometryTypeName(uint32 type)
 static void
 MalformedGeometry(const GcRowRef *row, const char *what)
 {
-	elog(ERROR, "the geometry of %s is malformed (%s), please report a bug", RowStr(row), what);
+	ereport(ERROR,
+			(errcode(ERRCODE_DATA_CORRUPTED),
+			 errmsg("the geometry of %s is malformed", RowStr(row)),
+			 errdetail("It is %s.", what)));
 }
 
 /*
@@ -595,7 +598,7 @@ OpenGeometry(const char *body, Size len, const GcRowRef *row, GcFeature *out)
 				 errdetail("An empty point has no coordinates to cluster."),
 				 errhint("Filter with WHERE NOT ST_IsEmpty(geom); in a window function, pass a NULL feature instead (its cluster is NULL).")));
 	if (npoints != 1 || len < off + 8 + (Size) ndims * sizeof(double))
-		MalformedGeometry(row, "a point with a wrong size");
+		MalformedGeometry(row, "a point of a wrong size");
 	/* x, y and z come first; m, if any, last */
 	out->fmt = FORMAT_FLOAT8;
 	out->d = (gflags & GS_FLAG_Z) ? 3 : 2;
@@ -725,8 +728,11 @@ GcFeatureOpen(GcFeatureType kind, Oid typid, Datum value, const GcRowRef *row,
 
 				memcpy(&dim, body, sizeof(int16));
 				if (dim < 1 || len < 4 + (Size) dim * (kind == GC_FEATURE_VECTOR ? 4 : 2))
-					elog(ERROR, "the %s of %s is malformed, please report a bug",
-						 kind == GC_FEATURE_VECTOR ? "vector" : "halfvec", RowStr(row));
+					ereport(ERROR,
+							(errcode(ERRCODE_DATA_CORRUPTED),
+							 errmsg("the %s of %s is malformed",
+									kind == GC_FEATURE_VECTOR ? "vector" : "halfvec", RowStr(row)),
+							 errdetail("It has %d dimensions in %zu bytes.", dim, len)));
 				out->d = dim;
 				out->fmt = kind == GC_FEATURE_VECTOR ? FORMAT_FLOAT4 : FORMAT_HALF;
 				out->data = body + 4;

@@ -88,3 +88,26 @@ FROM (SELECT g, count(DISTINCT a) = count(DISTINCT (a, b)) AND count(DISTINCT b)
 GROUP BY g ORDER BY g;
 SELECT count(DISTINCT c) AS clusters, count(*) AS rows
 FROM (SELECT gpu_cluster_kmeans(geom, 3) OVER (PARTITION BY g ORDER BY id) AS c FROM geo_km WHERE g = 1) s;
+
+-- every serialized form a geometry point may have on disk, built byte by byte
+-- (srid[3], flags, [extended flags], [bounding box], type, npoints,
+-- coordinates; PostGIS reads each as the point it is): PostGIS 3's format
+-- (flag 0x40) and PostGIS 2's, with and without a bounding box, with the
+-- extended flags, with Z and M
+CREATE FUNCTION pg_temp.raw_geometry(bytea, bytea) RETURNS geometry
+  LANGUAGE internal IMMUTABLE STRICT AS 'byteacat';
+CREATE TEMP TABLE raw_geoms (form text, hex text);
+INSERT INTO raw_geoms VALUES
+  ('v2', '000000400100000001000000000000000000f83f0000000000000440'),
+  ('v1', '000000000100000001000000000000000000f83f0000000000000440'),
+  ('v1 bbox', '000000040000c03f0000c03f00002040000020400100000001000000000000000000f83f0000000000000440'),
+  ('v2 extended bbox', '0000005401000000000000000000c03f0000c03f00002040000020400100000001000000000000000000f83f0000000000000440'),
+  ('v2 zm bbox', '000000470000c03f0000c03f0000204000002040000060400000604000001041000010410100000001000000000000000000f83f00000000000004400000000000000c400000000000002240'),
+  ('v1 zm', '000000030100000001000000000000000000f83f00000000000004400000000000000c400000000000002240');
+SELECT form, ST_AsText(pg_temp.raw_geometry(decode(hex, 'hex'), '')) AS postgis_reads,
+       (SELECT centroid FROM gpu_kmeans_centroids(
+          format($$SELECT 1, pg_temp.raw_geometry(decode(%L, 'hex'), '')$$, hex), 1)) AS gpuclust_reads
+FROM raw_geoms;
+-- a later serialization, and a truncated value
+SELECT * FROM gpu_dbscan($$SELECT 1, pg_temp.raw_geometry('\x000000800100000001000000000000000000f83f0000000000000440', '')$$, 1, 1);
+SELECT * FROM gpu_dbscan($$SELECT 1, pg_temp.raw_geometry('\x000000400100000001000000000000000000f83f', '')$$, 1, 1);
