@@ -65,9 +65,10 @@ COMMENT ON FUNCTION gpuclust_devices() IS
 'the GPUs gpuclust can use (no rows when none is usable)';
 
 -- Window functions: clustering per partition, drop-ins for PostGIS's
--- ST_ClusterDBSCAN and ST_ClusterKMeans.  The feature is a real[] or
--- double precision[] array, pgvector's vector or halfvec, a PostGIS geometry
--- point or one numeric value; a NULL feature gives a NULL cluster.
+-- ST_ClusterDBSCAN and ST_ClusterKMeans, and density peaks.  The feature is
+-- a real[] or double precision[] array, pgvector's vector or halfvec, a
+-- PostGIS geometry point or one numeric value; a NULL feature gives a NULL
+-- cluster.
 
 CREATE FUNCTION gpu_cluster_dbscan(feature anyelement, eps double precision, min_pts integer,
                                    device text DEFAULT NULL)
@@ -87,3 +88,17 @@ LANGUAGE C WINDOW STABLE PARALLEL SAFE;
 
 COMMENT ON FUNCTION gpu_cluster_kmeans(anyelement, integer, integer, double precision, integer, text, text) IS
 'k-means per window partition: the row''s cluster, NULL for NULL features';
+
+CREATE FUNCTION gpu_cluster_density_peaks(feature anyelement, n_clusters integer DEFAULT NULL,
+                                          dc double precision DEFAULT NULL,
+                                          neighbor_rate double precision DEFAULT 0.02,
+                                          kernel text DEFAULT 'gaussian',
+                                          rho_min double precision DEFAULT NULL,
+                                          delta_min double precision DEFAULT NULL,
+                                          device text DEFAULT NULL)
+RETURNS integer
+AS 'MODULE_PATHNAME', 'gpu_cluster_density_peaks'
+LANGUAGE C WINDOW STABLE PARALLEL SAFE;
+
+COMMENT ON FUNCTION gpu_cluster_density_peaks(anyelement, integer, double precision, double precision, text, double precision, double precision, text) IS
+'density peaks clustering per window partition: the row''s cluster, NULL for NULL features';

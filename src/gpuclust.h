@@ -104,6 +104,24 @@ extern GcDevice GcDeviceFromText(text *arg);
 /* The value of k-means' init argument (kmeans.c). */
 extern gc_kmeans_init GcKmeansInitFromText(text *arg);
 
+/*
+ * The arguments of density peaks after the feature, each with its NULL flag,
+ * in the order of the SQL functions (dpeaks.c).
+ */
+#define GC_DP_N_CLUSTERS	0
+#define GC_DP_DC			1
+#define GC_DP_RATE			2
+#define GC_DP_KERNEL		3
+#define GC_DP_RHO_MIN		4
+#define GC_DP_DELTA_MIN		5
+#define GC_DP_NARGS			6
+typedef struct GcDpeaksArgs
+{
+	bool		isnull[GC_DP_NARGS];
+	Datum		value[GC_DP_NARGS];
+} GcDpeaksArgs;
+extern void GcDpeaksParams(const GcDpeaksArgs *args, gc_dpeaks_params *params);
+
 /* Call life cycle (gpuclust.c). */
 extern void GcCallBegin(GcCall *call, FunctionCallInfo fcinfo,
 						const GcAlgorithm *algorithm, int device_argno);

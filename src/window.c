@@ -28,9 +28,11 @@
 
 PG_FUNCTION_INFO_V1(gpu_cluster_dbscan);
 PG_FUNCTION_INFO_V1(gpu_cluster_kmeans);
+PG_FUNCTION_INFO_V1(gpu_cluster_density_peaks);
 
 static const GcAlgorithm WinDbscan = {"dbscan", "DBSCAN"};
 static const GcAlgorithm WinKmeans = {"kmeans", "k-means"};
+static const GcAlgorithm WinDpeaks = {"density_peaks", "density peaks"};
 
 /* Rows read between two resets of the detoasting context and interrupt checks. */
 #define WIN_RESET_EVERY 1024
@@ -66,6 +68,12 @@ typedef struct WinKmeansJob
 	gc_kmeans_result result;
 } WinKmeansJob;
 
+typedef struct WinDpeaksJob
+{
+	gc_dpeaks_params params;
+	gc_dpeaks_result result;
+} WinDpeaksJob;
+
 /* Runs DBSCAN on a back end. */
 static gc_status
 RunWinDbscan(const gc_backend_api *api, const gc_exec *exec, const GcInput *in, void *arg)
@@ -82,6 +90,15 @@ RunWinKmeans(const gc_backend_api *api, const gc_exec *exec, const GcInput *in, 
 	WinKmeansJob *job = arg;
 
 	return api->kmeans(exec, in->x, in->n, in->d, &job->params, &job->result);
+}
+
+/* Runs density peaks on a back end. */
+static gc_status
+RunWinDpeaks(const gc_backend_api *api, const gc_exec *exec, const GcInput *in, void *arg)
+{
+	WinDpeaksJob *job = arg;
+
+	return api->density_peaks(exec, in->x, in->n, in->d, &job->params, &job->result);
 }
 
 /* The state of this call site, made at its first call: the feature's type. */
@@ -394,4 +411,48 @@ Datum
 gpu_cluster_kmeans(PG_FUNCTION_ARGS)
 {
 	return WinResult(fcinfo, "gpu_cluster_kmeans", WinKmeansPartition);
+}
+
+#define DW_ARG_DEVICE	7
+
+/* Density peaks of one partition. */
+static void
+WinDpeaksPartition(FunctionCallInfo fcinfo, WindowObject winobj, WinState *ws, int32 *cluster)
+{
+	WinDpeaksJob job;
+	GcDpeaksArgs args;
+	gc_dpeaks_result *r = &job.result;
+	gc_error	err;
+	GcCall		call;
+	int32	   *rowof;
+
+	memset(&job, 0, sizeof(job));
+	for (int i = 0; i < GC_DP_NARGS; i++)
+		args.value[i] = WinArgOpt(fcinfo, winobj, 1 + i, &args.isnull[i]);
+	GcDpeaksParams(&args, &job.params);
+
+	WinCallBegin(fcinfo, winobj, &call, &WinDpeaks, DW_ARG_DEVICE);
+	rowof = GcAlloc(&call, sizeof(int32) * ws->rows, "row map");
+	WinCallGather(winobj, ws, &call, rowof);
+	if (call.in.n > 0)
+	{
+		GcReportCheck(gc_check_dpeaks(&job.params, call.in.n, call.in.d, &err), &err);
+		r->cluster = GcAlloc(&call, sizeof(int32) * call.in.n, "cluster ids");
+		r->rho = GcAlloc(&call, sizeof(double) * call.in.n, "densities");
+		r->delta = GcAlloc(&call, sizeof(double) * call.in.n, "distances to denser points");
+		r->is_center = GcAlloc(&call, sizeof(uint8) * call.in.n, "centre flags");
+		GcCallCompute(&call, RunWinDpeaks, &job);
+	}
+	INSTR_TIME_SET_CURRENT(call.t_phase);
+	for (int64 i = 0; i < ws->rows; i++)
+		cluster[i] = rowof[i] < 0 ? -1 : r->cluster[rowof[i]];
+	GcCallEnd(&call, NULL);
+}
+
+/* gpu_cluster_density_peaks(feature anyelement, n_clusters, dc, neighbor_rate, kernel,
+ * rho_min, delta_min, device) */
+Datum
+gpu_cluster_density_peaks(PG_FUNCTION_ARGS)
+{
+	return WinResult(fcinfo, "gpu_cluster_density_peaks", WinDpeaksPartition);
 }

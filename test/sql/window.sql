@@ -138,3 +138,24 @@ SELECT gpu_cluster_dbscan(f, 0.2, 2) FROM wpts;
 -- after an error the session works
 SELECT count(*) FILTER (WHERE c IS NOT NULL) AS clustered
 FROM (SELECT gpu_cluster_dbscan(f, 0.2, 2) OVER (PARTITION BY g ORDER BY id) AS c FROM wpts) s;
+
+-- density peaks per group: the answers of gpu_density_peaks on each group's
+-- rows; NULL features NULL
+SELECT id, g, gpu_cluster_density_peaks(f, n_clusters => 2, dc => 0.5) OVER (PARTITION BY g ORDER BY id) AS cluster
+FROM wpts WHERE g IN (1, 2, 4) ORDER BY id;
+SELECT w.g, count(*) AS rows_compared, bool_and(w.c = s.cluster_id) AS same
+FROM (SELECT id, g, gpu_cluster_density_peaks(ARRAY[x, y], 3, dc => 1, kernel => 'cutoff')
+                    OVER (PARTITION BY g ORDER BY id) AS c FROM wkm WHERE g <= 4) w
+JOIN LATERAL gpu_density_peaks(format('SELECT id, ARRAY[x, y] FROM wkm WHERE g = %s ORDER BY id', w.g),
+                               3, dc => 1, kernel => 'cutoff') s ON s.id = w.id
+GROUP BY w.g ORDER BY w.g;
+-- thresholds instead of n_clusters, the defaults by name
+SELECT count(DISTINCT c) AS clusters, count(c) AS rows
+FROM (SELECT gpu_cluster_density_peaks(ARRAY[x, y], dc => 1, rho_min => 1, delta_min => 5,
+                                       neighbor_rate => NULL, kernel => NULL, device => NULL)
+             OVER (PARTITION BY g ORDER BY id) AS c FROM wkm WHERE g = 2) s;
+-- errors: the arguments, and n_clusters above a partition's rows
+SELECT gpu_cluster_density_peaks(f) OVER () FROM wpts;
+SELECT gpu_cluster_density_peaks(f, 2, rho_min => 1) OVER () FROM wpts;
+SELECT gpu_cluster_density_peaks(f, 2, kernel => 'box') OVER () FROM wpts;
+SELECT id, gpu_cluster_density_peaks(f, 2, dc => 0.5) OVER (PARTITION BY g ORDER BY id) FROM wpts;
