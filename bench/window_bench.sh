@@ -28,16 +28,22 @@ VEC_DIM=${VEC_DIM:-256}
 REPS=${REPS:-3}
 PSQL=(psql -X -q -v ON_ERROR_STOP=1)
 
+have() { [ "$("${PSQL[@]}" -At -c "SELECT count(*) FROM pg_available_extensions WHERE name = '$1'")" = 1 ]; }
+HAVE_POSTGIS=0; have postgis && HAVE_POSTGIS=1
+HAVE_VECTOR=0; have vector && HAVE_VECTOR=1
+[ "$HAVE_POSTGIS" = 1 ] || { echo "PostGIS is not installed: the geometry and PostGIS rows are left out"; SKIP_POSTGIS=1; }
+if [ "$HAVE_POSTGIS" = 1 ]; then GEOM="ST_MakePoint(x, y)"; else GEOM="NULL::int"; fi
+
 "${PSQL[@]}" <<SQL || exit 1
 SET client_min_messages = warning;
 CREATE EXTENSION IF NOT EXISTS gpuclust;
-CREATE EXTENSION IF NOT EXISTS postgis;
-CREATE EXTENSION IF NOT EXISTS vector;
+$([ "$HAVE_POSTGIS" = 1 ] && echo "CREATE EXTENSION IF NOT EXISTS postgis;")
+$([ "$HAVE_VECTOR" = 1 ] && echo "CREATE EXTENSION IF NOT EXISTS vector;")
 DROP TABLE IF EXISTS bench_win;
 SELECT setseed(0.5);
 -- every group: three blobs of spread 0.3 with two decimals, 10 % noise
 CREATE TABLE bench_win AS
-  SELECT i AS id, i / $GROUP_ROWS AS g, ARRAY[x, y]::real[] AS f, ST_MakePoint(x, y) AS geom
+  SELECT i AS id, i / $GROUP_ROWS AS g, ARRAY[x, y]::real[] AS f, $GEOM AS geom
   FROM (SELECT i,
                round((CASE WHEN i % 10 = 0 THEN random() * 30 ELSE (i % 3) * 10 + random() * 3 END)::numeric, 2)::float8 AS x,
                round((CASE WHEN i % 10 = 0 THEN random() * 30 ELSE (i % 3) * 10 + random() * 3 END)::numeric, 2)::float8 AS y
@@ -70,8 +76,10 @@ one_db=$(best "SELECT count(cluster_id) FROM gpu_dbscan('SELECT id, f FROM bench
 echo "| gpu_dbscan, one call over all rows | $n | $one_db | 1.00 |"
 win_db=$(best "SELECT count(c) FROM (SELECT gpu_cluster_dbscan(f, 0.155, 5) OVER (PARTITION BY g ORDER BY id) c FROM bench_win) s")
 echo "| gpu_cluster_dbscan(f real[]) OVER (PARTITION BY g ORDER BY id) | $n | $win_db | $(echo "scale=2; $win_db / $one_db" | bc) |"
-win_geom=$(best "SELECT count(c) FROM (SELECT gpu_cluster_dbscan(geom, 0.155, 5) OVER (PARTITION BY g ORDER BY id) c FROM bench_win) s")
-echo "| gpu_cluster_dbscan(geom) OVER (PARTITION BY g ORDER BY id) | $n | $win_geom | $(echo "scale=2; $win_geom / $one_db" | bc) |"
+if [ "$HAVE_POSTGIS" = 1 ]; then
+	win_geom=$(best "SELECT count(c) FROM (SELECT gpu_cluster_dbscan(geom, 0.155, 5) OVER (PARTITION BY g ORDER BY id) c FROM bench_win) s")
+	echo "| gpu_cluster_dbscan(geom) OVER (PARTITION BY g ORDER BY id) | $n | $win_geom | $(echo "scale=2; $win_geom / $one_db" | bc) |"
+fi
 rn=$(best "SELECT count(c) FROM (SELECT row_number() OVER (PARTITION BY g ORDER BY id) c FROM bench_win) s")
 echo "| row_number() over the same window (the window's own cost) | $n | $rn | $(echo "scale=2; $rn / $one_db" | bc) |"
 if [ "${SKIP_POSTGIS:-0}" != 1 ]; then
@@ -88,6 +96,11 @@ if [ "${SKIP_POSTGIS:-0}" != 1 ]; then
 fi
 
 # ------------------------------------------------------------------ gather of pgvector
+if [ "$HAVE_VECTOR" != 1 ]; then
+	echo
+	echo "pgvector is not installed: no gather measurement (../shared/vendor/README.md says how to build it)"
+	exit 0
+fi
 "${PSQL[@]}" <<SQL || exit 1
 SET client_min_messages = warning;
 DROP TABLE IF EXISTS bench_vec, bench_half, bench_arr;
