@@ -5,17 +5,20 @@
  *
  * The query's first column is the row id (smallint, integer or bigint); the
  * rest are the features: exactly one one-dimensional real[] or double
- * precision[] column, or one or more numeric scalar columns.  Rows stream
- * from the executor into a DestReceiver that appends them to the matrix:
- * nothing is materialized in SPI_tuptable and no allocation is made per row
- * (in-line arrays are read where they lie, even with a short varlena
- * header; only toasted ones are detoasted, in a context reset in batches).
+ * precision[] column, or one pgvector vector or halfvec or PostGIS geometry
+ * point column, or one or more numeric scalar columns.  Rows stream from the
+ * executor into a DestReceiver that appends them to the matrix: nothing is
+ * materialized in SPI_tuptable and no allocation is made per row (in-line
+ * values are read where they lie, even with a short varlena header; only
+ * toasted ones are detoasted, in a context reset in batches).
+ *
+ * The readers of single feature values (GcFeatureTypeOf, GcFeatureOpen,
+ * GcFeatureCopy) serve the window functions of window.c as well.
  */
 #include "postgres.h"
 
-#include <math.h>
-
 #include <float.h>
+#include <math.h>
 
 #include "access/genam.h"
 #include "access/htup_details.h"
