@@ -161,8 +161,12 @@ WinGather(WindowObject winobj, WinState *ws, GcCall *call, int32 *rowof)
 		bool		isout;
 		Datum		v;
 		GcFeature	f;
+		MemoryContext old;
 
+		/* what the argument's expression allocates goes with the batch */
+		old = MemoryContextSwitchTo(ws->tmpcxt);
 		v = WinGetFuncArgInPartition(winobj, 0, i, WINDOW_SEEK_HEAD, false, &isnull, &isout);
+		MemoryContextSwitchTo(old);
 		if (isout)
 			elog(ERROR, "row " INT64_FORMAT " is outside its partition, please report a bug", i);
 		rowof[i] = -1;
