@@ -72,7 +72,7 @@ echo "device: $DEVICE ($(nvidia-smi --query-gpu=name --format=csv,noheader 2>/de
 echo
 echo "| what | rows | ms | vs one call |"
 echo "|---|---:|---:|---:|"
-one_db=$(best "SELECT count(cluster_id) FROM gpu_dbscan('SELECT id, f FROM bench_win ORDER BY id', 0.155, 5)")
+one_db=$(best "SELECT count(cluster_id) FROM gpu_dbscan('SELECT id, f FROM bench_win ORDER BY g, id', 0.155, 5)")
 echo "| gpu_dbscan, one call over all rows | $n | $one_db | 1.00 |"
 win_db=$(best "SELECT count(c) FROM (SELECT gpu_cluster_dbscan(f, 0.155, 5) OVER (PARTITION BY g ORDER BY id) c FROM bench_win) s")
 echo "| gpu_cluster_dbscan(f real[]) OVER (PARTITION BY g ORDER BY id) | $n | $win_db | $(echo "scale=2; $win_db / $one_db" | bc) |"
@@ -86,7 +86,7 @@ if [ "${SKIP_POSTGIS:-0}" != 1 ]; then
 	pg_db=$(best "SELECT count(c) FROM (SELECT ST_ClusterDBSCAN(geom, 0.155, 5) OVER (PARTITION BY g ORDER BY id) c FROM bench_win) s")
 	echo "| ST_ClusterDBSCAN(geom) OVER (PARTITION BY g ORDER BY id) | $n | $pg_db | $(echo "scale=2; $pg_db / $one_db" | bc) |"
 fi
-one_km=$(best "SELECT count(cluster_id) FROM gpu_kmeans('SELECT id, f FROM bench_win ORDER BY id', 3, seed => 1)")
+one_km=$(best "SELECT count(cluster_id) FROM gpu_kmeans('SELECT id, f FROM bench_win ORDER BY g, id', 3, seed => 1)")
 echo "| gpu_kmeans k=3, one call over all rows | $n | $one_km | 1.00 |"
 win_km=$(best "SELECT count(c) FROM (SELECT gpu_cluster_kmeans(f, 3, seed => 1) OVER (PARTITION BY g ORDER BY id) c FROM bench_win) s")
 echo "| gpu_cluster_kmeans(f, 3) OVER (PARTITION BY g ORDER BY id) | $n | $win_km | $(echo "scale=2; $win_km / $one_km" | bc) |"
