@@ -1,10 +1,11 @@
 -- gpuclust 0.2.0: clustering where the data lives, on the GPU or the CPU.
 \echo Use "CREATE EXTENSION gpuclust" to load this file. \quit
 
--- Every function takes a query whose first column is the row id (smallint,
--- integer or bigint) and whose other columns are the features: one
--- real[] / double precision[] column, or one or more numeric scalar columns.
--- The query runs read-only with the caller's privileges.
+-- Every set-returning function takes a query whose first column is the row
+-- id (smallint, integer or bigint) and whose other columns are the features:
+-- one real[] / double precision[] / vector / halfvec / geometry column, or
+-- one or more numeric scalar columns.  The query runs read-only with the
+-- caller's privileges.
 
 -- Planner support: the estimated result size (k rows for the centroids, the
 -- planned row count of a constant query for the per-row functions).
@@ -86,3 +87,42 @@ BEGIN
   END IF;
 END
 $$;
+
+-- Window functions: clustering per partition, drop-ins for PostGIS's
+-- ST_ClusterDBSCAN and ST_ClusterKMeans, and density peaks.  The feature is
+-- a real[] or double precision[] array, pgvector's vector or halfvec, a
+-- PostGIS geometry point or one numeric value; a NULL feature gives a NULL
+-- cluster.
+
+CREATE FUNCTION gpu_cluster_dbscan(feature anyelement, eps double precision, min_pts integer,
+                                   device text DEFAULT NULL)
+RETURNS integer
+AS 'MODULE_PATHNAME', 'gpu_cluster_dbscan'
+LANGUAGE C WINDOW STABLE PARALLEL SAFE;
+
+COMMENT ON FUNCTION gpu_cluster_dbscan(anyelement, double precision, integer, text) IS
+'DBSCAN per window partition (ST_ClusterDBSCAN compatible): the row''s cluster, NULL for noise and NULL features';
+
+CREATE FUNCTION gpu_cluster_kmeans(feature anyelement, k integer, max_iter integer DEFAULT 300,
+                                   tol double precision DEFAULT 1e-4, seed integer DEFAULT 0,
+                                   init text DEFAULT 'k-means++', device text DEFAULT NULL)
+RETURNS integer
+AS 'MODULE_PATHNAME', 'gpu_cluster_kmeans'
+LANGUAGE C WINDOW STABLE PARALLEL SAFE;
+
+COMMENT ON FUNCTION gpu_cluster_kmeans(anyelement, integer, integer, double precision, integer, text, text) IS
+'k-means per window partition: the row''s cluster, NULL for NULL features';
+
+CREATE FUNCTION gpu_cluster_density_peaks(feature anyelement, n_clusters integer DEFAULT NULL,
+                                          dc double precision DEFAULT NULL,
+                                          neighbor_rate double precision DEFAULT 0.02,
+                                          kernel text DEFAULT 'gaussian',
+                                          rho_min double precision DEFAULT NULL,
+                                          delta_min double precision DEFAULT NULL,
+                                          device text DEFAULT NULL)
+RETURNS integer
+AS 'MODULE_PATHNAME', 'gpu_cluster_density_peaks'
+LANGUAGE C WINDOW STABLE PARALLEL SAFE;
+
+COMMENT ON FUNCTION gpu_cluster_density_peaks(anyelement, integer, double precision, double precision, text, double precision, double precision, text) IS
+'density peaks clustering per window partition: the row''s cluster, NULL for NULL features';

@@ -20,12 +20,7 @@
 PG_FUNCTION_INFO_V1(gpu_density_peaks);
 
 #define DP_ARG_QUERY		0
-#define DP_ARG_N_CLUSTERS	1
-#define DP_ARG_DC			2
-#define DP_ARG_RATE			3
-#define DP_ARG_KERNEL		4
-#define DP_ARG_RHO_MIN		5
-#define DP_ARG_DELTA_MIN	6
+#define DP_ARG_N_CLUSTERS	1	/* then dc .. delta_min in GcDpeaksArgs order */
 #define DP_ARG_DEVICE		7
 
 /* Parses the kernel argument. */
@@ -65,28 +60,28 @@ RunDpeaks(const gc_backend_api *api, const gc_exec *exec, const GcInput *in, voi
 }
 
 /*
- * The arguments into job->params, with the checks that are about which
- * arguments are NULL; the values are checked by gc_check_dpeaks.
+ * The arguments into params, with the checks that are about which arguments
+ * are NULL; the values are checked by gc_check_dpeaks.  Shared by
+ * gpu_density_peaks and the window function gpu_cluster_density_peaks.
  */
-static void
-DpParams(FunctionCallInfo fcinfo, DpeaksJob *job)
+void
+GcDpeaksParams(const GcDpeaksArgs *a, gc_dpeaks_params *p)
 {
-	gc_dpeaks_params *p = &job->params;
-	bool		have_nc = !PG_ARGISNULL(DP_ARG_N_CLUSTERS);
-	bool		have_rho_min = !PG_ARGISNULL(DP_ARG_RHO_MIN);
-	bool		have_delta_min = !PG_ARGISNULL(DP_ARG_DELTA_MIN);
+	bool		have_nc = !a->isnull[GC_DP_N_CLUSTERS];
+	bool		have_rho_min = !a->isnull[GC_DP_RHO_MIN];
+	bool		have_delta_min = !a->isnull[GC_DP_DELTA_MIN];
 	gc_error	err;
 
-	memset(job, 0, sizeof(*job));
+	memset(p, 0, sizeof(*p));
 	p->struct_size = sizeof(*p);
-	p->n_clusters = have_nc ? PG_GETARG_INT32(DP_ARG_N_CLUSTERS) : 0;
-	p->derive_dc = PG_ARGISNULL(DP_ARG_DC);
-	p->dc = p->derive_dc ? 0.0 : PG_GETARG_FLOAT8(DP_ARG_DC);
-	p->neighbor_rate = PG_ARGISNULL(DP_ARG_RATE) ? 0.02 : PG_GETARG_FLOAT8(DP_ARG_RATE);
-	p->kernel = PG_ARGISNULL(DP_ARG_KERNEL) ? GC_DP_KERNEL_GAUSSIAN :
-		DpKernel(PG_GETARG_TEXT_PP(DP_ARG_KERNEL));
-	p->rho_min = have_rho_min ? PG_GETARG_FLOAT8(DP_ARG_RHO_MIN) : 0.0;
-	p->delta_min = have_delta_min ? PG_GETARG_FLOAT8(DP_ARG_DELTA_MIN) : 0.0;
+	p->n_clusters = have_nc ? DatumGetInt32(a->value[GC_DP_N_CLUSTERS]) : 0;
+	p->derive_dc = a->isnull[GC_DP_DC];
+	p->dc = p->derive_dc ? 0.0 : DatumGetFloat8(a->value[GC_DP_DC]);
+	p->neighbor_rate = a->isnull[GC_DP_RATE] ? 0.02 : DatumGetFloat8(a->value[GC_DP_RATE]);
+	p->kernel = a->isnull[GC_DP_KERNEL] ? GC_DP_KERNEL_GAUSSIAN :
+		DpKernel(DatumGetTextPP(a->value[GC_DP_KERNEL]));
+	p->rho_min = have_rho_min ? DatumGetFloat8(a->value[GC_DP_RHO_MIN]) : 0.0;
+	p->delta_min = have_delta_min ? DatumGetFloat8(a->value[GC_DP_DELTA_MIN]) : 0.0;
 	p->seed = GC_DP_DEFAULT_SEED;
 
 	if (have_nc)
@@ -107,6 +102,21 @@ DpParams(FunctionCallInfo fcinfo, DpeaksJob *job)
 				 errdetail("With n_clusters the centres are the points of largest rho * delta; the thresholds would be ignored."),
 				 errhint("Give either n_clusters or both thresholds.")));
 	GcReportCheck(gc_check_dpeaks(p, -1, 0, &err), &err);
+}
+
+/* The arguments of gpu_density_peaks into job->params. */
+static void
+DpParams(FunctionCallInfo fcinfo, DpeaksJob *job)
+{
+	GcDpeaksArgs a;
+
+	for (int i = 0; i < GC_DP_NARGS; i++)
+	{
+		a.isnull[i] = PG_ARGISNULL(DP_ARG_N_CLUSTERS + i);
+		a.value[i] = a.isnull[i] ? (Datum) 0 : PG_GETARG_DATUM(DP_ARG_N_CLUSTERS + i);
+	}
+	memset(job, 0, sizeof(*job));
+	GcDpeaksParams(&a, &job->params);
 }
 
 /* The timing NOTICE's own fields: dc, how it was found, centres, phases. */

@@ -5,23 +5,35 @@
  *
  * The query's first column is the row id (smallint, integer or bigint); the
  * rest are the features: exactly one one-dimensional real[] or double
- * precision[] column, or one or more numeric scalar columns.  Rows stream
- * from the executor into a DestReceiver that appends them to the matrix:
- * nothing is materialized in SPI_tuptable and no allocation is made per row
- * (in-line arrays are read where they lie, even with a short varlena
- * header; only toasted ones are detoasted, in a context reset in batches).
+ * precision[] column, or one pgvector vector or halfvec or PostGIS geometry
+ * point column, or one or more numeric scalar columns.  Rows stream from the
+ * executor into a DestReceiver that appends them to the matrix: nothing is
+ * materialized in SPI_tuptable and no allocation is made per row (in-line
+ * values are read where they lie, even with a short varlena header; only
+ * toasted ones are detoasted, in a context reset in batches).
+ *
+ * The readers of single feature values (GcFeatureTypeOf, GcFeatureOpen,
+ * GcFeatureCopy) serve the window functions of window.c as well.
  */
 #include "postgres.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #ifdef __linux__
 #include <sys/mman.h>
 #endif
 
+#include "access/genam.h"
+#include "access/htup_details.h"
+#include "access/table.h"
+#include "access/transam.h"
 #include "access/tupdesc.h"
 #include "access/xact.h"
+#include "catalog/indexing.h"
+#include "catalog/pg_extension.h"
 #include "catalog/pg_type.h"
+#include "commands/extension.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
 #include "nodes/parsenodes.h"
@@ -32,7 +44,10 @@
 #include "utils/numeric.h"
 #include "utils/resowner.h"
 #include "utils/plancache.h"
+#include "utils/fmgroids.h"
 #include "utils/fmgrprotos.h"
+#include "utils/inval.h"
+#include "utils/syscache.h"
 
 #include "gpuclust.h"
 
@@ -45,7 +60,8 @@ typedef enum FeatureKind
 {
 	FEATURES_FLOAT4_ARRAY,
 	FEATURES_FLOAT8_ARRAY,
-	FEATURES_SCALARS
+	FEATURES_SCALARS,
+	FEATURES_NATIVE				/* vector, halfvec or geometry: ftype */
 } FeatureKind;
 
 typedef struct GatherReceiver
@@ -56,6 +72,7 @@ typedef struct GatherReceiver
 	MemoryContext tmpcxt;		/* detoasting and numeric conversion */
 	TupleDesc	desc;
 	FeatureKind kind;
+	GcFeatureType ftype;		/* FEATURES_NATIVE */
 	int			natts;
 	Oid		   *types;			/* [natts] */
 	int64		cap;			/* rows allocated */
@@ -87,8 +104,8 @@ IsScalarFeatureType(Oid t)
 static void
 CheckColumns(GatherReceiver *st, TupleDesc desc)
 {
-	const char *hint = "Write the query as SELECT id, f FROM ... with f a real[] or "
-		"double precision[] column, or as SELECT id, x, y, ... FROM ... with numeric columns.";
+	const char *hint = "Write the query as SELECT id, f FROM ... with f a real[], double precision[], "
+		"vector, halfvec or geometry column, or as SELECT id, x, y, ... FROM ... with numeric columns.";
 
 	st->desc = desc;
 	st->natts = desc->natts;
@@ -116,25 +133,39 @@ CheckColumns(GatherReceiver *st, TupleDesc desc)
 		st->in->d = 0;			/* known from the first row */
 		return;
 	}
+	if (st->natts == 2 && GcFeatureTypeOf(st->types[1]) >= GC_FEATURE_VECTOR)
+	{
+		st->kind = FEATURES_NATIVE;
+		st->ftype = GcFeatureTypeOf(st->types[1]);
+		st->in->d = 0;			/* known from the first row */
+		return;
+	}
 	for (int i = 1; i < st->natts; i++)
 	{
 		Oid			t = st->types[i];
+		GcFeatureType ft;
 
 		if (IsScalarFeatureType(t))
 			continue;
-		if (t == FLOAT4ARRAYOID || t == FLOAT8ARRAYOID)
+		ft = GcFeatureTypeOf(t);
+		if (ft != GC_FEATURE_NONE)
 			ereport(ERROR,
 					(errcode(ERRCODE_DATATYPE_MISMATCH),
-					 errmsg("a feature array must be the only feature column"),
-					 errdetail("The query returns %d feature columns, and \"%s\" is an array.",
-							   st->natts - 1, ColName(st, i)),
+					 ft == GC_FEATURE_FLOAT4_ARRAY || ft == GC_FEATURE_FLOAT8_ARRAY ?
+					 errmsg("a feature array must be the only feature column") :
+					 errmsg("a feature of type %s must be the only feature column", format_type_be(t)),
+					 errdetail("The query returns %d feature columns, and \"%s\" is %s.",
+							   st->natts - 1, ColName(st, i),
+							   ft == GC_FEATURE_FLOAT4_ARRAY || ft == GC_FEATURE_FLOAT8_ARRAY ?
+							   "an array" : "a value of several features"),
 					 errhint("%s", hint)));
 		ereport(ERROR,
 				(errcode(ERRCODE_DATATYPE_MISMATCH),
 				 errmsg("column \"%s\" of the query has type %s, which is not a feature type",
 						ColName(st, i), format_type_be(t)),
-				 errdetail("Features are one real[] or double precision[] column, or columns of "
-						   "type smallint, integer, bigint, real, double precision or numeric."),
+				 errdetail("Features are one column of type %s, or columns of "
+						   "type smallint, integer, bigint, real, double precision or numeric.",
+						   GcFeatureTypeNames()),
 				 errhint("%s", hint)));
 	}
 	st->kind = FEATURES_SCALARS;
@@ -459,6 +490,453 @@ PutArray(GatherReceiver *st, Datum datum, int64 id)
 	}
 }
 
+/* ------------------------------------------------------------ native types */
+
+/*
+ * pgvector's vector and halfvec and PostGIS's geometry are read from their
+ * documented binary layouts, without a build or link dependency on either
+ * extension: their type OIDs are looked up at call time (the type of that
+ * name in the schema of the extension that owns it) and cached until a
+ * pg_type change invalidates them (CREATE/DROP EXTENSION, ALTER EXTENSION
+ * ... SET SCHEMA).
+ *
+ *   vector   varlena header, int16 dim, int16 unused, float4 x[dim]
+ *   halfvec  varlena header, int16 dim, int16 unused, IEEE binary16 x[dim]
+ *   geometry GSERIALIZED: varlena header, uint8 srid[3], uint8 gflags,
+ *            [v2 with the extended flag: uint64 xflags], [bbox: float4 pairs
+ *            per dimension, 3 pairs when geodetic], then the geometry:
+ *            uint32 type, uint32 npoints, float8 coordinates (x, y, [z], [m])
+ */
+typedef enum FeatureFormat
+{
+	FORMAT_FLOAT4,
+	FORMAT_FLOAT8,
+	FORMAT_HALF,
+	FORMAT_SCALAR
+} FeatureFormat;
+
+/* gflags bits shared by gserialized v1 and v2 */
+#define GS_FLAG_Z			0x01
+#define GS_FLAG_M			0x02
+#define GS_FLAG_BBOX		0x04
+#define GS_FLAG_GEODETIC	0x08
+#define GS2_FLAG_EXTENDED	0x10	/* v2 only */
+#define GS_FLAG_VERSION1	0x40	/* set: v2 (PostGIS 3), clear: v1 */
+#define GS_FLAG_VERSION2	0x80	/* a later serialization */
+#define GS_POINTTYPE		1
+
+static bool ext_types_valid = false;
+static bool ext_callback_registered = false;
+static Oid	vector_oid = InvalidOid;
+static Oid	halfvec_oid = InvalidOid;
+static Oid	geometry_oid = InvalidOid;
+
+/* Any change to pg_type may move or drop an extension type. */
+static void
+ExtTypesInvalidate(Datum arg, int cacheid, uint32 hashvalue)
+{
+	ext_types_valid = false;
+}
+
+/* The type typname in the schema of extension extname, or InvalidOid. */
+static Oid
+ExtensionType(const char *extname, const char *typname)
+{
+	Oid			ext = get_extension_oid(extname, true);
+	Oid			nsp = InvalidOid;
+	Relation	rel;
+	ScanKeyData key;
+	SysScanDesc scan;
+	HeapTuple	tup;
+
+	if (!OidIsValid(ext))
+		return InvalidOid;
+	rel = table_open(ExtensionRelationId, AccessShareLock);
+	ScanKeyInit(&key, Anum_pg_extension_oid, BTEqualStrategyNumber, F_OIDEQ,
+				ObjectIdGetDatum(ext));
+	scan = systable_beginscan(rel, ExtensionOidIndexId, true, NULL, 1, &key);
+	tup = systable_getnext(scan);
+	if (HeapTupleIsValid(tup))
+		nsp = ((Form_pg_extension) GETSTRUCT(tup))->extnamespace;
+	systable_endscan(scan);
+	table_close(rel, AccessShareLock);
+	if (!OidIsValid(nsp))
+		return InvalidOid;
+	return GetSysCacheOid2(TYPENAMENSP, Anum_pg_type_oid,
+						   CStringGetDatum(typname), ObjectIdGetDatum(nsp));
+}
+
+/* Looks up the extension types once, and again after a pg_type change. */
+static void
+LookupExtensionTypes(void)
+{
+	if (ext_types_valid)
+		return;
+	if (!ext_callback_registered)
+	{
+		CacheRegisterSyscacheCallback(TYPEOID, ExtTypesInvalidate, (Datum) 0);
+		ext_callback_registered = true;
+	}
+	vector_oid = ExtensionType("vector", "vector");
+	halfvec_oid = ExtensionType("vector", "halfvec");
+	geometry_oid = ExtensionType("postgis", "geometry");
+	ext_types_valid = true;
+}
+
+/* The feature type of a column of type typid, or GC_FEATURE_NONE. */
+GcFeatureType
+GcFeatureTypeOf(Oid typid)
+{
+	if (IsScalarFeatureType(typid))
+		return GC_FEATURE_SCALAR;
+	if (typid == FLOAT4ARRAYOID)
+		return GC_FEATURE_FLOAT4_ARRAY;
+	if (typid == FLOAT8ARRAYOID)
+		return GC_FEATURE_FLOAT8_ARRAY;
+	if (typid < FirstNormalObjectId)
+		return GC_FEATURE_NONE;
+	LookupExtensionTypes();
+	if (typid == vector_oid)
+		return GC_FEATURE_VECTOR;
+	if (typid == halfvec_oid)
+		return GC_FEATURE_HALFVEC;
+	if (typid == geometry_oid)
+		return GC_FEATURE_GEOMETRY;
+	return GC_FEATURE_NONE;
+}
+
+/* The accepted feature types, for messages. */
+const char *
+GcFeatureTypeNames(void)
+{
+	return "real[], double precision[], pgvector's vector or halfvec, or PostGIS's geometry (points)";
+}
+
+/* "the row with id 42", or "row 3 of partition 2". */
+void
+GcRowName(const GcRowRef *row, char *buf, size_t len)
+{
+	if (row->partition == 0)
+		snprintf(buf, len, "the row with id " INT64_FORMAT, row->id);
+	else
+		snprintf(buf, len, "row " INT64_FORMAT " of partition " INT64_FORMAT,
+				 row->row, row->partition);
+}
+
+/* The row's name for a message (a static buffer, for the error being raised). */
+static const char *
+RowStr(const GcRowRef *row)
+{
+	static char buf[96];
+
+	GcRowName(row, buf, sizeof(buf));
+	return buf;
+}
+
+/* The name of a PostGIS geometry type number, for messages. */
+static const char *
+GeometryTypeName(uint32 type)
+{
+	static const char *const names[] = {
+		"unknown", "point", "linestring", "polygon", "multipoint", "multilinestring",
+		"multipolygon", "geometrycollection", "circularstring", "compoundcurve",
+		"curvepolygon", "multicurve", "multisurface", "polyhedralsurface",
+		"triangle", "tin"
+	};
+
+	return type < lengthof(names) ? names[type] : "unknown";
+}
+
+/* A geometry that cannot be read: a broken invariant of PostGIS's format. */
+static void
+MalformedGeometry(const GcRowRef *row, const char *what)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_DATA_CORRUPTED),
+			 errmsg("the geometry of %s is malformed", RowStr(row)),
+			 errdetail("It is %s.", what)));
+}
+
+/*
+ * Opens a PostGIS geometry (body: after the varlena header, len bytes): a
+ * 2-D or 3-D point.  M is skipped; SRID is ignored.
+ */
+static void
+OpenGeometry(const char *body, Size len, const GcRowRef *row, GcFeature *out)
+{
+	uint8		gflags;
+	Size		off = 4;		/* srid[3], gflags */
+	int			ndims;
+	uint32		type;
+	uint32		npoints;
+
+	if (len < 4)
+		MalformedGeometry(row, "shorter than its header");
+	gflags = (uint8) body[3];
+	if (gflags & GS_FLAG_VERSION2)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("the geometry of %s has a serialization gpuclust cannot read", RowStr(row)),
+				 errdetail("Its flags are 0x%02x; gpuclust reads the formats of PostGIS 2 and 3.", gflags)));
+	ndims = 2 + ((gflags & GS_FLAG_Z) ? 1 : 0) + ((gflags & GS_FLAG_M) ? 1 : 0);
+	if ((gflags & GS_FLAG_VERSION1) && (gflags & GS2_FLAG_EXTENDED))
+		off += 8;
+	if (gflags & GS_FLAG_BBOX)
+		off += (gflags & GS_FLAG_GEODETIC) ? 6 * sizeof(float) : 2 * ndims * sizeof(float);
+	if (len < off + 8)
+		MalformedGeometry(row, "shorter than its type and size");
+	memcpy(&type, body + off, sizeof(uint32));
+	memcpy(&npoints, body + off + 4, sizeof(uint32));
+	if (type != GS_POINTTYPE)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("the geometry of %s is a %s, not a point", RowStr(row), GeometryTypeName(type)),
+				 errdetail("gpuclust clusters points: each row's geometry gives its coordinates as features."),
+				 errhint("Pass a point per row, for example ST_Centroid(geom) or ST_PointOnSurface(geom).")));
+	if (npoints == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("the geometry of %s is an empty point", RowStr(row)),
+				 errdetail("An empty point has no coordinates to cluster."),
+				 errhint("Filter with WHERE NOT ST_IsEmpty(geom); in a window function, pass a NULL feature instead (its cluster is NULL).")));
+	if (npoints != 1 || len < off + 8 + (Size) ndims * sizeof(double))
+		MalformedGeometry(row, "a point of a wrong size");
+	/* x, y and z come first; m, if any, last */
+	out->fmt = FORMAT_FLOAT8;
+	out->d = (gflags & GS_FLAG_Z) ? 3 : 2;
+	out->data = body + off + 8;
+}
+
+/* Converts an IEEE binary16 value to float, exactly. */
+static inline float
+HalfToFloat(uint16 h)
+{
+	uint32		sign = (uint32) (h & 0x8000) << 16;
+	uint32		exp = (h >> 10) & 0x1f;
+	uint32		man = h & 0x3ff;
+	uint32		bits;
+	float		f;
+
+	if (exp == 0x1f)
+		bits = sign | 0x7f800000 | (man << 13);
+	else if (exp != 0)
+		bits = sign | ((exp + 112) << 23) | (man << 13);
+	else
+	{
+		/* zero or subnormal: man * 2^-24, exact in float */
+		f = (float) man * (1.0f / 16777216.0f);
+		memcpy(&bits, &f, sizeof(bits));
+		bits |= sign;
+	}
+	memcpy(&f, &bits, sizeof(f));
+	return f;
+}
+
+/*
+ * Refuses a value that is not finite or that real cannot hold (beyond its
+ * range, or not zero but zero as a real), naming the row.
+ */
+static void
+BadFeatureValue(const GcRowRef *row, double v, float f, bool finite_source)
+{
+	if (!isfinite(v) && !finite_source)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATA_EXCEPTION),
+				 errmsg("a feature of %s is %s", RowStr(row),
+						isnan(v) ? "NaN" : (v > 0 ? "Infinity" : "-Infinity")),
+				 errhint("Filter such rows out, or pass a NULL feature for them (its cluster is NULL).")));
+	ereport(ERROR,
+			(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
+			 errmsg("a feature of %s is out of range for type real", RowStr(row)),
+			 isinf(f) ?
+			 errdetail("The value is %g; gpuclust keeps features in single precision.", v) :
+			 errdetail("The value is not zero but rounds to zero as a real; "
+					   "gpuclust keeps features in single precision."),
+			 isinf(f) ?
+			 errhint("Scale the features, for example by dividing by a constant.") :
+			 errhint("Scale the features, for example by multiplying by a constant.")));
+}
+
+/* Stores one double as a feature, refusing what real cannot hold. */
+static inline void
+PutDouble(float *dst, double v, const GcRowRef *row)
+{
+	float		f = (float) v;
+
+	if (unlikely(!isfinite(v) || isinf(f) || (f == 0.0f && v != 0.0)))
+		BadFeatureValue(row, v, f, false);
+	*dst = f;
+}
+
+/*
+ * Opens one non-NULL feature value of type kind for GcFeatureCopy: its
+ * number of features and where they lie.  Toasted values are detoasted in
+ * tmpcxt; in-line ones are read where they lie.
+ */
+void
+GcFeatureOpen(GcFeatureType kind, Oid typid, Datum value, const GcRowRef *row,
+			  MemoryContext tmpcxt, GcFeature *out)
+{
+	struct varlena *v;
+	const char *body;
+	Size		len;
+
+	memset(out, 0, sizeof(*out));
+	if (kind == GC_FEATURE_SCALAR)
+	{
+		out->fmt = FORMAT_SCALAR;
+		out->d = 1;
+		if (typid == NUMERICOID)
+		{
+			Numeric		num = DatumGetNumeric(value);
+
+			if (numeric_is_nan(num) || numeric_is_inf(num))
+				out->scalar = DatumGetFloat8(DirectFunctionCall1(numeric_float8, value));
+			else
+			{
+				/* numeric_float8 would refuse values beyond double without the row */
+				char	   *text = DatumGetCString(DirectFunctionCall1(numeric_out, value));
+
+				out->scalar = strtod(text, NULL);
+				if (isinf(out->scalar))
+					BadFeatureValue(row, out->scalar, (float) out->scalar, true);
+				if (out->scalar == 0.0 && strpbrk(text, "123456789") != NULL)
+					BadFeatureValue(row, DBL_MIN, 0.0f, true);
+				pfree(text);
+			}
+		}
+		else
+			out->scalar = ScalarValue(value, typid);
+		return;
+	}
+
+	v = (struct varlena *) DatumGetPointer(value);
+	if (VARATT_IS_EXTERNAL(v) || VARATT_IS_COMPRESSED(v))
+	{
+		MemoryContext old = MemoryContextSwitchTo(tmpcxt);
+
+		v = PG_DETOAST_DATUM(value);
+		MemoryContextSwitchTo(old);
+	}
+	body = VARDATA_ANY(v);
+	len = VARSIZE_ANY_EXHDR(v);
+
+	switch (kind)
+	{
+		case GC_FEATURE_VECTOR:
+		case GC_FEATURE_HALFVEC:
+			{
+				int16		dim;
+
+				memcpy(&dim, body, sizeof(int16));
+				if (dim < 1 || len < 4 + (Size) dim * (kind == GC_FEATURE_VECTOR ? 4 : 2))
+					ereport(ERROR,
+							(errcode(ERRCODE_DATA_CORRUPTED),
+							 errmsg("the %s of %s is malformed",
+									kind == GC_FEATURE_VECTOR ? "vector" : "halfvec", RowStr(row)),
+							 errdetail("It has %d dimensions in %zu bytes.", dim, len)));
+				out->d = dim;
+				out->fmt = kind == GC_FEATURE_VECTOR ? FORMAT_FLOAT4 : FORMAT_HALF;
+				out->data = body + 4;
+				return;
+			}
+		case GC_FEATURE_GEOMETRY:
+			OpenGeometry(body, len, row, out);
+			return;
+		case GC_FEATURE_FLOAT4_ARRAY:
+		case GC_FEATURE_FLOAT8_ARRAY:
+			{
+				int32		ndim;
+				int32		dataoffset;
+				int32		n;
+
+				memcpy(&ndim, body, sizeof(int32));
+				memcpy(&dataoffset, body + sizeof(int32), sizeof(int32));
+				if (ndim != 1)
+					ereport(ERROR,
+							(errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
+							 ndim == 0 ?
+							 errmsg("the feature array of %s is empty", RowStr(row)) :
+							 errmsg("the feature array of %s has %d dimensions", RowStr(row), ndim),
+							 errdetail("Feature arrays must be one-dimensional and not empty.")));
+				if (dataoffset != 0)
+					ereport(ERROR,
+							(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+							 errmsg("the feature array of %s contains NULL", RowStr(row)),
+							 errhint("Filter such rows out, or pass a NULL feature for them (its cluster is NULL).")));
+				memcpy(&n, body + sizeof(ArrayType) - VARHDRSZ, sizeof(int32));
+				out->d = n;
+				out->fmt = kind == GC_FEATURE_FLOAT4_ARRAY ? FORMAT_FLOAT4 : FORMAT_FLOAT8;
+				out->data = body + ARR_OVERHEAD_NONULLS(1) - VARHDRSZ;
+				return;
+			}
+		default:
+			elog(ERROR, "unexpected feature type %d, please report a bug", (int) kind);
+	}
+}
+
+/* Writes the f->d features of an opened value to dst, checking each. */
+void
+GcFeatureCopy(const GcFeature *f, float *dst, const GcRowRef *row)
+{
+	int32		d = f->d;
+
+	switch ((FeatureFormat) f->fmt)
+	{
+		case FORMAT_FLOAT4:
+			memcpy(dst, f->data, sizeof(float) * d);
+			for (int32 k = 0; k < d; k++)
+				if (unlikely(!isfinite(dst[k])))
+					BadFeatureValue(row, dst[k], dst[k], false);
+			break;
+		case FORMAT_HALF:
+			for (int32 k = 0; k < d; k++)
+			{
+				uint16		h;
+
+				memcpy(&h, f->data + 2 * k, sizeof(uint16));
+				dst[k] = HalfToFloat(h);
+				if (unlikely((h & 0x7c00) == 0x7c00))
+					BadFeatureValue(row, dst[k], dst[k], false);
+			}
+			break;
+		case FORMAT_FLOAT8:
+			for (int32 k = 0; k < d; k++)
+			{
+				double		e;
+
+				memcpy(&e, f->data + sizeof(double) * k, sizeof(double));
+				PutDouble(dst + k, e, row);
+			}
+			break;
+		case FORMAT_SCALAR:
+			PutDouble(dst, f->scalar, row);
+			break;
+	}
+}
+
+/* Appends one row's vector, halfvec or geometry feature. */
+static void
+PutNative(GatherReceiver *st, Datum datum, int64 id)
+{
+	GcInput    *in = st->in;
+	GcRowRef	row = {id, 0, 0};
+	GcFeature	f;
+
+	GcFeatureOpen(st->ftype, st->types[1], datum, &row, st->tmpcxt, &f);
+	if (in->n == 0 && in->d == 0)
+		in->d = f.d;
+	else if (f.d != in->d)
+		ereport(ERROR,
+				(errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
+				 errmsg("the feature of the row with id " INT64_FORMAT " has %d dimensions, but the first row's has %d",
+						id, f.d, in->d),
+				 errhint("Every row must have the same number of features.")));
+	if (in->n == st->cap)
+		Grow(st);
+	GcFeatureCopy(&f, in->x + (Size) in->n * in->d, &row);
+}
+
 /* DestReceiver: appends one row of the query. */
 static bool
 GatherReceive(TupleTableSlot *slot, DestReceiver *self)
@@ -528,9 +1006,14 @@ GatherReceive(TupleTableSlot *slot, DestReceiver *self)
 		if (slot->tts_isnull[1])
 			ereport(ERROR,
 					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+					 st->kind == FEATURES_NATIVE ?
+					 errmsg("the feature is NULL in the row with id " INT64_FORMAT, id) :
 					 errmsg("the feature array is NULL in the row with id " INT64_FORMAT, id),
 					 errhint("Filter with WHERE %s IS NOT NULL.", ColName(st, 1))));
-		PutArray(st, slot->tts_values[1], id);
+		if (st->kind == FEATURES_NATIVE)
+			PutNative(st, slot->tts_values[1], id);
+		else
+			PutArray(st, slot->tts_values[1], id);
 	}
 	in->ids[in->n] = id;
 	in->n++;

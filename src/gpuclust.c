@@ -204,11 +204,17 @@ GcArgInt32(FunctionCallInfo fcinfo, int argno, const char *name)
 static GcDevice
 ResolveDevice(FunctionCallInfo fcinfo, int argno)
 {
-	char	   *s;
-
 	if (argno < 0 || argno >= PG_NARGS() || PG_ARGISNULL(argno))
 		return (GcDevice) gc_device_guc;
-	s = text_to_cstring(PG_GETARG_TEXT_PP(argno));
+	return GcDeviceFromText(PG_GETARG_TEXT_PP(argno));
+}
+
+/* A device argument's value: 'auto', 'gpu' or 'cpu' in any case. */
+GcDevice
+GcDeviceFromText(text *arg)
+{
+	char	   *s = text_to_cstring(arg);
+
 	for (const struct config_enum_entry *e = device_options; e->name; e++)
 		if (pg_strcasecmp(s, e->name) == 0)
 			return (GcDevice) e->val;

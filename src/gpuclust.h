@@ -100,6 +100,30 @@ extern text *GcArgText(FunctionCallInfo fcinfo, int argno, const char *name);
 extern double GcArgFloat8(FunctionCallInfo fcinfo, int argno, const char *name);
 extern int32 GcArgInt32(FunctionCallInfo fcinfo, int argno, const char *name);
 
+/* The value of a device argument (gpuclust.c). */
+extern GcDevice GcDeviceFromText(text *arg);
+
+/* The value of k-means' init argument (kmeans.c). */
+extern gc_kmeans_init GcKmeansInitFromText(text *arg);
+
+/*
+ * The arguments of density peaks after the feature, each with its NULL flag,
+ * in the order of the SQL functions (dpeaks.c).
+ */
+#define GC_DP_N_CLUSTERS	0
+#define GC_DP_DC			1
+#define GC_DP_RATE			2
+#define GC_DP_KERNEL		3
+#define GC_DP_RHO_MIN		4
+#define GC_DP_DELTA_MIN		5
+#define GC_DP_NARGS			6
+typedef struct GcDpeaksArgs
+{
+	bool		isnull[GC_DP_NARGS];
+	Datum		value[GC_DP_NARGS];
+} GcDpeaksArgs;
+extern void GcDpeaksParams(const GcDpeaksArgs *args, gc_dpeaks_params *params);
+
 /* Call life cycle (gpuclust.c). */
 extern void GcCallBegin(GcCall *call, FunctionCallInfo fcinfo,
 						const GcAlgorithm *algorithm, int device_argno);
@@ -120,6 +144,47 @@ extern int	GcCancelRequested(void *arg);
 
 /* gather.c: runs the query read-only and packs its rows into in. */
 extern void GcGather(const char *query, GcInput *in);
+
+/*
+ * A feature value of one column: the types gather.c and the window functions
+ * read.  Extension types (pgvector, PostGIS) are recognized by name and
+ * extension at call time; nothing links against them.
+ */
+typedef enum GcFeatureType
+{
+	GC_FEATURE_NONE = 0,		/* not a feature type */
+	GC_FEATURE_SCALAR,			/* smallint .. numeric: one feature */
+	GC_FEATURE_FLOAT4_ARRAY,	/* real[] */
+	GC_FEATURE_FLOAT8_ARRAY,	/* double precision[] */
+	GC_FEATURE_VECTOR,			/* pgvector vector */
+	GC_FEATURE_HALFVEC,			/* pgvector halfvec */
+	GC_FEATURE_GEOMETRY			/* PostGIS geometry point */
+} GcFeatureType;
+
+/* Names a row in messages: by its id, or by its place in a window partition. */
+typedef struct GcRowRef
+{
+	int64		id;				/* when partition == 0 */
+	int64		partition;		/* 1-based partition of a window, or 0 */
+	int64		row;			/* 1-based row within the partition */
+} GcRowRef;
+
+/* One value opened by GcFeatureOpen: d features stored as fmt at data. */
+typedef struct GcFeature
+{
+	int32		d;
+	int32		fmt;			/* gather.c's FeatureFormat */
+	int32		stride;			/* doubles per geometry point (M skipped) */
+	const char *data;
+	double		scalar;			/* GC_FEATURE_SCALAR */
+} GcFeature;
+
+extern GcFeatureType GcFeatureTypeOf(Oid typid);
+extern const char *GcFeatureTypeNames(void);
+extern void GcRowName(const GcRowRef *row, char *buf, size_t len);
+extern void GcFeatureOpen(GcFeatureType kind, Oid typid, Datum value,
+						  const GcRowRef *row, MemoryContext tmpcxt, GcFeature *out);
+extern void GcFeatureCopy(const GcFeature *f, float *dst, const GcRowRef *row);
 
 /* gpu.c: the lazily loaded GPU back end. */
 extern const gc_backend_api *GcGpuApi(char *reason, size_t reasonlen,

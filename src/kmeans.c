@@ -62,11 +62,17 @@ RunKmeans(const gc_backend_api *api, const gc_exec *exec, const GcInput *in, voi
 static gc_kmeans_init
 KmInit(FunctionCallInfo fcinfo)
 {
-	char	   *s;
-
 	if (PG_ARGISNULL(KM_ARG_INIT))
 		return GC_KMEANS_INIT_PLUSPLUS;
-	s = text_to_cstring(PG_GETARG_TEXT_PP(KM_ARG_INIT));
+	return GcKmeansInitFromText(PG_GETARG_TEXT_PP(KM_ARG_INIT));
+}
+
+/* The value of an init argument: 'k-means++' or 'random' in any case. */
+gc_kmeans_init
+GcKmeansInitFromText(text *arg)
+{
+	char	   *s = text_to_cstring(arg);
+
 	if (pg_strcasecmp(s, "k-means++") == 0)
 		return GC_KMEANS_INIT_PLUSPLUS;
 	if (pg_strcasecmp(s, "random") == 0)

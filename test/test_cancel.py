@@ -14,6 +14,9 @@ without cancel) though its table builds in seconds:
   density_peaks     50,000 x 500-D: quadratic rho and delta
   kmeans_reseed     500,000 sorted 1-D rows and 1000 identical initial
                     centroids: 999 clusters re-seeded at once
+  window_partitions the rows of dbscan_one_cell in 20 window partitions of
+                    gpu_cluster_dbscan: the cancel lands in one partition's
+                    computation, with partitions still to come
 
 The tables are built before the calls, so the gather takes a fraction of the
 second that passes before the cancel: the cancel lands in the computation.

@@ -1,0 +1,103 @@
+"""
+pgvector columns as features: vector and halfvec give exactly the answers of
+the same values as real[], in the set-returning functions and in the window
+functions.
+
+pgvector is not packaged for Debian 12; test/run-all builds and installs it
+from ../shared/vendor when it is missing.  Where neither is possible these
+tests are skipped, and run-all prints how many.
+"""
+
+import io
+
+import numpy as np
+import pytest
+
+
+@pytest.fixture
+def vector_conn(conn):
+    with conn.cursor() as cur:
+        cur.execute("SELECT count(*) FROM pg_available_extensions WHERE name = 'vector'")
+        if cur.fetchone()[0] == 0:
+            pytest.skip("pgvector is not installed (test/run-all builds it from ../shared/vendor)")
+        cur.execute("CREATE EXTENSION IF NOT EXISTS vector")
+    return conn
+
+
+def embeddings(n, d, n_blobs, seed):
+    """Blobs of d-dimensional rows with three decimals, a tenth of them duplicated."""
+    rng = np.random.default_rng(seed)
+    centers = rng.normal(scale=1.0, size=(n_blobs, d))
+    X = centers[rng.integers(0, n_blobs, size=n)] + rng.normal(scale=0.05, size=(n, d))
+    for i in np.flatnonzero(rng.random(n) < 0.1):
+        if i > 0:
+            X[i] = X[rng.integers(0, i)]
+    return np.round(X, 3).astype(np.float32)
+
+
+def load_vectors(conn, table, X, groups=None):
+    n, d = X.shape
+    with conn.cursor() as cur:
+        cur.execute(f"DROP TABLE IF EXISTS {table}")
+        cur.execute(f"CREATE TABLE {table} (id bigint PRIMARY KEY, g int, v vector({d}))")
+        buf = io.StringIO()
+        for i in range(n):
+            g = 0 if groups is None else int(groups[i])
+            buf.write(f"{i}\t{g}\t[{','.join(str(x) for x in X[i])}]\n")
+        buf.seek(0)
+        cur.copy_expert(f"COPY {table} (id, g, v) FROM STDIN", buf)
+        cur.execute(f"ANALYZE {table}")
+
+
+def rows(conn, sql, *args):
+    with conn.cursor() as cur:
+        cur.execute(sql, args)
+        return cur.fetchall()
+
+
+def test_vector_and_halfvec_as_real_array(vector_conn):
+    conn = vector_conn
+    X = embeddings(3000, 256, 8, 1)
+    load_vectors(conn, "tv_embed", X)
+    eps = 1.0
+    q = "SELECT * FROM gpu_dbscan(%s, %s, 5)"
+    v = rows(conn, q, "SELECT id, v FROM tv_embed ORDER BY id", eps)
+    a = rows(conn, q, "SELECT id, v::real[] FROM tv_embed ORDER BY id", eps)
+    assert v == a
+    labels = [r[1] for r in v]
+    assert len({c for c in labels if c is not None}) >= 4, "the set has too few clusters"
+
+    h = rows(conn, q, "SELECT id, v::halfvec FROM tv_embed ORDER BY id", eps)
+    ha = rows(conn, q, "SELECT id, v::halfvec::real[] FROM tv_embed ORDER BY id", eps)
+    assert h == ha
+
+    k = "SELECT * FROM gpu_kmeans(%s, 8, seed => 3)"
+    assert rows(conn, k, "SELECT id, v FROM tv_embed ORDER BY id") == \
+        rows(conn, k, "SELECT id, v::real[] FROM tv_embed ORDER BY id")
+    assert rows(conn, k, "SELECT id, v::halfvec FROM tv_embed ORDER BY id") == \
+        rows(conn, k, "SELECT id, v::halfvec::real[] FROM tv_embed ORDER BY id")
+
+
+def test_vector_window_per_group(vector_conn):
+    conn = vector_conn
+    rng = np.random.default_rng(2)
+    X = embeddings(2000, 32, 5, 2)
+    groups = rng.integers(0, 12, size=X.shape[0])
+    load_vectors(conn, "tv_groups", X, groups)
+    with conn.cursor() as cur:
+        cur.execute("UPDATE tv_groups SET v = NULL WHERE id % 50 = 7")
+    win = dict(rows(conn, """
+        SELECT id, gpu_cluster_dbscan(v, 0.5, 4) OVER (PARTITION BY g ORDER BY id)
+        FROM tv_groups"""))
+    win_h = dict(rows(conn, """
+        SELECT id, gpu_cluster_dbscan(v::halfvec, 0.5, 4) OVER (PARTITION BY g ORDER BY id)
+        FROM tv_groups"""))
+    nulls = {r[0] for r in rows(conn, "SELECT id FROM tv_groups WHERE v IS NULL")}
+    assert nulls and all(win[i] is None and win_h[i] is None for i in nulls)
+    for g in sorted(set(groups.tolist())):
+        one = rows(conn, "SELECT id, cluster_id FROM gpu_dbscan(%s, 0.5, 4)",
+                   f"SELECT id, v FROM tv_groups WHERE g = {g} AND v IS NOT NULL ORDER BY id")
+        one_h = rows(conn, "SELECT id, cluster_id FROM gpu_dbscan(%s, 0.5, 4)",
+                     f"SELECT id, v::halfvec::real[] FROM tv_groups WHERE g = {g} AND v IS NOT NULL ORDER BY id")
+        assert one and all(win[i] == c for i, c in one), f"group {g}"
+        assert all(win_h[i] == c for i, c in one_h), f"group {g} (halfvec)"
