@@ -63,6 +63,11 @@ BEGIN
 END \$\$;
 SQL
 
+# a / b with two decimals, empty when either is not a number
+ratio() {
+	awk -v a="$1" -v b="$2" 'BEGIN { if (a + 0 > 0 && b + 0 > 0) printf "%.2f", a / b }'
+}
+
 best() {
 	"${PSQL[@]}" -At -c "SET gpuclust.device = '$DEVICE'; SELECT public.gpuclust_bench_best_ms(\$q\$$1\$q\$, $REPS)" 2>&1 | tail -1
 }
@@ -75,24 +80,24 @@ echo "|---|---:|---:|---:|"
 one_db=$(best "SELECT count(cluster_id) FROM gpu_dbscan('SELECT id, f FROM bench_win ORDER BY g, id', 0.155, 5)")
 echo "| gpu_dbscan, one call over all rows | $n | $one_db | 1.00 |"
 win_db=$(best "SELECT count(c) FROM (SELECT gpu_cluster_dbscan(f, 0.155, 5) OVER (PARTITION BY g ORDER BY id) c FROM bench_win) s")
-echo "| gpu_cluster_dbscan(f real[]) OVER (PARTITION BY g ORDER BY id) | $n | $win_db | $(echo "scale=2; $win_db / $one_db" | bc) |"
+echo "| gpu_cluster_dbscan(f real[]) OVER (PARTITION BY g ORDER BY id) | $n | $win_db | $(ratio "$win_db" "$one_db") |"
 if [ "$HAVE_POSTGIS" = 1 ]; then
 	win_geom=$(best "SELECT count(c) FROM (SELECT gpu_cluster_dbscan(geom, 0.155, 5) OVER (PARTITION BY g ORDER BY id) c FROM bench_win) s")
-	echo "| gpu_cluster_dbscan(geom) OVER (PARTITION BY g ORDER BY id) | $n | $win_geom | $(echo "scale=2; $win_geom / $one_db" | bc) |"
+	echo "| gpu_cluster_dbscan(geom) OVER (PARTITION BY g ORDER BY id) | $n | $win_geom | $(ratio "$win_geom" "$one_db") |"
 fi
 rn=$(best "SELECT count(c) FROM (SELECT row_number() OVER (PARTITION BY g ORDER BY id) c FROM bench_win) s")
-echo "| row_number() over the same window (the window's own cost) | $n | $rn | $(echo "scale=2; $rn / $one_db" | bc) |"
+echo "| row_number() over the same window (the window's own cost) | $n | $rn | $(ratio "$rn" "$one_db") |"
 if [ "${SKIP_POSTGIS:-0}" != 1 ]; then
 	pg_db=$(best "SELECT count(c) FROM (SELECT ST_ClusterDBSCAN(geom, 0.155, 5) OVER (PARTITION BY g ORDER BY id) c FROM bench_win) s")
-	echo "| ST_ClusterDBSCAN(geom) OVER (PARTITION BY g ORDER BY id) | $n | $pg_db | $(echo "scale=2; $pg_db / $one_db" | bc) |"
+	echo "| ST_ClusterDBSCAN(geom) OVER (PARTITION BY g ORDER BY id) | $n | $pg_db | $(ratio "$pg_db" "$one_db") |"
 fi
 one_km=$(best "SELECT count(cluster_id) FROM gpu_kmeans('SELECT id, f FROM bench_win ORDER BY g, id', 3, seed => 1)")
 echo "| gpu_kmeans k=3, one call over all rows | $n | $one_km | 1.00 |"
 win_km=$(best "SELECT count(c) FROM (SELECT gpu_cluster_kmeans(f, 3, seed => 1) OVER (PARTITION BY g ORDER BY id) c FROM bench_win) s")
-echo "| gpu_cluster_kmeans(f, 3) OVER (PARTITION BY g ORDER BY id) | $n | $win_km | $(echo "scale=2; $win_km / $one_km" | bc) |"
+echo "| gpu_cluster_kmeans(f, 3) OVER (PARTITION BY g ORDER BY id) | $n | $win_km | $(ratio "$win_km" "$one_km") |"
 if [ "${SKIP_POSTGIS:-0}" != 1 ]; then
 	pg_km=$(best "SELECT count(c) FROM (SELECT ST_ClusterKMeans(geom, 3) OVER (PARTITION BY g ORDER BY id) c FROM bench_win) s")
-	echo "| ST_ClusterKMeans(geom, 3) OVER (PARTITION BY g ORDER BY id) | $n | $pg_km | $(echo "scale=2; $pg_km / $one_km" | bc) |"
+	echo "| ST_ClusterKMeans(geom, 3) OVER (PARTITION BY g ORDER BY id) | $n | $pg_km | $(ratio "$pg_km" "$one_km") |"
 fi
 
 # ------------------------------------------------------------------ gather of pgvector
@@ -122,7 +127,7 @@ gather_ms() {
 		ms=$("${PSQL[@]}" -c "SET gpuclust.timing = on; SET gpuclust.device = 'cpu'" \
 			-c "SELECT count(*) FROM gpu_kmeans_centroids('$1', 1, max_iter => 1, init => 'random')" 2>&1 \
 			| sed -n 's/.* gather=\([0-9.]*\).*/\1/p' | head -1)
-		if [ -z "$best" ] || [ "$(echo "$ms < $best" | bc)" = 1 ]; then best=$ms; fi
+		if [ -z "$best" ] || awk -v a="$ms" -v b="$best" 'BEGIN { exit !(a < b) }'; then best=$ms; fi
 	done
 	echo "$best"
 }
@@ -133,5 +138,5 @@ echo "|---|---:|---:|"
 for q in "SELECT id, v FROM bench_vec|vector column" "SELECT id, v::real[] FROM bench_vec|vector cast to real[]" \
 	"SELECT id, h FROM bench_half|halfvec column" "SELECT id, a FROM bench_arr|real[] column"; do
 	ms=$(gather_ms "${q%%|*}")
-	echo "| ${q##*|} | $ms | $(echo "scale=2; $bytes / ($ms * 1000000)" | bc) |"
+	echo "| ${q##*|} | $ms | $(awk -v b="$bytes" -v m="$ms" 'BEGIN { printf "%.2f", b / (m * 1000000) }') |"
 done
