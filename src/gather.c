@@ -20,6 +20,7 @@
 #include <float.h>
 #include <math.h>
 #include <stdlib.h>
+#include <unistd.h>
 #ifdef __linux__
 #include <sys/mman.h>
 #endif
@@ -37,6 +38,7 @@
 #include "executor/spi.h"
 #include "miscadmin.h"
 #include "nodes/parsenodes.h"
+#include "nodes/plannodes.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
@@ -55,6 +57,14 @@
 /* ... but no more than this many bytes before the second row arrives (wide rows) */
 #define GATHER_FIRST_BYTES (INT64CONST(16) << 20)
 #define GATHER_RESET_EVERY 1024
+/* the row buffers are faulted in this many bytes ahead of the rows written */
+#define GATHER_POPULATE_BYTES (INT64CONST(8) << 20)
+/* a planner's estimate of more rows than this many bytes hold is not trusted for the first size */
+#define GATHER_PRESIZE_MAX_BYTES (INT64CONST(4) << 30)
+
+#if defined(__linux__) && !defined(MADV_POPULATE_WRITE)
+#define MADV_POPULATE_WRITE 23	/* Linux 5.14; older kernels answer EINVAL */
+#endif
 
 typedef enum FeatureKind
 {
@@ -76,6 +86,9 @@ typedef struct GatherReceiver
 	int			natts;
 	Oid		   *types;			/* [natts] */
 	int64		cap;			/* rows allocated */
+	double		est_rows;		/* the planner's estimate of the rows, 0 if none */
+	int64		populated;		/* rows of the buffers faulted in ahead */
+	bool		no_populate;	/* the kernel cannot fault in ahead */
 	int64		since_reset;
 	struct GatherBuffers *buffers;	/* in->x and in->ids, malloc'd */
 } GatherReceiver;
@@ -225,11 +238,11 @@ static void
 Grow(GatherReceiver *st)
 {
 	GcInput    *in = st->in;
-	int64		first = Max(1, Min(GATHER_FIRST_ROWS,
-								   GATHER_FIRST_BYTES / ((int64) in->d * (int64) sizeof(float) + (int64) sizeof(int64))));
+	int64		rowbytes = (int64) in->d * (int64) sizeof(float) + (int64) sizeof(int64);
+	int64		first = Max(1, Min(GATHER_FIRST_ROWS, GATHER_FIRST_BYTES / rowbytes));
 	int64		cap = st->cap == 0 ? first : st->cap * 2;
-	Size		xbytes = (Size) cap * in->d * sizeof(float);
-	Size		ibytes = (Size) cap * sizeof(int64);
+	Size		xbytes;
+	Size		ibytes;
 	float	   *x;
 	int64	   *ids;
 
@@ -240,6 +253,33 @@ Grow(GatherReceiver *st)
 		st->buffers->cb.arg = st->buffers;
 		MemoryContextRegisterResetCallback(st->outcxt, &st->buffers->cb);
 	}
+
+	/*
+	 * The first size is the planner's estimate of the rows when there is
+	 * one, so that the buffers are allocated once: pages not written to are
+	 * never faulted in, so an estimate too high costs address space only.
+	 * Where that much cannot be had, the buffers start small and double.
+	 */
+	if (st->cap == 0 && st->est_rows > first &&
+		st->est_rows <= (double) (GATHER_PRESIZE_MAX_BYTES / rowbytes))
+	{
+		int64		est = (int64) st->est_rows + 1;
+
+		x = malloc((Size) est * in->d * sizeof(float) + 1);
+		ids = x == NULL ? NULL : malloc((Size) est * sizeof(int64));
+		if (x != NULL && ids != NULL)
+		{
+			in->x = st->buffers->x = x;
+			in->ids = st->buffers->ids = ids;
+			if (gc_gather_huge_pages_guc)
+				AdviseHugePages(x, (Size) est * in->d * sizeof(float));
+			st->cap = est;
+			return;
+		}
+		free(x);
+	}
+	xbytes = (Size) cap * in->d * sizeof(float);
+	ibytes = (Size) cap * sizeof(int64);
 	/* realloc leaves the old block in place when it fails */
 	x = (cap > MaxAllocHugeSize / ((Size) in->d * sizeof(float))) ? NULL :
 		realloc(st->buffers->x, Max(xbytes, 1));
@@ -258,6 +298,53 @@ Grow(GatherReceiver *st)
 						   xbytes + ibytes, (long long) cap, in->d),
 				 errhint("Cluster fewer rows or fewer features at a time.")));
 	st->cap = cap;
+}
+
+/*
+ * Faults in the pages of [start, end) of a row buffer ahead of the rows
+ * (whole pages inside the range only).  One madvise for megabytes of pages
+ * costs less than a page fault per page, each a trap into the kernel; the
+ * kernel still zeroes every page.  False where the kernel cannot (before
+ * Linux 5.14) or will not.
+ */
+static bool
+Populate(void *start, void *end)
+{
+#if defined(__linux__)
+	static uintptr_t page = 0;
+	uintptr_t	a;
+	uintptr_t	b;
+
+	if (page == 0)
+		page = (uintptr_t) sysconf(_SC_PAGESIZE);
+	a = TYPEALIGN(page, (uintptr_t) start);
+	b = TYPEALIGN_DOWN(page, (uintptr_t) end);
+	return b <= a || madvise((void *) a, b - a, MADV_POPULATE_WRITE) == 0;
+#else
+	return false;
+#endif
+}
+
+/*
+ * Makes room for the next row: grows the buffers when they are full, and
+ * faults in the next GATHER_POPULATE_BYTES of them ahead of the rows.
+ */
+static void
+MakeRoom(GatherReceiver *st)
+{
+	GcInput    *in = st->in;
+	int64		window;
+	int64		upto;
+
+	if (in->n == st->cap)
+		Grow(st);
+	window = Max(1, GATHER_POPULATE_BYTES / ((int64) in->d * (int64) sizeof(float) + (int64) sizeof(int64)));
+	upto = Min(st->cap, in->n + window);
+	if (!st->no_populate && upto > in->n &&
+		!(Populate(in->x + (Size) in->n * in->d, in->x + (Size) upto * in->d) &&
+		  Populate(in->ids + in->n, in->ids + upto)))
+		st->no_populate = true;
+	st->populated = upto;
 }
 
 /*
@@ -377,27 +464,42 @@ NumericValue(GatherReceiver *st, Datum datum, int64 id, int col)
 
 /*
  * Whether any of the len reals at x is NaN or infinite (exponent bits all
- * ones), two at a time without a branch per value: adding 1 to an exponent
- * of all ones carries into the bit above it, which no other exponent does.
+ * ones), eight at a time in four independent accumulators, without a branch
+ * per value: adding 1 to an exponent of all ones carries into the bit above
+ * it, which no other exponent does.
  */
 static inline bool
 AnyNonFinite(const float *x, int32 len)
 {
 	const uint64 exp = UINT64CONST(0x7f8000007f800000);
 	const uint64 one = UINT64CONST(0x0080000000800000);
-	uint64		acc = 0;
+	uint64		acc0 = 0,
+				acc1 = 0,
+				acc2 = 0,
+				acc3 = 0;
 	int32		k = 0;
 
+	for (; k + 8 <= len; k += 8)
+	{
+		uint64		u[4];
+
+		memcpy(u, x + k, sizeof(u));
+		acc0 |= (u[0] & exp) + one;
+		acc1 |= (u[1] & exp) + one;
+		acc2 |= (u[2] & exp) + one;
+		acc3 |= (u[3] & exp) + one;
+	}
+	acc0 |= acc1 | acc2 | acc3;
 	for (; k + 2 <= len; k += 2)
 	{
 		uint64		u;
 
 		memcpy(&u, x + k, sizeof(u));
-		acc |= (u & exp) + one;
+		acc0 |= (u & exp) + one;
 	}
 	for (; k < len; k++)
-		acc |= isfinite(x[k]) ? 0 : UINT64CONST(0x80000000);
-	return (acc & UINT64CONST(0x8000000080000000)) != 0;
+		acc0 |= isfinite(x[k]) ? 0 : UINT64CONST(0x80000000);
+	return (acc0 & UINT64CONST(0x8000000080000000)) != 0;
 }
 
 /*
@@ -451,8 +553,8 @@ PutArray(GatherReceiver *st, Datum datum, int64 id)
 				 errmsg("the feature array of the row with id " INT64_FORMAT " has %d elements, but the first row's has %d",
 						id, len, in->d),
 				 errhint("Every feature array must have the same length.")));
-	if (in->n == st->cap)
-		Grow(st);
+	if (unlikely(in->n >= st->populated))
+		MakeRoom(st);
 
 	data = body + ARR_OVERHEAD_NONULLS(1) - VARHDRSZ;
 	dst = in->x + (Size) in->n * in->d;
@@ -885,9 +987,10 @@ GcFeatureCopy(const GcFeature *f, float *dst, const GcRowRef *row)
 	{
 		case FORMAT_FLOAT4:
 			memcpy(dst, f->data, sizeof(float) * d);
-			for (int32 k = 0; k < d; k++)
-				if (unlikely(!isfinite(dst[k])))
-					BadFeatureValue(row, dst[k], dst[k], false);
+			if (unlikely(AnyNonFinite(dst, d)))
+				for (int32 k = 0; k < d; k++)
+					if (!isfinite(dst[k]))
+						BadFeatureValue(row, dst[k], dst[k], false);
 			break;
 		case FORMAT_HALF:
 			for (int32 k = 0; k < d; k++)
@@ -932,8 +1035,8 @@ PutNative(GatherReceiver *st, Datum datum, int64 id)
 				 errmsg("the feature of the row with id " INT64_FORMAT " has %d dimensions, but the first row's has %d",
 						id, f.d, in->d),
 				 errhint("Every row must have the same number of features.")));
-	if (in->n == st->cap)
-		Grow(st);
+	if (unlikely(in->n >= st->populated))
+		MakeRoom(st);
 	GcFeatureCopy(&f, in->x + (Size) in->n * in->d, &row);
 }
 
@@ -971,8 +1074,8 @@ GatherReceive(TupleTableSlot *slot, DestReceiver *self)
 	{
 		float	   *dst;
 
-		if (in->n == st->cap)
-			Grow(st);
+		if (unlikely(in->n >= st->populated))
+			MakeRoom(st);
 		dst = in->x + (Size) in->n * in->d;
 		for (int i = 1; i < st->natts; i++)
 		{
@@ -1131,6 +1234,34 @@ ExecuteInto(SPIPlanPtr plan, GatherReceiver *st)
 }
 
 /*
+ * The planner's estimate of the rows of the prepared query, 0 where there is
+ * none.  The plan is the one the query then runs with: a query without
+ * parameters gets the generic plan, planned once.
+ */
+static double
+PlannedRows(SPIPlanPtr plan)
+{
+	CachedPlan *cplan = SPI_plan_get_cached_plan(plan);
+	double		rows = 0.0;
+
+	if (cplan == NULL)
+		return 0.0;
+	if (list_length(cplan->stmt_list) == 1)
+	{
+		PlannedStmt *ps = linitial_node(PlannedStmt, cplan->stmt_list);
+
+		if (ps->commandType == CMD_SELECT && ps->planTree != NULL)
+			rows = ps->planTree->plan_rows;
+	}
+#if PG_VERSION_NUM >= 140000
+	ReleaseCachedPlan(cplan, NULL);
+#else
+	ReleaseCachedPlan(cplan, false);
+#endif
+	return rows;
+}
+
+/*
  * Prepares and runs the query through SPI, streaming its rows into st.  The
  * statement itself must be a SELECT; functions it calls could still write,
  * and running it as in a read-only transaction refuses most such writes with
@@ -1167,6 +1298,7 @@ RunQuery(const char *query, GatherReceiver *st)
 	XactReadOnly = true;
 	PG_TRY();
 	{
+		st->est_rows = PlannedRows(plan);
 		ExecuteInto(plan, st);
 	}
 	PG_FINALLY();
