@@ -83,4 +83,30 @@ RESET min_parallel_table_scan_size;
 SELECT (SELECT count(*) FROM par) AS rows,
        (SELECT count(*) FROM ((TABLE par EXCEPT TABLE ser) UNION ALL (TABLE ser EXCEPT TABLE par)) d) AS differing;
 
+
+-- the gather's buffers start at the planner's estimate of the rows: an
+-- estimate far above or far below the rows changes no answer, and an error
+-- past the estimate names its row
+CREATE FUNCTION rowpath_rows(lim int) RETURNS TABLE (id int, f real[])
+  LANGUAGE plpgsql ROWS 1000000 AS $$
+BEGIN RETURN QUERY SELECT t.id, t.f FROM rowpath_t t WHERE t.id <= lim ORDER BY t.id; END $$;
+CREATE FUNCTION rowpath_rows_few(lim int) RETURNS TABLE (id int, f real[])
+  LANGUAGE plpgsql ROWS 5000 AS $$
+BEGIN RETURN QUERY SELECT t.id, t.f FROM rowpath_t t WHERE t.id <= lim ORDER BY t.id; END $$;
+CREATE TEMP TABLE direct AS SELECT * FROM gpu_dbscan('SELECT id, f FROM rowpath_t WHERE id <= 20000 ORDER BY id', 0.6, 4, device => 'cpu');
+CREATE TEMP TABLE over AS SELECT * FROM gpu_dbscan('SELECT id, f FROM rowpath_rows(20000)', 0.6, 4, device => 'cpu');
+CREATE TEMP TABLE under AS SELECT * FROM gpu_dbscan('SELECT id, f FROM rowpath_rows_few(20000)', 0.6, 4, device => 'cpu');
+SELECT (SELECT count(*) FROM direct) AS rows,
+       (SELECT count(*) FROM ((TABLE direct EXCEPT TABLE over) UNION ALL (TABLE over EXCEPT TABLE direct)) d) AS differing_over,
+       (SELECT count(*) FROM ((TABLE direct EXCEPT TABLE under) UNION ALL (TABLE under EXCEPT TABLE direct)) d) AS differing_under;
+-- wide rows (300 reals), 12,000 of them against an estimate of 5,000
+CREATE FUNCTION rowpath_wide(bad int) RETURNS TABLE (id int, f real[])
+  LANGUAGE plpgsql ROWS 5000 AS $$
+BEGIN RETURN QUERY SELECT g, array_append(array_fill((g % 13)::real, ARRAY[299]), CASE WHEN g = bad THEN 'NaN'::real ELSE (g % 5)::real END)
+  FROM generate_series(1, 12000) g; END $$;
+SELECT count(*) AS rows, count(DISTINCT cluster_id) AS clusters, count(*) - count(cluster_id) AS noise
+FROM gpu_dbscan('SELECT id, f FROM rowpath_wide(0)', 0.5, 3, device => 'cpu');
+SELECT count(*) FROM gpu_dbscan('SELECT id, f FROM rowpath_wide(11000)', 0.5, 3, device => 'cpu');
+DROP FUNCTION rowpath_rows(int), rowpath_rows_few(int), rowpath_wide(int);
+
 DROP TABLE rowpath_t;
