@@ -25,6 +25,7 @@
 #include <sys/mman.h>
 #endif
 
+#include "access/detoast.h"
 #include "access/genam.h"
 #include "access/htup_details.h"
 #include "access/table.h"
@@ -57,6 +58,8 @@
 /* ... but no more than this many bytes before the second row arrives (wide rows) */
 #define GATHER_FIRST_BYTES (INT64CONST(16) << 20)
 #define GATHER_RESET_EVERY 1024
+/* the block detoasted values go to, kept over resets: they are not faulted in anew */
+#define GATHER_TMP_BYTES ((Size) 4 << 20)
 /* the row buffers are faulted in this many bytes ahead of the rows written */
 #define GATHER_POPULATE_BYTES (INT64CONST(8) << 20)
 /* a planner's estimate of more rows than this many bytes hold is not trusted for the first size */
@@ -90,6 +93,7 @@ typedef struct GatherReceiver
 	int64		populated;		/* rows of the buffers faulted in ahead */
 	bool		no_populate;	/* the kernel cannot fault in ahead */
 	int64		since_reset;
+	Size		tmp_used;		/* bytes detoasted into tmpcxt since its reset, at most */
 	struct GatherBuffers *buffers;	/* in->x and in->ids, malloc'd */
 } GatherReceiver;
 
@@ -1113,6 +1117,23 @@ GatherReceive(TupleTableSlot *slot, DestReceiver *self)
 					 errmsg("the feature is NULL in the row with id " INT64_FORMAT, id) :
 					 errmsg("the feature array is NULL in the row with id " INT64_FORMAT, id),
 					 errhint("Filter with WHERE %s IS NOT NULL.", ColName(st, 1))));
+		if (unlikely(VARATT_IS_EXTERNAL(DatumGetPointer(slot->tts_values[1])) ||
+					 VARATT_IS_COMPRESSED(DatumGetPointer(slot->tts_values[1]))))
+		{
+			/*
+			 * A toasted value is detoasted into tmpcxt: reset it before it
+			 * outgrows its first block, which it keeps, so that the same
+			 * pages take every batch (chunks are rounded up to a power of 2).
+			 */
+			Size		need = 2 * toast_raw_datum_size(slot->tts_values[1]) + 64;
+
+			if (st->tmp_used > 0 && st->tmp_used + need > GATHER_TMP_BYTES)
+			{
+				MemoryContextReset(st->tmpcxt);
+				st->tmp_used = 0;
+			}
+			st->tmp_used += need;
+		}
 		if (st->kind == FEATURES_NATIVE)
 			PutNative(st, slot->tts_values[1], id);
 		else
@@ -1124,6 +1145,7 @@ GatherReceive(TupleTableSlot *slot, DestReceiver *self)
 	if (++st->since_reset >= GATHER_RESET_EVERY)
 	{
 		st->since_reset = 0;
+		st->tmp_used = 0;
 		MemoryContextReset(st->tmpcxt);
 		CHECK_FOR_INTERRUPTS();
 	}
@@ -1336,7 +1358,8 @@ GcGather(const char *query, GcInput *in)
 	st.pub.mydest = DestNone;
 	st.in = in;
 	st.outcxt = outcxt;
-	st.tmpcxt = AllocSetContextCreate(outcxt, "gpuclust gather", ALLOCSET_DEFAULT_SIZES);
+	st.tmpcxt = AllocSetContextCreate(outcxt, "gpuclust gather",
+									  GATHER_TMP_BYTES, GATHER_TMP_BYTES, GATHER_TMP_BYTES);
 
 	BeginInternalSubTransaction(NULL);
 	MemoryContextSwitchTo(outcxt);
