@@ -109,4 +109,25 @@ FROM gpu_dbscan('SELECT id, f FROM rowpath_wide(0)', 0.5, 3, device => 'cpu');
 SELECT count(*) FROM gpu_dbscan('SELECT id, f FROM rowpath_wide(11000)', 0.5, 3, device => 'cpu');
 DROP FUNCTION rowpath_rows(int), rowpath_rows_few(int), rowpath_wide(int);
 
+-- toasted feature arrays (out of line and compressed in line, of 2.4 kB and
+-- 8.8 kB) read the same as the same arrays in memory, over many batches of
+-- the gather's detoasting
+CREATE TABLE rowpath_toast (id int, f float8[], g float8[]);
+ALTER TABLE rowpath_toast ALTER COLUMN f SET STORAGE EXTERNAL;
+INSERT INTO rowpath_toast
+  SELECT i, array_append(array_fill((i % 11)::float8, ARRAY[299]), (i % 3) * 0.25),
+         array_append(array_fill((i % 7)::float8, ARRAY[1099]), (i % 5) * 0.25)
+  FROM generate_series(1, 4000) i;
+SELECT bool_and(pg_column_size(f) > 2400) AS f_out_of_line, bool_and(pg_column_size(g) < 2000) AS g_compressed
+FROM rowpath_toast;
+CREATE TEMP TABLE toasted_f AS SELECT * FROM gpu_dbscan('SELECT id, f FROM rowpath_toast', 0.1, 3, device => 'cpu');
+CREATE TEMP TABLE plain_f AS SELECT * FROM gpu_dbscan('SELECT id, f[1:300] FROM rowpath_toast', 0.1, 3, device => 'cpu');
+CREATE TEMP TABLE toasted_g AS SELECT * FROM gpu_dbscan('SELECT id, g FROM rowpath_toast', 0.1, 3, device => 'cpu');
+CREATE TEMP TABLE plain_g AS SELECT * FROM gpu_dbscan('SELECT id, g[1:1100] FROM rowpath_toast', 0.1, 3, device => 'cpu');
+SELECT (SELECT count(DISTINCT cluster_id) FROM toasted_f) AS clusters_f,
+       (SELECT count(*) FROM ((TABLE toasted_f EXCEPT TABLE plain_f) UNION ALL (TABLE plain_f EXCEPT TABLE toasted_f)) d) AS differing_f,
+       (SELECT count(DISTINCT cluster_id) FROM toasted_g) AS clusters_g,
+       (SELECT count(*) FROM ((TABLE toasted_g EXCEPT TABLE plain_g) UNION ALL (TABLE plain_g EXCEPT TABLE toasted_g)) d) AS differing_g;
+DROP TABLE rowpath_toast;
+
 DROP TABLE rowpath_t;
