@@ -22,6 +22,10 @@
 #include <stdlib.h>
 #include <unistd.h>
 #ifdef __linux__
+#include <pthread.h>
+#include <signal.h>
+#endif
+#ifdef __linux__
 #include <sys/mman.h>
 #endif
 
@@ -40,6 +44,7 @@
 #include "miscadmin.h"
 #include "nodes/parsenodes.h"
 #include "nodes/plannodes.h"
+#include "port/atomics.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
@@ -64,6 +69,12 @@
 #define GATHER_POPULATE_BYTES (INT64CONST(8) << 20)
 /* a planner's estimate of more rows than this many bytes hold is not trusted for the first size */
 #define GATHER_PRESIZE_MAX_BYTES (INT64CONST(4) << 30)
+
+/* the thread of gpuclust.gather_prefault: for a feature buffer of this size or more */
+#define PREFAULT_MIN_BYTES ((Size) 64 << 20)
+/* ... faulting in this much at a time, at most this far ahead of the rows */
+#define PREFAULT_STEP ((Size) 2 << 20)
+#define PREFAULT_AHEAD ((Size) 128 << 20)
 
 #if defined(__linux__) && !defined(MADV_POPULATE_WRITE)
 #define MADV_POPULATE_WRITE 23	/* Linux 5.14; older kernels answer EINVAL */
@@ -189,13 +200,110 @@ CheckColumns(GatherReceiver *st, TupleDesc desc)
 	st->in->d = st->natts - 1;
 }
 
+/*
+ * With gpuclust.gather_prefault, a thread faults in the pages of the feature
+ * buffer ahead of the rows, so that the kernel's work of finding and zeroing
+ * pages runs beside the gather instead of in it.  The thread does nothing but
+ * madvise calls on that buffer, with every signal blocked; it stops at the
+ * end of the buffer, when told, or on the first call that fails.  The buffer
+ * neither moves nor goes while it runs: StopPrefault comes first.
+ */
+typedef struct Prefault
+{
+#ifdef __linux__
+	pthread_t	thread;
+#endif
+	bool		running;
+	char	   *start;			/* page-aligned */
+	Size		bytes;			/* whole pages from start */
+	pg_atomic_uint64 written;	/* bytes from start the gather has reached */
+	pg_atomic_uint32 stop;
+} Prefault;
+
 /* The malloc'd row buffers, freed by a reset callback of the context they belong to. */
 typedef struct GatherBuffers
 {
 	MemoryContextCallback cb;
 	float	   *x;
 	int64	   *ids;
+	Prefault	prefault;
 } GatherBuffers;
+
+#ifdef __linux__
+/* The prefault thread: faults in the buffer, step by step, keeping ahead of the rows. */
+static void *
+PrefaultMain(void *arg)
+{
+	Prefault   *pf = (Prefault *) arg;
+	Size		done = 0;
+
+	while (done < pf->bytes && pg_atomic_read_u32(&pf->stop) == 0)
+	{
+		Size		len = Min(PREFAULT_STEP, pf->bytes - done);
+
+		if (done > pg_atomic_read_u64(&pf->written) + PREFAULT_AHEAD)
+		{
+			usleep(100);
+			continue;
+		}
+		if (madvise(pf->start + done, len, MADV_POPULATE_WRITE) != 0)
+			break;
+		done += len;
+	}
+	return NULL;
+}
+#endif
+
+/* Starts the prefault thread on [x, x + bytes) past the first skip bytes; false if it did not start. */
+static bool
+StartPrefault(Prefault *pf, void *x, Size bytes, Size skip)
+{
+#ifdef __linux__
+	uintptr_t	page = (uintptr_t) sysconf(_SC_PAGESIZE);
+	uintptr_t	a = TYPEALIGN(page, (uintptr_t) x + skip);
+	uintptr_t	b = TYPEALIGN_DOWN(page, (uintptr_t) x + bytes);
+	sigset_t	all;
+	sigset_t	old;
+	int			rc;
+
+	if (b <= a)
+		return false;
+	pf->start = (char *) a;
+	pf->bytes = b - a;
+	pg_atomic_init_u64(&pf->written, 0);
+	pg_atomic_init_u32(&pf->stop, 0);
+	/* signals are the backend's: the thread takes none */
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	rc = pthread_create(&pf->thread, NULL, PrefaultMain, pf);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	pf->running = (rc == 0);
+	return pf->running;
+#else
+	return false;
+#endif
+}
+
+/* Tells the gather's progress to the prefault thread: bytes of the buffer written. */
+static inline void
+PrefaultProgress(Prefault *pf, char *x, Size written)
+{
+	if (pf->running)
+		pg_atomic_write_u64(&pf->written, x + written > pf->start ? (uint64) (x + written - pf->start) : 0);
+}
+
+/* Stops the prefault thread and waits for it (at most one step of madvise). */
+static void
+StopPrefault(Prefault *pf)
+{
+#ifdef __linux__
+	if (!pf->running)
+		return;
+	pg_atomic_write_u32(&pf->stop, 1);
+	pthread_join(pf->thread, NULL);
+	pf->running = false;
+#endif
+}
 
 /* Frees the row buffers with the memory context they belong to. */
 static void
@@ -203,6 +311,7 @@ FreeBuffers(void *arg)
 {
 	GatherBuffers *b = (GatherBuffers *) arg;
 
+	StopPrefault(&b->prefault);
 	free(b->x);
 	free(b->ids);
 	b->x = NULL;
@@ -277,6 +386,8 @@ Grow(GatherReceiver *st)
 			in->ids = st->buffers->ids = ids;
 			if (gc_gather_huge_pages_guc)
 				AdviseHugePages(x, (Size) est * in->d * sizeof(float));
+			if (gc_gather_prefault_guc && (Size) est * in->d * sizeof(float) >= PREFAULT_MIN_BYTES)
+				(void) StartPrefault(&st->buffers->prefault, x, (Size) est * in->d * sizeof(float), 0);
 			st->cap = est;
 			return;
 		}
@@ -284,6 +395,8 @@ Grow(GatherReceiver *st)
 	}
 	xbytes = (Size) cap * in->d * sizeof(float);
 	ibytes = (Size) cap * sizeof(int64);
+	/* the buffer may move */
+	StopPrefault(&st->buffers->prefault);
 	/* realloc leaves the old block in place when it fails */
 	x = (cap > MaxAllocHugeSize / ((Size) in->d * sizeof(float))) ? NULL :
 		realloc(st->buffers->x, Max(xbytes, 1));
@@ -339,13 +452,17 @@ MakeRoom(GatherReceiver *st)
 	GcInput    *in = st->in;
 	int64		window;
 	int64		upto;
+	Prefault   *pf;
 
 	if (in->n == st->cap)
 		Grow(st);
 	window = Max(1, GATHER_POPULATE_BYTES / ((int64) in->d * (int64) sizeof(float) + (int64) sizeof(int64)));
 	upto = Min(st->cap, in->n + window);
+	pf = &st->buffers->prefault;
+	PrefaultProgress(pf, (char *) in->x, (Size) in->n * in->d * sizeof(float));
+	/* the features here unless the prefault thread does them, the row ids here */
 	if (!st->no_populate && upto > in->n &&
-		!(Populate(in->x + (Size) in->n * in->d, in->x + (Size) upto * in->d) &&
+		!((pf->running || Populate(in->x + (Size) in->n * in->d, in->x + (Size) upto * in->d)) &&
 		  Populate(in->ids + in->n, in->ids + upto)))
 		st->no_populate = true;
 	st->populated = upto;
@@ -1366,10 +1483,15 @@ GcGather(const char *query, GcInput *in)
 	PG_TRY();
 	{
 		RunQuery(query, &st);
+		if (st.buffers != NULL)
+			StopPrefault(&st.buffers->prefault);
 	}
 	PG_CATCH();
 	{
 		ErrorData  *edata;
+
+		if (st.buffers != NULL)
+			StopPrefault(&st.buffers->prefault);
 
 		/* Roll back our own subtransaction before the error goes up. */
 		MemoryContextSwitchTo(outcxt);
