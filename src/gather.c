@@ -699,7 +699,7 @@ PutArray(GatherReceiver *st, Datum datum, int64 id)
 			memcpy(&e, data + sizeof(double) * k, sizeof(double));
 			f = (float) e;
 			dst[k] = f;
-			bad |= !isfinite(f) || (f == 0.0f && e != 0.0);
+			bad |= (bool) ((isfinite(f) == 0) | ((f == 0.0f) & (e != 0.0)));
 		}
 		/* again, value by value, for the message about the first bad one */
 		if (unlikely(bad))
