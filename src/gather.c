@@ -254,13 +254,13 @@ PrefaultMain(void *arg)
 }
 #endif
 
-/* Starts the prefault thread on [x, x + bytes) past the first skip bytes; false if it did not start. */
+/* Starts the prefault thread on [x, x + bytes); false if it did not start. */
 static bool
-StartPrefault(Prefault *pf, void *x, Size bytes, Size skip)
+StartPrefault(Prefault *pf, void *x, Size bytes)
 {
 #ifdef __linux__
 	uintptr_t	page = (uintptr_t) sysconf(_SC_PAGESIZE);
-	uintptr_t	a = TYPEALIGN(page, (uintptr_t) x + skip);
+	uintptr_t	a = TYPEALIGN(page, (uintptr_t) x);
 	uintptr_t	b = TYPEALIGN_DOWN(page, (uintptr_t) x + bytes);
 	sigset_t	all;
 	sigset_t	old;
@@ -387,7 +387,7 @@ Grow(GatherReceiver *st)
 			if (gc_gather_huge_pages_guc)
 				AdviseHugePages(x, (Size) est * in->d * sizeof(float));
 			if (gc_gather_prefault_guc && (Size) est * in->d * sizeof(float) >= PREFAULT_MIN_BYTES)
-				(void) StartPrefault(&st->buffers->prefault, x, (Size) est * in->d * sizeof(float), 0);
+				(void) StartPrefault(&st->buffers->prefault, x, (Size) est * in->d * sizeof(float));
 			st->cap = est;
 			return;
 		}
