@@ -24,7 +24,7 @@ PG_CONFIG  ?= pg_config
 include common/flags.mk
 PG_CPPFLAGS = -Isrc -Isrc/core $(GC_INCLUDES)
 PG_CFLAGS   = $(GC_WARN_CFLAGS) $(GC_EXACT_CFLAGS) -O2
-SHLIB_LINK  = -ldl -lm
+SHLIB_LINK  = -ldl -lm -lpthread
 
 # ------------------------------------------------------------------ CUDA
 CUDA_HOME  ?= /usr/local/cuda

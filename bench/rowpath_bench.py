@@ -9,6 +9,7 @@ rowpath_bench.py
 
     bench/rowpath_bench.py [--device gpu|cpu|auto] [--rows 1000000,10000000]
                            [--wide-rows 1000000] [--dim 256]
+                           [--wide-types real,vector]
                            [--work-mem 4MB,256MB] [--output-mem SIZE]
                            [--repeat 3] [--json FILE] [--keep]
 
@@ -20,10 +21,18 @@ bench/dbscan_gpu_bench.sh; DBSCAN eps 0.05, min_pts 5) and each work_mem:
     ratio      statement / read
     total, gather, compute, output   from the gpuclust.timing NOTICE
     temp file  whether the statement wrote a temporary file (log_temp_files)
+    SRF floor  SELECT count(*) FROM generate_series(1, rows): a set-returning
+               function's rows go through a tuplestore that the query reads
+               back, whatever the function; (read + SRF floor) / read is what
+               the ratio cannot go below as long as the gather is no faster
+               than the read
 
-For the wide table (--wide-rows rows of --dim reals): the gather of
-gpu_kmeans_centroids(k 8, one iteration) in GB/s of feature data, next to the
-read of the table.  Each figure is the median of --repeat runs in one session,
+For the wide tables (--wide-rows rows of --dim features, one table per type
+of --wide-types: real for real[], float8 for double precision[], vector for
+pgvector's vector, skipped where pgvector is not installed): the gather of
+gpu_kmeans_centroids(k 8, one iteration) in GB/s of feature data (4 bytes a
+feature, whatever the type), next to the read of the table, in parallel as
+the planner chooses and serial (max_parallel_workers_per_gather 0).  Each figure is the median of --repeat runs in one session,
 after one warm-up call (which loads the GPU back end).  Tables are unlogged,
 named rowpath_bench_*, and dropped at the end unless --keep.
 """
@@ -68,8 +77,12 @@ VACUUM ANALYZE {table};
 """)
 
 
-def make_wide(table, rows, dim):
-    """rows of dim reals: 1000 random arrays, repeated (the values do not matter to the gather)."""
+WIDE_TYPES = {"real": "real[]", "float8": "double precision[]", "vector": "vector"}
+
+
+def make_wide(table, rows, dim, typ="real"):
+    """rows of dim features: 1000 random arrays, repeated (the values do not matter to the gather)."""
+    cast = {"real": "b.f", "float8": "b.f::float8[]", "vector": "b.f::vector"}[typ]
     psql(f"""
 DROP TABLE IF EXISTS {table};
 SELECT setseed(0.42);
@@ -77,13 +90,22 @@ CREATE TEMP TABLE base AS
   SELECT k, array_agg(random()::real) AS f
   FROM generate_series(0, 999) k, generate_series(1, {dim}) j GROUP BY k;
 CREATE UNLOGGED TABLE {table} AS
-  SELECT i::bigint AS id, b.f FROM generate_series(1, {rows}) i JOIN base b ON b.k = i % 1000;
+  SELECT i::bigint AS id, {cast} AS f FROM generate_series(1, {rows}) i JOIN base b ON b.k = i % 1000;
 VACUUM ANALYZE {table};
 """)
 
 
-def measure(read_sql, call_sql, warm_sql, work_mem, repeat, output_mem=None):
-    """Median read and statement times, NOTICE phases and temporary files, in one session."""
+def have_pgvector():
+    """Whether pgvector's vector type can be had (CREATE EXTENSION vector where it is not yet)."""
+    p = subprocess.run(["psql", "-X", "-q", "-v", "ON_ERROR_STOP=1"],
+                       input="CREATE EXTENSION IF NOT EXISTS vector;\n",
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    return p.returncode == 0
+
+
+def measure(read_sql, call_sql, warm_sql, work_mem, repeat, output_mem=None, floor_sql=None):
+    """Median read and statement times, NOTICE phases and temporary files, in one session;
+    also the serial read, and floor_sql's time where given."""
     script = [f"SET work_mem = '{work_mem}';",
               f"SET gpuclust.output_mem = '{output_mem}';" if output_mem else "",
               "SET gpuclust.timing = on;",
@@ -94,16 +116,25 @@ def measure(read_sql, call_sql, warm_sql, work_mem, repeat, output_mem=None):
               "\\timing on"]
     for _ in range(repeat):
         script += ["\\echo @read", read_sql + ";", "\\echo @call", call_sql + ";"]
+    # @none: the times of SET and RESET belong to no section
+    script += ["\\echo @none", "SET max_parallel_workers_per_gather = 0;"]
+    for _ in range(repeat):
+        script += ["\\echo @sera", read_sql + ";"]
+    script += ["\\echo @none", "RESET max_parallel_workers_per_gather;"]
+    if floor_sql:
+        for _ in range(repeat):
+            script += ["\\echo @flor", floor_sql + ";"]
     out = psql("\n".join(script) + "\n")
-    reads, calls, notices, temp = [], [], [], False
+    times = {"read": [], "call": [], "sera": [], "flor": [], "none": []}
+    notices, temp = [], False
     section = None
     for line in out.splitlines():
-        if line.startswith("@read") or line.startswith("@call"):
+        if line[:1] == "@" and line[1:5] in times:
             section = line[1:5]
             continue
         m = TIME.match(line)
         if m and section:
-            (reads if section == "read" else calls).append(float(m.group(1)))
+            times[section].append(float(m.group(1)))
             continue
         m = NOTICE.search(line)
         if m and section == "call":
@@ -111,9 +142,12 @@ def measure(read_sql, call_sql, warm_sql, work_mem, repeat, output_mem=None):
         if "temporary file" in line and section == "call":
             temp = True
     med = statistics.median
-    res = {"work_mem": work_mem, "read_ms": med(reads), "statement_ms": med(calls),
-           "temp_file": temp}
+    res = {"work_mem": work_mem, "read_ms": med(times["read"]), "statement_ms": med(times["call"]),
+           "serial_read_ms": med(times["sera"]), "temp_file": temp}
     res["ratio"] = res["statement_ms"] / res["read_ms"]
+    if times["flor"]:
+        res["srf_floor_ms"] = med(times["flor"])
+        res["floor_ratio"] = (res["read_ms"] + res["srf_floor_ms"]) / res["read_ms"]
     if notices:
         res.update(n=int(notices[0].group(1)), d=int(notices[0].group(2)),
                    device=notices[0].group(3),
@@ -130,6 +164,8 @@ def main():
     ap.add_argument("--rows", default="1000000,10000000")
     ap.add_argument("--wide-rows", type=int, default=1000000, help="0: no wide table")
     ap.add_argument("--dim", type=int, default=256)
+    ap.add_argument("--wide-types", default="real,vector",
+                    help="feature types of the wide tables: real, float8, vector (skipped without pgvector)")
     ap.add_argument("--work-mem", default="4MB,256MB")
     ap.add_argument("--output-mem", help="SET gpuclust.output_mem to this (e.g. 64kB: spill as before it)")
     ap.add_argument("--repeat", type=int, default=3)
@@ -157,32 +193,43 @@ def main():
         for wm in a.work_mem.split(","):
             r = measure(f"SELECT sum(cardinality(f)) FROM {t}",
                         f"SELECT count(*) FROM gpu_dbscan('SELECT id, f FROM {t}', 0.05, 5, '{dev}')",
-                        warm, wm, a.repeat, a.output_mem)
+                        warm, wm, a.repeat, a.output_mem,
+                        floor_sql=f"SELECT count(*) FROM generate_series(1, {rows})")
             r["case"] = f"DBSCAN {rows:,} x 2"
             results.append(r)
-    if a.wide_rows > 0:
-        t = f"rowpath_bench_wide_{a.wide_rows}x{a.dim}"
+    wide_types = [w for w in a.wide_types.split(",") if w]
+    for w in wide_types:
+        if w not in WIDE_TYPES:
+            sys.exit(f"unknown wide type {w}: use {', '.join(WIDE_TYPES)}")
+    if "vector" in wide_types and a.wide_rows > 0 and not have_pgvector():
+        print("# pgvector is not installed: no vector table")
+        wide_types.remove("vector")
+    for w in wide_types if a.wide_rows > 0 else []:
+        t = f"rowpath_bench_wide_{w}_{a.wide_rows}x{a.dim}"
         tables.append(t)
-        make_wide(t, a.wide_rows, a.dim)
-        r = measure(f"SELECT sum(cardinality(f)) FROM {t}",
+        make_wide(t, a.wide_rows, a.dim, w)
+        size = "vector_dims(f)" if w == "vector" else "cardinality(f)"
+        r = measure(f"SELECT sum({size}) FROM {t}",
                     f"SELECT count(*) FROM gpu_kmeans_centroids('SELECT id, f FROM {t}', 8, "
                     f"max_iter => 1, device => '{dev}')",
                     warm, a.work_mem.split(",")[-1], a.repeat, a.output_mem)
-        r["case"] = f"k-means {a.wide_rows:,} x {a.dim}"
+        r["case"] = f"k-means {a.wide_rows:,} x {a.dim} {WIDE_TYPES[w]}"
         if "gather_ms" in r:
             r["gather_gb_s"] = a.wide_rows * a.dim * 4 / (r["gather_ms"] * 1e6)
         results.append(r)
 
-    hdr = ("| case | work_mem | read ms | statement ms | statement / read | total | gather | "
-           "compute | output | temp file | gather GB/s |")
+    hdr = ("| case | work_mem | read ms | serial read ms | statement ms | statement / read | total | "
+           "gather | compute | output | temp file | gather GB/s | SRF floor ms | (read + floor) / read |")
     print(hdr)
-    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---|---:|")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|")
     for r in results:
         gbs = f"{r['gather_gb_s']:.2f}" if "gather_gb_s" in r else ""
-        print(f"| {r['case']} | {r['work_mem']} | {r['read_ms']:.0f} | {r['statement_ms']:.0f} | "
-              f"{r['ratio']:.2f} | {r.get('total_ms', 0):.0f} | {r.get('gather_ms', 0):.0f} | "
-              f"{r.get('compute_ms', 0):.1f} | {r.get('output_ms', 0):.0f} | "
-              f"{'yes' if r['temp_file'] else 'no'} | {gbs} |")
+        flo = f"{r['srf_floor_ms']:.0f}" if "srf_floor_ms" in r else ""
+        flr = f"{r['floor_ratio']:.2f}" if "floor_ratio" in r else ""
+        print(f"| {r['case']} | {r['work_mem']} | {r['read_ms']:.0f} | {r['serial_read_ms']:.0f} | "
+              f"{r['statement_ms']:.0f} | {r['ratio']:.2f} | {r.get('total_ms', 0):.0f} | "
+              f"{r.get('gather_ms', 0):.0f} | {r.get('compute_ms', 0):.1f} | {r.get('output_ms', 0):.0f} | "
+              f"{'yes' if r['temp_file'] else 'no'} | {gbs} | {flo} | {flr} |")
     if a.json:
         with open(a.json, "w") as f:
             json.dump({"server": info[0], "gpuclust": info[1], "gpus": info[2],

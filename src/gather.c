@@ -20,10 +20,16 @@
 #include <float.h>
 #include <math.h>
 #include <stdlib.h>
+#include <unistd.h>
+#ifdef __linux__
+#include <pthread.h>
+#include <signal.h>
+#endif
 #ifdef __linux__
 #include <sys/mman.h>
 #endif
 
+#include "access/detoast.h"
 #include "access/genam.h"
 #include "access/htup_details.h"
 #include "access/table.h"
@@ -37,6 +43,8 @@
 #include "executor/spi.h"
 #include "miscadmin.h"
 #include "nodes/parsenodes.h"
+#include "nodes/plannodes.h"
+#include "port/atomics.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
@@ -55,6 +63,22 @@
 /* ... but no more than this many bytes before the second row arrives (wide rows) */
 #define GATHER_FIRST_BYTES (INT64CONST(16) << 20)
 #define GATHER_RESET_EVERY 1024
+/* the block detoasted values go to, kept over resets: they are not faulted in anew */
+#define GATHER_TMP_BYTES ((Size) 4 << 20)
+/* the row buffers are faulted in this many bytes ahead of the rows written */
+#define GATHER_POPULATE_BYTES (INT64CONST(8) << 20)
+/* a planner's estimate of more rows than this many bytes hold is not trusted for the first size */
+#define GATHER_PRESIZE_MAX_BYTES (INT64CONST(4) << 30)
+
+/* the thread of gpuclust.gather_prefault: for a feature buffer of this size or more */
+#define PREFAULT_MIN_BYTES ((Size) 64 << 20)
+/* ... faulting in this much at a time, at most this far ahead of the rows */
+#define PREFAULT_STEP ((Size) 2 << 20)
+#define PREFAULT_AHEAD ((Size) 128 << 20)
+
+#if defined(__linux__) && !defined(MADV_POPULATE_WRITE)
+#define MADV_POPULATE_WRITE 23	/* Linux 5.14; older kernels answer EINVAL */
+#endif
 
 typedef enum FeatureKind
 {
@@ -76,7 +100,11 @@ typedef struct GatherReceiver
 	int			natts;
 	Oid		   *types;			/* [natts] */
 	int64		cap;			/* rows allocated */
+	double		est_rows;		/* the planner's estimate of the rows, 0 if none */
+	int64		populated;		/* rows of the buffers faulted in ahead */
+	bool		no_populate;	/* the kernel cannot fault in ahead */
 	int64		since_reset;
+	Size		tmp_used;		/* bytes detoasted into tmpcxt since its reset, at most */
 	struct GatherBuffers *buffers;	/* in->x and in->ids, malloc'd */
 } GatherReceiver;
 
@@ -172,13 +200,110 @@ CheckColumns(GatherReceiver *st, TupleDesc desc)
 	st->in->d = st->natts - 1;
 }
 
+/*
+ * With gpuclust.gather_prefault, a thread faults in the pages of the feature
+ * buffer ahead of the rows, so that the kernel's work of finding and zeroing
+ * pages runs beside the gather instead of in it.  The thread does nothing but
+ * madvise calls on that buffer, with every signal blocked; it stops at the
+ * end of the buffer, when told, or on the first call that fails.  The buffer
+ * neither moves nor goes while it runs: StopPrefault comes first.
+ */
+typedef struct Prefault
+{
+#ifdef __linux__
+	pthread_t	thread;
+#endif
+	bool		running;
+	char	   *start;			/* page-aligned */
+	Size		bytes;			/* whole pages from start */
+	pg_atomic_uint64 written;	/* bytes from start the gather has reached */
+	pg_atomic_uint32 stop;
+} Prefault;
+
 /* The malloc'd row buffers, freed by a reset callback of the context they belong to. */
 typedef struct GatherBuffers
 {
 	MemoryContextCallback cb;
 	float	   *x;
 	int64	   *ids;
+	Prefault	prefault;
 } GatherBuffers;
+
+#ifdef __linux__
+/* The prefault thread: faults in the buffer, step by step, keeping ahead of the rows. */
+static void *
+PrefaultMain(void *arg)
+{
+	Prefault   *pf = (Prefault *) arg;
+	Size		done = 0;
+
+	while (done < pf->bytes && pg_atomic_read_u32(&pf->stop) == 0)
+	{
+		Size		len = Min(PREFAULT_STEP, pf->bytes - done);
+
+		if (done > pg_atomic_read_u64(&pf->written) + PREFAULT_AHEAD)
+		{
+			usleep(100);
+			continue;
+		}
+		if (madvise(pf->start + done, len, MADV_POPULATE_WRITE) != 0)
+			break;
+		done += len;
+	}
+	return NULL;
+}
+#endif
+
+/* Starts the prefault thread on [x, x + bytes); false if it did not start. */
+static bool
+StartPrefault(Prefault *pf, void *x, Size bytes)
+{
+#ifdef __linux__
+	uintptr_t	page = (uintptr_t) sysconf(_SC_PAGESIZE);
+	uintptr_t	a = TYPEALIGN(page, (uintptr_t) x);
+	uintptr_t	b = TYPEALIGN_DOWN(page, (uintptr_t) x + bytes);
+	sigset_t	all;
+	sigset_t	old;
+	int			rc;
+
+	if (b <= a)
+		return false;
+	pf->start = (char *) a;
+	pf->bytes = b - a;
+	pg_atomic_init_u64(&pf->written, 0);
+	pg_atomic_init_u32(&pf->stop, 0);
+	/* signals are the backend's: the thread takes none */
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	rc = pthread_create(&pf->thread, NULL, PrefaultMain, pf);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	pf->running = (rc == 0);
+	return pf->running;
+#else
+	return false;
+#endif
+}
+
+/* Tells the gather's progress to the prefault thread: bytes of the buffer written. */
+static inline void
+PrefaultProgress(Prefault *pf, char *x, Size written)
+{
+	if (pf->running)
+		pg_atomic_write_u64(&pf->written, x + written > pf->start ? (uint64) (x + written - pf->start) : 0);
+}
+
+/* Stops the prefault thread and waits for it (at most one step of madvise). */
+static void
+StopPrefault(Prefault *pf)
+{
+#ifdef __linux__
+	if (!pf->running)
+		return;
+	pg_atomic_write_u32(&pf->stop, 1);
+	pthread_join(pf->thread, NULL);
+	pf->running = false;
+#endif
+}
 
 /* Frees the row buffers with the memory context they belong to. */
 static void
@@ -186,6 +311,7 @@ FreeBuffers(void *arg)
 {
 	GatherBuffers *b = (GatherBuffers *) arg;
 
+	StopPrefault(&b->prefault);
 	free(b->x);
 	free(b->ids);
 	b->x = NULL;
@@ -225,11 +351,11 @@ static void
 Grow(GatherReceiver *st)
 {
 	GcInput    *in = st->in;
-	int64		first = Max(1, Min(GATHER_FIRST_ROWS,
-								   GATHER_FIRST_BYTES / ((int64) in->d * (int64) sizeof(float) + (int64) sizeof(int64))));
+	int64		rowbytes = (int64) in->d * (int64) sizeof(float) + (int64) sizeof(int64);
+	int64		first = Max(1, Min(GATHER_FIRST_ROWS, GATHER_FIRST_BYTES / rowbytes));
 	int64		cap = st->cap == 0 ? first : st->cap * 2;
-	Size		xbytes = (Size) cap * in->d * sizeof(float);
-	Size		ibytes = (Size) cap * sizeof(int64);
+	Size		xbytes;
+	Size		ibytes;
 	float	   *x;
 	int64	   *ids;
 
@@ -240,6 +366,37 @@ Grow(GatherReceiver *st)
 		st->buffers->cb.arg = st->buffers;
 		MemoryContextRegisterResetCallback(st->outcxt, &st->buffers->cb);
 	}
+
+	/*
+	 * The first size is the planner's estimate of the rows when there is
+	 * one, so that the buffers are allocated once: pages not written to are
+	 * never faulted in, so an estimate too high costs address space only.
+	 * Where that much cannot be had, the buffers start small and double.
+	 */
+	if (st->cap == 0 && st->est_rows > first &&
+		st->est_rows <= (double) (GATHER_PRESIZE_MAX_BYTES / rowbytes))
+	{
+		int64		est = (int64) st->est_rows + 1;
+
+		x = malloc((Size) est * in->d * sizeof(float) + 1);
+		ids = x == NULL ? NULL : malloc((Size) est * sizeof(int64));
+		if (x != NULL && ids != NULL)
+		{
+			in->x = st->buffers->x = x;
+			in->ids = st->buffers->ids = ids;
+			if (gc_gather_huge_pages_guc)
+				AdviseHugePages(x, (Size) est * in->d * sizeof(float));
+			if (gc_gather_prefault_guc && (Size) est * in->d * sizeof(float) >= PREFAULT_MIN_BYTES)
+				(void) StartPrefault(&st->buffers->prefault, x, (Size) est * in->d * sizeof(float));
+			st->cap = est;
+			return;
+		}
+		free(x);
+	}
+	xbytes = (Size) cap * in->d * sizeof(float);
+	ibytes = (Size) cap * sizeof(int64);
+	/* the buffer may move */
+	StopPrefault(&st->buffers->prefault);
 	/* realloc leaves the old block in place when it fails */
 	x = (cap > MaxAllocHugeSize / ((Size) in->d * sizeof(float))) ? NULL :
 		realloc(st->buffers->x, Max(xbytes, 1));
@@ -258,6 +415,57 @@ Grow(GatherReceiver *st)
 						   xbytes + ibytes, (long long) cap, in->d),
 				 errhint("Cluster fewer rows or fewer features at a time.")));
 	st->cap = cap;
+}
+
+/*
+ * Faults in the pages of [start, end) of a row buffer ahead of the rows
+ * (whole pages inside the range only).  One madvise for megabytes of pages
+ * costs less than a page fault per page, each a trap into the kernel; the
+ * kernel still zeroes every page.  False where the kernel cannot (before
+ * Linux 5.14) or will not.
+ */
+static bool
+Populate(void *start, void *end)
+{
+#if defined(__linux__)
+	static uintptr_t page = 0;
+	uintptr_t	a;
+	uintptr_t	b;
+
+	if (page == 0)
+		page = (uintptr_t) sysconf(_SC_PAGESIZE);
+	a = TYPEALIGN(page, (uintptr_t) start);
+	b = TYPEALIGN_DOWN(page, (uintptr_t) end);
+	return b <= a || madvise((void *) a, b - a, MADV_POPULATE_WRITE) == 0;
+#else
+	return false;
+#endif
+}
+
+/*
+ * Makes room for the next row: grows the buffers when they are full, and
+ * faults in the next GATHER_POPULATE_BYTES of them ahead of the rows.
+ */
+static void
+MakeRoom(GatherReceiver *st)
+{
+	GcInput    *in = st->in;
+	int64		window;
+	int64		upto;
+	Prefault   *pf;
+
+	if (in->n == st->cap)
+		Grow(st);
+	window = Max(1, GATHER_POPULATE_BYTES / ((int64) in->d * (int64) sizeof(float) + (int64) sizeof(int64)));
+	upto = Min(st->cap, in->n + window);
+	pf = &st->buffers->prefault;
+	PrefaultProgress(pf, (char *) in->x, (Size) in->n * in->d * sizeof(float));
+	/* the features here unless the prefault thread does them, the row ids here */
+	if (!st->no_populate && upto > in->n &&
+		!((pf->running || Populate(in->x + (Size) in->n * in->d, in->x + (Size) upto * in->d)) &&
+		  Populate(in->ids + in->n, in->ids + upto)))
+		st->no_populate = true;
+	st->populated = upto;
 }
 
 /*
@@ -377,27 +585,42 @@ NumericValue(GatherReceiver *st, Datum datum, int64 id, int col)
 
 /*
  * Whether any of the len reals at x is NaN or infinite (exponent bits all
- * ones), two at a time without a branch per value: adding 1 to an exponent
- * of all ones carries into the bit above it, which no other exponent does.
+ * ones), eight at a time in four independent accumulators, without a branch
+ * per value: adding 1 to an exponent of all ones carries into the bit above
+ * it, which no other exponent does.
  */
 static inline bool
 AnyNonFinite(const float *x, int32 len)
 {
 	const uint64 exp = UINT64CONST(0x7f8000007f800000);
 	const uint64 one = UINT64CONST(0x0080000000800000);
-	uint64		acc = 0;
+	uint64		acc0 = 0,
+				acc1 = 0,
+				acc2 = 0,
+				acc3 = 0;
 	int32		k = 0;
 
+	for (; k + 8 <= len; k += 8)
+	{
+		uint64		u[4];
+
+		memcpy(u, x + k, sizeof(u));
+		acc0 |= (u[0] & exp) + one;
+		acc1 |= (u[1] & exp) + one;
+		acc2 |= (u[2] & exp) + one;
+		acc3 |= (u[3] & exp) + one;
+	}
+	acc0 |= acc1 | acc2 | acc3;
 	for (; k + 2 <= len; k += 2)
 	{
 		uint64		u;
 
 		memcpy(&u, x + k, sizeof(u));
-		acc |= (u & exp) + one;
+		acc0 |= (u & exp) + one;
 	}
 	for (; k < len; k++)
-		acc |= isfinite(x[k]) ? 0 : UINT64CONST(0x80000000);
-	return (acc & UINT64CONST(0x8000000080000000)) != 0;
+		acc0 |= isfinite(x[k]) ? 0 : UINT64CONST(0x80000000);
+	return (acc0 & UINT64CONST(0x8000000080000000)) != 0;
 }
 
 /*
@@ -451,8 +674,8 @@ PutArray(GatherReceiver *st, Datum datum, int64 id)
 				 errmsg("the feature array of the row with id " INT64_FORMAT " has %d elements, but the first row's has %d",
 						id, len, in->d),
 				 errhint("Every feature array must have the same length.")));
-	if (in->n == st->cap)
-		Grow(st);
+	if (unlikely(in->n >= st->populated))
+		MakeRoom(st);
 
 	data = body + ARR_OVERHEAD_NONULLS(1) - VARHDRSZ;
 	dst = in->x + (Size) in->n * in->d;
@@ -476,7 +699,7 @@ PutArray(GatherReceiver *st, Datum datum, int64 id)
 			memcpy(&e, data + sizeof(double) * k, sizeof(double));
 			f = (float) e;
 			dst[k] = f;
-			bad |= !isfinite(f) || (f == 0.0f && e != 0.0);
+			bad |= (bool) ((isfinite(f) == 0) | ((f == 0.0f) & (e != 0.0)));
 		}
 		/* again, value by value, for the message about the first bad one */
 		if (unlikely(bad))
@@ -885,9 +1108,10 @@ GcFeatureCopy(const GcFeature *f, float *dst, const GcRowRef *row)
 	{
 		case FORMAT_FLOAT4:
 			memcpy(dst, f->data, sizeof(float) * d);
-			for (int32 k = 0; k < d; k++)
-				if (unlikely(!isfinite(dst[k])))
-					BadFeatureValue(row, dst[k], dst[k], false);
+			if (unlikely(AnyNonFinite(dst, d)))
+				for (int32 k = 0; k < d; k++)
+					if (!isfinite(dst[k]))
+						BadFeatureValue(row, dst[k], dst[k], false);
 			break;
 		case FORMAT_HALF:
 			for (int32 k = 0; k < d; k++)
@@ -932,8 +1156,8 @@ PutNative(GatherReceiver *st, Datum datum, int64 id)
 				 errmsg("the feature of the row with id " INT64_FORMAT " has %d dimensions, but the first row's has %d",
 						id, f.d, in->d),
 				 errhint("Every row must have the same number of features.")));
-	if (in->n == st->cap)
-		Grow(st);
+	if (unlikely(in->n >= st->populated))
+		MakeRoom(st);
 	GcFeatureCopy(&f, in->x + (Size) in->n * in->d, &row);
 }
 
@@ -971,8 +1195,8 @@ GatherReceive(TupleTableSlot *slot, DestReceiver *self)
 	{
 		float	   *dst;
 
-		if (in->n == st->cap)
-			Grow(st);
+		if (unlikely(in->n >= st->populated))
+			MakeRoom(st);
 		dst = in->x + (Size) in->n * in->d;
 		for (int i = 1; i < st->natts; i++)
 		{
@@ -1010,6 +1234,23 @@ GatherReceive(TupleTableSlot *slot, DestReceiver *self)
 					 errmsg("the feature is NULL in the row with id " INT64_FORMAT, id) :
 					 errmsg("the feature array is NULL in the row with id " INT64_FORMAT, id),
 					 errhint("Filter with WHERE %s IS NOT NULL.", ColName(st, 1))));
+		if (unlikely(VARATT_IS_EXTERNAL(DatumGetPointer(slot->tts_values[1])) ||
+					 VARATT_IS_COMPRESSED(DatumGetPointer(slot->tts_values[1]))))
+		{
+			/*
+			 * A toasted value is detoasted into tmpcxt: reset it before it
+			 * outgrows its first block, which it keeps, so that the same
+			 * pages take every batch (chunks are rounded up to a power of 2).
+			 */
+			Size		need = 2 * toast_raw_datum_size(slot->tts_values[1]) + 64;
+
+			if (st->tmp_used > 0 && st->tmp_used + need > GATHER_TMP_BYTES)
+			{
+				MemoryContextReset(st->tmpcxt);
+				st->tmp_used = 0;
+			}
+			st->tmp_used += need;
+		}
 		if (st->kind == FEATURES_NATIVE)
 			PutNative(st, slot->tts_values[1], id);
 		else
@@ -1021,6 +1262,7 @@ GatherReceive(TupleTableSlot *slot, DestReceiver *self)
 	if (++st->since_reset >= GATHER_RESET_EVERY)
 	{
 		st->since_reset = 0;
+		st->tmp_used = 0;
 		MemoryContextReset(st->tmpcxt);
 		CHECK_FOR_INTERRUPTS();
 	}
@@ -1131,6 +1373,34 @@ ExecuteInto(SPIPlanPtr plan, GatherReceiver *st)
 }
 
 /*
+ * The planner's estimate of the rows of the prepared query, 0 where there is
+ * none.  The plan is the one the query then runs with: a query without
+ * parameters gets the generic plan, planned once.
+ */
+static double
+PlannedRows(SPIPlanPtr plan)
+{
+	CachedPlan *cplan = SPI_plan_get_cached_plan(plan);
+	double		rows = 0.0;
+
+	if (cplan == NULL)
+		return 0.0;
+	if (list_length(cplan->stmt_list) == 1)
+	{
+		PlannedStmt *ps = linitial_node(PlannedStmt, cplan->stmt_list);
+
+		if (ps->commandType == CMD_SELECT && ps->planTree != NULL)
+			rows = ps->planTree->plan_rows;
+	}
+#if PG_VERSION_NUM >= 140000
+	ReleaseCachedPlan(cplan, NULL);
+#else
+	ReleaseCachedPlan(cplan, false);
+#endif
+	return rows;
+}
+
+/*
  * Prepares and runs the query through SPI, streaming its rows into st.  The
  * statement itself must be a SELECT; functions it calls could still write,
  * and running it as in a read-only transaction refuses most such writes with
@@ -1167,6 +1437,7 @@ RunQuery(const char *query, GatherReceiver *st)
 	XactReadOnly = true;
 	PG_TRY();
 	{
+		st->est_rows = PlannedRows(plan);
 		ExecuteInto(plan, st);
 	}
 	PG_FINALLY();
@@ -1204,17 +1475,23 @@ GcGather(const char *query, GcInput *in)
 	st.pub.mydest = DestNone;
 	st.in = in;
 	st.outcxt = outcxt;
-	st.tmpcxt = AllocSetContextCreate(outcxt, "gpuclust gather", ALLOCSET_DEFAULT_SIZES);
+	st.tmpcxt = AllocSetContextCreate(outcxt, "gpuclust gather",
+									  GATHER_TMP_BYTES, GATHER_TMP_BYTES, GATHER_TMP_BYTES);
 
 	BeginInternalSubTransaction(NULL);
 	MemoryContextSwitchTo(outcxt);
 	PG_TRY();
 	{
 		RunQuery(query, &st);
+		if (st.buffers != NULL)
+			StopPrefault(&st.buffers->prefault);
 	}
 	PG_CATCH();
 	{
 		ErrorData  *edata;
+
+		if (st.buffers != NULL)
+			StopPrefault(&st.buffers->prefault);
 
 		/* Roll back our own subtransaction before the error goes up. */
 		MemoryContextSwitchTo(outcxt);

@@ -27,6 +27,7 @@ int			gc_gpu_min_rows_guc = 20000;
 int			gc_kmeans_precision_guc = GC_PRECISION_FP32;
 int			gc_output_mem_guc = 1024 * 1024;	/* kB */
 bool		gc_gather_huge_pages_guc = false;
+bool		gc_gather_prefault_guc = false;
 gc_tuning	gc_tuning_gucs;
 
 /* Developer settings stored as int/double, copied into gc_tuning_gucs by their assign hooks. */
@@ -111,6 +112,10 @@ DefineTuningGucs(void)
 	DefineCustomBoolVariable("gpuclust.gather_huge_pages",
 							 "The gather asks the kernel for transparent huge pages for its row buffers (Linux).",
 							 NULL, &gc_gather_huge_pages_guc, false,
+							 PGC_USERSET, flags, NULL, NULL, NULL);
+	DefineCustomBoolVariable("gpuclust.gather_prefault",
+							 "A thread faults in the gather's feature buffer ahead of the rows (Linux 5.14, 64 MB and more).",
+							 NULL, &gc_gather_prefault_guc, false,
 							 PGC_USERSET, flags, NULL, NULL, NULL);
 	DefineCustomIntVariable("gpuclust.kmeans_chunk_rows",
 							"Caps the rows the GPU k-means keeps on the device at once (0: no cap; at least 1024 otherwise).",

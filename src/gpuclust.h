@@ -50,6 +50,7 @@ extern int	gc_gpu_min_rows_guc;
 extern int	gc_kmeans_precision_guc;	/* gc_precision */
 extern int	gc_output_mem_guc;	/* kB */
 extern bool gc_gather_huge_pages_guc;	/* developer setting of the gather */
+extern bool gc_gather_prefault_guc; /* developer setting of the gather */
 extern gc_tuning gc_tuning_gucs;	/* developer settings, see GcDefineTuningGucs */
 
 /* The gathered input: n rows of d float features, in query order. */

@@ -83,4 +83,72 @@ RESET min_parallel_table_scan_size;
 SELECT (SELECT count(*) FROM par) AS rows,
        (SELECT count(*) FROM ((TABLE par EXCEPT TABLE ser) UNION ALL (TABLE ser EXCEPT TABLE par)) d) AS differing;
 
+
+-- the gather's buffers start at the planner's estimate of the rows: an
+-- estimate far above or far below the rows changes no answer, and an error
+-- past the estimate names its row
+CREATE FUNCTION rowpath_rows(lim int) RETURNS TABLE (id int, f real[])
+  LANGUAGE plpgsql ROWS 1000000 AS $$
+BEGIN RETURN QUERY SELECT t.id, t.f FROM rowpath_t t WHERE t.id <= lim ORDER BY t.id; END $$;
+CREATE FUNCTION rowpath_rows_few(lim int) RETURNS TABLE (id int, f real[])
+  LANGUAGE plpgsql ROWS 5000 AS $$
+BEGIN RETURN QUERY SELECT t.id, t.f FROM rowpath_t t WHERE t.id <= lim ORDER BY t.id; END $$;
+CREATE TEMP TABLE direct AS SELECT * FROM gpu_dbscan('SELECT id, f FROM rowpath_t WHERE id <= 20000 ORDER BY id', 0.6, 4, device => 'cpu');
+CREATE TEMP TABLE over AS SELECT * FROM gpu_dbscan('SELECT id, f FROM rowpath_rows(20000)', 0.6, 4, device => 'cpu');
+CREATE TEMP TABLE under AS SELECT * FROM gpu_dbscan('SELECT id, f FROM rowpath_rows_few(20000)', 0.6, 4, device => 'cpu');
+SELECT (SELECT count(*) FROM direct) AS rows,
+       (SELECT count(*) FROM ((TABLE direct EXCEPT TABLE over) UNION ALL (TABLE over EXCEPT TABLE direct)) d) AS differing_over,
+       (SELECT count(*) FROM ((TABLE direct EXCEPT TABLE under) UNION ALL (TABLE under EXCEPT TABLE direct)) d) AS differing_under;
+-- wide rows (300 reals), 12,000 of them against an estimate of 5,000
+CREATE FUNCTION rowpath_wide(bad int) RETURNS TABLE (id int, f real[])
+  LANGUAGE plpgsql ROWS 5000 AS $$
+BEGIN RETURN QUERY SELECT g, array_append(array_fill((g % 13)::real, ARRAY[299]), CASE WHEN g = bad THEN 'NaN'::real ELSE (g % 5)::real END)
+  FROM generate_series(1, 12000) g; END $$;
+SELECT count(*) AS rows, count(DISTINCT cluster_id) AS clusters, count(*) - count(cluster_id) AS noise
+FROM gpu_dbscan('SELECT id, f FROM rowpath_wide(0)', 0.5, 3, device => 'cpu');
+SELECT count(*) FROM gpu_dbscan('SELECT id, f FROM rowpath_wide(11000)', 0.5, 3, device => 'cpu');
+DROP FUNCTION rowpath_rows(int), rowpath_rows_few(int), rowpath_wide(int);
+
+-- toasted feature arrays (out of line and compressed in line, of 2.4 kB and
+-- 8.8 kB) read the same as the same arrays in memory, over many batches of
+-- the gather's detoasting
+CREATE TABLE rowpath_toast (id int, f float8[], g float8[]);
+ALTER TABLE rowpath_toast ALTER COLUMN f SET STORAGE EXTERNAL;
+INSERT INTO rowpath_toast
+  SELECT i, array_append(array_fill((i % 11)::float8, ARRAY[299]), (i % 3) * 0.25),
+         array_append(array_fill((i % 7)::float8, ARRAY[1099]), (i % 5) * 0.25)
+  FROM generate_series(1, 4000) i;
+SELECT bool_and(pg_column_size(f) > 2400) AS f_out_of_line, bool_and(pg_column_size(g) < 2000) AS g_compressed
+FROM rowpath_toast;
+CREATE TEMP TABLE toasted_f AS SELECT * FROM gpu_dbscan('SELECT id, f FROM rowpath_toast', 0.1, 3, device => 'cpu');
+CREATE TEMP TABLE plain_f AS SELECT * FROM gpu_dbscan('SELECT id, f[1:300] FROM rowpath_toast', 0.1, 3, device => 'cpu');
+CREATE TEMP TABLE toasted_g AS SELECT * FROM gpu_dbscan('SELECT id, g FROM rowpath_toast', 0.1, 3, device => 'cpu');
+CREATE TEMP TABLE plain_g AS SELECT * FROM gpu_dbscan('SELECT id, g[1:1100] FROM rowpath_toast', 0.1, 3, device => 'cpu');
+SELECT (SELECT count(DISTINCT cluster_id) FROM toasted_f) AS clusters_f,
+       (SELECT count(*) FROM ((TABLE toasted_f EXCEPT TABLE plain_f) UNION ALL (TABLE plain_f EXCEPT TABLE toasted_f)) d) AS differing_f,
+       (SELECT count(DISTINCT cluster_id) FROM toasted_g) AS clusters_g,
+       (SELECT count(*) FROM ((TABLE toasted_g EXCEPT TABLE plain_g) UNION ALL (TABLE plain_g EXCEPT TABLE toasted_g)) d) AS differing_g;
+DROP TABLE rowpath_toast;
+
+-- the developer setting gpuclust.gather_prefault (a thread faults in feature
+-- buffers of 64 MB and more) changes no answer, also when the rows outgrow
+-- the estimate or an error stops the gather
+CREATE FUNCTION rowpath_big(n int, bad int) RETURNS TABLE (id int, f real[])
+  LANGUAGE plpgsql ROWS 17000 AS $$
+BEGIN RETURN QUERY SELECT g, array_append(array_fill((g % 5)::real, ARRAY[999]), CASE WHEN g = bad THEN 'Infinity'::real ELSE (g % 3)::real END)
+  FROM generate_series(1, n) g; END $$;
+SET gpuclust.gather_prefault = on;
+SHOW gpuclust.gather_prefault;
+CREATE TEMP TABLE prefault AS SELECT * FROM gpu_kmeans('SELECT g, array_fill((g % 7)::real, ARRAY[1000]) FROM generate_series(1, 17000) g', 4, seed => 1, device => 'cpu');
+CREATE TEMP TABLE prefault_grown AS SELECT * FROM gpu_kmeans('SELECT id, f FROM rowpath_big(20000, 0)', 4, seed => 1, device => 'cpu');
+SELECT count(*) FROM gpu_kmeans('SELECT id, f FROM rowpath_big(17000, 16500)', 4, seed => 1, device => 'cpu');
+RESET gpuclust.gather_prefault;
+CREATE TEMP TABLE no_prefault AS SELECT * FROM gpu_kmeans('SELECT g, array_fill((g % 7)::real, ARRAY[1000]) FROM generate_series(1, 17000) g', 4, seed => 1, device => 'cpu');
+CREATE TEMP TABLE no_prefault_grown AS SELECT * FROM gpu_kmeans('SELECT id, f FROM rowpath_big(20000, 0)', 4, seed => 1, device => 'cpu');
+SELECT (SELECT count(*) FROM prefault) AS rows,
+       (SELECT count(*) FROM ((TABLE prefault EXCEPT TABLE no_prefault) UNION ALL (TABLE no_prefault EXCEPT TABLE prefault)) d) AS differing,
+       (SELECT count(*) FROM prefault_grown) AS rows_grown,
+       (SELECT count(*) FROM ((TABLE prefault_grown EXCEPT TABLE no_prefault_grown) UNION ALL (TABLE no_prefault_grown EXCEPT TABLE prefault_grown)) d) AS differing_grown;
+DROP FUNCTION rowpath_big(int, int);
+
 DROP TABLE rowpath_t;
