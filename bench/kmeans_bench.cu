@@ -150,6 +150,7 @@ make_params(int k, gc_kmeans_init init, int max_iter, double tol, gc_precision p
 	p.init = init;
 	p.initial_centroids = nullptr;
 	p.precision = prec;
+	p.n_init = 1;
 	return p;
 }
 

@@ -113,6 +113,7 @@ km_params(int32_t k, gc_kmeans_init init, const double *given, int32_t max_iter,
 	p.init = init;
 	p.initial_centroids = given;
 	p.precision = precision;
+	p.n_init = 1;
 	return p;
 }
 

@@ -76,6 +76,7 @@ params(int32_t k, gc_kmeans_init init, const double *given)
 	p.init = init;
 	p.initial_centroids = given;
 	p.precision = GC_PRECISION_FP32;
+	p.n_init = 1;
 	return p;
 }
 
@@ -235,7 +236,7 @@ test_seeded(void)
 		int			seen[6] = {0};
 		int			blobs_hit = 0;
 
-		CHECK(gc_kmeans_plusplus_rows(x, n, 3, 6, seed, rows, mind2, NULL, NULL) == 0, "k-means++ rows");
+		CHECK(gc_kmeans_plusplus_rows(x, n, 3, 6, seed, gc_kmpp_trials(6), rows, mind2, NULL, NULL) == 0, "k-means++ rows");
 		for (int j = 0; j < 6; j++)
 			seen[rows[j] % 6] = 1;
 		for (int j = 0; j < 6; j++)
