@@ -98,6 +98,36 @@ gc_kmpp_weight(double d2, double scale)
 	return (uint64_t) (d2 * scale);
 }
 
+/*
+ * gc_dist2(a, b, d), or a partial sum of it that is already >= cap: the
+ * sum runs in dimension order as gc_dist2's and stops early (checked every
+ * 8 features) once it reaches cap.  Adding squares never decreases a sum in
+ * round-to-nearest, so min(cap, result) is min(cap, gc_dist2(a, b, d))
+ * exactly; the host passes of k-means++ use it to skip most of the work for
+ * rows far from a new centre.
+ */
+static inline double
+gc_kmpp_dist2_capped(const float *a, const float *b, int32_t d, double cap)
+{
+	double		s = 0.0;
+	int32_t		j = 0;
+
+	while (j < d)
+	{
+		int32_t		end = j + 8 < d ? j + 8 : d;
+
+		for (; j < end; j++)
+		{
+			double		t = (double) a[j] - (double) b[j];
+
+			s += t * t;
+		}
+		if (s >= cap)
+			break;
+	}
+	return s;
+}
+
 /* ---------------------------------------------------------------- statistics */
 
 /* One row into the running sums and extremes of the features (vectorizes). */
@@ -292,7 +322,8 @@ gc_kmpp_update(const float *x, int64_t n, int32_t d, const float *cen, int first
 
 	for (int64_t i = 0; i < n; i++)
 	{
-		double		t = gc_dist2(x + i * d, cen, d);
+		double		t = first ? gc_dist2(x + i * d, cen, d) :
+			gc_kmpp_dist2_capped(x + i * d, cen, d, mind2[i]);
 
 		if (i % every == 0 && cancel && cancel(cancel_arg))
 			return -1;
@@ -388,7 +419,8 @@ gc_kmpp_potentials(const float *x, int64_t n, int32_t d, const double *mind2, do
 		if (i % every == 0 && cancel && cancel(cancel_arg))
 			return -1;
 		for (int32_t l = 0; l < ntrials; l++)
-			pot[l] += gc_kmpp_trial_weight(mind2[i], gc_dist2(row, x + cand[l] * d, d), scale);
+			pot[l] += gc_kmpp_trial_weight(mind2[i], gc_kmpp_dist2_capped(row, x + cand[l] * d, d, mind2[i]),
+										   scale);
 	}
 	return 0;
 }
