@@ -363,6 +363,26 @@ km_named(const char *shape, int64_t n, int32_t d)
 	return D;
 }
 
+/* Rows around 997 centres on a line, spacing 1, noise 0.01 (gc_td_line): many close centroids. */
+static km_data
+km_line(int64_t n, int32_t d)
+{
+	km_data		D;
+
+	D.shape = "line";
+	D.n = h_rows(n, d);
+	D.d = d;
+	D.kc = 0;
+	D.centres = NULL;
+	D.x = gc_td_alloc(D.n, d);
+	if (!D.x || gc_td_line(D.x, D.n, d, 997, 1.0, 0.01, gc_td_seed("line", n, d)) != 0)
+	{
+		fprintf(stderr, "gpu_vs_cpu: out of host memory\n");
+		exit(2);
+	}
+	return D;
+}
+
 static void
 km_data_free(km_data *D)
 {
@@ -875,6 +895,18 @@ kmeans_checks(void)
 		km_data_free(&R);
 	}
 
+	{
+		/* the hard case of the checked product: 997 clusters on a line, k above and near that */
+		km_data		D = km_line(30000, 256);
+		km_variant	both[2] = {km_v_default(), km_v_sgemm()};
+		gc_kmeans_params r = km_params(1000, GC_KMEANS_INIT_RANDOM, NULL, 3, 1e-4, F);
+		gc_kmeans_params pp = km_params(300, GC_KMEANS_INIT_PLUSPLUS, NULL, 5, 1e-4, F);
+
+		km_case(&D, "line, k=1000", &r, both, 2, KM_NEAR_TIES, 1e-6);
+		km_case(&D, "line, k=300", &pp, dflt, 1, KM_NEAR_TIES, 1e-6);
+		km_data_free(&D);
+	}
+
 	/* gpu_kmeans_assign */
 	printf("\n## k-means assignment: %s\n\n| case | n x d | k | against | labels | time | result |\n"
 		   "|---|---|---|---|---|---|---|\n", h_test_name());
@@ -898,6 +930,13 @@ kmeans_checks(void)
 		gc_kmeans_params p = km_params(200, GC_KMEANS_INIT_RANDOM, NULL, 10, 1e-4, F);
 
 		km_assign_case(&D, "GEMM, k=200", &p);
+		km_data_free(&D);
+	}
+	{
+		km_data		D = km_line(30000, 256);
+		gc_kmeans_params p = km_params(500, GC_KMEANS_INIT_RANDOM, NULL, 3, 1e-4, F);
+
+		km_assign_case(&D, "line, k=500", &p);
 		km_data_free(&D);
 	}
 
