@@ -866,8 +866,8 @@ kmeans_checks(void)
 	}
 	{
 		/* k = 2000: 9 candidates per step, two groups of the device's potential pass */
-		km_data		D = km_separated(300000, 4, 2000, 0.0);
-		gc_kmeans_params pp = km_params(2000, GC_KMEANS_INIT_PLUSPLUS, NULL, 20, 1e-4, F);
+		km_data		D = km_separated(100000, 4, 2000, 0.0);
+		gc_kmeans_params pp = km_params(2000, GC_KMEANS_INIT_PLUSPLUS, NULL, 5, 1e-4, F);
 
 		km_case(&D, "greedy, k=2000", &pp, dflt, 1, KM_NEAR_TIES, 1e-4);
 		km_data_free(&D);
@@ -897,7 +897,7 @@ kmeans_checks(void)
 
 	{
 		/* the hard case of the checked product: 997 clusters on a line, k above and near that */
-		km_data		D = km_line(30000, 256);
+		km_data		D = km_line(10000, 256);
 		km_variant	both[2] = {km_v_default(), km_v_sgemm()};
 		gc_kmeans_params r = km_params(1000, GC_KMEANS_INIT_RANDOM, NULL, 3, 1e-4, F);
 		gc_kmeans_params pp = km_params(300, GC_KMEANS_INIT_PLUSPLUS, NULL, 5, 1e-4, F);
@@ -926,14 +926,14 @@ kmeans_checks(void)
 		km_data_free(&W);
 	}
 	{
-		km_data		D = km_separated(200000, 256, 200, 0.0);
+		km_data		D = km_separated(100000, 256, 200, 0.0);
 		gc_kmeans_params p = km_params(200, GC_KMEANS_INIT_RANDOM, NULL, 10, 1e-4, F);
 
 		km_assign_case(&D, "GEMM, k=200", &p);
 		km_data_free(&D);
 	}
 	{
-		km_data		D = km_line(30000, 256);
+		km_data		D = km_line(20000, 256);
 		gc_kmeans_params p = km_params(500, GC_KMEANS_INIT_RANDOM, NULL, 3, 1e-4, F);
 
 		km_assign_case(&D, "line, k=500", &p);
