@@ -1,7 +1,7 @@
 """Quality of gpuclust's k-means with its default seeding (greedy k-means++)
 against scikit-learn's default KMeans(n_init=1), and PostGIS ticket #3971.
 
-    python3 bench/kmeans_quality.py [--device cpu|gpu] [--seeds 20] [--json FILE]
+    python3 bench/kmeans_quality.py [--device cpu|gpu] [--seeds 20] [--center-box 10] [--json FILE]
 
 Needs a server reachable through the libpq environment variables with
 gpuclust installed.  For each data set, the mean, smallest and largest
@@ -15,7 +15,9 @@ inertia over seeds 0 .. seeds-1 of
 
 on the same float32 values (scikit-learn gets them as float64).  The data:
 make_blobs(200000, 2 features, 40 centres) and make_blobs(100000, 32
-features, 50 centres), random_state 0, cluster_std 1.  Then #3971: a 45 x 45
+features, 50 centres), random_state 0, cluster_std 1, the centres uniform in
+[-center_box, center_box] in every feature (make_blobs' default 10 makes
+the 2-D blobs overlap; 100 separates them).  Then #3971: a 45 x 45
 integer grid in 81 clusters passes when the smallest cluster has 16 to 25
 points; printed is how many seeds pass for gpuclust and for scikit-learn.
 """
@@ -62,6 +64,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--seeds", type=int, default=20)
+    ap.add_argument("--center-box", type=float, default=10.0)
     ap.add_argument("--json")
     a = ap.parse_args()
     conn = psycopg2.connect("")
@@ -69,12 +72,13 @@ def main():
     cur = conn.cursor()
     cur.execute("CREATE EXTENSION IF NOT EXISTS gpuclust")
     seeds = range(a.seeds)
-    out = {"device": a.device, "seeds": a.seeds, "datasets": []}
-    print(f"device {a.device}, seeds 0..{a.seeds - 1}")
+    out = {"device": a.device, "seeds": a.seeds, "center_box": a.center_box, "datasets": []}
+    print(f"device {a.device}, seeds 0..{a.seeds - 1}, centres in +-{a.center_box:g}")
     print("| data | k | gpuclust mean inertia (min, max) | scikit-learn mean (min, max) | ratio | gpuclust s/fit |")
     print("| --- | --- | --- | --- | --- | --- |")
     for name, n, d, k in DATASETS:
-        X, _ = make_blobs(n_samples=n, n_features=d, centers=k, random_state=0)
+        X, _ = make_blobs(n_samples=n, n_features=d, centers=k, random_state=0,
+                          center_box=(-a.center_box, a.center_box))
         X = X.astype(np.float32)
         load(cur, "km_quality", X)
         q = "SELECT id, f FROM km_quality ORDER BY id"
@@ -85,7 +89,7 @@ def main():
         r = [KMeans(n_clusters=k, n_init=1, random_state=s).fit(X64).inertia_ for s in seeds]
         gs, rs = summary(g), summary(r)
         ratio = gs["mean"] / rs["mean"]
-        print(f"| {name} | {k} | {gs['mean']:.6g} ({gs['min']:.6g}, {gs['max']:.6g}) | "
+        print(f"| {name}, box {a.center_box:g} | {k} | {gs['mean']:.6g} ({gs['min']:.6g}, {gs['max']:.6g}) | "
               f"{rs['mean']:.6g} ({rs['min']:.6g}, {rs['max']:.6g}) | {ratio:.4f} | {t_ours:.2f} |")
         out["datasets"].append({"name": name, "n": n, "d": d, "k": k, "gpuclust": gs, "sklearn": rs,
                                 "ratio": ratio, "gpuclust_s_per_fit": t_ours})
