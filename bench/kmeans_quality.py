@@ -1,7 +1,8 @@
 """Quality of gpuclust's k-means with its default seeding (greedy k-means++)
 against scikit-learn's default KMeans(n_init=1), and PostGIS ticket #3971.
 
-    python3 bench/kmeans_quality.py [--device cpu|gpu] [--seeds 20] [--center-box 10] [--json FILE]
+    python3 bench/kmeans_quality.py [--device cpu|gpu] [--seeds 20] [--center-box 10] [--init k-means++]
+                                       [--json FILE]
 
 Needs a server reachable through the libpq environment variables with
 gpuclust installed.  For each data set, the mean, smallest and largest
@@ -49,10 +50,10 @@ def load(cur, table, X):
     cur.execute(f"ANALYZE {table}")
 
 
-def ours(cur, query, k, seed, device):
-    """Total inertia of gpu_kmeans_centroids with its defaults."""
-    cur.execute("SELECT sum(inertia) FROM gpu_kmeans_centroids(%s, %s, seed => %s, device => %s)",
-                (query, k, seed, device))
+def ours(cur, query, k, seed, device, init):
+    """Total inertia of gpu_kmeans_centroids with its defaults (but init)."""
+    cur.execute("SELECT sum(inertia) FROM gpu_kmeans_centroids(%s, %s, seed => %s, device => %s, init => %s)",
+                (query, k, seed, device, init))
     return float(cur.fetchone()[0])
 
 
@@ -65,6 +66,7 @@ def main():
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--seeds", type=int, default=20)
     ap.add_argument("--center-box", type=float, default=10.0)
+    ap.add_argument("--init", default="k-means++", help="gpuclust's init (scikit-learn keeps its default)")
     ap.add_argument("--json")
     a = ap.parse_args()
     conn = psycopg2.connect("")
@@ -72,8 +74,8 @@ def main():
     cur = conn.cursor()
     cur.execute("CREATE EXTENSION IF NOT EXISTS gpuclust")
     seeds = range(a.seeds)
-    out = {"device": a.device, "seeds": a.seeds, "center_box": a.center_box, "datasets": []}
-    print(f"device {a.device}, seeds 0..{a.seeds - 1}, centres in +-{a.center_box:g}")
+    out = {"device": a.device, "seeds": a.seeds, "center_box": a.center_box, "init": a.init, "datasets": []}
+    print(f"device {a.device}, seeds 0..{a.seeds - 1}, centres in +-{a.center_box:g}, gpuclust init {a.init}")
     print("| data | k | gpuclust mean inertia (min, max) | scikit-learn mean (min, max) | ratio | gpuclust s/fit |")
     print("| --- | --- | --- | --- | --- | --- |")
     for name, n, d, k in DATASETS:
@@ -83,7 +85,7 @@ def main():
         load(cur, "km_quality", X)
         q = "SELECT id, f FROM km_quality ORDER BY id"
         t0 = time.perf_counter()
-        g = [ours(cur, q, k, s, a.device) for s in seeds]
+        g = [ours(cur, q, k, s, a.device, a.init) for s in seeds]
         t_ours = (time.perf_counter() - t0) / len(g)
         X64 = X.astype(np.float64)
         r = [KMeans(n_clusters=k, n_init=1, random_state=s).fit(X64).inertia_ for s in seeds]
@@ -98,8 +100,8 @@ def main():
     grid_q = "SELECT x * 45 + y, x, y FROM generate_series(0, 44) x, generate_series(0, 44) y"
     mins = []
     for s in seeds:
-        cur.execute("SELECT min(n) FROM (SELECT count(*) AS n FROM gpu_kmeans(%s, 81, seed => %s, device => %s)"
-                    " GROUP BY cluster_id) c", (grid_q, s, a.device))
+        cur.execute("SELECT min(n) FROM (SELECT count(*) AS n FROM gpu_kmeans(%s, 81, seed => %s, device => %s,"
+                    " init => %s) GROUP BY cluster_id) c", (grid_q, s, a.device, a.init))
         mins.append(cur.fetchone()[0])
     G = np.array([(x, y) for x in range(45) for y in range(45)], dtype=np.float64)
     sk_mins = [int(np.bincount(KMeans(n_clusters=81, n_init=1, random_state=s).fit(G).labels_).min())
