@@ -7,11 +7,12 @@
  *
  * Statistics run on the device when the data are resident, else on the
  * host.  k-means++ runs on the device when the data are resident and n is
- * large: the D^2 pass, the blocked integer weight sums and (greedy
- * k-means++) the potentials of all the step's candidates in one pass on the
- * device, the draws and the choice on the host with the shared generator
- * and rules (common/kmeans_init.h explains why the picks are the same rows
- * as on the CPU).
+ * large: the D^2 pass, the blocked integer weight sums, the rows the draws
+ * fall on (one thread per draw, within the segment the host found) and
+ * (greedy k-means++) the potentials of all the step's candidates in one
+ * pass on the device; the draws and the choice on the host with the shared
+ * generator and rules (common/kmeans_init.h explains why the picks are the
+ * same rows as on the CPU).
  */
 #include <cub/cub.cuh>
 
@@ -308,28 +309,42 @@ kmpp_trial_kernel(const float *__restrict__ x,	/* [n, d] */
 	}
 }
 
-/* The row of the draw target (0 <= target < total) from the segment sums and the D^2 on the device. */
-int64_t kmpp_pick_device(const double *mind2 /* [n] device */, int64_t n, int nseg,
-						 const std::vector<unsigned long long> &h_packed /* [nseg + 1] */,
-						 double scale, uint64_t target, std::vector<double> &h_seg)
+/*
+ * The picks of one step's draws, gc_kmpp_pick on the device: for draw l,
+ * the first row of segment seg[l] whose running weight sum, from acc[l]
+ * (the weight before the segment), exceeds target[l].  One thread per
+ * draw, in row order as on the host; rows[l] = -1 when the target lies
+ * beyond the segment (a bug).
+ */
+__global__ void kmpp_pick_kernel(const double *__restrict__ mind2,	/* [n] */
+								 int64_t n,
+								 const unsigned long long *__restrict__ packed,	/* [nseg + 1] */
+								 const int64_t *__restrict__ seg,	/* [ndraws] */
+								 const unsigned long long *__restrict__ acc,	/* [ndraws] */
+								 const unsigned long long *__restrict__ target,	/* [ndraws] */
+								 int ndraws, int nseg,
+								 int64_t *__restrict__ rows /* [ndraws] out */ )
 {
-	uint64_t	acc = 0;
+	int			l = threadIdx.x;
 
-	for (int s = 0; s < nseg; s++)
+	if (l >= ndraws)
+		return;
+
+	double		scale = gc_kmpp_scale(__longlong_as_double((long long) packed[nseg]), n);
+	int64_t		from = seg[l] * GC_KMPP_SEGMENT;
+	int64_t		to = min(from + GC_KMPP_SEGMENT, n);
+	unsigned long long a = acc[l];
+
+	rows[l] = -1;
+	for (int64_t i = from; i < to; i++)
 	{
-		if (acc + h_packed[s] <= target)
+		a += gc_kmpp_weight(mind2[i], scale);
+		if (a > target[l])
 		{
-			acc += h_packed[s];
-			continue;
+			rows[l] = i;
+			return;
 		}
-		int64_t		from = (int64_t) s * GC_KMPP_SEGMENT;
-		int64_t		to = std::min<int64_t>(from + GC_KMPP_SEGMENT, n);
-
-		CUDA_TRY(cudaMemcpy(h_seg.data(), mind2 + from, sizeof(double) * (size_t) (to - from),
-							cudaMemcpyDeviceToHost));
-		return gc_kmpp_pick(h_seg.data(), from, to, scale, target, &acc);
 	}
-	return -1;
 }
 
 /*
@@ -347,10 +362,11 @@ void kmeans_plusplus_device(const Plan &plan, const float *x /* [n, d] device */
 	DeviceBuffer<double> segmax(nseg, "k-means++ segment maxima");
 	DeviceBuffer<unsigned long long> packed(nseg + 1, "k-means++ segment sums");
 	DeviceBuffer<int64_t> d_cand(GC_KMPP_MAX_TRIALS, "k-means++ candidates");
+	DeviceBuffer<unsigned long long> d_draw(3 * GC_KMPP_MAX_TRIALS, "k-means++ draws");	/* seg, acc, target */
 	DeviceBuffer<unsigned long long> d_pot((size_t) nseg * GC_KMPP_MAX_TRIALS, "k-means++ potentials");
 	std::vector<unsigned long long> h_packed(nseg + 1);
 	std::vector<unsigned long long> h_pot((size_t) nseg * GC_KMPP_MAX_TRIALS);
-	std::vector<double> h_seg(GC_KMPP_SEGMENT);
+	unsigned long long h_draw[3 * GC_KMPP_MAX_TRIALS];
 	int64_t		cand[GC_KMPP_MAX_TRIALS];
 	uint64_t	pot[GC_KMPP_MAX_TRIALS];
 	gc_rng		rng;
@@ -370,31 +386,52 @@ void kmeans_plusplus_device(const Plan &plan, const float *x /* [n, d] device */
 							cudaMemcpyDeviceToHost));
 		gc::check_cancel(exec);
 
-		double		maxd2;
 		uint64_t	total = 0;
 
-		memcpy(&maxd2, &h_packed[nseg], sizeof(double));
 		for (int s = 0; s < nseg; s++)
 			total += h_packed[s];
 
-		double		scale = gc_kmpp_scale(maxd2, n);
-
-		/* the draws of gc_kmpp_draw_candidates, with the picks read from the device */
-		for (int l = 0; l < ntrials; l++)
+		/*
+		 * The draws of gc_kmpp_draw_candidates: the targets and their
+		 * segments here, the rows within the segments on the device.
+		 */
+		if (total == 0)
 		{
-			int64_t		target = gc_kmpp_draw(&rng, total, n);
-
-			cand[l] = target < 0 ? -1 - target :
-				kmpp_pick_device(mind2.get(), n, nseg, h_packed, scale, (uint64_t) target, h_seg);
-			if (cand[l] < 0)
-				gc::fail(GC_ERR_INTERNAL, "k-means++ draw fell outside the data, please report a bug");
+			/* every row on a centre: uniform rows */
+			for (int l = 0; l < ntrials; l++)
+				cand[l] = -1 - gc_kmpp_draw(&rng, total, n);
+			CUDA_TRY(cudaMemcpy(d_cand.get(), cand, sizeof(int64_t) * ntrials, cudaMemcpyHostToDevice));
 		}
+		else
+		{
+			for (int l = 0; l < ntrials; l++)
+			{
+				uint64_t	target = (uint64_t) gc_kmpp_draw(&rng, total, n);
+				uint64_t	acc = 0;
+				int			sg = 0;
+
+				while (sg < nseg - 1 && acc + h_packed[sg] <= target)
+					acc += h_packed[sg++];
+				h_draw[l] = (unsigned long long) sg;
+				h_draw[GC_KMPP_MAX_TRIALS + l] = acc;
+				h_draw[2 * GC_KMPP_MAX_TRIALS + l] = target;
+			}
+			CUDA_TRY(cudaMemcpy(d_draw.get(), h_draw, sizeof(h_draw), cudaMemcpyHostToDevice));
+			kmpp_pick_kernel<<<1, 32>>>(mind2.get(), n, packed.get(),
+										reinterpret_cast<const int64_t *>(d_draw.get()),
+										d_draw.get() + GC_KMPP_MAX_TRIALS, d_draw.get() + 2 * GC_KMPP_MAX_TRIALS,
+										ntrials, nseg, d_cand.get());
+			CHECK_LAUNCH("kmpp_pick_kernel");
+			CUDA_TRY(cudaMemcpy(cand, d_cand.get(), sizeof(int64_t) * ntrials, cudaMemcpyDeviceToHost));
+		}
+		for (int l = 0; l < ntrials; l++)
+			if (cand[l] < 0 || cand[l] >= n)
+				gc::fail(GC_ERR_INTERNAL, "k-means++ draw fell outside the data, please report a bug");
 		if (ntrials == 1)
 		{
 			rows[c] = cand[0];
 			continue;
 		}
-		CUDA_TRY(cudaMemcpy(d_cand.get(), cand, sizeof(int64_t) * ntrials, cudaMemcpyHostToDevice));
 		kmpp_trial_kernel<<<nseg, BLOCK>>>(x, n, d, mind2.get(), d_cand.get(), ntrials, packed.get(), nseg,
 										   d_pot.get());
 		CHECK_LAUNCH("kmpp_trial_kernel");
