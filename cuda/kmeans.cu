@@ -612,7 +612,7 @@ void KMeans::run(gc_kmeans_result *result)
 /*
  * Assignment to given centroids: the final pass of a run (assign without
  * sums, the exact distances) for these centroids, on the rows centred on
- * the data mean as in run.
+ * the data mean as in run where the kernels centre (d > 16).
  */
 void KMeans::assign_to(const double *centroids, gc_kmeans_assign_result *result)
 {
@@ -622,10 +622,15 @@ void KMeans::assign_to(const double *centroids, gc_kmeans_assign_result *result)
 	int32_t    *labels = rows_.lab_a.get();
 
 	plan();
-	CUBLAS_TRY(cublasCreate(&prod_.blas.h));
+	if (plan_.maxd == 0)
+		CUBLAS_TRY(cublasCreate(&prod_.blas.h));
 	allocate();
 	labels = rows_.lab_a.get();
-	init_stats(true);
+	/* the data mean, where the kernels centre on it (the product form and d > 16) */
+	if (plan_.maxd == 0 || plan_.maxd >= 32)
+		init_stats(true);
+	else
+		CUDA_TRY(cudaMemset(cen_.mean_d.get(), 0, sizeof(double) * (size_t) plan_.d));
 	CUDA_TRY(cudaMemcpy(cen_.cen.get(), centroids, sizeof(double) * (size_t) plan_.k * plan_.d,
 						cudaMemcpyHostToDevice));
 	CUDA_TRY(cudaDeviceSynchronize());
