@@ -18,6 +18,17 @@
  *                                      adds fp32 runs with that many rows per
  *                                      product (tuning.kmeans_tile_rows).
  *                                      json: also one JSON document there.
+ *      kmeans_bench hard [json]        the hard case of the checked product:
+ *                                      1M x 256 rows around 997 centres on a
+ *                                      line (spacing 1, noise 0.01 per
+ *                                      coordinate; gc_td_line), k = 20000 and
+ *                                      k = 1000, default product, with the
+ *                                      rows decided in double and sent to
+ *                                      FP32; then the assignment timings
+ *      kmeans_bench assign [json]      gc_backend_api.kmeans_assign on
+ *                                      10M x 2 k = 100 and 1M x 256 k = 1000
+ *                                      (uniform and line data), next to one
+ *                                      Lloyd iteration of the same shape
  *      kmeans_bench one n d k iters [kmeans++]
  *                                      one GPU run on uniform data (for
  *                                      profilers), random initial rows or
@@ -40,11 +51,12 @@
 #include <vector>
 
 #include "gc_backends.h"
+#include "kmeans_init.h"
 #include "gc_testdata.h"
 
 static const gc_backend_api *api;
 
-/* n rows: uniform in [0, 1)^d, or (blobs > 0) around that many separated blobs. */
+/* n rows: uniform in [0, 1)^d, (blobs > 0) around that many separated blobs, (blobs < 0) on a line. */
 struct Data
 {
 	int64_t		n;
@@ -60,7 +72,15 @@ make_data(int64_t n, int d, int blobs)
 	D.n = n;
 	D.d = d;
 	D.x.resize((size_t) n * d);
-	if (blobs > 0)
+	if (blobs < 0)
+	{
+		if (gc_td_line(D.x.data(), n, d, -blobs, 1.0, 0.01, gc_td_seed("line", n, d)) != 0)
+		{
+			fprintf(stderr, "kmeans_bench: out of host memory\n");
+			exit(2);
+		}
+	}
+	else if (blobs > 0)
 	{
 		if (gc_td_separated(D.x.data(), n, d, blobs, 0.0, gc_td_seed("separated", n, d) + (uint64_t) blobs,
 							nullptr, nullptr) != 0)
@@ -150,6 +170,7 @@ make_params(int k, gc_kmeans_init init, int max_iter, double tol, gc_precision p
 	p.init = init;
 	p.initial_centroids = nullptr;
 	p.precision = prec;
+	p.n_init = 1;
 	return p;
 }
 
@@ -306,14 +327,169 @@ bench(const char *json_path, const gc_device_info &info)
 		gc_kmeans_params p = make_params(100, GC_KMEANS_INIT_PLUSPLUS, 1, 0.0, GC_PRECISION_FP32);
 		Out			g(D.n, 100, 2);
 
+		gc_kmeans_params q = make_params(100, GC_KMEANS_INIT_PLUSPLUS_PLAIN, 1, 0.0, GC_PRECISION_FP32);
+		Out			h(D.n, 100, 2);
+
 		run_gpu(D, p, gc_tuning_defaults(), g);
-		printf("k-means++ init 10M x 2 k=100 on the device: statistics + init %.1f ms\n", g.timing.phase_ms[0]);
+		run_gpu(D, q, gc_tuning_defaults(), h);
+		printf("k-means++ init 10M x 2 k=100 on the device: statistics + init %.1f ms (greedy, %d candidates), "
+			   "%.1f ms (plain)\n", g.timing.phase_ms[0], gc_kmpp_trials(100), h.timing.phase_ms[0]);
 		fflush(stdout);
 		if (js)
-			fprintf(js, "], \"kmeanspp_10Mx2_k100_init_ms\": %.3f}\n", g.timing.phase_ms[0]);
+			fprintf(js, "], \"kmeanspp_10Mx2_k100_init_ms\": %.3f, \"plain_kmeanspp_10Mx2_k100_init_ms\": %.3f}\n",
+					g.timing.phase_ms[0], h.timing.phase_ms[0]);
 	}
 	if (js)
 		fclose(js);
+	return 0;
+}
+
+/* One line of a k-means run with its floor, and its JSON object. */
+static void
+report_run(FILE *js, bool &first, const char *label, int64_t n, int d, int k, const Out &g, double floor_ms)
+{
+	printf("%8lld x %-4d k=%-6d %-14s iterations %3d | per iteration %9.3f ms (%.2f x one FP32 SGEMM %.3f ms) "
+		   "| init %8.1f ms | decided in double %lld, candidates %lld, to FP32 %lld | inertia %.9e\n",
+		   (long long) n, d, k, label, g.r.iterations, g.timing.phase_ms[3],
+		   g.timing.phase_ms[3] / floor_ms, floor_ms, g.timing.phase_ms[0], (long long) g.timing.counts[0],
+		   (long long) g.timing.counts[1], (long long) g.timing.counts[2], g.total_inertia());
+	fflush(stdout);
+	if (js)
+	{
+		fprintf(js, "%s{\"n\": %lld, \"d\": %d, \"k\": %d, \"variant\": \"%s\", \"iterations\": %d, "
+				"\"per_iteration_ms\": %.4f, \"sgemm_ms\": %.4f, \"init_ms\": %.3f, "
+				"\"decided_in_double\": %lld, \"candidates\": %lld, \"to_fp32\": %lld, \"inertia\": %.12e}\n",
+				first ? "" : ",", (long long) n, d, k, label, g.r.iterations, g.timing.phase_ms[3], floor_ms,
+				g.timing.phase_ms[0], (long long) g.timing.counts[0], (long long) g.timing.counts[1],
+				(long long) g.timing.counts[2], g.total_inertia());
+		first = false;
+		fflush(js);
+	}
+}
+
+/*
+ * gc_backend_api.kmeans_assign of D's rows to k random rows as centroids,
+ * after a short k-means run of the same shape for the per-iteration time.
+ */
+static void
+assign_timing(FILE *js, bool &first, const char *label, const Data &D, int k)
+{
+	gc_kmeans_params p = make_params(k, GC_KMEANS_INIT_RANDOM, 5, 0.0, GC_PRECISION_FP32);
+	Out			g(D.n, k, D.d);
+	std::vector<int32_t> labels(D.n);
+	std::vector<double> distance(D.n);
+	gc_kmeans_assign_params ap;
+	gc_kmeans_assign_result ar;
+	gc_timing	t;
+	gc_tuning	tuning = gc_tuning_defaults();
+	gc_exec		e = gc_h_exec(&tuning, nullptr, &t);
+	double		t0,
+				wall;
+	gc_status	st;
+	char		buf[1024];
+
+	run_gpu(D, p, tuning, g);
+	if (g.st != GC_OK)
+	{
+		printf("assign %s: k-means error: %s\n", label, g.err.c_str());
+		return;
+	}
+	memset(&ap, 0, sizeof(ap));
+	ap.struct_size = sizeof(ap);
+	ap.k = k;
+	ap.centroids = g.centroids.data();
+	ap.precision = GC_PRECISION_FP32;
+	ar.labels = labels.data();
+	ar.distance = distance.data();
+	memset(&t, 0, sizeof(t));
+	st = api->kmeans_assign(&e, D.x.data(), D.n, D.d, &ap, &ar);	/* warm-up */
+	memset(&t, 0, sizeof(t));
+	t0 = gc_h_now_ms();
+	if (st == GC_OK)
+		st = api->kmeans_assign(&e, D.x.data(), D.n, D.d, &ap, &ar);
+	wall = gc_h_now_ms() - t0;
+	if (st != GC_OK)
+	{
+		printf("assign %s: error: %s\n", label, gc_h_error_text(api, buf, sizeof(buf)));
+		return;
+	}
+	int64_t		same = 0;
+
+	for (int64_t i = 0; i < D.n; i++)
+		same += labels[i] == g.labels[i];
+	printf("assign %-22s %8lld x %-4d k=%-5d | compute %8.3f ms (preparation %.3f, assignment %.3f, distances %.3f) "
+		   "| to device %7.1f ms | from device %7.1f ms | call %8.1f ms | one Lloyd iteration %8.3f ms "
+		   "| decided in double %lld, to FP32 %lld | labels as the fit's last %lld of %lld\n",
+		   label, (long long) D.n, D.d, k, t.compute_ms, t.phase_ms[0], t.phase_ms[1], t.phase_ms[2],
+		   t.to_device_ms, t.from_device_ms, wall, g.timing.phase_ms[3], (long long) t.counts[0],
+		   (long long) t.counts[2], (long long) same, (long long) D.n);
+	fflush(stdout);
+	if (js)
+	{
+		fprintf(js, "%s{\"assign\": \"%s\", \"n\": %lld, \"d\": %d, \"k\": %d, \"compute_ms\": %.4f, "
+				"\"to_device_ms\": %.3f, \"from_device_ms\": %.3f, \"call_ms\": %.3f, "
+				"\"lloyd_iteration_ms\": %.4f}\n",
+				first ? "" : ",", label, (long long) D.n, D.d, k, t.compute_ms, t.to_device_ms,
+				t.from_device_ms, wall, g.timing.phase_ms[3]);
+		first = false;
+		fflush(js);
+	}
+}
+
+/* The hard case (rows on a line, many close centroids) and/or the assignment timings. */
+static int
+bench_hard(const char *json_path, const gc_device_info &info, bool hard, bool assign)
+{
+	FILE	   *js = json_path ? fopen(json_path, "w") : nullptr;
+	bool		first = true;
+
+	printf("device: %s\n", info.name);
+	if (js)
+		fprintf(js, "{\"device\": \"%s\", \"runs\": [\n", info.name);
+	Data		L = make_data(1000000, 256, -997);
+
+	if (hard)
+	{
+		const int	ks[2] = {20000, 1000};
+
+		for (int k : ks)
+		{
+			gc_kmeans_params p = make_params(k, GC_KMEANS_INIT_RANDOM, k > 5000 ? 10 : 25, 0.0, GC_PRECISION_FP32);
+			Out			g(L.n, k, L.d);
+
+			run_gpu(L, p, gc_tuning_defaults(), g);
+			if (g.st != GC_OK)
+			{
+				printf("line 1M x 256 k=%d: GPU error %s\n", k, g.err.c_str());
+				continue;
+			}
+			report_run(js, first, "fp32 line", L.n, L.d, k, g, sgemm_ms(L.n, k, L.d, false));
+		}
+		{
+			/* the easy case next to it: uniform data, the benchmark's shape */
+			Data		U = make_data(1000000, 256, 0);
+			gc_kmeans_params p = make_params(20000, GC_KMEANS_INIT_RANDOM, 10, 0.0, GC_PRECISION_FP32);
+			Out			g(U.n, 20000, U.d);
+
+			run_gpu(U, p, gc_tuning_defaults(), g);
+			if (g.st == GC_OK)
+				report_run(js, first, "fp32 uniform", U.n, U.d, 20000, g, sgemm_ms(U.n, 20000, U.d, false));
+		}
+	}
+	if (assign)
+	{
+		Data		D = make_data(10000000, 2, 0);
+		Data		U = make_data(1000000, 256, 0);
+
+		assign_timing(js, first, "uniform", D, 100);
+		assign_timing(js, first, "uniform", U, 1000);
+		assign_timing(js, first, "line", L, 1000);
+	}
+	if (js)
+	{
+		fprintf(js, "]}\n");
+		fclose(js);
+	}
 	return 0;
 }
 
@@ -329,9 +505,13 @@ main(int argc, char **argv)
 				"make -C test/gpu && test/gpu/gpu_vs_cpu kmeans\n");
 		return 2;
 	}
-	if (!(argc > 1 && strcmp(argv[1], "bench") == 0) && !(argc > 5 && strcmp(argv[1], "one") == 0))
+	bool		mode_ok = argc > 1 && (strcmp(argv[1], "bench") == 0 || strcmp(argv[1], "hard") == 0 ||
+									   strcmp(argv[1], "assign") == 0);
+
+	if (!mode_ok && !(argc > 5 && strcmp(argv[1], "one") == 0))
 	{
-		fprintf(stderr, "usage: %s bench [json] | one n d k iterations [kmeans++]\n", argv[0]);
+		fprintf(stderr, "usage: %s bench [json] | hard [json] | assign [json] | one n d k iterations [kmeans++]\n",
+				argv[0]);
 		return 2;
 	}
 	api = gc_h_open_gpu(gc_h_cuda_path(nullptr), &info, why, sizeof(why));
@@ -342,6 +522,10 @@ main(int argc, char **argv)
 	}
 	if (strcmp(argv[1], "bench") == 0)
 		return bench(argc > 2 ? argv[2] : nullptr, info);
+	if (strcmp(argv[1], "hard") == 0)
+		return bench_hard(argc > 2 ? argv[2] : nullptr, info, true, true);
+	if (strcmp(argv[1], "assign") == 0)
+		return bench_hard(argc > 2 ? argv[2] : nullptr, info, false, true);
 
 	/* one GPU run on uniform data, for profilers: one n d k iterations [kmeans++] */
 	Data		D = make_data(atoll(argv[2]), atoi(argv[3]), 0);

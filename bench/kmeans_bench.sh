@@ -1,5 +1,5 @@
 #!/bin/sh
-# bench/kmeans_bench.sh bench [json] | one n d k iterations [kmeans++]
+# bench/kmeans_bench.sh bench [json] | hard [json] | assign [json] | one n d k iterations [kmeans++]
 #    Builds the k-means timing harness (bench/kmeans_bench.cu, through
 #    bench/Makefile and the flags of common/flags.mk) and runs it from the
 #    project root with ./gpuclust_cuda.so (build that first: make

@@ -33,7 +33,7 @@ extern "C" {
 #endif
 
 /* Bumped whenever a struct or the api table changes incompatibly. */
-#define GC_ABI_VERSION 3
+#define GC_ABI_VERSION 4
 
 typedef enum gc_status
 {
@@ -177,9 +177,10 @@ typedef struct gc_dbscan_result
  */
 typedef enum gc_kmeans_init
 {
-	GC_KMEANS_INIT_PLUSPLUS = 0,	/* k-means++ D^2 sampling driven by seed */
+	GC_KMEANS_INIT_PLUSPLUS = 0,	/* greedy k-means++: 2 + floor(ln k) D^2 draws per step */
 	GC_KMEANS_INIT_RANDOM = 1,	/* k distinct rows chosen by seed */
-	GC_KMEANS_INIT_GIVEN = 2	/* initial_centroids */
+	GC_KMEANS_INIT_GIVEN = 2,	/* initial_centroids */
+	GC_KMEANS_INIT_PLUSPLUS_PLAIN = 3	/* k-means++ with one D^2 draw per step */
 } gc_kmeans_init;
 
 typedef enum gc_precision
@@ -198,6 +199,7 @@ typedef struct gc_kmeans_params
 	gc_kmeans_init init;
 	const double *initial_centroids;	/* [k, d] when init == GIVEN (d as passed to the check) */
 	gc_precision precision;
+	int32_t		n_init;			/* >= 1 runs, seeds gc_kmeans_run_seed(seed, r); 1 when GIVEN */
 } gc_kmeans_params;
 
 typedef struct gc_kmeans_result
@@ -207,8 +209,31 @@ typedef struct gc_kmeans_result
 	double	   *centroids;		/* [k, d] out */
 	int64_t    *sizes;			/* [k] out */
 	double	   *inertia;		/* [k] out: per-cluster sum of squared distances */
-	int32_t		iterations;		/* out */
+	int32_t		iterations;		/* out: of the run kept */
+	int32_t		best_run;		/* out: the run kept (0-based), lowest total inertia, first on a tie */
 } gc_kmeans_result;
+
+/*
+ * k-means assignment: every row to its nearest of k given centroids, as the
+ * final assignment of gc_backend_api.kmeans gives it for those centroids
+ * (the same arithmetic, the lowest cluster number on a tie, the same
+ * precision rules), and its Euclidean distance computed in double.
+ * timing.phase_ms: [0] preparation, [1] assignment, [2] distances.
+ * timing.counts as for kmeans.
+ */
+typedef struct gc_kmeans_assign_params
+{
+	uint32_t	struct_size;	/* sizeof(gc_kmeans_assign_params) */
+	int32_t		k;				/* >= 1 */
+	const double *centroids;	/* [k, d] finite */
+	gc_precision precision;
+} gc_kmeans_assign_params;
+
+typedef struct gc_kmeans_assign_result
+{
+	int32_t    *labels;			/* [n] out */
+	double	   *distance;		/* [n] out */
+} gc_kmeans_assign_result;
 
 /* ---------------------------------------------------------------- density peaks
  * Rodriguez & Laio, see src/core/dpeaks.c for the exact rules and
@@ -288,6 +313,12 @@ typedef struct gc_backend_api
 								  int64_t n, int32_t d,
 								  const gc_dpeaks_params *params,
 								  gc_dpeaks_result *result);
+
+	gc_status	(*kmeans_assign) (const gc_exec *exec,
+								  const float *x,	/* [n, d] row-major */
+								  int64_t n, int32_t d,
+								  const gc_kmeans_assign_params *params,
+								  gc_kmeans_assign_result *result);
 } gc_backend_api;
 
 /* The CPU back end (src/core/backend.c), linked into gpuclust.so and every harness. */

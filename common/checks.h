@@ -176,8 +176,23 @@ gc_check_kmeans(const gc_kmeans_params *p, int64_t n, int32_t d, gc_error *e)
 							 "the default is 1e-4, and 0 iterates until no row changes cluster.");
 	}
 	if (p->init != GC_KMEANS_INIT_PLUSPLUS && p->init != GC_KMEANS_INIT_RANDOM &&
-		p->init != GC_KMEANS_INIT_GIVEN)
+		p->init != GC_KMEANS_INIT_GIVEN && p->init != GC_KMEANS_INIT_PLUSPLUS_PLAIN)
 		return gc_error_set(e, GC_ERR_INTERNAL, "unknown k-means init method %d", (int) p->init);
+	if (p->n_init < 1)
+	{
+		gc_error_set(e, GC_ERR_INVALID_ARGUMENT, "n_init must be at least 1");
+		gc_error_detail(e, GC_OK, "n_init is %d.", p->n_init);
+		return gc_error_hint(e, GC_ERR_INVALID_ARGUMENT,
+							 "n_init is the number of runs from different seeds, the one of lowest inertia kept; the default is 1.");
+	}
+	if (p->n_init > 1 && p->init == GC_KMEANS_INIT_GIVEN)
+	{
+		gc_error_set(e, GC_ERR_INVALID_ARGUMENT, "n_init must be 1 when initial_centroids is given");
+		gc_error_detail(e, GC_OK, "n_init is %d; runs from the same initial centroids give the same answer.",
+						p->n_init);
+		return gc_error_hint(e, GC_ERR_INVALID_ARGUMENT,
+							 "Leave n_init at 1, or leave initial_centroids NULL to start each run from init.");
+	}
 	if (p->precision != GC_PRECISION_FP32 && p->precision != GC_PRECISION_TF32)
 		return gc_error_set(e, GC_ERR_INTERNAL, "unknown k-means precision %d", (int) p->precision);
 	if (p->init == GC_KMEANS_INIT_GIVEN && d >= 1)
@@ -208,6 +223,48 @@ gc_check_kmeans(const gc_kmeans_params *p, int64_t n, int32_t d, gc_error *e)
 	if ((st = gc_check_shape("k-means", n, d, e)) != GC_OK)
 		return st;
 	return GC_OK;
+}
+
+/*
+ * Checks the centroids of a k-means assignment (d >= 1 when known, else
+ * only k).  The dimension of the rows is compared by the caller, which
+ * names both.
+ */
+static inline gc_status
+gc_check_kmeans_assign(const gc_kmeans_assign_params *p, int64_t n, int32_t d, gc_error *e)
+{
+	gc_status	st;
+
+	if (p == NULL)
+		return gc_error_set(e, GC_ERR_INTERNAL, "k-means assignment parameters are missing");
+	if ((st = gc_check_version("gc_kmeans_assign_params", p->struct_size, sizeof(*p), e)) != GC_OK)
+		return st;
+	if (p->k < 1)
+	{
+		gc_error_set(e, GC_ERR_INVALID_ARGUMENT, "centroids must hold at least one centroid");
+		gc_error_detail(e, GC_OK, "k is %d.", p->k);
+		return gc_error_hint(e, GC_ERR_INVALID_ARGUMENT,
+							 "Pass the k x d array of a fitted model, one row per cluster.");
+	}
+	if (p->precision != GC_PRECISION_FP32 && p->precision != GC_PRECISION_TF32)
+		return gc_error_set(e, GC_ERR_INTERNAL, "unknown k-means precision %d", (int) p->precision);
+	if (d >= 1)
+	{
+		if (p->centroids == NULL)
+			return gc_error_set(e, GC_ERR_INTERNAL, "centroids are missing");
+		for (int64_t i = 0; i < (int64_t) p->k * d; i++)
+			if (!isfinite(p->centroids[i]))
+			{
+				gc_error_set(e, GC_ERR_INVALID_ARGUMENT, "centroids must contain finite numbers");
+				gc_error_detail(e, GC_OK, "Row %lld, column %lld is %g.", (long long) (i / d + 1),
+								(long long) (i % d + 1), p->centroids[i]);
+				return gc_error_hint(e, GC_ERR_INVALID_ARGUMENT,
+									 "Replace NaN and infinity with finite coordinates.");
+			}
+	}
+	if (n < 0)
+		return GC_OK;
+	return gc_check_shape("k-means assignment", n, d, e);
 }
 
 /* ---------------------------------------------------------------- density peaks */

@@ -5,7 +5,9 @@
  *    from the same centroids and stop by the same rule:
  *
  *      - the seeded random draws (common/rng.h);
- *      - the initial centroids: k-means++ (D^2 sampling) and 'random' rows;
+ *      - the initial centroids: greedy and plain k-means++ (D^2 sampling)
+ *        and 'random' rows;
+ *      - the seeds of the n_init runs;
  *      - the data statistics behind the stopping rule;
  *      - the re-seeding of empty clusters (its sorts: common/sort.h).
  *
@@ -94,6 +96,36 @@ static GC_HD uint64_t
 gc_kmpp_weight(double d2, double scale)
 {
 	return (uint64_t) (d2 * scale);
+}
+
+/*
+ * gc_dist2(a, b, d), or a partial sum of it that is already >= cap: the
+ * sum runs in dimension order as gc_dist2's and stops early (checked every
+ * 8 features) once it reaches cap.  Adding squares never decreases a sum in
+ * round-to-nearest, so min(cap, result) is min(cap, gc_dist2(a, b, d))
+ * exactly; the host passes of k-means++ use it to skip most of the work for
+ * rows far from a new centre.
+ */
+static inline double
+gc_kmpp_dist2_capped(const float *a, const float *b, int32_t d, double cap)
+{
+	double		s = 0.0;
+	int32_t		j = 0;
+
+	while (j < d)
+	{
+		int32_t		end = j + 8 < d ? j + 8 : d;
+
+		for (; j < end; j++)
+		{
+			double		t = (double) a[j] - (double) b[j];
+
+			s += t * t;
+		}
+		if (s >= cap)
+			break;
+	}
+	return s;
 }
 
 /* ---------------------------------------------------------------- statistics */
@@ -290,7 +322,8 @@ gc_kmpp_update(const float *x, int64_t n, int32_t d, const float *cen, int first
 
 	for (int64_t i = 0; i < n; i++)
 	{
-		double		t = gc_dist2(x + i * d, cen, d);
+		double		t = first ? gc_dist2(x + i * d, cen, d) :
+			gc_kmpp_dist2_capped(x + i * d, cen, d, mind2[i]);
 
 		if (i % every == 0 && cancel && cancel(cancel_arg))
 			return -1;
@@ -304,20 +337,117 @@ gc_kmpp_update(const float *x, int64_t n, int32_t d, const float *cen, int first
 }
 
 /*
- * k-means++ on the host: the row numbers of the k initial centres.
- * mind2 is scratch [n].  The GPU back end follows exactly these steps with
- * the distance and sum passes on the device.  Returns 0, or -1 when
- * cancelled.
+ * Greedy k-means++ (the variant of scikit-learn's KMeans, after Arthur and
+ * Vassilvitskii's remark on local trials): every step draws
+ * gc_kmpp_trials(k) = 2 + floor(ln k) candidates by D^2 sampling with the
+ * same weights and generator, and keeps the candidate c that leaves the
+ * smallest potential
+ *
+ *     P(c) = sum over rows i of trunc(min(D_i^2, dist2(x_i, c)) * 2^s),
+ *
+ * the first drawn on a tie.  The potential is a sum of the integer weights of
+ * the draws (the same factor 2^s, which fits since min(...) <= D_i^2), so it
+ * does not depend on the order of the additions and the CPU and the GPU keep
+ * the same candidate.  One trial is plain k-means++ (the generator is read
+ * the same way).
+ */
+#define GC_KMPP_MAX_TRIALS 24
+
+/* The number of candidates per step of greedy k-means++ for k clusters. */
+static inline int32_t
+gc_kmpp_trials(int32_t k)
+{
+	int32_t		t = 2 + (int32_t) floor(log((double) (k > 1 ? k : 1)));
+
+	return t < GC_KMPP_MAX_TRIALS ? t : GC_KMPP_MAX_TRIALS;
+}
+
+/* The integer weight of one row after a candidate at squared distance t is added. */
+static GC_HD uint64_t
+gc_kmpp_trial_weight(double mind2, double t, double scale)
+{
+	return gc_kmpp_weight(t < mind2 ? t : mind2, scale);
+}
+
+/*
+ * The candidates of one step: ntrials rows drawn by D^2 sampling from the
+ * weights of mind2 under scale (total their sum), in draw order, into cand.
+ */
+static inline void
+gc_kmpp_draw_candidates(gc_rng *rng, const double *mind2, int64_t n, double scale,
+						uint64_t total, int32_t ntrials, int64_t *cand /* [ntrials] out */ )
+{
+	for (int32_t l = 0; l < ntrials; l++)
+	{
+		int64_t		target = gc_kmpp_draw(rng, total, n);
+		uint64_t	acc = 0;
+
+		cand[l] = target < 0 ? -1 - target :
+			gc_kmpp_pick(mind2, 0, n, scale, (uint64_t) target, &acc);
+	}
+}
+
+/* The candidate of smallest potential, the first on a tie. */
+static inline int32_t
+gc_kmpp_best_trial(const uint64_t *pot, int32_t ntrials)
+{
+	int32_t		best = 0;
+
+	for (int32_t l = 1; l < ntrials; l++)
+		if (pot[l] < pot[best])
+			best = l;
+	return best;
+}
+
+/*
+ * The potentials pot[l] of the candidates rows cand[0 .. ntrials) under the
+ * step's scale, on the host.  Returns 0, or -1 when cancelled.
+ */
+static inline int
+gc_kmpp_potentials(const float *x, int64_t n, int32_t d, const double *mind2, double scale,
+				   const int64_t *cand, int32_t ntrials, uint64_t *pot /* [ntrials] out */ ,
+				   gc_cancel_fn cancel, void *cancel_arg)
+{
+	int64_t		every = gc_kmeans_cancel_rows(d * ntrials);
+
+	for (int32_t l = 0; l < ntrials; l++)
+		pot[l] = 0;
+	for (int64_t i = 0; i < n; i++)
+	{
+		const float *row = x + i * d;
+
+		if (i % every == 0 && cancel && cancel(cancel_arg))
+			return -1;
+		for (int32_t l = 0; l < ntrials; l++)
+			pot[l] += gc_kmpp_trial_weight(mind2[i], gc_kmpp_dist2_capped(row, x + cand[l] * d, d, mind2[i]),
+										   scale);
+	}
+	return 0;
+}
+
+/*
+ * k-means++ on the host: the row numbers of the k initial centres, with
+ * ntrials candidates per step (gc_kmpp_trials(k) for greedy k-means++, 1
+ * for plain k-means++).  mind2 is scratch [n].  The GPU back end follows
+ * exactly these steps with the distance, sum and potential passes on the
+ * device.  Returns 0, or -1 when cancelled.
  */
 static inline int
 gc_kmeans_plusplus_rows(const float *x, int64_t n, int32_t d, int32_t k, uint64_t seed,
+						int32_t ntrials,
 						int64_t *rows,	/* [k] out */
 						double *mind2,	/* [n] scratch */
 						gc_cancel_fn cancel, void *cancel_arg)
 {
 	gc_rng		rng;
 	double		maxd2 = 0.0;
+	int64_t		cand[GC_KMPP_MAX_TRIALS];
+	uint64_t	pot[GC_KMPP_MAX_TRIALS];
 
+	if (ntrials < 1)
+		ntrials = 1;
+	if (ntrials > GC_KMPP_MAX_TRIALS)
+		ntrials = GC_KMPP_MAX_TRIALS;
 	gc_rng_seed(&rng, seed);
 	rows[0] = (int64_t) gc_rng_below(&rng, (uint64_t) n);
 	if (gc_kmpp_update(x, n, d, x + rows[0] * d, 1, mind2, &maxd2, cancel, cancel_arg) != 0)
@@ -326,24 +456,46 @@ gc_kmeans_plusplus_rows(const float *x, int64_t n, int32_t d, int32_t k, uint64_
 	{
 		double		scale = gc_kmpp_scale(maxd2, n);
 		uint64_t	total = 0;
-		int64_t		target;
+		int32_t		best = 0;
 
 		if (cancel && cancel(cancel_arg))
 			return -1;
 		for (int64_t i = 0; i < n; i++)
 			total += gc_kmpp_weight(mind2[i], scale);
-		target = gc_kmpp_draw(&rng, total, n);
-		if (target < 0)
-			rows[c] = -1 - target;
-		else
+		gc_kmpp_draw_candidates(&rng, mind2, n, scale, total, ntrials, cand);
+		if (ntrials > 1)
 		{
-			uint64_t	acc = 0;
-
-			rows[c] = gc_kmpp_pick(mind2, 0, n, scale, (uint64_t) target, &acc);
+			if (gc_kmpp_potentials(x, n, d, mind2, scale, cand, ntrials, pot,
+								   cancel, cancel_arg) != 0)
+				return -1;
+			best = gc_kmpp_best_trial(pot, ntrials);
 		}
+		rows[c] = cand[best];
 		if (gc_kmpp_update(x, n, d, x + rows[c] * d, 0, mind2, &maxd2, cancel, cancel_arg) != 0)
 			return -1;
 	}
+	return 0;
+}
+
+/*
+ * The seed of run r (0-based) of n_init runs: the seed itself for the first
+ * run, so that n_init = 1 is one run with the seed; for the others
+ * splitmix64's finaliser of seed + r * 0xD1B54A32D192ED03.
+ */
+static inline uint64_t
+gc_kmeans_run_seed(uint64_t seed, int32_t r)
+{
+	return r == 0 ? seed : gc_mix64(seed + (uint64_t) r * UINT64_C(0xD1B54A32D192ED03));
+}
+
+/* The number of candidates per k-means++ step for an init method (0: no k-means++). */
+static inline int32_t
+gc_kmeans_init_trials(gc_kmeans_init init, int32_t k)
+{
+	if (init == GC_KMEANS_INIT_PLUSPLUS)
+		return gc_kmpp_trials(k);
+	if (init == GC_KMEANS_INIT_PLUSPLUS_PLAIN)
+		return 1;
 	return 0;
 }
 

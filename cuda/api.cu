@@ -171,6 +171,7 @@ static const gc_backend_api the_api = {
 	gcu_dbscan,
 	gcu_kmeans,
 	gcu_density_peaks,
+	gcu_kmeans_assign,
 };
 
 __attribute__((visibility("default"))) const gc_backend_api *gpuclust_cuda_api(void)

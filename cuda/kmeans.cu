@@ -60,6 +60,7 @@ class KMeans
 	}
 
 	void run(gc_kmeans_result *result);
+	void assign_to(const double *centroids /* [k, d] */, gc_kmeans_assign_result *result);
 
   private:
 	/* the plan and the buffers */
@@ -73,7 +74,9 @@ class KMeans
 	void prepare_chunk(int64_t rows);
 
 	/* the phases */
-	void init();
+	void init_stats(bool mean_only);
+	void init_centroids();
+	void one_run(gc_kmeans_result *result);
 	int32_t iterate(int32_t *&labels, bool &strict);
 	void assign(bool with_sums, int32_t *labels, const int32_t *labels_old);
 	Moves update(const int32_t *labels);
@@ -89,7 +92,7 @@ class KMeans
 	const gc_exec &exec_;
 	const gc_tuning tuning_;
 	const float *hx_;					/* [n, d] host rows */
-	const gc_kmeans_params &p_;
+	gc_kmeans_params p_;				/* the seed is the current run's */
 	gc_timing  &timing_;
 
 	Plan		plan_;
@@ -277,10 +280,11 @@ void KMeans::prepare_chunk(int64_t rows)
 /* ---------------------------------------------------------------- the phases */
 
 /*
- * Phase init: the data statistics first (the centred rows of the product
- * form need the mean), then the initial centroids on the device.
+ * Phase init, once per call: the data statistics (the centred rows of the
+ * product form need the mean); mean_only for an assignment, which needs no
+ * unit of tol.
  */
-void KMeans::init()
+void KMeans::init_stats(bool mean_only)
 {
 	const int	d = plan_.d;
 
@@ -291,7 +295,7 @@ void KMeans::init()
 	if (plan_.resident)
 	{
 		copy_chunk(0);
-		stats_device(plan_, rows_.x.get(), stats_, cen_.mean_d.get());
+		stats_device(plan_, rows_.x.get(), stats_, cen_.mean_d.get(), mean_only);
 	}
 	else
 		stats_host(plan_, hx_, stats_, exec_);
@@ -309,6 +313,12 @@ void KMeans::init()
 		prepare_chunk(plan_.n);
 		rows_.loaded = 0;
 	}
+}
+
+/* Phase init, once per run: the initial centroids of the run's seed on the device. */
+void KMeans::init_centroids()
+{
+	gc::check_cancel(exec_);
 	initial_centroids(plan_, p_, hx_, rows_.x.get(), stats_, exec_, h_cen_, sums_.fx_scale);
 	CUDA_TRY(cudaMemcpy(cen_.cen.get(), h_cen_.data(), sizeof(double) * h_cen_.size(), cudaMemcpyHostToDevice));
 }
@@ -507,28 +517,155 @@ void KMeans::results_to_host(gc_kmeans_result *result, const int32_t *labels)
 	}
 }
 
-void KMeans::run(gc_kmeans_result *result)
+/* One run from the seed in p_: initial centroids, iterations, the results; phase times add up. */
+void KMeans::one_run(gc_kmeans_result *result)
 {
-	gc::Stopwatch total;
 	gc::Stopwatch sw;
 	int32_t    *labels = nullptr;
 	bool		strict = false;
 
-	plan();
-	CUBLAS_TRY(cublasCreate(&prod_.blas.h));
-	allocate();
-	init();
+	init_centroids();
 	CUDA_TRY(cudaDeviceSynchronize());
-	timing_.phase_ms[0] = sw.ms();
+	timing_.phase_ms[0] += sw.ms();
 
 	sw.restart();
 	result->iterations = iterate(labels, strict);
 	CUDA_TRY(cudaDeviceSynchronize());
-	timing_.phase_ms[1] = sw.ms();
-	timing_.phase_ms[3] = sw.ms() / result->iterations;
+	timing_.phase_ms[1] += sw.ms();
 
 	sw.restart();
 	finish(result, labels, strict);
+	timing_.phase_ms[2] += sw.ms();
+}
+
+/* The total inertia of a result, summed over the clusters in order (as the CPU does). */
+double total_inertia(const gc_kmeans_result *r, int k)
+{
+	double		s = 0.0;
+
+	for (int j = 0; j < k; j++)
+		s += r->inertia[j];
+	return s;
+}
+
+/*
+ * The n_init runs over the same data on the device: run r from the seed
+ * gc_kmeans_run_seed(seed, r), the run of lowest total inertia kept (the
+ * first on a tie), as the CPU back end does.
+ */
+void KMeans::run(gc_kmeans_result *result)
+{
+	gc::Stopwatch total;
+	gc::Stopwatch sw;
+	const int64_t n = plan_.n;
+	const int	k = plan_.k;
+	const size_t kd = (size_t) k * plan_.d;
+	const uint64_t seed = p_.seed;
+	int64_t		iters;
+	double		best;
+
+	plan();
+	CUBLAS_TRY(cublasCreate(&prod_.blas.h));
+	allocate();
+	init_stats(false);
+	CUDA_TRY(cudaDeviceSynchronize());
+	timing_.phase_ms[0] = sw.ms();
+
+	result->best_run = 0;
+	one_run(result);
+	iters = result->iterations;
+	best = total_inertia(result, k);
+	if (p_.n_init > 1)
+	{
+		std::vector<int32_t> labels(n);
+		std::vector<double> distance(n), centroids(kd), inertia(k);
+		std::vector<int64_t> sizes(k);
+		gc_kmeans_result tmp;
+
+		tmp.labels = labels.data();
+		tmp.distance = distance.data();
+		tmp.centroids = centroids.data();
+		tmp.sizes = sizes.data();
+		tmp.inertia = inertia.data();
+		for (int r = 1; r < p_.n_init; r++)
+		{
+			p_.seed = gc_kmeans_run_seed(seed, r);
+			one_run(&tmp);
+			iters += tmp.iterations;
+			if (total_inertia(&tmp, k) < best)
+			{
+				best = total_inertia(&tmp, k);
+				std::copy(labels.begin(), labels.end(), result->labels);
+				std::copy(distance.begin(), distance.end(), result->distance);
+				std::copy(centroids.begin(), centroids.end(), result->centroids);
+				std::copy(sizes.begin(), sizes.end(), result->sizes);
+				std::copy(inertia.begin(), inertia.end(), result->inertia);
+				result->iterations = tmp.iterations;
+				result->best_run = r;
+			}
+		}
+	}
+	timing_.phase_ms[3] = iters > 0 ? timing_.phase_ms[1] / (double) iters : 0.0;
+	timing_.compute_ms = total.ms() - timing_.to_device_ms - timing_.from_device_ms;
+}
+
+/*
+ * Assignment to given centroids: the final pass of a run (assign without
+ * sums, the exact distances) for these centroids, on the rows centred on
+ * the data mean as in run where the kernels centre (d > 16).
+ */
+void KMeans::assign_to(const double *centroids, gc_kmeans_assign_result *result)
+{
+	gc::Stopwatch total;
+	gc::Stopwatch sw;
+	const int64_t n = plan_.n;
+	int32_t    *labels = rows_.lab_a.get();
+
+	plan();
+	if (plan_.maxd == 0)
+		CUBLAS_TRY(cublasCreate(&prod_.blas.h));
+	allocate();
+	labels = rows_.lab_a.get();
+	/* the data mean, where the kernels centre on it (the product form and d > 16) */
+	if (plan_.maxd == 0 || plan_.maxd >= 32)
+		init_stats(true);
+	else
+		CUDA_TRY(cudaMemset(cen_.mean_d.get(), 0, sizeof(double) * (size_t) plan_.d));
+	CUDA_TRY(cudaMemcpy(cen_.cen.get(), centroids, sizeof(double) * (size_t) plan_.k * plan_.d,
+						cudaMemcpyHostToDevice));
+	CUDA_TRY(cudaDeviceSynchronize());
+	timing_.phase_ms[0] = sw.ms();
+
+	sw.restart();
+	assign(false, labels, nullptr);
+	if (plan_.maxd == 0)
+	{
+		std::vector<unsigned long long> &h = rep_.host;
+
+		CUDA_TRY(cudaMemcpy(h.data(), rep_.dev.get(), sizeof(unsigned long long) * h.size(),
+							cudaMemcpyDeviceToHost));
+		timing_.counts[0] = (int64_t) h[2 * (size_t) plan_.k + 1];
+		timing_.counts[1] = (int64_t) h[2 * (size_t) plan_.k + 2];
+		timing_.counts[2] = prod_.escalated_total;
+	}
+	CUDA_TRY(cudaDeviceSynchronize());
+	timing_.phase_ms[1] = sw.ms();
+
+	sw.restart();
+	{
+		gc_kmeans_result r;
+
+		memset(&r, 0, sizeof(r));
+		r.distance = result->distance;
+		distances_to_host(&r, labels);
+	}
+
+	gc::Stopwatch cp;
+
+	CUDA_TRY(cudaMemcpy(result->labels, labels, sizeof(int32_t) * n, cudaMemcpyDeviceToHost));
+	timing_.from_device_ms += cp.ms();
+	for (int64_t i = 0; i < n; i++)
+		result->distance[i] = sqrt(result->distance[i]);
 	timing_.phase_ms[2] = sw.ms();
 	timing_.compute_ms = total.ms() - timing_.to_device_ms - timing_.from_device_ms;
 }
@@ -558,6 +695,37 @@ extern "C" gc_status gcu_kmeans(const gc_exec *exec, const float *x, int64_t n, 
 		gc::km::KMeans km(call.exec, call.tuning, x, n, d, *params, *call.timing);
 
 		km.run(result);
+	});
+	GC_ENTRY_END
+}
+
+extern "C" gc_status gcu_kmeans_assign(const gc_exec *exec, const float *x, int64_t n, int32_t d,
+									   const gc_kmeans_assign_params *params, gc_kmeans_assign_result *result)
+{
+	GC_ENTRY_BEGIN
+	gc::require(gc_check_kmeans_assign(params, n, d, gc::error_record()));
+
+	gc::Call	call(exec);
+
+	gc::require_buffers("k-means assignment", x, n,
+						result && (n == 0 || (result->labels && result->distance)));
+	if (n == 0)
+		return GC_OK;
+	gc::run_on_device(call, [&] {
+		gc_kmeans_params kp;
+
+		memset(&kp, 0, sizeof(kp));
+		kp.struct_size = sizeof(kp);
+		kp.k = params->k;
+		kp.max_iter = 1;
+		kp.init = GC_KMEANS_INIT_GIVEN;
+		kp.initial_centroids = params->centroids;
+		kp.precision = params->precision;
+		kp.n_init = 1;
+
+		gc::km::KMeans km(call.exec, call.tuning, x, n, d, kp, *call.timing);
+
+		km.assign_to(params->centroids, result);
 	});
 	GC_ENTRY_END
 }

@@ -258,9 +258,12 @@ void exact_distances(const Plan &plan, const float *x /* [rows, d] */, int64_t r
 /* Statistics of the host rows (chunked data), as the CPU computes them. */
 void stats_host(const Plan &plan, const float *hx /* [n, d] */, DataStats &st, const gc_exec &exec);
 
-/* Statistics of the resident rows x on the device; also leaves the mean in mean_d. */
+/*
+ * Statistics of the resident rows x on the device; also leaves the mean in
+ * mean_d.  mean_only: the mean, lo and hi only (one pass; mean_var stays 0).
+ */
 void stats_device(const Plan &plan, const float *x /* [n, d] device */, DataStats &st,
-				  double *mean_d /* [d] device */);
+				  double *mean_d /* [d] device */, bool mean_only = false);
 
 /*
  * The initial centroids h_cen [k, d] by the shared rules (k-means++ on the

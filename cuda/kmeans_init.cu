@@ -7,9 +7,12 @@
  *
  * Statistics run on the device when the data are resident, else on the
  * host.  k-means++ runs on the device when the data are resident and n is
- * large: the D^2 pass and the blocked integer weight sums on the device,
- * the draws on the host with the shared generator (common/kmeans_init.h
- * explains why the picks are the same rows as on the CPU).
+ * large: the D^2 pass, the blocked integer weight sums, the rows the draws
+ * fall on (one thread per draw, within the segment the host found) and
+ * (greedy k-means++) the potentials of all the step's candidates in one
+ * pass on the device; the draws and the choice on the host with the shared
+ * generator and rules (common/kmeans_init.h explains why the picks are the
+ * same rows as on the CPU).
  */
 #include <cub/cub.cuh>
 
@@ -117,7 +120,7 @@ void stats_host(const Plan &plan, const float *hx, DataStats &st, const gc_exec 
 		gc::fail(GC_ERR_CANCELLED, "canceled");
 }
 
-void stats_device(const Plan &plan, const float *x, DataStats &st, double *mean_d)
+void stats_device(const Plan &plan, const float *x, DataStats &st, double *mean_d, bool mean_only)
 {
 	const int64_t n = plan.n;
 	const int	d = plan.d;
@@ -143,6 +146,8 @@ void stats_device(const Plan &plan, const float *x, DataStats &st, double *mean_
 		st.hi[t] = h[2 * (size_t) d + t];
 	}
 	CUDA_TRY(cudaMemcpy(mean_d, st.mean.data(), sizeof(double) * d, cudaMemcpyHostToDevice));
+	if (mean_only)
+		return;
 	stats_slice_kernel<<<slices, threads>>>(x, n, d, mean_d, psum.get(), nullptr, nullptr);
 	CHECK_LAUNCH("stats_slice_kernel");
 	stats_combine_kernel<<<grid_for(d, 128, 1u << 30), 128>>>(psum.get(), nullptr, nullptr, slices, d,
@@ -232,9 +237,123 @@ kmpp_weight_kernel(const double *__restrict__ mind2,	/* [n] */
 		packed[blockIdx.x] = s;
 }
 
-/* k-means++ with the distance and weight passes on the device: the k initial rows. */
+/* Candidates of greedy k-means++ per group of the trial kernel (registers per thread). */
+constexpr int TRIAL_GROUP = 8;
+
+/*
+ * Greedy k-means++: for each candidate l (rows cand[l] of x), each segment's
+ * sum of the integer weights of min(D^2, dist2(x_i, candidate l)) under the
+ * step's scale (from the largest D^2 in packed[nseg]).  One pass over the
+ * rows per group of TRIAL_GROUP candidates; each distance is summed over
+ * the features in order without FMA, as gc_dist2 on the host.
+ */
+__global__ void __launch_bounds__(BLOCK)
+kmpp_trial_kernel(const float *__restrict__ x,	/* [n, d] */
+				  int64_t n, int d,
+				  const double *__restrict__ mind2,	/* [n] */
+				  const int64_t *__restrict__ cand,	/* [ntrials] rows of x */
+				  int ntrials,
+				  const unsigned long long *__restrict__ packed,	/* [nseg + 1] */
+				  int nseg,
+				  unsigned long long *__restrict__ pot /* [nseg, ntrials] out */ )
+{
+	using Reduce = cub::BlockReduce<unsigned long long, BLOCK>;
+	__shared__ typename Reduce::TempStorage tmp;
+	double		scale = gc_kmpp_scale(__longlong_as_double((long long) packed[nseg]), n);
+	int64_t		from = (int64_t) blockIdx.x * GC_KMPP_SEGMENT;
+	int64_t		to = min(from + GC_KMPP_SEGMENT, n);
+
+	for (int g = 0; g < ntrials; g += TRIAL_GROUP)
+	{
+		unsigned long long acc[TRIAL_GROUP];
+		const float *c[TRIAL_GROUP];
+
+#pragma unroll
+		for (int u = 0; u < TRIAL_GROUP; u++)
+		{
+			acc[u] = 0;
+			c[u] = x + cand[g + u < ntrials ? g + u : g] * (int64_t) d;
+		}
+		for (int64_t i = from + threadIdx.x; i < to; i += BLOCK)
+		{
+			double		s[TRIAL_GROUP];
+
+#pragma unroll
+			for (int u = 0; u < TRIAL_GROUP; u++)
+				s[u] = 0.0;
+			for (int j = 0; j < d; j++)
+			{
+				double		v = (double) x[i * d + j];
+
+#pragma unroll
+				for (int u = 0; u < TRIAL_GROUP; u++)
+				{
+					double		t = __dsub_rn(v, (double) c[u][j]);
+
+					s[u] = __dadd_rn(s[u], __dmul_rn(t, t));
+				}
+			}
+#pragma unroll
+			for (int u = 0; u < TRIAL_GROUP; u++)
+				acc[u] += gc_kmpp_trial_weight(mind2[i], s[u], scale);
+		}
+#pragma unroll
+		for (int u = 0; u < TRIAL_GROUP; u++)
+		{
+			unsigned long long tot = Reduce(tmp).Sum(acc[u]);
+
+			if (threadIdx.x == 0 && g + u < ntrials)
+				pot[(size_t) blockIdx.x * ntrials + g + u] = tot;
+			__syncthreads();
+		}
+	}
+}
+
+/*
+ * The picks of one step's draws, gc_kmpp_pick on the device: for draw l,
+ * the first row of segment seg[l] whose running weight sum, from acc[l]
+ * (the weight before the segment), exceeds target[l].  One thread per
+ * draw, in row order as on the host; rows[l] = -1 when the target lies
+ * beyond the segment (a bug).
+ */
+__global__ void kmpp_pick_kernel(const double *__restrict__ mind2,	/* [n] */
+								 int64_t n,
+								 const unsigned long long *__restrict__ packed,	/* [nseg + 1] */
+								 const int64_t *__restrict__ seg,	/* [ndraws] */
+								 const unsigned long long *__restrict__ acc,	/* [ndraws] */
+								 const unsigned long long *__restrict__ target,	/* [ndraws] */
+								 int ndraws, int nseg,
+								 int64_t *__restrict__ rows /* [ndraws] out */ )
+{
+	int			l = threadIdx.x;
+
+	if (l >= ndraws)
+		return;
+
+	double		scale = gc_kmpp_scale(__longlong_as_double((long long) packed[nseg]), n);
+	int64_t		from = seg[l] * GC_KMPP_SEGMENT;
+	int64_t		to = min(from + GC_KMPP_SEGMENT, n);
+	unsigned long long a = acc[l];
+
+	rows[l] = -1;
+	for (int64_t i = from; i < to; i++)
+	{
+		a += gc_kmpp_weight(mind2[i], scale);
+		if (a > target[l])
+		{
+			rows[l] = i;
+			return;
+		}
+	}
+}
+
+/*
+ * k-means++ with the distance, weight and potential passes on the device:
+ * the k initial rows, ntrials candidates per step (greedy when > 1), the
+ * steps of gc_kmeans_plusplus_rows.
+ */
 void kmeans_plusplus_device(const Plan &plan, const float *x /* [n, d] device */, uint64_t seed,
-							const gc_exec &exec, std::vector<int64_t> &rows /* [k] out */)
+							int ntrials, const gc_exec &exec, std::vector<int64_t> &rows /* [k] out */)
 {
 	const int64_t n = plan.n;
 	const int	d = plan.d;
@@ -242,10 +361,17 @@ void kmeans_plusplus_device(const Plan &plan, const float *x /* [n, d] device */
 	DeviceBuffer<double> mind2(n, "k-means++ distances");
 	DeviceBuffer<double> segmax(nseg, "k-means++ segment maxima");
 	DeviceBuffer<unsigned long long> packed(nseg + 1, "k-means++ segment sums");
+	DeviceBuffer<int64_t> d_cand(GC_KMPP_MAX_TRIALS, "k-means++ candidates");
+	DeviceBuffer<unsigned long long> d_draw(3 * GC_KMPP_MAX_TRIALS, "k-means++ draws");	/* seg, acc, target */
+	DeviceBuffer<unsigned long long> d_pot((size_t) nseg * GC_KMPP_MAX_TRIALS, "k-means++ potentials");
 	std::vector<unsigned long long> h_packed(nseg + 1);
-	std::vector<double> h_seg(GC_KMPP_SEGMENT);
+	std::vector<unsigned long long> h_pot((size_t) nseg * GC_KMPP_MAX_TRIALS);
+	unsigned long long h_draw[3 * GC_KMPP_MAX_TRIALS];
+	int64_t		cand[GC_KMPP_MAX_TRIALS];
+	uint64_t	pot[GC_KMPP_MAX_TRIALS];
 	gc_rng		rng;
 
+	ntrials = std::max(1, std::min(ntrials, GC_KMPP_MAX_TRIALS));
 	gc_rng_seed(&rng, seed);
 	rows[0] = (int64_t) gc_rng_below(&rng, (uint64_t) n);
 	for (int c = 1; c < plan.k; c++)
@@ -260,42 +386,64 @@ void kmeans_plusplus_device(const Plan &plan, const float *x /* [n, d] device */
 							cudaMemcpyDeviceToHost));
 		gc::check_cancel(exec);
 
-		double		maxd2;
 		uint64_t	total = 0;
 
-		memcpy(&maxd2, &h_packed[nseg], sizeof(double));
 		for (int s = 0; s < nseg; s++)
 			total += h_packed[s];
 
-		int64_t		target = gc_kmpp_draw(&rng, total, n);
-
-		if (target < 0)
+		/*
+		 * The draws of gc_kmpp_draw_candidates: the targets and their
+		 * segments here, the rows within the segments on the device.
+		 */
+		if (total == 0)
 		{
-			rows[c] = -1 - target;
+			/* every row on a centre: uniform rows */
+			for (int l = 0; l < ntrials; l++)
+				cand[l] = -1 - gc_kmpp_draw(&rng, total, n);
+			CUDA_TRY(cudaMemcpy(d_cand.get(), cand, sizeof(int64_t) * ntrials, cudaMemcpyHostToDevice));
+		}
+		else
+		{
+			for (int l = 0; l < ntrials; l++)
+			{
+				uint64_t	target = (uint64_t) gc_kmpp_draw(&rng, total, n);
+				uint64_t	acc = 0;
+				int			sg = 0;
+
+				while (sg < nseg - 1 && acc + h_packed[sg] <= target)
+					acc += h_packed[sg++];
+				h_draw[l] = (unsigned long long) sg;
+				h_draw[GC_KMPP_MAX_TRIALS + l] = acc;
+				h_draw[2 * GC_KMPP_MAX_TRIALS + l] = target;
+			}
+			CUDA_TRY(cudaMemcpy(d_draw.get(), h_draw, sizeof(h_draw), cudaMemcpyHostToDevice));
+			kmpp_pick_kernel<<<1, 32>>>(mind2.get(), n, packed.get(),
+										reinterpret_cast<const int64_t *>(d_draw.get()),
+										d_draw.get() + GC_KMPP_MAX_TRIALS, d_draw.get() + 2 * GC_KMPP_MAX_TRIALS,
+										ntrials, nseg, d_cand.get());
+			CHECK_LAUNCH("kmpp_pick_kernel");
+			CUDA_TRY(cudaMemcpy(cand, d_cand.get(), sizeof(int64_t) * ntrials, cudaMemcpyDeviceToHost));
+		}
+		for (int l = 0; l < ntrials; l++)
+			if (cand[l] < 0 || cand[l] >= n)
+				gc::fail(GC_ERR_INTERNAL, "k-means++ draw fell outside the data, please report a bug");
+		if (ntrials == 1)
+		{
+			rows[c] = cand[0];
 			continue;
 		}
-
-		double		scale = gc_kmpp_scale(maxd2, n);
-		uint64_t	acc = 0;
-
-		rows[c] = -1;
-		for (int s = 0; s < nseg; s++)
+		kmpp_trial_kernel<<<nseg, BLOCK>>>(x, n, d, mind2.get(), d_cand.get(), ntrials, packed.get(), nseg,
+										   d_pot.get());
+		CHECK_LAUNCH("kmpp_trial_kernel");
+		CUDA_TRY(cudaMemcpy(h_pot.data(), d_pot.get(), sizeof(unsigned long long) * (size_t) nseg * ntrials,
+							cudaMemcpyDeviceToHost));
+		for (int l = 0; l < ntrials; l++)
 		{
-			if (acc + h_packed[s] <= (uint64_t) target)
-			{
-				acc += h_packed[s];
-				continue;
-			}
-			int64_t		from = (int64_t) s * GC_KMPP_SEGMENT;
-			int64_t		to = std::min<int64_t>(from + GC_KMPP_SEGMENT, n);
-
-			CUDA_TRY(cudaMemcpy(h_seg.data(), mind2.get() + from, sizeof(double) * (size_t) (to - from),
-								cudaMemcpyDeviceToHost));
-			rows[c] = gc_kmpp_pick(h_seg.data(), from, to, scale, (uint64_t) target, &acc);
-			break;
+			pot[l] = 0;
+			for (int s = 0; s < nseg; s++)
+				pot[l] += h_pot[(size_t) s * ntrials + l];
 		}
-		if (rows[c] < 0)
-			gc::fail(GC_ERR_INTERNAL, "k-means++ draw fell outside the data, please report a bug");
+		rows[c] = cand[gc_kmpp_best_trial(pot, ntrials)];
 	}
 }
 
@@ -309,13 +457,13 @@ void initial_rows(const Plan &plan, const gc_kmeans_params &p, const float *hx, 
 			throw std::bad_alloc();
 	}
 	else if (plan.resident && plan.n >= 65536)
-		kmeans_plusplus_device(plan, x, p.seed, exec, rows);
+		kmeans_plusplus_device(plan, x, p.seed, gc_kmeans_init_trials(p.init, plan.k), exec, rows);
 	else
 	{
 		std::vector<double> mind2(plan.n);
 
-		if (gc_kmeans_plusplus_rows(hx, plan.n, plan.d, plan.k, p.seed, rows.data(), mind2.data(),
-									exec.cancel, exec.cancel_arg) != 0)
+		if (gc_kmeans_plusplus_rows(hx, plan.n, plan.d, plan.k, p.seed, gc_kmeans_init_trials(p.init, plan.k),
+									rows.data(), mind2.data(), exec.cancel, exec.cancel_arg) != 0)
 			gc::fail(GC_ERR_CANCELLED, "canceled");
 	}
 }

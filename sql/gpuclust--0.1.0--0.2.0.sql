@@ -5,7 +5,10 @@
 -- and the GPU, developer settings instead of environment variables, pgvector
 -- and PostGIS feature columns; see CHANGELOG.md).  In SQL: a planner support
 -- function gives the estimated result size, the parallel labels are the most
--- permissive correct ones, and the window functions are new.
+-- permissive correct ones, k-means gains n_init (several runs, the one of
+-- lowest inertia kept) and metric ('euclidean'), a fitted model is applied
+-- to new rows with gpu_kmeans_assign (init => 'k-means++' is now greedy
+-- k-means++), and the window functions are new.
 
 CREATE FUNCTION gpuclust_support(internal)
 RETURNS internal
@@ -14,21 +17,57 @@ LANGUAGE C STRICT;
 
 ALTER FUNCTION gpu_dbscan(text, double precision, integer, text)
   SUPPORT gpuclust_support;
-ALTER FUNCTION gpu_kmeans(text, integer, integer, double precision, integer, text, double precision[], text)
-  SUPPORT gpuclust_support;
-ALTER FUNCTION gpu_kmeans_centroids(text, integer, integer, double precision, integer, text, double precision[], text)
-  ROWS 10 SUPPORT gpuclust_support;
 ALTER FUNCTION gpu_density_peaks(text, integer, double precision, double precision, text, double precision, double precision, text)
   SUPPORT gpuclust_support;
 ALTER FUNCTION gpuclust_devices() PARALLEL SAFE ROWS 4;
+
+-- k-means: two new arguments (a function's arguments cannot be added in place).
+DROP FUNCTION gpu_kmeans(text, integer, integer, double precision, integer, text, double precision[], text);
+DROP FUNCTION gpu_kmeans_centroids(text, integer, integer, double precision, integer, text, double precision[], text);
+
+CREATE FUNCTION gpu_kmeans(query text, k integer, max_iter integer DEFAULT 300,
+                           tol double precision DEFAULT 1e-4, seed integer DEFAULT 0,
+                           init text DEFAULT 'k-means++',
+                           initial_centroids double precision[] DEFAULT NULL,
+                           device text DEFAULT NULL, n_init integer DEFAULT 1,
+                           metric text DEFAULT 'euclidean')
+RETURNS TABLE (id bigint, cluster_id integer, distance double precision)
+AS 'MODULE_PATHNAME', 'gpu_kmeans'
+LANGUAGE C VOLATILE PARALLEL UNSAFE SUPPORT gpuclust_support;
+
+COMMENT ON FUNCTION gpu_kmeans(text, integer, integer, double precision, integer, text, double precision[], text, integer, text) IS
+'k-means (Lloyd): one row per input row with its cluster and its distance to the centroid';
+
+CREATE FUNCTION gpu_kmeans_centroids(query text, k integer, max_iter integer DEFAULT 300,
+                                     tol double precision DEFAULT 1e-4, seed integer DEFAULT 0,
+                                     init text DEFAULT 'k-means++',
+                                     initial_centroids double precision[] DEFAULT NULL,
+                                     device text DEFAULT NULL, n_init integer DEFAULT 1,
+                                     metric text DEFAULT 'euclidean')
+RETURNS TABLE (cluster_id integer, centroid double precision[], size bigint, inertia double precision)
+AS 'MODULE_PATHNAME', 'gpu_kmeans_centroids'
+LANGUAGE C VOLATILE PARALLEL UNSAFE ROWS 10 SUPPORT gpuclust_support;
+
+COMMENT ON FUNCTION gpu_kmeans_centroids(text, integer, integer, double precision, integer, text, double precision[], text, integer, text) IS
+'k-means (Lloyd): one row per cluster with its centroid, size and inertia';
+
+CREATE FUNCTION gpu_kmeans_assign(query text, centroids double precision[],
+                                  metric text DEFAULT 'euclidean', device text DEFAULT NULL)
+RETURNS TABLE (id bigint, cluster_id integer, distance double precision)
+AS 'MODULE_PATHNAME', 'gpu_kmeans_assign'
+LANGUAGE C VOLATILE PARALLEL UNSAFE SUPPORT gpuclust_support;
+
+COMMENT ON FUNCTION gpu_kmeans_assign(text, double precision[], text, text) IS
+'k-means assignment: one row per input row with its nearest of the given k x d centroids and its distance';
 
 -- Parallel labels: see gpuclust--0.2.0.sql.
 DO $$
 BEGIN
   IF current_setting('server_version_num')::integer >= 170000 THEN
     ALTER FUNCTION gpu_dbscan(text, double precision, integer, text) PARALLEL RESTRICTED;
-    ALTER FUNCTION gpu_kmeans(text, integer, integer, double precision, integer, text, double precision[], text) PARALLEL RESTRICTED;
-    ALTER FUNCTION gpu_kmeans_centroids(text, integer, integer, double precision, integer, text, double precision[], text) PARALLEL RESTRICTED;
+    ALTER FUNCTION gpu_kmeans(text, integer, integer, double precision, integer, text, double precision[], text, integer, text) PARALLEL RESTRICTED;
+    ALTER FUNCTION gpu_kmeans_centroids(text, integer, integer, double precision, integer, text, double precision[], text, integer, text) PARALLEL RESTRICTED;
+    ALTER FUNCTION gpu_kmeans_assign(text, double precision[], text, text) PARALLEL RESTRICTED;
     ALTER FUNCTION gpu_density_peaks(text, integer, double precision, double precision, text, double precision, double precision, text) PARALLEL RESTRICTED;
   END IF;
 END

@@ -27,25 +27,36 @@ CREATE FUNCTION gpu_kmeans(query text, k integer, max_iter integer DEFAULT 300,
                            tol double precision DEFAULT 1e-4, seed integer DEFAULT 0,
                            init text DEFAULT 'k-means++',
                            initial_centroids double precision[] DEFAULT NULL,
-                           device text DEFAULT NULL)
+                           device text DEFAULT NULL, n_init integer DEFAULT 1,
+                           metric text DEFAULT 'euclidean')
 RETURNS TABLE (id bigint, cluster_id integer, distance double precision)
 AS 'MODULE_PATHNAME', 'gpu_kmeans'
 LANGUAGE C VOLATILE PARALLEL UNSAFE SUPPORT gpuclust_support;
 
-COMMENT ON FUNCTION gpu_kmeans(text, integer, integer, double precision, integer, text, double precision[], text) IS
+COMMENT ON FUNCTION gpu_kmeans(text, integer, integer, double precision, integer, text, double precision[], text, integer, text) IS
 'k-means (Lloyd): one row per input row with its cluster and its distance to the centroid';
 
 CREATE FUNCTION gpu_kmeans_centroids(query text, k integer, max_iter integer DEFAULT 300,
                                      tol double precision DEFAULT 1e-4, seed integer DEFAULT 0,
                                      init text DEFAULT 'k-means++',
                                      initial_centroids double precision[] DEFAULT NULL,
-                                     device text DEFAULT NULL)
+                                     device text DEFAULT NULL, n_init integer DEFAULT 1,
+                                     metric text DEFAULT 'euclidean')
 RETURNS TABLE (cluster_id integer, centroid double precision[], size bigint, inertia double precision)
 AS 'MODULE_PATHNAME', 'gpu_kmeans_centroids'
 LANGUAGE C VOLATILE PARALLEL UNSAFE ROWS 10 SUPPORT gpuclust_support;
 
-COMMENT ON FUNCTION gpu_kmeans_centroids(text, integer, integer, double precision, integer, text, double precision[], text) IS
+COMMENT ON FUNCTION gpu_kmeans_centroids(text, integer, integer, double precision, integer, text, double precision[], text, integer, text) IS
 'k-means (Lloyd): one row per cluster with its centroid, size and inertia';
+
+CREATE FUNCTION gpu_kmeans_assign(query text, centroids double precision[],
+                                  metric text DEFAULT 'euclidean', device text DEFAULT NULL)
+RETURNS TABLE (id bigint, cluster_id integer, distance double precision)
+AS 'MODULE_PATHNAME', 'gpu_kmeans_assign'
+LANGUAGE C VOLATILE PARALLEL UNSAFE SUPPORT gpuclust_support;
+
+COMMENT ON FUNCTION gpu_kmeans_assign(text, double precision[], text, text) IS
+'k-means assignment: one row per input row with its nearest of the given k x d centroids and its distance';
 
 CREATE FUNCTION gpu_density_peaks(query text, n_clusters integer DEFAULT NULL,
                                   dc double precision DEFAULT NULL,
@@ -81,8 +92,9 @@ DO $$
 BEGIN
   IF current_setting('server_version_num')::integer >= 170000 THEN
     ALTER FUNCTION gpu_dbscan(text, double precision, integer, text) PARALLEL RESTRICTED;
-    ALTER FUNCTION gpu_kmeans(text, integer, integer, double precision, integer, text, double precision[], text) PARALLEL RESTRICTED;
-    ALTER FUNCTION gpu_kmeans_centroids(text, integer, integer, double precision, integer, text, double precision[], text) PARALLEL RESTRICTED;
+    ALTER FUNCTION gpu_kmeans(text, integer, integer, double precision, integer, text, double precision[], text, integer, text) PARALLEL RESTRICTED;
+    ALTER FUNCTION gpu_kmeans_centroids(text, integer, integer, double precision, integer, text, double precision[], text, integer, text) PARALLEL RESTRICTED;
+    ALTER FUNCTION gpu_kmeans_assign(text, double precision[], text, text) PARALLEL RESTRICTED;
     ALTER FUNCTION gpu_density_peaks(text, integer, double precision, double precision, text, double precision, double precision, text) PARALLEL RESTRICTED;
   END IF;
 END

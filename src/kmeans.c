@@ -1,10 +1,13 @@
 /*
  * kmeans.c
  *    gpu_kmeans(query, k, max_iter, tol, seed, init, initial_centroids,
- *    device): k-means (Lloyd) of the query's rows, one output row per input
- *    row, in the query's order, with its cluster and its distance to the
- *    centroid; gpu_kmeans_centroids(<the same arguments>): one row per
- *    cluster with its centroid, size and inertia.
+ *    device, n_init, metric): k-means (Lloyd) of the query's rows, one
+ *    output row per input row, in the query's order, with its cluster and
+ *    its distance to the centroid; gpu_kmeans_centroids(<the same
+ *    arguments>): one row per cluster with its centroid, size and inertia;
+ *    gpu_kmeans_assign(query, centroids, metric, device): the rows of the
+ *    query assigned to the centroids of a fitted model, as gpu_kmeans's
+ *    final assignment would assign them.
  *
  * The rules are at the top of src/core/kmeans.c; the CPU back end is
  * src/core/kmeans.c and the GPU back end cuda/kmeans*.cu (after Li, Zhao
@@ -27,8 +30,10 @@
 
 PG_FUNCTION_INFO_V1(gpu_kmeans);
 PG_FUNCTION_INFO_V1(gpu_kmeans_centroids);
+PG_FUNCTION_INFO_V1(gpu_kmeans_assign);
 
 static const GcAlgorithm GcKmeans = {"kmeans", "k-means"};
+static const GcAlgorithm GcKmeansAssign = {"kmeans_assign", "k-means assignment"};
 
 /* The params and result of one k-means call. */
 typedef struct KmeansJob
@@ -54,11 +59,18 @@ RunKmeans(const gc_backend_api *api, const gc_exec *exec, const GcInput *in, voi
 #define KM_ARG_INIT			5
 #define KM_ARG_CENTROIDS	6
 #define KM_ARG_DEVICE		7
+#define KM_ARG_N_INIT		8
+#define KM_ARG_METRIC		9
+
+#define KA_ARG_QUERY		0
+#define KA_ARG_CENTROIDS	1
+#define KA_ARG_METRIC		2
+#define KA_ARG_DEVICE		3
 
 #define KM_DEFAULT_MAX_ITER 300
 #define KM_DEFAULT_TOL		1e-4
 
-/* Parses the init argument (NULL means 'k-means++'). */
+/* Parses the init argument (NULL means 'k-means++', the greedy variant). */
 static gc_kmeans_init
 KmInit(FunctionCallInfo fcinfo)
 {
@@ -75,23 +87,43 @@ GcKmeansInitFromText(text *arg)
 
 	if (pg_strcasecmp(s, "k-means++") == 0)
 		return GC_KMEANS_INIT_PLUSPLUS;
+	if (pg_strcasecmp(s, "plain-k-means++") == 0)
+		return GC_KMEANS_INIT_PLUSPLUS_PLAIN;
 	if (pg_strcasecmp(s, "random") == 0)
 		return GC_KMEANS_INIT_RANDOM;
 	ereport(ERROR,
 			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 			 errmsg("unknown k-means init method \"%s\"", s),
 			 errdetail("init chooses the initial centroids when initial_centroids is NULL."),
-			 errhint("Use init => 'k-means++' (the default) or 'random', or pass initial_centroids.")));
+			 errhint("Use init => 'k-means++' (the default), 'plain-k-means++' or 'random', or pass initial_centroids.")));
 	return GC_KMEANS_INIT_PLUSPLUS;
 }
 
+/* Checks the metric argument (NULL means 'euclidean', the only one there is). */
+static void
+KmMetric(FunctionCallInfo fcinfo, int argno)
+{
+	char	   *s;
+
+	if (PG_NARGS() <= argno || PG_ARGISNULL(argno))
+		return;
+	s = text_to_cstring(PG_GETARG_TEXT_PP(argno));
+	if (pg_strcasecmp(s, "euclidean") != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("unknown k-means metric \"%s\"", s),
+				 errdetail("k-means measures distances with the Euclidean metric."),
+				 errhint("Use metric => 'euclidean' (the default).")));
+}
+
 /*
- * Checks initial_centroids, a k x d two-dimensional float8 array without
- * NULLs, and returns its values row-major; *d_out gets its second
- * dimension.  Their values are checked with the other parameters.
+ * Checks a k x d two-dimensional float8 array without NULLs (initial_centroids
+ * or centroids, named by what) and returns its values row-major; *k_out and
+ * *d_out get its dimensions.  Their values are checked with the other
+ * parameters.
  */
 static double *
-KmInitialCentroids(ArrayType *arr, int32 k, int32 *d_out)
+KmCentroidArray(ArrayType *arr, const char *what, int32 *k_out, int32 *d_out)
 {
 	int			ndim = ARR_NDIM(arr);
 	int		   *dims = ARR_DIMS(arr);
@@ -101,20 +133,16 @@ KmInitialCentroids(ArrayType *arr, int32 k, int32 *d_out)
 	double	   *out;
 
 	if (ARR_ELEMTYPE(arr) != FLOAT8OID)
-		elog(ERROR, "initial_centroids is not a float8 array, please report a bug");
+		elog(ERROR, "%s is not a float8 array, please report a bug", what);
 	if (ndim != 2)
 		ereport(ERROR,
 				(errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
-				 errmsg("initial_centroids must be a two-dimensional array"),
+				 errmsg("%s must be a two-dimensional array", what),
 				 errdetail("It has %d dimension%s; it needs one row of features per cluster.",
 						   ndim, ndim == 1 ? "" : "s"),
+				 strcmp(what, "centroids") == 0 ?
+				 errhint("Pass array_agg(centroid ORDER BY cluster_id) over gpu_kmeans_centroids, or ARRAY[[x1, y1], [x2, y2], ...], k rows of d values.") :
 				 errhint("Write it as ARRAY[[x1, y1], [x2, y2], ...], k rows of d values.")));
-	if (dims[0] != k)
-		ereport(ERROR,
-				(errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
-				 errmsg("initial_centroids has %d rows, but k is %d", dims[0], k),
-				 errdetail("Each row of initial_centroids is the starting point of one cluster."),
-				 errhint("Pass exactly k rows, or leave initial_centroids NULL to use init.")));
 	deconstruct_array(arr, FLOAT8OID, sizeof(float8), FLOAT8PASSBYVAL, TYPALIGN_DOUBLE,
 					  &elems, &nulls, &nelems);
 	out = palloc(sizeof(double) * nelems);
@@ -123,12 +151,35 @@ KmInitialCentroids(ArrayType *arr, int32 k, int32 *d_out)
 		if (nulls[i])
 			ereport(ERROR,
 					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-					 errmsg("initial_centroids must not contain NULL"),
+					 errmsg("%s must not contain NULL", what),
 					 errdetail("Row %d, column %d is NULL.", i / dims[1] + 1, i % dims[1] + 1),
+					 strcmp(what, "centroids") == 0 ?
+					 errhint("Give every feature of every centroid a value.") :
 					 errhint("Give every feature of every initial centroid a value.")));
 		out[i] = DatumGetFloat8(elems[i]);
 	}
+	*k_out = dims[0];
 	*d_out = dims[1];
+	return out;
+}
+
+/*
+ * Checks initial_centroids, a k x d two-dimensional float8 array without
+ * NULLs, and returns its values row-major; *d_out gets its second
+ * dimension.
+ */
+static double *
+KmInitialCentroids(ArrayType *arr, int32 k, int32 *d_out)
+{
+	int32		rows;
+	double	   *out = KmCentroidArray(arr, "initial_centroids", &rows, d_out);
+
+	if (rows != k)
+		ereport(ERROR,
+				(errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
+				 errmsg("initial_centroids has %d rows, but k is %d", rows, k),
+				 errdetail("Each row of initial_centroids is the starting point of one cluster."),
+				 errhint("Pass exactly k rows, or leave initial_centroids NULL to use init.")));
 	return out;
 }
 
@@ -200,7 +251,9 @@ KmRun(FunctionCallInfo fcinfo, bool per_cluster)
 	p->tol = PG_ARGISNULL(KM_ARG_TOL) ? KM_DEFAULT_TOL : PG_GETARG_FLOAT8(KM_ARG_TOL);
 	p->seed = (uint64) (int64) (PG_ARGISNULL(KM_ARG_SEED) ? 0 : PG_GETARG_INT32(KM_ARG_SEED));
 	p->init = KmInit(fcinfo);
+	p->n_init = PG_NARGS() <= KM_ARG_N_INIT || PG_ARGISNULL(KM_ARG_N_INIT) ? 1 : PG_GETARG_INT32(KM_ARG_N_INIT);
 	p->precision = (gc_precision) gc_kmeans_precision_guc;
+	KmMetric(fcinfo, KM_ARG_METRIC);
 	GcReportCheck(gc_check_kmeans(p, -1, 0, &err), &err);
 	if (given)
 	{
@@ -229,17 +282,20 @@ KmRun(FunctionCallInfo fcinfo, bool per_cluster)
 	GcCallCompute(&call, RunKmeans, &job);
 
 	KmOutput(&call, &job, fcinfo, per_cluster);
-	if (call.used_gpu && d > 32 && p->precision == GC_PRECISION_FP32)
-		snprintf(extra, sizeof(extra), "iterations=%d decided_in_double=%lld to_fp32=%lld",
-				 job.result.iterations, (long long) call.timing.counts[0],
-				 (long long) call.timing.counts[2]);
+	if (p->n_init > 1)
+		snprintf(extra, sizeof(extra), "iterations=%d best_run=%d of %d",
+				 job.result.iterations, job.result.best_run + 1, p->n_init);
 	else
 		snprintf(extra, sizeof(extra), "iterations=%d", job.result.iterations);
+	if (call.used_gpu && d > 32 && p->precision == GC_PRECISION_FP32)
+		snprintf(extra + strlen(extra), sizeof(extra) - strlen(extra),
+				 " decided_in_double=%lld to_fp32=%lld",
+				 (long long) call.timing.counts[0], (long long) call.timing.counts[2]);
 	GcCallEnd(&call, extra);
 	return (Datum) 0;
 }
 
-/* gpu_kmeans(query, k, max_iter, tol, seed, init, initial_centroids, device) */
+/* gpu_kmeans(query, k, max_iter, tol, seed, init, initial_centroids, device, n_init, metric) */
 Datum
 gpu_kmeans(PG_FUNCTION_ARGS)
 {
@@ -251,4 +307,94 @@ Datum
 gpu_kmeans_centroids(PG_FUNCTION_ARGS)
 {
 	return KmRun(fcinfo, true);
+}
+
+/* The params and result of one k-means assignment. */
+typedef struct KmAssignJob
+{
+	gc_kmeans_assign_params params;
+	gc_kmeans_assign_result result;
+} KmAssignJob;
+
+/* Runs a k-means assignment on a back end. */
+static gc_status
+RunKmeansAssign(const gc_backend_api *api, const gc_exec *exec, const GcInput *in, void *arg)
+{
+	KmAssignJob *job = arg;
+
+	return api->kmeans_assign(exec, in->x, in->n, in->d, &job->params, &job->result);
+}
+
+/*
+ * gpu_kmeans_assign(query, centroids, metric, device): each row of the query
+ * with the nearest of the k x d centroids (the lowest cluster number on a
+ * tie) and its distance, as gpu_kmeans's final assignment gives them.
+ */
+Datum
+gpu_kmeans_assign(PG_FUNCTION_ARGS)
+{
+	text	   *query = GcArgText(fcinfo, KA_ARG_QUERY, "query");
+	KmAssignJob job;
+	gc_kmeans_assign_params *p = &job.params;
+	gc_error	err;
+	GcCall		call;
+	char		extra[128];
+	int32		cd;
+	int64		n;
+	int32		d;
+
+	if (PG_ARGISNULL(KA_ARG_CENTROIDS))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("centroids must not be NULL"),
+				 errdetail("centroids is the k x d array of a fitted k-means model."),
+				 errhint("Pass array_agg(centroid ORDER BY cluster_id) over gpu_kmeans_centroids.")));
+	memset(&job, 0, sizeof(job));
+	p->struct_size = sizeof(*p);
+	p->precision = (gc_precision) gc_kmeans_precision_guc;
+	p->centroids = KmCentroidArray(PG_GETARG_ARRAYTYPE_P(KA_ARG_CENTROIDS), "centroids", &p->k, &cd);
+	KmMetric(fcinfo, KA_ARG_METRIC);
+	GcReportCheck(gc_check_kmeans_assign(p, -1, cd, &err), &err);
+
+	GcCallBegin(&call, fcinfo, &GcKmeansAssign, KA_ARG_DEVICE);
+	GcCallGather(&call, query);
+	n = call.in.n;
+	d = call.in.d;
+	if (n > 0 && cd != d)
+		ereport(ERROR,
+				(errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
+				 errmsg("centroids have %d column%s, but the query has %d feature%s",
+						cd, cd == 1 ? "" : "s", d, d == 1 ? "" : "s"),
+				 errdetail("Each centroid needs one value per feature of the query."),
+				 errhint("Assign rows with the features the model was fitted on, in the same order.")));
+	GcReportCheck(gc_check_kmeans_assign(p, n, d, &err), &err);
+
+	job.result.labels = GcAlloc(&call, sizeof(int32) * n, "cluster ids");
+	job.result.distance = GcAlloc(&call, sizeof(double) * n, "distances");
+	GcCallCompute(&call, RunKmeansAssign, &job);
+
+	{
+		TupleDesc	desc;
+		Tuplestorestate *ts = GcCallOutputStart(&call, fcinfo, &desc);
+
+		for (int64 i = 0; i < n; i++)
+		{
+			Datum		values[3];
+			bool		nulls[3] = {false, false, false};
+
+			values[0] = Int64GetDatum(call.in.ids[i]);
+			values[1] = Int32GetDatum(job.result.labels[i]);
+			values[2] = Float8GetDatum(job.result.distance[i]);
+			tuplestore_putvalues(ts, desc, values, nulls);
+			if ((i & 0xffff) == 0)
+				CHECK_FOR_INTERRUPTS();
+		}
+	}
+	snprintf(extra, sizeof(extra), "k=%d", p->k);
+	if (call.used_gpu && d > 32 && p->precision == GC_PRECISION_FP32)
+		snprintf(extra + strlen(extra), sizeof(extra) - strlen(extra),
+				 " decided_in_double=%lld to_fp32=%lld",
+				 (long long) call.timing.counts[0], (long long) call.timing.counts[2]);
+	GcCallEnd(&call, extra);
+	return (Datum) 0;
 }

@@ -376,6 +376,7 @@ WinKmeansPartition(FunctionCallInfo fcinfo, WindowObject winobj, WinState *ws, i
 	v = WinArgOpt(fcinfo, winobj, KW_ARG_INIT, &isnull);
 	p->init = isnull ? GC_KMEANS_INIT_PLUSPLUS : GcKmeansInitFromText(DatumGetTextPP(v));
 	p->precision = (gc_precision) gc_kmeans_precision_guc;
+	p->n_init = 1;
 	GcReportCheck(gc_check_kmeans(p, -1, 0, &err), &err);
 
 	WinCallBegin(fcinfo, winobj, &call, &WinKmeans, KW_ARG_DEVICE);

@@ -171,6 +171,31 @@ cpu_kmeans(const gc_exec *exec, const float *x, int64_t n, int32_t d,
 	return st;
 }
 
+/* k-means assignment entry of the table. */
+static gc_status
+cpu_kmeans_assign(const gc_exec *exec, const float *x, int64_t n, int32_t d,
+				  const gc_kmeans_assign_params *params, gc_kmeans_assign_result *result)
+{
+	gc_tuning	defaults = gc_tuning_defaults();
+	int			result_ok = result != NULL &&
+		(n == 0 || (result->labels != NULL && result->distance != NULL));
+	gc_timing	scratch;
+	gc_core_ctx ctx;
+	gc_status	st;
+	double		t0;
+
+	if ((st = cpu_begin(exec, &ctx, &scratch, &defaults)) != GC_OK ||
+		(st = gc_check_kmeans_assign(params, n, d, &cpu_error)) != GC_OK ||
+		(st = cpu_check_buffers("k-means assignment", x, n, result_ok)) != GC_OK)
+		return st;
+	if (n == 0)
+		return GC_OK;
+	t0 = gc_core_now_ms();
+	st = gc_core_kmeans_assign(&ctx, x, n, d, params, result);
+	ctx.timing->compute_ms = gc_core_now_ms() - t0;
+	return st;
+}
+
 /* Density peaks entry of the table. */
 static gc_status
 cpu_density_peaks(const gc_exec *exec, const float *x, int64_t n, int32_t d,
@@ -214,6 +239,7 @@ static const gc_backend_api cpu_api = {
 	.dbscan = cpu_dbscan,
 	.kmeans = cpu_kmeans,
 	.density_peaks = cpu_density_peaks,
+	.kmeans_assign = cpu_kmeans_assign,
 };
 
 /* The CPU back end's table of entry points. */

@@ -448,7 +448,8 @@ initial_centroids(kmeans_ws *ws)
 	if (p->init == GC_KMEANS_INIT_RANDOM)
 		rc = gc_kmeans_random_rows(ws->n, p->k, p->seed, rows) == 0 ? 0 : 1;
 	else
-		rc = gc_kmeans_plusplus_rows(ws->x, ws->n, ws->d, p->k, p->seed, rows, ws->d2,
+		rc = gc_kmeans_plusplus_rows(ws->x, ws->n, ws->d, p->k, p->seed,
+									 gc_kmeans_init_trials(p->init, p->k), rows, ws->d2,
 									 ws->ctx->cancel, ws->ctx->cancel_arg) == 0 ? 0 : 2;
 	if (rc == 0)
 		for (int32_t j = 0; j < p->k; j++)
@@ -652,10 +653,10 @@ kmeans_final(kmeans_ws *ws)
 	return GC_OK;
 }
 
-/* k-means of n >= 1 rows; see the rules at the top of this file. */
-gc_status
-gc_core_kmeans(gc_core_ctx *ctx, const float *x, int64_t n, int32_t d,
-			   const gc_kmeans_params *params, gc_kmeans_result *result)
+/* One k-means run of n >= 1 rows with the seed in params; phase times add up in ctx->timing. */
+static gc_status
+kmeans_run(gc_core_ctx *ctx, const float *x, int64_t n, int32_t d,
+		   const gc_kmeans_params *params, gc_kmeans_result *result)
 {
 	gc_timing  *timing = ctx->timing;
 	kmeans_ws	ws;
@@ -664,20 +665,151 @@ gc_core_kmeans(gc_core_ctx *ctx, const float *x, int64_t n, int32_t d,
 
 	kmeans_ws_init(&ws, ctx, x, n, d, params, result);
 	st = kmeans_init(&ws);
-	timing->phase_ms[0] = gc_core_now_ms() - t0;
+	timing->phase_ms[0] += gc_core_now_ms() - t0;
 	if (st == GC_OK)
 	{
 		t0 = gc_core_now_ms();
 		st = kmeans_iterate(&ws);
-		timing->phase_ms[1] = gc_core_now_ms() - t0;
-		if (st == GC_OK && result->iterations > 0)
-			timing->phase_ms[3] = timing->phase_ms[1] / result->iterations;
+		timing->phase_ms[1] += gc_core_now_ms() - t0;
 	}
 	if (st == GC_OK)
 	{
 		t0 = gc_core_now_ms();
 		st = kmeans_final(&ws);
-		timing->phase_ms[2] = gc_core_now_ms() - t0;
+		timing->phase_ms[2] += gc_core_now_ms() - t0;
+	}
+	kmeans_ws_free(&ws);
+	return st;
+}
+
+/* The total inertia of a result, summed over the clusters in order. */
+static double
+total_inertia(const gc_kmeans_result *r, int32_t k)
+{
+	double		s = 0.0;
+
+	for (int32_t j = 0; j < k; j++)
+		s += r->inertia[j];
+	return s;
+}
+
+/* Copies the outputs of run src into dst. */
+static void
+copy_result(gc_kmeans_result *dst, const gc_kmeans_result *src, int64_t n, int32_t d, int32_t k)
+{
+	memcpy(dst->labels, src->labels, sizeof(int32_t) * (size_t) n);
+	memcpy(dst->distance, src->distance, sizeof(double) * (size_t) n);
+	memcpy(dst->centroids, src->centroids, sizeof(double) * (size_t) k * d);
+	memcpy(dst->sizes, src->sizes, sizeof(int64_t) * (size_t) k);
+	memcpy(dst->inertia, src->inertia, sizeof(double) * (size_t) k);
+	dst->iterations = src->iterations;
+}
+
+/*
+ * k-means of n >= 1 rows; see the rules at the top of this file.  With
+ * n_init > 1, run r starts from the seed gc_kmeans_run_seed(seed, r) and the
+ * run of lowest total inertia is kept, the first on a tie.
+ */
+gc_status
+gc_core_kmeans(gc_core_ctx *ctx, const float *x, int64_t n, int32_t d,
+			   const gc_kmeans_params *params, gc_kmeans_result *result)
+{
+	gc_kmeans_params p = *params;
+	gc_kmeans_result tmp;
+	double		best;
+	int64_t		iters;
+	int32_t		k = params->k;
+	gc_status	st;
+
+	result->best_run = 0;
+	st = kmeans_run(ctx, x, n, d, &p, result);
+	iters = result->iterations;
+	if (st != GC_OK || params->n_init <= 1)
+	{
+		if (st == GC_OK && iters > 0)
+			ctx->timing->phase_ms[3] = ctx->timing->phase_ms[1] / (double) iters;
+		return st;
+	}
+	memset(&tmp, 0, sizeof(tmp));
+	tmp.labels = malloc(sizeof(int32_t) * (size_t) n);
+	tmp.distance = malloc(sizeof(double) * (size_t) n);
+	tmp.centroids = malloc(sizeof(double) * (size_t) k * d);
+	tmp.sizes = malloc(sizeof(int64_t) * (size_t) k);
+	tmp.inertia = malloc(sizeof(double) * (size_t) k);
+	if (!tmp.labels || !tmp.distance || !tmp.centroids || !tmp.sizes || !tmp.inertia)
+		st = gc_core_oom(ctx, (sizeof(int32_t) + sizeof(double)) * (size_t) n +
+						 (sizeof(double) * (size_t) d + 16) * (size_t) k,
+						 "out of memory for the results of k-means runs (%lld rows, k = %d)",
+						 (long long) n, k);
+	best = total_inertia(result, k);
+	for (int32_t r = 1; st == GC_OK && r < params->n_init; r++)
+	{
+		p.seed = gc_kmeans_run_seed(params->seed, r);
+		st = kmeans_run(ctx, x, n, d, &p, &tmp);
+		if (st != GC_OK)
+			break;
+		iters += tmp.iterations;
+		if (total_inertia(&tmp, k) < best)
+		{
+			best = total_inertia(&tmp, k);
+			copy_result(result, &tmp, n, d, k);
+			result->best_run = r;
+		}
+		gc_core_debug(ctx, "k-means: run %d of %d, inertia %.17g", r + 1, params->n_init,
+					  total_inertia(&tmp, k));
+	}
+	free(tmp.labels);
+	free(tmp.distance);
+	free(tmp.centroids);
+	free(tmp.sizes);
+	free(tmp.inertia);
+	if (st == GC_OK && iters > 0)
+		ctx->timing->phase_ms[3] = ctx->timing->phase_ms[1] / (double) iters;
+	return st;
+}
+
+/*
+ * k-means assignment of n >= 1 rows to the given centroids: the full search
+ * of the final assignment (assign_all), the lowest cluster number on a tie,
+ * and the distance in double.
+ */
+gc_status
+gc_core_kmeans_assign(gc_core_ctx *ctx, const float *x, int64_t n, int32_t d,
+					  const gc_kmeans_assign_params *params, gc_kmeans_assign_result *result)
+{
+	gc_kmeans_params kp;
+	gc_kmeans_result kr;
+	kmeans_ws	ws;
+	gc_status	st = GC_OK;
+	double		t0 = gc_core_now_ms();
+
+	memset(&kp, 0, sizeof(kp));
+	memset(&kr, 0, sizeof(kr));
+	kp.k = params->k;
+	kr.labels = result->labels;
+	kmeans_ws_init(&ws, ctx, x, n, d, &kp, &kr);
+	ws.bounds = 0;
+	ws.cen = malloc(sizeof(double) * ws.kd);
+	ws.d2 = malloc(sizeof(double) * (size_t) n);
+	ws.work = malloc(sizeof(double) * (ws.kd + (size_t) ws.k));
+	if (!ws.cen || !ws.d2 || !ws.work)
+		st = gc_core_oom(ctx, sizeof(double) * (2 * ws.kd + (size_t) ws.k + (size_t) n),
+						 "out of memory for k-means assignment (%lld rows, k = %d)",
+						 (long long) n, ws.k);
+	else
+	{
+		memcpy(ws.cen, params->centroids, sizeof(double) * ws.kd);
+		ctx->timing->phase_ms[0] = gc_core_now_ms() - t0;
+		t0 = gc_core_now_ms();
+		st = assign_all(&ws, NULL, NULL);
+		ctx->timing->phase_ms[1] = gc_core_now_ms() - t0;
+	}
+	if (st == GC_OK)
+	{
+		t0 = gc_core_now_ms();
+		for (int64_t i = 0; i < n; i++)
+			result->distance[i] = sqrt(ws.d2[i]);
+		ctx->timing->phase_ms[2] = gc_core_now_ms() - t0;
 	}
 	kmeans_ws_free(&ws);
 	return st;

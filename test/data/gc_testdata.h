@@ -133,6 +133,34 @@ gc_td_alloc(int64_t n, int32_t d)
 	return (float *) malloc(sizeof(float) * (size_t) (n > 0 ? n : 1) * (size_t) d);
 }
 
+/*
+ * Rows around m centres on a line (k-means' hard case for the checked
+ * product: many clusters close to each other compared to their distance
+ * from the data mean): centre j = (j - (m - 1) / 2) * spacing * u for a
+ * random unit vector u, row i = centre (i mod m) + N(0, noise^2) in every
+ * coordinate.  Returns 0, or -1 when out of memory.
+ */
+static inline int
+gc_td_line(float *x, int64_t n, int32_t d, int32_t m, double spacing, double noise, uint64_t seed)
+{
+	gc_rng		rng;
+	double	   *u = (double *) malloc(sizeof(double) * (size_t) d);
+
+	if (!u)
+		return -1;
+	gc_rng_seed(&rng, seed);
+	gc_td_direction(&rng, u, d);
+	for (int64_t i = 0; i < n; i++)
+	{
+		double		a = ((double) (i % m) - 0.5 * (double) (m - 1)) * spacing;
+
+		for (int32_t t = 0; t < d; t++)
+			x[i * d + t] = (float) (a * u[t] + noise * gc_td_normal(&rng));
+	}
+	free(u);
+	return 0;
+}
+
 /* Every coordinate rounded to the nearest multiple of step (as a user's numeric(.., 2) would be). */
 static inline void
 gc_td_round(float *x, int64_t n, int32_t d, double step)

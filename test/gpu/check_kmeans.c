@@ -56,6 +56,7 @@ typedef struct km_answer
 	int64_t    *sizes;
 	double	   *inertia;
 	int32_t		iterations;
+	int32_t		best_run;
 	gc_timing	timing;
 	double		wall_ms;
 	gc_status	status;
@@ -113,6 +114,7 @@ km_params(int32_t k, gc_kmeans_init init, const double *given, int32_t max_iter,
 	p.init = init;
 	p.initial_centroids = given;
 	p.precision = precision;
+	p.n_init = 1;
 	return p;
 }
 
@@ -134,6 +136,7 @@ km_run(const gc_backend_api *api, km_answer *a, const float *x, int64_t n, int32
 	a->status = api->kmeans(&e, x, n, d, p, &r);
 	a->wall_ms = gc_h_now_ms() - t0;
 	a->iterations = r.iterations;
+	a->best_run = r.best_run;
 	if (a->status == GC_OK)
 		a->error[0] = '\0';
 	else
@@ -304,7 +307,8 @@ km_v_chunks(int64_t rows)
 static const char *
 km_init_name(gc_kmeans_init i)
 {
-	return i == GC_KMEANS_INIT_PLUSPLUS ? "k-means++" : i == GC_KMEANS_INIT_RANDOM ? "random" : "given";
+	return i == GC_KMEANS_INIT_PLUSPLUS ? "k-means++" : i == GC_KMEANS_INIT_PLUSPLUS_PLAIN ? "plain k-means++" :
+		i == GC_KMEANS_INIT_RANDOM ? "random" : "given";
 }
 
 static const char *
@@ -359,6 +363,26 @@ km_named(const char *shape, int64_t n, int32_t d)
 	return D;
 }
 
+/* Rows around 997 centres on a line, spacing 1, noise 0.01 (gc_td_line): many close centroids. */
+static km_data
+km_line(int64_t n, int32_t d)
+{
+	km_data		D;
+
+	D.shape = "line";
+	D.n = h_rows(n, d);
+	D.d = d;
+	D.kc = 0;
+	D.centres = NULL;
+	D.x = gc_td_alloc(D.n, d);
+	if (!D.x || gc_td_line(D.x, D.n, d, 997, 1.0, 0.01, gc_td_seed("line", n, d)) != 0)
+	{
+		fprintf(stderr, "gpu_vs_cpu: out of host memory\n");
+		exit(2);
+	}
+	return D;
+}
+
 static void
 km_data_free(km_data *D)
 {
@@ -401,8 +425,14 @@ km_case(const km_data *D, const char *label, const gc_kmeans_params *p, const km
 
 		km_run(H.test, &t, D->x, D->n, D->d, p, &variants[v].tuning, NULL);
 		ok = km_compare(D->x, D->n, D->d, p->k, &ref, &t, rule, max_rel_inertia, &df, verdict, sizeof(verdict));
-		snprintf(what, sizeof(what), "kmeans %s %lld x %d k=%d %s, %s", label, (long long) D->n, D->d, p->k,
-				 km_init_name(p->init), variants[v].name);
+		if (ok && rule == KM_EXACT && ref.best_run != t.best_run)
+		{
+			ok = 0;
+			snprintf(verdict, sizeof(verdict), "DIFFERENT: run %d of %d kept, the CPU kept run %d",
+					 t.best_run + 1, p->n_init, ref.best_run + 1);
+		}
+		snprintf(what, sizeof(what), "kmeans %s %lld x %d k=%d %s n_init=%d, %s", label, (long long) D->n, D->d,
+				 p->k, km_init_name(p->init), p->n_init, variants[v].name);
 		h_check(ok, what, verdict);
 		if (D->d > 32 && t.status == GC_OK)
 			snprintf(counts, sizeof(counts), "%lld / %lld / %lld", (long long) t.timing.counts[0],
@@ -417,6 +447,104 @@ km_case(const km_data *D, const char *label, const gc_kmeans_params *p, const km
 	}
 	km_free(&ref);
 	km_free(&t);
+}
+
+/* Runs a k-means assignment to centroids [k, d] into a (labels, distance; sizes and inertia from them). */
+static void
+km_assign_run(const gc_backend_api *api, km_answer *a, const float *x, int64_t n, int32_t d, int32_t k,
+			  const double *centroids, const gc_tuning *tuning)
+{
+	gc_kmeans_assign_params p;
+	gc_kmeans_assign_result r;
+	gc_exec		e = gc_h_exec(tuning, NULL, &a->timing);
+	double		t0;
+
+	memset(&p, 0, sizeof(p));
+	p.struct_size = sizeof(p);
+	p.k = k;
+	p.centroids = centroids;
+	p.precision = GC_PRECISION_FP32;
+	r.labels = a->labels;
+	r.distance = a->distance;
+	t0 = gc_h_now_ms();
+	a->status = api->kmeans_assign(&e, x, n, d, &p, &r);
+	a->wall_ms = gc_h_now_ms() - t0;
+	a->iterations = 0;
+	a->best_run = 0;
+	memcpy(a->centroids, centroids, sizeof(double) * (size_t) k * (size_t) d);
+	for (int32_t j = 0; j < k; j++)
+	{
+		a->sizes[j] = 0;
+		a->inertia[j] = 0.0;
+	}
+	if (a->status != GC_OK)
+	{
+		gc_h_error_text(api, a->error, sizeof(a->error));
+		return;
+	}
+	a->error[0] = '\0';
+	for (int64_t i = 0; i < n; i++)
+	{
+		a->sizes[a->labels[i]]++;
+		a->inertia[a->labels[i]] += a->distance[i] * a->distance[i];
+	}
+}
+
+/*
+ * gpu_kmeans_assign's promise, on one data set: (1) on the table under
+ * test, the assignment to the centroids of its own k-means run gives that
+ * run's labels and distances exactly; (2) the assignment to the same
+ * centroids agrees with the CPU's: identical labels for d > 32 (decided in
+ * double), near ties only for d <= 32 (FP32 kernel).
+ */
+static void
+km_assign_case(const km_data *D, const char *label, const gc_kmeans_params *p)
+{
+	km_answer	fit,
+				mine,
+				ref;
+	km_diff		df;
+	char		verdict[2400],
+				what[256];
+	int			ok;
+	int64_t		same_lab = 0,
+				same_dist = 0;
+
+	km_alloc(&fit, D->n, p->k, D->d);
+	km_alloc(&mine, D->n, p->k, D->d);
+	km_alloc(&ref, D->n, p->k, D->d);
+	km_run(H.test, &fit, D->x, D->n, D->d, p, NULL, NULL);
+	km_assign_run(H.test, &mine, D->x, D->n, D->d, p->k, fit.centroids, NULL);
+	km_assign_run(H.ref, &ref, D->x, D->n, D->d, p->k, fit.centroids, NULL);
+	if (fit.status == GC_OK && mine.status == GC_OK)
+		for (int64_t i = 0; i < D->n; i++)
+		{
+			same_lab += fit.labels[i] == mine.labels[i];
+			same_dist += fit.distance[i] == mine.distance[i];
+		}
+	snprintf(what, sizeof(what), "kmeans_assign %s %lld x %d k=%d: the fit's own labels and distances", label,
+			 (long long) D->n, D->d, p->k);
+	snprintf(verdict, sizeof(verdict), "status %s / %s (%s%s), %lld of %lld labels and %lld distances the same",
+			 gc_h_status_name(fit.status), gc_h_status_name(mine.status), fit.error, mine.error,
+			 (long long) same_lab, (long long) D->n, (long long) same_dist);
+	h_check(fit.status == GC_OK && mine.status == GC_OK && same_lab == D->n && same_dist == D->n, what, verdict);
+	printf("| assign %-17s | %8lld x %-3d | %4d | %s's own fit | %lld / %lld labels, %lld distances equal "
+		   "| fit %8.0f ms | assign %8.0f ms (compute %.1f ms, fit per iteration %.1f ms) |\n",
+		   label, (long long) D->n, D->d, p->k, h_test_name(), (long long) same_lab, (long long) D->n,
+		   (long long) same_dist, fit.wall_ms, mine.wall_ms, mine.timing.compute_ms, fit.timing.phase_ms[3]);
+
+	ok = km_compare(D->x, D->n, D->d, p->k, &ref, &mine, D->d > 32 ? KM_EXACT : KM_NEAR_TIES, 1e-6, &df,
+					verdict, sizeof(verdict));
+	snprintf(what, sizeof(what), "kmeans_assign %s %lld x %d k=%d: %s against cpu", label, (long long) D->n,
+			 D->d, p->k, h_test_name());
+	h_check(ok, what, verdict);
+	printf("| assign %-17s | %8lld x %-3d | %4d | against cpu | %lld (%lld near ties) | cpu %8.0f ms | %s |\n",
+		   label, (long long) D->n, D->d, p->k, (long long) df.mismatches, (long long) df.near_ties, ref.wall_ms,
+		   verdict);
+	fflush(stdout);
+	km_free(&fit);
+	km_free(&mine);
+	km_free(&ref);
 }
 
 /* The comparison notices a label moved to another cluster, also under the near-tie rule. */
@@ -725,6 +853,93 @@ kmeans_checks(void)
 		km_data_free(&D);
 		km_data_free(&E);
 	}
+	/* Greedy and plain k-means++ with many candidates, n_init. */
+	{
+		km_data		D = km_separated(1000000, 2, 100, 0.0);
+		gc_kmeans_params pl = km_params(100, GC_KMEANS_INIT_PLUSPLUS_PLAIN, NULL, 300, 1e-4, F);
+		gc_kmeans_params ni = km_params(100, GC_KMEANS_INIT_PLUSPLUS, NULL, 300, 1e-4, F);
+
+		ni.n_init = 3;
+		km_case(&D, "k=100", &pl, dflt, 1, KM_EXACT, 1e-6);
+		km_case(&D, "k=100, n_init", &ni, dflt, 1, KM_EXACT, 1e-6);
+		km_data_free(&D);
+	}
+	{
+		/* k = 2000: 9 candidates per step, two groups of the device's potential pass */
+		km_data		D = km_separated(100000, 4, 2000, 0.0);
+		gc_kmeans_params pp = km_params(2000, GC_KMEANS_INIT_PLUSPLUS, NULL, 5, 1e-4, F);
+
+		km_case(&D, "greedy, k=2000", &pp, dflt, 1, KM_NEAR_TIES, 1e-4);
+		km_data_free(&D);
+	}
+	{
+		km_data		D = km_separated(200000, 100, 64, 0.0);
+		km_variant	chunks[2] = {km_v_default(), km_v_chunks(100000)};
+		gc_kmeans_params ni = km_params(64, GC_KMEANS_INIT_PLUSPLUS, NULL, 300, 1e-4, F);
+
+		ni.n_init = 3;
+		km_case(&D, "GEMM, n_init", &ni, chunks, 2, KM_EXACT, 1e-6);
+		km_data_free(&D);
+	}
+	{
+		/* many close clusters on the device path of the seeding, duplicates (two decimals) */
+		km_data		D = km_named("close", 200000, 2);
+		km_data		R = km_named("round2", 200000, 2);
+		gc_kmeans_params pp = km_params(300, GC_KMEANS_INIT_PLUSPLUS, NULL, 1, 1e-4, F);
+		gc_kmeans_params ni = km_params(20, GC_KMEANS_INIT_PLUSPLUS, NULL, 300, 1e-4, F);
+
+		ni.n_init = 4;
+		km_case(&D, "close, one iteration", &pp, dflt, 1, KM_NEAR_TIES, 1e-4);
+		km_case(&R, "two decimals, n_init", &ni, dflt, 1, KM_NEAR_TIES, 1e-4);
+		km_data_free(&D);
+		km_data_free(&R);
+	}
+
+	{
+		/* the hard case of the checked product: 997 clusters on a line, k above and near that */
+		km_data		D = km_line(10000, 256);
+		km_variant	both[2] = {km_v_default(), km_v_sgemm()};
+		gc_kmeans_params r = km_params(1000, GC_KMEANS_INIT_RANDOM, NULL, 3, 1e-4, F);
+		gc_kmeans_params pp = km_params(300, GC_KMEANS_INIT_PLUSPLUS, NULL, 5, 1e-4, F);
+
+		km_case(&D, "line, k=1000", &r, both, 2, KM_NEAR_TIES, 1e-6);
+		km_case(&D, "line, k=300", &pp, dflt, 1, KM_NEAR_TIES, 1e-6);
+		km_data_free(&D);
+	}
+
+	/* gpu_kmeans_assign */
+	printf("\n## k-means assignment: %s\n\n| case | n x d | k | against | labels | time | result |\n"
+		   "|---|---|---|---|---|---|---|\n", h_test_name());
+	{
+		km_data		D = km_separated(H.cpu_only ? 1000000 : 10000000, 2, 100, 0.0);
+		km_data		R = km_named("round2", 500000, 2);
+		km_data		W = km_named("wide", 50000, 768);
+		gc_kmeans_params p100 = km_params(100, GC_KMEANS_INIT_PLUSPLUS, NULL, 20, 1e-4, F);
+		gc_kmeans_params p20 = km_params(20, GC_KMEANS_INIT_PLUSPLUS, NULL, 300, 1e-4, F);
+		gc_kmeans_params p64 = km_params(64, GC_KMEANS_INIT_RANDOM, NULL, 30, 1e-4, F);
+
+		km_assign_case(&D, "k=100", &p100);
+		km_assign_case(&R, "two decimals", &p20);
+		km_assign_case(&W, "wide rows", &p64);
+		km_data_free(&D);
+		km_data_free(&R);
+		km_data_free(&W);
+	}
+	{
+		km_data		D = km_separated(100000, 256, 200, 0.0);
+		gc_kmeans_params p = km_params(200, GC_KMEANS_INIT_RANDOM, NULL, 10, 1e-4, F);
+
+		km_assign_case(&D, "GEMM, k=200", &p);
+		km_data_free(&D);
+	}
+	{
+		km_data		D = km_line(20000, 256);
+		gc_kmeans_params p = km_params(500, GC_KMEANS_INIT_RANDOM, NULL, 3, 1e-4, F);
+
+		km_assign_case(&D, "line, k=500", &p);
+		km_data_free(&D);
+	}
+
 	km_twice();
 	km_self_check();
 	km_error_paths();

@@ -76,6 +76,7 @@ params(int32_t k, gc_kmeans_init init, const double *given)
 	p.init = init;
 	p.initial_centroids = given;
 	p.precision = GC_PRECISION_FP32;
+	p.n_init = 1;
 	return p;
 }
 
@@ -235,7 +236,7 @@ test_seeded(void)
 		int			seen[6] = {0};
 		int			blobs_hit = 0;
 
-		CHECK(gc_kmeans_plusplus_rows(x, n, 3, 6, seed, rows, mind2, NULL, NULL) == 0, "k-means++ rows");
+		CHECK(gc_kmeans_plusplus_rows(x, n, 3, 6, seed, gc_kmpp_trials(6), rows, mind2, NULL, NULL) == 0, "k-means++ rows");
 		for (int j = 0; j < 6; j++)
 			seen[rows[j] % 6] = 1;
 		for (int j = 0; j < 6; j++)
@@ -889,6 +890,177 @@ test_table(void)
 	free(x);
 }
 
+/*
+ * Greedy k-means++: the number of candidates is scikit-learn's 2 + floor(ln k);
+ * the capped distance gives min(cap, gc_dist2) exactly; one candidate is
+ * plain k-means++; the greedy step keeps the candidate of least potential,
+ * recomputed here the plain way; n_init keeps the run of least inertia.
+ */
+static void
+test_greedy(void)
+{
+	int32_t		ks[] = {1, 2, 3, 7, 8, 20, 40, 81, 1000, 20000};
+	int32_t		want[] = {2, 2, 3, 3, 4, 4, 5, 6, 8, 11};
+	int64_t		n = 3000;
+	int32_t		d = 11;
+	float	   *x = malloc(sizeof(float) * (size_t) n * d);
+	double	   *mind2 = malloc(sizeof(double) * (size_t) n);
+	int64_t		rows[40],
+				rows1[40];
+	gc_rng		rng;
+
+	for (size_t i = 0; i < sizeof(ks) / sizeof(ks[0]); i++)
+		CHECK(gc_kmpp_trials(ks[i]) == want[i], "greedy: %d trials for k = %d, want %d",
+			  gc_kmpp_trials(ks[i]), ks[i], want[i]);
+
+	/* clustered rows with one decimal: duplicates and ties */
+	gc_rng_seed(&rng, 5);
+	for (int64_t i = 0; i < n; i++)
+		for (int32_t t = 0; t < d; t++)
+			x[i * d + t] = (float) (round(((double) (i % 13) * 4.0 + gc_rng_uniform(&rng)) * 10.0) / 10.0);
+	{
+		int			bad = 0;
+
+		for (int64_t i = 1; i < n; i++)
+		{
+			double		full = gc_dist2(x + i * d, x, d);
+			double		cap = (double) (i % 50);
+			double		c = gc_kmpp_dist2_capped(x + i * d, x, d, cap);
+
+			bad += (c < cap ? c : cap) != (full < cap ? full : cap) || (full < cap && c != full);
+		}
+		CHECK(bad == 0, "greedy: capped distance differs from min(cap, dist2) for %d rows", bad);
+	}
+
+	/* one candidate per step reads the generator as plain k-means++ always did */
+	for (uint64_t seed = 0; seed < 3; seed++)
+	{
+		gc_rng		r;
+		double		maxd2 = 0.0;
+
+		CHECK(gc_kmeans_plusplus_rows(x, n, d, 20, seed, 1, rows, mind2, NULL, NULL) == 0, "plain rows");
+		gc_rng_seed(&r, seed);
+		rows1[0] = (int64_t) gc_rng_below(&r, (uint64_t) n);
+		for (int64_t i = 0; i < n; i++)
+			mind2[i] = gc_dist2(x + i * d, x + rows1[0] * d, d);
+		for (int32_t c = 1; c < 20; c++)
+		{
+			uint64_t	total = 0,
+						acc = 0;
+			double		scale;
+			int64_t		target;
+
+			maxd2 = 0.0;
+			for (int64_t i = 0; i < n; i++)
+				maxd2 = mind2[i] > maxd2 ? mind2[i] : maxd2;
+			scale = gc_kmpp_scale(maxd2, n);
+			for (int64_t i = 0; i < n; i++)
+				total += gc_kmpp_weight(mind2[i], scale);
+			target = gc_kmpp_draw(&r, total, n);
+			rows1[c] = target < 0 ? -1 - target : gc_kmpp_pick(mind2, 0, n, scale, (uint64_t) target, &acc);
+			for (int64_t i = 0; i < n; i++)
+			{
+				double		t = gc_dist2(x + i * d, x + rows1[c] * d, d);
+
+				mind2[i] = t < mind2[i] ? t : mind2[i];
+			}
+		}
+		CHECK(memcmp(rows, rows1, sizeof(int64_t) * 20) == 0, "plain k-means++ seed %llu: other rows",
+			  (unsigned long long) seed);
+	}
+
+	/* greedy: each step's pick has the least potential among its candidates (recomputed plainly) */
+	for (uint64_t seed = 0; seed < 3; seed++)
+	{
+		gc_rng		r;
+		int32_t		L = gc_kmpp_trials(20);
+		int			bad = 0;
+
+		CHECK(gc_kmeans_plusplus_rows(x, n, d, 20, seed, L, rows, mind2, NULL, NULL) == 0, "greedy rows");
+		gc_rng_seed(&r, seed);
+		rows1[0] = (int64_t) gc_rng_below(&r, (uint64_t) n);
+		for (int64_t i = 0; i < n; i++)
+			mind2[i] = gc_dist2(x + i * d, x + rows1[0] * d, d);
+		for (int32_t c = 1; c < 20; c++)
+		{
+			uint64_t	total = 0,
+						best_pot = UINT64_MAX;
+			double		scale,
+						maxd2 = 0.0;
+			int64_t		cand[GC_KMPP_MAX_TRIALS];
+
+			for (int64_t i = 0; i < n; i++)
+				maxd2 = mind2[i] > maxd2 ? mind2[i] : maxd2;
+			scale = gc_kmpp_scale(maxd2, n);
+			for (int64_t i = 0; i < n; i++)
+				total += gc_kmpp_weight(mind2[i], scale);
+			gc_kmpp_draw_candidates(&r, mind2, n, scale, total, L, cand);
+			for (int32_t l = 0; l < L; l++)
+			{
+				uint64_t	pot = 0;
+
+				for (int64_t i = 0; i < n; i++)
+				{
+					double		t = gc_dist2(x + i * d, x + cand[l] * d, d);
+
+					pot += gc_kmpp_weight(t < mind2[i] ? t : mind2[i], scale);
+				}
+				if (pot < best_pot)
+				{
+					best_pot = pot;
+					rows1[c] = cand[l];
+				}
+			}
+			bad += rows1[c] != rows[c];
+			for (int64_t i = 0; i < n; i++)
+			{
+				double		t = gc_dist2(x + i * d, x + rows1[c] * d, d);
+
+				mind2[i] = t < mind2[i] ? t : mind2[i];
+			}
+		}
+		CHECK(bad == 0, "greedy k-means++ seed %llu: %d steps kept another candidate",
+			  (unsigned long long) seed, bad);
+	}
+
+	/* n_init: the kept run is the least inertia of the runs with the derived seeds */
+	{
+		gc_kmeans_params p = params(13, GC_KMEANS_INIT_PLUSPLUS, NULL);
+		Run			r,
+					one;
+		double		best = HUGE_VAL,
+					got = 0.0;
+		int32_t		best_run = -1;
+
+		for (int32_t k = 0; k < 4; k++)
+		{
+			double		tot = 0.0;
+
+			p.seed = gc_kmeans_run_seed(9, k);
+			run_kmeans(&one, x, n, d, &p);
+			for (int32_t j = 0; j < 13; j++)
+				tot += one.res.inertia[j];
+			if (tot < best)
+			{
+				best = tot;
+				best_run = k;
+			}
+			free_run(&one);
+		}
+		CHECK(gc_kmeans_run_seed(9, 0) == 9, "n_init: run 0 does not use the seed itself");
+		p.seed = 9;
+		p.n_init = 4;
+		run_kmeans(&r, x, n, d, &p);
+		for (int32_t j = 0; j < 13; j++)
+			got += r.res.inertia[j];
+		CHECK(r.st == GC_OK && got == best && r.res.best_run == best_run,
+			  "n_init: kept run %d with inertia %.17g, want run %d with %.17g", r.res.best_run, got, best_run, best);
+		free_run(&r);
+	}
+	free(x);
+	free(mind2);
+}
+
 /* Runs every test; the exit status says whether all checks passed. */
 int
 main(void)
@@ -903,5 +1075,6 @@ main(void)
 	test_reseed();
 	test_reseed_many_empty();
 	test_cancel();
+	test_greedy();
 	UNIT_DONE();
 }

@@ -1,0 +1,123 @@
+"""Quality of gpuclust's k-means with its default seeding (greedy k-means++)
+against scikit-learn's default KMeans(n_init=1), and PostGIS ticket #3971.
+
+    python3 bench/kmeans_quality.py [--device cpu|gpu] [--seeds 20] [--center-box 10] [--init k-means++]
+                                       [--json FILE]
+
+Needs a server reachable through the libpq environment variables with
+gpuclust installed.  For each data set, the mean, smallest and largest
+inertia over seeds 0 .. seeds-1 of
+
+  - gpu_kmeans_centroids(..., seed => s) with its defaults (greedy k-means++,
+    max_iter 300, tol 1e-4 of the mean feature variance, Lloyd), and
+  - sklearn.cluster.KMeans(n_clusters=k, n_init=1, random_state=s) with its
+    defaults (greedy k-means++, max_iter 300, tol 1e-4 of the mean feature
+    variance, Lloyd): the same stopping rules,
+
+on the same float32 values (scikit-learn gets them as float64).  The data:
+make_blobs(200000, 2 features, 40 centres) and make_blobs(100000, 32
+features, 50 centres), random_state 0, cluster_std 1, the centres uniform in
+[-center_box, center_box] in every feature (make_blobs' default 10 makes
+the 2-D blobs overlap; 100 separates them).  Then #3971: a 45 x 45
+integer grid in 81 clusters passes when the smallest cluster has 16 to 25
+points; printed is how many seeds pass for gpuclust and for scikit-learn.
+"""
+import argparse
+import io
+import json
+import time
+
+import numpy as np
+import psycopg2
+from sklearn.cluster import KMeans
+from sklearn.datasets import make_blobs
+
+DATASETS = [  # name, n, d, k
+    ("blobs 200k x 2", 200_000, 2, 40),
+    ("blobs 100k x 32", 100_000, 32, 50),
+]
+
+
+def load(cur, table, X):
+    """(Re)creates table(id bigint, f real[]) holding X."""
+    cur.execute(f"DROP TABLE IF EXISTS {table}")
+    cur.execute(f"CREATE TABLE {table} (id bigint, f real[])")
+    buf = io.StringIO()
+    for i, row in enumerate(X):
+        buf.write(f"{i}\t{{{','.join(repr(float(v)) for v in row)}}}\n")
+    buf.seek(0)
+    cur.copy_expert(f"COPY {table} FROM STDIN", buf)
+    cur.execute(f"ANALYZE {table}")
+
+
+def ours(cur, query, k, seed, device, init):
+    """Total inertia of gpu_kmeans_centroids with its defaults (but init)."""
+    cur.execute("SELECT sum(inertia) FROM gpu_kmeans_centroids(%s, %s, seed => %s, device => %s, init => %s)",
+                (query, k, seed, device, init))
+    return float(cur.fetchone()[0])
+
+
+def summary(v):
+    return {"mean": float(np.mean(v)), "min": float(np.min(v)), "max": float(np.max(v))}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--seeds", type=int, default=20)
+    ap.add_argument("--center-box", type=float, default=10.0)
+    ap.add_argument("--init", default="k-means++", help="gpuclust's init (scikit-learn keeps its default)")
+    ap.add_argument("--json")
+    a = ap.parse_args()
+    conn = psycopg2.connect("")
+    conn.autocommit = True
+    cur = conn.cursor()
+    cur.execute("CREATE EXTENSION IF NOT EXISTS gpuclust")
+    seeds = range(a.seeds)
+    out = {"device": a.device, "seeds": a.seeds, "center_box": a.center_box, "init": a.init, "datasets": []}
+    print(f"device {a.device}, seeds 0..{a.seeds - 1}, centres in +-{a.center_box:g}, gpuclust init {a.init}")
+    print("| data | k | gpuclust mean inertia (min, max) | scikit-learn mean (min, max) | ratio | gpuclust s/fit |")
+    print("| --- | --- | --- | --- | --- | --- |")
+    for name, n, d, k in DATASETS:
+        X, _ = make_blobs(n_samples=n, n_features=d, centers=k, random_state=0,
+                          center_box=(-a.center_box, a.center_box))
+        X = X.astype(np.float32)
+        load(cur, "km_quality", X)
+        q = "SELECT id, f FROM km_quality ORDER BY id"
+        t0 = time.perf_counter()
+        g = [ours(cur, q, k, s, a.device, a.init) for s in seeds]
+        t_ours = (time.perf_counter() - t0) / len(g)
+        X64 = X.astype(np.float64)
+        r = [KMeans(n_clusters=k, n_init=1, random_state=s).fit(X64).inertia_ for s in seeds]
+        gs, rs = summary(g), summary(r)
+        ratio = gs["mean"] / rs["mean"]
+        print(f"| {name}, box {a.center_box:g} | {k} | {gs['mean']:.6g} ({gs['min']:.6g}, {gs['max']:.6g}) | "
+              f"{rs['mean']:.6g} ({rs['min']:.6g}, {rs['max']:.6g}) | {ratio:.4f} | {t_ours:.2f} |")
+        out["datasets"].append({"name": name, "n": n, "d": d, "k": k, "gpuclust": gs, "sklearn": rs,
+                                "ratio": ratio, "gpuclust_s_per_fit": t_ours})
+    cur.execute("DROP TABLE km_quality")
+
+    grid_q = "SELECT x * 45 + y, x, y FROM generate_series(0, 44) x, generate_series(0, 44) y"
+    mins = []
+    for s in seeds:
+        cur.execute("SELECT min(n) FROM (SELECT count(*) AS n FROM gpu_kmeans(%s, 81, seed => %s, device => %s,"
+                    " init => %s) GROUP BY cluster_id) c", (grid_q, s, a.device, a.init))
+        mins.append(cur.fetchone()[0])
+    G = np.array([(x, y) for x in range(45) for y in range(45)], dtype=np.float64)
+    sk_mins = [int(np.bincount(KMeans(n_clusters=81, n_init=1, random_state=s).fit(G).labels_).min())
+               for s in seeds]
+    passes = sum(16 <= m <= 25 for m in mins)
+    sk_passes = sum(16 <= m <= 25 for m in sk_mins)
+    print(f"\n#3971 (45 x 45 grid, k = 81, smallest cluster 16..25): gpuclust {passes} of {len(mins)} seeds "
+          f"(seed 0: {mins[0]}), scikit-learn {sk_passes} of {len(sk_mins)}")
+    print(f"  smallest cluster per seed, gpuclust: {mins}")
+    print(f"  smallest cluster per seed, scikit-learn: {sk_mins}")
+    out["issue3971"] = {"gpuclust_pass": passes, "sklearn_pass": sk_passes, "gpuclust_min": mins,
+                        "sklearn_min": sk_mins}
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(out, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
