@@ -375,7 +375,7 @@ gpu_kmeans_assign(PG_FUNCTION_ARGS)
 
 	{
 		TupleDesc	desc;
-		Tuplestorestate *ts = GcCallOutputStart(&call, fcinfo, &desc);
+		Tuplestorestate *ts = GcCallOutputStart(&call, fcinfo, &desc, n);
 
 		for (int64 i = 0; i < n; i++)
 		{
