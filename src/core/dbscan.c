@@ -905,7 +905,7 @@ dbscan_number_block(void *arg, gc_worker *w, int64_t b, int64_t e)
 			for (int64_t i = b; i < e; i++)
 			{
 				if (ws->core[i])
-					parent[i] = uf_find(parent, i);
+					__atomic_store_n(&parent[i], uf_find(parent, i), __ATOMIC_RELAXED);
 				job->pos[ws->perm[i]] = i;
 				job->first[i] = INT64_MAX;
 			}
@@ -949,8 +949,9 @@ dbscan_number_block(void *arg, gc_worker *w, int64_t b, int64_t e)
 				{
 					int64_t		root = parent[job->pos[row]];
 
-					if (root >= 0 && job->first[root] == row)
-						job->first[root] = -2 - id++;
+					/* other blocks read first[root] meanwhile: only its lowest row writes it */
+					if (root >= 0 && __atomic_load_n(&job->first[root], __ATOMIC_RELAXED) == row)
+						__atomic_store_n(&job->first[root], -2 - id++, __ATOMIC_RELAXED);
 				}
 			}
 			break;

@@ -352,7 +352,8 @@ typedef struct psort_job
 	int64_t		n;
 	int64_t		chunk;			/* rows per block */
 	int64_t    *hist;			/* [blocks][GC_SORT_PASSES][GC_SORT_BUCKETS]: counts, then offsets */
-	int			pass;			/* -1: the histograms */
+	int			pass;			/* -1: the histograms of every digit */
+	int			count;			/* with pass >= 0: the histogram of that digit only */
 	const uint64_t *src_k;
 	const int64_t *src_v;
 	uint64_t   *dst_k;
@@ -374,6 +375,15 @@ psort_block(void *arg, gc_worker *w, int64_t b, int64_t e)
 		for (int64_t i = lo; i < hi; i++)
 			for (int p = 0; p < GC_SORT_PASSES; p++)
 				PSORT_HIST(job, b, p)[(job->src_k[i] >> (p * GC_SORT_DIGIT_BITS)) & (GC_SORT_BUCKETS - 1)]++;
+	}
+	else if (job->count)
+	{
+		int64_t    *h = PSORT_HIST(job, b, job->pass);
+		int			shift = job->pass * GC_SORT_DIGIT_BITS;
+
+		memset(h, 0, sizeof(int64_t) * GC_SORT_BUCKETS);
+		for (int64_t i = lo; i < hi; i++)
+			h[(job->src_k[i] >> shift) & (GC_SORT_BUCKETS - 1)]++;
 	}
 	else
 	{
@@ -418,31 +428,44 @@ gc_pool_radix_sort(gc_pool *pool, uint64_t *keys, int64_t *vals, uint64_t *tk, i
 		return gc_core_oom(pool->ctx, sizeof(int64_t) * GC_SORT_PASSES * GC_SORT_BUCKETS * (size_t) blocks,
 						   "out of memory sorting %lld rows", (long long) n);
 	job.pass = -1;
+	job.count = 0;
 	job.src_k = keys;
 	st = gc_pool_for(pool, blocks, 1, psort_block, &job);
-	for (int p = 0; p < GC_SORT_PASSES && st == GC_OK; p++)
+	for (int p = 0, moved = 0; p < GC_SORT_PASSES && st == GC_OK; p++)
 	{
 		int64_t		sum = 0;
 		int			trivial = 0;
 
-		/* offsets in (digit, block) order: the scatter is stable */
-		for (int d = 0; d < GC_SORT_BUCKETS; d++)
+		for (int d = 0; d < GC_SORT_BUCKETS && !trivial; d++)
 		{
 			int64_t		total = 0;
 
+			for (int64_t b = 0; b < blocks; b++)
+				total += PSORT_HIST(&job, b, p)[d];
+			trivial = total == n;
+		}
+		if (trivial)
+			continue;			/* every key has the same digit: nothing moves */
+		job.pass = p;
+		if (moved)
+		{
+			/* the blocks now hold other keys: their histograms of this digit again */
+			job.count = 1;
+			job.src_k = src_k;
+			if ((st = gc_pool_for(pool, blocks, 1, psort_block, &job)) != GC_OK)
+				break;
+			job.count = 0;
+		}
+		moved = 1;
+		/* offsets in (digit, block) order: the scatter is stable */
+		for (int d = 0; d < GC_SORT_BUCKETS; d++)
 			for (int64_t b = 0; b < blocks; b++)
 			{
 				int64_t		c = PSORT_HIST(&job, b, p)[d];
 
 				PSORT_HIST(&job, b, p)[d] = sum;
 				sum += c;
-				total += c;
 			}
-			trivial |= total == n;
-		}
-		if (trivial)
-			continue;			/* every key has the same digit: nothing moves */
-		job.pass = p;
 		job.src_k = src_k;
 		job.src_v = src_v;
 		job.dst_k = dst_k;
