@@ -25,6 +25,13 @@
  * The phases over one workspace: init (statistics, initial centroids), then
  * per iteration assign, update and converge, then final (the last
  * assignment and the output).  Distances are accumulated in double.
+ *
+ * With several threads (pool.h) the rows are assigned in blocks on every
+ * thread, and the sums of a cluster are still taken over its rows in row
+ * order: the rows are grouped by cluster (a stable counting sort in blocks)
+ * and each cluster summed by one thread.  The centroids, labels and
+ * inertia are therefore those of one thread, bit for bit, whatever the
+ * number of threads.
  * Lloyd's iteration and its GPU counterpart follow Li, Zhao and Chu,
  * "Speeding up K-Means Algorithm by GPUs"; k-means++ is Arthur and
  * Vassilvitskii's, "k-means++: The Advantages of Careful Seeding".
@@ -114,6 +121,15 @@ typedef struct kmeans_ws
 	double		shift;			/* sum of the squared centroid moves of the last update */
 	int			strict;			/* stopped because nothing changed */
 	int64_t		work_done;		/* work units since the last cancel question */
+
+	/* several threads */
+	int			threads;		/* of the pool */
+	double	   *tdist;			/* [threads, k] distances of one row, per thread */
+	int64_t    *group;			/* [n] rows grouped by cluster, in row order within each */
+	int64_t    *group_start;	/* [k + 1] */
+	int64_t    *block_hist;		/* [blocks, k] rows per cluster of each block of the grouping */
+	int64_t		group_blocks;
+	int64_t		group_chunk;	/* rows per block of the grouping */
 } kmeans_ws;
 
 /* Rows between two questions to the cancel callback when each costs work units. */
@@ -199,6 +215,11 @@ assign_rows(const float *x, int64_t from, int64_t to, int32_t d,
 	}
 }
 
+static gc_status assign_parallel(kmeans_ws *ws, double *second, const km_moves *moves,
+								 int bounded, km_acc *acc);
+static gc_status exact_d2_parallel(kmeans_ws *ws);
+static gc_status bounds_half_parallel(kmeans_ws *ws);
+
 /* Transposes the centroids [k, d] into cent [d, k]. */
 static void
 transpose_centroids(const double *cen, int32_t k, int32_t d, double *cent)
@@ -220,6 +241,8 @@ assign_all(kmeans_ws *ws, double *second, km_acc *acc)
 	double	   *dist = ws->work + (int64_t) ws->k * ws->d;
 
 	transpose_centroids(ws->cen, ws->k, ws->d, cent);
+	if (ws->threads > 1)
+		return assign_parallel(ws, second, NULL, 0, acc);
 	for (int64_t from = 0; from < ws->n; from += stride)
 	{
 		int64_t		to = from + stride < ws->n ? from + stride : ws->n;
@@ -239,6 +262,8 @@ exact_d2(kmeans_ws *ws)
 	int32_t		d = ws->d;
 	int64_t		stride = cancel_stride(d);
 
+	if (ws->threads > 1)
+		return exact_d2_parallel(ws);
 	for (int64_t i = 0; i < ws->n; i++)
 	{
 		const float *row = ws->x + i * d;
@@ -265,6 +290,8 @@ bounds_half(kmeans_ws *ws)
 	const double *cen = ws->cen;
 	int32_t		d = ws->d;
 
+	if (ws->threads > 1)
+		return bounds_half_parallel(ws);
 	for (int32_t j = 0; j < ws->k; j++)
 		ws->half[j] = HUGE_VAL;
 	for (int32_t j = 0; j < ws->k; j++)
@@ -297,7 +324,7 @@ bounds_half(kmeans_ws *ws)
  * gets the full search.  Returns the work done (work_cancelled's units).
  */
 static int64_t
-bounded_row(kmeans_ws *ws, int64_t i, const km_moves *moves, km_acc *acc)
+bounded_row_in(kmeans_ws *ws, int64_t i, const km_moves *moves, km_acc *acc, double *dist)
 {
 	int32_t		d = ws->d;
 	int32_t		a = ws->labels[i];
@@ -335,11 +362,17 @@ bounded_row(kmeans_ws *ws, int64_t i, const km_moves *moves, km_acc *acc)
 			acc_add(acc, row, d, a, a);
 		return work;
 	}
-	assign_rows(ws->x, i, i + 1, d, ws->work, ws->k, ws->labels, &best, &next,
-				ws->work + (int64_t) ws->k * d, acc);
+	assign_rows(ws->x, i, i + 1, d, ws->work, ws->k, ws->labels, &best, &next, dist, acc);
 	u[i] = sqrt(best);
 	l[i] = sqrt(next);
 	return work + (int64_t) ws->k * d;
+}
+
+/* The same with the one-thread scratch. */
+static int64_t
+bounded_row(kmeans_ws *ws, int64_t i, const km_moves *moves, km_acc *acc)
+{
+	return bounded_row_in(ws, i, moves, acc, ws->work + (int64_t) ws->k * ws->d);
 }
 
 /* Assigns every row under Hamerly's bounds, with the sums when acc is not NULL. */
@@ -353,10 +386,287 @@ assign_bounded(kmeans_ws *ws, const km_moves *moves, km_acc *acc)
 	transpose_centroids(ws->cen, ws->k, ws->d, ws->work);
 	if ((st = bounds_half(ws)) != GC_OK)
 		return st;
+	if (ws->threads > 1)
+		return assign_parallel(ws, NULL, moves, 1, acc);
 	for (int64_t i = 0; i < ws->n; i++)
 		if (work_cancelled(ws, bounded_row(ws, i, moves, acc)))
 			return GC_ERR_CANCELLED;
 	return GC_OK;
+}
+
+/* ---------------------------------------------------------------- several threads */
+
+/* The distance scratch of a thread: k doubles. */
+static inline double *
+thread_dist(const kmeans_ws *ws, const gc_worker *w)
+{
+	return ws->tdist + (int64_t) w->id * ws->k;
+}
+
+/* What a parallel assignment does to each block of rows. */
+typedef struct assign_job
+{
+	kmeans_ws  *ws;
+	double	   *second;			/* assign_all: squared distance to the second nearest, or NULL */
+	const km_moves *moves;		/* assign_bounded */
+	int			bounded;
+	int64_t		changed;		/* atomic: rows that changed cluster */
+} assign_job;
+
+static gc_status
+assign_block(void *arg, gc_worker *w, int64_t b, int64_t e)
+{
+	assign_job *job = arg;
+	kmeans_ws  *ws = job->ws;
+	int64_t		changed = 0;
+
+	if (!job->bounded)
+	{
+		int64_t		stride = cancel_stride((int64_t) ws->k * ws->d);
+
+		for (int64_t from = b; from < e; from += stride)
+		{
+			int64_t		to = from + stride < e ? from + stride : e;
+
+			for (int64_t i = from; i < to; i++)
+			{
+				int32_t		old = ws->labels[i];
+
+				assign_rows(ws->x, i, i + 1, ws->d, ws->work, ws->k, ws->labels, ws->d2 + i,
+							job->second ? job->second + i : NULL, thread_dist(ws, w), NULL);
+				changed += ws->labels[i] != old;
+			}
+			if (gc_worker_tick(w, (to - from) * (int64_t) ws->k * ws->d, CANCEL_WORK))
+				return GC_ERR_CANCELLED;
+		}
+	}
+	else
+		for (int64_t i = b; i < e; i++)
+		{
+			int32_t		old = ws->labels[i];
+			int64_t		work = bounded_row_in(ws, i, job->moves, NULL, thread_dist(ws, w));
+
+			changed += ws->labels[i] != old;
+			if (gc_worker_tick(w, work, CANCEL_WORK))
+				return GC_ERR_CANCELLED;
+		}
+	__atomic_fetch_add(&job->changed, changed, __ATOMIC_RELAXED);
+	return GC_OK;
+}
+
+/*
+ * The grouping of the rows by cluster: step 0 counts each block's rows per
+ * cluster, step 1 places them (block offsets in cluster-major order), so
+ * that each cluster's rows stay in row order.
+ */
+typedef struct group_job
+{
+	kmeans_ws  *ws;
+	int			step;
+} group_job;
+
+static gc_status
+group_block(void *arg, gc_worker *w, int64_t b, int64_t e)
+{
+	group_job  *job = arg;
+	kmeans_ws  *ws = job->ws;
+	int64_t    *h = ws->block_hist + b * ws->k;
+	int64_t		lo = b * ws->group_chunk;
+	int64_t		hi = ws->n - lo > ws->group_chunk ? lo + ws->group_chunk : ws->n;
+
+	if (job->step == 0)
+	{
+		memset(h, 0, sizeof(int64_t) * (size_t) ws->k);
+		for (int64_t i = lo; i < hi; i++)
+			h[ws->labels[i]]++;
+	}
+	else
+		for (int64_t i = lo; i < hi; i++)
+			ws->group[h[ws->labels[i]]++] = i;
+	return gc_worker_tick(w, hi - lo, CANCEL_WORK) ? GC_ERR_CANCELLED : GC_OK;
+}
+
+/* Groups the rows by cluster (ws->group, ws->group_start), and the counts. */
+static gc_status
+group_rows(kmeans_ws *ws)
+{
+	group_job	job = {ws, 0};
+	int64_t		sum = 0;
+	gc_status	st;
+
+	if ((st = gc_pool_for(ws->ctx->pool, ws->group_blocks, 1, group_block, &job)) != GC_OK)
+		return st;
+	for (int32_t j = 0; j < ws->k; j++)
+	{
+		ws->group_start[j] = sum;
+		for (int64_t b = 0; b < ws->group_blocks; b++)
+		{
+			int64_t		c = ws->block_hist[b * ws->k + j];
+
+			ws->block_hist[b * ws->k + j] = sum;
+			sum += c;
+		}
+		ws->counts[j] = sum - ws->group_start[j];
+	}
+	ws->group_start[ws->k] = sum;
+	job.step = 1;
+	return gc_pool_for(ws->ctx->pool, ws->group_blocks, 1, group_block, &job);
+}
+
+/* Per cluster, in row order: the sums of the rows (sums != NULL) or of d2 (inertia != NULL). */
+typedef struct sum_job
+{
+	kmeans_ws  *ws;
+	double	   *sums;
+	double	   *inertia;
+} sum_job;
+
+static gc_status
+sum_block(void *arg, gc_worker *w, int64_t jb, int64_t je)
+{
+	sum_job    *job = arg;
+	kmeans_ws  *ws = job->ws;
+	int32_t		d = ws->d;
+
+	for (int64_t j = jb; j < je; j++)
+	{
+		int64_t		s = ws->group_start[j];
+		int64_t		e = ws->group_start[j + 1];
+
+		if (job->sums)
+		{
+			double	   *acc = job->sums + j * d;
+
+			memset(acc, 0, sizeof(double) * (size_t) d);
+			for (int64_t g = s; g < e; g++)
+			{
+				const float *row = ws->x + ws->group[g] * d;
+
+				for (int32_t t = 0; t < d; t++)
+					acc[t] += (double) row[t];
+			}
+		}
+		else
+		{
+			double		acc = 0.0;
+
+			for (int64_t g = s; g < e; g++)
+				acc += ws->d2[ws->group[g]];
+			job->inertia[j] = acc;
+		}
+		if (gc_worker_tick(w, (e - s) * d, CANCEL_WORK))
+			return GC_ERR_CANCELLED;
+	}
+	return GC_OK;
+}
+
+/* The sums and counts of an iteration from the labels, each cluster in row order. */
+static gc_status
+sums_by_cluster(kmeans_ws *ws, double *sums, double *inertia)
+{
+	sum_job		job = {ws, sums, inertia};
+	gc_status	st;
+
+	if ((st = group_rows(ws)) != GC_OK)
+		return st;
+	return gc_pool_for(ws->ctx->pool, ws->k, 1, sum_block, &job);
+}
+
+/* Squared distance of each row of a block to its assigned centroid. */
+static gc_status
+exact_d2_block(void *arg, gc_worker *w, int64_t b, int64_t e)
+{
+	kmeans_ws  *ws = arg;
+	int32_t		d = ws->d;
+
+	for (int64_t i = b; i < e; i++)
+	{
+		const float *row = ws->x + i * d;
+		const double *c = ws->cen + (int64_t) ws->labels[i] * d;
+		double		s = 0.0;
+
+		for (int32_t t = 0; t < d; t++)
+		{
+			double		diff = (double) row[t] - c[t];
+
+			s += diff * diff;
+		}
+		ws->d2[i] = s;
+	}
+	return gc_worker_tick(w, (e - b) * d, CANCEL_WORK) ? GC_ERR_CANCELLED : GC_OK;
+}
+
+static gc_status
+exact_d2_parallel(kmeans_ws *ws)
+{
+	return gc_pool_for(ws->ctx->pool, ws->n, gc_pool_grain(ws->ctx->pool, ws->n, 4096),
+					   exact_d2_block, ws);
+}
+
+/*
+ * half[j] of a block of centroids, each over all the others: the distance
+ * of a pair is the same both ways round and the minimum does not depend on
+ * the order, so the one-thread values come out.
+ */
+static gc_status
+half_block(void *arg, gc_worker *w, int64_t jb, int64_t je)
+{
+	kmeans_ws  *ws = arg;
+	const double *cen = ws->cen;
+	int32_t		d = ws->d;
+
+	for (int64_t j = jb; j < je; j++)
+	{
+		double		h = HUGE_VAL;
+
+		for (int32_t j2 = 0; j2 < ws->k; j2++)
+		{
+			double		s = 0.0;
+
+			if (j2 == j)
+				continue;
+			for (int32_t t = 0; t < d; t++)
+			{
+				double		diff = cen[(int64_t) (j < j2 ? j : j2) * d + t] -
+					cen[(int64_t) (j < j2 ? j2 : j) * d + t];
+
+				s += diff * diff;
+			}
+			s = 0.5 * sqrt(s);
+			if (s < h)
+				h = s;
+		}
+		ws->half[j] = h;
+		if (gc_worker_tick(w, (int64_t) ws->k * d, CANCEL_WORK))
+			return GC_ERR_CANCELLED;
+	}
+	return GC_OK;
+}
+
+static gc_status
+bounds_half_parallel(kmeans_ws *ws)
+{
+	return gc_pool_for(ws->ctx->pool, ws->k, 8, half_block, ws);
+}
+
+/*
+ * The parallel assignment: labels (and d2 or the bounds) of every row, then
+ * with acc the sums and counts of each cluster in row order.
+ */
+static gc_status
+assign_parallel(kmeans_ws *ws, double *second, const km_moves *moves, int bounded, km_acc *acc)
+{
+	assign_job	job = {ws, second, moves, bounded, 0};
+	gc_status	st;
+
+	st = gc_pool_for(ws->ctx->pool, ws->n, gc_pool_grain(ws->ctx->pool, ws->n, 1024),
+					 assign_block, &job);
+	if (st == GC_OK && acc)
+	{
+		acc->changed = job.changed;
+		st = sums_by_cluster(ws, acc->sums, NULL);
+	}
+	return st;
 }
 
 /* ---------------------------------------------------------------- workspace */
@@ -377,6 +687,7 @@ kmeans_ws_init(kmeans_ws *ws, gc_core_ctx *ctx, const float *x, int64_t n, int32
 	ws->result = result;
 	ws->labels = result->labels;
 	ws->bounds = ws->k >= 3 && (int64_t) ws->k * ws->k <= n;
+	ws->threads = gc_pool_threads(ctx->pool);
 }
 
 /* Allocates the working arrays. */
@@ -406,6 +717,29 @@ kmeans_ws_alloc(kmeans_ws *ws)
 		return gc_core_oom(ws->ctx, bytes,
 						   "out of memory for k-means working arrays (%lld rows, k = %d)",
 						   (long long) ws->n, ws->k);
+	if (ws->threads > 1)
+	{
+		/* blocks of the grouping: a few per thread, at most 2^22 counters in all */
+		int64_t		blocks = (int64_t) ws->threads * 4;
+
+		if (blocks > ws->n / 4096)
+			blocks = ws->n / 4096;
+		if (blocks > (INT64_C(1) << 22) / (int64_t) k)
+			blocks = (INT64_C(1) << 22) / (int64_t) k;
+		if (blocks < 1)
+			blocks = 1;
+		ws->group_chunk = (ws->n + blocks - 1) / blocks;
+		ws->group_blocks = (ws->n + ws->group_chunk - 1) / ws->group_chunk;
+		ws->tdist = malloc(sizeof(double) * k * (size_t) ws->threads);
+		ws->group = malloc(sizeof(int64_t) * n);
+		ws->group_start = malloc(sizeof(int64_t) * (k + 1));
+		ws->block_hist = malloc(sizeof(int64_t) * k * (size_t) ws->group_blocks);
+		if (!ws->tdist || !ws->group || !ws->group_start || !ws->block_hist)
+			return gc_core_oom(ws->ctx, sizeof(double) * k * (size_t) ws->threads +
+							   sizeof(int64_t) * (n + k + 1 + k * (size_t) ws->group_blocks),
+							   "out of memory for k-means on %d threads (%lld rows, k = %d)",
+							   ws->threads, (long long) ws->n, ws->k);
+	}
 	return GC_OK;
 }
 
@@ -423,6 +757,10 @@ kmeans_ws_free(kmeans_ws *ws)
 	free(ws->half);
 	free(ws->delta);
 	free(ws->counts);
+	free(ws->tdist);
+	free(ws->group);
+	free(ws->group_start);
+	free(ws->block_hist);
 	memset(ws, 0, sizeof(*ws));
 }
 
@@ -638,6 +976,17 @@ kmeans_final(kmeans_ws *ws)
 		return st;
 
 	memcpy(result->centroids, ws->cen, sizeof(double) * ws->kd);
+	if (ws->threads > 1)
+	{
+		/* the inertia of each cluster over its rows in row order, as below */
+		if ((st = sums_by_cluster(ws, NULL, result->inertia)) != GC_OK)
+			return st;
+		for (int32_t j = 0; j < ws->k; j++)
+			result->sizes[j] = ws->counts[j];
+		for (int64_t i = 0; i < ws->n; i++)
+			result->distance[i] = sqrt(ws->d2[i]);
+		return GC_OK;
+	}
 	for (int32_t j = 0; j < ws->k; j++)
 	{
 		result->sizes[j] = 0;
