@@ -687,7 +687,8 @@ kmeans_ws_init(kmeans_ws *ws, gc_core_ctx *ctx, const float *x, int64_t n, int32
 	ws->result = result;
 	ws->labels = result->labels;
 	ws->bounds = ws->k >= 3 && (int64_t) ws->k * ws->k <= n;
-	ws->threads = gc_pool_threads(ctx->pool);
+	/* a small input is done sooner on one thread than the threads are started */
+	ws->threads = n >= 4096 ? gc_pool_threads(ctx->pool) : 1;
 }
 
 /* Allocates the working arrays. */
