@@ -7,7 +7,7 @@
  *
  *   .bench/threads_bench [--threads 1,2,4,8,16] [--reps R] [--scale F]
  *                        [--cases dbscan,dpeaks,kmeans2,kmeans128]
- *                        [--json FILE] [--dump DIR]
+ *                        [--json FILE] [--dump DIR] [--phases]
  *
  *   dbscan     DBSCAN of 10M 2-D blobs (gc_testdata.h "blobs"), eps 0.05, min_pts 5
  *   dpeaks     density peaks of 1M 2-D D31-like blobs, cutoff kernel,
@@ -18,6 +18,9 @@
  *              10 iterations at most, tol 0)
  *   --scale    multiplies every n (0.1 for a quick run)
  *   --json     also writes the figures as JSON
+ *   --phases   prints the back end's phase times of every call to stderr
+ *              (density peaks: dc, rho, delta, assignment; k-means: init,
+ *              iterations, final pass, per iteration)
  *   --dump     writes, for kmeans2 and kmeans128, DIR/NAME.x.f32 (the rows),
  *              NAME.init.f64 (the initial centroids), NAME.labels.i32 and
  *              NAME.inertia.f64 (the answer), and DIR/kmeans.json, for
@@ -114,6 +117,8 @@ answer_same(const answer *a, const answer *b)
 	return 1;
 }
 
+static int	show_phases = 0;
+
 /* One call on threads threads; returns the milliseconds, or -1 on failure. */
 static double
 run_once(const bench_case *c, const float *x, const double *init, int threads, answer *a)
@@ -190,6 +195,10 @@ run_once(const bench_case *c, const float *x, const double *init, int threads, a
 	if (timing.threads != threads)
 		fprintf(stderr, "threads_bench: %s: %d threads asked for, %d ran\n", c->name, threads,
 				timing.threads);
+	if (show_phases)
+		fprintf(stderr, "  %s, %d threads: compute %.1f ms, phases %.1f %.1f %.1f %.1f ms\n",
+				c->name, threads, timing.compute_ms, timing.phase_ms[0], timing.phase_ms[1],
+				timing.phase_ms[2], timing.phase_ms[3]);
 	return gc_h_now_ms() - t0;
 }
 
@@ -251,10 +260,12 @@ main(int argc, char **argv)
 			json_path = argv[++i];
 		else if (strcmp(argv[i], "--dump") == 0 && i + 1 < argc)
 			dump = argv[++i];
+		else if (strcmp(argv[i], "--phases") == 0)
+			show_phases = 1;
 		else
 		{
 			fprintf(stderr, "usage: %s [--threads 1,2,4,8,16] [--reps R] [--scale F] "
-					"[--cases dbscan,dpeaks,kmeans2,kmeans128] [--json FILE] [--dump DIR]\n", argv[0]);
+					"[--cases dbscan,dpeaks,kmeans2,kmeans128] [--json FILE] [--dump DIR] [--phases]\n", argv[0]);
 			return 2;
 		}
 	}

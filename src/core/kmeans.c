@@ -161,6 +161,49 @@ acc_add(km_acc *acc, const float *row, int32_t d, int32_t j, int32_t old)
 }
 
 /*
+ * The squared distances of one row to the k centroids, transposed
+ * (cent[t * k + j]): the loop over centroids vectorizes, each distance still
+ * summed over the features in order (no sum is reordered, no multiply-add
+ * contracted), so the vector code gives the scalar code's bits.  GCC
+ * vectorizes it only when told; on x86-64 Linux it is built twice, for AVX2
+ * and for any x86-64, the loader picking one (target_clones).
+ */
+#if defined(__GNUC__) && !defined(__clang__)
+#define KM_VECTORIZE __attribute__((optimize("tree-vectorize", "vect-cost-model=dynamic")))
+#else
+#define KM_VECTORIZE
+#endif
+#if defined(__GNUC__) && defined(__x86_64__) && defined(__linux__) && defined(__has_attribute)
+#if __has_attribute(target_clones)
+#define KM_CLONES __attribute__((target_clones("avx2", "default")))
+#endif
+#endif
+#ifndef KM_CLONES
+#define KM_CLONES
+#endif
+
+KM_VECTORIZE KM_CLONES
+static void
+dist_to_centroids(const float *GC_RESTRICT row, int32_t d, const double *GC_RESTRICT cent,
+				  int32_t k, double *GC_RESTRICT dist)
+{
+	for (int32_t j = 0; j < k; j++)
+		dist[j] = 0.0;
+	for (int32_t t = 0; t < d; t++)
+	{
+		const double xt = (double) row[t];
+		const double *ct = cent + (int64_t) t * k;
+
+		for (int32_t j = 0; j < k; j++)
+		{
+			double		diff = xt - ct[j];
+
+			dist[j] += diff * diff;
+		}
+	}
+}
+
+/*
  * Nearest centroid of rows [from, to): label and squared distance, and the
  * squared distance to the second nearest when second is not NULL.  The
  * centroids are transposed, cent[t * k + j], so that the inner loop runs
@@ -180,20 +223,7 @@ assign_rows(const float *x, int64_t from, int64_t to, int32_t d,
 					next = HUGE_VAL;
 		int32_t		bj = 0;
 
-		for (int32_t j = 0; j < k; j++)
-			dist[j] = 0.0;
-		for (int32_t t = 0; t < d; t++)
-		{
-			const double xt = (double) row[t];
-			const double *ct = cent + (int64_t) t * k;
-
-			for (int32_t j = 0; j < k; j++)
-			{
-				double		diff = xt - ct[j];
-
-				dist[j] += diff * diff;
-			}
-		}
+		dist_to_centroids(row, d, cent, k, dist);
 		best = dist[0];
 		for (int32_t j = 1; j < k; j++)
 		{
