@@ -49,6 +49,7 @@
 #define DP_CANCEL_WORK (INT64_C(1) << 22)
 #define DP_COLLECT_MAX (1 << 20)
 #define DP_HIST_BITS 20
+#define DP_HIST_BITS_PAR 16		/* per thread: 512 KiB of counts */
 
 /* Everything one density peaks call holds; freed by dpeaks_ws_free. */
 typedef struct dpeaks_ws
@@ -251,6 +252,121 @@ dc_collect(dpeaks_ws *ws, uint64_t prefix, int prefix_bits, int64_t m, int64_t k
 }
 
 /*
+ * The same two sweeps over all pairs on several threads: a block of rows i
+ * (each with its pairs j > i) counts into its thread's histogram, summed
+ * afterwards (integer counts: the order does not matter); the collect
+ * appends through an atomic cursor, and the k-th smallest value does not
+ * depend on the order of the candidates.
+ */
+typedef struct dc_par_job
+{
+	dpeaks_ws  *ws;
+	uint64_t	prefix;
+	int			prefix_bits;
+	int			shift;
+	uint64_t	mask;
+	int64_t    *hists;			/* [threads][mask + 1] (histogram) */
+	uint64_t   *v;				/* [m] (collect) */
+	int64_t		m;
+	int64_t		got;			/* atomic (collect) */
+} dc_par_job;
+
+static gc_status
+dc_par_block(void *arg, gc_worker *w, int64_t b, int64_t e)
+{
+	dc_par_job *job = arg;
+	dpeaks_ws  *ws = job->ws;
+	int64_t    *hist = job->hists ? job->hists + (int64_t) w->id * (int64_t) (job->mask + 1) : NULL;
+
+	for (int64_t i = b; i < e; i++)
+	{
+		const float *xi = ws->x + i * ws->d;
+
+		for (int64_t jb = i + 1, je; jb < ws->n; jb = je)
+		{
+			je = pair_block_end(ws, jb);
+			for (int64_t j = jb; j < je; j++)
+			{
+				uint64_t	key = gc_dp_key(gc_dist2(xi, ws->x + j * ws->d, ws->d));
+
+				if (job->prefix_bits > 0 && (key >> (64 - job->prefix_bits)) != job->prefix)
+					continue;
+				if (hist)
+					hist[(key >> job->shift) & job->mask]++;
+				else
+				{
+					int64_t		at = __atomic_fetch_add(&job->got, 1, __ATOMIC_RELAXED);
+
+					if (at < job->m)
+						job->v[at] = key;
+				}
+			}
+			if (dp_wtick(w, (je - jb) * (ws->d + 1)))
+				return GC_ERR_CANCELLED;
+		}
+	}
+	return GC_OK;
+}
+
+/* dc_histogram on the threads; hists: scratch [threads][2^w]. */
+static gc_status
+dc_histogram_par(dpeaks_ws *ws, int64_t *hist, int64_t *hists, uint64_t prefix, int prefix_bits,
+				 int shift, int w)
+{
+	int			threads = gc_pool_threads(ws->ctx->pool);
+	int64_t		size = (int64_t) 1 << w;
+	dc_par_job	job;
+	gc_status	st;
+
+	memset(&job, 0, sizeof(job));
+	job.ws = ws;
+	job.prefix = prefix;
+	job.prefix_bits = prefix_bits;
+	job.shift = shift;
+	job.mask = (UINT64_C(1) << w) - 1;
+	job.hists = hists;
+	memset(hists, 0, sizeof(int64_t) * (size_t) (size * threads));
+	if ((st = gc_pool_for(ws->ctx->pool, ws->n, 16, dc_par_block, &job)) != GC_OK)
+		return st;
+	for (int64_t b = 0; b < size; b++)
+	{
+		int64_t		c = 0;
+
+		for (int t = 0; t < threads; t++)
+			c += hists[t * size + b];
+		hist[b] = c;
+	}
+	return GC_OK;
+}
+
+/* dc_collect on the threads. */
+static gc_status
+dc_collect_par(dpeaks_ws *ws, uint64_t prefix, int prefix_bits, int64_t m, int64_t k,
+			   uint64_t *key_out)
+{
+	dc_par_job	job;
+	gc_status	st;
+
+	memset(&job, 0, sizeof(job));
+	job.ws = ws;
+	job.prefix = prefix;
+	job.prefix_bits = prefix_bits;
+	job.m = m;
+	job.v = malloc(sizeof(uint64_t) * (size_t) (m > 0 ? m : 1));
+	if (!job.v)
+		return gc_core_oom(ws->ctx, sizeof(uint64_t) * (size_t) m,
+						   "out of memory for the dc candidates");
+	st = gc_pool_for(ws->ctx->pool, ws->n, 16, dc_par_block, &job);
+	if (st == GC_OK && job.got != m)
+		st = gc_error_set(ws->ctx->err, GC_ERR_INTERNAL,
+						  "dc candidates miscounted, please report a bug");
+	if (st == GC_OK)
+		*key_out = select_u64(job.v, m, k - 1);
+	free(job.v);
+	return st;
+}
+
+/*
  * The k-th smallest (1-based) dist2 over unordered pairs, by radix select on
  * the bit patterns: each pass histograms the next twenty bits of the keys
  * that share the prefix found so far (the binary search over pair counts
@@ -262,21 +378,35 @@ static gc_status
 dc_exact(dpeaks_ws *ws, int64_t k, uint64_t *key_out)
 {
 	static const int widths[] = {DP_HIST_BITS, DP_HIST_BITS, DP_HIST_BITS, 64 - 3 * DP_HIST_BITS};
+	/* on several threads: narrower histograms, one per thread (the answer is the same) */
+	static const int widths_par[] = {DP_HIST_BITS_PAR, DP_HIST_BITS_PAR, DP_HIST_BITS_PAR,
+	64 - 3 * DP_HIST_BITS_PAR};
+	int			threads = gc_pool_threads(ws->ctx->pool);
+	const int  *ws_widths = threads > 1 ? widths_par : widths;
 	uint64_t	prefix = 0;
 	int			prefix_bits = 0;
 	int64_t	   *hist = malloc(sizeof(int64_t) << DP_HIST_BITS);
+	int64_t    *hists = threads > 1 ? malloc((sizeof(int64_t) << DP_HIST_BITS_PAR) * (size_t) threads) : NULL;
 	gc_status	st = GC_OK;
 
-	if (!hist)
-		return gc_core_oom(ws->ctx, sizeof(int64_t) << DP_HIST_BITS,
+	if (!hist || (threads > 1 && !hists))
+	{
+		free(hist);
+		free(hists);
+		return gc_core_oom(ws->ctx, (sizeof(int64_t) << DP_HIST_BITS) +
+						   (sizeof(int64_t) << DP_HIST_BITS_PAR) * (size_t) threads,
 						   "out of memory for the dc histogram");
+	}
 	for (int pass = 0; pass < 4; pass++)
 	{
-		int			w = widths[pass];
+		int			w = ws_widths[pass];
 		int64_t		cum = 0;
 		int			b;
 
-		if ((st = dc_histogram(ws, hist, prefix, prefix_bits, 64 - prefix_bits - w, w)) != GC_OK)
+		st = threads > 1 ?
+			dc_histogram_par(ws, hist, hists, prefix, prefix_bits, 64 - prefix_bits - w, w) :
+			dc_histogram(ws, hist, prefix, prefix_bits, 64 - prefix_bits - w, w);
+		if (st != GC_OK)
 			break;
 		for (b = 0; b < (1 << w); b++)
 		{
@@ -304,10 +434,13 @@ dc_exact(dpeaks_ws *ws, int64_t k, uint64_t *key_out)
 			int64_t		m = hist[b];
 
 			free(hist);
-			return dc_collect(ws, prefix, prefix_bits, m, k, key_out);
+			free(hists);
+			return threads > 1 ? dc_collect_par(ws, prefix, prefix_bits, m, k, key_out) :
+				dc_collect(ws, prefix, prefix_bits, m, k, key_out);
 		}
 	}
 	free(hist);
+	free(hists);
 	return st;
 }
 
