@@ -354,6 +354,7 @@ typedef struct psort_job
 	int64_t    *hist;			/* [blocks][GC_SORT_PASSES][GC_SORT_BUCKETS]: counts, then offsets */
 	int			pass;			/* -1: the histograms of every digit */
 	int			count;			/* with pass >= 0: the histogram of that digit only */
+	int			copy;			/* copy src into dst as they are */
 	const uint64_t *src_k;
 	const int64_t *src_v;
 	uint64_t   *dst_k;
@@ -369,7 +370,12 @@ psort_block(void *arg, gc_worker *w, int64_t b, int64_t e)
 	int64_t		lo = b * job->chunk;
 	int64_t		hi = job->n - lo > job->chunk ? lo + job->chunk : job->n;
 
-	if (job->pass < 0)
+	if (job->copy)
+	{
+		memcpy(job->dst_k + lo, job->src_k + lo, sizeof(uint64_t) * (size_t) (hi - lo));
+		memcpy(job->dst_v + lo, job->src_v + lo, sizeof(int64_t) * (size_t) (hi - lo));
+	}
+	else if (job->pass < 0)
 	{
 		memset(PSORT_HIST(job, b, 0), 0, sizeof(int64_t) * GC_SORT_PASSES * GC_SORT_BUCKETS);
 		for (int64_t i = lo; i < hi; i++)
@@ -429,6 +435,7 @@ gc_pool_radix_sort(gc_pool *pool, uint64_t *keys, int64_t *vals, uint64_t *tk, i
 						   "out of memory sorting %lld rows", (long long) n);
 	job.pass = -1;
 	job.count = 0;
+	job.copy = 0;
 	job.src_k = keys;
 	st = gc_pool_for(pool, blocks, 1, psort_block, &job);
 	for (int p = 0, moved = 0; p < GC_SORT_PASSES && st == GC_OK; p++)
@@ -484,8 +491,12 @@ gc_pool_radix_sort(gc_pool *pool, uint64_t *keys, int64_t *vals, uint64_t *tk, i
 	free(job.hist);
 	if (st == GC_OK && src_k != keys)
 	{
-		memcpy(keys, src_k, sizeof(uint64_t) * (size_t) n);
-		memcpy(vals, src_v, sizeof(int64_t) * (size_t) n);
+		job.copy = 1;
+		job.src_k = src_k;
+		job.src_v = src_v;
+		job.dst_k = keys;
+		job.dst_v = vals;
+		st = gc_pool_for(pool, blocks, 1, psort_block, &job);
 	}
 	return st;
 }

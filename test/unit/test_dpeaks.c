@@ -803,7 +803,7 @@ threads_case(const char *what, const float *x, int64_t n, int d, gc_dpeaks_param
 static void
 test_threads(void)
 {
-	int64_t		n = 200000;
+	int64_t		n = 120000;
 	float	   *x = blobs(n, 2, 2, 31, 0.6);
 
 	/* 2-D cutoff on the grid, dc from the sample; then on a 0.01 lattice with duplicates, a far row */
