@@ -28,8 +28,8 @@
  *
  * With several threads (pool.h) the rows are assigned in blocks on every
  * thread, and the sums of a cluster are still taken over its rows in row
- * order: the rows are grouped by cluster (a stable counting sort in blocks)
- * and each cluster summed by one thread.  The centroids, labels and
+ * order: the clusters are cut into ranges of about equal rows, and one
+ * thread per range reads the rows in order and sums those of its clusters.  The centroids, labels and
  * inertia are therefore those of one thread, bit for bit, whatever the
  * number of threads.
  * Lloyd's iteration and its GPU counterpart follow Li, Zhao and Chu,
@@ -125,11 +125,11 @@ typedef struct kmeans_ws
 	/* several threads */
 	int			threads;		/* of the pool */
 	double	   *tdist;			/* [threads, k] distances of one row, per thread */
-	int64_t    *group;			/* [n] rows grouped by cluster, in row order within each */
-	int64_t    *group_start;	/* [k + 1] */
-	int64_t    *block_hist;		/* [blocks, k] rows per cluster of each block of the grouping */
+	int32_t    *range_start;	/* [threads + 1] clusters of each range of the sums */
+	int32_t		nranges;
+	int64_t    *block_hist;		/* [blocks, k] rows per cluster of each block of the count */
 	int64_t		group_blocks;
-	int64_t		group_chunk;	/* rows per block of the grouping */
+	int64_t		group_chunk;	/* rows per block of the count */
 } kmeans_ws;
 
 /* Rows between two questions to the cancel callback when each costs work units. */
@@ -484,63 +484,57 @@ assign_block(void *arg, gc_worker *w, int64_t b, int64_t e)
 	return GC_OK;
 }
 
-/*
- * The grouping of the rows by cluster: step 0 counts each block's rows per
- * cluster, step 1 places them (block offsets in cluster-major order), so
- * that each cluster's rows stay in row order.
- */
-typedef struct group_job
-{
-	kmeans_ws  *ws;
-	int			step;
-} group_job;
-
+/* The rows per cluster of a block of rows, into its row of block_hist. */
 static gc_status
-group_block(void *arg, gc_worker *w, int64_t b, int64_t e)
+count_block(void *arg, gc_worker *w, int64_t b, int64_t e)
 {
-	group_job  *job = arg;
-	kmeans_ws  *ws = job->ws;
+	kmeans_ws  *ws = arg;
 	int64_t    *h = ws->block_hist + b * ws->k;
 	int64_t		lo = b * ws->group_chunk;
 	int64_t		hi = ws->n - lo > ws->group_chunk ? lo + ws->group_chunk : ws->n;
 
-	if (job->step == 0)
-	{
-		memset(h, 0, sizeof(int64_t) * (size_t) ws->k);
-		for (int64_t i = lo; i < hi; i++)
-			h[ws->labels[i]]++;
-	}
-	else
-		for (int64_t i = lo; i < hi; i++)
-			ws->group[h[ws->labels[i]]++] = i;
+	memset(h, 0, sizeof(int64_t) * (size_t) ws->k);
+	for (int64_t i = lo; i < hi; i++)
+		h[ws->labels[i]]++;
 	return gc_worker_tick(w, hi - lo, CANCEL_WORK) ? GC_ERR_CANCELLED : GC_OK;
 }
 
-/* Groups the rows by cluster (ws->group, ws->group_start), and the counts. */
+/*
+ * The counts of the clusters, and the ranges of clusters of the sums: as
+ * many as threads (at most k), each of about n / threads rows.
+ */
 static gc_status
-group_rows(kmeans_ws *ws)
+count_rows(kmeans_ws *ws)
 {
-	group_job	job = {ws, 0};
-	int64_t		sum = 0;
+	int64_t		per;
+	int64_t		acc = 0;
+	int32_t		r = 0;
 	gc_status	st;
 
-	if ((st = gc_pool_for(ws->ctx->pool, ws->group_blocks, 1, group_block, &job)) != GC_OK)
+	if ((st = gc_pool_for(ws->ctx->pool, ws->group_blocks, 1, count_block, ws)) != GC_OK)
 		return st;
 	for (int32_t j = 0; j < ws->k; j++)
 	{
-		ws->group_start[j] = sum;
-		for (int64_t b = 0; b < ws->group_blocks; b++)
-		{
-			int64_t		c = ws->block_hist[b * ws->k + j];
+		int64_t		c = 0;
 
-			ws->block_hist[b * ws->k + j] = sum;
-			sum += c;
-		}
-		ws->counts[j] = sum - ws->group_start[j];
+		for (int64_t b = 0; b < ws->group_blocks; b++)
+			c += ws->block_hist[b * ws->k + j];
+		ws->counts[j] = c;
 	}
-	ws->group_start[ws->k] = sum;
-	job.step = 1;
-	return gc_pool_for(ws->ctx->pool, ws->group_blocks, 1, group_block, &job);
+	per = (ws->n + ws->threads - 1) / ws->threads;
+	ws->range_start[0] = 0;
+	for (int32_t j = 0; j < ws->k; j++)
+	{
+		acc += ws->counts[j];
+		if (acc >= per && j + 1 < ws->k && r + 1 < ws->threads)
+		{
+			ws->range_start[++r] = j + 1;
+			acc = 0;
+		}
+	}
+	ws->range_start[++r] = ws->k;
+	ws->nranges = r;
+	return GC_OK;
 }
 
 /* Per cluster, in row order: the sums of the rows (sums != NULL) or of d2 (inertia != NULL). */
@@ -551,55 +545,59 @@ typedef struct sum_job
 	double	   *inertia;
 } sum_job;
 
+/* One range of clusters: every row read in order, those of the range summed. */
 static gc_status
-sum_block(void *arg, gc_worker *w, int64_t jb, int64_t je)
+sum_block(void *arg, gc_worker *w, int64_t rb, int64_t re)
 {
 	sum_job    *job = arg;
 	kmeans_ws  *ws = job->ws;
 	int32_t		d = ws->d;
+	int32_t		jlo = ws->range_start[rb];
+	int32_t		jhi = ws->range_start[re];
+	int64_t		stride = cancel_stride(d + 1);
 
-	for (int64_t j = jb; j < je; j++)
+	if (job->sums)
+		memset(job->sums + (int64_t) jlo * d, 0, sizeof(double) * (size_t) (jhi - jlo) * d);
+	else
+		for (int32_t j = jlo; j < jhi; j++)
+			job->inertia[j] = 0.0;
+	for (int64_t from = 0; from < ws->n; from += stride)
 	{
-		int64_t		s = ws->group_start[j];
-		int64_t		e = ws->group_start[j + 1];
+		int64_t		to = from + stride < ws->n ? from + stride : ws->n;
 
-		if (job->sums)
+		for (int64_t i = from; i < to; i++)
 		{
-			double	   *acc = job->sums + j * d;
+			int32_t		j = ws->labels[i];
 
-			memset(acc, 0, sizeof(double) * (size_t) d);
-			for (int64_t g = s; g < e; g++)
+			if (j < jlo || j >= jhi)
+				continue;
+			if (job->sums)
 			{
-				const float *row = ws->x + ws->group[g] * d;
+				const float *row = ws->x + i * d;
+				double	   *acc = job->sums + (int64_t) j * d;
 
 				for (int32_t t = 0; t < d; t++)
 					acc[t] += (double) row[t];
 			}
+			else
+				job->inertia[j] += ws->d2[i];
 		}
-		else
-		{
-			double		acc = 0.0;
-
-			for (int64_t g = s; g < e; g++)
-				acc += ws->d2[ws->group[g]];
-			job->inertia[j] = acc;
-		}
-		if (gc_worker_tick(w, (e - s) * d, CANCEL_WORK))
+		if (gc_worker_tick(w, to - from, CANCEL_WORK))
 			return GC_ERR_CANCELLED;
 	}
 	return GC_OK;
 }
 
-/* The sums and counts of an iteration from the labels, each cluster in row order. */
+/* The sums (or inertia) and counts of the clusters from the labels, each cluster in row order. */
 static gc_status
 sums_by_cluster(kmeans_ws *ws, double *sums, double *inertia)
 {
 	sum_job		job = {ws, sums, inertia};
 	gc_status	st;
 
-	if ((st = group_rows(ws)) != GC_OK)
+	if ((st = count_rows(ws)) != GC_OK)
 		return st;
-	return gc_pool_for(ws->ctx->pool, ws->k, 1, sum_block, &job);
+	return gc_pool_for(ws->ctx->pool, ws->nranges, 1, sum_block, &job);
 }
 
 /* Squared distance of each row of a block to its assigned centroid. */
@@ -750,7 +748,7 @@ kmeans_ws_alloc(kmeans_ws *ws)
 						   (long long) ws->n, ws->k);
 	if (ws->threads > 1)
 	{
-		/* blocks of the grouping: a few per thread, at most 2^22 counters in all */
+		/* blocks of the count: a few per thread, at most 2^22 counters in all */
 		int64_t		blocks = (int64_t) ws->threads * 4;
 
 		if (blocks > ws->n / 4096)
@@ -762,12 +760,12 @@ kmeans_ws_alloc(kmeans_ws *ws)
 		ws->group_chunk = (ws->n + blocks - 1) / blocks;
 		ws->group_blocks = (ws->n + ws->group_chunk - 1) / ws->group_chunk;
 		ws->tdist = malloc(sizeof(double) * k * (size_t) ws->threads);
-		ws->group = malloc(sizeof(int64_t) * n);
-		ws->group_start = malloc(sizeof(int64_t) * (k + 1));
+		ws->range_start = malloc(sizeof(int32_t) * ((size_t) ws->threads + 1));
 		ws->block_hist = malloc(sizeof(int64_t) * k * (size_t) ws->group_blocks);
-		if (!ws->tdist || !ws->group || !ws->group_start || !ws->block_hist)
+		if (!ws->tdist || !ws->range_start || !ws->block_hist)
 			return gc_core_oom(ws->ctx, sizeof(double) * k * (size_t) ws->threads +
-							   sizeof(int64_t) * (n + k + 1 + k * (size_t) ws->group_blocks),
+							   sizeof(int32_t) * ((size_t) ws->threads + 1) +
+							   sizeof(int64_t) * k * (size_t) ws->group_blocks,
 							   "out of memory for k-means on %d threads (%lld rows, k = %d)",
 							   ws->threads, (long long) ws->n, ws->k);
 	}
@@ -789,8 +787,7 @@ kmeans_ws_free(kmeans_ws *ws)
 	free(ws->delta);
 	free(ws->counts);
 	free(ws->tdist);
-	free(ws->group);
-	free(ws->group_start);
+	free(ws->range_start);
 	free(ws->block_hist);
 	memset(ws, 0, sizeof(*ws));
 }
