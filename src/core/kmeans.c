@@ -165,8 +165,8 @@ acc_add(km_acc *acc, const float *row, int32_t d, int32_t j, int32_t old)
  * (cent[t * k + j]): the loop over centroids vectorizes, each distance still
  * summed over the features in order (no sum is reordered, no multiply-add
  * contracted), so the vector code gives the scalar code's bits.  GCC
- * vectorizes it only when told; on x86-64 Linux it is built twice, for AVX2
- * and for any x86-64, the loader picking one (target_clones).
+ * vectorizes it only when told; on x86-64 Linux it is built three times,
+ * for AVX-512, AVX2 and any x86-64, the loader picking one (target_clones).
  */
 #if defined(__GNUC__) && !defined(__clang__)
 #define KM_VECTORIZE __attribute__((optimize("tree-vectorize", "vect-cost-model=dynamic")))
@@ -175,7 +175,7 @@ acc_add(km_acc *acc, const float *row, int32_t d, int32_t j, int32_t old)
 #endif
 #if defined(__GNUC__) && defined(__x86_64__) && defined(__linux__) && defined(__has_attribute)
 #if __has_attribute(target_clones)
-#define KM_CLONES __attribute__((target_clones("avx2", "default")))
+#define KM_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
 #endif
 #endif
 #ifndef KM_CLONES
