@@ -35,10 +35,11 @@ struct gc_pool
 
 	pthread_mutex_t mu;
 	pthread_cond_t work_cv;		/* a new loop, or quit */
-	pthread_cond_t done_cv;		/* the last worker finished its part */
+	pthread_cond_t done_cv;		/* the last worker that joined the loop finished */
 	uint64_t	gen;			/* loops dispatched */
 	int			quit;
-	int			active;			/* workers still in the current loop */
+	int			joined;			/* workers in the current loop */
+	int			closed;			/* the caller's thread ran out of blocks: no one joins any more */
 
 	/* the current loop */
 	gc_pool_fn	fn;
@@ -192,7 +193,11 @@ pool_run_blocks(gc_pool *pool, gc_worker *w)
 	}
 }
 
-/* A worker thread: waits for a loop, runs its part, tells, until quit. */
+/*
+ * A worker thread: waits for a loop, joins it unless the caller's thread
+ * has already run out of blocks (a worker woken late is then not waited
+ * for), runs its part, tells, until quit.
+ */
 static void *
 pool_thread(void *arg)
 {
@@ -208,10 +213,13 @@ pool_thread(void *arg)
 		if (pool->quit)
 			break;
 		seen = pool->gen;
+		if (pool->closed)
+			continue;
+		pool->joined++;
 		pthread_mutex_unlock(&pool->mu);
 		pool_run_blocks(pool, w);
 		pthread_mutex_lock(&pool->mu);
-		if (--pool->active == 0)
+		if (--pool->joined == 0)
 			pthread_cond_signal(&pool->done_cv);
 	}
 	pthread_mutex_unlock(&pool->mu);
@@ -306,7 +314,8 @@ gc_pool_for(gc_pool *pool, int64_t n, int64_t grain, gc_pool_fn fn, void *arg)
 	pool->next = 0;
 	pool->stop = 0;
 	pool->fail = GC_OK;
-	pool->active = pool->started;
+	pool->joined = 0;
+	pool->closed = 0;
 	pool->gen++;
 	if (pool->started + 1 > pool->used)
 		pool->used = pool->started + 1;
@@ -315,9 +324,10 @@ gc_pool_for(gc_pool *pool, int64_t n, int64_t grain, gc_pool_fn fn, void *arg)
 
 	pool_run_blocks(pool, &pool->workers[0]);
 
-	/* waits for the others, asking the cancel callback meanwhile */
+	/* waits for the workers that joined, asking the cancel callback meanwhile */
 	pthread_mutex_lock(&pool->mu);
-	while (pool->active > 0)
+	pool->closed = 1;
+	while (pool->joined > 0)
 	{
 		struct timespec ts;
 
@@ -329,7 +339,7 @@ gc_pool_for(gc_pool *pool, int64_t n, int64_t grain, gc_pool_fn fn, void *arg)
 			ts.tv_nsec -= 1000000000L;
 		}
 		if (pthread_cond_timedwait(&pool->done_cv, &pool->mu, &ts) == ETIMEDOUT &&
-			pool->active > 0)
+			pool->joined > 0)
 		{
 			pthread_mutex_unlock(&pool->mu);
 			pool_ask_cancel(pool);

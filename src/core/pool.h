@@ -59,7 +59,7 @@ void		gc_pool_free(gc_pool *pool);
 /* Threads of the pool. */
 int			gc_pool_threads(const gc_pool *pool);
 
-/* The most threads one parallel loop ran on so far (1 when none ran in parallel). */
+/* The threads started for the parallel loops so far, the caller's included (1 when none). */
 int			gc_pool_threads_used(const gc_pool *pool);
 
 /*
