@@ -165,27 +165,22 @@ acc_add(km_acc *acc, const float *row, int32_t d, int32_t j, int32_t old)
  * (cent[t * k + j]): the loop over centroids vectorizes, each distance still
  * summed over the features in order (no sum is reordered, no multiply-add
  * contracted), so the vector code gives the scalar code's bits.  GCC
- * vectorizes it only when told; on x86-64 Linux it is built three times,
- * for AVX-512, AVX2 and any x86-64, the loader picking one (target_clones).
+ * vectorizes it only when told.  On x86-64 it is also built for AVX2 and
+ * AVX-512, and km_pick_kernel() chooses by what the CPU has (a plain
+ * function pointer, set on the caller's thread before any worker starts).
  */
 #if defined(__GNUC__) && !defined(__clang__)
 #define KM_VECTORIZE __attribute__((optimize("tree-vectorize", "vect-cost-model=dynamic")))
 #else
 #define KM_VECTORIZE
 #endif
-#if defined(__GNUC__) && defined(__x86_64__) && defined(__linux__) && defined(__has_attribute)
-#if __has_attribute(target_clones)
-#define KM_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-#endif
-#endif
-#ifndef KM_CLONES
-#define KM_CLONES
-#endif
 
-KM_VECTORIZE KM_CLONES
-static void
-dist_to_centroids(const float *GC_RESTRICT row, int32_t d, const double *GC_RESTRICT cent,
-				  int32_t k, double *GC_RESTRICT dist)
+typedef void (*km_dist_fn) (const float *row, int32_t d, const double *cent, int32_t k,
+							double *dist);
+
+static inline __attribute__((always_inline)) void
+dist_body(const float *GC_RESTRICT row, int32_t d, const double *GC_RESTRICT cent,
+		  int32_t k, double *GC_RESTRICT dist)
 {
 	for (int32_t j = 0; j < k; j++)
 		dist[j] = 0.0;
@@ -201,6 +196,44 @@ dist_to_centroids(const float *GC_RESTRICT row, int32_t d, const double *GC_REST
 			dist[j] += diff * diff;
 		}
 	}
+}
+
+KM_VECTORIZE static void
+dist_generic(const float *row, int32_t d, const double *cent, int32_t k, double *dist)
+{
+	dist_body(row, d, cent, k, dist);
+}
+
+#if defined(__GNUC__) && defined(__x86_64__)
+#define KM_X86_KERNELS 1
+KM_VECTORIZE __attribute__((target("avx2"))) static void
+dist_avx2(const float *row, int32_t d, const double *cent, int32_t k, double *dist)
+{
+	dist_body(row, d, cent, k, dist);
+}
+
+KM_VECTORIZE __attribute__((target("avx512f"))) static void
+dist_avx512(const float *row, int32_t d, const double *cent, int32_t k, double *dist)
+{
+	dist_body(row, d, cent, k, dist);
+}
+#endif
+
+static km_dist_fn dist_to_centroids = dist_generic;
+
+/* Chooses the distance kernel for this CPU (all give the same bits). */
+static void
+km_pick_kernel(void)
+{
+#ifdef KM_X86_KERNELS
+	__builtin_cpu_init();
+	if (__builtin_cpu_supports("avx512f"))
+		dist_to_centroids = dist_avx512;
+	else if (__builtin_cpu_supports("avx2"))
+		dist_to_centroids = dist_avx2;
+	else
+		dist_to_centroids = dist_generic;
+#endif
 }
 
 /*
@@ -1039,6 +1072,7 @@ gc_core_kmeans(gc_core_ctx *ctx, const float *x, int64_t n, int32_t d,
 	gc_status	st;
 	double		t0 = gc_core_now_ms();
 
+	km_pick_kernel();
 	kmeans_ws_init(&ws, ctx, x, n, d, params, result);
 	st = kmeans_init(&ws);
 	timing->phase_ms[0] = gc_core_now_ms() - t0;
