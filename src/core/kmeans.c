@@ -578,6 +578,9 @@ typedef struct sum_job
 	double	   *inertia;
 } sum_job;
 
+/* Rows of at most this many features are summed without a branch. */
+#define KM_NARROW 8
+
 /* One range of clusters: every row read in order, those of the range summed. */
 static gc_status
 sum_block(void *arg, gc_worker *w, int64_t rb, int64_t re)
@@ -598,23 +601,44 @@ sum_block(void *arg, gc_worker *w, int64_t rb, int64_t re)
 	{
 		int64_t		to = from + stride < ws->n ? from + stride : ws->n;
 
-		for (int64_t i = from; i < to; i++)
+		if (job->sums && d <= KM_NARROW)
 		{
-			int32_t		j = ws->labels[i];
+			/*
+			 * Narrow rows without a branch: the rows of other ranges go to
+			 * junk, those of this range to their cluster, in row order.
+			 */
+			double		junk[KM_NARROW];
+			double	   *base[2] = {junk, job->sums};
 
-			if (j < jlo || j >= jhi)
-				continue;
-			if (job->sums)
+			for (int64_t i = from; i < to; i++)
 			{
+				int32_t		j = ws->labels[i];
+				int			in = (uint32_t) (j - jlo) < (uint32_t) (jhi - jlo);
+				double	   *acc = base[in] + (int64_t) (in ? j : 0) * d;
 				const float *row = ws->x + i * d;
-				double	   *acc = job->sums + (int64_t) j * d;
 
 				for (int32_t t = 0; t < d; t++)
 					acc[t] += (double) row[t];
 			}
-			else
-				job->inertia[j] += ws->d2[i];
 		}
+		else
+			for (int64_t i = from; i < to; i++)
+			{
+				int32_t		j = ws->labels[i];
+
+				if ((uint32_t) (j - jlo) >= (uint32_t) (jhi - jlo))
+					continue;
+				if (job->sums)
+				{
+					const float *row = ws->x + i * d;
+					double	   *acc = job->sums + (int64_t) j * d;
+
+					for (int32_t t = 0; t < d; t++)
+						acc[t] += (double) row[t];
+				}
+				else
+					job->inertia[j] += ws->d2[i];
+			}
 		if (gc_worker_tick(w, to - from, CANCEL_WORK))
 			return GC_ERR_CANCELLED;
 	}
