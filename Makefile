@@ -24,7 +24,7 @@ PG_CONFIG  ?= pg_config
 include common/flags.mk
 PG_CPPFLAGS = -Isrc -Isrc/core $(GC_INCLUDES)
 PG_CFLAGS   = $(GC_WARN_CFLAGS) $(GC_EXACT_CFLAGS) -O2
-SHLIB_LINK  = -ldl -lm -lpthread
+SHLIB_LINK  = -ldl -lm -pthread
 
 # ------------------------------------------------------------------ CUDA
 CUDA_HOME  ?= /usr/local/cuda
@@ -83,7 +83,7 @@ CORE_SRCS  = $(sort $(wildcard src/core/*.c))
 UNIT_TESTS = $(patsubst %.c,%,$(sort $(wildcard test/unit/test_*.c)))
 test/unit/test_%: test/unit/test_%.c test/unit/unit.h $(CORE_SRCS) $(wildcard src/core/*.h common/*.h)
 	$(CC) -std=gnu11 -O2 -g $(GC_WARN_CFLAGS) $(GC_EXACT_CFLAGS) -Isrc/core $(GC_INCLUDES) -Itest/unit \
-	    -o $@ $< $(CORE_SRCS) -lm
+	    -o $@ $< $(CORE_SRCS) -lm -pthread
 
 unittest: $(UNIT_TESTS)
 	@set -e; for t in $(UNIT_TESTS); do echo "== $$t"; ./$$t; done

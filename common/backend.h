@@ -73,6 +73,7 @@ typedef struct gc_timing
 	double		phase_ms[4];	/* algorithm-specific phases, see each algorithm */
 	int64_t		counts[3];		/* algorithm-specific counts, see each algorithm */
 	int64_t		bytes_needed;	/* bytes needed; set on GC_ERR_OUT_OF_MEMORY */
+	int32_t		threads;		/* CPU threads that ran the call (the CPU back end; 0 on the GPU) */
 } gc_timing;
 
 /*
@@ -106,6 +107,7 @@ typedef struct gc_tuning
 	double		kmeans_window;	/* >= 1 widens the candidate window by that factor; 0: default */
 	int64_t		kmeans_tile_rows;	/* rows per GPU product (>= 32); 0: chosen from free memory */
 	int64_t		kmeans_chunk_rows;	/* cap on GPU rows per chunk (>= 1024); 0: no cap */
+	int32_t		cpu_threads;	/* CPU back end threads; 0: the CPUs the process may run on (ignored by the GPU) */
 } gc_tuning;
 
 static inline gc_tuning
@@ -121,6 +123,7 @@ gc_tuning_defaults(void)
 	t.kmeans_window = 0.0;
 	t.kmeans_tile_rows = 0;
 	t.kmeans_chunk_rows = 0;
+	t.cpu_threads = 0;
 	return t;
 }
 

@@ -17,6 +17,7 @@
 #include "utils/guc.h"
 
 #include "gpuclust.h"
+#include "pool.h"
 
 PG_MODULE_MAGIC;
 
@@ -28,6 +29,7 @@ int			gc_kmeans_precision_guc = GC_PRECISION_FP32;
 int			gc_output_mem_guc = 1024 * 1024;	/* kB */
 bool		gc_gather_huge_pages_guc = false;
 bool		gc_gather_prefault_guc = false;
+static int	cpu_threads_guc = 1;
 gc_tuning	gc_tuning_gucs;
 
 /* Developer settings stored as int/double, copied into gc_tuning_gucs by their assign hooks. */
@@ -77,6 +79,7 @@ SyncTuning(void)
 	gc_tuning_gucs.kmeans_window = kmeans_window_guc;
 	gc_tuning_gucs.kmeans_tile_rows = kmeans_tile_rows_guc;
 	gc_tuning_gucs.kmeans_chunk_rows = kmeans_chunk_rows_guc;
+	gc_tuning_gucs.cpu_threads = cpu_threads_guc;
 }
 
 /*
@@ -159,6 +162,13 @@ _PG_init(void)
 							"a larger one is written to a temporary file past work_mem, as without this setting.",
 							&gc_output_mem_guc, 1024 * 1024, 64, MAX_KILOBYTES,
 							PGC_USERSET, GUC_UNIT_KB, NULL, NULL, NULL);
+	/* the default: every CPU this server process may run on, at most GC_POOL_DEFAULT_MAX */
+	DefineCustomIntVariable("gpuclust.cpu_threads",
+							"Threads of the CPU back end for one call.",
+							"The default is the number of CPUs this server process may run on, at most 64; "
+							"1 computes on the backend's own thread alone. The answers do not depend on it.",
+							&cpu_threads_guc, gc_pool_default_threads(), 1, GC_POOL_MAX_THREADS,
+							PGC_USERSET, 0, NULL, NULL, NULL);
 	DefineTuningGucs();
 	MarkGUCPrefixReserved("gpuclust");
 }
@@ -562,14 +572,18 @@ GcCallEnd(GcCall *call, const char *extra)
 	if (gc_timing_guc && call->gathered)
 	{
 		char		gpu[128] = "";
+		char		cpu[32] = "";
 
 		if (call->used_gpu)
 			snprintf(gpu, sizeof(gpu), " to_device=%.3f from_device=%.3f",
 					 call->timing.to_device_ms, call->timing.from_device_ms);
+		else
+			snprintf(cpu, sizeof(cpu), " threads=%d",
+					 call->timing.threads > 0 ? (int) call->timing.threads : 1);
 		ereport(NOTICE,
-				(errmsg("gpuclust: %s n=%lld d=%d device=%s gather=%.3f%s compute=%.3f output=%.3f total=%.3f%s%s",
+				(errmsg("gpuclust: %s n=%lld d=%d device=%s%s gather=%.3f%s compute=%.3f output=%.3f total=%.3f%s%s",
 						call->algorithm->name, (long long) call->in.n, call->in.d,
-						call->used_gpu ? "gpu" : "cpu",
+						call->used_gpu ? "gpu" : "cpu", cpu,
 						call->gather_ms, gpu, call->compute_ms, call->output_ms,
 						ElapsedMs(call->t_start),
 						extra && extra[0] ? " " : "", extra ? extra : "")));

@@ -21,8 +21,12 @@ without cancel) though its table builds in seconds:
 The tables are built before the calls, so the gather takes a fraction of the
 second that passes before the cancel: the cancel lands in the computation.
 
+Every case runs with gpuclust.cpu_threads 1 and 4 (on a machine of fewer
+cores, four threads keep every core busy): only the backend's own thread
+asks for cancel, the others stop at their next step.
+
 For every case: a statement_timeout of 1 s ends the call with 57014 and the
-session answers SELECT 1; pg_cancel_backend from a second session after 1 s
+session answers SELECT 1 and a small threaded call; pg_cancel_backend from a second session after 1 s
 does the same; pg_terminate_backend after 1 s ends the session and the server
 answers a new connection.  No assertion is made on how fast (timings are for
 bench/cancel_bench.py); a client-side bound of SAFETY_S per wait only keeps
@@ -51,6 +55,15 @@ RUN_BEFORE_S = 1.0
 
 # The calls of the cases, on the CPU.
 CASES = {name: call.format(device="cpu") for name, (_, call) in CANCEL_CASES.items()}
+
+# gpuclust.cpu_threads of the session under test.
+THREADS = [1, 4]
+
+# After a cancel the session still computes, on several threads.
+# (a 1000 x 7 lattice of step 1 cut every 50 columns by a gap of 4: 20 clusters)
+AFTER = ("SELECT count(*), max(cluster_id) FROM gpu_dbscan('SELECT g::bigint, "
+         "ARRAY[g % 1000 + (g % 1000) / 50 * 3, g % 7]::real[] FROM generate_series(1, 50000) g', "
+         "1.5, 3, device => 'cpu')")
 
 
 class Hung(Exception):
@@ -116,11 +129,16 @@ class Session:
     and closes the connection without waiting on it.
     """
 
+    def __init__(self, threads=None):
+        self.threads = threads
+
     def __enter__(self):
         self.conn = psycopg2.connect("", async_=1)
         deadline = time.monotonic() + SAFETY_S
         wait(self.conn, deadline)
         run(self.conn, "CREATE EXTENSION IF NOT EXISTS gpuclust", deadline)
+        if self.threads is not None:
+            run(self.conn, f"SET gpuclust.cpu_threads = {int(self.threads)}", deadline)
         self.pid = self.conn.get_backend_pid()
         return self
 
@@ -166,13 +184,15 @@ def wait_until_running(other, session, deadline):
 
 
 def still_answers(session, deadline):
-    """The same session answers SELECT 1 after its call was canceled."""
+    """The same session answers SELECT 1, and a gpuclust call, after its call was canceled."""
     assert run(session.conn, "SELECT 1", deadline) == [(1,)]
+    assert run(session.conn, AFTER, deadline) == [(50000, 19)]
 
 
+@pytest.mark.parametrize("threads", THREADS)
 @pytest.mark.parametrize("case", list(CASES))
-def test_statement_timeout(cancel_tables, case):
-    with Session() as s:
+def test_statement_timeout(cancel_tables, case, threads):
+    with Session(threads) as s:
         deadline = time.monotonic() + SAFETY_S
         run(s.conn, "SET statement_timeout = '1s'", deadline)
         start(s, CASES[case])
@@ -205,11 +225,12 @@ def stop_from_other(other, session, case, function, error):
     return err.value
 
 
+@pytest.mark.parametrize("threads", THREADS)
 @pytest.mark.parametrize("case", list(CASES))
-def test_pg_cancel_backend(cancel_tables, case):
+def test_pg_cancel_backend(cancel_tables, case, threads):
     other = connect()
     try:
-        with Session() as s:
+        with Session(threads) as s:
             err = stop_from_other(other, s, case, "pg_cancel_backend", psycopg2.errors.QueryCanceled)
             assert err.pgcode == "57014"
             assert "user request" in str(err)
@@ -218,11 +239,12 @@ def test_pg_cancel_backend(cancel_tables, case):
         other.close()
 
 
+@pytest.mark.parametrize("threads", THREADS)
 @pytest.mark.parametrize("case", list(CASES))
-def test_pg_terminate_backend(cancel_tables, case):
+def test_pg_terminate_backend(cancel_tables, case, threads):
     other = connect()
     try:
-        with Session() as s:
+        with Session(threads) as s:
             stop_from_other(other, s, case, "pg_terminate_backend", psycopg2.OperationalError)
             assert s.conn.closed, "the connection survived pg_terminate_backend"
             # the backend is gone ...

@@ -104,6 +104,33 @@ cpu_begin(const gc_exec *exec, gc_core_ctx *ctx, gc_timing *scratch,
 }
 
 /*
+ * The call's threads: as many as the tuning asks for, or the CPUs this
+ * process may run on.  Started on the first parallel loop.
+ */
+static gc_status
+cpu_pool_start(gc_core_ctx *ctx)
+{
+	int			threads = ctx->tuning->cpu_threads;
+
+	if (threads <= 0)
+		threads = gc_pool_default_threads();
+	ctx->pool = gc_pool_create(ctx, threads);
+	if (ctx->pool == NULL)
+		return gc_core_oom(ctx, sizeof(gc_worker) * (size_t) threads,
+						   "out of memory for %d threads", threads);
+	return GC_OK;
+}
+
+/* Joins the call's threads and reports how many ran. */
+static void
+cpu_pool_end(gc_core_ctx *ctx)
+{
+	ctx->timing->threads = gc_pool_threads_used(ctx->pool);
+	gc_pool_free(ctx->pool);
+	ctx->pool = NULL;
+}
+
+/*
  * The buffers an algorithm reads and writes must be there (a bug of the
  * caller otherwise); result_ok: the result struct and, when n > 0, its arrays.
  */
@@ -138,7 +165,10 @@ cpu_dbscan(const gc_exec *exec, const float *x, int64_t n, int32_t d,
 	if (n == 0)
 		return GC_OK;
 	t0 = gc_core_now_ms();
+	if ((st = cpu_pool_start(&ctx)) != GC_OK)
+		return st;
 	st = gc_core_dbscan(&ctx, x, n, d, params, result);
+	cpu_pool_end(&ctx);
 	ctx.timing->compute_ms = gc_core_now_ms() - t0;
 	return st;
 }
@@ -166,7 +196,10 @@ cpu_kmeans(const gc_exec *exec, const float *x, int64_t n, int32_t d,
 	if (n == 0)
 		return GC_OK;
 	t0 = gc_core_now_ms();
+	if ((st = cpu_pool_start(&ctx)) != GC_OK)
+		return st;
 	st = gc_core_kmeans(&ctx, x, n, d, params, result);
+	cpu_pool_end(&ctx);
 	ctx.timing->compute_ms = gc_core_now_ms() - t0;
 	return st;
 }
@@ -222,7 +255,10 @@ cpu_density_peaks(const gc_exec *exec, const float *x, int64_t n, int32_t d,
 	if (n == 0)
 		return GC_OK;
 	t0 = gc_core_now_ms();
+	if ((st = cpu_pool_start(&ctx)) != GC_OK)
+		return st;
 	st = gc_core_dpeaks(&ctx, x, n, d, params, result);
+	cpu_pool_end(&ctx);
 	ctx.timing->compute_ms = gc_core_now_ms() - t0;
 	return st;
 }

@@ -13,7 +13,9 @@
  * Memory comes from malloc and is always freed before returning; a failure
  * is returned as a gc_status with its words in ctx->err; a long loop asks
  * the cancel callback now and then and returns GC_ERR_CANCELLED when told
- * to stop.
+ * to stop.  The long loops run on the call's threads (ctx->pool, pool.h):
+ * only the caller's thread asks the cancel callback or writes ctx->err, and
+ * no answer depends on the number of threads.
  */
 #ifndef GPUCLUST_CORE_H
 #define GPUCLUST_CORE_H
@@ -24,6 +26,7 @@
 #include "backend.h"
 #include "checks.h"
 #include "portable.h"
+#include "pool.h"
 
 /* What one call of an algorithm gets from its entry point in backend.c. */
 typedef struct gc_core_ctx
@@ -33,6 +36,7 @@ typedef struct gc_core_ctx
 	const gc_tuning *tuning;	/* never NULL */
 	gc_timing  *timing;			/* never NULL: scratch when the caller wants none */
 	gc_error   *err;			/* the CPU back end's error record of this thread */
+	gc_pool    *pool;			/* never NULL: the call's threads (pool.h) */
 } gc_core_ctx;
 
 /* ---------------------------------------------------------------- error.c */

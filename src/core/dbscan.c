@@ -27,7 +27,14 @@
  *
  * The grid never changes the answer (its margins are explained in
  * common/dbscan_grid.h), it only skips distance computations that cannot
- * matter.  Work is counted in coordinates compared (distance evaluations
+ * matter.
+ *
+ * Every phase runs on the call's threads (pool.h), in blocks of cells or
+ * rows: a block writes only its own cells' or rows' outputs, the union is a
+ * concurrent disjoint-set forest (linking by compare-and-swap, as on the
+ * GPU) whose sets, not its shape, are what the later phases read, and the
+ * numbering counts clusters per block of rows in row order.  So the answer
+ * is the same for any number of threads.  Work is counted in coordinates compared (distance evaluations
  * times d) and cancel is asked every DBSCAN_CANCEL_EVERY of them, so a
  * crowded cell answers cancel as fast as a sparse one.
  */
@@ -53,7 +60,6 @@ typedef struct dbscan_ws
 	double		eps;
 	double		eps2;
 	int64_t		min_pts;
-	int64_t		work;			/* coordinates compared since cancel was last asked */
 
 	/* index */
 	gc_grid_plan plan;
@@ -64,13 +70,6 @@ typedef struct dbscan_ws
 	int64_t    *cell_start;		/* [ncells + 1] */
 	uint64_t   *cell_key;		/* [ncells], ascending */
 
-	/*
-	 * One forward cursor per neighbour row of the plan: a row's first key
-	 * only grows as the cells are visited in ascending order, so the cursor
-	 * finds the row's cells without any lookup.
-	 */
-	int64_t		cursor[GC_GRID_MAX_ROWS];
-	int64_t		nbr[DBSCAN_MAX_NBR];	/* neighbour cells of one cell */
 	uint8_t    *dense;			/* [ncells] all members core and one cluster (dbscan_dense) */
 
 	/* by sorted position */
@@ -79,6 +78,23 @@ typedef struct dbscan_ws
 } dbscan_ws;
 
 #define CELL_SIZE(ws, c) ((ws)->cell_start[(c) + 1] - (ws)->cell_start[(c)])
+
+/*
+ * The neighbour cells of one cell, as one thread visits a block of cells in
+ * ascending order.  One forward cursor per neighbour row of the plan: a
+ * row's first key only grows as the cells are visited in ascending order,
+ * so after a binary search at the block's first cell the cursor finds the
+ * row's cells without any lookup.
+ */
+typedef struct dbscan_nbrs
+{
+	int64_t		cursor[GC_GRID_MAX_ROWS];	/* -1: not placed yet */
+	int64_t		nbr[DBSCAN_MAX_NBR];	/* neighbour cells of one cell */
+} dbscan_nbrs;
+
+/* Cells (or rows) per block of a parallel loop, whatever the thread count. */
+#define DBSCAN_CELL_GRAIN 256
+#define DBSCAN_ROW_GRAIN 65536
 
 /* Fills the workspace with the input, no buffer yet. */
 static void
@@ -111,13 +127,14 @@ dbscan_ws_free(dbscan_ws *ws)
 }
 
 /*
- * Adds pairs distance evaluations (or as much other work) to the work done;
- * asks the cancel callback every DBSCAN_CANCEL_EVERY coordinates.
+ * Adds pairs distance evaluations (or as much other work) to the thread's
+ * work done; every DBSCAN_CANCEL_EVERY coordinates the caller's thread asks
+ * the cancel callback and the others look at the stop flag.
  */
 static inline int
-dbscan_tick(dbscan_ws *ws, int64_t pairs)
+dbscan_tick(const dbscan_ws *ws, gc_worker *w, int64_t pairs)
 {
-	return gc_core_work(ws->ctx, &ws->work, (pairs + 1) * ws->d, DBSCAN_CANCEL_EVERY);
+	return gc_worker_tick(w, (pairs + 1) * ws->d, DBSCAN_CANCEL_EVERY);
 }
 
 /* ---------------------------------------------------------------- index */
@@ -131,6 +148,41 @@ cell_key_of(const gc_grid_plan *plan, const int64_t *coord)
 	for (int k = 0; k < plan->g; k++)
 		key = key * (uint64_t) plan->extent[k] + (uint64_t) coord[k];
 	return key;
+}
+
+/* The range of the points in the chosen dimensions, one block of rows at a time. */
+typedef struct dbscan_range_job
+{
+	const dbscan_ws *ws;
+	int32_t		g;
+	const int32_t *dims;
+	double	   *lohi;			/* [blocks][2][g] */
+} dbscan_range_job;
+
+static gc_status
+dbscan_range_block(void *arg, gc_worker *w, int64_t b, int64_t e)
+{
+	dbscan_range_job *job = arg;
+	const dbscan_ws *ws = job->ws;
+	double	   *lo = job->lohi + (b / DBSCAN_ROW_GRAIN) * 2 * job->g;
+	double	   *hi = lo + job->g;
+
+	for (int k = 0; k < job->g; k++)
+	{
+		lo[k] = INFINITY;
+		hi[k] = -INFINITY;
+	}
+	for (int64_t i = b; i < e; i++)
+		for (int k = 0; k < job->g; k++)
+		{
+			double		v = ws->x[i * ws->d + job->dims[k]];
+
+			if (v < lo[k])
+				lo[k] = v;
+			if (v > hi[k])
+				hi[k] = v;
+		}
+	return dbscan_tick(ws, w, (e - b) * job->g / ws->d) ? GC_ERR_CANCELLED : GC_OK;
 }
 
 /*
@@ -147,24 +199,37 @@ dbscan_plan(dbscan_ws *ws)
 	double		hi[GC_GRID_MAX_DIMS];
 	gc_status	st;
 
+	int64_t		blocks = (ws->n + DBSCAN_ROW_GRAIN - 1) / DBSCAN_ROW_GRAIN;
+	dbscan_range_job job;
+
 	if (gc_grid_choose_dims(ws->x, ws->n, ws->d, ws->eps, dims) != 0)
 		return gc_core_oom(ws->ctx, sizeof(double) * GC_GRID_SAMPLE,
 						   "out of memory planning the DBSCAN grid");
+	job.ws = ws;
+	job.g = g;
+	job.dims = dims;
+	job.lohi = malloc(sizeof(double) * 2 * g * (size_t) blocks);
+	if (!job.lohi)
+		return gc_core_oom(ws->ctx, sizeof(double) * 2 * g * (size_t) blocks,
+						   "out of memory planning the DBSCAN grid");
+	if ((st = gc_pool_for(ws->ctx->pool, ws->n, DBSCAN_ROW_GRAIN, dbscan_range_block, &job)) != GC_OK)
+	{
+		free(job.lohi);
+		return st;
+	}
 	for (int k = 0; k < g; k++)
 	{
 		lo[k] = INFINITY;
 		hi[k] = -INFINITY;
-	}
-	for (int64_t i = 0; i < ws->n; i++)
-		for (int k = 0; k < g; k++)
+		for (int64_t b = 0; b < blocks; b++)
 		{
-			double		v = ws->x[i * ws->d + dims[k]];
-
-			if (v < lo[k])
-				lo[k] = v;
-			if (v > hi[k])
-				hi[k] = v;
+			if (job.lohi[b * 2 * g + k] < lo[k])
+				lo[k] = job.lohi[b * 2 * g + k];
+			if (job.lohi[b * 2 * g + g + k] > hi[k])
+				hi[k] = job.lohi[b * 2 * g + g + k];
 		}
+	}
+	free(job.lohi);
 	st = gc_grid_plan_make(plan, ws->d, ws->eps, dims, lo, hi, 0, ws->ctx->err);
 	if (st == GC_OK && plan->mapped)
 		st = gc_grid_maps_build(plan, &ws->maps, ws->x, ws->n, ws->ctx->cancel,
@@ -184,14 +249,37 @@ dbscan_plan(dbscan_ws *ws)
 	return GC_OK;
 }
 
+/* Copies a block of points into cell order. */
+typedef struct dbscan_copy_job
+{
+	dbscan_ws  *ws;
+	const int64_t *row;
+} dbscan_copy_job;
+
+static gc_status
+dbscan_copy_block(void *arg, gc_worker *w, int64_t b, int64_t e)
+{
+	dbscan_copy_job *job = arg;
+	dbscan_ws  *ws = job->ws;
+	int32_t		d = ws->d;
+
+	for (int64_t i = b; i < e; i++)
+	{
+		ws->perm[i] = job->row[i];
+		memcpy(ws->xs + (size_t) i * d, ws->x + (size_t) job->row[i] * d, sizeof(float) * d);
+	}
+	return dbscan_tick(ws, w, e - b) ? GC_ERR_CANCELLED : GC_OK;
+}
+
 /*
  * The cell table and the points in cell order, from the keys and rows
- * sorted by key.  Asks cancel every 64k points (wide rows make the copy
- * long).
+ * sorted by key.  The copy runs on the threads (wide rows make it long).
  */
 static gc_status
 dbscan_cells(dbscan_ws *ws, const uint64_t *key, const int64_t *row)
 {
+	dbscan_copy_job job;
+	gc_status	st;
 	int64_t		n = ws->n;
 	int32_t		d = ws->d;
 	size_t		bytes = sizeof(float) * (size_t) n * d + sizeof(int64_t) * (size_t) n +
@@ -207,7 +295,7 @@ dbscan_cells(dbscan_ws *ws, const uint64_t *key, const int64_t *row)
 						   "out of memory for the grid of %lld points", (long long) n);
 	for (int64_t i = 0; i < n; i++)
 	{
-		if ((i & 65535) == 65535 && dbscan_tick(ws, 65536))
+		if ((i & 1048575) == 1048575 && gc_core_cancelled(ws->ctx))
 			return GC_ERR_CANCELLED;
 		if (i == 0 || key[i] != key[i - 1])
 		{
@@ -215,12 +303,42 @@ dbscan_cells(dbscan_ws *ws, const uint64_t *key, const int64_t *row)
 			ws->cell_start[c] = i;
 			ws->cell_key[c] = key[i];
 		}
-		ws->perm[i] = row[i];
-		memcpy(ws->xs + (size_t) i * d, ws->x + (size_t) row[i] * d, sizeof(float) * d);
 	}
+	job.ws = ws;
+	job.row = row;
+	if ((st = gc_pool_for(ws->ctx->pool, n, gc_pool_grain(ws->ctx->pool, n, 4096),
+						  dbscan_copy_block, &job)) != GC_OK)
+		return st;
 	ws->ncells = c + 1;
 	ws->cell_start[ws->ncells] = n;
 	return GC_OK;
+}
+
+/* The cell keys of a block of rows. */
+typedef struct dbscan_key_job
+{
+	dbscan_ws  *ws;
+	uint64_t   *key;
+	int64_t    *row;
+} dbscan_key_job;
+
+static gc_status
+dbscan_key_block(void *arg, gc_worker *w, int64_t b, int64_t e)
+{
+	dbscan_key_job *job = arg;
+	dbscan_ws  *ws = job->ws;
+
+	for (int64_t i = b; i < e; i++)
+	{
+		int64_t		coord[GC_GRID_MAX_DIMS];
+
+		for (int k = 0; k < ws->plan.g; k++)
+			coord[k] = ws->plan.mapped ? ws->maps.coord[k][i] :
+				gc_grid_cell_of(&ws->plan, ws->x + i * ws->d, k);
+		job->key[i] = cell_key_of(&ws->plan, coord);
+		job->row[i] = i;
+	}
+	return dbscan_tick(ws, w, (e - b) * ws->plan.g / ws->d) ? GC_ERR_CANCELLED : GC_OK;
 }
 
 /*
@@ -249,20 +367,14 @@ dbscan_index(dbscan_ws *ws)
 	trow = malloc(sizeof(int64_t) * (size_t) n);
 	if (!key || !row || !tkey || !trow)
 		st = gc_core_oom(ws->ctx, bytes, "out of memory sorting %lld points", (long long) n);
-	for (int64_t i = 0; st == GC_OK && i < n; i++)
+	if (st == GC_OK)
 	{
-		int64_t		coord[GC_GRID_MAX_DIMS];
+		dbscan_key_job job = {ws, key, row};
 
-		if ((i & 65535) == 65535 && dbscan_tick(ws, 65536 * (int64_t) ws->plan.g))
-			st = GC_ERR_CANCELLED;
-		for (int k = 0; k < ws->plan.g; k++)
-			coord[k] = ws->plan.mapped ? ws->maps.coord[k][i] :
-				gc_grid_cell_of(&ws->plan, ws->x + i * ws->d, k);
-		key[i] = cell_key_of(&ws->plan, coord);
-		row[i] = i;
+		st = gc_pool_for(ws->ctx->pool, n, DBSCAN_ROW_GRAIN, dbscan_key_block, &job);
 	}
-	if (st == GC_OK && gc_radix_sort(key, row, tkey, trow, n, ws->ctx->cancel, ws->ctx->cancel_arg) != 0)
-		st = gc_core_cancel_status(ws->ctx);
+	if (st == GC_OK)
+		st = gc_pool_radix_sort(ws->ctx->pool, key, row, tkey, trow, n);
 	free(tkey);
 	free(trow);
 	if (st == GC_OK)
@@ -272,20 +384,40 @@ dbscan_index(dbscan_ws *ws)
 	return st;
 }
 
-/* Rewinds the cursors for a new visit of the cells in ascending order. */
+/* Rewinds the cursors for a new visit of cells in ascending order, from any cell. */
 static void
-grid_rewind(dbscan_ws *ws)
+grid_rewind(dbscan_nbrs *nb)
 {
-	memset(ws->cursor, 0, sizeof(ws->cursor));
+	for (int t = 0; t < GC_GRID_MAX_ROWS; t++)
+		nb->cursor[t] = -1;
+}
+
+/* The first cell whose key is at least key. */
+static int64_t
+grid_lower_bound(const dbscan_ws *ws, uint64_t key)
+{
+	int64_t		lo = 0;
+	int64_t		hi = ws->ncells;
+
+	while (lo < hi)
+	{
+		int64_t		mid = lo + (hi - lo) / 2;
+
+		if (ws->cell_key[mid] < key)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
 }
 
 /*
  * Lists the existing neighbour cells of cell c (c itself included) into
- * ws->nbr and returns their number.  Calls between two rewinds must come
+ * nb->nbr and returns their number.  Calls between two rewinds must come
  * in ascending c.
  */
 static int32_t
-grid_neighbours(dbscan_ws *ws, int64_t c)
+grid_neighbours(const dbscan_ws *ws, dbscan_nbrs *nb, int64_t c)
 {
 	const gc_grid_plan *plan = &ws->plan;
 	int64_t		coord[GC_GRID_MAX_DIMS];
@@ -324,12 +456,14 @@ grid_neighbours(dbscan_ws *ws, int64_t c)
 		base *= (uint64_t) last_extent;
 		lo = base + (uint64_t) (coord[pre] - half > 0 ? coord[pre] - half : 0);
 		hi = base + (uint64_t) (coord[pre] + half < last_extent - 1 ? coord[pre] + half : last_extent - 1);
-		j = ws->cursor[t];
+		j = nb->cursor[t];
+		if (j < 0)
+			j = grid_lower_bound(ws, lo);
 		while (j < ws->ncells && ws->cell_key[j] < lo)
 			j++;
-		ws->cursor[t] = j;
+		nb->cursor[t] = j;
 		for (; j < ws->ncells && ws->cell_key[j] <= hi; j++)
-			ws->nbr[m++] = j;
+			nb->nbr[m++] = j;
 	}
 	return m;
 }
@@ -366,91 +500,66 @@ dbscan_clique(const dbscan_ws *ws, int64_t s, int64_t e, float *lo, float *hi)
 }
 
 /*
- * ws->dense: the cells holding at least min_pts points that are all within
- * eps of each other, so that every member is core and all are one cluster
- * without a distance computation: every such cell of the fine grid
- * (FDBSCAN-DenseBox), and on other grids the cells whose points' bounding
- * box says so (duplicates, tight groups: without this one cell of n equal
- * points would cost n^2 / 2 steps in the union).
+ * One block of cells of phase core.  First ws->dense: the cells holding at
+ * least min_pts points that are all within eps of each other, so that every
+ * member is core and all are one cluster without a distance computation:
+ * every such cell of the fine grid (FDBSCAN-DenseBox), and on other grids
+ * the cells whose points' bounding box says so (duplicates, tight groups:
+ * without this one cell of n equal points would cost n^2 / 2 steps in the
+ * union).  Then the core points of the other cells, counting neighbours
+ * only up to min_pts.
  */
 static gc_status
-dbscan_dense(dbscan_ws *ws)
+dbscan_core_block(void *arg, gc_worker *w, int64_t cb, int64_t ce)
 {
+	dbscan_ws  *ws = arg;
+	int32_t		d = ws->d;
+	int			dense_ok = ws->plan.dense_ok;
+	dbscan_nbrs nb;
 	float	   *lo = NULL;
 	float	   *hi = NULL;
+	gc_status	st = GC_OK;
 
-	ws->dense = calloc((size_t) ws->ncells, 1);
-	if (!ws->plan.dense_ok)
+	if (!dense_ok)
 	{
-		lo = malloc(sizeof(float) * (size_t) ws->d);
-		hi = malloc(sizeof(float) * (size_t) ws->d);
-	}
-	if (!ws->dense || (!ws->plan.dense_ok && (!lo || !hi)))
-	{
-		free(lo);
-		free(hi);
-		return gc_core_oom(ws->ctx, (size_t) ws->ncells, "out of memory for the dense cells");
-	}
-	for (int64_t c = 0; c < ws->ncells; c++)
-	{
-		int64_t		size = CELL_SIZE(ws, c);
-
-		if (size < ws->min_pts)
-			continue;
-		ws->dense[c] = ws->plan.dense_ok ||
-			dbscan_clique(ws, ws->cell_start[c], ws->cell_start[c + 1], lo, hi);
-		if (!ws->plan.dense_ok && dbscan_tick(ws, size))
+		lo = malloc(sizeof(float) * (size_t) d);
+		hi = malloc(sizeof(float) * (size_t) d);
+		if (!lo || !hi)
 		{
 			free(lo);
 			free(hi);
-			return GC_ERR_CANCELLED;
+			gc_error_set(&w->err, GC_ERR_OUT_OF_MEMORY, "out of memory for the dense cells");
+			return GC_ERR_OUT_OF_MEMORY;
 		}
 	}
-	free(lo);
-	free(hi);
-	return GC_OK;
-}
-
-/* Phase core: marks the core points, counting neighbours only up to min_pts. */
-static gc_status
-dbscan_core(dbscan_ws *ws)
-{
-	int64_t		n = ws->n;
-	int32_t		d = ws->d;
-	int			dense_ok = ws->plan.dense_ok;
-	gc_status	st;
-
-	if (gc_core_cancelled(ws->ctx))
-		return GC_ERR_CANCELLED;
-	ws->core = calloc((size_t) n, 1);
-	ws->parent = malloc(sizeof(int64_t) * (size_t) n);
-	if (!ws->core || !ws->parent)
-		return gc_core_oom(ws->ctx, (size_t) n + sizeof(int64_t) * (size_t) n,
-						   "out of memory for DBSCAN of %lld points", (long long) n);
-	if ((st = dbscan_dense(ws)) != GC_OK)
-		return st;
-	grid_rewind(ws);
-	for (int64_t c = 0; c < ws->ncells; c++)
+	grid_rewind(&nb);
+	for (int64_t c = cb; c < ce && st == GC_OK; c++)
 	{
 		int64_t		s = ws->cell_start[c];
 		int64_t		size = CELL_SIZE(ws, c);
 		int32_t		m;
 
+		if (size >= ws->min_pts)
+		{
+			ws->dense[c] = dense_ok || dbscan_clique(ws, s, s + size, lo, hi);
+			if (!dense_ok && dbscan_tick(ws, w, size))
+				st = GC_ERR_CANCELLED;
+		}
 		if (ws->dense[c])
 		{
 			memset(ws->core + s, 1, (size_t) size);
 			continue;
 		}
-		m = grid_neighbours(ws, c);
-		for (int64_t i = s; i < s + size; i++)
+		m = grid_neighbours(ws, &nb, c);
+		for (int64_t i = s; i < s + size && st == GC_OK; i++)
 		{
 			const float *xi = ws->xs + (size_t) i * d;
 			int64_t		count = dense_ok ? size : 0;
 			int64_t		evals = m;
 
-			for (int32_t t = 0; t < m && count < ws->min_pts; t++)
+			for (int32_t t = 0; t < m && count < ws->min_pts && st == GC_OK; t++)
 			{
-				int64_t		nc = ws->nbr[t];
+				int64_t		nc = nb.nbr[t];
 
 				if (dense_ok && nc == c)
 					continue;
@@ -460,42 +569,92 @@ dbscan_core(dbscan_ws *ws)
 					if (gc_dist2(xi, ws->xs + (size_t) j * d, d) <= ws->eps2 &&
 						++count >= ws->min_pts)
 						break;
-					if ((evals & 4095) == 0 && dbscan_tick(ws, 4096))
-						return GC_ERR_CANCELLED;
+					if ((evals & 4095) == 0 && dbscan_tick(ws, w, 4096))
+					{
+						st = GC_ERR_CANCELLED;
+						break;
+					}
 				}
 			}
 			ws->core[i] = count >= ws->min_pts;
-			if (dbscan_tick(ws, evals & 4095))
-				return GC_ERR_CANCELLED;
+			if (st == GC_OK && dbscan_tick(ws, w, evals & 4095))
+				st = GC_ERR_CANCELLED;
 		}
 	}
-	return GC_OK;
+	free(lo);
+	free(hi);
+	return st;
+}
+
+/* Phase core: the dense cells and the core points, in blocks of cells. */
+static gc_status
+dbscan_core(dbscan_ws *ws)
+{
+	int64_t		n = ws->n;
+
+	if (gc_core_cancelled(ws->ctx))
+		return GC_ERR_CANCELLED;
+	ws->core = calloc((size_t) n, 1);
+	ws->parent = malloc(sizeof(int64_t) * (size_t) n);
+	ws->dense = calloc((size_t) ws->ncells, 1);
+	if (!ws->core || !ws->parent || !ws->dense)
+		return gc_core_oom(ws->ctx, (size_t) n + sizeof(int64_t) * (size_t) n + (size_t) ws->ncells,
+						   "out of memory for DBSCAN of %lld points", (long long) n);
+	return gc_pool_for(ws->ctx->pool, ws->ncells, DBSCAN_CELL_GRAIN, dbscan_core_block, ws);
 }
 
 /* ---------------------------------------------------------------- union */
+
+/*
+ * The disjoint-set forest is shared by the threads: a link is a
+ * compare-and-swap of a root's parent from itself to the smaller root, path
+ * halving stores an ancestor into a non-root's parent (always valid, as a
+ * non-root's parent only ever moves up).  Its sets do not depend on the
+ * order of the links, and every later phase reads only the sets.
+ */
+static inline int64_t
+uf_load(const int64_t *parent, int64_t a)
+{
+	return __atomic_load_n(&parent[a], __ATOMIC_RELAXED);
+}
 
 /* Disjoint-set find with path halving. */
 static inline int64_t
 uf_find(int64_t *parent, int64_t a)
 {
-	while (parent[a] != a)
+	for (;;)
 	{
-		parent[a] = parent[parent[a]];
-		a = parent[a];
+		int64_t		p = uf_load(parent, a);
+		int64_t		gp;
+
+		if (p == a)
+			return a;
+		gp = uf_load(parent, p);
+		if (gp != p)
+			__atomic_store_n(&parent[a], gp, __ATOMIC_RELAXED);
+		a = gp;
 	}
-	return a;
 }
 
 /* Union by smaller root index, so a root is its set's lowest sorted position. */
 static inline void
 uf_union(int64_t *parent, int64_t a, int64_t b)
 {
-	a = uf_find(parent, a);
-	b = uf_find(parent, b);
-	if (a < b)
-		parent[b] = a;
-	else if (b < a)
-		parent[a] = b;
+	for (;;)
+	{
+		int64_t		lo;
+		int64_t		hi;
+
+		a = uf_find(parent, a);
+		b = uf_find(parent, b);
+		if (a == b)
+			return;
+		lo = a < b ? a : b;
+		hi = a < b ? b : a;
+		if (__atomic_compare_exchange_n(&parent[hi], &hi, lo, 0,
+										__ATOMIC_RELAXED, __ATOMIC_RELAXED))
+			return;
+	}
 }
 
 /* Within eps: the points at sorted positions i and j. */
@@ -510,7 +669,7 @@ dbscan_near(const dbscan_ws *ws, int64_t i, int64_t j)
  * i < j when same.  Returns 1 when cancelled.
  */
 static int
-union_plain(dbscan_ws *ws, int64_t s, int64_t e, int64_t ns, int64_t ne, int same)
+union_plain(dbscan_ws *ws, gc_worker *w, int64_t s, int64_t e, int64_t ns, int64_t ne, int same)
 {
 	for (int64_t i = s; i < e; i++)
 	{
@@ -522,7 +681,7 @@ union_plain(dbscan_ws *ws, int64_t s, int64_t e, int64_t ns, int64_t ne, int sam
 			if (ws->core[j] && uf_find(ws->parent, i) != uf_find(ws->parent, j) &&
 				dbscan_near(ws, i, j))
 				uf_union(ws->parent, i, j);
-		if (dbscan_tick(ws, ne - j0))
+		if (dbscan_tick(ws, w, ne - j0))
 			return 1;
 	}
 	return 0;
@@ -535,7 +694,8 @@ union_plain(dbscan_ws *ws, int64_t s, int64_t e, int64_t ns, int64_t ne, int sam
  * when cancelled.
  */
 static int
-union_dense(dbscan_ws *ws, int64_t ds, int64_t de, int64_t os, int64_t oe, int both_dense)
+union_dense(dbscan_ws *ws, gc_worker *w, int64_t ds, int64_t de, int64_t os, int64_t oe,
+			int both_dense)
 {
 	for (int64_t j = os; j < oe; j++)
 	{
@@ -550,7 +710,7 @@ union_dense(dbscan_ws *ws, int64_t ds, int64_t de, int64_t os, int64_t oe, int b
 				uf_union(ws->parent, i, j);
 				hit = 1;
 			}
-		if (dbscan_tick(ws, i - ds))
+		if (dbscan_tick(ws, w, i - ds))
 			return 1;
 		if (hit && both_dense)
 			break;
@@ -560,7 +720,7 @@ union_dense(dbscan_ws *ws, int64_t ds, int64_t de, int64_t os, int64_t oe, int b
 
 /* Joins the core points of cells c and nc (nc >= c) that lie within eps; 1 when cancelled. */
 static int
-union_cells(dbscan_ws *ws, int64_t c, int64_t nc)
+union_cells(dbscan_ws *ws, gc_worker *w, int64_t c, int64_t nc)
 {
 	int64_t		s = ws->cell_start[c];
 	int64_t		e = ws->cell_start[c + 1];
@@ -573,41 +733,64 @@ union_cells(dbscan_ws *ws, int64_t c, int64_t nc)
 	{
 		for (int64_t i = s + 1; i < e; i++)
 			uf_union(ws->parent, s, i);
-		return dbscan_tick(ws, e - s);
+		return dbscan_tick(ws, w, e - s);
 	}
 	if (nc == c)
-		return union_plain(ws, s, e, s, e, 1);
+		return union_plain(ws, w, s, e, s, e, 1);
 	if (c_dense)
-		return union_dense(ws, s, e, ns, ne, n_dense);
+		return union_dense(ws, w, s, e, ns, ne, n_dense);
 	if (n_dense)
-		return union_dense(ws, ns, ne, s, e, 0);
-	return union_plain(ws, s, e, ns, ne, 0);
+		return union_dense(ws, w, ns, ne, s, e, 0);
+	return union_plain(ws, w, s, e, ns, ne, 0);
+}
+
+/* One block of cells of phase union: each cell with its neighbours of larger index. */
+static gc_status
+dbscan_union_block(void *arg, gc_worker *w, int64_t cb, int64_t ce)
+{
+	dbscan_ws  *ws = arg;
+	dbscan_nbrs nb;
+
+	grid_rewind(&nb);
+	for (int64_t c = cb; c < ce; c++)
+	{
+		int32_t		m = grid_neighbours(ws, &nb, c);
+
+		for (int32_t t = 0; t < m; t++)
+		{
+			int64_t		nc = nb.nbr[t];
+
+			if (nc < c)
+				continue;
+			if (union_cells(ws, w, c, nc))
+				return GC_ERR_CANCELLED;
+		}
+	}
+	return GC_OK;
+}
+
+/* Parent of every point itself, in blocks of rows. */
+static gc_status
+dbscan_forest_block(void *arg, gc_worker *w, int64_t b, int64_t e)
+{
+	dbscan_ws  *ws = arg;
+
+	for (int64_t i = b; i < e; i++)
+		ws->parent[i] = i;
+	return GC_OK;
 }
 
 /* Phase union: joins core points within eps, each pair of cells once. */
 static gc_status
 dbscan_union(dbscan_ws *ws)
 {
+	gc_status	st;
+
 	if (gc_core_cancelled(ws->ctx))
 		return GC_ERR_CANCELLED;
-	for (int64_t i = 0; i < ws->n; i++)
-		ws->parent[i] = i;
-	grid_rewind(ws);
-	for (int64_t c = 0; c < ws->ncells; c++)
-	{
-		int32_t		m = grid_neighbours(ws, c);
-
-		for (int32_t t = 0; t < m; t++)
-		{
-			int64_t		nc = ws->nbr[t];
-
-			if (nc < c)
-				continue;
-			if (union_cells(ws, c, nc))
-				return GC_ERR_CANCELLED;
-		}
-	}
-	return GC_OK;
+	if ((st = gc_pool_for(ws->ctx->pool, ws->n, DBSCAN_ROW_GRAIN, dbscan_forest_block, ws)) != GC_OK)
+		return st;
+	return gc_pool_for(ws->ctx->pool, ws->ncells, DBSCAN_CELL_GRAIN, dbscan_union_block, ws);
 }
 
 /* ---------------------------------------------------------------- border */
@@ -619,14 +802,14 @@ dbscan_union(dbscan_ws *ws)
  * cell's best.  *evals: the points looked at.
  */
 static int64_t
-border_best(const dbscan_ws *ws, int64_t i, int32_t m, int64_t *evals)
+border_best(const dbscan_ws *ws, const dbscan_nbrs *nb, int64_t i, int32_t m, int64_t *evals)
 {
 	const float *xi = ws->xs + (size_t) i * ws->d;
 	int64_t		best = -1;
 
 	for (int32_t t = 0; t < m; t++)
 	{
-		int64_t		nc = ws->nbr[t];
+		int64_t		nc = nb->nbr[t];
 
 		for (int64_t j = ws->cell_start[nc]; j < ws->cell_start[nc + 1]; j++)
 		{
@@ -644,17 +827,19 @@ border_best(const dbscan_ws *ws, int64_t i, int32_t m, int64_t *evals)
 }
 
 /*
- * Phase border: a border point joins the cluster of the lowest-row core
- * point within eps.  parent[] of a non-core point becomes the root of that
- * core point, or -1 for noise.
+ * One block of cells of phase border: a border point joins the cluster of
+ * the lowest-row core point within eps.  parent[] of a non-core point
+ * becomes the root of that core point, or -1 for noise.  The union is over,
+ * so the roots are final; other threads' finds only walk core points.
  */
 static gc_status
-dbscan_border(dbscan_ws *ws)
+dbscan_border_block(void *arg, gc_worker *w, int64_t cb, int64_t ce)
 {
-	if (gc_core_cancelled(ws->ctx))
-		return GC_ERR_CANCELLED;
-	grid_rewind(ws);
-	for (int64_t c = 0; c < ws->ncells; c++)
+	dbscan_ws  *ws = arg;
+	dbscan_nbrs nb;
+
+	grid_rewind(&nb);
+	for (int64_t c = cb; c < ce; c++)
 	{
 		int32_t		m = -1;
 
@@ -666,63 +851,163 @@ dbscan_border(dbscan_ws *ws)
 			if (ws->core[i])
 				continue;
 			if (m < 0)
-				m = grid_neighbours(ws, c);
+				m = grid_neighbours(ws, &nb, c);
 			evals = m;
-			best = border_best(ws, i, m, &evals);
+			best = border_best(ws, &nb, i, m, &evals);
 			ws->parent[i] = best >= 0 ? uf_find(ws->parent, best) : -1;
-			if (dbscan_tick(ws, evals))
+			if (dbscan_tick(ws, w, evals))
 				return GC_ERR_CANCELLED;
 		}
 	}
 	return GC_OK;
 }
 
+/* Phase border, in blocks of cells. */
+static gc_status
+dbscan_border(dbscan_ws *ws)
+{
+	if (gc_core_cancelled(ws->ctx))
+		return GC_ERR_CANCELLED;
+	return gc_pool_for(ws->ctx->pool, ws->ncells, DBSCAN_CELL_GRAIN, dbscan_border_block, ws);
+}
+
 /* ---------------------------------------------------------------- number */
+
+/*
+ * Numbering clusters by their lowest-row member, in four loops over blocks
+ * of DBSCAN_ROW_GRAIN: each point's root (and pos, row -> sorted position);
+ * first[root], the lowest row of each cluster; per block, the clusters
+ * whose lowest row lies in it; then, after a prefix sum over the blocks in
+ * order, the numbers and the result.
+ */
+typedef struct dbscan_number_job
+{
+	dbscan_ws  *ws;
+	gc_dbscan_result *result;
+	int64_t    *pos;			/* [n] row -> sorted position */
+	int64_t    *first;			/* [n] by root position: lowest row; then its cluster id */
+	int64_t    *block_count;	/* [blocks] clusters first met in the block; then its first id */
+	int			step;
+} dbscan_number_job;
+
+static gc_status
+dbscan_number_block(void *arg, gc_worker *w, int64_t b, int64_t e)
+{
+	dbscan_number_job *job = arg;
+	dbscan_ws  *ws = job->ws;
+	int64_t    *parent = ws->parent;
+	int64_t		blk = b / DBSCAN_ROW_GRAIN;
+
+	switch (job->step)
+	{
+		case 0:
+			/* by sorted position: the root, or -1 for noise; pos */
+			for (int64_t i = b; i < e; i++)
+			{
+				if (ws->core[i])
+					__atomic_store_n(&parent[i], uf_find(parent, i), __ATOMIC_RELAXED);
+				job->pos[ws->perm[i]] = i;
+				job->first[i] = INT64_MAX;
+			}
+			break;
+		case 1:
+			/* by row: the lowest row of each cluster (an atomic minimum, written only when lower) */
+			for (int64_t row = b; row < e; row++)
+			{
+				int64_t		root = parent[job->pos[row]];
+				int64_t		cur;
+
+				if (root < 0)
+					continue;
+				cur = __atomic_load_n(&job->first[root], __ATOMIC_RELAXED);
+				while (row < cur &&
+					   !__atomic_compare_exchange_n(&job->first[root], &cur, row, 0,
+													__ATOMIC_RELAXED, __ATOMIC_RELAXED))
+					;
+			}
+			break;
+		case 2:
+			/* by row: the clusters whose lowest row is in this block */
+			{
+				int64_t		count = 0;
+
+				for (int64_t row = b; row < e; row++)
+				{
+					int64_t		root = parent[job->pos[row]];
+
+					count += root >= 0 && job->first[root] == row;
+				}
+				job->block_count[blk] = count;
+			}
+			break;
+		case 3:
+			/* by row: a cluster's id at its lowest row, numbered in row order */
+			{
+				int64_t		id = job->block_count[blk];
+
+				for (int64_t row = b; row < e; row++)
+				{
+					int64_t		root = parent[job->pos[row]];
+
+					/* other blocks read first[root] meanwhile: only its lowest row writes it */
+					if (root >= 0 && __atomic_load_n(&job->first[root], __ATOMIC_RELAXED) == row)
+						__atomic_store_n(&job->first[root], -2 - id++, __ATOMIC_RELAXED);
+				}
+			}
+			break;
+		case 4:
+			/* by row: the result */
+			for (int64_t row = b; row < e; row++)
+			{
+				int64_t		i = job->pos[row];
+				int64_t		root = parent[i];
+
+				job->result->is_core[row] = ws->core[i];
+				job->result->cluster[row] = root < 0 ? -1 : (int32_t) (-2 - job->first[root]);
+			}
+			break;
+	}
+	return dbscan_tick(ws, w, (e - b) / ws->d) ? GC_ERR_CANCELLED : GC_OK;
+}
 
 /* Phase number: numbers the clusters by their lowest-row member and writes the result. */
 static gc_status
 dbscan_number(dbscan_ws *ws, gc_dbscan_result *result)
 {
 	int64_t		n = ws->n;
-	int64_t    *root_id;		/* [n] cluster id by root position */
-	int64_t    *pos;			/* [n] row -> sorted position */
+	int64_t		blocks = (n + DBSCAN_ROW_GRAIN - 1) / DBSCAN_ROW_GRAIN;
+	dbscan_number_job job;
+	gc_status	st = GC_OK;
 	int64_t		nclusters = 0;
 
 	if (gc_core_cancelled(ws->ctx))
 		return GC_ERR_CANCELLED;
-	root_id = malloc(sizeof(int64_t) * (size_t) n);
-	pos = malloc(sizeof(int64_t) * (size_t) n);
-	if (!root_id || !pos)
+	job.ws = ws;
+	job.result = result;
+	job.pos = malloc(sizeof(int64_t) * (size_t) n);
+	job.first = malloc(sizeof(int64_t) * (size_t) n);
+	job.block_count = malloc(sizeof(int64_t) * (size_t) blocks);
+	if (!job.pos || !job.first || !job.block_count)
+		st = gc_core_oom(ws->ctx, 2 * sizeof(int64_t) * (size_t) n + sizeof(int64_t) * (size_t) blocks,
+						 "out of memory numbering clusters");
+	for (job.step = 0; job.step < 5 && st == GC_OK; job.step++)
 	{
-		free(root_id);
-		free(pos);
-		return gc_core_oom(ws->ctx, 2 * sizeof(int64_t) * (size_t) n,
-						   "out of memory numbering clusters");
-	}
-	for (int64_t i = 0; i < n; i++)
-	{
-		root_id[i] = -1;
-		pos[ws->perm[i]] = i;
-	}
-	for (int64_t row = 0; row < n; row++)
-	{
-		int64_t		i = pos[row];
-		int64_t		root = ws->core[i] ? uf_find(ws->parent, i) : ws->parent[i];
+		if (job.step == 3)
+			for (int64_t b = 0; b < blocks; b++)
+			{
+				int64_t		c = job.block_count[b];
 
-		result->is_core[row] = ws->core[i];
-		if (root < 0)
-		{
-			result->cluster[row] = -1;
-			continue;
-		}
-		if (root_id[root] < 0)
-			root_id[root] = nclusters++;
-		result->cluster[row] = (int32_t) root_id[root];
+				job.block_count[b] = nclusters;
+				nclusters += c;
+			}
+		st = gc_pool_for(ws->ctx->pool, n, DBSCAN_ROW_GRAIN, dbscan_number_block, &job);
 	}
-	result->n_clusters = nclusters;
-	free(root_id);
-	free(pos);
-	return GC_OK;
+	if (st == GC_OK)
+		result->n_clusters = nclusters;
+	free(job.pos);
+	free(job.first);
+	free(job.block_count);
+	return st;
 }
 
 /* DBSCAN of n >= 1 points of dimension d: the five phases over one workspace. */

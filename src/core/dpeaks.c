@@ -24,7 +24,14 @@
  * Every long loop counts its work (dp_work: a distance over d features
  * counts d + 1, a grid cell GC_DP_CELL_WORK) and asks the cancel callback
  * every DP_CANCEL_WORK of it; the sorts are radix sorts that ask as well
- * (common/sort.h).
+ * (common/sort.h, pool.h).
+ *
+ * The loops over rows run on the call's threads (pool.h), each row's
+ * outputs written by the block that holds it: the dc sample, the cell of
+ * each row, the cutoff counts, the density order's keys and ranks, each
+ * row's nearest denser point.  Sums over pairs are exact (integer counts,
+ * the fixed-point gaussian accumulator), so with several threads each row
+ * sums its own pairs and the answer is the same bit for bit.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -42,6 +49,7 @@
 #define DP_CANCEL_WORK (INT64_C(1) << 22)
 #define DP_COLLECT_MAX (1 << 20)
 #define DP_HIST_BITS 20
+#define DP_HIST_BITS_PAR 16		/* per thread: 512 KiB of counts */
 
 /* Everything one density peaks call holds; freed by dpeaks_ws_free. */
 typedef struct dpeaks_ws
@@ -76,6 +84,16 @@ dp_work(dpeaks_ws *ws, int64_t units)
 {
 	return gc_core_work(ws->ctx, &ws->work, units, DP_CANCEL_WORK);
 }
+
+/* The same in a block of a parallel loop: worker 0 asks, the others look at the stop flag. */
+static inline int
+dp_wtick(gc_worker *w, int64_t units)
+{
+	return gc_worker_tick(w, units, DP_CANCEL_WORK);
+}
+
+/* Rows per block of the parallel loops over rows (the answer does not depend on it). */
+#define DP_ROW_GRAIN 4096
 
 /* The end of the block of j from jb: at most jstride pairs, no further than n. */
 static inline int64_t
@@ -234,6 +252,121 @@ dc_collect(dpeaks_ws *ws, uint64_t prefix, int prefix_bits, int64_t m, int64_t k
 }
 
 /*
+ * The same two sweeps over all pairs on several threads: a block of rows i
+ * (each with its pairs j > i) counts into its thread's histogram, summed
+ * afterwards (integer counts: the order does not matter); the collect
+ * appends through an atomic cursor, and the k-th smallest value does not
+ * depend on the order of the candidates.
+ */
+typedef struct dc_par_job
+{
+	dpeaks_ws  *ws;
+	uint64_t	prefix;
+	int			prefix_bits;
+	int			shift;
+	uint64_t	mask;
+	int64_t    *hists;			/* [threads][mask + 1] (histogram) */
+	uint64_t   *v;				/* [m] (collect) */
+	int64_t		m;
+	int64_t		got;			/* atomic (collect) */
+} dc_par_job;
+
+static gc_status
+dc_par_block(void *arg, gc_worker *w, int64_t b, int64_t e)
+{
+	dc_par_job *job = arg;
+	dpeaks_ws  *ws = job->ws;
+	int64_t    *hist = job->hists ? job->hists + (int64_t) w->id * (int64_t) (job->mask + 1) : NULL;
+
+	for (int64_t i = b; i < e; i++)
+	{
+		const float *xi = ws->x + i * ws->d;
+
+		for (int64_t jb = i + 1, je; jb < ws->n; jb = je)
+		{
+			je = pair_block_end(ws, jb);
+			for (int64_t j = jb; j < je; j++)
+			{
+				uint64_t	key = gc_dp_key(gc_dist2(xi, ws->x + j * ws->d, ws->d));
+
+				if (job->prefix_bits > 0 && (key >> (64 - job->prefix_bits)) != job->prefix)
+					continue;
+				if (hist)
+					hist[(key >> job->shift) & job->mask]++;
+				else
+				{
+					int64_t		at = __atomic_fetch_add(&job->got, 1, __ATOMIC_RELAXED);
+
+					if (at < job->m)
+						job->v[at] = key;
+				}
+			}
+			if (dp_wtick(w, (je - jb) * (ws->d + 1)))
+				return GC_ERR_CANCELLED;
+		}
+	}
+	return GC_OK;
+}
+
+/* dc_histogram on the threads; hists: scratch [threads][2^w]. */
+static gc_status
+dc_histogram_par(dpeaks_ws *ws, int64_t *hist, int64_t *hists, uint64_t prefix, int prefix_bits,
+				 int shift, int w)
+{
+	int			threads = gc_pool_threads(ws->ctx->pool);
+	int64_t		size = (int64_t) 1 << w;
+	dc_par_job	job;
+	gc_status	st;
+
+	memset(&job, 0, sizeof(job));
+	job.ws = ws;
+	job.prefix = prefix;
+	job.prefix_bits = prefix_bits;
+	job.shift = shift;
+	job.mask = (UINT64_C(1) << w) - 1;
+	job.hists = hists;
+	memset(hists, 0, sizeof(int64_t) * (size_t) (size * threads));
+	if ((st = gc_pool_for(ws->ctx->pool, ws->n, 16, dc_par_block, &job)) != GC_OK)
+		return st;
+	for (int64_t b = 0; b < size; b++)
+	{
+		int64_t		c = 0;
+
+		for (int t = 0; t < threads; t++)
+			c += hists[t * size + b];
+		hist[b] = c;
+	}
+	return GC_OK;
+}
+
+/* dc_collect on the threads. */
+static gc_status
+dc_collect_par(dpeaks_ws *ws, uint64_t prefix, int prefix_bits, int64_t m, int64_t k,
+			   uint64_t *key_out)
+{
+	dc_par_job	job;
+	gc_status	st;
+
+	memset(&job, 0, sizeof(job));
+	job.ws = ws;
+	job.prefix = prefix;
+	job.prefix_bits = prefix_bits;
+	job.m = m;
+	job.v = malloc(sizeof(uint64_t) * (size_t) (m > 0 ? m : 1));
+	if (!job.v)
+		return gc_core_oom(ws->ctx, sizeof(uint64_t) * (size_t) m,
+						   "out of memory for the dc candidates");
+	st = gc_pool_for(ws->ctx->pool, ws->n, 16, dc_par_block, &job);
+	if (st == GC_OK && job.got != m)
+		st = gc_error_set(ws->ctx->err, GC_ERR_INTERNAL,
+						  "dc candidates miscounted, please report a bug");
+	if (st == GC_OK)
+		*key_out = select_u64(job.v, m, k - 1);
+	free(job.v);
+	return st;
+}
+
+/*
  * The k-th smallest (1-based) dist2 over unordered pairs, by radix select on
  * the bit patterns: each pass histograms the next twenty bits of the keys
  * that share the prefix found so far (the binary search over pair counts
@@ -245,21 +378,35 @@ static gc_status
 dc_exact(dpeaks_ws *ws, int64_t k, uint64_t *key_out)
 {
 	static const int widths[] = {DP_HIST_BITS, DP_HIST_BITS, DP_HIST_BITS, 64 - 3 * DP_HIST_BITS};
+	/* on several threads: narrower histograms, one per thread (the answer is the same) */
+	static const int widths_par[] = {DP_HIST_BITS_PAR, DP_HIST_BITS_PAR, DP_HIST_BITS_PAR,
+	64 - 3 * DP_HIST_BITS_PAR};
+	int			threads = gc_pool_threads(ws->ctx->pool);
+	const int  *ws_widths = threads > 1 ? widths_par : widths;
 	uint64_t	prefix = 0;
 	int			prefix_bits = 0;
 	int64_t	   *hist = malloc(sizeof(int64_t) << DP_HIST_BITS);
+	int64_t    *hists = threads > 1 ? malloc((sizeof(int64_t) << DP_HIST_BITS_PAR) * (size_t) threads) : NULL;
 	gc_status	st = GC_OK;
 
-	if (!hist)
-		return gc_core_oom(ws->ctx, sizeof(int64_t) << DP_HIST_BITS,
+	if (!hist || (threads > 1 && !hists))
+	{
+		free(hist);
+		free(hists);
+		return gc_core_oom(ws->ctx, (sizeof(int64_t) << DP_HIST_BITS) +
+						   (sizeof(int64_t) << DP_HIST_BITS_PAR) * (size_t) threads,
 						   "out of memory for the dc histogram");
+	}
 	for (int pass = 0; pass < 4; pass++)
 	{
-		int			w = widths[pass];
+		int			w = ws_widths[pass];
 		int64_t		cum = 0;
 		int			b;
 
-		if ((st = dc_histogram(ws, hist, prefix, prefix_bits, 64 - prefix_bits - w, w)) != GC_OK)
+		st = threads > 1 ?
+			dc_histogram_par(ws, hist, hists, prefix, prefix_bits, 64 - prefix_bits - w, w) :
+			dc_histogram(ws, hist, prefix, prefix_bits, 64 - prefix_bits - w, w);
+		if (st != GC_OK)
 			break;
 		for (b = 0; b < (1 << w); b++)
 		{
@@ -287,11 +434,40 @@ dc_exact(dpeaks_ws *ws, int64_t k, uint64_t *key_out)
 			int64_t		m = hist[b];
 
 			free(hist);
-			return dc_collect(ws, prefix, prefix_bits, m, k, key_out);
+			free(hists);
+			return threads > 1 ? dc_collect_par(ws, prefix, prefix_bits, m, k, key_out) :
+				dc_collect(ws, prefix, prefix_bits, m, k, key_out);
 		}
 	}
 	free(hist);
+	free(hists);
 	return st;
+}
+
+/* A block of the dc sample: pair p is drawn from (seed, p) alone. */
+typedef struct dc_sample_job
+{
+	dpeaks_ws  *ws;
+	uint64_t	seed;
+	uint64_t   *v;
+} dc_sample_job;
+
+static gc_status
+dc_sample_block(void *arg, gc_worker *w, int64_t b, int64_t e)
+{
+	dc_sample_job *job = arg;
+	dpeaks_ws  *ws = job->ws;
+
+	for (int64_t p = b; p < e; p++)
+	{
+		int64_t		i,
+					j;
+
+		gc_dp_sample_pair(job->seed, p, ws->n, &i, &j);
+		job->v[p] = gc_dp_key(gc_dist2(ws->x + i * ws->d, ws->x + j * ws->d, ws->d));
+	}
+	/* two rows read at random and the draw: weighed as 64 differences */
+	return dp_wtick(w, (e - b) * (ws->d + 64)) ? GC_ERR_CANCELLED : GC_OK;
 }
 
 /* The quantile of a seeded sample of ordered pairs. */
@@ -300,23 +476,16 @@ dc_sample(dpeaks_ws *ws, double rate, uint64_t seed, uint64_t *key_out)
 {
 	int64_t		m = GC_DP_DC_SAMPLE_PAIRS;
 	uint64_t   *v = malloc(sizeof(uint64_t) * (size_t) m);
+	dc_sample_job job = {ws, seed, v};
+	gc_status	st;
 
 	if (!v)
 		return gc_core_oom(ws->ctx, sizeof(uint64_t) * (size_t) m,
 						   "out of memory for the dc sample");
-	for (int64_t p = 0; p < m; p++)
+	if ((st = gc_pool_for(ws->ctx->pool, m, 16384, dc_sample_block, &job)) != GC_OK)
 	{
-		int64_t		i,
-					j;
-
-		/* two rows read at random and the draw: weighed as 64 differences */
-		if (dp_work(ws, ws->d + 64))
-		{
-			free(v);
-			return GC_ERR_CANCELLED;
-		}
-		gc_dp_sample_pair(seed, p, ws->n, &i, &j);
-		v[p] = gc_dp_key(gc_dist2(ws->x + i * ws->d, ws->x + j * ws->d, ws->d));
+		free(v);
+		return st;
 	}
 	*key_out = select_u64(v, m, gc_dp_quantile_rank(rate, m) - 1);
 	free(v);
@@ -367,6 +536,41 @@ dpeaks_dc(dpeaks_ws *ws)
 
 /* ---------------------------------------------------------------- the grid */
 
+/* The range of a block of rows, into its slot of lohi [blocks][2][d]. */
+typedef struct dp_range_job
+{
+	dpeaks_ws  *ws;
+	double	   *lohi;
+} dp_range_job;
+
+#define DP_RANGE_GRAIN 65536
+
+static gc_status
+dp_range_block(void *arg, gc_worker *w, int64_t b, int64_t e)
+{
+	dp_range_job *job = arg;
+	int32_t		d = job->ws->d;
+	double	   *mn = job->lohi + (b / DP_RANGE_GRAIN) * 2 * d;
+	double	   *mx = mn + d;
+
+	for (int k = 0; k < d; k++)
+	{
+		mn[k] = INFINITY;
+		mx[k] = -INFINITY;
+	}
+	for (int64_t i = b; i < e; i++)
+		for (int k = 0; k < d; k++)
+		{
+			double		v = job->ws->x[i * d + k];
+
+			if (v < mn[k])
+				mn[k] = v;
+			if (v > mx[k])
+				mx[k] = v;
+		}
+	return dp_wtick(w, (e - b) * (d + 1)) ? GC_ERR_CANCELLED : GC_OK;
+}
+
 /*
  * Chooses the cells of the grid index from the range of the rows and the
  * box of a sample (gc_dp_grid_box, gc_dp_grid_shape); -1 when cancelled,
@@ -380,29 +584,66 @@ grid_shape(dpeaks_ws *ws)
 				lo[GC_DP_GRID_MAX_DIM],
 				hi[GC_DP_GRID_MAX_DIM];
 	int32_t		d = ws->d;
+	int64_t		blocks = (ws->n + DP_RANGE_GRAIN - 1) / DP_RANGE_GRAIN;
+	dp_range_job job = {ws, malloc(sizeof(double) * 2 * d * (size_t) blocks)};
+	gc_status	st;
 
+	if (!job.lohi)
+		return -2;
+	st = gc_pool_for(ws->ctx->pool, ws->n, DP_RANGE_GRAIN, dp_range_block, &job);
 	for (int k = 0; k < d; k++)
 	{
 		mn[k] = INFINITY;
 		mx[k] = -INFINITY;
-	}
-	for (int64_t i = 0; i < ws->n; i++)
-	{
-		for (int k = 0; k < d; k++)
+		for (int64_t b = 0; st == GC_OK && b < blocks; b++)
 		{
-			double		v = ws->x[i * d + k];
-
-			if (v < mn[k])
-				mn[k] = v;
-			if (v > mx[k])
-				mx[k] = v;
+			if (job.lohi[b * 2 * d + k] < mn[k])
+				mn[k] = job.lohi[b * 2 * d + k];
+			if (job.lohi[b * 2 * d + d + k] > mx[k])
+				mx[k] = job.lohi[b * 2 * d + d + k];
 		}
-		if (dp_work(ws, d + 1))
-			return -1;
 	}
+	free(job.lohi);
+	if (st == GC_ERR_CANCELLED)
+		return -1;
+	if (st != GC_OK)
+		return -2;
 	if (gc_dp_grid_box(ws->x, ws->n, d, mn, mx, lo, hi) != 0)
 		return -2;
 	return gc_dp_grid_shape(&ws->g, d, ws->n, mn, mx, lo, hi);
+}
+
+/* Cell of each row of a block (step 0), or the coordinates by sorted position (step 1). */
+typedef struct grid_fill_job
+{
+	dpeaks_ws  *ws;
+	int64_t    *cell;
+	int			step;
+} grid_fill_job;
+
+static gc_status
+grid_fill_block(void *arg, gc_worker *w, int64_t b, int64_t e)
+{
+	grid_fill_job *job = arg;
+	dpeaks_ws  *ws = job->ws;
+	int64_t		n = ws->n;
+	int32_t		d = ws->d;
+
+	for (int64_t i = b; i < e; i++)
+	{
+		if (job->step == 0)
+		{
+			int64_t		id = 0;
+
+			for (int k = d - 1; k >= 0; k--)
+				id = id * ws->g.dims[k] + gc_dp_cell_of(&ws->g, k, (double) ws->x[i * d + k]);
+			job->cell[i] = id;
+		}
+		else
+			for (int k = 0; k < d; k++)
+				ws->xs[k * n + i] = (double) ws->x[ws->order[i] * d + k];
+	}
+	return dp_wtick(w, (e - b) * GC_DP_CELL_WORK * (d + 1)) ? GC_ERR_CANCELLED : GC_OK;
 }
 
 /* Sorts the rows into the cells: order, coordinates by sorted position, cell starts. */
@@ -411,16 +652,15 @@ grid_fill(dpeaks_ws *ws, int64_t ncells, int64_t *cell, int64_t *fill)
 {
 	int64_t		n = ws->n;
 	int32_t		d = ws->d;
+	grid_fill_job job = {ws, cell, 0};
+	gc_status	st;
 
+	if ((st = gc_pool_for(ws->ctx->pool, n, DP_ROW_GRAIN * 4, grid_fill_block, &job)) != GC_OK)
+		return st;
 	for (int64_t i = 0; i < n; i++)
 	{
-		int64_t		id = 0;
-
-		for (int k = d - 1; k >= 0; k--)
-			id = id * ws->g.dims[k] + gc_dp_cell_of(&ws->g, k, (double) ws->x[i * d + k]);
-		cell[i] = id;
-		ws->cell_start[id + 1]++;
-		if (dp_work(ws, GC_DP_CELL_WORK * (d + 1)))
+		ws->cell_start[cell[i] + 1]++;
+		if (dp_work(ws, GC_DP_CELL_WORK))
 			return GC_ERR_CANCELLED;
 	}
 	for (int64_t q = 0; q < ncells; q++)
@@ -428,15 +668,13 @@ grid_fill(dpeaks_ws *ws, int64_t ncells, int64_t *cell, int64_t *fill)
 	memcpy(fill, ws->cell_start, sizeof(int64_t) * (size_t) ncells);
 	for (int64_t i = 0; i < n; i++)
 	{
-		int64_t		q = fill[cell[i]]++;
-
-		ws->order[q] = i;
-		for (int k = 0; k < d; k++)
-			ws->xs[k * n + q] = (double) ws->x[i * d + k];
-		if (dp_work(ws, GC_DP_CELL_WORK * (d + 1)))
+		ws->order[fill[cell[i]]++] = i;
+		if (dp_work(ws, GC_DP_CELL_WORK))
 			return GC_ERR_CANCELLED;
 	}
-	return GC_OK;
+	(void) d;
+	job.step = 1;
+	return gc_pool_for(ws->ctx->pool, n, DP_ROW_GRAIN * 4, grid_fill_block, &job);
 }
 
 /* Builds the grid index over the rows. */
@@ -483,6 +721,79 @@ grid_build(dpeaks_ws *ws)
 
 /* ---------------------------------------------------------------- rho */
 
+/*
+ * The densities of a block of rows, each row over all other rows: the
+ * gaussian terms in the fixed-point accumulator, or the count of rows
+ * within the cutoff.  Both sums are exact, so each row gets the value the
+ * one-thread loop over each pair once gives.
+ */
+typedef struct rho_rows_job
+{
+	dpeaks_ws  *ws;
+	double	   *rho;
+	int			gaussian;
+	double		inv;			/* gaussian: 1 / dc^2 */
+	double		T;				/* cutoff: the threshold on dist2 */
+} rho_rows_job;
+
+static gc_status
+rho_rows_block(void *arg, gc_worker *w, int64_t b, int64_t e)
+{
+	rho_rows_job *job = arg;
+	dpeaks_ws  *ws = job->ws;
+	int64_t		n = ws->n;
+
+	for (int64_t i = b; i < e; i++)
+	{
+		const float *xi = ws->x + i * ws->d;
+		uint64_t	hi = 0,
+					lo = 0;
+		int64_t		cnt = 0;
+
+		for (int64_t jb = 0, je; jb < n; jb = je)
+		{
+			je = pair_block_end(ws, jb);
+			for (int64_t j = jb; j < je; j++)
+			{
+				double		d2;
+
+				if (j == i)
+					continue;
+				d2 = gc_dist2(xi, ws->x + j * ws->d, ws->d);
+				if (job->gaussian)
+				{
+					uint64_t	t = gc_dp_gauss_fixed(d2 * job->inv);
+
+					if (t)
+						gc_dp_acc_add(&hi, &lo, t);
+				}
+				else
+					cnt += d2 < job->T;
+			}
+			if (dp_wtick(w, (je - jb) * (ws->d + 1)))
+				return GC_ERR_CANCELLED;
+		}
+		job->rho[i] = job->gaussian ? gc_dp_acc_value(hi, lo) : (double) cnt;
+	}
+	return GC_OK;
+}
+
+/*
+ * The all-pairs densities with three threads or more: each row over all
+ * rows, twice the distances of the one-thread loop but on every thread.
+ */
+static gc_status
+rho_all_pairs_rows(dpeaks_ws *ws, double *rho, int gaussian)
+{
+	rho_rows_job job = {ws, rho, gaussian, 0.0, 0.0};
+
+	if (gaussian)
+		job.inv = gc_dp_inv_dc2(ws->dc);
+	else
+		job.T = gc_dp_cutoff_threshold(ws->dc);
+	return gc_pool_for(ws->ctx->pool, ws->n, 16, rho_rows_block, &job);
+}
+
 /* Gaussian densities over all pairs, each once, in fixed point. */
 static gc_status
 rho_gaussian(dpeaks_ws *ws, double *rho)
@@ -493,6 +804,12 @@ rho_gaussian(dpeaks_ws *ws, double *rho)
 	uint64_t   *lo = calloc((size_t) n, sizeof(uint64_t));
 	gc_status	st = GC_OK;
 
+	if (gc_pool_threads(ws->ctx->pool) >= 3)
+	{
+		free(hi);
+		free(lo);
+		return rho_all_pairs_rows(ws, rho, 1);
+	}
 	if (!hi || !lo)
 	{
 		free(hi);
@@ -528,6 +845,35 @@ rho_gaussian(dpeaks_ws *ws, double *rho)
 	return st;
 }
 
+/* Cutoff densities in the grid, a block of sorted positions. */
+typedef struct rho_grid_job
+{
+	dpeaks_ws  *ws;
+	double	   *rho;
+	double		T;
+} rho_grid_job;
+
+static gc_status
+rho_grid_block(void *arg, gc_worker *w, int64_t b, int64_t e)
+{
+	rho_grid_job *job = arg;
+	dpeaks_ws  *ws = job->ws;
+	int64_t		n = ws->n;
+
+	for (int64_t q = b; q < e; q++)
+	{
+		double		p[GC_DP_GRID_MAX_DIM];
+		int64_t		work = 1;
+
+		for (int k = 0; k < ws->d; k++)
+			p[k] = ws->xs[k * n + q];
+		job->rho[ws->order[q]] = (double) (gc_dp_grid_count(&ws->g, p, job->T, &work) - 1);
+		if (dp_wtick(w, work))
+			return GC_ERR_CANCELLED;
+	}
+	return GC_OK;
+}
+
 /* Cutoff densities: counted in the grid when there is one, else over all pairs. */
 static gc_status
 rho_cutoff(dpeaks_ws *ws, double *rho)
@@ -537,19 +883,12 @@ rho_cutoff(dpeaks_ws *ws, double *rho)
 
 	if (ws->use_grid)
 	{
-		for (int64_t q = 0; q < n; q++)
-		{
-			double		p[GC_DP_GRID_MAX_DIM];
-			int64_t		work = 1;
+		rho_grid_job job = {ws, rho, T};
 
-			for (int k = 0; k < ws->d; k++)
-				p[k] = ws->xs[k * n + q];
-			rho[ws->order[q]] = (double) (gc_dp_grid_count(&ws->g, p, T, &work) - 1);
-			if (dp_work(ws, work))
-				return GC_ERR_CANCELLED;
-		}
-		return GC_OK;
+		return gc_pool_for(ws->ctx->pool, n, DP_ROW_GRAIN / 4, rho_grid_block, &job);
 	}
+	if (gc_pool_threads(ws->ctx->pool) >= 3)
+		return rho_all_pairs_rows(ws, rho, 0);
 	for (int64_t i = 0; i < n; i++)
 		rho[i] = 0.0;
 	for (int64_t i = 0; i < n; i++)
@@ -596,7 +935,7 @@ dpeaks_rho(dpeaks_ws *ws)
  * *best_d2 / *best_rank receive it.
  */
 static gc_status
-nearest_denser_scan(dpeaks_ws *ws, int64_t i, int64_t r,
+nearest_denser_scan(dpeaks_ws *ws, gc_worker *w, int64_t i, int64_t r,
 					double *best_d2, int64_t *best_rank)
 {
 	const float *xi = ws->x + i * ws->d;
@@ -616,12 +955,43 @@ nearest_denser_scan(dpeaks_ws *ws, int64_t i, int64_t r,
 				br = s;
 			}
 		}
-		if (dp_work(ws, (se - sb) * (ws->d + 1)))
+		if (dp_wtick(w, (se - sb) * (ws->d + 1)))
 			return GC_ERR_CANCELLED;
 	}
 	*best_d2 = bd2;
 	*best_rank = br;
 	return GC_OK;
+}
+
+/* The density order's loops over rows: keys (step 0), rank_of (1), the grid's ranks (2). */
+typedef struct order_job
+{
+	dpeaks_ws  *ws;
+	uint64_t   *keys;
+	int			step;
+} order_job;
+
+static gc_status
+order_block(void *arg, gc_worker *w, int64_t b, int64_t e)
+{
+	order_job  *job = arg;
+	dpeaks_ws  *ws = job->ws;
+
+	for (int64_t i = b; i < e; i++)
+		switch (job->step)
+		{
+			case 0:
+				job->keys[i] = gc_desc_key(ws->result->rho[i]);
+				ws->by_rank[i] = i;
+				break;
+			case 1:
+				ws->rank_of[ws->by_rank[i]] = i;
+				break;
+			default:
+				ws->rank[i] = ws->rank_of[ws->order[i]];
+				break;
+		}
+	return dp_wtick(w, e - b) ? GC_ERR_CANCELLED : GC_OK;
 }
 
 /* The density order (larger rho first, then smaller row): by_rank, rank_of, and the ranks in the grid. */
@@ -631,7 +1001,6 @@ density_order(dpeaks_ws *ws)
 	int64_t		n = ws->n;
 	uint64_t   *keys = malloc(sizeof(uint64_t) * (size_t) n);
 	uint64_t   *keys_tmp = malloc(sizeof(uint64_t) * (size_t) n);
-	int			cancelled;
 
 	ws->by_rank = malloc(sizeof(int64_t) * (size_t) n);
 	ws->rank_of = malloc(sizeof(int64_t) * (size_t) n);
@@ -643,24 +1012,20 @@ density_order(dpeaks_ws *ws)
 		return gc_core_oom(ws->ctx, (2 * sizeof(uint64_t) + 3 * sizeof(int64_t)) * (size_t) n,
 						   "out of memory for the density order");
 	}
-	for (int64_t i = 0; i < n; i++)
 	{
-		keys[i] = gc_desc_key(ws->result->rho[i]);
-		ws->by_rank[i] = i;
+		order_job	job = {ws, keys, 0};
+		gc_status	st;
+
+		st = gc_pool_for(ws->ctx->pool, n, DP_ROW_GRAIN * 4, order_block, &job);
+		/* a radix sort, stable: equal rho keep row order; rank_of is its scratch */
+		if (st == GC_OK)
+			st = gc_pool_radix_sort(ws->ctx->pool, keys, ws->by_rank, keys_tmp, ws->rank_of, n);
+		free(keys);
+		free(keys_tmp);
+		for (job.step = 1; job.step <= (ws->use_grid ? 2 : 1) && st == GC_OK; job.step++)
+			st = gc_pool_for(ws->ctx->pool, n, DP_ROW_GRAIN * 4, order_block, &job);
+		return st;
 	}
-	/* a radix sort, stable: equal rho keep row order; rank_of is its scratch */
-	cancelled = gc_radix_sort(keys, ws->by_rank, keys_tmp, ws->rank_of, n,
-							  ws->ctx->cancel, ws->ctx->cancel_arg) != 0;
-	free(keys);
-	free(keys_tmp);
-	if (cancelled)
-		return gc_core_cancel_status(ws->ctx);
-	for (int64_t r = 0; r < n; r++)
-		ws->rank_of[ws->by_rank[r]] = r;
-	if (ws->use_grid)
-		for (int64_t q = 0; q < n; q++)
-			ws->rank[q] = ws->rank_of[ws->order[q]];
-	return GC_OK;
 }
 
 /* The densest point's delta: the largest distance to any point. */
@@ -689,20 +1054,17 @@ delta_densest(dpeaks_ws *ws)
 	return GC_OK;
 }
 
-/* Phase delta: the density order, then each point's distance to its nearest denser point. */
+/* Each point's nearest denser point, a block of ranks. */
 static gc_status
-dpeaks_delta(dpeaks_ws *ws)
+delta_block(void *arg, gc_worker *w, int64_t rb, int64_t re)
 {
+	dpeaks_ws  *ws = arg;
 	const float *x = ws->x;
 	int32_t		d = ws->d;
 	int64_t		max_rings = gc_dp_max_rings(d);
 	gc_status	st;
 
-	if (gc_core_cancelled(ws->ctx))
-		return GC_ERR_CANCELLED;
-	if ((st = density_order(ws)) != GC_OK || (st = delta_densest(ws)) != GC_OK)
-		return st;
-	for (int64_t r = 1; r < ws->n; r++)
+	for (int64_t r = rb > 1 ? rb : 1; r < re; r++)
 	{
 		int64_t		i = ws->by_rank[r];
 		double		bd2 = INFINITY;
@@ -718,14 +1080,27 @@ dpeaks_delta(dpeaks_ws *ws)
 				p[k] = (double) x[i * d + k];
 			ok = gc_dp_grid_nearest_denser(&ws->g, p, r, max_rings, &bd2, &br, &work);
 		}
-		if (dp_work(ws, work))
+		if (dp_wtick(w, work))
 			return GC_ERR_CANCELLED;
-		if (!ok && (st = nearest_denser_scan(ws, i, r, &bd2, &br)) != GC_OK)
+		if (!ok && (st = nearest_denser_scan(ws, w, i, r, &bd2, &br)) != GC_OK)
 			return st;
 		ws->result->delta[i] = sqrt(bd2);
 		ws->nbr[i] = ws->by_rank[br];
 	}
 	return GC_OK;
+}
+
+/* Phase delta: the density order, then each point's distance to its nearest denser point. */
+static gc_status
+dpeaks_delta(dpeaks_ws *ws)
+{
+	gc_status	st;
+
+	if (gc_core_cancelled(ws->ctx))
+		return GC_ERR_CANCELLED;
+	if ((st = density_order(ws)) != GC_OK || (st = delta_densest(ws)) != GC_OK)
+		return st;
+	return gc_pool_for(ws->ctx->pool, ws->n, DP_ROW_GRAIN / 4, delta_block, ws);
 }
 
 /* ---------------------------------------------------------------- assign */

@@ -25,6 +25,13 @@
  * The phases over one workspace: init (statistics, initial centroids), then
  * per iteration assign, update and converge, then final (the last
  * assignment and the output).  Distances are accumulated in double.
+ *
+ * With several threads (pool.h) the rows are assigned in blocks on every
+ * thread, and the sums of a cluster are still taken over its rows in row
+ * order: the clusters are cut into ranges of about equal rows, and one
+ * thread per range reads the rows in order and sums those of its clusters.  The centroids, labels and
+ * inertia are therefore those of one thread, bit for bit, whatever the
+ * number of threads.
  * Lloyd's iteration and its GPU counterpart follow Li, Zhao and Chu,
  * "Speeding up K-Means Algorithm by GPUs"; k-means++ is Arthur and
  * Vassilvitskii's, "k-means++: The Advantages of Careful Seeding".
@@ -114,6 +121,15 @@ typedef struct kmeans_ws
 	double		shift;			/* sum of the squared centroid moves of the last update */
 	int			strict;			/* stopped because nothing changed */
 	int64_t		work_done;		/* work units since the last cancel question */
+
+	/* several threads */
+	int			threads;		/* of the pool */
+	double	   *tdist;			/* [threads, k] distances of one row, per thread */
+	int32_t    *range_start;	/* [threads + 1] clusters of each range of the sums */
+	int32_t		nranges;
+	int64_t    *block_hist;		/* [blocks, k] rows per cluster of each block of the count */
+	int64_t		group_blocks;
+	int64_t		group_chunk;	/* rows per block of the count */
 } kmeans_ws;
 
 /* Rows between two questions to the cancel callback when each costs work units. */
@@ -145,6 +161,82 @@ acc_add(km_acc *acc, const float *row, int32_t d, int32_t j, int32_t old)
 }
 
 /*
+ * The squared distances of one row to the k centroids, transposed
+ * (cent[t * k + j]): the loop over centroids vectorizes, each distance still
+ * summed over the features in order (no sum is reordered, no multiply-add
+ * contracted), so the vector code gives the scalar code's bits.  GCC
+ * vectorizes it only when told.  On x86-64 it is also built for AVX2 and
+ * AVX-512, and km_pick_kernel() chooses by what the CPU has (a plain
+ * function pointer, set on the caller's thread before any worker starts).
+ */
+#if defined(__GNUC__) && !defined(__clang__)
+#define KM_VECTORIZE __attribute__((optimize("tree-vectorize", "vect-cost-model=dynamic")))
+#else
+#define KM_VECTORIZE
+#endif
+
+typedef void (*km_dist_fn) (const float *row, int32_t d, const double *cent, int32_t k,
+							double *dist);
+
+static inline __attribute__((always_inline)) void
+dist_body(const float *GC_RESTRICT row, int32_t d, const double *GC_RESTRICT cent,
+		  int32_t k, double *GC_RESTRICT dist)
+{
+	for (int32_t j = 0; j < k; j++)
+		dist[j] = 0.0;
+	for (int32_t t = 0; t < d; t++)
+	{
+		const double xt = (double) row[t];
+		const double *ct = cent + (int64_t) t * k;
+
+		for (int32_t j = 0; j < k; j++)
+		{
+			double		diff = xt - ct[j];
+
+			dist[j] += diff * diff;
+		}
+	}
+}
+
+KM_VECTORIZE static void
+dist_generic(const float *row, int32_t d, const double *cent, int32_t k, double *dist)
+{
+	dist_body(row, d, cent, k, dist);
+}
+
+#if defined(__GNUC__) && defined(__x86_64__)
+#define KM_X86_KERNELS 1
+KM_VECTORIZE __attribute__((target("avx2"))) static void
+dist_avx2(const float *row, int32_t d, const double *cent, int32_t k, double *dist)
+{
+	dist_body(row, d, cent, k, dist);
+}
+
+KM_VECTORIZE __attribute__((target("avx512f"))) static void
+dist_avx512(const float *row, int32_t d, const double *cent, int32_t k, double *dist)
+{
+	dist_body(row, d, cent, k, dist);
+}
+#endif
+
+static km_dist_fn dist_to_centroids = dist_generic;
+
+/* Chooses the distance kernel for this CPU (all give the same bits). */
+static void
+km_pick_kernel(void)
+{
+#ifdef KM_X86_KERNELS
+	__builtin_cpu_init();
+	if (__builtin_cpu_supports("avx512f"))
+		dist_to_centroids = dist_avx512;
+	else if (__builtin_cpu_supports("avx2"))
+		dist_to_centroids = dist_avx2;
+	else
+		dist_to_centroids = dist_generic;
+#endif
+}
+
+/*
  * Nearest centroid of rows [from, to): label and squared distance, and the
  * squared distance to the second nearest when second is not NULL.  The
  * centroids are transposed, cent[t * k + j], so that the inner loop runs
@@ -164,20 +256,7 @@ assign_rows(const float *x, int64_t from, int64_t to, int32_t d,
 					next = HUGE_VAL;
 		int32_t		bj = 0;
 
-		for (int32_t j = 0; j < k; j++)
-			dist[j] = 0.0;
-		for (int32_t t = 0; t < d; t++)
-		{
-			const double xt = (double) row[t];
-			const double *ct = cent + (int64_t) t * k;
-
-			for (int32_t j = 0; j < k; j++)
-			{
-				double		diff = xt - ct[j];
-
-				dist[j] += diff * diff;
-			}
-		}
+		dist_to_centroids(row, d, cent, k, dist);
 		best = dist[0];
 		for (int32_t j = 1; j < k; j++)
 		{
@@ -198,6 +277,11 @@ assign_rows(const float *x, int64_t from, int64_t to, int32_t d,
 			second[i - from] = next;
 	}
 }
+
+static gc_status assign_parallel(kmeans_ws *ws, double *second, const km_moves *moves,
+								 int bounded, km_acc *acc);
+static gc_status exact_d2_parallel(kmeans_ws *ws);
+static gc_status bounds_half_parallel(kmeans_ws *ws);
 
 /* Transposes the centroids [k, d] into cent [d, k]. */
 static void
@@ -220,6 +304,8 @@ assign_all(kmeans_ws *ws, double *second, km_acc *acc)
 	double	   *dist = ws->work + (int64_t) ws->k * ws->d;
 
 	transpose_centroids(ws->cen, ws->k, ws->d, cent);
+	if (ws->threads > 1)
+		return assign_parallel(ws, second, NULL, 0, acc);
 	for (int64_t from = 0; from < ws->n; from += stride)
 	{
 		int64_t		to = from + stride < ws->n ? from + stride : ws->n;
@@ -239,6 +325,8 @@ exact_d2(kmeans_ws *ws)
 	int32_t		d = ws->d;
 	int64_t		stride = cancel_stride(d);
 
+	if (ws->threads > 1)
+		return exact_d2_parallel(ws);
 	for (int64_t i = 0; i < ws->n; i++)
 	{
 		const float *row = ws->x + i * d;
@@ -265,6 +353,8 @@ bounds_half(kmeans_ws *ws)
 	const double *cen = ws->cen;
 	int32_t		d = ws->d;
 
+	if (ws->threads > 1)
+		return bounds_half_parallel(ws);
 	for (int32_t j = 0; j < ws->k; j++)
 		ws->half[j] = HUGE_VAL;
 	for (int32_t j = 0; j < ws->k; j++)
@@ -297,7 +387,7 @@ bounds_half(kmeans_ws *ws)
  * gets the full search.  Returns the work done (work_cancelled's units).
  */
 static int64_t
-bounded_row(kmeans_ws *ws, int64_t i, const km_moves *moves, km_acc *acc)
+bounded_row_in(kmeans_ws *ws, int64_t i, const km_moves *moves, km_acc *acc, double *dist)
 {
 	int32_t		d = ws->d;
 	int32_t		a = ws->labels[i];
@@ -335,11 +425,17 @@ bounded_row(kmeans_ws *ws, int64_t i, const km_moves *moves, km_acc *acc)
 			acc_add(acc, row, d, a, a);
 		return work;
 	}
-	assign_rows(ws->x, i, i + 1, d, ws->work, ws->k, ws->labels, &best, &next,
-				ws->work + (int64_t) ws->k * d, acc);
+	assign_rows(ws->x, i, i + 1, d, ws->work, ws->k, ws->labels, &best, &next, dist, acc);
 	u[i] = sqrt(best);
 	l[i] = sqrt(next);
 	return work + (int64_t) ws->k * d;
+}
+
+/* The same with the one-thread scratch. */
+static int64_t
+bounded_row(kmeans_ws *ws, int64_t i, const km_moves *moves, km_acc *acc)
+{
+	return bounded_row_in(ws, i, moves, acc, ws->work + (int64_t) ws->k * ws->d);
 }
 
 /* Assigns every row under Hamerly's bounds, with the sums when acc is not NULL. */
@@ -353,10 +449,309 @@ assign_bounded(kmeans_ws *ws, const km_moves *moves, km_acc *acc)
 	transpose_centroids(ws->cen, ws->k, ws->d, ws->work);
 	if ((st = bounds_half(ws)) != GC_OK)
 		return st;
+	if (ws->threads > 1)
+		return assign_parallel(ws, NULL, moves, 1, acc);
 	for (int64_t i = 0; i < ws->n; i++)
 		if (work_cancelled(ws, bounded_row(ws, i, moves, acc)))
 			return GC_ERR_CANCELLED;
 	return GC_OK;
+}
+
+/* ---------------------------------------------------------------- several threads */
+
+/* The distance scratch of a thread: k doubles. */
+static inline double *
+thread_dist(const kmeans_ws *ws, const gc_worker *w)
+{
+	return ws->tdist + (int64_t) w->id * ws->k;
+}
+
+/* What a parallel assignment does to each block of rows. */
+typedef struct assign_job
+{
+	kmeans_ws  *ws;
+	double	   *second;			/* assign_all: squared distance to the second nearest, or NULL */
+	const km_moves *moves;		/* assign_bounded */
+	int			bounded;
+	int64_t		changed;		/* atomic: rows that changed cluster */
+} assign_job;
+
+static gc_status
+assign_block(void *arg, gc_worker *w, int64_t b, int64_t e)
+{
+	assign_job *job = arg;
+	kmeans_ws  *ws = job->ws;
+	int64_t		changed = 0;
+
+	if (!job->bounded)
+	{
+		int64_t		stride = cancel_stride((int64_t) ws->k * ws->d);
+
+		for (int64_t from = b; from < e; from += stride)
+		{
+			int64_t		to = from + stride < e ? from + stride : e;
+
+			for (int64_t i = from; i < to; i++)
+			{
+				int32_t		old = ws->labels[i];
+
+				assign_rows(ws->x, i, i + 1, ws->d, ws->work, ws->k, ws->labels, ws->d2 + i,
+							job->second ? job->second + i : NULL, thread_dist(ws, w), NULL);
+				changed += ws->labels[i] != old;
+			}
+			if (gc_worker_tick(w, (to - from) * (int64_t) ws->k * ws->d, CANCEL_WORK))
+				return GC_ERR_CANCELLED;
+		}
+	}
+	else
+		for (int64_t i = b; i < e; i++)
+		{
+			int32_t		old = ws->labels[i];
+			int64_t		work = bounded_row_in(ws, i, job->moves, NULL, thread_dist(ws, w));
+
+			changed += ws->labels[i] != old;
+			if (gc_worker_tick(w, work, CANCEL_WORK))
+				return GC_ERR_CANCELLED;
+		}
+	__atomic_fetch_add(&job->changed, changed, __ATOMIC_RELAXED);
+	return GC_OK;
+}
+
+/* The rows per cluster of a block of rows, into its row of block_hist. */
+static gc_status
+count_block(void *arg, gc_worker *w, int64_t b, int64_t e)
+{
+	kmeans_ws  *ws = arg;
+	int64_t    *h = ws->block_hist + b * ws->k;
+	int64_t		lo = b * ws->group_chunk;
+	int64_t		hi = ws->n - lo > ws->group_chunk ? lo + ws->group_chunk : ws->n;
+
+	memset(h, 0, sizeof(int64_t) * (size_t) ws->k);
+	for (int64_t i = lo; i < hi; i++)
+		h[ws->labels[i]]++;
+	return gc_worker_tick(w, hi - lo, CANCEL_WORK) ? GC_ERR_CANCELLED : GC_OK;
+}
+
+/*
+ * The counts of the clusters, and the ranges of clusters of the sums: as
+ * many as threads (at most k), each of about n / threads rows.
+ */
+static gc_status
+count_rows(kmeans_ws *ws)
+{
+	int64_t		per;
+	int64_t		acc = 0;
+	int32_t		r = 0;
+	gc_status	st;
+
+	if ((st = gc_pool_for(ws->ctx->pool, ws->group_blocks, 1, count_block, ws)) != GC_OK)
+		return st;
+	for (int32_t j = 0; j < ws->k; j++)
+	{
+		int64_t		c = 0;
+
+		for (int64_t b = 0; b < ws->group_blocks; b++)
+			c += ws->block_hist[b * ws->k + j];
+		ws->counts[j] = c;
+	}
+	per = (ws->n + ws->threads - 1) / ws->threads;
+	ws->range_start[0] = 0;
+	for (int32_t j = 0; j < ws->k; j++)
+	{
+		acc += ws->counts[j];
+		if (acc >= per && j + 1 < ws->k && r + 1 < ws->threads)
+		{
+			ws->range_start[++r] = j + 1;
+			acc = 0;
+		}
+	}
+	ws->range_start[++r] = ws->k;
+	ws->nranges = r;
+	return GC_OK;
+}
+
+/* Per cluster, in row order: the sums of the rows (sums != NULL) or of d2 (inertia != NULL). */
+typedef struct sum_job
+{
+	kmeans_ws  *ws;
+	double	   *sums;
+	double	   *inertia;
+} sum_job;
+
+/* Rows of at most this many features are summed without a branch. */
+#define KM_NARROW 8
+
+/* One range of clusters: every row read in order, those of the range summed. */
+static gc_status
+sum_block(void *arg, gc_worker *w, int64_t rb, int64_t re)
+{
+	sum_job    *job = arg;
+	kmeans_ws  *ws = job->ws;
+	int32_t		d = ws->d;
+	int32_t		jlo = ws->range_start[rb];
+	int32_t		jhi = ws->range_start[re];
+	int64_t		stride = cancel_stride(d + 1);
+
+	if (job->sums)
+		memset(job->sums + (int64_t) jlo * d, 0, sizeof(double) * (size_t) (jhi - jlo) * d);
+	else
+		for (int32_t j = jlo; j < jhi; j++)
+			job->inertia[j] = 0.0;
+	for (int64_t from = 0; from < ws->n; from += stride)
+	{
+		int64_t		to = from + stride < ws->n ? from + stride : ws->n;
+
+		if (job->sums && d <= KM_NARROW)
+		{
+			/*
+			 * Narrow rows without a branch: the rows of other ranges go to
+			 * junk, those of this range to their cluster, in row order.
+			 */
+			double		junk[KM_NARROW];
+			double	   *base[2] = {junk, job->sums};
+
+			for (int64_t i = from; i < to; i++)
+			{
+				int32_t		j = ws->labels[i];
+				int			in = (uint32_t) (j - jlo) < (uint32_t) (jhi - jlo);
+				double	   *acc = base[in] + (int64_t) (in ? j : 0) * d;
+				const float *row = ws->x + i * d;
+
+				for (int32_t t = 0; t < d; t++)
+					acc[t] += (double) row[t];
+			}
+		}
+		else
+			for (int64_t i = from; i < to; i++)
+			{
+				int32_t		j = ws->labels[i];
+
+				if ((uint32_t) (j - jlo) >= (uint32_t) (jhi - jlo))
+					continue;
+				if (job->sums)
+				{
+					const float *row = ws->x + i * d;
+					double	   *acc = job->sums + (int64_t) j * d;
+
+					for (int32_t t = 0; t < d; t++)
+						acc[t] += (double) row[t];
+				}
+				else
+					job->inertia[j] += ws->d2[i];
+			}
+		if (gc_worker_tick(w, to - from, CANCEL_WORK))
+			return GC_ERR_CANCELLED;
+	}
+	return GC_OK;
+}
+
+/* The sums (or inertia) and counts of the clusters from the labels, each cluster in row order. */
+static gc_status
+sums_by_cluster(kmeans_ws *ws, double *sums, double *inertia)
+{
+	sum_job		job = {ws, sums, inertia};
+	gc_status	st;
+
+	if ((st = count_rows(ws)) != GC_OK)
+		return st;
+	return gc_pool_for(ws->ctx->pool, ws->nranges, 1, sum_block, &job);
+}
+
+/* Squared distance of each row of a block to its assigned centroid. */
+static gc_status
+exact_d2_block(void *arg, gc_worker *w, int64_t b, int64_t e)
+{
+	kmeans_ws  *ws = arg;
+	int32_t		d = ws->d;
+
+	for (int64_t i = b; i < e; i++)
+	{
+		const float *row = ws->x + i * d;
+		const double *c = ws->cen + (int64_t) ws->labels[i] * d;
+		double		s = 0.0;
+
+		for (int32_t t = 0; t < d; t++)
+		{
+			double		diff = (double) row[t] - c[t];
+
+			s += diff * diff;
+		}
+		ws->d2[i] = s;
+	}
+	return gc_worker_tick(w, (e - b) * d, CANCEL_WORK) ? GC_ERR_CANCELLED : GC_OK;
+}
+
+static gc_status
+exact_d2_parallel(kmeans_ws *ws)
+{
+	return gc_pool_for(ws->ctx->pool, ws->n, gc_pool_grain(ws->ctx->pool, ws->n, 4096),
+					   exact_d2_block, ws);
+}
+
+/*
+ * half[j] of a block of centroids, each over all the others: the distance
+ * of a pair is the same both ways round and the minimum does not depend on
+ * the order, so the one-thread values come out.
+ */
+static gc_status
+half_block(void *arg, gc_worker *w, int64_t jb, int64_t je)
+{
+	kmeans_ws  *ws = arg;
+	const double *cen = ws->cen;
+	int32_t		d = ws->d;
+
+	for (int64_t j = jb; j < je; j++)
+	{
+		double		h = HUGE_VAL;
+
+		for (int32_t j2 = 0; j2 < ws->k; j2++)
+		{
+			double		s = 0.0;
+
+			if (j2 == j)
+				continue;
+			for (int32_t t = 0; t < d; t++)
+			{
+				double		diff = cen[(int64_t) (j < j2 ? j : j2) * d + t] -
+					cen[(int64_t) (j < j2 ? j2 : j) * d + t];
+
+				s += diff * diff;
+			}
+			s = 0.5 * sqrt(s);
+			if (s < h)
+				h = s;
+		}
+		ws->half[j] = h;
+		if (gc_worker_tick(w, (int64_t) ws->k * d, CANCEL_WORK))
+			return GC_ERR_CANCELLED;
+	}
+	return GC_OK;
+}
+
+static gc_status
+bounds_half_parallel(kmeans_ws *ws)
+{
+	return gc_pool_for(ws->ctx->pool, ws->k, 8, half_block, ws);
+}
+
+/*
+ * The parallel assignment: labels (and d2 or the bounds) of every row, then
+ * with acc the sums and counts of each cluster in row order.
+ */
+static gc_status
+assign_parallel(kmeans_ws *ws, double *second, const km_moves *moves, int bounded, km_acc *acc)
+{
+	assign_job	job = {ws, second, moves, bounded, 0};
+	gc_status	st;
+
+	st = gc_pool_for(ws->ctx->pool, ws->n, gc_pool_grain(ws->ctx->pool, ws->n, 1024),
+					 assign_block, &job);
+	if (st == GC_OK && acc)
+	{
+		acc->changed = job.changed;
+		st = sums_by_cluster(ws, acc->sums, NULL);
+	}
+	return st;
 }
 
 /* ---------------------------------------------------------------- workspace */
@@ -377,6 +772,8 @@ kmeans_ws_init(kmeans_ws *ws, gc_core_ctx *ctx, const float *x, int64_t n, int32
 	ws->result = result;
 	ws->labels = result->labels;
 	ws->bounds = ws->k >= 3 && (int64_t) ws->k * ws->k <= n;
+	/* a small input is done sooner on one thread than the threads are started */
+	ws->threads = n >= 4096 ? gc_pool_threads(ctx->pool) : 1;
 }
 
 /* Allocates the working arrays. */
@@ -406,6 +803,29 @@ kmeans_ws_alloc(kmeans_ws *ws)
 		return gc_core_oom(ws->ctx, bytes,
 						   "out of memory for k-means working arrays (%lld rows, k = %d)",
 						   (long long) ws->n, ws->k);
+	if (ws->threads > 1)
+	{
+		/* blocks of the count: a few per thread, at most 2^22 counters in all */
+		int64_t		blocks = (int64_t) ws->threads * 4;
+
+		if (blocks > ws->n / 4096)
+			blocks = ws->n / 4096;
+		if (blocks > (INT64_C(1) << 22) / (int64_t) k)
+			blocks = (INT64_C(1) << 22) / (int64_t) k;
+		if (blocks < 1)
+			blocks = 1;
+		ws->group_chunk = (ws->n + blocks - 1) / blocks;
+		ws->group_blocks = (ws->n + ws->group_chunk - 1) / ws->group_chunk;
+		ws->tdist = malloc(sizeof(double) * k * (size_t) ws->threads);
+		ws->range_start = malloc(sizeof(int32_t) * ((size_t) ws->threads + 1));
+		ws->block_hist = malloc(sizeof(int64_t) * k * (size_t) ws->group_blocks);
+		if (!ws->tdist || !ws->range_start || !ws->block_hist)
+			return gc_core_oom(ws->ctx, sizeof(double) * k * (size_t) ws->threads +
+							   sizeof(int32_t) * ((size_t) ws->threads + 1) +
+							   sizeof(int64_t) * k * (size_t) ws->group_blocks,
+							   "out of memory for k-means on %d threads (%lld rows, k = %d)",
+							   ws->threads, (long long) ws->n, ws->k);
+	}
 	return GC_OK;
 }
 
@@ -423,6 +843,9 @@ kmeans_ws_free(kmeans_ws *ws)
 	free(ws->half);
 	free(ws->delta);
 	free(ws->counts);
+	free(ws->tdist);
+	free(ws->range_start);
+	free(ws->block_hist);
 	memset(ws, 0, sizeof(*ws));
 }
 
@@ -639,6 +1062,17 @@ kmeans_final(kmeans_ws *ws)
 		return st;
 
 	memcpy(result->centroids, ws->cen, sizeof(double) * ws->kd);
+	if (ws->threads > 1)
+	{
+		/* the inertia of each cluster over its rows in row order, as below */
+		if ((st = sums_by_cluster(ws, NULL, result->inertia)) != GC_OK)
+			return st;
+		for (int32_t j = 0; j < ws->k; j++)
+			result->sizes[j] = ws->counts[j];
+		for (int64_t i = 0; i < ws->n; i++)
+			result->distance[i] = sqrt(ws->d2[i]);
+		return GC_OK;
+	}
 	for (int32_t j = 0; j < ws->k; j++)
 	{
 		result->sizes[j] = 0;
@@ -663,6 +1097,7 @@ kmeans_run(gc_core_ctx *ctx, const float *x, int64_t n, int32_t d,
 	gc_status	st;
 	double		t0 = gc_core_now_ms();
 
+	km_pick_kernel();
 	kmeans_ws_init(&ws, ctx, x, n, d, params, result);
 	st = kmeans_init(&ws);
 	timing->phase_ms[0] += gc_core_now_ms() - t0;

@@ -108,19 +108,28 @@ compare(const char *name, const float *x, int64_t n, int32_t d, double eps, int 
 	uint8_t    *k1 = malloc(n), *k2 = malloc(n);
 	gc_dbscan_params p = {sizeof(gc_dbscan_params), eps, min_pts};
 	gc_dbscan_result r = {c1, k1, 0};
-	gc_status	st = run_dbscan(x, n, d, &p, &r, NULL);
-	int			ok = st == GC_OK;
-	int64_t		bad = -1;
+	int			ok = 1;
 
 	reference(x, n, d, eps, min_pts, c2, k2);
-	for (int64_t i = 0; ok && i < n; i++)
-		if (c1[i] != c2[i] || k1[i] != k2[i])
-		{
-			ok = 0;
-			bad = i;
-		}
-	CHECK(ok, "%s (n=%lld d=%d eps=%g min_pts=%d): status %d %s, first difference at %lld",
-		  name, (long long) n, d, eps, min_pts, st, unit_error(), (long long) bad);
+	/* the same answer whatever the number of threads */
+	for (int t = 0; t < UNIT_THREAD_COUNTS && ok; t++)
+	{
+		gc_status	st;
+		int64_t		bad = -1;
+
+		unit_threads = unit_thread_counts[t];
+		st = run_dbscan(x, n, d, &p, &r, NULL);
+		ok = st == GC_OK;
+		for (int64_t i = 0; ok && i < n; i++)
+			if (c1[i] != c2[i] || k1[i] != k2[i])
+			{
+				ok = 0;
+				bad = i;
+			}
+		CHECK(ok, "%s (n=%lld d=%d eps=%g min_pts=%d, %d threads): status %d %s, first difference at %lld",
+			  name, (long long) n, d, eps, min_pts, unit_threads, st, unit_error(), (long long) bad);
+	}
+	unit_threads = 0;
 	free(c1);
 	free(c2);
 	free(k1);
@@ -518,6 +527,75 @@ test_cancel_crowded_cell(void)
 	free(k);
 }
 
+/*
+ * Large sets, where every phase runs in many blocks: the answer of 2, 3, 8
+ * and 16 threads is the one thread's bit for bit, and the timing record
+ * says that the threads ran.  (The small sets above compare every thread
+ * count with the reference.)
+ */
+static void
+threads_case(const char *name, const float *x, int64_t n, int32_t d, double eps, int min_pts)
+{
+	int32_t    *c0 = malloc(sizeof(int32_t) * n), *c1 = malloc(sizeof(int32_t) * n);
+	uint8_t    *k0 = malloc(n), *k1 = malloc(n);
+	gc_dbscan_params p = {sizeof(p), eps, min_pts};
+	gc_dbscan_result r0 = {c0, k0, 0};
+	gc_dbscan_result r1 = {c1, k1, 0};
+	gc_timing	t;
+	gc_exec		e;
+	gc_status	st;
+	int64_t		cores = 0;
+
+	unit_threads = 1;
+	e = unit_exec(NULL, &t);
+	st = gc_cpu_api()->dbscan(&e, x, n, d, &p, &r0);
+	for (int64_t i = 0; i < n; i++)
+		cores += k0[i];
+	CHECK(st == GC_OK && t.threads == 1 && r0.n_clusters > 1 && cores > 0 && cores < n,
+		  "%s, 1 thread: status %d, %d threads ran, %lld clusters, %lld core", name, st,
+		  t.threads, (long long) r0.n_clusters, (long long) cores);
+	for (int i = 1; i < UNIT_THREAD_COUNTS; i++)
+	{
+		unit_threads = unit_thread_counts[i];
+		e = unit_exec(NULL, &t);
+		memset(c1, 0x55, sizeof(int32_t) * n);
+		st = gc_cpu_api()->dbscan(&e, x, n, d, &p, &r1);
+		CHECK(st == GC_OK && t.threads == unit_threads && r1.n_clusters == r0.n_clusters &&
+			  memcmp(c0, c1, sizeof(int32_t) * n) == 0 && memcmp(k0, k1, n) == 0,
+			  "%s, %d threads (%d ran): status %d, %lld clusters against %lld", name, unit_threads,
+			  t.threads, st, (long long) r1.n_clusters, (long long) r0.n_clusters);
+	}
+	unit_threads = 0;
+	free(c0);
+	free(c1);
+	free(k0);
+	free(k1);
+}
+
+static void
+test_threads(void)
+{
+	int64_t		n = 400000;
+	float	   *x = random_set(n, 2, 40, 0.02, 0.1);
+
+	/* 2-D: blobs, noise and repeated rows on a 1e-4 lattice (round eps), far outliers */
+	for (int64_t i = 0; i < n * 2; i++)
+		x[i] = (float) (floor(x[i] * 1e4) / 1e4);
+	x[0] = 1e6f;
+	x[3] = -1e6f;
+	threads_case("2-D lattice blobs", x, n, 2, 0.002, 5);
+	threads_case("2-D lattice blobs, eps on the lattice", x, n, 2, 0.0005, 4);
+	free(x);
+	/* 3-D and 8-D (the grid of side eps on three dimensions) */
+	n = 200000;
+	x = random_set(n, 3, 30, 0.05, 0.05);
+	threads_case("3-D blobs", x, n, 3, 0.01, 5);
+	free(x);
+	x = random_set(n, 8, 20, 0.1, 0.2);
+	threads_case("8-D blobs with duplicates", x, n, 8, 0.04, 5);
+	free(x);
+}
+
 /* Runs every test; the exit status says whether all checks passed. */
 int
 main(void)
@@ -529,5 +607,6 @@ main(void)
 	test_skewed_sets();
 	test_cancel();
 	test_cancel_crowded_cell();
+	test_threads();
 	UNIT_DONE();
 }

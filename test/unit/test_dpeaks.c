@@ -760,6 +760,77 @@ test_cancel(void)
 	free(x);
 }
 
+/*
+ * The answer of 2, 3, 8 and 16 threads is the one thread's bit for bit
+ * (clusters, rho, delta, centres, dc), and the timing record says that the
+ * threads ran.
+ */
+static void
+threads_case(const char *what, const float *x, int64_t n, int d, gc_dpeaks_params p)
+{
+	Res			a,
+				b;
+	gc_timing	t;
+	gc_status	st;
+
+	res_alloc(&a, n);
+	res_alloc(&b, n);
+	unit_threads = 1;
+	st = run_dpeaks(x, n, d, &p, &a.r, &t, NULL);
+	CHECK(st == GC_OK && t.threads == 1 && a.r.n_centers > 1,
+		  "%s, 1 thread: status %d %s, %d threads ran, %lld centres", what, st, unit_error(),
+		  t.threads, (long long) a.r.n_centers);
+	for (int i = 1; i < UNIT_THREAD_COUNTS; i++)
+	{
+		unit_threads = unit_thread_counts[i];
+		memset(b.rho, 0x55, sizeof(double) * n);
+		memset(b.delta, 0x55, sizeof(double) * n);
+		st = run_dpeaks(x, n, d, &p, &b.r, &t, NULL);
+		CHECK(st == GC_OK && t.threads == unit_threads && b.r.n_centers == a.r.n_centers &&
+			  memcmp(&b.r.dc, &a.r.dc, sizeof(double)) == 0 &&
+			  memcmp(a.cluster, b.cluster, sizeof(int32_t) * n) == 0 &&
+			  memcmp(a.rho, b.rho, sizeof(double) * n) == 0 &&
+			  memcmp(a.delta, b.delta, sizeof(double) * n) == 0 &&
+			  memcmp(a.is_center, b.is_center, n) == 0,
+			  "%s, %d threads (%d ran): status %d, dc %.17g against %.17g", what, unit_threads,
+			  t.threads, st, b.r.dc, a.r.dc);
+	}
+	unit_threads = 0;
+	res_free(&a);
+	res_free(&b);
+}
+
+static void
+test_threads(void)
+{
+	int64_t		n = 120000;
+	float	   *x = blobs(n, 2, 2, 31, 0.6);
+
+	/* 2-D cutoff on the grid, dc from the sample; then on a 0.01 lattice with duplicates, a far row */
+	threads_case("2-D cutoff, sampled dc", x, n, 2, params_of(31, 0.0, 0.02, GC_DP_KERNEL_CUTOFF));
+	for (int64_t i = 0; i < n * 2; i++)
+		x[i] = (float) (round(x[i] * 100.0) / 100.0);
+	x[0] = 1e6f;
+	threads_case("2-D cutoff, lattice and far row, dc 0.5", x, n, 2,
+				 params_of(0, 0.5, 0.02, GC_DP_KERNEL_CUTOFF));
+	free(x);
+	/* 3-D cutoff, 2-D gaussian with the exact dc */
+	n = 60000;
+	x = blobs(n, 3, 3, 20, 0.8);
+	threads_case("3-D cutoff", x, n, 3, params_of(20, 0.0, 0.02, GC_DP_KERNEL_CUTOFF));
+	free(x);
+	n = 12000;
+	x = blobs(n, 2, 2, 15, 0.5);
+	threads_case("2-D gaussian, exact dc", x, n, 2, params_of(15, 0.0, 0.02, GC_DP_KERNEL_GAUSSIAN));
+	free(x);
+	/* 6-D: no grid, all pairs, both kernels */
+	n = 8000;
+	x = blobs(n, 6, 6, 12, 0.7);
+	threads_case("6-D cutoff, all pairs", x, n, 6, params_of(12, 0.0, 0.02, GC_DP_KERNEL_CUTOFF));
+	threads_case("6-D gaussian, all pairs", x, n, 6, params_of(12, 0.0, 0.02, GC_DP_KERNEL_GAUSSIAN));
+	free(x);
+}
+
 /* Runs every test; the exit status says whether all checks passed. */
 int
 main(void)
@@ -777,5 +848,6 @@ main(void)
 	test_errors();
 	test_checks();
 	test_cancel();
+	test_threads();
 	UNIT_DONE();
 }

@@ -1059,6 +1059,90 @@ test_greedy(void)
 	}
 	free(x);
 	free(mind2);
+ * The answer of 2, 3, 8 and 16 threads is the one thread's bit for bit:
+ * labels, distances, centroids, sizes, inertia and iterations; and the
+ * timing record says that the threads ran.
+ */
+static void
+threads_case(const char *what, const float *x, int64_t n, int32_t d, const gc_kmeans_params *p)
+{
+	Run			a,
+				b;
+
+	unit_threads = 1;
+	run_kmeans(&a, x, n, d, p);
+	CHECK(a.st == GC_OK && a.timing.threads == 1 && a.res.iterations > 1,
+		  "%s, 1 thread: status %d %s, %d iterations", what, a.st, a.message, a.res.iterations);
+	for (int i = 1; i < UNIT_THREAD_COUNTS; i++)
+	{
+		unit_threads = unit_thread_counts[i];
+		run_kmeans(&b, x, n, d, p);
+		CHECK(b.st == GC_OK && b.timing.threads == unit_threads &&
+			  b.res.iterations == a.res.iterations &&
+			  memcmp(a.labels, b.labels, sizeof(int32_t) * n) == 0 &&
+			  memcmp(a.distance, b.distance, sizeof(double) * n) == 0 &&
+			  memcmp(a.centroids, b.centroids, sizeof(double) * p->k * d) == 0 &&
+			  memcmp(a.sizes, b.sizes, sizeof(int64_t) * p->k) == 0 &&
+			  memcmp(a.inertia, b.inertia, sizeof(double) * p->k) == 0,
+			  "%s, %d threads (%d ran): status %d %s, %d iterations against %d", what,
+			  unit_threads, b.timing.threads, b.st, b.message, b.res.iterations, a.res.iterations);
+		free_run(&b);
+	}
+	free_run(&a);
+	unit_threads = 0;
+}
+
+static void
+test_threads(void)
+{
+	uint64_t	s = 99;
+	int64_t		n = 200000;
+	int32_t		d = 2;
+	double	   *centres = malloc(sizeof(double) * 64 * 128);
+	float	   *x;
+	gc_kmeans_params p;
+
+	for (int i = 0; i < 64 * 128; i++)
+		centres[i] = 20.0 * unif(&s);
+	/* 2-D, 20 blobs, k-means++, Hamerly's bounds (k^2 <= n), to convergence */
+	x = blobs(20, (int) (n / 20), d, centres, 5);
+	p = params(20, GC_KMEANS_INIT_PLUSPLUS, NULL);
+	p.seed = 7;
+	threads_case("2-D k = 20, k-means++", x, n, d, &p);
+	/* the same on a 0.1 lattice (ties between centroids), tol 0, k = 2 (no bounds) */
+	for (int64_t i = 0; i < n * d; i++)
+		x[i] = (float) (round(x[i] * 10.0) / 10.0);
+	x[0] = 1e6f;
+	p.tol = 0.0;
+	p.max_iter = 20;
+	threads_case("2-D lattice and a far row, k = 20, tol 0", x, n, d, &p);
+	p.k = 2;
+	threads_case("2-D lattice, k = 2", x, n, d, &p);
+	free(x);
+	/* wide rows: 128-D, 64 blobs, k = 64 random, 10 iterations */
+	n = 40000;
+	d = 128;
+	x = blobs(64, (int) (n / 64), d, centres, 6);
+	p = params(64, GC_KMEANS_INIT_RANDOM, NULL);
+	p.seed = 3;
+	p.max_iter = 10;
+	threads_case("128-D k = 64, random", x, n, d, &p);
+	free(x);
+	/* given centroids with a duplicate: an empty cluster is re-seeded */
+	n = 30000;
+	d = 5;
+	x = blobs(6, (int) (n / 6), d, centres, 8);
+	{
+		double		given[8 * 5];
+
+		for (int j = 0; j < 8; j++)
+			for (int t = 0; t < d; t++)
+				given[j * d + t] = x[(j == 7 ? 0 : j) * d + t];
+		p = params(8, GC_KMEANS_INIT_GIVEN, given);
+		threads_case("5-D given centroids with a duplicate", x, n, d, &p);
+	}
+	free(x);
+	free(centres);
 }
 
 /* Runs every test; the exit status says whether all checks passed. */
@@ -1076,5 +1160,6 @@ main(void)
 	test_reseed_many_empty();
 	test_cancel();
 	test_greedy();
+	test_threads();
 	UNIT_DONE();
 }

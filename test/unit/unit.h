@@ -16,6 +16,10 @@
 static int	unit_passed = 0;
 static int	unit_failed = 0;
 
+/* Threads of the CPU back end for the calls of unit_exec (0: its default, every CPU). */
+static int	unit_threads = 0;
+static gc_tuning unit_tuning;
+
 #define CHECK(cond, ...) \
 	do { \
 		if (cond) \
@@ -35,16 +39,21 @@ static int	unit_failed = 0;
 		return unit_failed ? 1 : 0; \
 	} while (0)
 
-/* An exec record for the CPU back end: default tuning, the cancel callback and timing given (or NULL). */
+/*
+ * An exec record for the CPU back end: default tuning but for unit_threads,
+ * the cancel callback and timing given (or NULL).
+ */
 static inline gc_exec
 unit_exec(gc_cancel_fn cancel, gc_timing *timing)
 {
 	gc_exec		e;
 
 	memset(&e, 0, sizeof(e));
+	unit_tuning = gc_tuning_defaults();
+	unit_tuning.cpu_threads = unit_threads;
 	e.struct_size = sizeof(e);
 	e.device_id = 0;
-	e.tuning = NULL;
+	e.tuning = &unit_tuning;
 	e.cancel = cancel;
 	e.cancel_arg = NULL;
 	e.timing = timing;
@@ -57,5 +66,9 @@ unit_error(void)
 {
 	return gc_cpu_api()->last_error()->message;
 }
+
+/* The thread counts every answer is compared over, bit for bit. */
+static const int unit_thread_counts[] = {1, 2, 3, 8, 16};
+#define UNIT_THREAD_COUNTS ((int) (sizeof(unit_thread_counts) / sizeof(unit_thread_counts[0])))
 
 #endif
