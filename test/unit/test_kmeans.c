@@ -1059,6 +1059,9 @@ test_greedy(void)
 	}
 	free(x);
 	free(mind2);
+}
+
+/*
  * The answer of 2, 3, 8 and 16 threads is the one thread's bit for bit:
  * labels, distances, centroids, sizes, inertia and iterations; and the
  * timing record says that the threads ran.
