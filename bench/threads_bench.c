@@ -179,6 +179,7 @@ run_once(const bench_case *c, const float *x, const double *init, int threads, a
 				p.max_iter = 10;
 				p.tol = 0.0;
 				p.init = GC_KMEANS_INIT_GIVEN;
+				p.n_init = 1;
 				p.initial_centroids = init;
 				p.precision = GC_PRECISION_FP32;
 				st = api->kmeans(&e, x, c->n, c->d, &p, &r);
