@@ -86,6 +86,7 @@ class KMeans
 	/* their steps */
 	void pass(bool with_sums, int32_t *labels, const int32_t *labels_old);
 	void assign_chunk(int64_t off, int64_t rows, bool with_sums, int32_t *labels, const int32_t *labels_old);
+	void counts_to_timing();
 	void distances_to_host(gc_kmeans_result *result, const int32_t *labels);
 	void results_to_host(gc_kmeans_result *result, const int32_t *labels);
 
@@ -456,6 +457,15 @@ void KMeans::finish(gc_kmeans_result *result, int32_t *labels, bool strict)
 {
 	if (!strict)
 		assign(false, labels, nullptr);
+	counts_to_timing();
+	distances_to_host(result, labels);
+	results_to_host(result, labels);
+}
+
+/* Each row's squared distance to its centroid, in double, into result->distance. */
+/* The product's counts (decided in double, candidates, sent to FP32) into the timing record. */
+void KMeans::counts_to_timing()
+{
 	if (plan_.maxd == 0)
 	{
 		std::vector<unsigned long long> &h = rep_.host;
@@ -466,11 +476,8 @@ void KMeans::finish(gc_kmeans_result *result, int32_t *labels, bool strict)
 		timing_.counts[1] = (int64_t) h[2 * (size_t) plan_.k + 2];
 		timing_.counts[2] = prod_.escalated_total;
 	}
-	distances_to_host(result, labels);
-	results_to_host(result, labels);
 }
 
-/* Each row's squared distance to its centroid, in double, into result->distance. */
 void KMeans::distances_to_host(gc_kmeans_result *result, const int32_t *labels)
 {
 	DeviceBuffer<double> d2x(plan_.chunk_rows, "distances");
@@ -638,16 +645,7 @@ void KMeans::assign_to(const double *centroids, gc_kmeans_assign_result *result)
 
 	sw.restart();
 	assign(false, labels, nullptr);
-	if (plan_.maxd == 0)
-	{
-		std::vector<unsigned long long> &h = rep_.host;
-
-		CUDA_TRY(cudaMemcpy(h.data(), rep_.dev.get(), sizeof(unsigned long long) * h.size(),
-							cudaMemcpyDeviceToHost));
-		timing_.counts[0] = (int64_t) h[2 * (size_t) plan_.k + 1];
-		timing_.counts[1] = (int64_t) h[2 * (size_t) plan_.k + 2];
-		timing_.counts[2] = prod_.escalated_total;
-	}
+	counts_to_timing();
 	CUDA_TRY(cudaDeviceSynchronize());
 	timing_.phase_ms[1] = sw.ms();
 
