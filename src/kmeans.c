@@ -32,21 +32,14 @@ PG_FUNCTION_INFO_V1(gpu_kmeans);
 PG_FUNCTION_INFO_V1(gpu_kmeans_centroids);
 PG_FUNCTION_INFO_V1(gpu_kmeans_assign);
 
-static const GcAlgorithm GcKmeans = {"kmeans", "k-means"};
+const GcAlgorithm GcKmeans = {"kmeans", "k-means"};
 static const GcAlgorithm GcKmeansAssign = {"kmeans_assign", "k-means assignment"};
 
-/* The params and result of one k-means call. */
-typedef struct KmeansJob
-{
-	gc_kmeans_params params;
-	gc_kmeans_result result;
-} KmeansJob;
-
 /* Runs k-means on a back end. */
-static gc_status
-RunKmeans(const gc_backend_api *api, const gc_exec *exec, const GcInput *in, void *arg)
+gc_status
+GcRunKmeans(const gc_backend_api *api, const gc_exec *exec, const GcInput *in, void *arg)
 {
-	KmeansJob  *job = arg;
+	GcKmeansJob *job = arg;
 
 	return api->kmeans(exec, in->x, in->n, in->d, &job->params, &job->result);
 }
@@ -66,9 +59,6 @@ RunKmeans(const gc_backend_api *api, const gc_exec *exec, const GcInput *in, voi
 #define KA_ARG_CENTROIDS	1
 #define KA_ARG_METRIC		2
 #define KA_ARG_DEVICE		3
-
-#define KM_DEFAULT_MAX_ITER 300
-#define KM_DEFAULT_TOL		1e-4
 
 /* Parses the init argument (NULL means 'k-means++', the greedy variant). */
 static gc_kmeans_init
@@ -185,7 +175,7 @@ KmInitialCentroids(ArrayType *arr, int32 k, int32 *d_out)
 
 /* Writes the output rows: one per input row, or one per cluster. */
 static void
-KmOutput(GcCall *call, KmeansJob *job, FunctionCallInfo fcinfo, bool per_cluster)
+KmOutput(GcCall *call, GcKmeansJob *job, FunctionCallInfo fcinfo, bool per_cluster)
 {
 	TupleDesc	desc;
 	Tuplestorestate *ts = GcCallOutputStart(call, fcinfo, &desc,
@@ -236,7 +226,7 @@ KmRun(FunctionCallInfo fcinfo, bool per_cluster)
 	text	   *query = GcArgText(fcinfo, KM_ARG_QUERY, "query");
 	ArrayType  *given = PG_ARGISNULL(KM_ARG_CENTROIDS) ? NULL : PG_GETARG_ARRAYTYPE_P(KM_ARG_CENTROIDS);
 	int32		given_d = 0;
-	KmeansJob	job;
+	GcKmeansJob job;
 	gc_kmeans_params *p = &job.params;
 	gc_error	err;
 	GcCall		call;
@@ -247,8 +237,8 @@ KmRun(FunctionCallInfo fcinfo, bool per_cluster)
 	memset(&job, 0, sizeof(job));
 	p->struct_size = sizeof(*p);
 	p->k = GcArgInt32(fcinfo, KM_ARG_K, "k");
-	p->max_iter = PG_ARGISNULL(KM_ARG_MAX_ITER) ? KM_DEFAULT_MAX_ITER : PG_GETARG_INT32(KM_ARG_MAX_ITER);
-	p->tol = PG_ARGISNULL(KM_ARG_TOL) ? KM_DEFAULT_TOL : PG_GETARG_FLOAT8(KM_ARG_TOL);
+	p->max_iter = PG_ARGISNULL(KM_ARG_MAX_ITER) ? GC_KM_DEFAULT_MAX_ITER : PG_GETARG_INT32(KM_ARG_MAX_ITER);
+	p->tol = PG_ARGISNULL(KM_ARG_TOL) ? GC_KM_DEFAULT_TOL : PG_GETARG_FLOAT8(KM_ARG_TOL);
 	p->seed = (uint64) (int64) (PG_ARGISNULL(KM_ARG_SEED) ? 0 : PG_GETARG_INT32(KM_ARG_SEED));
 	p->init = KmInit(fcinfo);
 	p->n_init = PG_NARGS() <= KM_ARG_N_INIT || PG_ARGISNULL(KM_ARG_N_INIT) ? 1 : PG_GETARG_INT32(KM_ARG_N_INIT);
@@ -279,7 +269,7 @@ KmRun(FunctionCallInfo fcinfo, bool per_cluster)
 	job.result.centroids = GcAlloc(&call, sizeof(double) * p->k * d, "centroids");
 	job.result.sizes = GcAlloc(&call, sizeof(int64) * p->k, "cluster sizes");
 	job.result.inertia = GcAlloc(&call, sizeof(double) * p->k, "inertias");
-	GcCallCompute(&call, RunKmeans, &job);
+	GcCallCompute(&call, GcRunKmeans, &job);
 
 	KmOutput(&call, &job, fcinfo, per_cluster);
 	if (p->n_init > 1)
