@@ -183,6 +183,10 @@ extern int	GcCancelRequested(void *arg);
 /* gather.c: runs the query read-only and packs its rows into in. */
 extern void GcGather(const char *query, GcInput *in);
 
+struct _SPI_plan;
+/* gather.c: the planner's row estimate of a prepared query, -1 if not one SELECT. */
+extern double GcPlannedRows(struct _SPI_plan *plan);
+
 /*
  * A feature value of one column: the types gather.c and the window functions
  * read.  Extension types (pgvector, PostGIS) are recognized by name and
