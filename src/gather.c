@@ -155,18 +155,23 @@ CheckColumns(GatherReceiver *st, TupleDesc desc)
 						   ColName(st, 0), format_type_be(st->types[0])),
 				 errhint("%s", hint)));
 
-	if (st->natts == 2 && (st->types[1] == FLOAT4ARRAYOID || st->types[1] == FLOAT8ARRAYOID))
+	if (st->natts == 2)
 	{
-		st->kind = st->types[1] == FLOAT4ARRAYOID ? FEATURES_FLOAT4_ARRAY : FEATURES_FLOAT8_ARRAY;
-		st->in->d = 0;			/* known from the first row */
-		return;
-	}
-	if (st->natts == 2 && GcFeatureTypeOf(st->types[1]) >= GC_FEATURE_VECTOR)
-	{
-		st->kind = FEATURES_NATIVE;
-		st->ftype = GcFeatureTypeOf(st->types[1]);
-		st->in->d = 0;			/* known from the first row */
-		return;
+		GcFeatureType ft = GcFeatureTypeOf(st->types[1]);
+
+		if (ft == GC_FEATURE_FLOAT4_ARRAY || ft == GC_FEATURE_FLOAT8_ARRAY)
+		{
+			st->kind = ft == GC_FEATURE_FLOAT4_ARRAY ? FEATURES_FLOAT4_ARRAY : FEATURES_FLOAT8_ARRAY;
+			st->in->d = 0;		/* known from the first row */
+			return;
+		}
+		if (ft >= GC_FEATURE_VECTOR)
+		{
+			st->kind = FEATURES_NATIVE;
+			st->ftype = ft;
+			st->in->d = 0;		/* known from the first row */
+			return;
+		}
 	}
 	for (int i = 1; i < st->natts; i++)
 	{
