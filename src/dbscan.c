@@ -14,20 +14,13 @@
 
 PG_FUNCTION_INFO_V1(gpu_dbscan);
 
-static const GcAlgorithm GcDbscan = {"dbscan", "DBSCAN"};
-
-/* The params and result of one DBSCAN call. */
-typedef struct DbscanJob
-{
-	gc_dbscan_params params;
-	gc_dbscan_result result;
-} DbscanJob;
+const GcAlgorithm GcDbscan = {"dbscan", "DBSCAN"};
 
 /* Runs DBSCAN on a back end. */
-static gc_status
-RunDbscan(const gc_backend_api *api, const gc_exec *exec, const GcInput *in, void *arg)
+gc_status
+GcRunDbscan(const gc_backend_api *api, const gc_exec *exec, const GcInput *in, void *arg)
 {
-	DbscanJob  *job = arg;
+	GcDbscanJob *job = arg;
 
 	return api->dbscan(exec, in->x, in->n, in->d, &job->params, &job->result);
 }
@@ -37,7 +30,7 @@ Datum
 gpu_dbscan(PG_FUNCTION_ARGS)
 {
 	text	   *query = GcArgText(fcinfo, 0, "query");
-	DbscanJob	job;
+	GcDbscanJob job;
 	gc_error	err;
 	GcCall		call;
 	Tuplestorestate *ts;
@@ -55,7 +48,7 @@ gpu_dbscan(PG_FUNCTION_ARGS)
 
 	job.result.cluster = GcAlloc(&call, sizeof(int32) * call.in.n, "cluster ids");
 	job.result.is_core = GcAlloc(&call, sizeof(uint8) * call.in.n, "core flags");
-	GcCallCompute(&call, RunDbscan, &job);
+	GcCallCompute(&call, GcRunDbscan, &job);
 
 	ts = GcCallOutputStart(&call, fcinfo, &desc, call.in.n);
 	for (int64 i = 0; i < call.in.n; i++)

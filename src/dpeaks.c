@@ -41,20 +41,13 @@ DpKernel(text *arg)
 	return GC_DP_KERNEL_GAUSSIAN;
 }
 
-static const GcAlgorithm GcDpeaks = {"density_peaks", "density peaks"};
-
-/* The params and result of one density peaks call. */
-typedef struct DpeaksJob
-{
-	gc_dpeaks_params params;
-	gc_dpeaks_result result;
-} DpeaksJob;
+const GcAlgorithm GcDpeaks = {"density_peaks", "density peaks"};
 
 /* Runs density peaks on a back end. */
-static gc_status
-RunDpeaks(const gc_backend_api *api, const gc_exec *exec, const GcInput *in, void *arg)
+gc_status
+GcRunDpeaks(const gc_backend_api *api, const gc_exec *exec, const GcInput *in, void *arg)
 {
-	DpeaksJob  *job = arg;
+	GcDpeaksJob *job = arg;
 
 	return api->density_peaks(exec, in->x, in->n, in->d, &job->params, &job->result);
 }
@@ -106,7 +99,7 @@ GcDpeaksParams(const GcDpeaksArgs *a, gc_dpeaks_params *p)
 
 /* The arguments of gpu_density_peaks into job->params. */
 static void
-DpParams(FunctionCallInfo fcinfo, DpeaksJob *job)
+DpParams(FunctionCallInfo fcinfo, GcDpeaksJob *job)
 {
 	GcDpeaksArgs a;
 
@@ -144,7 +137,7 @@ Datum
 gpu_density_peaks(PG_FUNCTION_ARGS)
 {
 	text	   *query = GcArgText(fcinfo, DP_ARG_QUERY, "query");
-	DpeaksJob	job;
+	GcDpeaksJob job;
 	gc_dpeaks_result *r = &job.result;
 	gc_error	err;
 	GcCall		call;
@@ -161,7 +154,7 @@ gpu_density_peaks(PG_FUNCTION_ARGS)
 	r->rho = GcAlloc(&call, sizeof(double) * call.in.n, "densities");
 	r->delta = GcAlloc(&call, sizeof(double) * call.in.n, "distances to denser points");
 	r->is_center = GcAlloc(&call, sizeof(uint8) * call.in.n, "centre flags");
-	GcCallCompute(&call, RunDpeaks, &job);
+	GcCallCompute(&call, GcRunDpeaks, &job);
 
 	ts = GcCallOutputStart(&call, fcinfo, &desc, call.in.n);
 	for (int64 i = 0; i < call.in.n; i++)

@@ -155,18 +155,23 @@ CheckColumns(GatherReceiver *st, TupleDesc desc)
 						   ColName(st, 0), format_type_be(st->types[0])),
 				 errhint("%s", hint)));
 
-	if (st->natts == 2 && (st->types[1] == FLOAT4ARRAYOID || st->types[1] == FLOAT8ARRAYOID))
+	if (st->natts == 2)
 	{
-		st->kind = st->types[1] == FLOAT4ARRAYOID ? FEATURES_FLOAT4_ARRAY : FEATURES_FLOAT8_ARRAY;
-		st->in->d = 0;			/* known from the first row */
-		return;
-	}
-	if (st->natts == 2 && GcFeatureTypeOf(st->types[1]) >= GC_FEATURE_VECTOR)
-	{
-		st->kind = FEATURES_NATIVE;
-		st->ftype = GcFeatureTypeOf(st->types[1]);
-		st->in->d = 0;			/* known from the first row */
-		return;
+		GcFeatureType ft = GcFeatureTypeOf(st->types[1]);
+
+		if (ft == GC_FEATURE_FLOAT4_ARRAY || ft == GC_FEATURE_FLOAT8_ARRAY)
+		{
+			st->kind = ft == GC_FEATURE_FLOAT4_ARRAY ? FEATURES_FLOAT4_ARRAY : FEATURES_FLOAT8_ARRAY;
+			st->in->d = 0;		/* known from the first row */
+			return;
+		}
+		if (ft >= GC_FEATURE_VECTOR)
+		{
+			st->kind = FEATURES_NATIVE;
+			st->ftype = ft;
+			st->in->d = 0;		/* known from the first row */
+			return;
+		}
 	}
 	for (int i = 1; i < st->natts; i++)
 	{
@@ -1373,23 +1378,24 @@ ExecuteInto(SPIPlanPtr plan, GatherReceiver *st)
 }
 
 /*
- * The planner's estimate of the rows of the prepared query, 0 where there is
- * none.  The plan is the one the query then runs with: a query without
- * parameters gets the generic plan, planned once.
+ * The planner's estimate of the rows of the prepared query, -1 where it is
+ * not one SELECT.  The plan is the one the query then runs with: a query
+ * without parameters gets the generic plan, planned once.  Also the estimate
+ * of the planner support function (support.c).
  */
-static double
-PlannedRows(SPIPlanPtr plan)
+double
+GcPlannedRows(SPIPlanPtr plan)
 {
 	CachedPlan *cplan = SPI_plan_get_cached_plan(plan);
-	double		rows = 0.0;
+	double		rows = -1;
 
 	if (cplan == NULL)
-		return 0.0;
+		return -1;
 	if (list_length(cplan->stmt_list) == 1)
 	{
 		PlannedStmt *ps = linitial_node(PlannedStmt, cplan->stmt_list);
 
-		if (ps->commandType == CMD_SELECT && ps->planTree != NULL)
+		if (ps->commandType == CMD_SELECT && ps->utilityStmt == NULL && ps->planTree != NULL)
 			rows = ps->planTree->plan_rows;
 	}
 #if PG_VERSION_NUM >= 140000
@@ -1437,7 +1443,7 @@ RunQuery(const char *query, GatherReceiver *st)
 	XactReadOnly = true;
 	PG_TRY();
 	{
-		st->est_rows = PlannedRows(plan);
+		st->est_rows = Max(GcPlannedRows(plan), 0.0);
 		ExecuteInto(plan, st);
 	}
 	PG_FINALLY();

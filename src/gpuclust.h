@@ -96,6 +96,43 @@ typedef struct GcCall
 typedef gc_status (*GcRunFn) (const gc_backend_api *api, const gc_exec *exec,
 							  const GcInput *in, void *job);
 
+/*
+ * The params and result of one run of each algorithm, and the GcRunFn that
+ * runs it; shared by the set-returning functions and the window functions
+ * (dbscan.c, kmeans.c, dpeaks.c).
+ */
+typedef struct GcDbscanJob
+{
+	gc_dbscan_params params;
+	gc_dbscan_result result;
+} GcDbscanJob;
+
+typedef struct GcKmeansJob
+{
+	gc_kmeans_params params;
+	gc_kmeans_result result;
+} GcKmeansJob;
+
+typedef struct GcDpeaksJob
+{
+	gc_dpeaks_params params;
+	gc_dpeaks_result result;
+} GcDpeaksJob;
+
+extern gc_status GcRunDbscan(const gc_backend_api *api, const gc_exec *exec,
+							 const GcInput *in, void *job);
+extern gc_status GcRunKmeans(const gc_backend_api *api, const gc_exec *exec,
+							 const GcInput *in, void *job);
+extern gc_status GcRunDpeaks(const gc_backend_api *api, const gc_exec *exec,
+							 const GcInput *in, void *job);
+extern const GcAlgorithm GcDbscan;
+extern const GcAlgorithm GcKmeans;
+extern const GcAlgorithm GcDpeaks;
+
+/* k-means' defaults for a NULL max_iter or tol (kmeans.c, window.c). */
+#define GC_KM_DEFAULT_MAX_ITER	300
+#define GC_KM_DEFAULT_TOL		1e-4
+
 /* Argument helpers: a NULL where a value is required is an ERROR naming it. */
 extern text *GcArgText(FunctionCallInfo fcinfo, int argno, const char *name);
 extern double GcArgFloat8(FunctionCallInfo fcinfo, int argno, const char *name);
@@ -145,6 +182,10 @@ extern int	GcCancelRequested(void *arg);
 
 /* gather.c: runs the query read-only and packs its rows into in. */
 extern void GcGather(const char *query, GcInput *in);
+
+struct _SPI_plan;
+/* gather.c: the planner's row estimate of a prepared query, -1 if not one SELECT. */
+extern double GcPlannedRows(struct _SPI_plan *plan);
 
 /*
  * A feature value of one column: the types gather.c and the window functions

@@ -32,21 +32,14 @@ PG_FUNCTION_INFO_V1(gpu_kmeans);
 PG_FUNCTION_INFO_V1(gpu_kmeans_centroids);
 PG_FUNCTION_INFO_V1(gpu_kmeans_assign);
 
-static const GcAlgorithm GcKmeans = {"kmeans", "k-means"};
+const GcAlgorithm GcKmeans = {"kmeans", "k-means"};
 static const GcAlgorithm GcKmeansAssign = {"kmeans_assign", "k-means assignment"};
 
-/* The params and result of one k-means call. */
-typedef struct KmeansJob
-{
-	gc_kmeans_params params;
-	gc_kmeans_result result;
-} KmeansJob;
-
 /* Runs k-means on a back end. */
-static gc_status
-RunKmeans(const gc_backend_api *api, const gc_exec *exec, const GcInput *in, void *arg)
+gc_status
+GcRunKmeans(const gc_backend_api *api, const gc_exec *exec, const GcInput *in, void *arg)
 {
-	KmeansJob  *job = arg;
+	GcKmeansJob *job = arg;
 
 	return api->kmeans(exec, in->x, in->n, in->d, &job->params, &job->result);
 }
@@ -66,9 +59,6 @@ RunKmeans(const gc_backend_api *api, const gc_exec *exec, const GcInput *in, voi
 #define KA_ARG_CENTROIDS	1
 #define KA_ARG_METRIC		2
 #define KA_ARG_DEVICE		3
-
-#define KM_DEFAULT_MAX_ITER 300
-#define KM_DEFAULT_TOL		1e-4
 
 /* Parses the init argument (NULL means 'k-means++', the greedy variant). */
 static gc_kmeans_init
@@ -183,50 +173,72 @@ KmInitialCentroids(ArrayType *arr, int32 k, int32 *d_out)
 	return out;
 }
 
-/* Writes the output rows: one per input row, or one per cluster. */
+/* Writes one output row per input row: its id, cluster and distance. */
 static void
-KmOutput(GcCall *call, KmeansJob *job, FunctionCallInfo fcinfo, bool per_cluster)
+KmRowOutput(GcCall *call, FunctionCallInfo fcinfo, const int32 *labels, const double *distance)
 {
 	TupleDesc	desc;
-	Tuplestorestate *ts = GcCallOutputStart(call, fcinfo, &desc,
-												  per_cluster ? job->params.k : call->in.n);
+	Tuplestorestate *ts = GcCallOutputStart(call, fcinfo, &desc, call->in.n);
+
+	for (int64 i = 0; i < call->in.n; i++)
+	{
+		Datum		values[3];
+		bool		nulls[3] = {false, false, false};
+
+		values[0] = Int64GetDatum(call->in.ids[i]);
+		values[1] = Int32GetDatum(labels[i]);
+		values[2] = Float8GetDatum(distance[i]);
+		tuplestore_putvalues(ts, desc, values, nulls);
+		if ((i & 0xffff) == 0)
+			CHECK_FOR_INTERRUPTS();
+	}
+}
+
+/* Writes the output rows: one per input row, or one per cluster. */
+static void
+KmOutput(GcCall *call, GcKmeansJob *job, FunctionCallInfo fcinfo, bool per_cluster)
+{
+	TupleDesc	desc;
+	Tuplestorestate *ts;
 	const gc_kmeans_result *r = &job->result;
 	int32		d = call->in.d;
+	Datum	   *elems;
 
 	if (!per_cluster)
 	{
-		for (int64 i = 0; i < call->in.n; i++)
-		{
-			Datum		values[3];
-			bool		nulls[3] = {false, false, false};
-
-			values[0] = Int64GetDatum(call->in.ids[i]);
-			values[1] = Int32GetDatum(r->labels[i]);
-			values[2] = Float8GetDatum(r->distance[i]);
-			tuplestore_putvalues(ts, desc, values, nulls);
-			if ((i & 0xffff) == 0)
-				CHECK_FOR_INTERRUPTS();
-		}
+		KmRowOutput(call, fcinfo, r->labels, r->distance);
 		return;
 	}
+	ts = GcCallOutputStart(call, fcinfo, &desc, job->params.k);
+	elems = palloc(sizeof(Datum) * d);
+	for (int32 j = 0; j < job->params.k; j++)
 	{
-		Datum	   *elems = palloc(sizeof(Datum) * d);
+		Datum		values[4];
+		bool		nulls[4] = {false, false, false, false};
 
-		for (int32 j = 0; j < job->params.k; j++)
-		{
-			Datum		values[4];
-			bool		nulls[4] = {false, false, false, false};
-
-			for (int32 t = 0; t < d; t++)
-				elems[t] = Float8GetDatum(r->centroids[(int64) j * d + t]);
-			values[0] = Int32GetDatum(j);
-			values[1] = PointerGetDatum(construct_array(elems, d, FLOAT8OID, sizeof(float8),
-														FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
-			values[2] = Int64GetDatum(r->sizes[j]);
-			values[3] = Float8GetDatum(r->inertia[j]);
-			tuplestore_putvalues(ts, desc, values, nulls);
-		}
+		for (int32 t = 0; t < d; t++)
+			elems[t] = Float8GetDatum(r->centroids[(int64) j * d + t]);
+		values[0] = Int32GetDatum(j);
+		values[1] = PointerGetDatum(construct_array(elems, d, FLOAT8OID, sizeof(float8),
+													FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
+		values[2] = Int64GetDatum(r->sizes[j]);
+		values[3] = Float8GetDatum(r->inertia[j]);
+		tuplestore_putvalues(ts, desc, values, nulls);
 	}
+}
+
+/*
+ * Appends to the timing NOTICE's extra what the GPU's checked product did
+ * (d > 32 in single precision): the distances decided in double, and the
+ * blocks converted to single precision.
+ */
+static void
+KmProductCounts(const GcCall *call, gc_precision precision, char *extra, size_t size)
+{
+	if (call->used_gpu && call->in.d > 32 && precision == GC_PRECISION_FP32)
+		snprintf(extra + strlen(extra), size - strlen(extra),
+				 " decided_in_double=%lld to_fp32=%lld",
+				 (long long) call->timing.counts[0], (long long) call->timing.counts[2]);
 }
 
 /* The work behind both SQL functions. */
@@ -236,7 +248,7 @@ KmRun(FunctionCallInfo fcinfo, bool per_cluster)
 	text	   *query = GcArgText(fcinfo, KM_ARG_QUERY, "query");
 	ArrayType  *given = PG_ARGISNULL(KM_ARG_CENTROIDS) ? NULL : PG_GETARG_ARRAYTYPE_P(KM_ARG_CENTROIDS);
 	int32		given_d = 0;
-	KmeansJob	job;
+	GcKmeansJob job;
 	gc_kmeans_params *p = &job.params;
 	gc_error	err;
 	GcCall		call;
@@ -247,8 +259,8 @@ KmRun(FunctionCallInfo fcinfo, bool per_cluster)
 	memset(&job, 0, sizeof(job));
 	p->struct_size = sizeof(*p);
 	p->k = GcArgInt32(fcinfo, KM_ARG_K, "k");
-	p->max_iter = PG_ARGISNULL(KM_ARG_MAX_ITER) ? KM_DEFAULT_MAX_ITER : PG_GETARG_INT32(KM_ARG_MAX_ITER);
-	p->tol = PG_ARGISNULL(KM_ARG_TOL) ? KM_DEFAULT_TOL : PG_GETARG_FLOAT8(KM_ARG_TOL);
+	p->max_iter = PG_ARGISNULL(KM_ARG_MAX_ITER) ? GC_KM_DEFAULT_MAX_ITER : PG_GETARG_INT32(KM_ARG_MAX_ITER);
+	p->tol = PG_ARGISNULL(KM_ARG_TOL) ? GC_KM_DEFAULT_TOL : PG_GETARG_FLOAT8(KM_ARG_TOL);
 	p->seed = (uint64) (int64) (PG_ARGISNULL(KM_ARG_SEED) ? 0 : PG_GETARG_INT32(KM_ARG_SEED));
 	p->init = KmInit(fcinfo);
 	p->n_init = PG_NARGS() <= KM_ARG_N_INIT || PG_ARGISNULL(KM_ARG_N_INIT) ? 1 : PG_GETARG_INT32(KM_ARG_N_INIT);
@@ -279,7 +291,7 @@ KmRun(FunctionCallInfo fcinfo, bool per_cluster)
 	job.result.centroids = GcAlloc(&call, sizeof(double) * p->k * d, "centroids");
 	job.result.sizes = GcAlloc(&call, sizeof(int64) * p->k, "cluster sizes");
 	job.result.inertia = GcAlloc(&call, sizeof(double) * p->k, "inertias");
-	GcCallCompute(&call, RunKmeans, &job);
+	GcCallCompute(&call, GcRunKmeans, &job);
 
 	KmOutput(&call, &job, fcinfo, per_cluster);
 	if (p->n_init > 1)
@@ -287,10 +299,7 @@ KmRun(FunctionCallInfo fcinfo, bool per_cluster)
 				 job.result.iterations, job.result.best_run + 1, p->n_init);
 	else
 		snprintf(extra, sizeof(extra), "iterations=%d", job.result.iterations);
-	if (call.used_gpu && d > 32 && p->precision == GC_PRECISION_FP32)
-		snprintf(extra + strlen(extra), sizeof(extra) - strlen(extra),
-				 " decided_in_double=%lld to_fp32=%lld",
-				 (long long) call.timing.counts[0], (long long) call.timing.counts[2]);
+	KmProductCounts(&call, p->precision, extra, sizeof(extra));
 	GcCallEnd(&call, extra);
 	return (Datum) 0;
 }
@@ -373,28 +382,9 @@ gpu_kmeans_assign(PG_FUNCTION_ARGS)
 	job.result.distance = GcAlloc(&call, sizeof(double) * n, "distances");
 	GcCallCompute(&call, RunKmeansAssign, &job);
 
-	{
-		TupleDesc	desc;
-		Tuplestorestate *ts = GcCallOutputStart(&call, fcinfo, &desc, n);
-
-		for (int64 i = 0; i < n; i++)
-		{
-			Datum		values[3];
-			bool		nulls[3] = {false, false, false};
-
-			values[0] = Int64GetDatum(call.in.ids[i]);
-			values[1] = Int32GetDatum(job.result.labels[i]);
-			values[2] = Float8GetDatum(job.result.distance[i]);
-			tuplestore_putvalues(ts, desc, values, nulls);
-			if ((i & 0xffff) == 0)
-				CHECK_FOR_INTERRUPTS();
-		}
-	}
+	KmRowOutput(&call, fcinfo, job.result.labels, job.result.distance);
 	snprintf(extra, sizeof(extra), "k=%d", p->k);
-	if (call.used_gpu && d > 32 && p->precision == GC_PRECISION_FP32)
-		snprintf(extra + strlen(extra), sizeof(extra) - strlen(extra),
-				 " decided_in_double=%lld to_fp32=%lld",
-				 (long long) call.timing.counts[0], (long long) call.timing.counts[2]);
+	KmProductCounts(&call, p->precision, extra, sizeof(extra));
 	GcCallEnd(&call, extra);
 	return (Datum) 0;
 }

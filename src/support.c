@@ -22,7 +22,6 @@
 #include "nodes/supportnodes.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
-#include "utils/plancache.h"
 #include "utils/resowner.h"
 
 #include "gpuclust.h"
@@ -50,21 +49,12 @@ PlannedRows(const char *query)
 	PG_TRY();
 	{
 		SPIPlanPtr	plan;
-		CachedPlan *cplan;
 
 		if (SPI_connect() != SPI_OK_CONNECT)
 			elog(ERROR, "SPI_connect failed");
 		plan = SPI_prepare_cursor(query, 0, NULL, CURSOR_OPT_PARALLEL_OK);
-		if (plan != NULL && list_length(SPI_plan_get_plan_sources(plan)) == 1 &&
-			(cplan = SPI_plan_get_cached_plan(plan)) != NULL)
-		{
-			PlannedStmt *stmt = linitial_node(PlannedStmt, cplan->stmt_list);
-
-			if (list_length(cplan->stmt_list) == 1 && stmt->commandType == CMD_SELECT &&
-				stmt->utilityStmt == NULL && stmt->planTree != NULL)
-				rows = stmt->planTree->plan_rows;
-			ReleaseCachedPlan(cplan, NULL);
-		}
+		if (plan != NULL)
+			rows = GcPlannedRows(plan);
 		SPI_finish();
 	}
 	PG_CATCH();

@@ -30,10 +30,6 @@ PG_FUNCTION_INFO_V1(gpu_cluster_dbscan);
 PG_FUNCTION_INFO_V1(gpu_cluster_kmeans);
 PG_FUNCTION_INFO_V1(gpu_cluster_density_peaks);
 
-static const GcAlgorithm WinDbscan = {"dbscan", "DBSCAN"};
-static const GcAlgorithm WinKmeans = {"kmeans", "k-means"};
-static const GcAlgorithm WinDpeaks = {"density_peaks", "density peaks"};
-
 /* Rows read between two resets of the detoasting context and interrupt checks. */
 #define WIN_RESET_EVERY 1024
 
@@ -54,52 +50,6 @@ typedef struct WinPartition
 	bool		done;
 	int32		cluster[FLEXIBLE_ARRAY_MEMBER];	/* [rows], -1: NULL */
 } WinPartition;
-
-/* The params and result of one partition's DBSCAN or k-means. */
-typedef struct WinDbscanJob
-{
-	gc_dbscan_params params;
-	gc_dbscan_result result;
-} WinDbscanJob;
-
-typedef struct WinKmeansJob
-{
-	gc_kmeans_params params;
-	gc_kmeans_result result;
-} WinKmeansJob;
-
-typedef struct WinDpeaksJob
-{
-	gc_dpeaks_params params;
-	gc_dpeaks_result result;
-} WinDpeaksJob;
-
-/* Runs DBSCAN on a back end. */
-static gc_status
-RunWinDbscan(const gc_backend_api *api, const gc_exec *exec, const GcInput *in, void *arg)
-{
-	WinDbscanJob *job = arg;
-
-	return api->dbscan(exec, in->x, in->n, in->d, &job->params, &job->result);
-}
-
-/* Runs k-means on a back end. */
-static gc_status
-RunWinKmeans(const gc_backend_api *api, const gc_exec *exec, const GcInput *in, void *arg)
-{
-	WinKmeansJob *job = arg;
-
-	return api->kmeans(exec, in->x, in->n, in->d, &job->params, &job->result);
-}
-
-/* Runs density peaks on a back end. */
-static gc_status
-RunWinDpeaks(const gc_backend_api *api, const gc_exec *exec, const GcInput *in, void *arg)
-{
-	WinDpeaksJob *job = arg;
-
-	return api->density_peaks(exec, in->x, in->n, in->d, &job->params, &job->result);
-}
 
 /* The state of this call site, made at its first call: the feature's type. */
 static WinState *
@@ -306,7 +256,7 @@ WinCallGather(WindowObject winobj, WinState *ws, GcCall *call, int32 *rowof)
 static void
 WinDbscanPartition(FunctionCallInfo fcinfo, WindowObject winobj, WinState *ws, int32 *cluster)
 {
-	WinDbscanJob job;
+	GcDbscanJob job;
 	gc_error	err;
 	GcCall		call;
 	int32	   *rowof;
@@ -321,7 +271,7 @@ WinDbscanPartition(FunctionCallInfo fcinfo, WindowObject winobj, WinState *ws, i
 				 errmsg("eps must not be NaN")));
 	GcReportCheck(gc_check_dbscan(&job.params, -1, 0, &err), &err);
 
-	WinCallBegin(fcinfo, winobj, &call, &WinDbscan, DB_ARG_DEVICE);
+	WinCallBegin(fcinfo, winobj, &call, &GcDbscan, DB_ARG_DEVICE);
 	rowof = GcAlloc(&call, sizeof(int32) * ws->rows, "row map");
 	WinCallGather(winobj, ws, &call, rowof);
 	if (call.in.n > 0)
@@ -329,7 +279,7 @@ WinDbscanPartition(FunctionCallInfo fcinfo, WindowObject winobj, WinState *ws, i
 		GcReportCheck(gc_check_dbscan(&job.params, call.in.n, call.in.d, &err), &err);
 		job.result.cluster = GcAlloc(&call, sizeof(int32) * call.in.n, "cluster ids");
 		job.result.is_core = GcAlloc(&call, sizeof(uint8) * call.in.n, "core flags");
-		GcCallCompute(&call, RunWinDbscan, &job);
+		GcCallCompute(&call, GcRunDbscan, &job);
 	}
 	INSTR_TIME_SET_CURRENT(call.t_phase);
 	for (int64 i = 0; i < ws->rows; i++)
@@ -355,7 +305,7 @@ gpu_cluster_dbscan(PG_FUNCTION_ARGS)
 static void
 WinKmeansPartition(FunctionCallInfo fcinfo, WindowObject winobj, WinState *ws, int32 *cluster)
 {
-	WinKmeansJob job;
+	GcKmeansJob job;
 	gc_kmeans_params *p = &job.params;
 	gc_error	err;
 	GcCall		call;
@@ -368,9 +318,9 @@ WinKmeansPartition(FunctionCallInfo fcinfo, WindowObject winobj, WinState *ws, i
 	p->struct_size = sizeof(*p);
 	p->k = DatumGetInt32(WinArg(winobj, KW_ARG_K, "k"));
 	v = WinArgOpt(fcinfo, winobj, KW_ARG_MAX_ITER, &isnull);
-	p->max_iter = isnull ? 300 : DatumGetInt32(v);
+	p->max_iter = isnull ? GC_KM_DEFAULT_MAX_ITER : DatumGetInt32(v);
 	v = WinArgOpt(fcinfo, winobj, KW_ARG_TOL, &isnull);
-	p->tol = isnull ? 1e-4 : DatumGetFloat8(v);
+	p->tol = isnull ? GC_KM_DEFAULT_TOL : DatumGetFloat8(v);
 	v = WinArgOpt(fcinfo, winobj, KW_ARG_SEED, &isnull);
 	p->seed = (uint64) (int64) (isnull ? 0 : DatumGetInt32(v));
 	v = WinArgOpt(fcinfo, winobj, KW_ARG_INIT, &isnull);
@@ -379,7 +329,7 @@ WinKmeansPartition(FunctionCallInfo fcinfo, WindowObject winobj, WinState *ws, i
 	p->n_init = 1;
 	GcReportCheck(gc_check_kmeans(p, -1, 0, &err), &err);
 
-	WinCallBegin(fcinfo, winobj, &call, &WinKmeans, KW_ARG_DEVICE);
+	WinCallBegin(fcinfo, winobj, &call, &GcKmeans, KW_ARG_DEVICE);
 	rowof = GcAlloc(&call, sizeof(int32) * ws->rows, "row map");
 	WinCallGather(winobj, ws, &call, rowof);
 	if (call.in.n > 0)
@@ -402,7 +352,7 @@ WinKmeansPartition(FunctionCallInfo fcinfo, WindowObject winobj, WinState *ws, i
 		job.result.centroids = GcAlloc(&call, sizeof(double) * p->k * d, "centroids");
 		job.result.sizes = GcAlloc(&call, sizeof(int64) * p->k, "cluster sizes");
 		job.result.inertia = GcAlloc(&call, sizeof(double) * p->k, "inertias");
-		GcCallCompute(&call, RunWinKmeans, &job);
+		GcCallCompute(&call, GcRunKmeans, &job);
 	}
 	INSTR_TIME_SET_CURRENT(call.t_phase);
 	for (int64 i = 0; i < ws->rows; i++)
@@ -424,7 +374,7 @@ gpu_cluster_kmeans(PG_FUNCTION_ARGS)
 static void
 WinDpeaksPartition(FunctionCallInfo fcinfo, WindowObject winobj, WinState *ws, int32 *cluster)
 {
-	WinDpeaksJob job;
+	GcDpeaksJob job;
 	GcDpeaksArgs args;
 	gc_dpeaks_result *r = &job.result;
 	gc_error	err;
@@ -436,7 +386,7 @@ WinDpeaksPartition(FunctionCallInfo fcinfo, WindowObject winobj, WinState *ws, i
 		args.value[i] = WinArgOpt(fcinfo, winobj, 1 + i, &args.isnull[i]);
 	GcDpeaksParams(&args, &job.params);
 
-	WinCallBegin(fcinfo, winobj, &call, &WinDpeaks, DW_ARG_DEVICE);
+	WinCallBegin(fcinfo, winobj, &call, &GcDpeaks, DW_ARG_DEVICE);
 	rowof = GcAlloc(&call, sizeof(int32) * ws->rows, "row map");
 	WinCallGather(winobj, ws, &call, rowof);
 	if (call.in.n > 0)
@@ -446,7 +396,7 @@ WinDpeaksPartition(FunctionCallInfo fcinfo, WindowObject winobj, WinState *ws, i
 		r->rho = GcAlloc(&call, sizeof(double) * call.in.n, "densities");
 		r->delta = GcAlloc(&call, sizeof(double) * call.in.n, "distances to denser points");
 		r->is_center = GcAlloc(&call, sizeof(uint8) * call.in.n, "centre flags");
-		GcCallCompute(&call, RunWinDpeaks, &job);
+		GcCallCompute(&call, GcRunDpeaks, &job);
 	}
 	INSTR_TIME_SET_CURRENT(call.t_phase);
 	for (int64 i = 0; i < ws->rows; i++)

@@ -81,6 +81,26 @@ def test_timing_notice_scalar_columns_and_empty_input(conn, small):
     assert TIMING_RE.fullmatch(notes[0]).group(1) == "0", notes[0]
 
 
+def test_timing_notice_per_window_partition(conn, small):
+    """Each window partition is one call: one NOTICE each, n its non-NULL rows."""
+    cur = conn.cursor()
+    cur.execute("SET gpuclust.timing = on")
+    del conn.notices[:]
+    cur.execute(f"""
+        SELECT id, gpu_cluster_dbscan(CASE WHEN id % 7 = 0 THEN NULL ELSE f END, 0.5, 5)
+                   OVER (PARTITION BY id % 3 ORDER BY id)
+        FROM {small}""")
+    assert len(cur.fetchall()) == 1000
+    notes = gpuclust_notices(conn)
+    assert len(notes) == 3, f"expected one gpuclust NOTICE per partition, got {notes!r}"
+    matches = [TIMING_RE.fullmatch(n) for n in notes]
+    assert all(matches), notes
+    cur.execute(f"SELECT count(*) FROM {small} WHERE id % 7 <> 0 GROUP BY id % 3")
+    expected = sorted(r[0] for r in cur.fetchall())
+    assert sorted(int(m.group(1)) for m in matches) == expected, notes
+    assert all(m.group(2) == "3" for m in matches), notes
+
+
 def test_no_notice_when_timing_off(conn, small):
     conn.cursor().execute("SET gpuclust.timing = off")
     del conn.notices[:]

@@ -101,3 +101,28 @@ def test_vector_window_per_group(vector_conn):
                      f"SELECT id, v::halfvec::real[] FROM tv_groups WHERE g = {g} AND v IS NOT NULL ORDER BY id")
         assert one and all(win[i] == c for i, c in one), f"group {g}"
         assert all(win_h[i] == c for i, c in one_h), f"group {g} (halfvec)"
+
+
+def test_type_lookup_follows_the_extension(vector_conn):
+    """The cached type OIDs follow DROP and CREATE EXTENSION (new OIDs, another
+    schema) and come back after the rollback."""
+    conn = vector_conn
+    X = embeddings(300, 8, 3, 4)
+    load_vectors(conn, "tv_moved", X)
+    q = "SELECT cluster_id FROM gpu_kmeans('SELECT id, v FROM tv_moved ORDER BY id', 3, seed => 2)"
+    before = rows(conn, q)
+    assert len(before) == 300
+    with conn.cursor() as cur:
+        cur.execute("BEGIN")
+        try:
+            cur.execute("DROP EXTENSION vector CASCADE")
+            cur.execute("CREATE SCHEMA tv_elsewhere")
+            cur.execute("CREATE EXTENSION vector SCHEMA tv_elsewhere")
+            cur.execute("CREATE TABLE tv_moved_new (id bigint PRIMARY KEY, v tv_elsewhere.vector(8))")
+            cur.execute("INSERT INTO tv_moved_new SELECT i, ('[' || i || ',0,0,0,0,0,0,0]')::tv_elsewhere.vector"
+                        " FROM generate_series(1, 6) i")
+            cur.execute("SELECT count(*) FROM gpu_kmeans('SELECT id, v FROM tv_moved_new', 2, seed => 1)")
+            assert cur.fetchone()[0] == 6
+        finally:
+            cur.execute("ROLLBACK")
+    assert rows(conn, q) == before
