@@ -346,14 +346,58 @@ test_empty_cluster(void)
 		free_run(&r);
 	}
 
-	/* Identical rows, k > 1: k-means++ falls back to uniform draws. */
+	/*
+	 * Identical rows, and more clusters than distinct rows: once every row
+	 * sits on a centre, greedy and plain k-means++ draw uniform rows; the
+	 * answer is every distinct row its own cluster at distance zero, the
+	 * other clusters empty.
+	 */
 	{
 		const float same[] = {3, 3, 3, 3, 3, 3};
+		float		few[40 * 2];
+		gc_kmeans_init inits[] = {GC_KMEANS_INIT_PLUSPLUS, GC_KMEANS_INIT_PLUSPLUS_PLAIN};
 
-		p = params(3, GC_KMEANS_INIT_PLUSPLUS, NULL);
-		run_kmeans(&r, same, 3, 2, &p);
-		CHECK(r.st == GC_OK, "identical rows: status %d", r.st);
-		free_run(&r);
+		for (int i = 0; i < 40; i++)
+		{
+			few[2 * i] = (float) (i % 4);
+			few[2 * i + 1] = -0.5f * (float) (i % 4);
+		}
+		for (int m = 0; m < 2; m++)
+		{
+			const char *what = m == 0 ? "greedy" : "plain";
+			double		tot = 0.0;
+			int			nonempty = 0;
+
+			p = params(3, inits[m], NULL);
+			run_kmeans(&r, same, 3, 2, &p);
+			CHECK(r.st == GC_OK, "identical rows, %s: status %d", what, r.st);
+			if (r.st == GC_OK)
+			{
+				check_consistent(&r, same, 3, 2, 3, "identical rows");
+				for (int j = 0; j < 3; j++)
+					tot += r.inertia[j];
+				CHECK(tot == 0.0 && r.distance[0] == 0.0, "identical rows, %s: inertia %g", what, tot);
+			}
+			free_run(&r);
+
+			tot = 0.0;
+			p = params(7, inits[m], NULL);
+			p.seed = 11;
+			run_kmeans(&r, few, 40, 2, &p);
+			CHECK(r.st == GC_OK, "k = 7 over 4 distinct rows, %s: status %d", what, r.st);
+			if (r.st == GC_OK)
+			{
+				check_consistent(&r, few, 40, 2, 7, "k = 7 over 4 distinct rows");
+				for (int j = 0; j < 7; j++)
+				{
+					tot += r.inertia[j];
+					nonempty += r.sizes[j] > 0;
+				}
+				CHECK(tot == 0.0 && nonempty == 4, "k = 7 over 4 distinct rows, %s: inertia %g, %d clusters not empty",
+					  what, tot, nonempty);
+			}
+			free_run(&r);
+		}
 	}
 }
 
