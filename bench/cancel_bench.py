@@ -35,7 +35,6 @@ import argparse
 import json
 import os
 import platform
-import select
 import sys
 import time
 
@@ -43,35 +42,16 @@ import psycopg2
 import psycopg2.extensions
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "test"))
-from cancel_cases import CASES, TABLES  # noqa: E402  (test/cancel_cases.py)
+from cancel_cases import CASES, TABLES, Hung, wait  # noqa: E402  (test/cancel_cases.py)
 
 METHODS = ("statement_timeout", "pg_cancel_backend", "pg_terminate_backend")
 AFTER_S = 1.0
-
-
-class Timeout(Exception):
-    pass
 
 
 def connect():
     c = psycopg2.connect("")
     c.autocommit = True
     return c
-
-
-def wait(aconn, deadline):
-    """Polls an asynchronous connection until its command is done; Timeout past deadline."""
-    while True:
-        state = aconn.poll()
-        if state == psycopg2.extensions.POLL_OK:
-            return
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            raise Timeout()
-        if state == psycopg2.extensions.POLL_READ:
-            select.select([aconn.fileno()], [], [], remaining)
-        else:
-            select.select([], [aconn.fileno()], [], remaining)
 
 
 def run_async(aconn, sql, timeout=60.0):
@@ -130,7 +110,7 @@ def measure(other, sql, method, max_wait):
         t_end = time.monotonic()
         result.update(outcome="finished first" if t_end < t_request else "finished without error",
                       seconds=t_end - t_start)
-    except Timeout:
+    except Hung:
         result.update(outcome=f"no answer in {max_wait:.0f} s", seconds=None)
         aconn.close()
         with other.cursor() as ocur:
@@ -152,7 +132,7 @@ def measure(other, sql, method, max_wait):
             try:
                 if run_async(aconn, "SELECT 1") != [(1,)]:
                     result["outcome"] += ", session broken"
-            except (psycopg2.Error, Timeout):
+            except (psycopg2.Error, Hung):
                 result["outcome"] += ", session broken"
         aconn.close()
     return result

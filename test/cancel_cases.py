@@ -6,7 +6,13 @@ of seconds or more, though its table builds in seconds.
 CASES: name -> (what the data are, the call as a format string with {device}).
 TABLES: table name -> the query that builds it (random features; run
 SELECT setseed(0.25) first for the same rows every time).
+Hung and wait(): the wait on an asynchronous connection that both use.
 """
+
+import select
+import time
+
+import psycopg2.extensions
 
 CASES = {
     "dbscan_one_cell": ("300k x 10-D uniform, eps 1, min_pts 5",
@@ -38,3 +44,27 @@ TABLES = {
                        FROM generate_series(1, 50000) g""",
     "cancel_sorted": """SELECT g::bigint AS id, g::float8 AS x FROM generate_series(1, 500000) g""",
 }
+
+
+class Hung(Exception):
+    """A wait on an asynchronous connection passed its deadline."""
+
+
+def wait(aconn, deadline):
+    """Polls the asynchronous connection until its command is done; Hung past deadline.
+
+    The command's error, if any, is raised from poll() as a psycopg2 exception.
+    """
+    while True:
+        state = aconn.poll()
+        if state == psycopg2.extensions.POLL_OK:
+            return
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise Hung()
+        if state == psycopg2.extensions.POLL_READ:
+            select.select([aconn.fileno()], [], [], remaining)
+        elif state == psycopg2.extensions.POLL_WRITE:
+            select.select([], [aconn.fileno()], [], remaining)
+        else:
+            raise psycopg2.OperationalError(f"bad poll state {state}")

@@ -35,7 +35,6 @@ backend is terminated.  The session under test is an asynchronous psycopg2
 connection polled with select(), so the test never blocks in libpq.
 """
 
-import select
 import time
 
 import psycopg2
@@ -43,7 +42,7 @@ import psycopg2.errors
 import psycopg2.extensions
 import pytest
 
-from cancel_cases import CASES as CANCEL_CASES, TABLES
+from cancel_cases import CASES as CANCEL_CASES, TABLES, Hung, wait
 from conftest import connect
 
 # Client-side bound on any one wait; far beyond a prompt cancel, it only fails
@@ -64,10 +63,6 @@ THREADS = [1, 4]
 AFTER = ("SELECT count(*), max(cluster_id) FROM gpu_dbscan('SELECT g::bigint, "
          "ARRAY[g % 1000 + (g % 1000) / 50 * 3, g % 7]::real[] FROM generate_series(1, 50000) g', "
          "1.5, 3, device => 'cpu')")
-
-
-class Hung(Exception):
-    """A wait passed SAFETY_S."""
 
 
 @pytest.fixture(scope="module")
@@ -91,26 +86,6 @@ def cancel_tables():
         except psycopg2.errors.LockNotAvailable:
             pass                # locked by a backend a failed test had to terminate
     c.close()
-
-
-def wait(aconn, deadline):
-    """Polls the asynchronous connection until its command is done; Hung past deadline.
-
-    The command's error, if any, is raised from poll() as a psycopg2 exception.
-    """
-    while True:
-        state = aconn.poll()
-        if state == psycopg2.extensions.POLL_OK:
-            return
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            raise Hung()
-        if state == psycopg2.extensions.POLL_READ:
-            select.select([aconn.fileno()], [], [], remaining)
-        elif state == psycopg2.extensions.POLL_WRITE:
-            select.select([], [aconn.fileno()], [], remaining)
-        else:
-            raise psycopg2.OperationalError(f"bad poll state {state}")
 
 
 def run(aconn, sql, deadline):

@@ -717,10 +717,16 @@ kmeans_checks(void)
 		km_data_free(&D);
 	}
 	{
+		/* greedy and plain k-means++ with many candidates, and n_init */
 		km_data		D = km_separated(1000000, 2, 100, 0.0);
 		gc_kmeans_params pp = km_params(100, GC_KMEANS_INIT_PLUSPLUS, NULL, 300, 1e-4, F);
+		gc_kmeans_params pl = km_params(100, GC_KMEANS_INIT_PLUSPLUS_PLAIN, NULL, 300, 1e-4, F);
+		gc_kmeans_params ni = pp;
 
+		ni.n_init = 3;
 		km_case(&D, "k=100", &pp, dflt, 1, KM_EXACT, 1e-6);
+		km_case(&D, "k=100, plain k-means++", &pl, dflt, 1, KM_EXACT, 1e-6);
+		km_case(&D, "k=100, n_init", &ni, dflt, 1, KM_EXACT, 1e-6);
 		km_data_free(&D);
 	}
 	{
@@ -853,17 +859,7 @@ kmeans_checks(void)
 		km_data_free(&D);
 		km_data_free(&E);
 	}
-	/* Greedy and plain k-means++ with many candidates, n_init. */
-	{
-		km_data		D = km_separated(1000000, 2, 100, 0.0);
-		gc_kmeans_params pl = km_params(100, GC_KMEANS_INIT_PLUSPLUS_PLAIN, NULL, 300, 1e-4, F);
-		gc_kmeans_params ni = km_params(100, GC_KMEANS_INIT_PLUSPLUS, NULL, 300, 1e-4, F);
-
-		ni.n_init = 3;
-		km_case(&D, "k=100", &pl, dflt, 1, KM_EXACT, 1e-6);
-		km_case(&D, "k=100, n_init", &ni, dflt, 1, KM_EXACT, 1e-6);
-		km_data_free(&D);
-	}
+	/* Greedy k-means++ with many candidates (k = 100 with n_init: above). */
 	{
 		/* k = 2000: 9 candidates per step, two groups of the device's potential pass */
 		km_data		D = km_separated(100000, 4, 2000, 0.0);

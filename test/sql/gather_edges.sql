@@ -55,25 +55,23 @@ DO $$
 DECLARE
   ngpu int;
   st text;
+  c text[];
 BEGIN
   SELECT count(*) INTO ngpu FROM gpuclust_devices();
-  BEGIN
-    PERFORM * FROM gpu_dbscan('SELECT 1::bigint, (1 / 0)::real', 1, 2, device => 'gpu');
-    st := 'no error';
-  EXCEPTION WHEN OTHERS THEN
-    GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE;
-  END;
-  IF st <> (CASE WHEN ngpu = 0 THEN '55000' ELSE '22012' END) THEN
-    RAISE EXCEPTION 'device gpu with % GPU(s) on a failing query: SQLSTATE %', ngpu, st;
-  END IF;
-  BEGIN
-    PERFORM * FROM gpu_dbscan('SELECT 1::bigint, 1::real WHERE false', 1, 2, device => 'gpu');
-    st := 'no error';
-  EXCEPTION WHEN OTHERS THEN
-    GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE;
-  END;
-  IF st <> (CASE WHEN ngpu = 0 THEN '55000' ELSE 'no error' END) THEN
-    RAISE EXCEPTION 'device gpu with % GPU(s) on an empty query: %', ngpu, st;
-  END IF;
+  -- the case, its query, the SQLSTATE without a GPU, with one
+  FOREACH c SLICE 1 IN ARRAY ARRAY[
+    ['a failing query', 'SELECT 1::bigint, (1 / 0)::real', '55000', '22012'],
+    ['an empty query', 'SELECT 1::bigint, 1::real WHERE false', '55000', 'no error']]
+  LOOP
+    BEGIN
+      PERFORM * FROM gpu_dbscan(c[2], 1, 2, device => 'gpu');
+      st := 'no error';
+    EXCEPTION WHEN OTHERS THEN
+      GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE;
+    END;
+    IF st <> (CASE WHEN ngpu = 0 THEN c[3] ELSE c[4] END) THEN
+      RAISE EXCEPTION 'device gpu with % GPU(s) on %: SQLSTATE %', ngpu, c[1], st;
+    END IF;
+  END LOOP;
   RAISE NOTICE 'device gpu: as expected for the GPUs present';
 END $$;

@@ -346,14 +346,58 @@ test_empty_cluster(void)
 		free_run(&r);
 	}
 
-	/* Identical rows, k > 1: k-means++ falls back to uniform draws. */
+	/*
+	 * Identical rows, and more clusters than distinct rows: once every row
+	 * sits on a centre, greedy and plain k-means++ draw uniform rows; the
+	 * answer is every distinct row its own cluster at distance zero, the
+	 * other clusters empty.
+	 */
 	{
 		const float same[] = {3, 3, 3, 3, 3, 3};
+		float		few[40 * 2];
+		gc_kmeans_init inits[] = {GC_KMEANS_INIT_PLUSPLUS, GC_KMEANS_INIT_PLUSPLUS_PLAIN};
 
-		p = params(3, GC_KMEANS_INIT_PLUSPLUS, NULL);
-		run_kmeans(&r, same, 3, 2, &p);
-		CHECK(r.st == GC_OK, "identical rows: status %d", r.st);
-		free_run(&r);
+		for (int i = 0; i < 40; i++)
+		{
+			few[2 * i] = (float) (i % 4);
+			few[2 * i + 1] = -0.5f * (float) (i % 4);
+		}
+		for (int m = 0; m < 2; m++)
+		{
+			const char *what = m == 0 ? "greedy" : "plain";
+			double		tot = 0.0;
+			int			nonempty = 0;
+
+			p = params(3, inits[m], NULL);
+			run_kmeans(&r, same, 3, 2, &p);
+			CHECK(r.st == GC_OK, "identical rows, %s: status %d", what, r.st);
+			if (r.st == GC_OK)
+			{
+				check_consistent(&r, same, 3, 2, 3, "identical rows");
+				for (int j = 0; j < 3; j++)
+					tot += r.inertia[j];
+				CHECK(tot == 0.0 && r.distance[0] == 0.0, "identical rows, %s: inertia %g", what, tot);
+			}
+			free_run(&r);
+
+			tot = 0.0;
+			p = params(7, inits[m], NULL);
+			p.seed = 11;
+			run_kmeans(&r, few, 40, 2, &p);
+			CHECK(r.st == GC_OK, "k = 7 over 4 distinct rows, %s: status %d", what, r.st);
+			if (r.st == GC_OK)
+			{
+				check_consistent(&r, few, 40, 2, 7, "k = 7 over 4 distinct rows");
+				for (int j = 0; j < 7; j++)
+				{
+					tot += r.inertia[j];
+					nonempty += r.sizes[j] > 0;
+				}
+				CHECK(tot == 0.0 && nonempty == 4, "k = 7 over 4 distinct rows, %s: inertia %g, %d clusters not empty",
+					  what, tot, nonempty);
+			}
+			free_run(&r);
+		}
 	}
 }
 
@@ -1023,9 +1067,16 @@ test_greedy(void)
 			  (unsigned long long) seed, bad);
 	}
 
-	/* n_init: the kept run is the least inertia of the runs with the derived seeds */
+	/*
+	 * n_init: the kept run is the least inertia of the runs with the derived
+	 * seeds.  k = 8 for the 13 groups, so that the runs end in different
+	 * local minima and the least is not the first run (with k = 13 every
+	 * run finds the groups, and a call that ran the first seed alone would
+	 * pass).
+	 */
 	{
-		gc_kmeans_params p = params(13, GC_KMEANS_INIT_PLUSPLUS, NULL);
+		gc_kmeans_params p = params(8, GC_KMEANS_INIT_PLUSPLUS, NULL);
+		int			distinct = 0;
 		Run			r,
 					one;
 		double		best = HUGE_VAL,
@@ -1038,8 +1089,9 @@ test_greedy(void)
 
 			p.seed = gc_kmeans_run_seed(9, k);
 			run_kmeans(&one, x, n, d, &p);
-			for (int32_t j = 0; j < 13; j++)
+			for (int32_t j = 0; j < 8; j++)
 				tot += one.res.inertia[j];
+			distinct += k > 0 && tot != best;
 			if (tot < best)
 			{
 				best = tot;
@@ -1048,10 +1100,12 @@ test_greedy(void)
 			free_run(&one);
 		}
 		CHECK(gc_kmeans_run_seed(9, 0) == 9, "n_init: run 0 does not use the seed itself");
+		CHECK(best_run > 0 && distinct > 0, "n_init: the case does not tell the runs apart (best run %d)",
+			  best_run);
 		p.seed = 9;
 		p.n_init = 4;
 		run_kmeans(&r, x, n, d, &p);
-		for (int32_t j = 0; j < 13; j++)
+		for (int32_t j = 0; j < 8; j++)
 			got += r.res.inertia[j];
 		CHECK(r.st == GC_OK && got == best && r.res.best_run == best_run,
 			  "n_init: kept run %d with inertia %.17g, want run %d with %.17g", r.res.best_run, got, best_run, best);
