@@ -105,15 +105,27 @@ cpu_begin(const gc_exec *exec, gc_core_ctx *ctx, gc_timing *scratch,
 
 /*
  * The call's threads: as many as the tuning asks for, or the CPUs this
- * process may run on.  Started on the first parallel loop.
+ * process may run on, at most max_threads (small inputs: starting threads
+ * would cost more than they save; the answer does not depend on it).
+ * Started on the first parallel loop.
  */
+/*
+ * Rows per thread below which a call starts fewer threads: a DBSCAN row is
+ * cheap (a 1,000-row call takes about 0.1 ms), a density peaks row is a row
+ * of distances.  k-means decides per loop (serial below 4,096 rows).
+ */
+#define CPU_ROWS_PER_THREAD_DBSCAN 4096
+#define CPU_ROWS_PER_THREAD_DPEAKS 512
+
 static gc_status
-cpu_pool_start(gc_core_ctx *ctx)
+cpu_pool_start(gc_core_ctx *ctx, int64_t max_threads)
 {
 	int			threads = ctx->tuning->cpu_threads;
 
 	if (threads <= 0)
 		threads = gc_pool_default_threads();
+	if (threads > max_threads)
+		threads = (int) max_threads;
 	ctx->pool = gc_pool_create(ctx, threads);
 	if (ctx->pool == NULL)
 		return gc_core_oom(ctx, sizeof(gc_worker) * (size_t) threads,
@@ -165,7 +177,7 @@ cpu_dbscan(const gc_exec *exec, const float *x, int64_t n, int32_t d,
 	if (n == 0)
 		return GC_OK;
 	t0 = gc_core_now_ms();
-	if ((st = cpu_pool_start(&ctx)) != GC_OK)
+	if ((st = cpu_pool_start(&ctx, 1 + n / CPU_ROWS_PER_THREAD_DBSCAN)) != GC_OK)
 		return st;
 	st = gc_core_dbscan(&ctx, x, n, d, params, result);
 	cpu_pool_end(&ctx);
@@ -196,7 +208,7 @@ cpu_kmeans(const gc_exec *exec, const float *x, int64_t n, int32_t d,
 	if (n == 0)
 		return GC_OK;
 	t0 = gc_core_now_ms();
-	if ((st = cpu_pool_start(&ctx)) != GC_OK)
+	if ((st = cpu_pool_start(&ctx, GC_POOL_MAX_THREADS)) != GC_OK)
 		return st;
 	st = gc_core_kmeans(&ctx, x, n, d, params, result);
 	cpu_pool_end(&ctx);
@@ -255,7 +267,7 @@ cpu_density_peaks(const gc_exec *exec, const float *x, int64_t n, int32_t d,
 	if (n == 0)
 		return GC_OK;
 	t0 = gc_core_now_ms();
-	if ((st = cpu_pool_start(&ctx)) != GC_OK)
+	if ((st = cpu_pool_start(&ctx, 1 + n / CPU_ROWS_PER_THREAD_DPEAKS)) != GC_OK)
 		return st;
 	st = gc_core_dpeaks(&ctx, x, n, d, params, result);
 	cpu_pool_end(&ctx);

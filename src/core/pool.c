@@ -373,6 +373,9 @@ typedef struct psort_job
 
 #define PSORT_HIST(job, b, p) ((job)->hist + ((size_t) (b) * GC_SORT_PASSES + (size_t) (p)) * GC_SORT_BUCKETS)
 
+/* The largest block of rows between two looks at cancel. */
+#define PSORT_MAX_CHUNK ((int64_t) 1 << 22)
+
 static gc_status
 psort_block(void *arg, gc_worker *w, int64_t b, int64_t e)
 {
@@ -431,11 +434,18 @@ gc_pool_radix_sort(gc_pool *pool, uint64_t *keys, int64_t *vals, uint64_t *tk, i
 
 	if (n <= 1)
 		return GC_OK;
-	/* blocks of at least 2^16 rows (the sorted order does not depend on them) */
+	/*
+	 * Blocks of at least 2^16 rows and at most 2^22 (a block asks cancel
+	 * when it ends); the sorted order does not depend on them.  One block is
+	 * the serial sort of common/sort.h.
+	 */
 	if (blocks > n / 65536)
 		blocks = n / 65536;
-	if (blocks < 1)
-		blocks = 1;
+	if (blocks < n / PSORT_MAX_CHUNK)
+		blocks = n / PSORT_MAX_CHUNK;
+	if (blocks <= 1)
+		return gc_radix_sort(keys, vals, tk, tv, n, pool->ctx->cancel, pool->ctx->cancel_arg) == 0 ?
+			GC_OK : gc_core_cancel_status(pool->ctx);
 	job.n = n;
 	job.chunk = (n + blocks - 1) / blocks;
 	blocks = (n + job.chunk - 1) / job.chunk;
