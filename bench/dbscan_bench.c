@@ -77,7 +77,7 @@ run(const gc_backend_api *api, answer *a, const float *x, int64_t n, int32_t d, 
 	r.cluster = a->cluster;
 	r.is_core = a->is_core;
 	t0 = gc_h_now_ms();
-	a->status = api->dbscan(&e, x, n, d, &p, &r);
+	a->status = api->dbscan(&e, x, GC_F32, n, d, &p, &r);
 	a->wall_ms = gc_h_now_ms() - t0;
 	a->n_clusters = r.n_clusters;
 	if (a->status != GC_OK)

@@ -99,7 +99,7 @@ run(const gc_backend_api *api, const float *x, int64_t n, int32_t d, const gc_dp
 	o->r.rho = o->rho;
 	o->r.delta = o->delta;
 	o->r.is_center = o->is_center;
-	o->st = api->density_peaks(&e, x, n, d, p, &o->r);
+	o->st = api->density_peaks(&e, x, GC_F32, n, d, p, &o->r);
 	o->ms = gc_h_now_ms() - t0;
 	if (o->st != GC_OK)
 		gc_h_error_text(api, o->err, sizeof(o->err));

@@ -142,7 +142,7 @@ run_gpu(const Data &D, const gc_kmeans_params &p, const gc_tuning &tuning, Out &
 	char		buf[1024];
 
 	warm.max_iter = 2;
-	if (api->kmeans(&e, D.x.data(), warm_n, D.d, &warm, &o.r) != GC_OK)
+	if (api->kmeans(&e, D.x.data(), GC_F32, warm_n, D.d, &warm, &o.r) != GC_OK)
 	{
 		o.st = GC_ERR_INTERNAL;
 		o.err = std::string("warm-up: ") + gc_h_error_text(api, buf, sizeof(buf));
@@ -150,7 +150,7 @@ run_gpu(const Data &D, const gc_kmeans_params &p, const gc_tuning &tuning, Out &
 	}
 	memset(&o.timing, 0, sizeof(o.timing));
 	t0 = gc_h_now_ms();
-	o.st = api->kmeans(&e, D.x.data(), D.n, D.d, &p, &o.r);
+	o.st = api->kmeans(&e, D.x.data(), GC_F32, D.n, D.d, &p, &o.r);
 	o.wall_ms = gc_h_now_ms() - t0;
 	if (o.st != GC_OK)
 		o.err = gc_h_error_text(api, buf, sizeof(buf));
@@ -402,11 +402,11 @@ assign_timing(FILE *js, bool &first, const char *label, const Data &D, int k)
 	ar.labels = labels.data();
 	ar.distance = distance.data();
 	memset(&t, 0, sizeof(t));
-	st = api->kmeans_assign(&e, D.x.data(), D.n, D.d, &ap, &ar);	/* warm-up */
+	st = api->kmeans_assign(&e, D.x.data(), GC_F32, D.n, D.d, &ap, &ar);	/* warm-up */
 	memset(&t, 0, sizeof(t));
 	t0 = gc_h_now_ms();
 	if (st == GC_OK)
-		st = api->kmeans_assign(&e, D.x.data(), D.n, D.d, &ap, &ar);
+		st = api->kmeans_assign(&e, D.x.data(), GC_F32, D.n, D.d, &ap, &ar);
 	wall = gc_h_now_ms() - t0;
 	if (st != GC_OK)
 	{

@@ -143,7 +143,7 @@ run_once(const bench_case *c, const float *x, const double *init, int threads, a
 				gc_dbscan_params p = {sizeof(p), 0.05, 5};
 				gc_dbscan_result r = {a->buf[0], a->buf[1], 0};
 
-				st = api->dbscan(&e, x, c->n, c->d, &p, &r);
+				st = api->dbscan(&e, x, GC_F32, c->n, c->d, &p, &r);
 				a->scalar = r.n_clusters;
 			}
 			break;
@@ -164,7 +164,7 @@ run_once(const bench_case *c, const float *x, const double *init, int threads, a
 				r.rho = a->buf[1];
 				r.delta = a->buf[2];
 				r.is_center = a->buf[3];
-				st = api->density_peaks(&e, x, c->n, c->d, &p, &r);
+				st = api->density_peaks(&e, x, GC_F32, c->n, c->d, &p, &r);
 				a->scalar = r.n_centers;
 			}
 			break;
@@ -182,7 +182,7 @@ run_once(const bench_case *c, const float *x, const double *init, int threads, a
 				p.n_init = 1;
 				p.initial_centroids = init;
 				p.precision = GC_PRECISION_FP32;
-				st = api->kmeans(&e, x, c->n, c->d, &p, &r);
+				st = api->kmeans(&e, x, GC_F32, c->n, c->d, &p, &r);
 				a->scalar = r.iterations;
 			}
 			break;

@@ -33,7 +33,7 @@ extern "C" {
 #endif
 
 /* Bumped whenever a struct or the api table changes incompatibly. */
-#define GC_ABI_VERSION 4
+#define GC_ABI_VERSION 5
 
 typedef enum gc_status
 {
@@ -127,6 +127,32 @@ gc_tuning_defaults(void)
 	return t;
 }
 
+/*
+ * The element type of the input rows x: single precision (real, real[],
+ * pgvector vector and halfvec) or double precision (double precision,
+ * numeric, integers, PostGIS coordinates).  Either way each algorithm's
+ * arithmetic is done as its comments say (mostly in double); what changes
+ * is the value of each coordinate, which is exactly the caller's.
+ */
+typedef enum gc_dtype
+{
+	GC_F32 = 0,					/* x is const float * */
+	GC_F64 = 1					/* x is const double * */
+} gc_dtype;
+
+/*
+ * The distance between rows, see common/metric.h for the exact arithmetic.
+ * GC_METRIC_COSINE: the caller passes rows of unit length, made so by
+ * gc_unit_rows() of common/metric.h (the glue does it, in double, and
+ * rejects a zero row); the distance of two such rows is half their squared
+ * Euclidean distance, which is 1 - cos(a, b) up to rounding.
+ */
+typedef enum gc_metric
+{
+	GC_METRIC_EUCLIDEAN = 0,
+	GC_METRIC_COSINE = 1
+} gc_metric;
+
 /* How one entry point runs: where, with which knobs, how to stop, where the times go. */
 typedef struct gc_exec
 {
@@ -163,6 +189,7 @@ typedef struct gc_dbscan_params
 	uint32_t	struct_size;	/* sizeof(gc_dbscan_params) */
 	double		eps;			/* > 0, finite */
 	int32_t		min_pts;		/* >= 1 */
+	gc_metric	metric;			/* eps is in this metric's units */
 } gc_dbscan_params;
 
 typedef struct gc_dbscan_result
@@ -203,6 +230,7 @@ typedef struct gc_kmeans_params
 	const double *initial_centroids;	/* [k, d] when init == GIVEN (d as passed to the check) */
 	gc_precision precision;
 	int32_t		n_init;			/* >= 1 runs, seeds gc_kmeans_run_seed(seed, r); 1 when GIVEN */
+	gc_metric	metric;			/* COSINE: spherical k-means */
 } gc_kmeans_params;
 
 typedef struct gc_kmeans_result
@@ -228,8 +256,9 @@ typedef struct gc_kmeans_assign_params
 {
 	uint32_t	struct_size;	/* sizeof(gc_kmeans_assign_params) */
 	int32_t		k;				/* >= 1 */
-	const double *centroids;	/* [k, d] finite */
+	const double *centroids;	/* [k, d] finite; unit rows when COSINE */
 	gc_precision precision;
+	gc_metric	metric;
 } gc_kmeans_assign_params;
 
 typedef struct gc_kmeans_assign_result
@@ -267,6 +296,7 @@ typedef struct gc_dpeaks_params
 	double		rho_min;		/* used when n_clusters == 0 */
 	double		delta_min;		/* used when n_clusters == 0 */
 	uint64_t	seed;			/* for dc sampling */
+	gc_metric	metric;			/* dc, rho_min/delta_min and delta in its units */
 } gc_dpeaks_params;
 
 typedef struct gc_dpeaks_result
@@ -300,25 +330,25 @@ typedef struct gc_backend_api
 	void		(*release) (void);
 
 	gc_status	(*dbscan) (const gc_exec *exec,
-							const float *x, /* [n, d] row-major */
+							const void *x, gc_dtype dtype, /* [n, d] row-major */
 							int64_t n, int32_t d,
 							const gc_dbscan_params *params,
 							gc_dbscan_result *result);
 
 	gc_status	(*kmeans) (const gc_exec *exec,
-						   const float *x,	/* [n, d] row-major */
+						   const void *x, gc_dtype dtype, /* [n, d] row-major */
 						   int64_t n, int32_t d,
 						   const gc_kmeans_params *params,
 						   gc_kmeans_result *result);
 
 	gc_status	(*density_peaks) (const gc_exec *exec,
-								  const float *x,	/* [n, d] row-major */
+								  const void *x, gc_dtype dtype, /* [n, d] row-major */
 								  int64_t n, int32_t d,
 								  const gc_dpeaks_params *params,
 								  gc_dpeaks_result *result);
 
 	gc_status	(*kmeans_assign) (const gc_exec *exec,
-								  const float *x,	/* [n, d] row-major */
+								  const void *x, gc_dtype dtype, /* [n, d] row-major */
 								  int64_t n, int32_t d,
 								  const gc_kmeans_assign_params *params,
 								  gc_kmeans_assign_result *result);

@@ -43,4 +43,19 @@ gc_dist2(const float *a, const float *b, int32_t d)
 	return s;
 }
 
+/* The same for rows of double precision. */
+static GC_HD double
+gc_dist2_f64(const double *a, const double *b, int32_t d)
+{
+	double		s = 0.0;
+
+	for (int32_t k = 0; k < d; k++)
+	{
+		double		t = a[k] - b[k];
+
+		s += t * t;
+	}
+	return s;
+}
+
 #endif							/* GPUCLUST_PORTABLE_H */

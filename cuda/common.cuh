@@ -198,13 +198,13 @@ class DeviceBuffer
 
 /* The algorithm entry points behind the api table (one .cu each). */
 extern "C" {
-gc_status gcu_dbscan(const gc_exec *exec, const float *x, int64_t n, int32_t d,
+gc_status gcu_dbscan(const gc_exec *exec, const void *x, gc_dtype dtype, int64_t n, int32_t d,
 					 const gc_dbscan_params *params, gc_dbscan_result *result);
-gc_status gcu_kmeans(const gc_exec *exec, const float *x, int64_t n, int32_t d,
+gc_status gcu_kmeans(const gc_exec *exec, const void *x, gc_dtype dtype, int64_t n, int32_t d,
 					 const gc_kmeans_params *params, gc_kmeans_result *result);
-gc_status gcu_kmeans_assign(const gc_exec *exec, const float *x, int64_t n, int32_t d,
+gc_status gcu_kmeans_assign(const gc_exec *exec, const void *x, gc_dtype dtype, int64_t n, int32_t d,
 						   const gc_kmeans_assign_params *params, gc_kmeans_assign_result *result);
-gc_status gcu_density_peaks(const gc_exec *exec, const float *x, int64_t n, int32_t d,
+gc_status gcu_density_peaks(const gc_exec *exec, const void *x, gc_dtype dtype, int64_t n, int32_t d,
 							const gc_dpeaks_params *params, gc_dpeaks_result *result);
 }
 

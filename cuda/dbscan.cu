@@ -146,12 +146,15 @@ void run(Workspace &w, const float *x, /* [n, d] host */ gc_dbscan_result *resul
 } // namespace gc
 
 extern "C" gc_status gcu_dbscan(const gc_exec *exec,
-								const float *x, /* [n, d] row-major */
+								const void *xv, gc_dtype dtype, /* [n, d] row-major */
 								int64_t n, int32_t d, const gc_dbscan_params *params,
 								gc_dbscan_result *result)
 {
 	GC_ENTRY_BEGIN
 	gc::require(gc_check_dbscan(params, n, d, gc::error_record()));
+	gc::require(gc_check_not_yet("DBSCAN", dtype, params->metric, gc::error_record()));
+
+	const float *x = (const float *) xv;
 
 	gc::Call	call(exec);
 

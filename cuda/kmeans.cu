@@ -672,11 +672,14 @@ void KMeans::assign_to(const double *centroids, gc_kmeans_assign_result *result)
 } // namespace km
 } // namespace gc
 
-extern "C" gc_status gcu_kmeans(const gc_exec *exec, const float *x, int64_t n, int32_t d,
+extern "C" gc_status gcu_kmeans(const gc_exec *exec, const void *xv, gc_dtype dtype, int64_t n, int32_t d,
 								const gc_kmeans_params *params, gc_kmeans_result *result)
 {
 	GC_ENTRY_BEGIN
 	gc::require(gc_check_kmeans(params, n, d, gc::error_record()));
+	gc::require(gc_check_not_yet("k-means", dtype, params->metric, gc::error_record()));
+
+	const float *x = (const float *) xv;
 
 	gc::Call	call(exec);
 
@@ -697,11 +700,14 @@ extern "C" gc_status gcu_kmeans(const gc_exec *exec, const float *x, int64_t n, 
 	GC_ENTRY_END
 }
 
-extern "C" gc_status gcu_kmeans_assign(const gc_exec *exec, const float *x, int64_t n, int32_t d,
+extern "C" gc_status gcu_kmeans_assign(const gc_exec *exec, const void *xv, gc_dtype dtype, int64_t n, int32_t d,
 									   const gc_kmeans_assign_params *params, gc_kmeans_assign_result *result)
 {
 	GC_ENTRY_BEGIN
 	gc::require(gc_check_kmeans_assign(params, n, d, gc::error_record()));
+	gc::require(gc_check_not_yet("k-means assignment", dtype, params->metric, gc::error_record()));
+
+	const float *x = (const float *) xv;
 
 	gc::Call	call(exec);
 

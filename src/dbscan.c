@@ -22,7 +22,7 @@ GcRunDbscan(const gc_backend_api *api, const gc_exec *exec, const GcInput *in, v
 {
 	GcDbscanJob *job = arg;
 
-	return api->dbscan(exec, in->x, in->n, in->d, &job->params, &job->result);
+	return api->dbscan(exec, in->x, in->dtype, in->n, in->d, &job->params, &job->result);
 }
 
 /* gpu_dbscan(query text, eps float8, min_pts int, device text) */

@@ -49,7 +49,7 @@ GcRunDpeaks(const gc_backend_api *api, const gc_exec *exec, const GcInput *in, v
 {
 	GcDpeaksJob *job = arg;
 
-	return api->density_peaks(exec, in->x, in->n, in->d, &job->params, &job->result);
+	return api->density_peaks(exec, in->x, in->dtype, in->n, in->d, &job->params, &job->result);
 }
 
 /*

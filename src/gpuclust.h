@@ -53,11 +53,12 @@ extern bool gc_gather_huge_pages_guc;	/* developer setting of the gather */
 extern bool gc_gather_prefault_guc; /* developer setting of the gather */
 extern gc_tuning gc_tuning_gucs;	/* developer settings, see GcDefineTuningGucs */
 
-/* The gathered input: n rows of d float features, in query order. */
+/* The gathered input: n rows of d features, in query order. */
 typedef struct GcInput
 {
 	int64		n;
 	int32		d;
+	gc_dtype	dtype;			/* the element type of x */
 	float	   *x;				/* [n, d] row-major */
 	int64	   *ids;			/* [n] */
 } GcInput;

@@ -41,7 +41,7 @@ GcRunKmeans(const gc_backend_api *api, const gc_exec *exec, const GcInput *in, v
 {
 	GcKmeansJob *job = arg;
 
-	return api->kmeans(exec, in->x, in->n, in->d, &job->params, &job->result);
+	return api->kmeans(exec, in->x, in->dtype, in->n, in->d, &job->params, &job->result);
 }
 
 #define KM_ARG_QUERY		0
@@ -331,7 +331,7 @@ RunKmeansAssign(const gc_backend_api *api, const gc_exec *exec, const GcInput *i
 {
 	KmAssignJob *job = arg;
 
-	return api->kmeans_assign(exec, in->x, in->n, in->d, &job->params, &job->result);
+	return api->kmeans_assign(exec, in->x, in->dtype, in->n, in->d, &job->params, &job->result);
 }
 
 /*

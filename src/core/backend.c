@@ -147,7 +147,7 @@ cpu_pool_end(gc_core_ctx *ctx)
  * caller otherwise); result_ok: the result struct and, when n > 0, its arrays.
  */
 static gc_status
-cpu_check_buffers(const char *algorithm, const float *x, int64_t n, int result_ok)
+cpu_check_buffers(const char *algorithm, const void *x, int64_t n, int result_ok)
 {
 	if (!result_ok)
 		return gc_error_set(&cpu_error, GC_ERR_INTERNAL, "%s result is missing", algorithm);
@@ -158,7 +158,7 @@ cpu_check_buffers(const char *algorithm, const float *x, int64_t n, int result_o
 
 /* DBSCAN entry of the table. */
 static gc_status
-cpu_dbscan(const gc_exec *exec, const float *x, int64_t n, int32_t d,
+cpu_dbscan(const gc_exec *exec, const void *x, gc_dtype dtype, int64_t n, int32_t d,
 		   const gc_dbscan_params *params, gc_dbscan_result *result)
 {
 	gc_tuning	defaults = gc_tuning_defaults();
@@ -171,6 +171,7 @@ cpu_dbscan(const gc_exec *exec, const float *x, int64_t n, int32_t d,
 
 	if ((st = cpu_begin(exec, &ctx, &scratch, &defaults)) != GC_OK ||
 		(st = gc_check_dbscan(params, n, d, &cpu_error)) != GC_OK ||
+		(st = gc_check_not_yet("DBSCAN", dtype, params->metric, &cpu_error)) != GC_OK ||
 		(st = cpu_check_buffers("DBSCAN", x, n, result_ok)) != GC_OK)
 		return st;
 	result->n_clusters = 0;
@@ -179,7 +180,7 @@ cpu_dbscan(const gc_exec *exec, const float *x, int64_t n, int32_t d,
 	t0 = gc_core_now_ms();
 	if ((st = cpu_pool_start(&ctx, 1 + n / CPU_ROWS_PER_THREAD_DBSCAN)) != GC_OK)
 		return st;
-	st = gc_core_dbscan(&ctx, x, n, d, params, result);
+	st = gc_core_dbscan(&ctx, (const float *) x, n, d, params, result);
 	cpu_pool_end(&ctx);
 	ctx.timing->compute_ms = gc_core_now_ms() - t0;
 	return st;
@@ -187,7 +188,7 @@ cpu_dbscan(const gc_exec *exec, const float *x, int64_t n, int32_t d,
 
 /* k-means entry of the table. */
 static gc_status
-cpu_kmeans(const gc_exec *exec, const float *x, int64_t n, int32_t d,
+cpu_kmeans(const gc_exec *exec, const void *x, gc_dtype dtype, int64_t n, int32_t d,
 		   const gc_kmeans_params *params, gc_kmeans_result *result)
 {
 	gc_tuning	defaults = gc_tuning_defaults();
@@ -202,6 +203,7 @@ cpu_kmeans(const gc_exec *exec, const float *x, int64_t n, int32_t d,
 
 	if ((st = cpu_begin(exec, &ctx, &scratch, &defaults)) != GC_OK ||
 		(st = gc_check_kmeans(params, n, d, &cpu_error)) != GC_OK ||
+		(st = gc_check_not_yet("k-means", dtype, params->metric, &cpu_error)) != GC_OK ||
 		(st = cpu_check_buffers("k-means", x, n, result_ok)) != GC_OK)
 		return st;
 	result->iterations = 0;
@@ -210,7 +212,7 @@ cpu_kmeans(const gc_exec *exec, const float *x, int64_t n, int32_t d,
 	t0 = gc_core_now_ms();
 	if ((st = cpu_pool_start(&ctx, GC_POOL_MAX_THREADS)) != GC_OK)
 		return st;
-	st = gc_core_kmeans(&ctx, x, n, d, params, result);
+	st = gc_core_kmeans(&ctx, (const float *) x, n, d, params, result);
 	cpu_pool_end(&ctx);
 	ctx.timing->compute_ms = gc_core_now_ms() - t0;
 	return st;
@@ -218,7 +220,7 @@ cpu_kmeans(const gc_exec *exec, const float *x, int64_t n, int32_t d,
 
 /* k-means assignment entry of the table. */
 static gc_status
-cpu_kmeans_assign(const gc_exec *exec, const float *x, int64_t n, int32_t d,
+cpu_kmeans_assign(const gc_exec *exec, const void *x, gc_dtype dtype, int64_t n, int32_t d,
 				  const gc_kmeans_assign_params *params, gc_kmeans_assign_result *result)
 {
 	gc_tuning	defaults = gc_tuning_defaults();
@@ -231,19 +233,20 @@ cpu_kmeans_assign(const gc_exec *exec, const float *x, int64_t n, int32_t d,
 
 	if ((st = cpu_begin(exec, &ctx, &scratch, &defaults)) != GC_OK ||
 		(st = gc_check_kmeans_assign(params, n, d, &cpu_error)) != GC_OK ||
+		(st = gc_check_not_yet("k-means assignment", dtype, params->metric, &cpu_error)) != GC_OK ||
 		(st = cpu_check_buffers("k-means assignment", x, n, result_ok)) != GC_OK)
 		return st;
 	if (n == 0)
 		return GC_OK;
 	t0 = gc_core_now_ms();
-	st = gc_core_kmeans_assign(&ctx, x, n, d, params, result);
+	st = gc_core_kmeans_assign(&ctx, (const float *) x, n, d, params, result);
 	ctx.timing->compute_ms = gc_core_now_ms() - t0;
 	return st;
 }
 
 /* Density peaks entry of the table. */
 static gc_status
-cpu_density_peaks(const gc_exec *exec, const float *x, int64_t n, int32_t d,
+cpu_density_peaks(const gc_exec *exec, const void *x, gc_dtype dtype, int64_t n, int32_t d,
 				  const gc_dpeaks_params *params, gc_dpeaks_result *result)
 {
 	gc_tuning	defaults = gc_tuning_defaults();
@@ -257,6 +260,7 @@ cpu_density_peaks(const gc_exec *exec, const float *x, int64_t n, int32_t d,
 
 	if ((st = cpu_begin(exec, &ctx, &scratch, &defaults)) != GC_OK ||
 		(st = gc_check_dpeaks(params, n, d, &cpu_error)) != GC_OK ||
+		(st = gc_check_not_yet("density peaks", dtype, params->metric, &cpu_error)) != GC_OK ||
 		(st = cpu_check_buffers("density peaks", x, n, result_ok)) != GC_OK)
 		return st;
 	/* no rows: no dc is derived, the one given (or 0) is reported */
@@ -269,7 +273,7 @@ cpu_density_peaks(const gc_exec *exec, const float *x, int64_t n, int32_t d,
 	t0 = gc_core_now_ms();
 	if ((st = cpu_pool_start(&ctx, 1 + n / CPU_ROWS_PER_THREAD_DPEAKS)) != GC_OK)
 		return st;
-	st = gc_core_dpeaks(&ctx, x, n, d, params, result);
+	st = gc_core_dpeaks(&ctx, (const float *) x, n, d, params, result);
 	cpu_pool_end(&ctx);
 	ctx.timing->compute_ms = gc_core_now_ms() - t0;
 	return st;

@@ -73,7 +73,7 @@ dp_run(const gc_backend_api *api, dp_answer *a, const float *x, int64_t n, int32
 	a->r.delta = a->delta;
 	a->r.is_center = a->is_center;
 	t0 = gc_h_now_ms();
-	a->status = api->density_peaks(&e, x, n, d, p, &a->r);
+	a->status = api->density_peaks(&e, x, GC_F32, n, d, p, &a->r);
 	a->wall_ms = gc_h_now_ms() - t0;
 	if (a->status == GC_OK)
 		a->error[0] = '\0';

@@ -133,7 +133,7 @@ km_run(const gc_backend_api *api, km_answer *a, const float *x, int64_t n, int32
 	r.sizes = a->sizes;
 	r.inertia = a->inertia;
 	t0 = gc_h_now_ms();
-	a->status = api->kmeans(&e, x, n, d, p, &r);
+	a->status = api->kmeans(&e, x, GC_F32, n, d, p, &r);
 	a->wall_ms = gc_h_now_ms() - t0;
 	a->iterations = r.iterations;
 	a->best_run = r.best_run;
@@ -467,7 +467,7 @@ km_assign_run(const gc_backend_api *api, km_answer *a, const float *x, int64_t n
 	r.labels = a->labels;
 	r.distance = a->distance;
 	t0 = gc_h_now_ms();
-	a->status = api->kmeans_assign(&e, x, n, d, &p, &r);
+	a->status = api->kmeans_assign(&e, x, GC_F32, n, d, &p, &r);
 	a->wall_ms = gc_h_now_ms() - t0;
 	a->iterations = 0;
 	a->best_run = 0;

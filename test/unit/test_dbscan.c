@@ -85,7 +85,7 @@ run_dbscan(const float *x, int64_t n, int32_t d, const gc_dbscan_params *p,
 {
 	gc_exec		e = unit_exec(cancel, NULL);
 
-	return gc_cpu_api()->dbscan(&e, x, n, d, p, r);
+	return gc_cpu_api()->dbscan(&e, x, GC_F32, n, d, p, r);
 }
 
 static uint64_t rng_state = 42;
@@ -202,15 +202,15 @@ test_api(void)
 	api->release();
 
 	/* no rows: nothing to do, no error, no cluster */
-	CHECK(api->dbscan(&e, NULL, 0, 2, &p, &r) == GC_OK && r.n_clusters == 0, "n = 0");
+	CHECK(api->dbscan(&e, NULL, GC_F32, 0, 2, &p, &r) == GC_OK && r.n_clusters == 0, "n = 0");
 	CHECK(unit_error()[0] == '\0', "n = 0 leaves no error: %s", unit_error());
 
 	/* a failure, then a success clears the error and fills the timing */
 	p.eps = 0;
-	CHECK(api->dbscan(&e, x, 3, 1, &p, &r) == GC_ERR_INVALID_ARGUMENT, "eps 0");
+	CHECK(api->dbscan(&e, x, GC_F32, 3, 1, &p, &r) == GC_ERR_INVALID_ARGUMENT, "eps 0");
 	p.eps = 1;
 	memset(&t, 0xff, sizeof(t));
-	CHECK(api->dbscan(&e, x, 3, 1, &p, &r) == GC_OK && r.n_clusters == 1 &&
+	CHECK(api->dbscan(&e, x, GC_F32, 3, 1, &p, &r) == GC_OK && r.n_clusters == 1 &&
 		  c[0] == 0 && c[1] == 0 && c[2] == -1, "small set through the table");
 	CHECK(unit_error()[0] == '\0' && api->last_error()->detail[0] == '\0' &&
 		  api->last_error()->hint[0] == '\0', "success clears the error: %s", unit_error());
@@ -218,7 +218,7 @@ test_api(void)
 		  "timing: compute %g ms, bytes %lld", t.compute_ms, (long long) t.bytes_needed);
 
 	/* exec NULL: defaults, no timing, never cancelled */
-	CHECK(api->dbscan(NULL, x, 3, 1, &p, &r) == GC_OK && r.n_clusters == 1, "exec NULL");
+	CHECK(api->dbscan(NULL, x, GC_F32, 3, 1, &p, &r) == GC_OK && r.n_clusters == 1, "exec NULL");
 }
 
 /* The checks of common/checks.h reject bad parameters with the expected status and words. */
@@ -234,35 +234,35 @@ test_checks(void)
 	gc_exec		e = unit_exec(NULL, NULL);
 	gc_tuning	tuning = gc_tuning_defaults();
 
-	CHECK(api->dbscan(&e, x, 4, 1, &p, &r) == GC_ERR_INVALID_ARGUMENT &&
+	CHECK(api->dbscan(&e, x, GC_F32, 4, 1, &p, &r) == GC_ERR_INVALID_ARGUMENT &&
 		  strcmp(unit_error(), "eps must be positive and finite") == 0 &&
 		  strcmp(api->last_error()->detail, "eps is -1.") == 0 &&
 		  api->last_error()->hint[0] != '\0', "eps -1: %s", unit_error());
 	p.eps = INFINITY;
-	CHECK(api->dbscan(&e, x, 4, 1, &p, &r) == GC_ERR_INVALID_ARGUMENT, "eps infinite");
+	CHECK(api->dbscan(&e, x, GC_F32, 4, 1, &p, &r) == GC_ERR_INVALID_ARGUMENT, "eps infinite");
 	p.eps = 1.0;
 	p.min_pts = -3;
-	CHECK(api->dbscan(&e, x, 4, 1, &p, &r) == GC_ERR_INVALID_ARGUMENT &&
+	CHECK(api->dbscan(&e, x, GC_F32, 4, 1, &p, &r) == GC_ERR_INVALID_ARGUMENT &&
 		  strcmp(unit_error(), "min_pts must be at least 1") == 0, "min_pts -3: %s", unit_error());
 	p.min_pts = 2;
-	CHECK(api->dbscan(&e, x, 4, 0, &p, &r) == GC_ERR_INVALID_ARGUMENT &&
+	CHECK(api->dbscan(&e, x, GC_F32, 4, 0, &p, &r) == GC_ERR_INVALID_ARGUMENT &&
 		  strcmp(unit_error(), "DBSCAN needs at least one feature per row") == 0,
 		  "d 0: %s", unit_error());
 	/* the bugs of a caller: other versions of the structs, missing buffers */
 	p.struct_size = sizeof(p) - 4;
-	CHECK(api->dbscan(&e, x, 4, 1, &p, &r) == GC_ERR_INTERNAL, "params struct_size");
+	CHECK(api->dbscan(&e, x, GC_F32, 4, 1, &p, &r) == GC_ERR_INTERNAL, "params struct_size");
 	p.struct_size = sizeof(p);
-	CHECK(api->dbscan(&e, x, 4, 1, NULL, &r) == GC_ERR_INTERNAL, "params NULL");
-	CHECK(api->dbscan(&e, x, 4, 1, &p, NULL) == GC_ERR_INTERNAL, "result NULL");
-	CHECK(api->dbscan(&e, NULL, 4, 1, &p, &r) == GC_ERR_INTERNAL, "x NULL");
+	CHECK(api->dbscan(&e, x, GC_F32, 4, 1, NULL, &r) == GC_ERR_INTERNAL, "params NULL");
+	CHECK(api->dbscan(&e, x, GC_F32, 4, 1, &p, NULL) == GC_ERR_INTERNAL, "result NULL");
+	CHECK(api->dbscan(&e, NULL, GC_F32, 4, 1, &p, &r) == GC_ERR_INTERNAL, "x NULL");
 	e.struct_size = sizeof(e) + 8;
-	CHECK(api->dbscan(&e, x, 4, 1, &p, &r) == GC_ERR_INTERNAL, "exec struct_size");
+	CHECK(api->dbscan(&e, x, GC_F32, 4, 1, &p, &r) == GC_ERR_INTERNAL, "exec struct_size");
 	e.struct_size = sizeof(e);
 	tuning.struct_size = 4;
 	e.tuning = &tuning;
-	CHECK(api->dbscan(&e, x, 4, 1, &p, &r) == GC_ERR_INTERNAL, "tuning struct_size");
+	CHECK(api->dbscan(&e, x, GC_F32, 4, 1, &p, &r) == GC_ERR_INTERNAL, "tuning struct_size");
 	tuning.struct_size = sizeof(tuning);
-	CHECK(api->dbscan(&e, x, 4, 1, &p, &r) == GC_OK && r.n_clusters == 1, "tuning given");
+	CHECK(api->dbscan(&e, x, GC_F32, 4, 1, &p, &r) == GC_OK && r.n_clusters == 1, "tuning given");
 }
 
 /* Hand-made sets: chains, border points, min_pts 1, bad parameters. */
@@ -548,7 +548,7 @@ threads_case(const char *name, const float *x, int64_t n, int32_t d, double eps,
 
 	unit_threads = 1;
 	e = unit_exec(NULL, &t);
-	st = gc_cpu_api()->dbscan(&e, x, n, d, &p, &r0);
+	st = gc_cpu_api()->dbscan(&e, x, GC_F32, n, d, &p, &r0);
 	for (int64_t i = 0; i < n; i++)
 		cores += k0[i];
 	CHECK(st == GC_OK && t.threads == 1 && r0.n_clusters > 1 && cores > 0 && cores < n,
@@ -559,7 +559,7 @@ threads_case(const char *name, const float *x, int64_t n, int32_t d, double eps,
 		unit_threads = unit_thread_counts[i];
 		e = unit_exec(NULL, &t);
 		memset(c1, 0x55, sizeof(int32_t) * n);
-		st = gc_cpu_api()->dbscan(&e, x, n, d, &p, &r1);
+		st = gc_cpu_api()->dbscan(&e, x, GC_F32, n, d, &p, &r1);
 		CHECK(st == GC_OK && t.threads == unit_threads && r1.n_clusters == r0.n_clusters &&
 			  memcmp(c0, c1, sizeof(int32_t) * n) == 0 && memcmp(k0, k1, n) == 0,
 			  "%s, %d threads (%d ran): status %d, %lld clusters against %lld", name, unit_threads,

@@ -22,7 +22,7 @@ run_dpeaks(const float *x, int64_t n, int32_t d, const gc_dpeaks_params *p,
 {
 	gc_exec		e = unit_exec(cancel, timing);
 
-	return gc_cpu_api()->density_peaks(&e, x, n, d, p, r);
+	return gc_cpu_api()->density_peaks(&e, x, GC_F32, n, d, p, r);
 }
 
 typedef struct Res

@@ -45,7 +45,7 @@ run_kmeans(Run *r, const float *x, int64_t n, int32_t d, const gc_kmeans_params 
 	{
 		gc_exec		e = unit_exec(NULL, &r->timing);
 
-		r->st = gc_cpu_api()->kmeans(&e, x, n, d, p, &r->res);
+		r->st = gc_cpu_api()->kmeans(&e, x, GC_F32, n, d, p, &r->res);
 	}
 	snprintf(r->message, sizeof(r->message), "%s", unit_error());
 }
@@ -867,7 +867,7 @@ test_cancel(void)
 	res.sizes = sizes;
 	res.inertia = inertia;
 	p.tol = 0;
-	st = gc_cpu_api()->kmeans(&e, x, 100000, 2, &p, &res);
+	st = gc_cpu_api()->kmeans(&e, x, GC_F32, 100000, 2, &p, &res);
 	CHECK(st == GC_ERR_CANCELLED, "cancel: status %d", st);
 	CHECK(strcmp(unit_error(), "canceled") == 0, "cancel: message %s", unit_error());
 	free(labels);
@@ -926,7 +926,7 @@ test_table(void)
 		res.sizes = &size;
 		res.inertia = &one[2];
 		res.iterations = 0;
-		st = api->kmeans(&e, x, huge, 1, &q, &res);
+		st = api->kmeans(&e, x, GC_F32, huge, 1, &q, &res);
 		CHECK(st == GC_ERR_OUT_OF_MEMORY && t.bytes_needed >= huge * 8 &&
 			  strstr(unit_error(), "out of memory") != NULL,
 			  "out of memory: status %d, %lld bytes, %s", st, (long long) t.bytes_needed, unit_error());
