@@ -37,7 +37,7 @@ inline const gc_exec &checked_exec(const gc_exec &exec)
  * Otherwise a bug of the caller, in the words of the CPU back end.
  * result_ok: the result struct and, when n > 0, its arrays.
  */
-inline void require_buffers(const char *algorithm, const float *x, int64_t n, bool result_ok)
+inline void require_buffers(const char *algorithm, const void *x, int64_t n, bool result_ok)
 {
 	if (n < 0)
 		fail(GC_ERR_INTERNAL, "%s called with %lld rows", algorithm, (long long) n);
@@ -131,14 +131,16 @@ inline void require_device_memory(const Call &call, int64_t need, const char *al
 }
 
 /*
- * The caller's points [n, d] in a new device buffer.  timing->to_device_ms
- * is the time since the call's run began (since), the copy included.
+ * The caller's points [n, d] of element type T in a new device buffer.
+ * timing->to_device_ms is the time since the call's run began (since), the
+ * copy included.
  */
-inline DeviceBuffer<float> upload_points(const Call &call, const Stopwatch &since,
-										 const float *x, /* [n, d] host */
-										 int64_t n, int32_t d)
+template <typename T>
+DeviceBuffer<T> upload_points(const Call &call, const Stopwatch &since,
+							  const T *x, /* [n, d] host */
+							  int64_t n, int32_t d)
 {
-	DeviceBuffer<float> dev((size_t) n * d, "the points");
+	DeviceBuffer<T> dev((size_t) n * d, "the points");
 
 	call.check_cancel();
 	CUDA_TRY(cudaMemcpy(dev.get(), x, dev.bytes(), cudaMemcpyHostToDevice));
