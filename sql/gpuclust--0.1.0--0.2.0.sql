@@ -6,20 +6,45 @@
 -- and PostGIS feature columns; see CHANGELOG.md).  In SQL: a planner support
 -- function gives the estimated result size, the parallel labels are the most
 -- permissive correct ones, k-means gains n_init (several runs, the one of
--- lowest inertia kept) and metric ('euclidean'), a fitted model is applied
--- to new rows with gpu_kmeans_assign (init => 'k-means++' is now greedy
--- k-means++), and the window functions are new.
+-- lowest inertia kept), gpu_dbscan, gpu_density_peaks and k-means gain
+-- metric ('euclidean' or 'cosine'), a fitted model is applied to new rows
+-- with gpu_kmeans_assign (init => 'k-means++' is now greedy k-means++), and
+-- the window functions are new.
 
 CREATE FUNCTION gpuclust_support(internal)
 RETURNS internal
 AS 'MODULE_PATHNAME', 'gpuclust_support'
 LANGUAGE C STRICT;
 
-ALTER FUNCTION gpu_dbscan(text, double precision, integer, text)
-  SUPPORT gpuclust_support;
-ALTER FUNCTION gpu_density_peaks(text, integer, double precision, double precision, text, double precision, double precision, text)
-  SUPPORT gpuclust_support;
 ALTER FUNCTION gpuclust_devices() PARALLEL SAFE ROWS 4;
+
+-- DBSCAN and density peaks: a new argument, metric.
+DROP FUNCTION gpu_dbscan(text, double precision, integer, text);
+DROP FUNCTION gpu_density_peaks(text, integer, double precision, double precision, text, double precision, double precision, text);
+
+CREATE FUNCTION gpu_dbscan(query text, eps double precision, min_pts integer,
+                           device text DEFAULT NULL, metric text DEFAULT 'euclidean')
+RETURNS TABLE (id bigint, cluster_id integer, is_core boolean)
+AS 'MODULE_PATHNAME', 'gpu_dbscan'
+LANGUAGE C VOLATILE PARALLEL UNSAFE SUPPORT gpuclust_support;
+
+COMMENT ON FUNCTION gpu_dbscan(text, double precision, integer, text, text) IS
+'DBSCAN (ST_ClusterDBSCAN compatible): one row per input row with its cluster (NULL for noise)';
+
+CREATE FUNCTION gpu_density_peaks(query text, n_clusters integer DEFAULT NULL,
+                                  dc double precision DEFAULT NULL,
+                                  neighbor_rate double precision DEFAULT 0.02,
+                                  kernel text DEFAULT 'gaussian',
+                                  rho_min double precision DEFAULT NULL,
+                                  delta_min double precision DEFAULT NULL,
+                                  device text DEFAULT NULL, metric text DEFAULT 'euclidean')
+RETURNS TABLE (id bigint, cluster_id integer, rho double precision, delta double precision,
+               is_center boolean)
+AS 'MODULE_PATHNAME', 'gpu_density_peaks'
+LANGUAGE C VOLATILE PARALLEL UNSAFE SUPPORT gpuclust_support;
+
+COMMENT ON FUNCTION gpu_density_peaks(text, integer, double precision, double precision, text, double precision, double precision, text, text) IS
+'density peaks clustering (Rodriguez and Laio): cluster, rho, delta and centre flag per row';
 
 -- k-means: two new arguments (a function's arguments cannot be added in place).
 DROP FUNCTION gpu_kmeans(text, integer, integer, double precision, integer, text, double precision[], text);
@@ -64,11 +89,11 @@ COMMENT ON FUNCTION gpu_kmeans_assign(text, double precision[], text, text) IS
 DO $$
 BEGIN
   IF current_setting('server_version_num')::integer >= 170000 THEN
-    ALTER FUNCTION gpu_dbscan(text, double precision, integer, text) PARALLEL RESTRICTED;
+    ALTER FUNCTION gpu_dbscan(text, double precision, integer, text, text) PARALLEL RESTRICTED;
     ALTER FUNCTION gpu_kmeans(text, integer, integer, double precision, integer, text, double precision[], text, integer, text) PARALLEL RESTRICTED;
     ALTER FUNCTION gpu_kmeans_centroids(text, integer, integer, double precision, integer, text, double precision[], text, integer, text) PARALLEL RESTRICTED;
     ALTER FUNCTION gpu_kmeans_assign(text, double precision[], text, text) PARALLEL RESTRICTED;
-    ALTER FUNCTION gpu_density_peaks(text, integer, double precision, double precision, text, double precision, double precision, text) PARALLEL RESTRICTED;
+    ALTER FUNCTION gpu_density_peaks(text, integer, double precision, double precision, text, double precision, double precision, text, text) PARALLEL RESTRICTED;
   END IF;
 END
 $$;

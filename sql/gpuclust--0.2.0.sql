@@ -15,12 +15,12 @@ AS 'MODULE_PATHNAME', 'gpuclust_support'
 LANGUAGE C STRICT;
 
 CREATE FUNCTION gpu_dbscan(query text, eps double precision, min_pts integer,
-                           device text DEFAULT NULL)
+                           device text DEFAULT NULL, metric text DEFAULT 'euclidean')
 RETURNS TABLE (id bigint, cluster_id integer, is_core boolean)
 AS 'MODULE_PATHNAME', 'gpu_dbscan'
 LANGUAGE C VOLATILE PARALLEL UNSAFE SUPPORT gpuclust_support;
 
-COMMENT ON FUNCTION gpu_dbscan(text, double precision, integer, text) IS
+COMMENT ON FUNCTION gpu_dbscan(text, double precision, integer, text, text) IS
 'DBSCAN (ST_ClusterDBSCAN compatible): one row per input row with its cluster (NULL for noise)';
 
 CREATE FUNCTION gpu_kmeans(query text, k integer, max_iter integer DEFAULT 300,
@@ -64,13 +64,13 @@ CREATE FUNCTION gpu_density_peaks(query text, n_clusters integer DEFAULT NULL,
                                   kernel text DEFAULT 'gaussian',
                                   rho_min double precision DEFAULT NULL,
                                   delta_min double precision DEFAULT NULL,
-                                  device text DEFAULT NULL)
+                                  device text DEFAULT NULL, metric text DEFAULT 'euclidean')
 RETURNS TABLE (id bigint, cluster_id integer, rho double precision, delta double precision,
                is_center boolean)
 AS 'MODULE_PATHNAME', 'gpu_density_peaks'
 LANGUAGE C VOLATILE PARALLEL UNSAFE SUPPORT gpuclust_support;
 
-COMMENT ON FUNCTION gpu_density_peaks(text, integer, double precision, double precision, text, double precision, double precision, text) IS
+COMMENT ON FUNCTION gpu_density_peaks(text, integer, double precision, double precision, text, double precision, double precision, text, text) IS
 'density peaks clustering (Rodriguez and Laio): cluster, rho, delta and centre flag per row';
 
 CREATE FUNCTION gpuclust_devices()
@@ -91,11 +91,11 @@ COMMENT ON FUNCTION gpuclust_devices() IS
 DO $$
 BEGIN
   IF current_setting('server_version_num')::integer >= 170000 THEN
-    ALTER FUNCTION gpu_dbscan(text, double precision, integer, text) PARALLEL RESTRICTED;
+    ALTER FUNCTION gpu_dbscan(text, double precision, integer, text, text) PARALLEL RESTRICTED;
     ALTER FUNCTION gpu_kmeans(text, integer, integer, double precision, integer, text, double precision[], text, integer, text) PARALLEL RESTRICTED;
     ALTER FUNCTION gpu_kmeans_centroids(text, integer, integer, double precision, integer, text, double precision[], text, integer, text) PARALLEL RESTRICTED;
     ALTER FUNCTION gpu_kmeans_assign(text, double precision[], text, text) PARALLEL RESTRICTED;
-    ALTER FUNCTION gpu_density_peaks(text, integer, double precision, double precision, text, double precision, double precision, text) PARALLEL RESTRICTED;
+    ALTER FUNCTION gpu_density_peaks(text, integer, double precision, double precision, text, double precision, double precision, text, text) PARALLEL RESTRICTED;
   END IF;
 END
 $$;

@@ -1,9 +1,10 @@
 /*
  * dbscan.c
- *    gpu_dbscan(query, eps, min_pts, device): DBSCAN of the query's rows,
- *    one output row per input row, in the query's order.
+ *    gpu_dbscan(query, eps, min_pts, device, metric): DBSCAN of the query's
+ *    rows, one output row per input row, in the query's order.
  *
- * The rules (PostGIS ST_ClusterDBSCAN compatible, deterministic) are those
+ * The rules (PostGIS ST_ClusterDBSCAN compatible up to the cluster numbers,
+ * deterministic) are those
  * of gc_dbscan_params in common/backend.h; the CPU back end is
  * src/core/dbscan.c and the GPU back end cuda/dbscan.cu, and both give the
  * same answer.
@@ -25,7 +26,7 @@ GcRunDbscan(const gc_backend_api *api, const gc_exec *exec, const GcInput *in, v
 	return api->dbscan(exec, in->x, in->dtype, in->n, in->d, &job->params, &job->result);
 }
 
-/* gpu_dbscan(query text, eps float8, min_pts int, device text) */
+/* gpu_dbscan(query text, eps float8, min_pts int, device text, metric text) */
 Datum
 gpu_dbscan(PG_FUNCTION_ARGS)
 {
@@ -40,10 +41,12 @@ gpu_dbscan(PG_FUNCTION_ARGS)
 	job.params.struct_size = sizeof(job.params);
 	job.params.eps = GcArgFloat8(fcinfo, 1, "eps");
 	job.params.min_pts = GcArgInt32(fcinfo, 2, "min_pts");
+	job.params.metric = GcArgMetric(fcinfo, 4, GcDbscan.title);
 	GcReportCheck(gc_check_dbscan(&job.params, -1, 0, &err), &err);
 
 	GcCallBegin(&call, fcinfo, &GcDbscan, 3);
 	GcCallGather(&call, query);
+	GcCallMetric(&call, job.params.metric);
 	GcReportCheck(gc_check_dbscan(&job.params, call.in.n, call.in.d, &err), &err);
 
 	job.result.cluster = GcAlloc(&call, sizeof(int32) * call.in.n, "cluster ids");

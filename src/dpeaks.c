@@ -1,7 +1,7 @@
 /*
  * dpeaks.c
  *    gpu_density_peaks(query, n_clusters, dc, neighbor_rate, kernel, rho_min,
- *    delta_min, device): density peaks clustering (Rodriguez & Laio 2014) of
+ *    delta_min, device, metric): density peaks clustering (Rodriguez & Laio 2014) of
  *    the query's rows, one output row per input row, in the query's order,
  *    with the decision-graph columns rho and delta.
  *
@@ -22,6 +22,7 @@ PG_FUNCTION_INFO_V1(gpu_density_peaks);
 #define DP_ARG_QUERY		0
 #define DP_ARG_N_CLUSTERS	1	/* then dc .. delta_min in GcDpeaksArgs order */
 #define DP_ARG_DEVICE		7
+#define DP_ARG_METRIC		8
 
 /* Parses the kernel argument. */
 static gc_dp_kernel
@@ -146,8 +147,10 @@ gpu_density_peaks(PG_FUNCTION_ARGS)
 	char		extra[256];
 
 	DpParams(fcinfo, &job);
+	job.params.metric = GcArgMetric(fcinfo, DP_ARG_METRIC, GcDpeaks.title);
 	GcCallBegin(&call, fcinfo, &GcDpeaks, DP_ARG_DEVICE);
 	GcCallGather(&call, query);
+	GcCallMetric(&call, job.params.metric);
 	GcReportCheck(gc_check_dpeaks(&job.params, call.in.n, call.in.d, &err), &err);
 
 	r->cluster = GcAlloc(&call, sizeof(int32) * call.in.n, "cluster ids");

@@ -1,7 +1,8 @@
 /*
  * gather.c
  *    Runs the user's query read-only through SPI and packs its rows into a
- *    float matrix, checking the input contract shared by every algorithm.
+ *    matrix of single or double precision, checking the input contract
+ *    shared by every algorithm.
  *
  * The query's first column is the row id (smallint, integer or bigint); the
  * rest are the features: exactly one one-dimensional real[] or double
@@ -11,6 +12,12 @@
  * materialized in SPI_tuptable and no allocation is made per row (in-line
  * values are read where they lie, even with a short varlena header; only
  * toasted ones are detoasted, in a context reset in batches).
+ *
+ * The element type follows the input, as scikit-learn's does (GcDtypeFor):
+ * real, real[], vector and halfvec features are kept in single precision,
+ * every other type (double precision, numeric, integers, PostGIS's double
+ * coordinates) in double precision; gpuclust.precision = single or double
+ * overrides.
  *
  * The readers of single feature values (GcFeatureTypeOf, GcFeatureOpen,
  * GcFeatureCopy) serve the window functions of window.c as well.
@@ -163,6 +170,7 @@ CheckColumns(GatherReceiver *st, TupleDesc desc)
 		{
 			st->kind = ft == GC_FEATURE_FLOAT4_ARRAY ? FEATURES_FLOAT4_ARRAY : FEATURES_FLOAT8_ARRAY;
 			st->in->d = 0;		/* known from the first row */
+			st->in->dtype = GcFeatureDtype(ft, st->types[1]);
 			return;
 		}
 		if (ft >= GC_FEATURE_VECTOR)
@@ -170,6 +178,7 @@ CheckColumns(GatherReceiver *st, TupleDesc desc)
 			st->kind = FEATURES_NATIVE;
 			st->ftype = ft;
 			st->in->d = 0;		/* known from the first row */
+			st->in->dtype = GcFeatureDtype(ft, st->types[1]);
 			return;
 		}
 	}
@@ -203,6 +212,63 @@ CheckColumns(GatherReceiver *st, TupleDesc desc)
 	}
 	st->kind = FEATURES_SCALARS;
 	st->in->d = st->natts - 1;
+	/* single precision only when every feature column is real */
+	st->in->dtype = GcFeatureDtype(GC_FEATURE_SCALAR, FLOAT4OID);
+	for (int i = 1; i < st->natts; i++)
+		if (GcFeatureDtype(GC_FEATURE_SCALAR, st->types[i]) == GC_F64)
+			st->in->dtype = GC_F64;
+}
+
+/*
+ * The element type the features of a value of type typid (feature type ft)
+ * are kept and computed in: single precision for real, real[], vector and
+ * halfvec, double precision for the others, unless gpuclust.precision says
+ * single or double.
+ */
+gc_dtype
+GcFeatureDtype(GcFeatureType ft, Oid typid)
+{
+	bool		single;
+
+	if (gc_precision_guc == GC_PRECISION_SINGLE)
+		return GC_F32;
+	if (gc_precision_guc == GC_PRECISION_DOUBLE)
+		return GC_F64;
+	single = ft == GC_FEATURE_FLOAT4_ARRAY || ft == GC_FEATURE_VECTOR ||
+		ft == GC_FEATURE_HALFVEC || (ft == GC_FEATURE_SCALAR && typid == FLOAT4OID);
+	return single ? GC_F32 : GC_F64;
+}
+
+/* The error for a row without a direction under the cosine metric. */
+void
+GcZeroRowError(const char *title, const GcRowRef *row)
+{
+	char		name[96];
+
+	GcRowName(row, name, sizeof(name));
+	ereport(ERROR,
+			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+			 errmsg("the features of %s are all zero", name),
+			 errdetail("%s with the cosine metric needs a direction for every row, and a zero vector has none.",
+					   title),
+			 errhint("Filter such rows out of the query, or use metric => 'euclidean'.")));
+}
+
+/*
+ * Scales every gathered row to unit length for the cosine metric
+ * (gc_unit_rows of common/metric.h); a zero row is an error naming its id.
+ */
+void
+GcUnitRows(GcInput *in, const char *title)
+{
+	int64		bad = gc_unit_rows(in->x, in->dtype, in->n, in->d);
+
+	if (bad >= 0)
+	{
+		GcRowRef	row = {in->ids[bad], 0, 0};
+
+		GcZeroRowError(title, &row);
+	}
 }
 
 /*
@@ -229,7 +295,7 @@ typedef struct Prefault
 typedef struct GatherBuffers
 {
 	MemoryContextCallback cb;
-	float	   *x;
+	void	   *x;
 	int64	   *ids;
 	Prefault	prefault;
 } GatherBuffers;
@@ -356,12 +422,13 @@ static void
 Grow(GatherReceiver *st)
 {
 	GcInput    *in = st->in;
-	int64		rowbytes = (int64) in->d * (int64) sizeof(float) + (int64) sizeof(int64);
+	Size		esize = gc_dtype_size(in->dtype);
+	int64		rowbytes = (int64) in->d * (int64) esize + (int64) sizeof(int64);
 	int64		first = Max(1, Min(GATHER_FIRST_ROWS, GATHER_FIRST_BYTES / rowbytes));
 	int64		cap = st->cap == 0 ? first : st->cap * 2;
 	Size		xbytes;
 	Size		ibytes;
-	float	   *x;
+	void	   *x;
 	int64	   *ids;
 
 	if (st->buffers == NULL)
@@ -383,27 +450,27 @@ Grow(GatherReceiver *st)
 	{
 		int64		est = (int64) st->est_rows + 1;
 
-		x = malloc((Size) est * in->d * sizeof(float) + 1);
+		x = malloc((Size) est * in->d * esize + 1);
 		ids = x == NULL ? NULL : malloc((Size) est * sizeof(int64));
 		if (x != NULL && ids != NULL)
 		{
 			in->x = st->buffers->x = x;
 			in->ids = st->buffers->ids = ids;
 			if (gc_gather_huge_pages_guc)
-				AdviseHugePages(x, (Size) est * in->d * sizeof(float));
-			if (gc_gather_prefault_guc && (Size) est * in->d * sizeof(float) >= PREFAULT_MIN_BYTES)
-				(void) StartPrefault(&st->buffers->prefault, x, (Size) est * in->d * sizeof(float));
+				AdviseHugePages(x, (Size) est * in->d * esize);
+			if (gc_gather_prefault_guc && (Size) est * in->d * esize >= PREFAULT_MIN_BYTES)
+				(void) StartPrefault(&st->buffers->prefault, x, (Size) est * in->d * esize);
 			st->cap = est;
 			return;
 		}
 		free(x);
 	}
-	xbytes = (Size) cap * in->d * sizeof(float);
+	xbytes = (Size) cap * in->d * esize;
 	ibytes = (Size) cap * sizeof(int64);
 	/* the buffer may move */
 	StopPrefault(&st->buffers->prefault);
 	/* realloc leaves the old block in place when it fails */
-	x = (cap > MaxAllocHugeSize / ((Size) in->d * sizeof(float))) ? NULL :
+	x = (cap > MaxAllocHugeSize / ((Size) in->d * esize)) ? NULL :
 		realloc(st->buffers->x, Max(xbytes, 1));
 	if (x != NULL)
 		in->x = st->buffers->x = x;
@@ -455,49 +522,59 @@ static void
 MakeRoom(GatherReceiver *st)
 {
 	GcInput    *in = st->in;
+	Size		rowsize = (Size) in->d * gc_dtype_size(in->dtype);
 	int64		window;
 	int64		upto;
 	Prefault   *pf;
 
 	if (in->n == st->cap)
 		Grow(st);
-	window = Max(1, GATHER_POPULATE_BYTES / ((int64) in->d * (int64) sizeof(float) + (int64) sizeof(int64)));
+	window = Max(1, GATHER_POPULATE_BYTES / ((int64) rowsize + (int64) sizeof(int64)));
 	upto = Min(st->cap, in->n + window);
 	pf = &st->buffers->prefault;
-	PrefaultProgress(pf, (char *) in->x, (Size) in->n * in->d * sizeof(float));
+	PrefaultProgress(pf, (char *) in->x, (Size) in->n * rowsize);
 	/* the features here unless the prefault thread does them, the row ids here */
 	if (!st->no_populate && upto > in->n &&
-		!((pf->running || Populate(in->x + (Size) in->n * in->d, in->x + (Size) upto * in->d)) &&
+		!((pf->running || Populate((char *) in->x + (Size) in->n * rowsize,
+								   (char *) in->x + (Size) upto * rowsize)) &&
 		  Populate(in->ids + in->n, in->ids + upto)))
 		st->no_populate = true;
 	st->populated = upto;
 }
 
 /*
- * Refuses a finite value that real cannot hold: beyond its range (overflow)
- * or not zero but rounding to zero (underflow).  value is its text.
+ * Refuses a finite value that the element type cannot hold: beyond its range
+ * (overflow) or not zero but rounding to zero (underflow).  value is its
+ * text.
  */
 static void
-RangeError(const char *what, int64 id, const char *value, bool underflow)
+RangeError(const char *what, int64 id, const char *value, bool underflow, gc_dtype dtype)
 {
+	if (dtype == GC_F64)
+		ereport(ERROR,
+				(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
+				 errmsg("%s of the row with id " INT64_FORMAT " is out of range for type double precision",
+						what, id),
+				 errdetail("The value is %s.", value),
+				 errhint("Scale the features.")));
 	ereport(ERROR,
 			(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
 			 errmsg("%s of the row with id " INT64_FORMAT " is out of range for type real", what, id),
 			 underflow ?
 			 errdetail("The value is %s, which is not zero but rounds to zero as a real; "
-					   "gpuclust keeps features in single precision.", value) :
-			 errdetail("The value is %s; gpuclust keeps features in single precision.", value),
-			 underflow ?
-			 errhint("Scale the features, for example by multiplying by a constant.") :
-			 errhint("Scale the features, for example by dividing by a constant.")));
+					   "these features are computed in single precision.", value) :
+			 errdetail("The value is %s; these features are computed in single precision.", value),
+			 errhint("Compute in double precision with SET gpuclust.precision = double, or scale the features.")));
 }
 
 /*
- * Stores one feature value, refusing NaN, infinities, overflow of real and
- * nonzero values that would become zero as real (subnormal reals are kept).
+ * Stores one feature value as element i of row dst of the input's element
+ * type, refusing NaN, infinities, and in single precision overflow of real
+ * and nonzero values that would become zero as real (subnormal reals are
+ * kept).
  */
 static inline void
-PutFeature(GatherReceiver *st, float *dst, double v, int64 id, const char *what)
+PutFeature(GatherReceiver *st, void *dst, int32 i, double v, int64 id, const char *what)
 {
 	float		f;
 
@@ -509,15 +586,20 @@ PutFeature(GatherReceiver *st, float *dst, double v, int64 id, const char *what)
 				 isnan(v) ?
 				 errhint("Filter such rows out of the query, for example with WHERE NOT (x = 'NaN').") :
 				 errhint("Filter such rows out of the query, for example with WHERE x NOT IN ('Infinity', '-Infinity').")));
+	if (st->in->dtype == GC_F64)
+	{
+		((double *) dst)[i] = v;
+		return;
+	}
 	f = (float) v;
 	if (unlikely(isinf(f) || (f == 0.0f && v != 0.0)))
 	{
 		char		value[32];
 
 		snprintf(value, sizeof(value), "%g", v);
-		RangeError(what, id, value, !isinf(f));
+		RangeError(what, id, value, !isinf(f), GC_F32);
 	}
-	*dst = f;
+	((float *) dst)[i] = f;
 }
 
 /* The value of a scalar feature column of an integer or float type as double. */
@@ -583,7 +665,7 @@ NumericValue(GatherReceiver *st, Datum datum, int64 id, int col)
 			memmove(keep, e, strlen(e) + 1);
 		}
 		snprintf(what, sizeof(what), "feature \"%s\"", ColName(st, col));
-		RangeError(what, id, sci, !isinf(v));
+		RangeError(what, id, sci, !isinf(v), st->in->dtype);
 	}
 	return v;
 }
@@ -645,6 +727,7 @@ PutArray(GatherReceiver *st, Datum datum, int64 id)
 	const char *data;
 	float	   *dst;
 	bool		f8 = st->kind == FEATURES_FLOAT8_ARRAY;
+	const char *what = "an element of the feature array";
 
 	if (VARATT_IS_EXTERNAL(v) || VARATT_IS_COMPRESSED(v))
 	{
@@ -683,14 +766,36 @@ PutArray(GatherReceiver *st, Datum datum, int64 id)
 		MakeRoom(st);
 
 	data = body + ARR_OVERHEAD_NONULLS(1) - VARHDRSZ;
-	dst = in->x + (Size) in->n * in->d;
+	if (in->dtype == GC_F64)
+	{
+		double	   *dst8 = (double *) in->x + (Size) in->n * in->d;
+		bool		bad = false;
+
+		if (f8)
+			memcpy(dst8, data, sizeof(double) * len);
+		else
+			for (int32 k = 0; k < len; k++)
+			{
+				float		e;
+
+				memcpy(&e, data + sizeof(float) * k, sizeof(float));
+				dst8[k] = e;
+			}
+		for (int32 k = 0; k < len; k++)
+			bad |= (bool) (isfinite(dst8[k]) == 0);
+		if (unlikely(bad))
+			for (int32 k = 0; k < len; k++)
+				PutFeature(st, dst8, k, dst8[k], id, what);
+		return;
+	}
+	dst = (float *) in->x + (Size) in->n * in->d;
 	if (!f8)
 	{
 		memcpy(dst, data, sizeof(float) * len);
 		if (unlikely(AnyNonFinite(dst, len)))
 			for (int32 k = 0; k < len; k++)
 				if (!isfinite(dst[k]))
-					PutFeature(st, dst + k, dst[k], id, "an element of the feature array");
+					PutFeature(st, dst, k, dst[k], id, what);
 	}
 	else
 	{
@@ -713,7 +818,7 @@ PutArray(GatherReceiver *st, Datum datum, int64 id)
 				double		e;
 
 				memcpy(&e, data + sizeof(double) * k, sizeof(double));
-				PutFeature(st, dst + k, e, id, "an element of the feature array");
+				PutFeature(st, dst, k, e, id, what);
 			}
 	}
 }
@@ -962,7 +1067,8 @@ HalfToFloat(uint16 h)
 
 /*
  * Refuses a value that is not finite or that real cannot hold (beyond its
- * range, or not zero but zero as a real), naming the row.
+ * range, or not zero but zero as a real), naming the row.  finite_source: a
+ * numeric beyond the range of double precision.
  */
 static void
 BadFeatureValue(const GcRowRef *row, double v, float f, bool finite_source)
@@ -973,27 +1079,41 @@ BadFeatureValue(const GcRowRef *row, double v, float f, bool finite_source)
 				 errmsg("a feature of %s is %s", RowStr(row),
 						isnan(v) ? "NaN" : (v > 0 ? "Infinity" : "-Infinity")),
 				 errhint("Filter such rows out, or pass a NULL feature for them (its cluster is NULL).")));
+	if (finite_source)
+		ereport(ERROR,
+				(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
+				 errmsg("a feature of %s is out of range for type double precision", RowStr(row)),
+				 errhint("Scale the features.")));
 	ereport(ERROR,
 			(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
 			 errmsg("a feature of %s is out of range for type real", RowStr(row)),
 			 isinf(f) ?
-			 errdetail("The value is %g; gpuclust keeps features in single precision.", v) :
+			 errdetail("The value is %g; these features are computed in single precision.", v) :
 			 errdetail("The value is not zero but rounds to zero as a real; "
-					   "gpuclust keeps features in single precision."),
-			 isinf(f) ?
-			 errhint("Scale the features, for example by dividing by a constant.") :
-			 errhint("Scale the features, for example by multiplying by a constant.")));
+					   "these features are computed in single precision."),
+			 errhint("Compute in double precision with SET gpuclust.precision = double, or scale the features.")));
 }
 
-/* Stores one double as a feature, refusing what real cannot hold. */
+/*
+ * Stores one double as feature k of dst of element type dtype, refusing
+ * what is not finite and, in single precision, what real cannot hold.
+ */
 static inline void
-PutDouble(float *dst, double v, const GcRowRef *row)
+PutDouble(void *dst, int32 k, gc_dtype dtype, double v, const GcRowRef *row)
 {
-	float		f = (float) v;
+	float		f;
 
+	if (dtype == GC_F64)
+	{
+		if (unlikely(!isfinite(v)))
+			BadFeatureValue(row, v, (float) v, false);
+		((double *) dst)[k] = v;
+		return;
+	}
+	f = (float) v;
 	if (unlikely(!isfinite(v) || isinf(f) || (f == 0.0f && v != 0.0)))
 		BadFeatureValue(row, v, f, false);
-	*dst = f;
+	((float *) dst)[k] = f;
 }
 
 /*
@@ -1103,30 +1223,50 @@ GcFeatureOpen(GcFeatureType kind, Oid typid, Datum value, const GcRowRef *row,
 	}
 }
 
-/* Writes the f->d features of an opened value to dst, checking each. */
+/*
+ * Writes the f->d features of an opened value to dst, elements of type
+ * dtype, checking each.
+ */
 void
-GcFeatureCopy(const GcFeature *f, float *dst, const GcRowRef *row)
+GcFeatureCopy(const GcFeature *f, void *dst, gc_dtype dtype, const GcRowRef *row)
 {
 	int32		d = f->d;
+	float	   *dst4 = (float *) dst;
 
 	switch ((FeatureFormat) f->fmt)
 	{
 		case FORMAT_FLOAT4:
-			memcpy(dst, f->data, sizeof(float) * d);
-			if (unlikely(AnyNonFinite(dst, d)))
+			if (dtype == GC_F64)
+			{
 				for (int32 k = 0; k < d; k++)
-					if (!isfinite(dst[k]))
-						BadFeatureValue(row, dst[k], dst[k], false);
+				{
+					float		e;
+
+					memcpy(&e, f->data + sizeof(float) * k, sizeof(float));
+					PutDouble(dst, k, dtype, e, row);
+				}
+				break;
+			}
+			memcpy(dst4, f->data, sizeof(float) * d);
+			if (unlikely(AnyNonFinite(dst4, d)))
+				for (int32 k = 0; k < d; k++)
+					if (!isfinite(dst4[k]))
+						BadFeatureValue(row, dst4[k], dst4[k], false);
 			break;
 		case FORMAT_HALF:
 			for (int32 k = 0; k < d; k++)
 			{
 				uint16		h;
+				float		e;
 
 				memcpy(&h, f->data + 2 * k, sizeof(uint16));
-				dst[k] = HalfToFloat(h);
+				e = HalfToFloat(h);
 				if (unlikely((h & 0x7c00) == 0x7c00))
-					BadFeatureValue(row, dst[k], dst[k], false);
+					BadFeatureValue(row, e, e, false);
+				if (dtype == GC_F64)
+					((double *) dst)[k] = e;
+				else
+					dst4[k] = e;
 			}
 			break;
 		case FORMAT_FLOAT8:
@@ -1135,11 +1275,11 @@ GcFeatureCopy(const GcFeature *f, float *dst, const GcRowRef *row)
 				double		e;
 
 				memcpy(&e, f->data + sizeof(double) * k, sizeof(double));
-				PutDouble(dst + k, e, row);
+				PutDouble(dst, k, dtype, e, row);
 			}
 			break;
 		case FORMAT_SCALAR:
-			PutDouble(dst, f->scalar, row);
+			PutDouble(dst, 0, dtype, f->scalar, row);
 			break;
 	}
 }
@@ -1163,7 +1303,7 @@ PutNative(GatherReceiver *st, Datum datum, int64 id)
 				 errhint("Every row must have the same number of features.")));
 	if (unlikely(in->n >= st->populated))
 		MakeRoom(st);
-	GcFeatureCopy(&f, in->x + (Size) in->n * in->d, &row);
+	GcFeatureCopy(&f, (char *) in->x + (Size) in->n * in->d * gc_dtype_size(in->dtype), in->dtype, &row);
 }
 
 /* DestReceiver: appends one row of the query. */
@@ -1198,11 +1338,14 @@ GatherReceive(TupleTableSlot *slot, DestReceiver *self)
 
 	if (st->kind == FEATURES_SCALARS)
 	{
+		void	   *row;
 		float	   *dst;
+		bool		f8 = in->dtype == GC_F64;
 
 		if (unlikely(in->n >= st->populated))
 			MakeRoom(st);
-		dst = in->x + (Size) in->n * in->d;
+		row = (char *) in->x + (Size) in->n * in->d * gc_dtype_size(in->dtype);
+		dst = (float *) row;
 		for (int i = 1; i < st->natts; i++)
 		{
 			char		what[NAMEDATALEN + 16];
@@ -1222,12 +1365,20 @@ GatherReceive(TupleTableSlot *slot, DestReceiver *self)
 			}
 			else
 				e = ScalarValue(slot->tts_values[i], st->types[i]);
-			dst[i - 1] = (float) e;
-			if (unlikely(!isfinite(e) || isinf(dst[i - 1]) || (dst[i - 1] == 0.0f && e != 0.0)))
+			if (f8)
 			{
-				snprintf(what, sizeof(what), "feature \"%s\"", ColName(st, i));
-				PutFeature(st, dst + i - 1, e, id, what);
+				((double *) row)[i - 1] = e;
+				if (likely(isfinite(e)))
+					continue;
 			}
+			else
+			{
+				dst[i - 1] = (float) e;
+				if (likely(isfinite(e) && !isinf(dst[i - 1]) && !(dst[i - 1] == 0.0f && e != 0.0)))
+					continue;
+			}
+			snprintf(what, sizeof(what), "feature \"%s\"", ColName(st, i));
+			PutFeature(st, row, i - 1, e, id, what);
 		}
 	}
 	else

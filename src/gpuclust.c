@@ -26,6 +26,7 @@ bool		gc_timing_guc = false;
 int			gc_device_id_guc = 0;
 int			gc_gpu_min_rows_guc = 20000;
 int			gc_kmeans_precision_guc = GC_PRECISION_FP32;
+int			gc_precision_guc = GC_PRECISION_AUTO;
 int			gc_output_mem_guc = 1024 * 1024;	/* kB */
 bool		gc_gather_huge_pages_guc = false;
 bool		gc_gather_prefault_guc = false;
@@ -50,6 +51,13 @@ static const struct config_enum_entry device_options[] = {
 static const struct config_enum_entry precision_options[] = {
 	{"fp32", GC_PRECISION_FP32, false},
 	{"tf32", GC_PRECISION_TF32, false},
+	{NULL, 0, false}
+};
+
+static const struct config_enum_entry input_precision_options[] = {
+	{"auto", GC_PRECISION_AUTO, false},
+	{"single", GC_PRECISION_SINGLE, false},
+	{"double", GC_PRECISION_DOUBLE, false},
 	{NULL, 0, false}
 };
 
@@ -156,6 +164,12 @@ _PG_init(void)
 							 "tf32 takes the TF32 products unchecked: a little faster, with about 1e-3 relative error in distances.",
 							 &gc_kmeans_precision_guc, GC_PRECISION_FP32, precision_options,
 							 PGC_USERSET, 0, NULL, NULL, NULL);
+	DefineCustomEnumVariable("gpuclust.precision",
+							 "Precision the features are kept and computed in: auto, single or double.",
+							 "auto follows the input: real, real[], vector and halfvec in single precision, "
+							 "double precision, numeric, integer and geometry features in double precision.",
+							 &gc_precision_guc, GC_PRECISION_AUTO, input_precision_options,
+							 PGC_USERSET, 0, NULL, NULL, NULL);
 	DefineCustomIntVariable("gpuclust.output_mem",
 							"Memory a call's result may hold before it goes to a temporary file.",
 							"A result that fits stays in memory up to this size, above work_mem; "
@@ -213,6 +227,42 @@ GcArgInt32(FunctionCallInfo fcinfo, int argno, const char *name)
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 				 errmsg("%s must not be null", name)));
 	return PG_GETARG_INT32(argno);
+}
+
+/*
+ * The metric argument: 'euclidean' (also when NULL or not passed) or
+ * 'cosine', case-insensitive.  title names the algorithm in the error.
+ */
+gc_metric
+GcArgMetric(FunctionCallInfo fcinfo, int argno, const char *title)
+{
+	char	   *s;
+
+	if (PG_NARGS() <= argno || PG_ARGISNULL(argno))
+		return GC_METRIC_EUCLIDEAN;
+	s = text_to_cstring(PG_GETARG_TEXT_PP(argno));
+	if (pg_strcasecmp(s, "euclidean") == 0)
+		return GC_METRIC_EUCLIDEAN;
+	if (pg_strcasecmp(s, "cosine") == 0)
+		return GC_METRIC_COSINE;
+	ereport(ERROR,
+			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+			 errmsg("unknown %s metric \"%s\"", title, s),
+			 errdetail("%s measures distances with the Euclidean or the cosine metric.", title),
+			 errhint("Use metric => 'euclidean' (the default) or 'cosine'.")));
+	return GC_METRIC_EUCLIDEAN;	/* keep the compiler quiet */
+}
+
+/*
+ * After the gather: the metric of the call, for the timing NOTICE, and for
+ * the cosine metric the rows scaled to unit length (a zero row is an error).
+ */
+void
+GcCallMetric(GcCall *call, gc_metric metric)
+{
+	call->metric = metric;
+	if (metric == GC_METRIC_COSINE)
+		GcUnitRows(&call->in, call->algorithm->title);
 }
 
 /* The device argument, or gpuclust.device when it is NULL. */
@@ -581,12 +631,14 @@ GcCallEnd(GcCall *call, const char *extra)
 			snprintf(cpu, sizeof(cpu), " threads=%d",
 					 call->timing.threads > 0 ? (int) call->timing.threads : 1);
 		ereport(NOTICE,
-				(errmsg("gpuclust: %s n=%lld d=%d device=%s%s gather=%.3f%s compute=%.3f output=%.3f total=%.3f%s%s",
+				(errmsg("gpuclust: %s n=%lld d=%d device=%s%s gather=%.3f%s compute=%.3f output=%.3f total=%.3f%s%s precision=%s%s",
 						call->algorithm->name, (long long) call->in.n, call->in.d,
 						call->used_gpu ? "gpu" : "cpu", cpu,
 						call->gather_ms, gpu, call->compute_ms, call->output_ms,
 						ElapsedMs(call->t_start),
-						extra && extra[0] ? " " : "", extra ? extra : "")));
+						extra && extra[0] ? " " : "", extra ? extra : "",
+						call->in.dtype == GC_F64 ? "double" : "single",
+						call->metric == GC_METRIC_COSINE ? " metric=cosine" : "")));
 	}
 	MemoryContextSwitchTo(call->oldcxt);
 	MemoryContextDelete(call->cxt);

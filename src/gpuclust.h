@@ -33,6 +33,7 @@
 
 #include "backend.h"
 #include "checks.h"
+#include "metric.h"
 
 /* gpuclust.device and the device argument */
 typedef enum GcDevice
@@ -42,12 +43,21 @@ typedef enum GcDevice
 	GC_DEVICE_CPU = 2
 } GcDevice;
 
+/* gpuclust.precision: the element type of the features */
+typedef enum GcPrecision
+{
+	GC_PRECISION_AUTO = 0,		/* follow the input's types */
+	GC_PRECISION_SINGLE = 1,
+	GC_PRECISION_DOUBLE = 2
+} GcPrecision;
+
 /* GUCs (gpuclust.c) */
 extern int	gc_device_guc;
 extern bool gc_timing_guc;
 extern int	gc_device_id_guc;
 extern int	gc_gpu_min_rows_guc;
 extern int	gc_kmeans_precision_guc;	/* gc_precision */
+extern int	gc_precision_guc;	/* GcPrecision */
 extern int	gc_output_mem_guc;	/* kB */
 extern bool gc_gather_huge_pages_guc;	/* developer setting of the gather */
 extern bool gc_gather_prefault_guc; /* developer setting of the gather */
@@ -58,8 +68,8 @@ typedef struct GcInput
 {
 	int64		n;
 	int32		d;
-	gc_dtype	dtype;			/* the element type of x */
-	float	   *x;				/* [n, d] row-major */
+	gc_dtype	dtype;			/* the element type of x: float or double */
+	void	   *x;				/* [n, d] row-major */
 	int64	   *ids;			/* [n] */
 } GcInput;
 
@@ -80,6 +90,7 @@ typedef struct GcCall
 	bool		used_gpu;
 	bool		gathered;		/* GcCallGather ran: GcCallEnd reports timing */
 	GcInput		in;
+	gc_metric	metric;			/* for the timing NOTICE */
 	gc_exec		exec;			/* device, tuning, cancel and timing for the back end */
 	gc_tuning	tuning;
 	gc_timing	timing;			/* filled by the back end that ran */
@@ -138,6 +149,7 @@ extern const GcAlgorithm GcDpeaks;
 extern text *GcArgText(FunctionCallInfo fcinfo, int argno, const char *name);
 extern double GcArgFloat8(FunctionCallInfo fcinfo, int argno, const char *name);
 extern int32 GcArgInt32(FunctionCallInfo fcinfo, int argno, const char *name);
+extern gc_metric GcArgMetric(FunctionCallInfo fcinfo, int argno, const char *title);
 
 /* The value of a device argument (gpuclust.c). */
 extern GcDevice GcDeviceFromText(text *arg);
@@ -167,6 +179,7 @@ extern void GcDpeaksParams(const GcDpeaksArgs *args, gc_dpeaks_params *params);
 extern void GcCallBegin(GcCall *call, FunctionCallInfo fcinfo,
 						const GcAlgorithm *algorithm, int device_argno);
 extern void GcCallGather(GcCall *call, text *query);
+extern void GcCallMetric(GcCall *call, gc_metric metric);
 extern void GcCallCompute(GcCall *call, GcRunFn run, void *job);
 extern Tuplestorestate *GcCallOutputStart(GcCall *call, FunctionCallInfo fcinfo,
 										  TupleDesc *tupdesc, int64 nrows);
@@ -227,7 +240,10 @@ extern const char *GcFeatureTypeNames(void);
 extern void GcRowName(const GcRowRef *row, char *buf, size_t len);
 extern void GcFeatureOpen(GcFeatureType kind, Oid typid, Datum value,
 						  const GcRowRef *row, MemoryContext tmpcxt, GcFeature *out);
-extern void GcFeatureCopy(const GcFeature *f, float *dst, const GcRowRef *row);
+extern void GcFeatureCopy(const GcFeature *f, void *dst, gc_dtype dtype, const GcRowRef *row);
+extern gc_dtype GcFeatureDtype(GcFeatureType ft, Oid typid);
+extern void GcZeroRowError(const char *title, const GcRowRef *row) pg_attribute_noreturn();
+extern void GcUnitRows(GcInput *in, const char *title);
 
 /* gpu.c: the lazily loaded GPU back end. */
 extern const gc_backend_api *GcGpuApi(char *reason, size_t reasonlen,

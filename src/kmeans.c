@@ -89,21 +89,21 @@ GcKmeansInitFromText(text *arg)
 	return GC_KMEANS_INIT_PLUSPLUS;
 }
 
-/* Checks the metric argument (NULL means 'euclidean', the only one there is). */
+/*
+ * For the cosine metric, scales the k x d centroids (initial_centroids or
+ * centroids, named by what) to unit length as the rows are; an all-zero
+ * centroid has no direction and is an error.
+ */
 static void
-KmMetric(FunctionCallInfo fcinfo, int argno)
+KmUnitCentroids(double *c, int32 k, int32 d, const char *what)
 {
-	char	   *s;
-
-	if (PG_NARGS() <= argno || PG_ARGISNULL(argno))
-		return;
-	s = text_to_cstring(PG_GETARG_TEXT_PP(argno));
-	if (pg_strcasecmp(s, "euclidean") != 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("unknown k-means metric \"%s\"", s),
-				 errdetail("k-means measures distances with the Euclidean metric."),
-				 errhint("Use metric => 'euclidean' (the default).")));
+	for (int32 j = 0; j < k; j++)
+		if (!gc_unit_row_f64(c + (Size) j * d, d))
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("row %d of %s is all zero", j + 1, what),
+					 errdetail("With the cosine metric every centroid is a direction, and a zero vector has none."),
+					 errhint("Give every centroid a nonzero value, or use metric => 'euclidean'.")));
 }
 
 /*
@@ -265,17 +265,22 @@ KmRun(FunctionCallInfo fcinfo, bool per_cluster)
 	p->init = KmInit(fcinfo);
 	p->n_init = PG_NARGS() <= KM_ARG_N_INIT || PG_ARGISNULL(KM_ARG_N_INIT) ? 1 : PG_GETARG_INT32(KM_ARG_N_INIT);
 	p->precision = (gc_precision) gc_kmeans_precision_guc;
-	KmMetric(fcinfo, KM_ARG_METRIC);
+	p->metric = GcArgMetric(fcinfo, KM_ARG_METRIC, GcKmeans.title);
 	GcReportCheck(gc_check_kmeans(p, -1, 0, &err), &err);
 	if (given)
 	{
-		p->initial_centroids = KmInitialCentroids(given, p->k, &given_d);
+		double	   *c = KmInitialCentroids(given, p->k, &given_d);
+
+		p->initial_centroids = c;
 		p->init = GC_KMEANS_INIT_GIVEN;
 		GcReportCheck(gc_check_kmeans(p, -1, given_d, &err), &err);
+		if (p->metric == GC_METRIC_COSINE)
+			KmUnitCentroids(c, p->k, given_d, "initial_centroids");
 	}
 
 	GcCallBegin(&call, fcinfo, &GcKmeans, KM_ARG_DEVICE);
 	GcCallGather(&call, query);
+	GcCallMetric(&call, p->metric);
 	n = call.in.n;
 	d = call.in.d;
 	GcReportCheck(gc_check_kmeans(p, n, given ? given_d : d, &err), &err);
@@ -362,11 +367,14 @@ gpu_kmeans_assign(PG_FUNCTION_ARGS)
 	p->struct_size = sizeof(*p);
 	p->precision = (gc_precision) gc_kmeans_precision_guc;
 	p->centroids = KmCentroidArray(PG_GETARG_ARRAYTYPE_P(KA_ARG_CENTROIDS), "centroids", &p->k, &cd);
-	KmMetric(fcinfo, KA_ARG_METRIC);
+	p->metric = GcArgMetric(fcinfo, KA_ARG_METRIC, GcKmeans.title);
 	GcReportCheck(gc_check_kmeans_assign(p, -1, cd, &err), &err);
+	if (p->metric == GC_METRIC_COSINE)
+		KmUnitCentroids((double *) p->centroids, p->k, cd, "centroids");
 
 	GcCallBegin(&call, fcinfo, &GcKmeansAssign, KA_ARG_DEVICE);
 	GcCallGather(&call, query);
+	GcCallMetric(&call, p->metric);
 	n = call.in.n;
 	d = call.in.d;
 	if (n > 0 && cd != d)

@@ -127,7 +127,8 @@ WinGather(WindowObject winobj, WinState *ws, GcCall *call, int32 *rowof)
 			if (m == 0)
 			{
 				d = f.d;
-				call->in.x = GcAlloc(call, sizeof(float) * (Size) (n - i) * d, "features");
+				call->in.dtype = GcFeatureDtype(ws->ftype, ws->typid);
+				call->in.x = GcAlloc(call, gc_dtype_size(call->in.dtype) * (Size) (n - i) * d, "features");
 			}
 			else if (f.d != d)
 				ereport(ERROR,
@@ -136,7 +137,8 @@ WinGather(WindowObject winobj, WinState *ws, GcCall *call, int32 *rowof)
 								" has %d dimensions, but the partition's first has %d",
 								i + 1, ws->partitions, f.d, d),
 						 errhint("Every row of a partition must have the same number of features.")));
-			GcFeatureCopy(&f, call->in.x + (Size) m * d, &ref);
+			GcFeatureCopy(&f, (char *) call->in.x + (Size) m * d * gc_dtype_size(call->in.dtype),
+						  call->in.dtype, &ref);
 			rowof[i] = (int32) m;
 			m++;
 		}

@@ -57,9 +57,12 @@ def pair_dist(X):
     return np.sqrt(d2)
 
 
-def reference(X, kernel, n_clusters=None, dc=None, rate=0.02, rho_min=None, delta_min=None):
+def reference(X, kernel, n_clusters=None, dc=None, rate=0.02, rho_min=None, delta_min=None,
+              D=None):
+    """The expected answer; D: the distance matrix (default: Euclidean of X)."""
     n = len(X)
-    D = pair_dist(X)
+    if D is None:
+        D = pair_dist(X)
     off = ~np.eye(n, dtype=bool)
     if dc is None:
         k = math.ceil(rate * n * (n - 1))
