@@ -1,9 +1,10 @@
 """
 Reference answers and comparisons for gpu_dbscan, built on scikit-learn.
 
-gpuclust stores features as float32 and compares distances in double
-precision, so every reference here is computed on the float32 values widened
-to float64.  The answer that gpu_dbscan must give is fully determined:
+gpuclust keeps real features as float32 and double precision ones as
+float64, and compares distances in double precision, so a reference is
+computed on the values gpuclust keeps (as_float32 for real input) widened to
+float64.  The answer that gpu_dbscan must give is fully determined:
 
 * a point is core when at least min_pts points (itself included) lie within
   distance <= eps;

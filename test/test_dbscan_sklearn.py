@@ -165,15 +165,25 @@ def test_scalar_columns_and_int_ids(conn):
     check(ref, ids, np.arange(n), labels, core)
 
 
-def test_double_array_is_rounded_to_float32(conn):
-    """A double precision[] column is clustered on its values rounded to float32."""
+def test_double_array_keeps_double_precision(conn):
+    """A double precision[] column is clustered on its double values; with
+    gpuclust.precision = single, on its values rounded to float32."""
     gen, eps, min_pts = SETS["blobs_2d_5k"]
     X = gen()                       # float64 values that float32 cannot hold exactly
     n = X.shape[0]
     load_matrix(conn, "sk_double", X, sqltype="double precision")
-    ref = Reference(as_float32(X), eps, min_pts)
+    ref = Reference(X, eps, min_pts)
+    assert ref.ties == 0
     ids, labels, core = dbscan(conn, "SELECT id, f FROM sk_double ORDER BY id", eps, min_pts)
     check(ref, ids, np.arange(n), labels, core)
+    with conn.cursor() as cur:
+        cur.execute("SET gpuclust.precision = single")
+    try:
+        ids, labels, core = dbscan(conn, "SELECT id, f FROM sk_double ORDER BY id", eps, min_pts)
+    finally:
+        with conn.cursor() as cur:
+            cur.execute("RESET gpuclust.precision")
+    check(Reference(as_float32(X), eps, min_pts), ids, np.arange(n), labels, core)
 
 
 def test_sparse_ids(conn):

@@ -10,11 +10,12 @@ get a NULL cluster in both.
 
 The groups are of every size (one row, a few rows, hundreds), of touching
 blobs with duplicated points and uniform noise, on coordinates with two
-decimals.  gpuclust computes in single precision and PostGIS in double, so a
-pair at exactly eps could be neighbours for one and not the other: eps is
-chosen between two possible distances of the two-decimal grid (the nearest
-are more than 1e-4 away, far above the single-precision error), and every
-group is checked to hold no pair within TIE_BAND of eps.
+decimals.  Geometry coordinates are computed in double precision, as PostGIS
+computes them (test/test_precision_cosine.py holds the two to the same
+answer where many pairs lie at exactly eps); here eps lies between two
+possible distances of the two-decimal grid, so that the answer does not
+depend on the rounding of a pair at eps, and every group is checked to hold
+no pair within TIE_BAND of eps.
 
 gpu_cluster_kmeans is compared with ST_ClusterKMeans on groups of far apart
 blobs, where both find the blobs: the same partition of every group.
@@ -25,7 +26,7 @@ import io
 import numpy as np
 import pytest
 
-from dbscan_reference import Reference, as_float32, same_partition
+from dbscan_reference import Reference, same_partition
 
 EPS = 0.155          # squared distances on the 0.01 grid are multiples of 1e-4; 0.155^2 is not
 MIN_PTS = 4
@@ -106,7 +107,7 @@ def test_dbscan_window_against_postgis(postgis_conn, seed):
         pg = np.array([-1 if m[3] is None else m[3] for m in members])
         assert np.all(ours[isnull] == -1) and np.all(pg[isnull] == -1), \
             f"group {g}: a NULL geometry got a cluster"
-        X = as_float32([[m[0], m[1]] for m, n in zip(members, isnull) if not n])
+        X = np.array([[m[0], m[1]] for m, n in zip(members, isnull) if not n], dtype=np.float64)
         o, p = ours[~isnull], pg[~isnull]
         if X.shape[0] == 0:
             continue
