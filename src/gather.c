@@ -543,9 +543,17 @@ MakeRoom(GatherReceiver *st)
 }
 
 /*
+ * In double precision a feature's magnitude is at most this, so that no
+ * squared distance overflows: (2 * 1e150)^2 times any number of features
+ * gpuclust accepts stays far below the largest double.
+ */
+#define F64_MAX_ABS 1e150
+#define F64_OK(v) (fabs(v) <= F64_MAX_ABS)	/* false for NaN and infinities too */
+
+/*
  * Refuses a finite value that the element type cannot hold: beyond its range
- * (overflow) or not zero but rounding to zero (underflow).  value is its
- * text.
+ * (overflow) or not zero but rounding to zero (underflow); in double
+ * precision, beyond F64_MAX_ABS.  value is its text.
  */
 static void
 RangeError(const char *what, int64 id, const char *value, bool underflow, gc_dtype dtype)
@@ -553,10 +561,14 @@ RangeError(const char *what, int64 id, const char *value, bool underflow, gc_dty
 	if (dtype == GC_F64)
 		ereport(ERROR,
 				(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
-				 errmsg("%s of the row with id " INT64_FORMAT " is out of range for type double precision",
-						what, id),
-				 errdetail("The value is %s.", value),
-				 errhint("Scale the features.")));
+				 errmsg("%s of the row with id " INT64_FORMAT " is out of range", what, id),
+				 underflow ?
+				 errdetail("The value is %s, which is not zero but rounds to zero in double precision.", value) :
+				 errdetail("The value is %s; features are at most 1e150 in magnitude, "
+						   "so that squared distances do not overflow double precision.", value),
+				 underflow ?
+				 errhint("Scale the features, for example by multiplying by a constant.") :
+				 errhint("Scale the features, for example by dividing by a constant.")));
 	ereport(ERROR,
 			(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
 			 errmsg("%s of the row with id " INT64_FORMAT " is out of range for type real", what, id),
@@ -588,6 +600,13 @@ PutFeature(GatherReceiver *st, void *dst, int32 i, double v, int64 id, const cha
 				 errhint("Filter such rows out of the query, for example with WHERE x NOT IN ('Infinity', '-Infinity').")));
 	if (st->in->dtype == GC_F64)
 	{
+		if (unlikely(!F64_OK(v)))
+		{
+			char		value[32];
+
+			snprintf(value, sizeof(value), "%g", v);
+			RangeError(what, id, value, false, GC_F64);
+		}
 		((double *) dst)[i] = v;
 		return;
 	}
@@ -782,7 +801,7 @@ PutArray(GatherReceiver *st, Datum datum, int64 id)
 				dst8[k] = e;
 			}
 		for (int32 k = 0; k < len; k++)
-			bad |= (bool) (isfinite(dst8[k]) == 0);
+			bad |= (bool) (!F64_OK(dst8[k]));
 		if (unlikely(bad))
 			for (int32 k = 0; k < len; k++)
 				PutFeature(st, dst8, k, dst8[k], id, what);
@@ -1082,8 +1101,14 @@ BadFeatureValue(const GcRowRef *row, double v, float f, bool finite_source)
 	if (finite_source)
 		ereport(ERROR,
 				(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
-				 errmsg("a feature of %s is out of range for type double precision", RowStr(row)),
-				 errhint("Scale the features.")));
+				 errmsg("a feature of %s is out of range", RowStr(row)),
+				 isinf(v) ?
+				 errdetail("The value is beyond the range of double precision.") :
+				 v == DBL_MIN ?
+				 errdetail("The value is not zero but rounds to zero in double precision.") :
+				 errdetail("The value is %g; features are at most 1e150 in magnitude, "
+						   "so that squared distances do not overflow double precision.", v),
+				 errhint("Scale the features, for example by dividing by a constant.")));
 	ereport(ERROR,
 			(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
 			 errmsg("a feature of %s is out of range for type real", RowStr(row)),
@@ -1105,8 +1130,8 @@ PutDouble(void *dst, int32 k, gc_dtype dtype, double v, const GcRowRef *row)
 
 	if (dtype == GC_F64)
 	{
-		if (unlikely(!isfinite(v)))
-			BadFeatureValue(row, v, (float) v, false);
+		if (unlikely(!F64_OK(v)))
+			BadFeatureValue(row, v, (float) v, isfinite(v));
 		((double *) dst)[k] = v;
 		return;
 	}
@@ -1368,7 +1393,7 @@ GatherReceive(TupleTableSlot *slot, DestReceiver *self)
 			if (f8)
 			{
 				((double *) row)[i - 1] = e;
-				if (likely(isfinite(e)))
+				if (likely(F64_OK(e)))
 					continue;
 			}
 			else
