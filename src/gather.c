@@ -249,7 +249,7 @@ GcZeroRowError(const char *title, const GcRowRef *row)
 	ereport(ERROR,
 			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 			 errmsg("the features of %s are all zero", name),
-			 errdetail("%s with the cosine metric needs a direction for every row, and a zero vector has none.",
+			 errdetail("With the cosine metric %s needs a direction for every row, and a zero vector has none.",
 					   title),
 			 errhint("Filter such rows out of the query, or use metric => 'euclidean'.")));
 }

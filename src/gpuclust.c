@@ -248,7 +248,7 @@ GcArgMetric(FunctionCallInfo fcinfo, int argno, const char *title)
 	ereport(ERROR,
 			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 			 errmsg("unknown %s metric \"%s\"", title, s),
-			 errdetail("%s measures distances with the Euclidean or the cosine metric.", title),
+			 errdetail("The metrics are the Euclidean and the cosine metric."),
 			 errhint("Use metric => 'euclidean' (the default) or 'cosine'.")));
 	return GC_METRIC_EUCLIDEAN;	/* keep the compiler quiet */
 }
