@@ -11,13 +11,25 @@ FROM gpu_dbscan('SELECT g, array_fill(0.5::real, ARRAY[5000000]) FROM generate_s
 -- infinities get a hint about infinities
 SELECT * FROM gpu_dbscan('SELECT 5, ''-Infinity''::float8 AS x', 0.2, 3);
 
--- values that real cannot hold are refused with the row id (22003), whatever the
--- input type: beyond the range of double precision (numeric only) ...
+-- in double precision (the default for these types) values beyond 1e150 in
+-- magnitude, where squared distances could overflow, are refused with the
+-- row id (22003): beyond the range of double precision (numeric only) ...
 SELECT * FROM gpu_dbscan('SELECT g * 10 AS id, (CASE WHEN g = 3 THEN 1e400 ELSE g END)::numeric AS x FROM generate_series(1, 4) g', 1, 2);
 \echo :SQLSTATE
 SELECT * FROM gpu_dbscan('SELECT 7, -1.5e400::numeric AS x', 1, 2);
 SELECT * FROM gpu_dbscan('SELECT 7, 1e-400::numeric AS x', 1, 2);
 \echo :SQLSTATE
+-- ... within it
+SELECT * FROM gpu_dbscan('SELECT 8, 1.5e150::float8 AS x', 1, 2);
+SELECT * FROM gpu_dbscan('SELECT 8, 0::real AS x, -1e200::numeric AS y', 1, 2);
+-- values of 1e39 or 1e-50 are fine in double precision
+SELECT * FROM gpu_dbscan('SELECT 8, 1e39::numeric AS x UNION ALL SELECT 9, 1e-50::float8', 1, 2);
+-- in single precision, values that real cannot hold are refused with the row
+-- id (22003), whatever the input type: beyond the range of double precision
+-- (numeric only) ...
+SET gpuclust.precision = single;
+SELECT * FROM gpu_dbscan('SELECT 7, -1.5e400::numeric AS x', 1, 2);
+SELECT * FROM gpu_dbscan('SELECT 7, 1e-400::numeric AS x', 1, 2);
 -- ... beyond the range of real ...
 SELECT * FROM gpu_dbscan('SELECT 8, 1e39::numeric AS x', 1, 2);
 \echo :SQLSTATE
@@ -30,6 +42,7 @@ SELECT * FROM gpu_dbscan('SELECT 9, 1e-50::numeric AS x', 1, 2);
 SELECT * FROM gpu_dbscan('SELECT 9, 1e-310::numeric AS x', 1, 2);
 SELECT * FROM gpu_dbscan('SELECT g, ARRAY[g, CASE WHEN g = 2 THEN -1e-46 ELSE 0 END]::float8[] FROM generate_series(1, 3) g', 1, 2);
 \echo :SQLSTATE
+RESET gpuclust.precision;
 -- NaN and infinities of numeric are named as such
 SELECT * FROM gpu_dbscan('SELECT 11, ''NaN''::numeric AS x', 1, 2);
 SELECT * FROM gpu_dbscan('SELECT 11, ''Infinity''::numeric AS x', 1, 2);

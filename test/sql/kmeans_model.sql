@@ -87,7 +87,7 @@ SELECT pg_temp.report_error($$SELECT * FROM gpu_kmeans_centroids('SELECT id, x, 
 SELECT pg_temp.report_error($$SELECT * FROM gpu_kmeans('SELECT id, x, y FROM kmm', 2, n_init => 2,
   initial_centroids => ARRAY[[0, 0], [5, 5]]::float8[])$$);
 SELECT count(*) FROM gpu_kmeans('SELECT id, x, y FROM kmm', 2, n_init => NULL, metric => NULL);
-SELECT pg_temp.report_error($$SELECT * FROM gpu_kmeans('SELECT id, x, y FROM kmm', 2, metric => 'cosine')$$);
+SELECT pg_temp.report_error($$SELECT * FROM gpu_kmeans('SELECT id, x, y FROM kmm', 2, metric => 'chebyshev')$$);
 SELECT pg_temp.report_error($$SELECT * FROM gpu_kmeans_assign('SELECT id, x, y FROM kmm',
   ARRAY[[0, 0]]::float8[], metric => 'manhattan')$$);
 

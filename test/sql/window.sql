@@ -107,15 +107,21 @@ FROM (VALUES (1, 1, '{0,0}'::real[]), (2, 2, '{1,1}'), (3, 2, '{1,NULL}')) v(id,
 SELECT id, gpu_cluster_dbscan(f, 0.2, 2) OVER (PARTITION BY g ORDER BY id)
 FROM (VALUES (1, 1, '{0,0}'::float8[]), (2, 2, '{1,1}'), (3, 2, '{1,1,1}')) v(id, g, f);
 SELECT id, gpu_cluster_dbscan(f, 0.2, 2) OVER (PARTITION BY g ORDER BY id)
+FROM (VALUES (1, 1, '{0,0}'::float8[]), (2, 2, '{1e151,1}')) v(id, g, f);
+SET gpuclust.precision = single;
+SELECT id, gpu_cluster_dbscan(f, 0.2, 2) OVER (PARTITION BY g ORDER BY id)
 FROM (VALUES (1, 1, '{0,0}'::float8[]), (2, 2, '{1e39,1}')) v(id, g, f);
+SELECT id, gpu_cluster_dbscan(f, 0.2, 2) OVER (ORDER BY id)
+FROM (VALUES (1, 1e-50::numeric)) v(id, f);
+RESET gpuclust.precision;
+SELECT id, gpu_cluster_dbscan(f, 0.2, 2) OVER (ORDER BY id)
+FROM (VALUES (1, 1e-400::numeric), (2, 1e400::numeric)) v(id, f);
 SELECT id, gpu_cluster_dbscan(f, 0.2, 2) OVER (ORDER BY id)
 FROM (VALUES (1, 'NaN'::float8), (2, 1)) v(id, f);
 SELECT id, gpu_cluster_dbscan(f, 0.2, 2) OVER (ORDER BY id)
 FROM (VALUES (1, '{}'::real[])) v(id, f);
 SELECT id, gpu_cluster_dbscan(f, 0.2, 2) OVER (ORDER BY id)
 FROM (VALUES (1, '{{1,2},{3,4}}'::real[])) v(id, f);
-SELECT id, gpu_cluster_dbscan(f, 0.2, 2) OVER (ORDER BY id)
-FROM (VALUES (1, 1e-50::numeric)) v(id, f);
 -- k greater than the features of a partition (NULL features do not count)
 SELECT id, gpu_cluster_kmeans(ARRAY[x, y], 12) OVER (PARTITION BY g ORDER BY id)
 FROM (SELECT * FROM wkm WHERE NOT (g = 3 AND id % 4 = 0)) s;
