@@ -19,7 +19,7 @@ SELECT * FROM gpu_dbscan('SELECT g * 10 AS id, (CASE WHEN g = 3 THEN 1e400 ELSE 
 SELECT * FROM gpu_dbscan('SELECT 7, -1.5e400::numeric AS x', 1, 2);
 SELECT * FROM gpu_dbscan('SELECT 7, 1e-400::numeric AS x', 1, 2);
 \echo :SQLSTATE
--- ... within it
+-- ... or within it but beyond 1e150
 SELECT * FROM gpu_dbscan('SELECT 8, 1.5e150::float8 AS x', 1, 2);
 SELECT * FROM gpu_dbscan('SELECT 8, 0::real AS x, -1e200::numeric AS y', 1, 2);
 -- values of 1e39 or 1e-50 are fine in double precision
