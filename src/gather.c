@@ -1108,6 +1108,8 @@ BadFeatureValue(const GcRowRef *row, double v, float f, bool finite_source)
 				 errdetail("The value is not zero but rounds to zero in double precision.") :
 				 errdetail("The value is %g; features are at most 1e150 in magnitude, "
 						   "so that squared distances do not overflow double precision.", v),
+				 v == DBL_MIN ?
+				 errhint("Scale the features, for example by multiplying by a constant.") :
 				 errhint("Scale the features, for example by dividing by a constant.")));
 	ereport(ERROR,
 			(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
