@@ -137,7 +137,7 @@ def test_notice_names_the_precision(conn, columns, precision):
         assert re.search(rf" precision={precision}(\s|$)", note), note
         assert "metric=" not in note
     note = timing_notice(conn, f"SELECT * FROM gpu_dbscan('SELECT id, {columns} FROM pp', 1, 2, metric => 'cosine')")
-    assert note.endswith(f"precision={precision} metric=cosine"), note
+    assert note.rstrip().endswith(f"precision={precision} metric=cosine"), note
 
 
 # ------------------------------------------------------------------ cosine
