@@ -307,7 +307,9 @@ def test_density_peaks_cosine(conn, sqltype, kernel, dc):
         rows = cur.fetchall()
     rho = np.array([r[2] for r in rows])
     if kernel == "gaussian":
-        np.testing.assert_allclose(rho, ref["rho"], rtol=1e-6)
+        # the documented error: terms to 2e-7 relative, a sum in fixed point
+        # with 56 fraction bits (an isolated row's rho may be 0)
+        np.testing.assert_allclose(rho, ref["rho"], rtol=1e-6, atol=len(X) * 2.0 ** -56)
     else:
         np.testing.assert_array_equal(rho, ref["rho"])
     np.testing.assert_allclose([r[3] for r in rows], ref["delta"], rtol=1e-9)
