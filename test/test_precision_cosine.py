@@ -292,7 +292,7 @@ def test_spherical_kmeans(conn, sqltype):
 @pytest.mark.parametrize("sqltype", ["real", "double precision"])
 @pytest.mark.parametrize("kernel,dc", [("gaussian", 0.1), ("cutoff", 0.03), ("gaussian", None)])
 def test_density_peaks_cosine(conn, sqltype, kernel, dc):
-    X = embeddings(5, 200, 8, seed=13, spread=0.15, noise=0.05)
+    X = embeddings(5, 200, 8, seed=13, spread=0.15, noise=0.0)
     single = sqltype == "real"
     D = cosine_dist(unit_rows(X, single))
     if dc is not None and kernel == "cutoff":
