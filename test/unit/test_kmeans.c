@@ -236,7 +236,7 @@ test_seeded(void)
 		int			seen[6] = {0};
 		int			blobs_hit = 0;
 
-		CHECK(gc_kmeans_plusplus_rows(x, n, 3, 6, seed, gc_kmpp_trials(6), rows, mind2, NULL, NULL) == 0, "k-means++ rows");
+		CHECK(gc_kmeans_plusplus_rows(x, GC_F32, n, 3, 6, seed, gc_kmpp_trials(6), rows, mind2, NULL, NULL) == 0, "k-means++ rows");
 		for (int j = 0; j < 6; j++)
 			seen[rows[j] % 6] = 1;
 		for (int j = 0; j < 6; j++)
@@ -701,7 +701,7 @@ reseed_case(const char *what, const float *x, int64_t n, int32_t d, int32_t k,
 	memcpy(s1, sums0, sizeof(double) * k * d);
 	memcpy(s2, sums0, sizeof(double) * k * d);
 	r1 = reseed_reference(x, n, d, k, labels, d2, ref, s1, c1, taken);
-	st = gc_kmeans_reseed_empty(x, n, d, k, labels, d2, ref, s2, c2, &r2, NULL, NULL);
+	st = gc_kmeans_reseed_empty(x, GC_F32, n, d, k, labels, d2, ref, s2, c2, &r2, NULL, NULL);
 	CHECK(st == GC_OK && r1 == r2, "reseed %s: status %d, %d re-seeded, reference %d",
 		  what, st, r2, r1);
 	CHECK(memcmp(c1, c2, sizeof(int64_t) * k) == 0, "reseed %s: counts differ", what);
@@ -808,7 +808,7 @@ test_reseed(void)
 		int32_t		re = -1;
 		gc_status	st;
 
-		st = gc_kmeans_reseed_empty(x, 4, 1, 2, labels, d2, NULL, sums, counts, &re,
+		st = gc_kmeans_reseed_empty(x, GC_F32, 4, 1, 2, labels, d2, NULL, sums, counts, &re,
 									cancel_at_once, NULL);
 		CHECK(st == GC_ERR_CANCELLED && re == 0, "reseed cancel: status %d, %d", st, re);
 	}
@@ -982,7 +982,7 @@ test_greedy(void)
 		gc_rng		r;
 		double		maxd2 = 0.0;
 
-		CHECK(gc_kmeans_plusplus_rows(x, n, d, 20, seed, 1, rows, mind2, NULL, NULL) == 0, "plain rows");
+		CHECK(gc_kmeans_plusplus_rows(x, GC_F32, n, d, 20, seed, 1, rows, mind2, NULL, NULL) == 0, "plain rows");
 		gc_rng_seed(&r, seed);
 		rows1[0] = (int64_t) gc_rng_below(&r, (uint64_t) n);
 		for (int64_t i = 0; i < n; i++)
@@ -1020,7 +1020,7 @@ test_greedy(void)
 		int32_t		L = gc_kmpp_trials(20);
 		int			bad = 0;
 
-		CHECK(gc_kmeans_plusplus_rows(x, n, d, 20, seed, L, rows, mind2, NULL, NULL) == 0, "greedy rows");
+		CHECK(gc_kmeans_plusplus_rows(x, GC_F32, n, d, 20, seed, L, rows, mind2, NULL, NULL) == 0, "greedy rows");
 		gc_rng_seed(&r, seed);
 		rows1[0] = (int64_t) gc_rng_below(&r, (uint64_t) n);
 		for (int64_t i = 0; i < n; i++)
