@@ -25,17 +25,18 @@
  * are copied in for every pass; only labels and distances stay resident.
  *
  * Rows of double precision (GC_F64) stay double on the device: their
- * assignment computes every distance in double as the CPU does (so the
- * labels are those of double arithmetic for the current centroids), and
- * their update is the sorted one.  The metric cosine (spherical k-means)
+ * assignment gives the labels of double arithmetic for the current
+ * centroids, as the CPU's (kmeans_direct.cu: every distance in double for
+ * d <= 32, a DGEMM product checked in double above), and their update is
+ * the sorted one.  The metric cosine (spherical k-means)
  * changes the update only (unit centroids, kmeans_update.cu) and the
  * output (the cosine distance dist2 / 2, inertia its sum).
  *
  * timing.phase_ms: [0] plan, statistics and initial centroids, [1] the
  * Lloyd iterations, [2] the final assignment and distances, [3]
- * milliseconds per iteration.  timing.counts (product form, over the call):
+ * milliseconds per iteration.  timing.counts (product forms, over the call):
  * [0] rows decided among several candidates in double, [1] candidates
- * compared, [2] rows sent from the TF32 to the FP32 product.
+ * compared, [2] rows sent from the TF32 to the FP32 product (0 for DGEMM).
  */
 #include <cstring>
 
@@ -135,6 +136,7 @@ void KMeans::plan()
 
 	plan_.maxd = plan_.dtype == GC_F64 ? -1 :
 		d <= 2 ? 2 : d <= 4 ? 4 : d <= 8 ? 8 : d <= 16 ? 16 : d <= 32 ? 32 : 0;
+	plan_.f64_gemm = plan_.dtype == GC_F64 && d > 32;
 	CUDA_TRY(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
 	product_choose(prod_, p_, tuning_, major);
 	plan_.fused = plan_.maxd > 0 && plan_.maxd <= 16 &&
@@ -155,24 +157,27 @@ void KMeans::size_chunks(size_t free_b)
 	const int	k = plan_.k;
 	const bool	fused = plan_.fused;
 	const int	maxd = plan_.maxd;
+	const bool	gemm = maxd == 0 || plan_.f64_gemm;
+	const size_t vs = plan_.f64_gemm ? 8 : 4;	/* bytes of the product's values */
 
 	/* bytes that do not depend on the chunk */
 	size_t		kd = (size_t) k * d;
-	size_t		fixed = kd * (8 * 5 + 4 * 3) + (size_t) k * (4 * 8 + 64) + (size_t) d * 16 + (64u << 20);
+	size_t		fixed = kd * (8 * 5 + 4 * 3 + (plan_.f64_gemm ? 8 : 0)) + (size_t) k * (4 * 8 + 64) +
+		(size_t) d * 16 + (64u << 20);
 	size_t		per_row = 4 + 4 + 4 + 8;	/* two label arrays, d2, mind2 / exact d2 */
 	size_t		per_chunk_row = (size_t) d * gc_dtype_size(plan_.dtype) + (fused ? 0 : 4 * 3 + 16 + 8) +
-		(maxd == 0 ? (size_t) d * 4 + 8 : 0);
+		(gemm ? (size_t) d * vs + 8 : 0);
 	size_t		budget = (size_t) (free_b * 0.9);
 
-	if (maxd == 0)
+	if (gemm)
 	{
 		/* GEMM tiles: at most 1 GiB or an eighth of the free memory */
 		size_t		dots_bytes = std::min<size_t>(size_t(1) << 30, free_b / 8);
 
-		plan_.gemm_tile = std::max<int64_t>(1024, (int64_t) (dots_bytes / ((size_t) k * 4)));
+		plan_.gemm_tile = std::max<int64_t>(1024, (int64_t) (dots_bytes / ((size_t) k * vs)));
 		if (tuning_.kmeans_tile_rows >= 32)
 			plan_.gemm_tile = tuning_.kmeans_tile_rows;
-		fixed += (size_t) plan_.gemm_tile * k * 4 + (size_t) plan_.gemm_tile * d * 4;
+		fixed += (size_t) plan_.gemm_tile * k * vs + (maxd == 0 ? (size_t) plan_.gemm_tile * d * 4 : 0);
 	}
 	if (!fused)
 		fixed += (size_t) (k + 1) * d * 8;	/* partial sums, beyond the per-slice rows */
@@ -207,7 +212,7 @@ void KMeans::size_chunks(size_t free_b)
 		plan_.resident = false;
 		plan_.chunk_rows = rows;
 	}
-	if (maxd == 0)
+	if (gemm)
 		plan_.gemm_tile = std::min<int64_t>(plan_.gemm_tile, plan_.chunk_rows);
 }
 
@@ -256,6 +261,15 @@ void KMeans::allocate()
 		prod_.unres.reset(chunk, "rows for the FP32 product");
 		prod_.unres_n.reset(1, "rows for the FP32 product");
 	}
+	if (plan_.f64_gemm)
+	{
+		cen_.cen_cd.reset(kd, "centroids");
+		cen_.cval64.reset(k, "centroid norms");
+		cen_.cmax64.reset(1, "centroid norms");
+		prod_.xc64.reset((size_t) chunk * d, "centred data");
+		prod_.xnorm64.reset(chunk, "row norms");
+		prod_.dots64.reset((size_t) plan_.gemm_tile * k, "distance tile");
+	}
 	if (plan_.fused)
 		sums_.fx.reset(kd, "fixed-point sums");
 	else
@@ -299,6 +313,8 @@ void KMeans::prepare_chunk(int64_t rows)
 {
 	if (plan_.maxd == 0)
 		center_rows(plan_, rows_.x.get(), rows, cen_.mean_d.get(), prod_);
+	else if (plan_.f64_gemm)
+		center_rows64(plan_, rows_.x64.get(), rows, cen_.mean_d.get(), prod_);
 }
 
 /* ---------------------------------------------------------------- the phases */
@@ -385,6 +401,8 @@ void KMeans::assign(bool with_sums, int32_t *labels, const int32_t *labels_old)
 {
 	gc::check_cancel(exec_);
 	prep_centroids(plan_, cen_);
+	if (plan_.f64_gemm)
+		prep_centroids64(plan_, cen_);
 	prod_.escalated = 0;
 	pass(with_sums, labels, labels_old);
 	prod_.escalated_total += prod_.escalated;
@@ -431,7 +449,9 @@ void KMeans::assign_chunk(int64_t off, int64_t rows, bool with_sums, int32_t *la
 	const int32_t *old = labels_old ? labels_old + off : nullptr;
 	float	   *d2 = rows_.d2.get() + off;
 
-	if (plan_.maxd < 0)
+	if (plan_.f64_gemm)
+		assign_dgemm(plan_, prod_, cen_, rep_, rows_.x64.get(), rows, lab, old, d2, exec_);
+	else if (plan_.maxd < 0)
 		assign_direct(plan_, rows_.x64.get(), rows, cen_.cen.get(), rep_, lab, old, d2);
 	else if (plan_.maxd > 0)
 		assign_lowd(plan_, with_sums && plan_.fused, rows_.x.get(), rows, cen_, sums_, rep_, lab, old, d2);
@@ -496,7 +516,7 @@ void KMeans::finish(gc_kmeans_result *result, int32_t *labels, bool strict)
 /* The product's counts (decided in double, candidates, sent to FP32) into the timing record. */
 void KMeans::counts_to_timing()
 {
-	if (plan_.maxd == 0)
+	if (plan_.maxd == 0 || plan_.f64_gemm)
 	{
 		std::vector<unsigned long long> &h = rep_.host;
 
@@ -666,12 +686,12 @@ void KMeans::assign_to(const double *centroids, gc_kmeans_assign_result *result)
 	int32_t    *labels = rows_.lab_a.get();
 
 	plan();
-	if (plan_.maxd == 0)
+	if (plan_.maxd == 0 || plan_.f64_gemm)
 		CUBLAS_TRY(cublasCreate(&prod_.blas.h));
 	allocate();
 	labels = rows_.lab_a.get();
-	/* the data mean, where the kernels centre on it (the product form and d > 16) */
-	if (plan_.maxd == 0 || plan_.maxd >= 32)
+	/* the data mean, where the kernels centre on it (the product forms and d > 16) */
+	if (plan_.maxd == 0 || plan_.maxd >= 32 || plan_.f64_gemm)
 		init_stats(true);
 	else
 		CUDA_TRY(cudaMemset(cen_.mean_d.get(), 0, sizeof(double) * (size_t) plan_.d));

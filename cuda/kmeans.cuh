@@ -101,6 +101,7 @@ struct Plan
 	gc_metric	metric = GC_METRIC_EUCLIDEAN;	/* COSINE: unit centroids after each update */
 	int			maxd = 0;				/* 2, 4, 8, 16, 32, 0 for the product form, -1 for double rows */
 	bool		fused = false;			/* fixed-point update inside the low-d assignment */
+	bool		f64_gemm = false;		/* double rows, d > 32: the DGEMM product, checked */
 	bool		resident = true;		/* all rows on the device, else chunks copied per pass */
 	int64_t		chunk_rows = 0;			/* rows per chunk (n when resident) */
 	int64_t		gemm_tile = 0;			/* rows per product (maxd == 0) */
@@ -138,6 +139,9 @@ struct Centroids
 	DeviceBuffer<float> cval;			/* [k] ||c'||^2 (product form) */
 	DeviceBuffer<float> cmax;			/* [1] max ||c'||^2 (product form) */
 	DeviceBuffer<double> mean_d;		/* [d] data mean */
+	DeviceBuffer<double> cen_cd;		/* [k, d] centred, double (DGEMM form) */
+	DeviceBuffer<double> cval64;		/* [k] ||c'||^2 (DGEMM form) */
+	DeviceBuffer<unsigned long long> cmax64;	/* [1] max ||c'||^2, as the bits of a double (DGEMM form) */
 	DeviceBuffer<float> mean_f;			/* [maxd] data mean, zero-padded (maxd == 32) */
 };
 
@@ -183,6 +187,9 @@ struct Product
 	DeviceBuffer<float> xg;				/* [gemm_tile, d] rows gathered for the FP32 product */
 	DeviceBuffer<int32_t> unres;		/* [chunk_rows] rows the TF32 check left open */
 	DeviceBuffer<unsigned int> unres_n; /* [1] how many */
+	DeviceBuffer<double> xc64;			/* [chunk_rows, d] centred rows (DGEMM form) */
+	DeviceBuffer<double> xnorm64;		/* [chunk_rows] ||x'||^2 (DGEMM form) */
+	DeviceBuffer<double> dots64;		/* [gemm_tile, k] x'.c' of one tile (DGEMM form) */
 };
 
 /* The sorted update's workspace (when the update is not fused). */
@@ -217,6 +224,22 @@ void assign_lowd(const Plan &plan, bool fused, const float *x /* [rows, d] */, i
 void assign_direct(const Plan &plan, const double *x /* [rows, d] */, int64_t rows,
 				   const double *cen /* [k, d] */, const Report &rep,
 				   int32_t *labels, const int32_t *labels_old, float *d2);
+
+/* The DGEMM form (d > 32): the centred rows xc64 and their norms xnorm64 of the chunk's rows. */
+void center_rows64(const Plan &plan, const double *x /* [rows, d] */, int64_t rows,
+				   const double *mean /* [d] */, Product &pr);
+
+/* The DGEMM form: the centred centroids cen_cd, their norms cval64 and the largest, cmax64. */
+void prep_centroids64(const Plan &plan, Centroids &cen);
+
+/*
+ * Nearest centroid (double rows, d > 32) by a DGEMM of the centred rows and
+ * centroids, checked: the candidates within a bound of the product's error
+ * compared by their distance in double, summed as the CPU sums it.
+ */
+void assign_dgemm(const Plan &plan, Product &pr, const Centroids &cen, const Report &rep,
+				  const double *x /* [rows, d] */, int64_t rows,
+				  int32_t *labels, const int32_t *labels_old, float *d2, const gc_exec &exec);
 
 /* ---------------------------------------------------------------- kmeans_product.cu */
 

@@ -1,6 +1,10 @@
 /*
  * kmeans_direct.cu
- *    k-means assignment for rows of double precision: every distance of a
+ *    k-means assignment for rows of double precision, in two forms: for
+ *    d <= 32 the direct one below, for d > 32 a checked DGEMM product (at
+ *    the end of the file), which gives the same labels.
+ *
+ * The direct form: every distance of a
  *    row to a centroid is summed in double over the features in order,
  *    without fused multiply-add, as the CPU back end sums it, so the nearest
  *    centroid (the lowest number on a tie) is the CPU's for the same
@@ -168,6 +172,212 @@ void assign_direct(const Plan &plan, const double *x, int64_t rows, const double
 	assign_direct_kernel<<<grid, DT_THREADS>>>(x, rows, plan.d, cen, plan.k, labels, labels_old, d2,
 											   rep.changed());
 	CHECK_LAUNCH("assign_direct_kernel");
+}
+
+/* ---------------------------------------------------------------- the DGEMM form, d > 32 */
+
+namespace {
+
+/* x' = x - mean in double, and ||x'||^2 summed in order. */
+__global__ void center_rows64_kernel(const double *__restrict__ x,	/* [rows, d] */
+									 int64_t rows, int d,
+									 const double *__restrict__ mean,	/* [d] */
+									 double *__restrict__ xc,	/* [rows, d] out */
+									 double *__restrict__ xnorm /* [rows] out */ )
+{
+	for (int64_t i = (int64_t) blockIdx.x * BLOCK + threadIdx.x; i < rows;
+		 i += (int64_t) gridDim.x * BLOCK)
+	{
+		double		s = 0.0;
+
+		for (int j = 0; j < d; j++)
+		{
+			double		t = __dsub_rn(x[i * d + j], mean[j]);
+
+			xc[i * d + j] = t;
+			s = __dadd_rn(s, __dmul_rn(t, t));
+		}
+		xnorm[i] = s;
+	}
+}
+
+/* c' = c - mean, ||c'||^2, and the largest into cmax (non-negative doubles order as their bits). */
+__global__ void prep_centroids64_kernel(const double *__restrict__ cen,	/* [k, d] */
+										int k, int d,
+										const double *__restrict__ mean,	/* [d] */
+										double *__restrict__ cen_cd,	/* [k, d] out */
+										double *__restrict__ cval,	/* [k] out */
+										unsigned long long *__restrict__ cmax /* [1] in/out */ )
+{
+	int			j = blockIdx.x * blockDim.x + threadIdx.x;
+
+	if (j >= k)
+		return;
+	double		nn = 0.0;
+
+	for (int t = 0; t < d; t++)
+	{
+		double		c = __dsub_rn(cen[(size_t) j * d + t], mean[t]);
+
+		cen_cd[(size_t) j * d + t] = c;
+		nn = __dadd_rn(nn, __dmul_rn(c, c));
+	}
+	cval[j] = nn;
+	atomicMax(cmax, (unsigned long long) __double_as_longlong(nn));
+}
+
+/*
+ * Argmin over a tile of the DGEMM, one warp per row: dots[q, j] = x'_q . c'_j,
+ * so ||x_q - c_j||^2 = ||x'_q||^2 + v_j with v_j = ||c'_j||^2 - 2 dots[q, j].
+ * Every rounding on the way (the centring, the norms, the product over d
+ * terms, v, and the CPU's own sum of D_j) is at most a few (d + 8) 2^-53
+ * (||x'_q|| + max_j ||c'_j||)^2; E below is (d + 16) 2^-50 times that
+ * square, over four times as much.  The CPU's nearest centroid then has
+ * v_j <= min v + 2E, and those candidates are compared by their distance in
+ * double, each summed by one lane over the features in order as the CPU
+ * sums it (the lowest number on a tie): the labels are the CPU's.
+ * stats[0] counts the rows with more than one candidate, stats[1] the
+ * candidates compared there.
+ */
+__global__ void __launch_bounds__(BLOCK)
+argmin64_kernel(const double *__restrict__ dots,	/* [tr, k] */
+				int64_t tr, int k, int d,
+				const double *__restrict__ cval,	/* [k] */
+				const double *__restrict__ xnorm,	/* [tr] ||x'||^2 of the tile's rows */
+				const unsigned long long *__restrict__ cmax,	/* [1] */
+				const double *__restrict__ x,	/* [tr, d] the tile's rows */
+				const double *__restrict__ cen, /* [k, d] */
+				int32_t *__restrict__ labels,	/* [tr] out */
+				const int32_t *__restrict__ labels_old, /* [tr] or null */
+				float *__restrict__ d2out,	/* [tr] out */
+				unsigned long long *__restrict__ changed,	/* [1] in/out */
+				unsigned long long *__restrict__ stats /* [2] in/out */ )
+{
+	const unsigned int full = 0xffffffffu;
+	int64_t		q = ((int64_t) blockIdx.x * BLOCK + threadIdx.x) / 32;
+	int			lane = threadIdx.x & 31;
+	unsigned int mine = 0,
+				decided = 0,
+				compared = 0;
+
+	if (q < tr)
+	{
+		const double *dr = dots + q * k;
+		const double *xr = x + q * d;
+		double		r = sqrt(xnorm[q]),
+					c = sqrt(__longlong_as_double((long long) *cmax));
+		double		e = ldexp((double) d + 16.0, -50) * (r + c) * (r + c);
+		double		m = INFINITY;
+
+		for (int j = lane; j < k; j += 32)
+			m = fmin(m, cval[j] - 2.0 * dr[j]);
+		for (int o = 16; o > 0; o >>= 1)
+			m = fmin(m, __shfl_xor_sync(full, m, o));
+
+		double		lim = m + 2.0 * e;
+		double		best = INFINITY;
+		int			bj = INT_MAX;
+		int			seen = 0;
+
+		for (int j0 = 0; j0 < k; j0 += 32)
+		{
+			int			j = j0 + lane;
+			bool		cand = j < k && cval[j] - 2.0 * dr[j] <= lim;
+			unsigned int bal = __ballot_sync(full, cand);
+			double		dj = INFINITY;
+			int			jj = INT_MAX;
+
+			if (!bal)
+				continue;
+			seen += __popc(bal);
+			if (cand)
+			{
+				const double *cj = cen + (size_t) j * d;
+				double		s = 0.0;
+
+				for (int t = 0; t < d; t++)
+				{
+					double		u = __dsub_rn(xr[t], cj[t]);
+
+					s = __dadd_rn(s, __dmul_rn(u, u));
+				}
+				dj = s;
+				jj = j;
+			}
+			for (int o = 16; o > 0; o >>= 1)
+			{
+				double		od = __shfl_xor_sync(full, dj, o);
+				int			oj = __shfl_xor_sync(full, jj, o);
+
+				if (od < dj || (od == dj && oj < jj))
+				{
+					dj = od;
+					jj = oj;
+				}
+			}
+			if (dj < best || (dj == best && jj < bj))
+			{
+				best = dj;
+				bj = jj;
+			}
+		}
+		if (bj == INT_MAX)
+			bj = 0;				/* NaN only: not with finite data */
+		if (lane == 0)
+		{
+			labels[q] = bj;
+			d2out[q] = (float) best;
+			mine = labels_old && labels_old[q] != bj;
+			decided = seen > 1;
+			compared = seen > 1 ? seen : 0;
+		}
+	}
+	block_add(changed, mine);
+	block_add(stats, decided);
+	block_add(stats + 1, compared);
+}
+
+} // namespace
+
+void center_rows64(const Plan &plan, const double *x, int64_t rows, const double *mean, Product &pr)
+{
+	center_rows64_kernel<<<grid_for(rows, BLOCK, (unsigned) plan.sms * 32), BLOCK>>>(
+		x, rows, plan.d, mean, pr.xc64.get(), pr.xnorm64.get());
+	CHECK_LAUNCH("center_rows64_kernel");
+}
+
+void prep_centroids64(const Plan &plan, Centroids &cen)
+{
+	CUDA_TRY(cudaMemsetAsync(cen.cmax64.get(), 0, sizeof(unsigned long long)));
+	prep_centroids64_kernel<<<grid_for(plan.k, 128, 1u << 30), 128>>>(
+		cen.cen.get(), plan.k, plan.d, cen.mean_d.get(), cen.cen_cd.get(), cen.cval64.get(), cen.cmax64.get());
+	CHECK_LAUNCH("prep_centroids64_kernel");
+}
+
+void assign_dgemm(const Plan &plan, Product &pr, const Centroids &cen, const Report &rep,
+				  const double *x, int64_t rows,
+				  int32_t *labels, const int32_t *labels_old, float *d2, const gc_exec &exec)
+{
+	const int	d = plan.d;
+	const int	k = plan.k;
+	const double one = 1.0,
+				zero = 0.0;
+
+	for (int64_t t0 = 0; t0 < rows; t0 += plan.gemm_tile)
+	{
+		int			tr = (int) std::min<int64_t>(plan.gemm_tile, rows - t0);
+
+		if (t0 > 0)
+			gc::check_cancel_synced(exec);
+		/* dots [tr, k] = xc [tr, d] . cen_cd [k, d]^T */
+		CUBLAS_TRY(cublasDgemm(pr.blas.h, CUBLAS_OP_T, CUBLAS_OP_N, k, tr, d, &one, cen.cen_cd.get(), d,
+							   pr.xc64.get() + t0 * d, d, &zero, pr.dots64.get(), k));
+		argmin64_kernel<<<grid_for((int64_t) tr * 32, BLOCK, 1u << 30), BLOCK>>>(
+			pr.dots64.get(), tr, k, d, cen.cval64.get(), pr.xnorm64.get() + t0, cen.cmax64.get(),
+			x + t0 * d, cen.cen.get(), labels + t0, labels_old ? labels_old + t0 : nullptr, d2 + t0,
+			rep.changed(), rep.checked());
+		CHECK_LAUNCH("argmin64_kernel");
+	}
 }
 
 } // namespace km

@@ -831,9 +831,10 @@ km_error_paths(void)
 /*
  * Double precision (GC_F64) and the metric cosine (spherical k-means, rows
  * of unit length), with the rules of the float cases: separated blobs
- * exact, users' shapes near ties.  The GPU assigns rows of double precision
- * in double (kmeans_direct.cu), so their near ties come from the centroids'
- * last bits only.
+ * exact, users' shapes near ties.  The GPU labels rows of double precision
+ * as double arithmetic does (kmeans_direct.cu: direct for d <= 32, a
+ * checked DGEMM above), so their near ties come from the centroids' last
+ * bits only, and the assignment to given centroids is exact.
  */
 static void
 km_precision_metric_checks(void)
@@ -887,12 +888,40 @@ km_precision_metric_checks(void)
 		km_data_free(&D);
 	}
 	{
-		km_data		S = km_separated(200000, 100, 64, 0.0);
+		/* d = 32: the direct kernel over two slices of features; d = 100: the DGEMM form */
+		km_data		S = km_separated(500000, 32, 50, 0.0);
 		km_data		D = km_f64(&S, -1);
+		km_data		S2 = km_separated(200000, 100, 64, 0.0);
+		km_data		D2 = km_f64(&S2, -1);
+		km_data		O = km_separated(300000, 64, 10, 1000.0);
+		km_data		O2 = km_f64(&O, -1);
+		double	   *c0 = km_near_truth(&O2, 10, 0.5);
+		km_variant	both[2] = {km_v_default(), km_v_chunks(100000)};
+		gc_kmeans_params p50 = km_params(50, GC_KMEANS_INIT_PLUSPLUS, NULL, 300, 1e-4, F);
 		gc_kmeans_params pp = km_params(64, GC_KMEANS_INIT_PLUSPLUS, NULL, 300, 1e-4, F);
+		gc_kmeans_params g = km_params(10, GC_KMEANS_INIT_GIVEN, c0, 300, 1e-4, F);
 
 		km_data_free(&S);
-		km_case(&D, "d=100", &pp, dflt, 1, KM_EXACT, 1e-6);
+		km_data_free(&S2);
+		km_data_free(&O);
+		km_case(&D, "d=32", &p50, dflt, 1, KM_EXACT, 1e-6);
+		km_case(&D2, "DGEMM, d=100", &pp, both, 2, KM_EXACT, 1e-6);
+		km_case(&O2, "DGEMM, offset 1000", &g, dflt, 1, KM_EXACT, 1e-6);
+		free(c0);
+		km_data_free(&D);
+		km_data_free(&D2);
+		km_data_free(&O2);
+	}
+	{
+		/* the hard case of a checked product: 997 clusters on a line, in double */
+		km_data		S = km_line(10000, 256);
+		km_data		D = km_f64(&S, -1);
+		gc_kmeans_params r = km_params(1000, GC_KMEANS_INIT_RANDOM, NULL, 3, 1e-4, F);
+		gc_kmeans_params pp = km_params(300, GC_KMEANS_INIT_PLUSPLUS, NULL, 5, 1e-4, F);
+
+		km_data_free(&S);
+		km_case(&D, "DGEMM, line, k=1000", &r, dflt, 1, KM_NEAR_TIES, 1e-6);
+		km_case(&D, "DGEMM, line, k=300", &pp, dflt, 1, KM_NEAR_TIES, 1e-6);
 		km_data_free(&D);
 	}
 	{
@@ -1012,6 +1041,15 @@ km_precision_metric_checks(void)
 		km_assign_case(&W, "wide rows", &p64);
 		km_assign_case(&W64, "wide rows", &p64);
 		km_assign_case(&U, "directions, d=3", &p16);
+		{
+			km_data		G0 = km_line(20000, 256);
+			km_data		G = km_f64(&G0, -1);
+			gc_kmeans_params p500 = km_params(500, GC_KMEANS_INIT_RANDOM, NULL, 3, 1e-4, F);
+
+			km_data_free(&G0);
+			km_assign_case(&G, "DGEMM, line, k=500", &p500);
+			km_data_free(&G);
+		}
 		km_data_free(&D);
 		km_data_free(&L);
 		km_data_free(&W);
