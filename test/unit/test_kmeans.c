@@ -1627,7 +1627,9 @@ test_precision_flip(void)
 /*
  * Float rows given as doubles hold the same values, so every answer is the
  * same bit for bit (the element type changes the values, not the rules):
- * k-means++, random and given starts, both metrics, one and several threads.
+ * k-means++, random and given starts (with a duplicate centroid, so that
+ * an empty cluster is re-seeded from the rows of either type), both
+ * metrics, one and several threads.
  */
 static void
 test_same_values(void)
@@ -1650,8 +1652,10 @@ test_same_values(void)
 			Run			a,
 						b;
 
-			for (int i = 0; i < 18; i++)
-				given[i] = y[i * 7];
+			/* given: rows of the data (unit rows for cosine), the last a duplicate of the first: re-seeded */
+			for (int j = 0; j < 6; j++)
+				for (int t = 0; t < 3; t++)
+					given[j * 3 + t] = y[(j == 5 ? 0 : j * 997) * 3 + t];
 			p.seed = 5;
 			p.metric = unit ? GC_METRIC_COSINE : GC_METRIC_EUCLIDEAN;
 			unit_threads = 1 + 2 * m;
@@ -1665,6 +1669,9 @@ test_same_values(void)
 				  a.res.iterations == b.res.iterations,
 				  "same values, %s, init %d: float and double rows answer differently (%d %d)",
 				  unit ? "cosine" : "euclidean", m, a.st, b.st);
+			if (m == 2)
+				CHECK(a.st == GC_OK && a.sizes[5] > 0, "same values, %s: the duplicate centroid was not re-seeded",
+					  unit ? "cosine" : "euclidean");
 			free_run(&a);
 			free_run(&b);
 		}
