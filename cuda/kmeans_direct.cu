@@ -235,7 +235,10 @@ __global__ void prep_centroids64_kernel(const double *__restrict__ cen,	/* [k, d
  * square, over four times as much.  The CPU's nearest centroid then has
  * v_j <= min v + 2E, and those candidates are compared by their distance in
  * double, each summed by one lane over the features in order as the CPU
- * sums it (the lowest number on a tie): the labels are the CPU's.
+ * sums it (the lowest number on a tie): the labels are the CPU's.  The
+ * bound is that of IEEE double arithmetic, which cuBLAS's DGEMM keeps in
+ * its default math mode (FP64 units or FP64 tensor cores; the emulated FP64
+ * modes are opt-in, and this handle does not set them).
  * stats[0] counts the rows with more than one candidate, stats[1] the
  * candidates compared there.
  */
