@@ -29,10 +29,21 @@
  *                                      10M x 2 k = 100 and 1M x 256 k = 1000
  *                                      (uniform and line data), next to one
  *                                      Lloyd iteration of the same shape
- *      kmeans_bench one n d k iters [kmeans++]
+ *      kmeans_bench precision [json]   double against single precision and
+ *                                      cosine against Euclidean: 10M x 2
+ *                                      k = 100 (20 iterations) and 1M x 256
+ *                                      k = 1000 (10 iterations), random
+ *                                      initial rows, tol 0, each in f32, f64,
+ *                                      f32 cosine and f64 cosine (the rows of
+ *                                      cosine scaled to unit length first, as
+ *                                      the glue does); the time per iteration
+ *                                      and its ratio to f32 Euclidean
+ *      kmeans_bench one n d k iters [kmeans++] [f64] [cosine]
  *                                      one GPU run on uniform data (for
  *                                      profilers), random initial rows or
- *                                      k-means++
+ *                                      k-means++, in single (default) or
+ *                                      double precision, Euclidean (default)
+ *                                      or cosine
  *
  *    The GPU back end is $GPUCLUST_CUDA_SO, else ./gpuclust_cuda.so.
  *    CUDA is needed here only for the SGEMM floor and the device name.
@@ -52,6 +63,7 @@
 
 #include "gc_backends.h"
 #include "kmeans_init.h"
+#include "metric.h"
 #include "gc_testdata.h"
 
 static const gc_backend_api *api;
@@ -62,7 +74,38 @@ struct Data
 	int64_t		n;
 	int			d;
 	std::vector<float> x;
+	std::vector<double> x64;			/* the rows when dtype is GC_F64 */
+	gc_dtype	dtype = GC_F32;
+	gc_metric	metric = GC_METRIC_EUCLIDEAN;	/* COSINE: unit rows */
+
+	const void *rows() const { return dtype == GC_F64 ? (const void *) x64.data() : (const void *) x.data(); }
 };
+
+/*
+ * D's rows in element type dt, and for cosine scaled to unit length
+ * (gc_unit_rows, as the glue does; from the float values for both types).
+ */
+static Data
+convert_data(const Data &D, gc_dtype dt, gc_metric metric)
+{
+	Data		E;
+
+	E.n = D.n;
+	E.d = D.d;
+	E.dtype = dt;
+	E.metric = metric;
+	if (dt == GC_F64)
+		E.x64.assign(D.x.begin(), D.x.end());
+	else
+		E.x = D.x;
+	if (metric == GC_METRIC_COSINE &&
+		gc_unit_rows(dt == GC_F64 ? (void *) E.x64.data() : (void *) E.x.data(), dt, E.n, E.d) >= 0)
+	{
+		fprintf(stderr, "kmeans_bench: a zero row\n");
+		exit(2);
+	}
+	return E;
+}
 
 static Data
 make_data(int64_t n, int d, int blobs)
@@ -142,7 +185,8 @@ run_gpu(const Data &D, const gc_kmeans_params &p, const gc_tuning &tuning, Out &
 	char		buf[1024];
 
 	warm.max_iter = 2;
-	if (api->kmeans(&e, D.x.data(), GC_F32, warm_n, D.d, &warm, &o.r) != GC_OK)
+	warm.metric = D.metric;
+	if (api->kmeans(&e, D.rows(), D.dtype, warm_n, D.d, &warm, &o.r) != GC_OK)
 	{
 		o.st = GC_ERR_INTERNAL;
 		o.err = std::string("warm-up: ") + gc_h_error_text(api, buf, sizeof(buf));
@@ -150,7 +194,10 @@ run_gpu(const Data &D, const gc_kmeans_params &p, const gc_tuning &tuning, Out &
 	}
 	memset(&o.timing, 0, sizeof(o.timing));
 	t0 = gc_h_now_ms();
-	o.st = api->kmeans(&e, D.x.data(), GC_F32, D.n, D.d, &p, &o.r);
+	gc_kmeans_params q = p;
+
+	q.metric = D.metric;
+	o.st = api->kmeans(&e, D.rows(), D.dtype, D.n, D.d, &q, &o.r);
 	o.wall_ms = gc_h_now_ms() - t0;
 	if (o.st != GC_OK)
 		o.err = gc_h_error_text(api, buf, sizeof(buf));
@@ -399,14 +446,15 @@ assign_timing(FILE *js, bool &first, const char *label, const Data &D, int k)
 	ap.k = k;
 	ap.centroids = g.centroids.data();
 	ap.precision = GC_PRECISION_FP32;
+	ap.metric = D.metric;
 	ar.labels = labels.data();
 	ar.distance = distance.data();
 	memset(&t, 0, sizeof(t));
-	st = api->kmeans_assign(&e, D.x.data(), GC_F32, D.n, D.d, &ap, &ar);	/* warm-up */
+	st = api->kmeans_assign(&e, D.rows(), D.dtype, D.n, D.d, &ap, &ar);	/* warm-up */
 	memset(&t, 0, sizeof(t));
 	t0 = gc_h_now_ms();
 	if (st == GC_OK)
-		st = api->kmeans_assign(&e, D.x.data(), GC_F32, D.n, D.d, &ap, &ar);
+		st = api->kmeans_assign(&e, D.rows(), D.dtype, D.n, D.d, &ap, &ar);
 	wall = gc_h_now_ms() - t0;
 	if (st != GC_OK)
 	{
@@ -493,6 +541,86 @@ bench_hard(const char *json_path, const gc_device_info &info, bool hard, bool as
 	return 0;
 }
 
+/*
+ * Double against single precision, cosine against Euclidean, on the two
+ * benchmark shapes: the same uniform rows (in [-1, 1)^d, so that their
+ * directions spread) in each form, random initial rows, tol 0 and a fixed
+ * number of iterations, so that the times per iteration compare.
+ */
+static int
+bench_precision(const char *json_path, const gc_device_info &info)
+{
+	struct Shape
+	{
+		int64_t		n;
+		int			d, k, iters;
+	}			shapes[] = {{10000000, 2, 100, 20}, {1000000, 256, 1000, 10}};
+	struct Form
+	{
+		const char *label;
+		gc_dtype	dtype;
+		gc_metric	metric;
+	}			forms[] = {
+		{"f32", GC_F32, GC_METRIC_EUCLIDEAN}, {"f64", GC_F64, GC_METRIC_EUCLIDEAN},
+		{"f32 cosine", GC_F32, GC_METRIC_COSINE}, {"f64 cosine", GC_F64, GC_METRIC_COSINE}
+	};
+	FILE	   *js = json_path ? fopen(json_path, "w") : nullptr;
+	bool		first = true;
+
+	printf("device: %s\n", info.name);
+	if (js)
+		fprintf(js, "{\"device\": \"%s\", \"runs\": [\n", info.name);
+	for (const Shape &s : shapes)
+	{
+		Data		U;
+		double		base = -1;
+
+		U.n = s.n;
+		U.d = s.d;
+		U.x.resize((size_t) s.n * s.d);
+		gc_td_uniform(U.x.data(), s.n, s.d, -1.0, 1.0, gc_td_seed("unit", s.n, s.d));
+		for (const Form &f : forms)
+		{
+			Data		D = convert_data(U, f.dtype, f.metric);
+			gc_kmeans_params p = make_params(s.k, GC_KMEANS_INIT_RANDOM, s.iters, 0.0, GC_PRECISION_FP32);
+			Out			g(s.n, s.k, s.d);
+
+			run_gpu(D, p, gc_tuning_defaults(), g);
+			if (g.st != GC_OK)
+			{
+				printf("%lld x %d k=%d %s: GPU error %d: %s\n", (long long) s.n, s.d, s.k, f.label, g.st,
+					   g.err.c_str());
+				continue;
+			}
+			if (base < 0)
+				base = g.timing.phase_ms[3];
+			printf("%8lld x %-4d k=%-5d %-11s iterations %3d | per iteration %9.3f ms (%.2f x f32) "
+				   "| init %8.1f ms | final %8.1f ms | to device %7.1f ms | call %9.1f ms | inertia %.9e\n",
+				   (long long) s.n, s.d, s.k, f.label, g.r.iterations, g.timing.phase_ms[3],
+				   g.timing.phase_ms[3] / base, g.timing.phase_ms[0], g.timing.phase_ms[2],
+				   g.timing.to_device_ms, g.wall_ms, g.total_inertia());
+			fflush(stdout);
+			if (js)
+			{
+				fprintf(js, "%s{\"n\": %lld, \"d\": %d, \"k\": %d, \"form\": \"%s\", \"iterations\": %d, "
+						"\"per_iteration_ms\": %.4f, \"ratio_to_f32\": %.4f, \"init_ms\": %.3f, "
+						"\"final_ms\": %.3f, \"to_device_ms\": %.3f, \"call_ms\": %.3f, \"inertia\": %.12e}\n",
+						first ? "" : ",", (long long) s.n, s.d, s.k, f.label, g.r.iterations,
+						g.timing.phase_ms[3], g.timing.phase_ms[3] / base, g.timing.phase_ms[0],
+						g.timing.phase_ms[2], g.timing.to_device_ms, g.wall_ms, g.total_inertia());
+				first = false;
+				fflush(js);
+			}
+		}
+	}
+	if (js)
+	{
+		fprintf(js, "]}\n");
+		fclose(js);
+	}
+	return 0;
+}
+
 int
 main(int argc, char **argv)
 {
@@ -506,12 +634,12 @@ main(int argc, char **argv)
 		return 2;
 	}
 	bool		mode_ok = argc > 1 && (strcmp(argv[1], "bench") == 0 || strcmp(argv[1], "hard") == 0 ||
-									   strcmp(argv[1], "assign") == 0);
+									   strcmp(argv[1], "assign") == 0 || strcmp(argv[1], "precision") == 0);
 
 	if (!mode_ok && !(argc > 5 && strcmp(argv[1], "one") == 0))
 	{
-		fprintf(stderr, "usage: %s bench [json] | hard [json] | assign [json] | one n d k iterations [kmeans++]\n",
-				argv[0]);
+		fprintf(stderr, "usage: %s bench [json] | hard [json] | assign [json] | precision [json] "
+				"| one n d k iterations [kmeans++] [f64] [cosine]\n", argv[0]);
 		return 2;
 	}
 	api = gc_h_open_gpu(gc_h_cuda_path(nullptr), &info, why, sizeof(why));
@@ -526,10 +654,31 @@ main(int argc, char **argv)
 		return bench_hard(argc > 2 ? argv[2] : nullptr, info, true, true);
 	if (strcmp(argv[1], "assign") == 0)
 		return bench_hard(argc > 2 ? argv[2] : nullptr, info, false, true);
+	if (strcmp(argv[1], "precision") == 0)
+		return bench_precision(argc > 2 ? argv[2] : nullptr, info);
 
-	/* one GPU run on uniform data, for profilers: one n d k iterations [kmeans++] */
-	Data		D = make_data(atoll(argv[2]), atoi(argv[3]), 0);
-	bool		pp = argc > 6 && strcmp(argv[6], "kmeans++") == 0;
+	/* one GPU run on uniform data, for profilers: one n d k iterations [kmeans++] [f64] [cosine] */
+	bool		pp = false,
+				f64 = false,
+				cosine = false;
+
+	for (int a = 6; a < argc; a++)
+	{
+		if (strcmp(argv[a], "kmeans++") == 0)
+			pp = true;
+		else if (strcmp(argv[a], "f64") == 0)
+			f64 = true;
+		else if (strcmp(argv[a], "cosine") == 0)
+			cosine = true;
+		else
+		{
+			fprintf(stderr, "kmeans_bench: unknown option %s (kmeans++, f64, cosine)\n", argv[a]);
+			return 2;
+		}
+	}
+	Data		U = make_data(atoll(argv[2]), atoi(argv[3]), 0);
+	Data		D = convert_data(U, f64 ? GC_F64 : GC_F32, cosine ? GC_METRIC_COSINE : GC_METRIC_EUCLIDEAN);
+
 	gc_kmeans_params p = make_params(atoi(argv[4]), pp ? GC_KMEANS_INIT_PLUSPLUS : GC_KMEANS_INIT_RANDOM,
 									 atoi(argv[5]), 0.0, GC_PRECISION_FP32);
 	Out			g(D.n, p.k, D.d);

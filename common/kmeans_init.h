@@ -9,7 +9,11 @@
  *        and 'random' rows;
  *      - the seeds of the n_init runs;
  *      - the data statistics behind the stopping rule;
- *      - the re-seeding of empty clusters (its sorts: common/sort.h).
+ *      - the re-seeding of empty clusters (its sorts: common/sort.h);
+ *      - the unit centroids of spherical k-means (metric cosine).
+ *
+ * The rows x are of either element type (gc_dtype): float or double, each
+ * coordinate converted exactly to double wherever it is used.
  *
  * Header only, plain C that also compiles as CUDA C++; the few functions the
  * GPU kernels call as well are marked GC_HD.
@@ -128,6 +132,86 @@ gc_kmpp_dist2_capped(const float *a, const float *b, int32_t d, double cap)
 	return s;
 }
 
+/* The same for rows of double precision. */
+static inline double
+gc_kmpp_dist2_capped_f64(const double *a, const double *b, int32_t d, double cap)
+{
+	double		s = 0.0;
+	int32_t		j = 0;
+
+	while (j < d)
+	{
+		int32_t		end = j + 8 < d ? j + 8 : d;
+
+		for (; j < end; j++)
+		{
+			double		t = a[j] - b[j];
+
+			s += t * t;
+		}
+		if (s >= cap)
+			break;
+	}
+	return s;
+}
+
+/*
+ * The rows x [n, d] of either element type (t): element idx as a double
+ * (exact either way), and the squared distance of rows i and j, gc_dist2 or
+ * (capped) gc_kmpp_dist2_capped.
+ */
+static inline double
+gc_kmeans_x_at(const void *x, gc_dtype t, int64_t idx)
+{
+	return t == GC_F64 ? ((const double *) x)[idx] : (double) ((const float *) x)[idx];
+}
+
+static inline double
+gc_kmeans_x_dist2(const void *x, gc_dtype t, int32_t d, int64_t i, int64_t j, int capped, double cap)
+{
+	if (t == GC_F64)
+	{
+		const double *a = (const double *) x + i * d;
+		const double *b = (const double *) x + j * d;
+
+		return capped ? gc_kmpp_dist2_capped_f64(a, b, d, cap) : gc_dist2_f64(a, b, d);
+	}
+	else
+	{
+		const float *a = (const float *) x + i * d;
+		const float *b = (const float *) x + j * d;
+
+		return capped ? gc_kmpp_dist2_capped(a, b, d, cap) : gc_dist2(a, b, d);
+	}
+}
+
+/* ---------------------------------------------------------------- spherical k-means */
+
+/*
+ * Spherical k-means (metric cosine): after every update each centroid that
+ * holds rows, the mean of its rows, is scaled to unit length in double: s =
+ * the sum of squares over the features in order, without fused multiply-add,
+ * and each coordinate c / sqrt(s), correctly rounded (the arithmetic of
+ * gc_unit_row_f64 of common/metric.h, here callable from device code too).
+ * A mean of zero (rows that cancel out) has no direction and stays zero.
+ * Both back ends call this one function, so their centroids agree as their
+ * means do.
+ */
+static GC_HD void
+gc_kmeans_unit_centroid(double *c, int32_t d)
+{
+	double		s = 0.0;
+	double		norm;
+
+	for (int32_t t = 0; t < d; t++)
+		s += c[t] * c[t];
+	if (!(s > 0))
+		return;
+	norm = sqrt(s);
+	for (int32_t t = 0; t < d; t++)
+		c[t] = c[t] / norm;
+}
+
 /* ---------------------------------------------------------------- statistics */
 
 /* One row into the running sums and extremes of the features (vectorizes). */
@@ -158,6 +242,33 @@ gc_kmeans_stats_row2(const float *GC_RESTRICT row, int32_t d, const double *GC_R
 	}
 }
 
+/* The same two for rows of double precision. */
+static inline void
+gc_kmeans_stats_row1_f64(const double *GC_RESTRICT row, int32_t d, double *GC_RESTRICT m,
+						 double *GC_RESTRICT lo, double *GC_RESTRICT hi)
+{
+	for (int32_t j = 0; j < d; j++)
+	{
+		double		v = row[j];
+
+		m[j] += v;
+		lo[j] = v < lo[j] ? v : lo[j];
+		hi[j] = v > hi[j] ? v : hi[j];
+	}
+}
+
+static inline void
+gc_kmeans_stats_row2_f64(const double *GC_RESTRICT row, int32_t d, const double *GC_RESTRICT m,
+						 double *GC_RESTRICT s)
+{
+	for (int32_t j = 0; j < d; j++)
+	{
+		double		t = row[j] - m[j];
+
+		s[j] += t * t;
+	}
+}
+
 /*
  * Mean per-feature variance (population variance, as numpy.var) of the data,
  * the unit of tol as in scikit-learn; also the per-feature mean and, when
@@ -166,7 +277,8 @@ gc_kmeans_stats_row2(const float *GC_RESTRICT row, int32_t d, const double *GC_R
  * Returns 0, or -1 when cancelled.
  */
 static inline int
-gc_kmeans_stats(const float *x, int64_t n, int32_t d,
+gc_kmeans_stats(const void *x, gc_dtype dtype,	/* [n, d] */
+				int64_t n, int32_t d,
 				double *mean_var,
 				double *mean,	/* [d] out */
 				double *lo,		/* [d] out or NULL */
@@ -190,7 +302,10 @@ gc_kmeans_stats(const float *x, int64_t n, int32_t d,
 	{
 		if (i % every == 0 && cancel && cancel(cancel_arg))
 			return -1;
-		gc_kmeans_stats_row1(x + i * d, d, m, l, h);
+		if (dtype == GC_F64)
+			gc_kmeans_stats_row1_f64((const double *) x + i * d, d, m, l, h);
+		else
+			gc_kmeans_stats_row1((const float *) x + i * d, d, m, l, h);
 	}
 	for (int32_t j = 0; j < d; j++)
 	{
@@ -201,7 +316,10 @@ gc_kmeans_stats(const float *x, int64_t n, int32_t d,
 	{
 		if (i % every == 0 && cancel && cancel(cancel_arg))
 			return -1;
-		gc_kmeans_stats_row2(x + i * d, d, m, scratch);
+		if (dtype == GC_F64)
+			gc_kmeans_stats_row2_f64((const double *) x + i * d, d, m, scratch);
+		else
+			gc_kmeans_stats_row2((const float *) x + i * d, d, m, scratch);
 	}
 	for (int32_t j = 0; j < d; j++)
 		total += scratch[j] / (double) n;
@@ -309,12 +427,12 @@ gc_kmpp_draw(gc_rng *rng, uint64_t total, int64_t n)
 }
 
 /*
- * The k-means++ distances to a new centre cen: mind2 = min(mind2, dist2)
- * (first: mind2 = dist2), and their largest value.  Returns 0, or -1 when
- * cancelled (asked every gc_kmeans_cancel_rows(d) rows).
+ * The k-means++ distances to a new centre, row cen of x: mind2 =
+ * min(mind2, dist2) (first: mind2 = dist2), and their largest value.
+ * Returns 0, or -1 when cancelled (asked every gc_kmeans_cancel_rows(d) rows).
  */
 static inline int
-gc_kmpp_update(const float *x, int64_t n, int32_t d, const float *cen, int first,
+gc_kmpp_update(const void *x, gc_dtype dtype, int64_t n, int32_t d, int64_t cen, int first,
 			   double *mind2, double *maxd2, gc_cancel_fn cancel, void *cancel_arg)
 {
 	int64_t		every = gc_kmeans_cancel_rows(d);
@@ -322,8 +440,7 @@ gc_kmpp_update(const float *x, int64_t n, int32_t d, const float *cen, int first
 
 	for (int64_t i = 0; i < n; i++)
 	{
-		double		t = first ? gc_dist2(x + i * d, cen, d) :
-			gc_kmpp_dist2_capped(x + i * d, cen, d, mind2[i]);
+		double		t = gc_kmeans_x_dist2(x, dtype, d, i, cen, !first, first ? 0.0 : mind2[i]);
 
 		if (i % every == 0 && cancel && cancel(cancel_arg))
 			return -1;
@@ -404,7 +521,7 @@ gc_kmpp_best_trial(const uint64_t *pot, int32_t ntrials)
  * step's scale, on the host.  Returns 0, or -1 when cancelled.
  */
 static inline int
-gc_kmpp_potentials(const float *x, int64_t n, int32_t d, const double *mind2, double scale,
+gc_kmpp_potentials(const void *x, gc_dtype dtype, int64_t n, int32_t d, const double *mind2, double scale,
 				   const int64_t *cand, int32_t ntrials, uint64_t *pot /* [ntrials] out */ ,
 				   gc_cancel_fn cancel, void *cancel_arg)
 {
@@ -414,12 +531,10 @@ gc_kmpp_potentials(const float *x, int64_t n, int32_t d, const double *mind2, do
 		pot[l] = 0;
 	for (int64_t i = 0; i < n; i++)
 	{
-		const float *row = x + i * d;
-
 		if (i % every == 0 && cancel && cancel(cancel_arg))
 			return -1;
 		for (int32_t l = 0; l < ntrials; l++)
-			pot[l] += gc_kmpp_trial_weight(mind2[i], gc_kmpp_dist2_capped(row, x + cand[l] * d, d, mind2[i]),
+			pot[l] += gc_kmpp_trial_weight(mind2[i], gc_kmeans_x_dist2(x, dtype, d, i, cand[l], 1, mind2[i]),
 										   scale);
 	}
 	return 0;
@@ -433,7 +548,8 @@ gc_kmpp_potentials(const float *x, int64_t n, int32_t d, const double *mind2, do
  * device.  Returns 0, or -1 when cancelled.
  */
 static inline int
-gc_kmeans_plusplus_rows(const float *x, int64_t n, int32_t d, int32_t k, uint64_t seed,
+gc_kmeans_plusplus_rows(const void *x, gc_dtype dtype,	/* [n, d] */
+						int64_t n, int32_t d, int32_t k, uint64_t seed,
 						int32_t ntrials,
 						int64_t *rows,	/* [k] out */
 						double *mind2,	/* [n] scratch */
@@ -450,7 +566,7 @@ gc_kmeans_plusplus_rows(const float *x, int64_t n, int32_t d, int32_t k, uint64_
 		ntrials = GC_KMPP_MAX_TRIALS;
 	gc_rng_seed(&rng, seed);
 	rows[0] = (int64_t) gc_rng_below(&rng, (uint64_t) n);
-	if (gc_kmpp_update(x, n, d, x + rows[0] * d, 1, mind2, &maxd2, cancel, cancel_arg) != 0)
+	if (gc_kmpp_update(x, dtype, n, d, rows[0], 1, mind2, &maxd2, cancel, cancel_arg) != 0)
 		return -1;
 	for (int32_t c = 1; c < k; c++)
 	{
@@ -465,13 +581,13 @@ gc_kmeans_plusplus_rows(const float *x, int64_t n, int32_t d, int32_t k, uint64_
 		gc_kmpp_draw_candidates(&rng, mind2, n, scale, total, ntrials, cand);
 		if (ntrials > 1)
 		{
-			if (gc_kmpp_potentials(x, n, d, mind2, scale, cand, ntrials, pot,
+			if (gc_kmpp_potentials(x, dtype, n, d, mind2, scale, cand, ntrials, pot,
 								   cancel, cancel_arg) != 0)
 				return -1;
 			best = gc_kmpp_best_trial(pot, ntrials);
 		}
 		rows[c] = cand[best];
-		if (gc_kmpp_update(x, n, d, x + rows[c] * d, 0, mind2, &maxd2, cancel, cancel_arg) != 0)
+		if (gc_kmpp_update(x, dtype, n, d, rows[c], 0, mind2, &maxd2, cancel, cancel_arg) != 0)
 			return -1;
 	}
 	return 0;
@@ -655,7 +771,7 @@ gc_reseed_walk(int32_t k, const int32_t *labels, int64_t *counts, gc_reseed_work
 
 /* Moves the rows taken by the walk out of their clusters' sums into the new ones', in cluster order. */
 static inline gc_status
-gc_reseed_apply(const float *x, int32_t d, const int32_t *labels, const double *ref,
+gc_reseed_apply(const void *x, gc_dtype dtype, int32_t d, const int32_t *labels, const double *ref,
 				double *sums, const gc_reseed_work *w, int32_t ntaken,
 				gc_cancel_fn cancel, void *cancel_arg)
 {
@@ -675,7 +791,7 @@ gc_reseed_apply(const float *x, int32_t d, const int32_t *labels, const double *
 		}
 		for (int32_t c = 0; c < d; c++)
 		{
-			double		v = (double) x[best * d + c];
+			double		v = gc_kmeans_x_at(x, dtype, best * d + c);
 
 			sums[old * d + c] -= v - (ref ? ref[old * d + c] : 0.0);
 			sums[j * d + c] = v - (ref ? ref[j * d + c] : 0.0);
@@ -695,7 +811,8 @@ gc_reseed_apply(const float *x, int32_t d, const int32_t *labels, const double *
  * the labels.
  */
 static inline gc_status
-gc_kmeans_reseed_empty(const float *x, int64_t n, int32_t d, int32_t k,
+gc_kmeans_reseed_empty(const void *x, gc_dtype dtype,	/* [n, d] */
+					   int64_t n, int32_t d, int32_t k,
 					   const int32_t *labels,	/* [n] */
 					   const double *d2,	/* [n] squared distance to the assigned centroid */
 					   const double *ref,	/* [k, d] or NULL */
@@ -733,7 +850,7 @@ gc_kmeans_reseed_empty(const float *x, int64_t n, int32_t d, int32_t k,
 		gc_reseed_work_free(&w);
 		m = n;
 	}
-	st = gc_reseed_apply(x, d, labels, ref, sums, &w, ntaken, cancel, cancel_arg);
+	st = gc_reseed_apply(x, dtype, d, labels, ref, sums, &w, ntaken, cancel, cancel_arg);
 	gc_reseed_work_free(&w);
 	if (st == GC_OK)
 		*reseeded = ntaken;

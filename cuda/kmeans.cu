@@ -13,7 +13,8 @@
  *
  *  - init: the statistics of the data and the initial centroids;
  *  - per Lloyd iteration, assign: the nearest centroid of every row
- *    (kmeans_lowd.cu for d <= 32, kmeans_product.cu above), with the sums
+ *    (kmeans_lowd.cu for d <= 32, kmeans_product.cu above; for rows of
+ *    double precision kmeans_direct.cu, in double whatever d), with the sums
  *    of the update taken while each chunk is on the device; update: the new
  *    centroids and the re-seeding of empty clusters (kmeans_update.cu);
  *    converge: the stopping rule;
@@ -23,11 +24,19 @@
  * Data larger than the device memory are processed in chunks of rows that
  * are copied in for every pass; only labels and distances stay resident.
  *
+ * Rows of double precision (GC_F64) stay double on the device: their
+ * assignment gives the labels of double arithmetic for the current
+ * centroids, as the CPU's (kmeans_direct.cu: every distance in double for
+ * d <= 32, a DGEMM product checked in double above), and their update is
+ * the sorted one.  The metric cosine (spherical k-means)
+ * changes the update only (unit centroids, kmeans_update.cu) and the
+ * output (the cosine distance dist2 / 2, inertia its sum).
+ *
  * timing.phase_ms: [0] plan, statistics and initial centroids, [1] the
  * Lloyd iterations, [2] the final assignment and distances, [3]
- * milliseconds per iteration.  timing.counts (product form, over the call):
+ * milliseconds per iteration.  timing.counts (product forms, over the call):
  * [0] rows decided among several candidates in double, [1] candidates
- * compared, [2] rows sent from the TF32 to the FP32 product.
+ * compared, [2] rows sent from the TF32 to the FP32 product (0 for DGEMM).
  */
 #include <cstring>
 
@@ -50,13 +59,15 @@ struct Moves
 class KMeans
 {
   public:
-	KMeans(const gc_exec &exec, const gc_tuning &tuning, const float *x, int64_t n, int d,
+	KMeans(const gc_exec &exec, const gc_tuning &tuning, const void *x, gc_dtype dtype, int64_t n, int d,
 		   const gc_kmeans_params &p, gc_timing &timing)
 		: exec_(exec), tuning_(tuning), hx_(x), p_(p), timing_(timing)
 	{
 		plan_.n = n;
 		plan_.d = d;
 		plan_.k = p.k;
+		plan_.dtype = dtype;
+		plan_.metric = p.metric;
 	}
 
 	void run(gc_kmeans_result *result);
@@ -72,6 +83,7 @@ class KMeans
 	void load_chunk(int64_t c);
 	void copy_chunk(int64_t c);
 	void prepare_chunk(int64_t rows);
+	const void *xdev() const;
 
 	/* the phases */
 	void init_stats(bool mean_only);
@@ -92,7 +104,7 @@ class KMeans
 
 	const gc_exec &exec_;
 	const gc_tuning tuning_;
-	const float *hx_;					/* [n, d] host rows */
+	const void *hx_;					/* [n, d] host rows of element type plan_.dtype */
 	gc_kmeans_params p_;				/* the seed is the current run's */
 	gc_timing  &timing_;
 
@@ -122,7 +134,9 @@ void KMeans::plan()
 	CUDA_TRY(cudaDeviceGetAttribute(&plan_.sms, cudaDevAttrMultiProcessorCount, dev));
 	CUDA_TRY(cudaMemGetInfo(&free_b, &total_b));
 
-	plan_.maxd = d <= 2 ? 2 : d <= 4 ? 4 : d <= 8 ? 8 : d <= 16 ? 16 : d <= 32 ? 32 : 0;
+	plan_.maxd = plan_.dtype == GC_F64 ? -1 :
+		d <= 2 ? 2 : d <= 4 ? 4 : d <= 8 ? 8 : d <= 16 ? 16 : d <= 32 ? 32 : 0;
+	plan_.f64_gemm = plan_.dtype == GC_F64 && d > 32;
 	CUDA_TRY(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
 	product_choose(prod_, p_, tuning_, major);
 	plan_.fused = plan_.maxd > 0 && plan_.maxd <= 16 &&
@@ -143,24 +157,27 @@ void KMeans::size_chunks(size_t free_b)
 	const int	k = plan_.k;
 	const bool	fused = plan_.fused;
 	const int	maxd = plan_.maxd;
+	const bool	gemm = maxd == 0 || plan_.f64_gemm;
+	const size_t vs = plan_.f64_gemm ? 8 : 4;	/* bytes of the product's values */
 
 	/* bytes that do not depend on the chunk */
 	size_t		kd = (size_t) k * d;
-	size_t		fixed = kd * (8 * 5 + 4 * 3) + (size_t) k * (4 * 8 + 64) + (size_t) d * 16 + (64u << 20);
+	size_t		fixed = kd * (8 * 5 + 4 * 3 + (plan_.f64_gemm ? 8 : 0)) + (size_t) k * (4 * 8 + 64) +
+		(size_t) d * 16 + (64u << 20);
 	size_t		per_row = 4 + 4 + 4 + 8;	/* two label arrays, d2, mind2 / exact d2 */
-	size_t		per_chunk_row = (size_t) d * 4 + (fused ? 0 : 4 * 3 + 16 + 8) +
-		(maxd == 0 ? (size_t) d * 4 + 8 : 0);
+	size_t		per_chunk_row = (size_t) d * gc_dtype_size(plan_.dtype) + (fused ? 0 : 4 * 3 + 16 + 8) +
+		(gemm ? (size_t) d * vs + 8 : 0);
 	size_t		budget = (size_t) (free_b * 0.9);
 
-	if (maxd == 0)
+	if (gemm)
 	{
 		/* GEMM tiles: at most 1 GiB or an eighth of the free memory */
 		size_t		dots_bytes = std::min<size_t>(size_t(1) << 30, free_b / 8);
 
-		plan_.gemm_tile = std::max<int64_t>(1024, (int64_t) (dots_bytes / ((size_t) k * 4)));
+		plan_.gemm_tile = std::max<int64_t>(1024, (int64_t) (dots_bytes / ((size_t) k * vs)));
 		if (tuning_.kmeans_tile_rows >= 32)
 			plan_.gemm_tile = tuning_.kmeans_tile_rows;
-		fixed += (size_t) plan_.gemm_tile * k * 4 + (size_t) plan_.gemm_tile * d * 4;
+		fixed += (size_t) plan_.gemm_tile * k * vs + (maxd == 0 ? (size_t) plan_.gemm_tile * d * 4 : 0);
 	}
 	if (!fused)
 		fixed += (size_t) (k + 1) * d * 8;	/* partial sums, beyond the per-slice rows */
@@ -195,7 +212,7 @@ void KMeans::size_chunks(size_t free_b)
 		plan_.resident = false;
 		plan_.chunk_rows = rows;
 	}
-	if (maxd == 0)
+	if (gemm)
 		plan_.gemm_tile = std::min<int64_t>(plan_.gemm_tile, plan_.chunk_rows);
 }
 
@@ -209,7 +226,10 @@ void KMeans::allocate()
 	const int64_t chunk = plan_.chunk_rows;
 	size_t		kd = (size_t) k * d;
 
-	rows_.x.reset((size_t) chunk * d, "k-means data");
+	if (plan_.dtype == GC_F64)
+		rows_.x64.reset((size_t) chunk * d, "k-means data");
+	else
+		rows_.x.reset((size_t) chunk * d, "k-means data");
 	rows_.lab_a.reset(n, "k-means labels");
 	rows_.lab_b.reset(n, "k-means labels");
 	rows_.d2.reset(n, "k-means distances");
@@ -241,6 +261,15 @@ void KMeans::allocate()
 		prod_.unres.reset(chunk, "rows for the FP32 product");
 		prod_.unres_n.reset(1, "rows for the FP32 product");
 	}
+	if (plan_.f64_gemm)
+	{
+		cen_.cen_cd.reset(kd, "centroids");
+		cen_.cval64.reset(k, "centroid norms");
+		cen_.cmax64.reset(1, "centroid norms");
+		prod_.xc64.reset((size_t) chunk * d, "centred data");
+		prod_.xnorm64.reset(chunk, "row norms");
+		prod_.dots64.reset((size_t) plan_.gemm_tile * k, "distance tile");
+	}
 	if (plan_.fused)
 		sums_.fx.reset(kd, "fixed-point sums");
 	else
@@ -266,9 +295,17 @@ void KMeans::copy_chunk(int64_t c)
 	int64_t		rows = plan_.chunk_len(c);
 	gc::Stopwatch sw;
 
-	CUDA_TRY(cudaMemcpy(rows_.x.get(), hx_ + off * plan_.d, sizeof(float) * (size_t) rows * plan_.d,
-						cudaMemcpyHostToDevice));
+	size_t		es = gc_dtype_size(plan_.dtype);
+
+	CUDA_TRY(cudaMemcpy(const_cast<void *>(xdev()), (const char *) hx_ + (size_t) off * plan_.d * es,
+						es * (size_t) rows * plan_.d, cudaMemcpyHostToDevice));
 	timing_.to_device_ms += sw.ms();
+}
+
+/* The rows on the device, of element type plan_.dtype. */
+const void *KMeans::xdev() const
+{
+	return plan_.dtype == GC_F64 ? (const void *) rows_.x64.get() : (const void *) rows_.x.get();
 }
 
 /* The centred rows and their norms of the product form, from rows_.x and the mean. */
@@ -276,6 +313,8 @@ void KMeans::prepare_chunk(int64_t rows)
 {
 	if (plan_.maxd == 0)
 		center_rows(plan_, rows_.x.get(), rows, cen_.mean_d.get(), prod_);
+	else if (plan_.f64_gemm)
+		center_rows64(plan_, rows_.x64.get(), rows, cen_.mean_d.get(), prod_);
 }
 
 /* ---------------------------------------------------------------- the phases */
@@ -296,7 +335,10 @@ void KMeans::init_stats(bool mean_only)
 	if (plan_.resident)
 	{
 		copy_chunk(0);
-		stats_device(plan_, rows_.x.get(), stats_, cen_.mean_d.get(), mean_only);
+		if (plan_.dtype == GC_F64)
+			stats_device(plan_, rows_.x64.get(), stats_, cen_.mean_d.get(), mean_only);
+		else
+			stats_device(plan_, rows_.x.get(), stats_, cen_.mean_d.get(), mean_only);
 	}
 	else
 		stats_host(plan_, hx_, stats_, exec_);
@@ -320,7 +362,7 @@ void KMeans::init_stats(bool mean_only)
 void KMeans::init_centroids()
 {
 	gc::check_cancel(exec_);
-	initial_centroids(plan_, p_, hx_, rows_.x.get(), stats_, exec_, h_cen_, sums_.fx_scale);
+	initial_centroids(plan_, p_, hx_, xdev(), stats_, exec_, h_cen_, sums_.fx_scale);
 	CUDA_TRY(cudaMemcpy(cen_.cen.get(), h_cen_.data(), sizeof(double) * h_cen_.size(), cudaMemcpyHostToDevice));
 }
 
@@ -359,6 +401,8 @@ void KMeans::assign(bool with_sums, int32_t *labels, const int32_t *labels_old)
 {
 	gc::check_cancel(exec_);
 	prep_centroids(plan_, cen_);
+	if (plan_.f64_gemm)
+		prep_centroids64(plan_, cen_);
 	prod_.escalated = 0;
 	pass(with_sums, labels, labels_old);
 	prod_.escalated_total += prod_.escalated;
@@ -388,7 +432,9 @@ void KMeans::pass(bool with_sums, int32_t *labels, const int32_t *labels_old)
 			gc::check_cancel(exec_);
 		load_chunk(c);
 		assign_chunk(off, rows, with_sums, labels, labels_old);
-		if (with_sums && !plan_.fused)
+		if (with_sums && !plan_.fused && plan_.dtype == GC_F64)
+			sorted_update(plan_, sort_, rows_.x64.get(), rows, labels + off, cen_, sums_, rep_);
+		else if (with_sums && !plan_.fused)
 			sorted_update(plan_, sort_, rows_.x.get(), rows, labels + off, cen_, sums_, rep_);
 	}
 	if (with_sums && plan_.fused)
@@ -403,7 +449,11 @@ void KMeans::assign_chunk(int64_t off, int64_t rows, bool with_sums, int32_t *la
 	const int32_t *old = labels_old ? labels_old + off : nullptr;
 	float	   *d2 = rows_.d2.get() + off;
 
-	if (plan_.maxd > 0)
+	if (plan_.f64_gemm)
+		assign_dgemm(plan_, prod_, cen_, rep_, rows_.x64.get(), rows, lab, old, d2, exec_);
+	else if (plan_.maxd < 0)
+		assign_direct(plan_, rows_.x64.get(), rows, cen_.cen.get(), rep_, lab, old, d2);
+	else if (plan_.maxd > 0)
 		assign_lowd(plan_, with_sums && plan_.fused, rows_.x.get(), rows, cen_, sums_, rep_, lab, old, d2);
 	else
 		assign_product(plan_, prod_, cen_, rep_, rows_.x.get(), rows, lab, old, d2, exec_);
@@ -466,7 +516,7 @@ void KMeans::finish(gc_kmeans_result *result, int32_t *labels, bool strict)
 /* The product's counts (decided in double, candidates, sent to FP32) into the timing record. */
 void KMeans::counts_to_timing()
 {
-	if (plan_.maxd == 0)
+	if (plan_.maxd == 0 || plan_.f64_gemm)
 	{
 		std::vector<unsigned long long> &h = rep_.host;
 
@@ -490,7 +540,10 @@ void KMeans::distances_to_host(gc_kmeans_result *result, const int32_t *labels)
 		if (c > 0)
 			gc::check_cancel(exec_);
 		load_chunk(c);
-		exact_distances(plan_, rows_.x.get(), rows, labels + off, cen_.cen.get(), d2x.get());
+		if (plan_.dtype == GC_F64)
+			exact_distances(plan_, rows_.x64.get(), rows, labels + off, cen_.cen.get(), d2x.get());
+		else
+			exact_distances(plan_, rows_.x.get(), rows, labels + off, cen_.cen.get(), d2x.get());
 
 		gc::Stopwatch cp;
 
@@ -520,8 +573,12 @@ void KMeans::results_to_host(gc_kmeans_result *result, const int32_t *labels)
 
 		result->sizes[result->labels[i]]++;
 		result->inertia[result->labels[i]] += s;
-		result->distance[i] = sqrt(s);
+		result->distance[i] = gc_metric_distance(plan_.metric, s);
 	}
+	/* cosine: the sum of the distances dist2 / 2 is the sum of dist2 halved, exactly (as the CPU) */
+	if (plan_.metric == GC_METRIC_COSINE)
+		for (int j = 0; j < plan_.k; j++)
+			result->inertia[j] *= 0.5;
 }
 
 /* One run from the seed in p_: initial centroids, iterations, the results; phase times add up. */
@@ -629,12 +686,12 @@ void KMeans::assign_to(const double *centroids, gc_kmeans_assign_result *result)
 	int32_t    *labels = rows_.lab_a.get();
 
 	plan();
-	if (plan_.maxd == 0)
+	if (plan_.maxd == 0 || plan_.f64_gemm)
 		CUBLAS_TRY(cublasCreate(&prod_.blas.h));
 	allocate();
 	labels = rows_.lab_a.get();
-	/* the data mean, where the kernels centre on it (the product form and d > 16) */
-	if (plan_.maxd == 0 || plan_.maxd >= 32)
+	/* the data mean, where the kernels centre on it (the product forms and d > 16) */
+	if (plan_.maxd == 0 || plan_.maxd >= 32 || plan_.f64_gemm)
 		init_stats(true);
 	else
 		CUDA_TRY(cudaMemset(cen_.mean_d.get(), 0, sizeof(double) * (size_t) plan_.d));
@@ -663,7 +720,7 @@ void KMeans::assign_to(const double *centroids, gc_kmeans_assign_result *result)
 	CUDA_TRY(cudaMemcpy(result->labels, labels, sizeof(int32_t) * n, cudaMemcpyDeviceToHost));
 	timing_.from_device_ms += cp.ms();
 	for (int64_t i = 0; i < n; i++)
-		result->distance[i] = sqrt(result->distance[i]);
+		result->distance[i] = gc_metric_distance(plan_.metric, result->distance[i]);
 	timing_.phase_ms[2] = sw.ms();
 	timing_.compute_ms = total.ms() - timing_.to_device_ms - timing_.from_device_ms;
 }
@@ -677,9 +734,9 @@ extern "C" gc_status gcu_kmeans(const gc_exec *exec, const void *xv, gc_dtype dt
 {
 	GC_ENTRY_BEGIN
 	gc::require(gc_check_kmeans(params, n, d, gc::error_record()));
-	gc::require(gc_check_not_yet("k-means", dtype, params->metric, gc::error_record()));
+	gc::require(gc_check_input("k-means", dtype, params->metric, gc::error_record()));
 
-	const float *x = (const float *) xv;
+	const void *x = xv;
 
 	gc::Call	call(exec);
 
@@ -693,7 +750,7 @@ extern "C" gc_status gcu_kmeans(const gc_exec *exec, const void *xv, gc_dtype dt
 		return GC_OK;
 	}
 	gc::run_on_device(call, [&] {
-		gc::km::KMeans km(call.exec, call.tuning, x, n, d, *params, *call.timing);
+		gc::km::KMeans km(call.exec, call.tuning, x, dtype, n, d, *params, *call.timing);
 
 		km.run(result);
 	});
@@ -705,9 +762,9 @@ extern "C" gc_status gcu_kmeans_assign(const gc_exec *exec, const void *xv, gc_d
 {
 	GC_ENTRY_BEGIN
 	gc::require(gc_check_kmeans_assign(params, n, d, gc::error_record()));
-	gc::require(gc_check_not_yet("k-means assignment", dtype, params->metric, gc::error_record()));
+	gc::require(gc_check_input("k-means assignment", dtype, params->metric, gc::error_record()));
 
-	const float *x = (const float *) xv;
+	const void *x = xv;
 
 	gc::Call	call(exec);
 
@@ -726,8 +783,9 @@ extern "C" gc_status gcu_kmeans_assign(const gc_exec *exec, const void *xv, gc_d
 		kp.initial_centroids = params->centroids;
 		kp.precision = params->precision;
 		kp.n_init = 1;
+		kp.metric = params->metric;
 
-		gc::km::KMeans km(call.exec, call.tuning, x, n, d, kp, *call.timing);
+		gc::km::KMeans km(call.exec, call.tuning, x, dtype, n, d, kp, *call.timing);
 
 		km.assign_to(params->centroids, result);
 	});

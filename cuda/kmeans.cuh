@@ -9,6 +9,7 @@
  *    kmeans.cu          the driver: plan, buffers, the phases, gcu_kmeans
  *    kmeans_lowd.cu     assignment for d <= 32, fused with the update for d <= 16
  *    kmeans_product.cu  assignment for d > 32: GEMM, checked argmin, refinement
+ *    kmeans_direct.cu   assignment of rows of double precision, in double
  *    kmeans_update.cu   centroid forms, the sorted and fixed-point updates,
  *                       empty clusters, final distances
  *    kmeans_init.cu     data statistics and initial centroids (k-means++ on the device)
@@ -28,6 +29,7 @@
 
 #include "common.cuh"
 #include "kmeans_init.h"
+#include "metric.h"
 
 namespace gc {
 namespace km {
@@ -95,8 +97,11 @@ struct Plan
 	int			d = 0;
 	int			k = 0;
 	int			sms = 1;				/* multiprocessors of the device */
-	int			maxd = 0;				/* 2, 4, 8, 16, 32, or 0 for the product form */
+	gc_dtype	dtype = GC_F32;			/* element type of the rows */
+	gc_metric	metric = GC_METRIC_EUCLIDEAN;	/* COSINE: unit centroids after each update */
+	int			maxd = 0;				/* 2, 4, 8, 16, 32, 0 for the product form, -1 for double rows */
 	bool		fused = false;			/* fixed-point update inside the low-d assignment */
+	bool		f64_gemm = false;		/* double rows, d > 32: the DGEMM product, checked */
 	bool		resident = true;		/* all rows on the device, else chunks copied per pass */
 	int64_t		chunk_rows = 0;			/* rows per chunk (n when resident) */
 	int64_t		gemm_tile = 0;			/* rows per product (maxd == 0) */
@@ -116,7 +121,8 @@ struct DataStats
 /* The rows on the device: all of them or one chunk, and what every row keeps. */
 struct Rows
 {
-	DeviceBuffer<float> x;				/* [chunk_rows, d] */
+	DeviceBuffer<float> x;				/* [chunk_rows, d] (GC_F32) */
+	DeviceBuffer<double> x64;			/* [chunk_rows, d] (GC_F64) */
 	int64_t		loaded = -1;			/* the chunk now in x; -1: none */
 	DeviceBuffer<int32_t> lab_a, lab_b; /* [n] labels of this pass and of the last */
 	DeviceBuffer<float> d2;				/* [n] squared distance as the assignment found it */
@@ -133,6 +139,9 @@ struct Centroids
 	DeviceBuffer<float> cval;			/* [k] ||c'||^2 (product form) */
 	DeviceBuffer<float> cmax;			/* [1] max ||c'||^2 (product form) */
 	DeviceBuffer<double> mean_d;		/* [d] data mean */
+	DeviceBuffer<double> cen_cd;		/* [k, d] centred, double (DGEMM form) */
+	DeviceBuffer<double> cval64;		/* [k] ||c'||^2 (DGEMM form) */
+	DeviceBuffer<unsigned long long> cmax64;	/* [1] max ||c'||^2, as the bits of a double (DGEMM form) */
 	DeviceBuffer<float> mean_f;			/* [maxd] data mean, zero-padded (maxd == 32) */
 };
 
@@ -178,6 +187,9 @@ struct Product
 	DeviceBuffer<float> xg;				/* [gemm_tile, d] rows gathered for the FP32 product */
 	DeviceBuffer<int32_t> unres;		/* [chunk_rows] rows the TF32 check left open */
 	DeviceBuffer<unsigned int> unres_n; /* [1] how many */
+	DeviceBuffer<double> xc64;			/* [chunk_rows, d] centred rows (DGEMM form) */
+	DeviceBuffer<double> xnorm64;		/* [chunk_rows] ||x'||^2 (DGEMM form) */
+	DeviceBuffer<double> dots64;		/* [gemm_tile, k] x'.c' of one tile (DGEMM form) */
 };
 
 /* The sorted update's workspace (when the update is not fused). */
@@ -201,6 +213,33 @@ struct SortWork
 void assign_lowd(const Plan &plan, bool fused, const float *x /* [rows, d] */, int64_t rows,
 				 const Centroids &cen, Sums &sums, const Report &rep,
 				 int32_t *labels, const int32_t *labels_old, float *d2);
+
+/* ---------------------------------------------------------------- kmeans_direct.cu */
+
+/*
+ * Nearest centroid of the `rows` rows of double precision x, every
+ * distance in double as the CPU sums it; writes labels and d2 as
+ * assign_lowd does.
+ */
+void assign_direct(const Plan &plan, const double *x /* [rows, d] */, int64_t rows,
+				   const double *cen /* [k, d] */, const Report &rep,
+				   int32_t *labels, const int32_t *labels_old, float *d2);
+
+/* The DGEMM form (d > 32): the centred rows xc64 and their norms xnorm64 of the chunk's rows. */
+void center_rows64(const Plan &plan, const double *x /* [rows, d] */, int64_t rows,
+				   const double *mean /* [d] */, Product &pr);
+
+/* The DGEMM form: the centred centroids cen_cd, their norms cval64 and the largest, cmax64. */
+void prep_centroids64(const Plan &plan, Centroids &cen);
+
+/*
+ * Nearest centroid (double rows, d > 32) by a DGEMM of the centred rows and
+ * centroids, checked: the candidates within a bound of the product's error
+ * compared by their distance in double, summed as the CPU sums it.
+ */
+void assign_dgemm(const Plan &plan, Product &pr, const Centroids &cen, const Report &rep,
+				  const double *x /* [rows, d] */, int64_t rows,
+				  int32_t *labels, const int32_t *labels_old, float *d2, const gc_exec &exec);
 
 /* ---------------------------------------------------------------- kmeans_product.cu */
 
@@ -231,11 +270,18 @@ void sort_workspace(const Plan &plan, SortWork &sw);
 void sorted_update(const Plan &plan, SortWork &sw, const float *x /* [rows, d] */, int64_t rows,
 				   const int32_t *labels /* [rows] */, const Centroids &cen, Sums &sums,
 				   const Report &rep);
+void sorted_update(const Plan &plan, SortWork &sw, const double *x /* [rows, d] */, int64_t rows,
+				   const int32_t *labels /* [rows] */, const Centroids &cen, Sums &sums,
+				   const Report &rep);
 
 /* Fused update, after the pass: the fixed-point sums to double. */
 void unfix_sums(const Plan &plan, Sums &sums);
 
-/* cen_new = c_f + sums / counts (cen where empty) and each cluster's squared move. */
+/*
+ * cen_new = c_f + sums / counts (cen where empty), scaled to unit length
+ * when the metric is cosine (gc_kmeans_unit_centroid), and each cluster's
+ * squared move.
+ */
 void finalize_centroids(const Plan &plan, const Centroids &cen, const Sums &sums, const Report &rep);
 
 /*
@@ -244,7 +290,7 @@ void finalize_centroids(const Plan &plan, const Centroids &cen, const Sums &sums
  * and is updated.  Asks exec's cancel callback (GC_ERR_CANCELLED).  Returns
  * the number of clusters re-seeded.
  */
-int32_t reseed_empty(const Plan &plan, const float *hx /* [n, d] host */,
+int32_t reseed_empty(const Plan &plan, const void *hx /* [n, d] host, plan.dtype */,
 					 const int32_t *labels /* [n] device */, const float *d2 /* [n] device */,
 					 const Centroids &cen, Sums &sums, Report &rep, const gc_exec &exec);
 
@@ -252,11 +298,14 @@ int32_t reseed_empty(const Plan &plan, const float *hx /* [n, d] host */,
 void exact_distances(const Plan &plan, const float *x /* [rows, d] */, int64_t rows,
 					 const int32_t *labels /* [rows] */, const double *cen /* [k, d] */,
 					 double *d2 /* [rows] out */);
+void exact_distances(const Plan &plan, const double *x /* [rows, d] */, int64_t rows,
+					 const int32_t *labels /* [rows] */, const double *cen /* [k, d] */,
+					 double *d2 /* [rows] out */);
 
 /* ---------------------------------------------------------------- kmeans_init.cu */
 
 /* Statistics of the host rows (chunked data), as the CPU computes them. */
-void stats_host(const Plan &plan, const float *hx /* [n, d] */, DataStats &st, const gc_exec &exec);
+void stats_host(const Plan &plan, const void *hx /* [n, d], plan.dtype */, DataStats &st, const gc_exec &exec);
 
 /*
  * Statistics of the resident rows x on the device; also leaves the mean in
@@ -264,14 +313,16 @@ void stats_host(const Plan &plan, const float *hx /* [n, d] */, DataStats &st, c
  */
 void stats_device(const Plan &plan, const float *x /* [n, d] device */, DataStats &st,
 				  double *mean_d /* [d] device */, bool mean_only = false);
+void stats_device(const Plan &plan, const double *x /* [n, d] device */, DataStats &st,
+				  double *mean_d /* [d] device */, bool mean_only = false);
 
 /*
  * The initial centroids h_cen [k, d] by the shared rules (k-means++ on the
  * device when the data are resident and n is large), and the scale of the
- * fixed-point sums.
+ * fixed-point sums.  hx and x are of element type plan.dtype.
  */
-void initial_centroids(const Plan &plan, const gc_kmeans_params &p, const float *hx /* [n, d] host */,
-					   const float *x /* [n, d] device, when resident */, const DataStats &st,
+void initial_centroids(const Plan &plan, const gc_kmeans_params &p, const void *hx /* [n, d] host */,
+					   const void *x /* [n, d] device, when resident */, const DataStats &st,
 					   const gc_exec &exec, std::vector<double> &h_cen, double &fx_scale);
 
 } // namespace km

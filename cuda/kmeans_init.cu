@@ -32,12 +32,13 @@ namespace {
  */
 constexpr int GC_STAT_ROWS = 2048;
 
-__global__ void stats_slice_kernel(const float *__restrict__ x,	/* [n, d] */
+template <typename T>
+__global__ void stats_slice_kernel(const T *__restrict__ x,	/* [n, d] */
 								   int64_t n, int d,
 								   const double *__restrict__ mean,	/* [d] (pass 2) or null */
 								   double *__restrict__ psum,	/* [slices, d] out */
-								   float *__restrict__ pmin,	/* [slices, d] out (pass 1) */
-								   float *__restrict__ pmax /* [slices, d] out (pass 1) */ )
+								   T *__restrict__ pmin,	/* [slices, d] out (pass 1) */
+								   T *__restrict__ pmax /* [slices, d] out (pass 1) */ )
 {
 	int64_t		r0 = (int64_t) blockIdx.x * GC_STAT_ROWS;
 	int64_t		r1 = min(r0 + GC_STAT_ROWS, n);
@@ -45,12 +46,12 @@ __global__ void stats_slice_kernel(const float *__restrict__ x,	/* [n, d] */
 	for (int f = threadIdx.x; f < d; f += blockDim.x)
 	{
 		double		s = 0.0;
-		float		lo = INFINITY,
+		T			lo = INFINITY,
 					hi = -INFINITY;
 
 		for (int64_t i = r0; i < r1; i++)
 		{
-			float		v = x[i * d + f];
+			T			v = x[i * d + f];
 
 			if (mean)
 			{
@@ -61,8 +62,8 @@ __global__ void stats_slice_kernel(const float *__restrict__ x,	/* [n, d] */
 			else
 			{
 				s = __dadd_rn(s, (double) v);
-				lo = fminf(lo, v);
-				hi = fmaxf(hi, v);
+				lo = v < lo ? v : lo;
+				hi = v > hi ? v : hi;
 			}
 		}
 		psum[(size_t) blockIdx.x * d + f] = s;
@@ -75,9 +76,10 @@ __global__ void stats_slice_kernel(const float *__restrict__ x,	/* [n, d] */
 }
 
 /* Statistics: each feature's slices, in order. */
+template <typename T>
 __global__ void stats_combine_kernel(const double *__restrict__ psum,	/* [slices, d] */
-									 const float *__restrict__ pmin,	/* [slices, d] or null */
-									 const float *__restrict__ pmax,	/* [slices, d] or null */
+									 const T *__restrict__ pmin,	/* [slices, d] or null */
+									 const T *__restrict__ pmax,	/* [slices, d] or null */
 									 int slices, int d,
 									 double *__restrict__ out /* [3, d]: sum, min, max */ )
 {
@@ -86,7 +88,7 @@ __global__ void stats_combine_kernel(const double *__restrict__ psum,	/* [slices
 	if (f >= d)
 		return;
 	double		s = 0.0;
-	float		lo = INFINITY,
+	T			lo = INFINITY,
 				hi = -INFINITY;
 
 	for (int b = 0; b < slices; b++)
@@ -94,8 +96,11 @@ __global__ void stats_combine_kernel(const double *__restrict__ psum,	/* [slices
 		s = __dadd_rn(s, psum[(size_t) b * d + f]);
 		if (pmin)
 		{
-			lo = fminf(lo, pmin[(size_t) b * d + f]);
-			hi = fmaxf(hi, pmax[(size_t) b * d + f]);
+			T			a = pmin[(size_t) b * d + f],
+						c = pmax[(size_t) b * d + f];
+
+			lo = a < lo ? a : lo;
+			hi = c > hi ? c : hi;
 		}
 	}
 	out[f] = s;
@@ -111,32 +116,35 @@ __global__ void stats_combine_kernel(const double *__restrict__ psum,	/* [slices
  * rows: the same sums up to the rounding of the order, so the stopping
  * threshold may differ from the CPU's in the last bits.
  */
-void stats_host(const Plan &plan, const float *hx, DataStats &st, const gc_exec &exec)
+void stats_host(const Plan &plan, const void *hx, DataStats &st, const gc_exec &exec)
 {
 	std::vector<double> scratch(3 * (size_t) plan.d);
 
-	if (gc_kmeans_stats(hx, plan.n, plan.d, &st.mean_var, st.mean.data(), st.lo.data(), st.hi.data(),
+	if (gc_kmeans_stats(hx, plan.dtype, plan.n, plan.d, &st.mean_var, st.mean.data(), st.lo.data(), st.hi.data(),
 						scratch.data(), exec.cancel, exec.cancel_arg) != 0)
 		gc::fail(GC_ERR_CANCELLED, "canceled");
 }
 
-void stats_device(const Plan &plan, const float *x, DataStats &st, double *mean_d, bool mean_only)
+namespace {
+
+template <typename T>
+void stats_device_t(const Plan &plan, const T *x, DataStats &st, double *mean_d, bool mean_only)
 {
 	const int64_t n = plan.n;
 	const int	d = plan.d;
 	int			slices = (int) ((n + GC_STAT_ROWS - 1) / GC_STAT_ROWS);
 	int			threads = (int) std::min<int64_t>(BLOCK, (d + 31) / 32 * 32);
 	DeviceBuffer<double> psum((size_t) slices * d, "statistics");
-	DeviceBuffer<float> pmin((size_t) slices * d, "statistics"),
+	DeviceBuffer<T> pmin((size_t) slices * d, "statistics"),
 				pmax((size_t) slices * d, "statistics");
 	DeviceBuffer<double> out(3 * (size_t) d, "statistics");
 	std::vector<double> h(3 * (size_t) d);
 	double		total = 0.0;
 
-	stats_slice_kernel<<<slices, threads>>>(x, n, d, nullptr, psum.get(), pmin.get(), pmax.get());
+	stats_slice_kernel<T><<<slices, threads>>>(x, n, d, nullptr, psum.get(), pmin.get(), pmax.get());
 	CHECK_LAUNCH("stats_slice_kernel");
-	stats_combine_kernel<<<grid_for(d, 128, 1u << 30), 128>>>(psum.get(), pmin.get(), pmax.get(), slices, d,
-															  out.get());
+	stats_combine_kernel<T><<<grid_for(d, 128, 1u << 30), 128>>>(psum.get(), pmin.get(), pmax.get(), slices, d,
+																 out.get());
 	CHECK_LAUNCH("stats_combine_kernel");
 	CUDA_TRY(cudaMemcpy(h.data(), out.get(), sizeof(double) * h.size(), cudaMemcpyDeviceToHost));
 	for (int t = 0; t < d; t++)
@@ -148,15 +156,27 @@ void stats_device(const Plan &plan, const float *x, DataStats &st, double *mean_
 	CUDA_TRY(cudaMemcpy(mean_d, st.mean.data(), sizeof(double) * d, cudaMemcpyHostToDevice));
 	if (mean_only)
 		return;
-	stats_slice_kernel<<<slices, threads>>>(x, n, d, mean_d, psum.get(), nullptr, nullptr);
+	stats_slice_kernel<T><<<slices, threads>>>(x, n, d, mean_d, psum.get(), nullptr, nullptr);
 	CHECK_LAUNCH("stats_slice_kernel");
-	stats_combine_kernel<<<grid_for(d, 128, 1u << 30), 128>>>(psum.get(), nullptr, nullptr, slices, d,
-															  out.get());
+	stats_combine_kernel<T><<<grid_for(d, 128, 1u << 30), 128>>>(psum.get(), nullptr, nullptr, slices, d,
+																 out.get());
 	CHECK_LAUNCH("stats_combine_kernel");
 	CUDA_TRY(cudaMemcpy(h.data(), out.get(), sizeof(double) * d, cudaMemcpyDeviceToHost));
 	for (int t = 0; t < d; t++)
 		total += h[t] / (double) n;
 	st.mean_var = total / (double) d;
+}
+
+} // namespace
+
+void stats_device(const Plan &plan, const float *x, DataStats &st, double *mean_d, bool mean_only)
+{
+	stats_device_t(plan, x, st, mean_d, mean_only);
+}
+
+void stats_device(const Plan &plan, const double *x, DataStats &st, double *mean_d, bool mean_only)
+{
+	stats_device_t(plan, x, st, mean_d, mean_only);
 }
 
 namespace {
@@ -167,10 +187,11 @@ struct MaxOp
 };
 
 /* k-means++: D^2 to the newest centre, kept as the minimum, and each segment's maximum. */
+template <typename T>
 __global__ void __launch_bounds__(BLOCK)
-kmpp_dist_kernel(const float *__restrict__ x,	/* [n, d] */
+kmpp_dist_kernel(const T *__restrict__ x,	/* [n, d] */
 				 int64_t n, int d,
-				 const float *__restrict__ c,	/* [d] a row of x */
+				 const T *__restrict__ c,	/* [d] a row of x */
 				 int first,
 				 double *__restrict__ mind2,	/* [n] in/out */
 				 double *__restrict__ segmax /* [nseg] out */ )
@@ -247,8 +268,9 @@ constexpr int TRIAL_GROUP = 8;
  * rows per group of TRIAL_GROUP candidates; each distance is summed over
  * the features in order without FMA, as gc_dist2 on the host.
  */
+template <typename T>
 __global__ void __launch_bounds__(BLOCK)
-kmpp_trial_kernel(const float *__restrict__ x,	/* [n, d] */
+kmpp_trial_kernel(const T *__restrict__ x,	/* [n, d] */
 				  int64_t n, int d,
 				  const double *__restrict__ mind2,	/* [n] */
 				  const int64_t *__restrict__ cand,	/* [ntrials] rows of x */
@@ -266,7 +288,7 @@ kmpp_trial_kernel(const float *__restrict__ x,	/* [n, d] */
 	for (int g = 0; g < ntrials; g += TRIAL_GROUP)
 	{
 		unsigned long long acc[TRIAL_GROUP];
-		const float *c[TRIAL_GROUP];
+		const T    *c[TRIAL_GROUP];
 
 #pragma unroll
 		for (int u = 0; u < TRIAL_GROUP; u++)
@@ -352,7 +374,8 @@ __global__ void kmpp_pick_kernel(const double *__restrict__ mind2,	/* [n] */
  * the k initial rows, ntrials candidates per step (greedy when > 1), the
  * steps of gc_kmeans_plusplus_rows.
  */
-void kmeans_plusplus_device(const Plan &plan, const float *x /* [n, d] device */, uint64_t seed,
+template <typename T>
+void kmeans_plusplus_device(const Plan &plan, const T *x /* [n, d] device */, uint64_t seed,
 							int ntrials, const gc_exec &exec, std::vector<int64_t> &rows /* [k] out */)
 {
 	const int64_t n = plan.n;
@@ -376,7 +399,7 @@ void kmeans_plusplus_device(const Plan &plan, const float *x /* [n, d] device */
 	rows[0] = (int64_t) gc_rng_below(&rng, (uint64_t) n);
 	for (int c = 1; c < plan.k; c++)
 	{
-		kmpp_dist_kernel<<<nseg, BLOCK>>>(x, n, d, x + rows[c - 1] * d, c == 1, mind2.get(), segmax.get());
+		kmpp_dist_kernel<T><<<nseg, BLOCK>>>(x, n, d, x + rows[c - 1] * d, c == 1, mind2.get(), segmax.get());
 		CHECK_LAUNCH("kmpp_dist_kernel");
 		kmpp_max_kernel<<<1, 1024>>>(segmax.get(), nseg, packed.get());
 		CHECK_LAUNCH("kmpp_max_kernel");
@@ -432,7 +455,7 @@ void kmeans_plusplus_device(const Plan &plan, const float *x /* [n, d] device */
 			rows[c] = cand[0];
 			continue;
 		}
-		kmpp_trial_kernel<<<nseg, BLOCK>>>(x, n, d, mind2.get(), d_cand.get(), ntrials, packed.get(), nseg,
+		kmpp_trial_kernel<T><<<nseg, BLOCK>>>(x, n, d, mind2.get(), d_cand.get(), ntrials, packed.get(), nseg,
 										   d_pot.get());
 		CHECK_LAUNCH("kmpp_trial_kernel");
 		CUDA_TRY(cudaMemcpy(h_pot.data(), d_pot.get(), sizeof(unsigned long long) * (size_t) nseg * ntrials,
@@ -448,7 +471,7 @@ void kmeans_plusplus_device(const Plan &plan, const float *x /* [n, d] device */
 }
 
 /* The k initial rows of 'random' or k-means++. */
-void initial_rows(const Plan &plan, const gc_kmeans_params &p, const float *hx, const float *x,
+void initial_rows(const Plan &plan, const gc_kmeans_params &p, const void *hx, const void *x,
 				  const gc_exec &exec, std::vector<int64_t> &rows /* [k] out */)
 {
 	if (p.init == GC_KMEANS_INIT_RANDOM)
@@ -456,13 +479,15 @@ void initial_rows(const Plan &plan, const gc_kmeans_params &p, const float *hx, 
 		if (gc_kmeans_random_rows(plan.n, plan.k, p.seed, rows.data()) != 0)
 			throw std::bad_alloc();
 	}
+	else if (plan.resident && plan.n >= 65536 && plan.dtype == GC_F64)
+		kmeans_plusplus_device(plan, (const double *) x, p.seed, gc_kmeans_init_trials(p.init, plan.k), exec, rows);
 	else if (plan.resident && plan.n >= 65536)
-		kmeans_plusplus_device(plan, x, p.seed, gc_kmeans_init_trials(p.init, plan.k), exec, rows);
+		kmeans_plusplus_device(plan, (const float *) x, p.seed, gc_kmeans_init_trials(p.init, plan.k), exec, rows);
 	else
 	{
 		std::vector<double> mind2(plan.n);
 
-		if (gc_kmeans_plusplus_rows(hx, plan.n, plan.d, plan.k, p.seed, gc_kmeans_init_trials(p.init, plan.k),
+		if (gc_kmeans_plusplus_rows(hx, plan.dtype, plan.n, plan.d, plan.k, p.seed, gc_kmeans_init_trials(p.init, plan.k),
 									rows.data(), mind2.data(), exec.cancel, exec.cancel_arg) != 0)
 			gc::fail(GC_ERR_CANCELLED, "canceled");
 	}
@@ -486,12 +511,15 @@ double fixed_point_scale(const Plan &plan, const DataStats &st, const std::vecto
 		}
 		extent = std::max(extent, b - a);
 	}
+	/* spherical: a unit centroid may leave the box of the rows, but no coordinate differs by more than 2 */
+	if (plan.metric == GC_METRIC_COSINE)
+		extent = std::max(extent, 2.0);
 	return gc_kmpp_scale(extent * (1.0 + 1e-6) + 1e-300, plan.n);
 }
 
 } // namespace
 
-void initial_centroids(const Plan &plan, const gc_kmeans_params &p, const float *hx, const float *x,
+void initial_centroids(const Plan &plan, const gc_kmeans_params &p, const void *hx, const void *x,
 					   const DataStats &st, const gc_exec &exec, std::vector<double> &h_cen, double &fx_scale)
 {
 	const int	d = plan.d;
@@ -506,7 +534,7 @@ void initial_centroids(const Plan &plan, const gc_kmeans_params &p, const float 
 		initial_rows(plan, p, hx, x, exec, rows);
 		for (int j = 0; j < plan.k; j++)
 			for (int t = 0; t < d; t++)
-				h_cen[(size_t) j * d + t] = (double) hx[rows[j] * d + t];
+				h_cen[(size_t) j * d + t] = gc_kmeans_x_at(hx, plan.dtype, rows[j] * d + t);
 	}
 	fx_scale = fixed_point_scale(plan, st, h_cen);
 }

@@ -130,8 +130,9 @@ __global__ void segments_kernel(const int32_t *__restrict__ keys,	/* [rows] sort
  * x - c_f, in double, in row order within each thread and in thread order
  * across the block.
  */
+template <typename T>
 __global__ void __launch_bounds__(BLOCK)
-slice_sum_kernel(const float *__restrict__ x,	/* [rows, d] */
+slice_sum_kernel(const T *__restrict__ x,	/* [rows, d] */
 				 int d, int k,
 				 const int32_t *__restrict__ perm,	/* [rows] rows sorted by label */
 				 const int64_t *__restrict__ seg_start,	/* [k] */
@@ -247,8 +248,11 @@ void sort_workspace(const Plan &plan, SortWork &sw)
 	CUDA_TRY(cudaMemcpy(sw.iota.get(), iota.data(), sizeof(int32_t) * rows, cudaMemcpyHostToDevice));
 }
 
-void sorted_update(const Plan &plan, SortWork &sw, const float *x, int64_t rows, const int32_t *labels,
-				   const Centroids &cen, Sums &sums, const Report &rep)
+namespace {
+
+template <typename T>
+void sorted_update_t(const Plan &plan, SortWork &sw, const T *x, int64_t rows, const int32_t *labels,
+					 const Centroids &cen, Sums &sums, const Report &rep)
 {
 	const int	k = plan.k;
 	const int	d = plan.d;
@@ -263,12 +267,26 @@ void sorted_update(const Plan &plan, SortWork &sw, const float *x, int64_t rows,
 	CHECK_LAUNCH("segments_kernel");
 	tb = sw.scan_tmp_bytes;
 	CUDA_TRY(cub::DeviceScan::ExclusiveSum(sw.scan_tmp.get(), tb, sw.nslices.get(), sw.slice_off.get(), k));
-	slice_sum_kernel<<<items, BLOCK>>>(x, d, k, sw.perm.get(), sw.seg_start.get(), sw.seg_count.get(),
-									   sw.nslices.get(), sw.slice_off.get(), cen.cen_f.get(), sw.partial.get());
+	slice_sum_kernel<T><<<items, BLOCK>>>(x, d, k, sw.perm.get(), sw.seg_start.get(), sw.seg_count.get(),
+										  sw.nslices.get(), sw.slice_off.get(), cen.cen_f.get(), sw.partial.get());
 	CHECK_LAUNCH("slice_sum_kernel");
 	slice_reduce_kernel<<<grid_for((int64_t) k * d, 256, 1u << 30), 256>>>(
 		sw.partial.get(), k, d, sw.nslices.get(), sw.slice_off.get(), sums.sums.get());
 	CHECK_LAUNCH("slice_reduce_kernel");
+}
+
+} // namespace
+
+void sorted_update(const Plan &plan, SortWork &sw, const float *x, int64_t rows, const int32_t *labels,
+				   const Centroids &cen, Sums &sums, const Report &rep)
+{
+	sorted_update_t(plan, sw, x, rows, labels, cen, sums, rep);
+}
+
+void sorted_update(const Plan &plan, SortWork &sw, const double *x, int64_t rows, const int32_t *labels,
+				   const Centroids &cen, Sums &sums, const Report &rep)
+{
+	sorted_update_t(plan, sw, x, rows, labels, cen, sums, rep);
 }
 
 namespace {
@@ -296,12 +314,15 @@ void unfix_sums(const Plan &plan, Sums &sums)
 
 namespace {
 
-/* New centroids c_f + sum / count, and each cluster's squared move. */
+/*
+ * New centroids c_f + sum / count (scaled to unit length with cosine when
+ * the cluster holds rows), and each cluster's squared move.
+ */
 __global__ void finalize_kernel(const double *__restrict__ sums,	/* [k, d] of x - c_f */
 								const unsigned long long *__restrict__ counts,	/* [k] */
 								const float *__restrict__ cen_f,	/* [k, d] */
 								const double *__restrict__ cen_old, /* [k, d] */
-								int k, int d,
+								int k, int d, int cosine,
 								double *__restrict__ cen_new,	/* [k, d] out */
 								double *__restrict__ shift /* [k] out */ )
 {
@@ -314,11 +335,17 @@ __global__ void finalize_kernel(const double *__restrict__ sums,	/* [k, d] of x 
 	for (int c = 0; c < d; c++)
 	{
 		size_t		i = (size_t) j * d + c;
-		double		v = counts[j] > 0 ? (double) cen_f[i] + sums[i] / (double) counts[j] : cen_old[i];
-		double		diff = v - cen_old[i];
+
+		cen_new[i] = counts[j] > 0 ? (double) cen_f[i] + sums[i] / (double) counts[j] : cen_old[i];
+	}
+	if (cosine && counts[j] > 0)
+		gc_kmeans_unit_centroid(cen_new + (size_t) j * d, d);
+	for (int c = 0; c < d; c++)
+	{
+		size_t		i = (size_t) j * d + c;
+		double		diff = cen_new[i] - cen_old[i];
 
 		move += diff * diff;
-		cen_new[i] = v;
 	}
 	shift[j] = move;
 }
@@ -328,13 +355,14 @@ __global__ void finalize_kernel(const double *__restrict__ sums,	/* [k, d] of x 
 void finalize_centroids(const Plan &plan, const Centroids &cen, const Sums &sums, const Report &rep)
 {
 	finalize_kernel<<<grid_for(plan.k, 128, 1u << 30), 128>>>(sums.sums.get(), rep.counts(), cen.cen_f.get(),
-															  cen.cen.get(), plan.k, plan.d, cen.cen_new.get(),
-															  rep.shifts());
+															  cen.cen.get(), plan.k, plan.d,
+															  plan.metric == GC_METRIC_COSINE ? 1 : 0,
+															  cen.cen_new.get(), rep.shifts());
 	CHECK_LAUNCH("finalize_kernel");
 }
 
 /* Rare: every buffer here is the size of the data, on the host, for one iteration. */
-int32_t reseed_empty(const Plan &plan, const float *hx, const int32_t *labels, const float *d2,
+int32_t reseed_empty(const Plan &plan, const void *hx, const int32_t *labels, const float *d2,
 					 const Centroids &cen, Sums &sums, Report &rep, const gc_exec &exec)
 {
 	const int64_t n = plan.n;
@@ -359,7 +387,7 @@ int32_t reseed_empty(const Plan &plan, const float *hx, const int32_t *labels, c
 		h_ref[i] = h_cf[i];
 	for (int j = 0; j < k; j++)
 		h_cnt[j] = (int64_t) h_stat[j];
-	st = gc_kmeans_reseed_empty(hx, n, plan.d, k, h_lab.data(), h_d2.data(), h_ref.data(),
+	st = gc_kmeans_reseed_empty(hx, plan.dtype, n, plan.d, k, h_lab.data(), h_d2.data(), h_ref.data(),
 								h_sums.data(), h_cnt.data(), &reseeded, exec.cancel, exec.cancel_arg);
 	if (st == GC_ERR_CANCELLED)
 		fail(GC_ERR_CANCELLED, "canceled");
@@ -379,7 +407,8 @@ int32_t reseed_empty(const Plan &plan, const float *hx, const int32_t *labels, c
 namespace {
 
 /* Squared distance of every row to its centroid, in double as on the CPU. */
-__global__ void exact_d2_kernel(const float *__restrict__ x,	/* [rows, d] */
+template <typename T>
+__global__ void exact_d2_kernel(const T *__restrict__ x,	/* [rows, d] */
 								int64_t rows, int d,
 								const int32_t *__restrict__ labels,	/* [rows] */
 								const double *__restrict__ cen,	/* [k, d] */
@@ -406,8 +435,16 @@ __global__ void exact_d2_kernel(const float *__restrict__ x,	/* [rows, d] */
 void exact_distances(const Plan &plan, const float *x, int64_t rows, const int32_t *labels,
 					 const double *cen, double *d2)
 {
-	exact_d2_kernel<<<grid_for(rows, BLOCK, (unsigned) plan.sms * 32), BLOCK>>>(x, rows, plan.d, labels,
-																				 cen, d2);
+	exact_d2_kernel<float><<<grid_for(rows, BLOCK, (unsigned) plan.sms * 32), BLOCK>>>(x, rows, plan.d, labels,
+																						cen, d2);
+	CHECK_LAUNCH("exact_d2_kernel");
+}
+
+void exact_distances(const Plan &plan, const double *x, int64_t rows, const int32_t *labels,
+					 const double *cen, double *d2)
+{
+	exact_d2_kernel<double><<<grid_for(rows, BLOCK, (unsigned) plan.sms * 32), BLOCK>>>(x, rows, plan.d, labels,
+																						 cen, d2);
 	CHECK_LAUNCH("exact_d2_kernel");
 }
 

@@ -203,7 +203,7 @@ cpu_kmeans(const gc_exec *exec, const void *x, gc_dtype dtype, int64_t n, int32_
 
 	if ((st = cpu_begin(exec, &ctx, &scratch, &defaults)) != GC_OK ||
 		(st = gc_check_kmeans(params, n, d, &cpu_error)) != GC_OK ||
-		(st = gc_check_not_yet("k-means", dtype, params->metric, &cpu_error)) != GC_OK ||
+		(st = gc_check_input("k-means", dtype, params->metric, &cpu_error)) != GC_OK ||
 		(st = cpu_check_buffers("k-means", x, n, result_ok)) != GC_OK)
 		return st;
 	result->iterations = 0;
@@ -212,7 +212,7 @@ cpu_kmeans(const gc_exec *exec, const void *x, gc_dtype dtype, int64_t n, int32_
 	t0 = gc_core_now_ms();
 	if ((st = cpu_pool_start(&ctx, GC_POOL_MAX_THREADS)) != GC_OK)
 		return st;
-	st = gc_core_kmeans(&ctx, (const float *) x, n, d, params, result);
+	st = gc_core_kmeans(&ctx, x, dtype, n, d, params, result);
 	cpu_pool_end(&ctx);
 	ctx.timing->compute_ms = gc_core_now_ms() - t0;
 	return st;
@@ -233,13 +233,13 @@ cpu_kmeans_assign(const gc_exec *exec, const void *x, gc_dtype dtype, int64_t n,
 
 	if ((st = cpu_begin(exec, &ctx, &scratch, &defaults)) != GC_OK ||
 		(st = gc_check_kmeans_assign(params, n, d, &cpu_error)) != GC_OK ||
-		(st = gc_check_not_yet("k-means assignment", dtype, params->metric, &cpu_error)) != GC_OK ||
+		(st = gc_check_input("k-means assignment", dtype, params->metric, &cpu_error)) != GC_OK ||
 		(st = cpu_check_buffers("k-means assignment", x, n, result_ok)) != GC_OK)
 		return st;
 	if (n == 0)
 		return GC_OK;
 	t0 = gc_core_now_ms();
-	st = gc_core_kmeans_assign(&ctx, (const float *) x, n, d, params, result);
+	st = gc_core_kmeans_assign(&ctx, x, dtype, n, d, params, result);
 	ctx.timing->compute_ms = gc_core_now_ms() - t0;
 	return st;
 }

@@ -89,11 +89,11 @@ gc_status	gc_core_dbscan(gc_core_ctx *ctx, const float *x, int64_t n, int32_t d,
 						   const gc_dbscan_params *params, gc_dbscan_result *result);
 
 /* k-means (kmeans.c); timing phase_ms as for gc_kmeans_params. */
-gc_status	gc_core_kmeans(gc_core_ctx *ctx, const float *x, int64_t n, int32_t d,
+gc_status	gc_core_kmeans(gc_core_ctx *ctx, const void *x, gc_dtype dtype, int64_t n, int32_t d,
 						   const gc_kmeans_params *params, gc_kmeans_result *result);
 
 /* k-means assignment to given centroids (kmeans.c); timing as for gc_kmeans_assign_params. */
-gc_status	gc_core_kmeans_assign(gc_core_ctx *ctx, const float *x, int64_t n, int32_t d,
+gc_status	gc_core_kmeans_assign(gc_core_ctx *ctx, const void *x, gc_dtype dtype, int64_t n, int32_t d,
 								  const gc_kmeans_assign_params *params,
 								  gc_kmeans_assign_result *result);
 

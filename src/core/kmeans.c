@@ -18,9 +18,22 @@
  *    iterations.  These are scikit-learn's rules for algorithm='lloyd'.
  *  - Unless it stopped because nothing changed, the rows are assigned once
  *    more to the final centroids, so that labels and centroids agree.
- *  - Output: label and Euclidean distance to the assigned centroid per row;
- *    per cluster the centroid, the size and the inertia (sum of squared
- *    distances); and the number of iterations run.
+ *  - Output: label and distance to the assigned centroid per row
+ *    (gc_metric_distance of its dist2: the Euclidean distance, or the
+ *    cosine distance dist2 / 2); per cluster the centroid, the size and the
+ *    inertia (the sum of the rows' dist2, or of their cosine distances);
+ *    and the number of iterations run.
+ *  - Precision: the rows are float or double (gc_dtype) and are read as
+ *    they are, each coordinate converted exactly to double; every distance,
+ *    sum and centroid is in double either way, so the rules above are the
+ *    same in both precisions and only the input values differ.
+ *  - Metric cosine, spherical k-means (as FAISS's 'spherical'): the rows
+ *    arrive scaled to unit length (and given centroids too); a row goes to
+ *    the centroid of least dist2, which for unit rows is the one of largest
+ *    cosine similarity; after every update each centroid holding rows is
+ *    scaled to unit length (gc_kmeans_unit_centroid of common/kmeans_init.h)
+ *    before its move is measured, so the stopping rule reads unit rows and
+ *    unit centroids.  Seeding and re-seeding as for Euclidean, on dist2.
  *
  * The phases over one workspace: init (statistics, initial centroids), then
  * per iteration assign, update and converge, then final (the last
@@ -43,6 +56,7 @@
 
 #include "core.h"
 #include "kmeans_init.h"
+#include "metric.h"
 
 /*
  * Hamerly's bounds ("Making k-means even faster", SDM 2010) skip most of the
@@ -89,7 +103,9 @@ typedef struct km_moves
 typedef struct kmeans_ws
 {
 	gc_core_ctx *ctx;
-	const float *x;				/* [n, d] the rows */
+	const void *x;				/* [n, d] the rows, of element type dtype */
+	gc_dtype	dtype;
+	gc_metric	metric;			/* COSINE: unit rows, centroids scaled to unit length */
 	int64_t		n;
 	int32_t		d;
 	int32_t		k;
@@ -148,14 +164,62 @@ work_cancelled(kmeans_ws *ws, int64_t units)
 	return gc_core_work(ws->ctx, &ws->work_done, units, CANCEL_WORK);
 }
 
+/* Adds row i of x (element type dt) to the sums s [d], feature by feature. */
+static inline void
+row_add(double *GC_RESTRICT s, const void *x, gc_dtype dt, int64_t i, int32_t d)
+{
+	if (dt == GC_F64)
+	{
+		const double *row = (const double *) x + i * d;
+
+		for (int32_t t = 0; t < d; t++)
+			s[t] += row[t];
+	}
+	else
+	{
+		const float *row = (const float *) x + i * d;
+
+		for (int32_t t = 0; t < d; t++)
+			s[t] += (double) row[t];
+	}
+}
+
+/* Squared distance of row i of x (element type dt) to the centroid c [d], in feature order. */
+static inline double
+row_d2(const void *x, gc_dtype dt, int64_t i, int32_t d, const double *c)
+{
+	double		s = 0.0;
+
+	if (dt == GC_F64)
+	{
+		const double *row = (const double *) x + i * d;
+
+		for (int32_t t = 0; t < d; t++)
+		{
+			double		diff = row[t] - c[t];
+
+			s += diff * diff;
+		}
+	}
+	else
+	{
+		const float *row = (const float *) x + i * d;
+
+		for (int32_t t = 0; t < d; t++)
+		{
+			double		diff = (double) row[t] - c[t];
+
+			s += diff * diff;
+		}
+	}
+	return s;
+}
+
 /* Adds row i, now in cluster j (before: old), to the sums. */
 static inline void
-acc_add(km_acc *acc, const float *row, int32_t d, int32_t j, int32_t old)
+acc_add(km_acc *acc, const void *x, gc_dtype dt, int64_t i, int32_t d, int32_t j, int32_t old)
 {
-	double	   *s = acc->sums + (int64_t) j * d;
-
-	for (int32_t t = 0; t < d; t++)
-		s[t] += (double) row[t];
+	row_add(acc->sums + (int64_t) j * d, x, dt, i, d);
 	acc->counts[j]++;
 	acc->changed += j != old;
 }
@@ -177,6 +241,8 @@ acc_add(km_acc *acc, const float *row, int32_t d, int32_t j, int32_t old)
 
 typedef void (*km_dist_fn) (const float *row, int32_t d, const double *cent, int32_t k,
 							double *dist);
+typedef void (*km_dist_f64_fn) (const double *row, int32_t d, const double *cent, int32_t k,
+								double *dist);
 
 static inline __attribute__((always_inline)) void
 dist_body(const float *GC_RESTRICT row, int32_t d, const double *GC_RESTRICT cent,
@@ -198,10 +264,37 @@ dist_body(const float *GC_RESTRICT row, int32_t d, const double *GC_RESTRICT cen
 	}
 }
 
+/* The same for a row of double precision. */
+static inline __attribute__((always_inline)) void
+dist_body_f64(const double *GC_RESTRICT row, int32_t d, const double *GC_RESTRICT cent,
+			  int32_t k, double *GC_RESTRICT dist)
+{
+	for (int32_t j = 0; j < k; j++)
+		dist[j] = 0.0;
+	for (int32_t t = 0; t < d; t++)
+	{
+		const double xt = row[t];
+		const double *ct = cent + (int64_t) t * k;
+
+		for (int32_t j = 0; j < k; j++)
+		{
+			double		diff = xt - ct[j];
+
+			dist[j] += diff * diff;
+		}
+	}
+}
+
 KM_VECTORIZE static void
 dist_generic(const float *row, int32_t d, const double *cent, int32_t k, double *dist)
 {
 	dist_body(row, d, cent, k, dist);
+}
+
+KM_VECTORIZE static void
+dist_generic_f64(const double *row, int32_t d, const double *cent, int32_t k, double *dist)
+{
+	dist_body_f64(row, d, cent, k, dist);
 }
 
 #if defined(__GNUC__) && defined(__x86_64__)
@@ -217,9 +310,22 @@ dist_avx512(const float *row, int32_t d, const double *cent, int32_t k, double *
 {
 	dist_body(row, d, cent, k, dist);
 }
+
+KM_VECTORIZE __attribute__((target("avx2"))) static void
+dist_avx2_f64(const double *row, int32_t d, const double *cent, int32_t k, double *dist)
+{
+	dist_body_f64(row, d, cent, k, dist);
+}
+
+KM_VECTORIZE __attribute__((target("avx512f"))) static void
+dist_avx512_f64(const double *row, int32_t d, const double *cent, int32_t k, double *dist)
+{
+	dist_body_f64(row, d, cent, k, dist);
+}
 #endif
 
 static km_dist_fn dist_to_centroids = dist_generic;
+static km_dist_f64_fn dist_to_centroids_f64 = dist_generic_f64;
 
 /* Chooses the distance kernel for this CPU (all give the same bits). */
 static void
@@ -228,11 +334,20 @@ km_pick_kernel(void)
 #ifdef KM_X86_KERNELS
 	__builtin_cpu_init();
 	if (__builtin_cpu_supports("avx512f"))
+	{
 		dist_to_centroids = dist_avx512;
+		dist_to_centroids_f64 = dist_avx512_f64;
+	}
 	else if (__builtin_cpu_supports("avx2"))
+	{
 		dist_to_centroids = dist_avx2;
+		dist_to_centroids_f64 = dist_avx2_f64;
+	}
 	else
+	{
 		dist_to_centroids = dist_generic;
+		dist_to_centroids_f64 = dist_generic_f64;
+	}
 #endif
 }
 
@@ -245,18 +360,20 @@ km_pick_kernel(void)
  * scratch of k doubles.
  */
 static void
-assign_rows(const float *x, int64_t from, int64_t to, int32_t d,
+assign_rows(const void *x, gc_dtype dt, int64_t from, int64_t to, int32_t d,
 			const double *cent, int32_t k, int32_t *labels, double *d2, double *second,
 			double *dist, km_acc *acc)
 {
 	for (int64_t i = from; i < to; i++)
 	{
-		const float *row = x + i * d;
 		double		best,
 					next = HUGE_VAL;
 		int32_t		bj = 0;
 
-		dist_to_centroids(row, d, cent, k, dist);
+		if (dt == GC_F64)
+			dist_to_centroids_f64((const double *) x + i * d, d, cent, k, dist);
+		else
+			dist_to_centroids((const float *) x + i * d, d, cent, k, dist);
 		best = dist[0];
 		for (int32_t j = 1; j < k; j++)
 		{
@@ -270,7 +387,7 @@ assign_rows(const float *x, int64_t from, int64_t to, int32_t d,
 				next = dist[j];
 		}
 		if (acc)
-			acc_add(acc, row, d, bj, labels[i]);
+			acc_add(acc, x, dt, i, d, bj, labels[i]);
 		labels[i] = bj;
 		d2[i - from] = best;
 		if (second)
@@ -312,7 +429,7 @@ assign_all(kmeans_ws *ws, double *second, km_acc *acc)
 
 		if (gc_core_cancelled(ws->ctx))
 			return GC_ERR_CANCELLED;
-		assign_rows(ws->x, from, to, ws->d, cent, ws->k, ws->labels, ws->d2 + from,
+		assign_rows(ws->x, ws->dtype, from, to, ws->d, cent, ws->k, ws->labels, ws->d2 + from,
 					second ? second + from : NULL, dist, acc);
 	}
 	return GC_OK;
@@ -329,17 +446,7 @@ exact_d2(kmeans_ws *ws)
 		return exact_d2_parallel(ws);
 	for (int64_t i = 0; i < ws->n; i++)
 	{
-		const float *row = ws->x + i * d;
-		const double *c = ws->cen + (int64_t) ws->labels[i] * d;
-		double		s = 0.0;
-
-		for (int32_t t = 0; t < d; t++)
-		{
-			double		diff = (double) row[t] - c[t];
-
-			s += diff * diff;
-		}
-		ws->d2[i] = s;
+		ws->d2[i] = row_d2(ws->x, ws->dtype, i, d, ws->cen + (int64_t) ws->labels[i] * d);
 		if ((i + 1) % stride == 0 && gc_core_cancelled(ws->ctx))
 			return GC_ERR_CANCELLED;
 	}
@@ -391,7 +498,6 @@ bounded_row_in(kmeans_ws *ws, int64_t i, const km_moves *moves, km_acc *acc, dou
 {
 	int32_t		d = ws->d;
 	int32_t		a = ws->labels[i];
-	const float *row = ws->x + i * d;
 	double	   *u = ws->bound_u;
 	double	   *l = ws->bound_l;
 	double		m,
@@ -407,25 +513,16 @@ bounded_row_in(kmeans_ws *ws, int64_t i, const km_moves *moves, km_acc *acc, dou
 	m = ws->half[a] > l[i] ? ws->half[a] : l[i];
 	if (u[i] * (1.0 + BOUND_SLACK) >= m)
 	{
-		const double *c = ws->cen + (int64_t) a * d;
-		double		s = 0.0;
-
-		for (int32_t t = 0; t < d; t++)
-		{
-			double		diff = (double) row[t] - c[t];
-
-			s += diff * diff;
-		}
-		u[i] = sqrt(s);
+		u[i] = sqrt(row_d2(ws->x, ws->dtype, i, d, ws->cen + (int64_t) a * d));
 		work += d;
 	}
 	if (u[i] * (1.0 + BOUND_SLACK) < m)
 	{
 		if (acc)
-			acc_add(acc, row, d, a, a);
+			acc_add(acc, ws->x, ws->dtype, i, d, a, a);
 		return work;
 	}
-	assign_rows(ws->x, i, i + 1, d, ws->work, ws->k, ws->labels, &best, &next, dist, acc);
+	assign_rows(ws->x, ws->dtype, i, i + 1, d, ws->work, ws->k, ws->labels, &best, &next, dist, acc);
 	u[i] = sqrt(best);
 	l[i] = sqrt(next);
 	return work + (int64_t) ws->k * d;
@@ -495,7 +592,7 @@ assign_block(void *arg, gc_worker *w, int64_t b, int64_t e)
 			{
 				int32_t		old = ws->labels[i];
 
-				assign_rows(ws->x, i, i + 1, ws->d, ws->work, ws->k, ws->labels, ws->d2 + i,
+				assign_rows(ws->x, ws->dtype, i, i + 1, ws->d, ws->work, ws->k, ws->labels, ws->d2 + i,
 							job->second ? job->second + i : NULL, thread_dist(ws, w), NULL);
 				changed += ws->labels[i] != old;
 			}
@@ -601,7 +698,24 @@ sum_block(void *arg, gc_worker *w, int64_t rb, int64_t re)
 	{
 		int64_t		to = from + stride < ws->n ? from + stride : ws->n;
 
-		if (job->sums && d <= KM_NARROW)
+		if (job->sums && d <= KM_NARROW && ws->dtype == GC_F64)
+		{
+			/* the same for rows of double precision */
+			double		junk[KM_NARROW];
+			double	   *base[2] = {junk, job->sums};
+
+			for (int64_t i = from; i < to; i++)
+			{
+				int32_t		j = ws->labels[i];
+				int			in = (uint32_t) (j - jlo) < (uint32_t) (jhi - jlo);
+				double	   *acc = base[in] + (int64_t) (in ? j : 0) * d;
+				const double *row = (const double *) ws->x + i * d;
+
+				for (int32_t t = 0; t < d; t++)
+					acc[t] += row[t];
+			}
+		}
+		else if (job->sums && d <= KM_NARROW)
 		{
 			/*
 			 * Narrow rows without a branch: the rows of other ranges go to
@@ -615,7 +729,7 @@ sum_block(void *arg, gc_worker *w, int64_t rb, int64_t re)
 				int32_t		j = ws->labels[i];
 				int			in = (uint32_t) (j - jlo) < (uint32_t) (jhi - jlo);
 				double	   *acc = base[in] + (int64_t) (in ? j : 0) * d;
-				const float *row = ws->x + i * d;
+				const float *row = (const float *) ws->x + i * d;
 
 				for (int32_t t = 0; t < d; t++)
 					acc[t] += (double) row[t];
@@ -629,13 +743,7 @@ sum_block(void *arg, gc_worker *w, int64_t rb, int64_t re)
 				if ((uint32_t) (j - jlo) >= (uint32_t) (jhi - jlo))
 					continue;
 				if (job->sums)
-				{
-					const float *row = ws->x + i * d;
-					double	   *acc = job->sums + (int64_t) j * d;
-
-					for (int32_t t = 0; t < d; t++)
-						acc[t] += (double) row[t];
-				}
+					row_add(job->sums + (int64_t) j * d, ws->x, ws->dtype, i, d);
 				else
 					job->inertia[j] += ws->d2[i];
 			}
@@ -665,19 +773,7 @@ exact_d2_block(void *arg, gc_worker *w, int64_t b, int64_t e)
 	int32_t		d = ws->d;
 
 	for (int64_t i = b; i < e; i++)
-	{
-		const float *row = ws->x + i * d;
-		const double *c = ws->cen + (int64_t) ws->labels[i] * d;
-		double		s = 0.0;
-
-		for (int32_t t = 0; t < d; t++)
-		{
-			double		diff = (double) row[t] - c[t];
-
-			s += diff * diff;
-		}
-		ws->d2[i] = s;
-	}
+		ws->d2[i] = row_d2(ws->x, ws->dtype, i, d, ws->cen + (int64_t) ws->labels[i] * d);
 	return gc_worker_tick(w, (e - b) * d, CANCEL_WORK) ? GC_ERR_CANCELLED : GC_OK;
 }
 
@@ -758,12 +854,14 @@ assign_parallel(kmeans_ws *ws, double *second, const km_moves *moves, int bounde
 
 /* Fills the workspace with the input, no buffer yet. */
 static void
-kmeans_ws_init(kmeans_ws *ws, gc_core_ctx *ctx, const float *x, int64_t n, int32_t d,
-			   const gc_kmeans_params *params, gc_kmeans_result *result)
+kmeans_ws_init(kmeans_ws *ws, gc_core_ctx *ctx, const void *x, gc_dtype dtype, gc_metric metric,
+			   int64_t n, int32_t d, const gc_kmeans_params *params, gc_kmeans_result *result)
 {
 	memset(ws, 0, sizeof(*ws));
 	ws->ctx = ctx;
 	ws->x = x;
+	ws->dtype = dtype;
+	ws->metric = metric;
 	ws->n = n;
 	ws->d = d;
 	ws->k = params->k;
@@ -871,13 +969,13 @@ initial_centroids(kmeans_ws *ws)
 	if (p->init == GC_KMEANS_INIT_RANDOM)
 		rc = gc_kmeans_random_rows(ws->n, p->k, p->seed, rows) == 0 ? 0 : 1;
 	else
-		rc = gc_kmeans_plusplus_rows(ws->x, ws->n, ws->d, p->k, p->seed,
+		rc = gc_kmeans_plusplus_rows(ws->x, ws->dtype, ws->n, ws->d, p->k, p->seed,
 									 gc_kmeans_init_trials(p->init, p->k), rows, ws->d2,
 									 ws->ctx->cancel, ws->ctx->cancel_arg) == 0 ? 0 : 2;
 	if (rc == 0)
 		for (int32_t j = 0; j < p->k; j++)
 			for (int32_t t = 0; t < ws->d; t++)
-				ws->cen[(int64_t) j * ws->d + t] = (double) ws->x[rows[j] * ws->d + t];
+				ws->cen[(int64_t) j * ws->d + t] = gc_kmeans_x_at(ws->x, ws->dtype, rows[j] * ws->d + t);
 	free(rows);
 	if (rc == 1)
 		return gc_core_oom(ws->ctx, sizeof(int64_t) * (size_t) ws->n,
@@ -900,7 +998,7 @@ kmeans_init(kmeans_ws *ws)
 		return st;
 	gc_core_debug(ws->ctx, "k-means: %lld rows, d = %d, k = %d, Hamerly's bounds %s",
 				  (long long) ws->n, ws->d, ws->k, ws->bounds ? "on" : "off");
-	if (gc_kmeans_stats(ws->x, ws->n, ws->d, &mean_var, ws->scratch, NULL, NULL,
+	if (gc_kmeans_stats(ws->x, ws->dtype, ws->n, ws->d, &mean_var, ws->scratch, NULL, NULL,
 						ws->scratch + ws->d, ws->ctx->cancel, ws->ctx->cancel_arg) != 0)
 		return gc_core_cancel_status(ws->ctx);
 	ws->tol_abs = ws->params->tol * mean_var;
@@ -976,7 +1074,7 @@ kmeans_update(kmeans_ws *ws)
 
 			if (!ws->d2_valid && (st = exact_d2(ws)) != GC_OK)
 				return st;
-			st = gc_kmeans_reseed_empty(ws->x, ws->n, d, ws->k, ws->labels, ws->d2, NULL,
+			st = gc_kmeans_reseed_empty(ws->x, ws->dtype, ws->n, d, ws->k, ws->labels, ws->d2, NULL,
 										ws->sums, ws->counts, &ws->reseeded,
 										ws->ctx->cancel, ws->ctx->cancel_arg);
 			if (st == GC_ERR_CANCELLED)
@@ -992,16 +1090,19 @@ kmeans_update(kmeans_ws *ws)
 	for (int32_t j = 0; j < ws->k; j++)
 	{
 		double	   *c = ws->cen + (int64_t) j * d;
+		double	   *v = ws->scratch;	/* [d]: the statistics are done with it */
 		double		move = 0.0;
 
 		for (int32_t t = 0; t < d; t++)
+			v[t] = ws->counts[j] > 0 ? ws->sums[(int64_t) j * d + t] / (double) ws->counts[j] : c[t];
+		if (ws->metric == GC_METRIC_COSINE && ws->counts[j] > 0)
+			gc_kmeans_unit_centroid(v, d);
+		for (int32_t t = 0; t < d; t++)
 		{
-			double		v = ws->counts[j] > 0 ? ws->sums[(int64_t) j * d + t] / (double) ws->counts[j]
-				: c[t];
-			double		diff = v - c[t];
+			double		diff = v[t] - c[t];
 
 			move += diff * diff;
-			c[t] = v;
+			c[t] = v[t];
 		}
 		ws->shift += move;
 		if (ws->bounds)
@@ -1047,6 +1148,17 @@ kmeans_iterate(kmeans_ws *ws)
 
 /* ---------------------------------------------------------------- final */
 
+/*
+ * The inertia of a cluster from the sum of its rows' dist2 in row order:
+ * that sum (Euclidean), or the sum of the cosine distances dist2 / 2, which
+ * is the sum halved exactly.
+ */
+static double
+km_inertia(gc_metric metric, double sum_d2)
+{
+	return metric == GC_METRIC_COSINE ? sum_d2 * 0.5 : sum_d2;
+}
+
 /* Phase final: labels for the final centroids, the distances, and the output. */
 static gc_status
 kmeans_final(kmeans_ws *ws)
@@ -1068,9 +1180,12 @@ kmeans_final(kmeans_ws *ws)
 		if ((st = sums_by_cluster(ws, NULL, result->inertia)) != GC_OK)
 			return st;
 		for (int32_t j = 0; j < ws->k; j++)
+		{
 			result->sizes[j] = ws->counts[j];
+			result->inertia[j] = km_inertia(ws->metric, result->inertia[j]);
+		}
 		for (int64_t i = 0; i < ws->n; i++)
-			result->distance[i] = sqrt(ws->d2[i]);
+			result->distance[i] = gc_metric_distance(ws->metric, ws->d2[i]);
 		return GC_OK;
 	}
 	for (int32_t j = 0; j < ws->k; j++)
@@ -1080,16 +1195,18 @@ kmeans_final(kmeans_ws *ws)
 	}
 	for (int64_t i = 0; i < ws->n; i++)
 	{
-		result->distance[i] = sqrt(ws->d2[i]);
+		result->distance[i] = gc_metric_distance(ws->metric, ws->d2[i]);
 		result->sizes[ws->labels[i]]++;
 		result->inertia[ws->labels[i]] += ws->d2[i];
 	}
+	for (int32_t j = 0; j < ws->k; j++)
+		result->inertia[j] = km_inertia(ws->metric, result->inertia[j]);
 	return GC_OK;
 }
 
 /* One k-means run of n >= 1 rows with the seed in params; phase times add up in ctx->timing. */
 static gc_status
-kmeans_run(gc_core_ctx *ctx, const float *x, int64_t n, int32_t d,
+kmeans_run(gc_core_ctx *ctx, const void *x, gc_dtype dtype, int64_t n, int32_t d,
 		   const gc_kmeans_params *params, gc_kmeans_result *result)
 {
 	gc_timing  *timing = ctx->timing;
@@ -1098,7 +1215,7 @@ kmeans_run(gc_core_ctx *ctx, const float *x, int64_t n, int32_t d,
 	double		t0 = gc_core_now_ms();
 
 	km_pick_kernel();
-	kmeans_ws_init(&ws, ctx, x, n, d, params, result);
+	kmeans_ws_init(&ws, ctx, x, dtype, params->metric, n, d, params, result);
 	st = kmeans_init(&ws);
 	timing->phase_ms[0] += gc_core_now_ms() - t0;
 	if (st == GC_OK)
@@ -1146,7 +1263,7 @@ copy_result(gc_kmeans_result *dst, const gc_kmeans_result *src, int64_t n, int32
  * run of lowest total inertia is kept, the first on a tie.
  */
 gc_status
-gc_core_kmeans(gc_core_ctx *ctx, const float *x, int64_t n, int32_t d,
+gc_core_kmeans(gc_core_ctx *ctx, const void *x, gc_dtype dtype, int64_t n, int32_t d,
 			   const gc_kmeans_params *params, gc_kmeans_result *result)
 {
 	gc_kmeans_params p = *params;
@@ -1157,7 +1274,7 @@ gc_core_kmeans(gc_core_ctx *ctx, const float *x, int64_t n, int32_t d,
 	gc_status	st;
 
 	result->best_run = 0;
-	st = kmeans_run(ctx, x, n, d, &p, result);
+	st = kmeans_run(ctx, x, dtype, n, d, &p, result);
 	iters = result->iterations;
 	if (st != GC_OK || params->n_init <= 1)
 	{
@@ -1180,7 +1297,7 @@ gc_core_kmeans(gc_core_ctx *ctx, const float *x, int64_t n, int32_t d,
 	for (int32_t r = 1; st == GC_OK && r < params->n_init; r++)
 	{
 		p.seed = gc_kmeans_run_seed(params->seed, r);
-		st = kmeans_run(ctx, x, n, d, &p, &tmp);
+		st = kmeans_run(ctx, x, dtype, n, d, &p, &tmp);
 		if (st != GC_OK)
 			break;
 		iters += tmp.iterations;
@@ -1209,7 +1326,7 @@ gc_core_kmeans(gc_core_ctx *ctx, const float *x, int64_t n, int32_t d,
  * and the distance in double.
  */
 gc_status
-gc_core_kmeans_assign(gc_core_ctx *ctx, const float *x, int64_t n, int32_t d,
+gc_core_kmeans_assign(gc_core_ctx *ctx, const void *x, gc_dtype dtype, int64_t n, int32_t d,
 					  const gc_kmeans_assign_params *params, gc_kmeans_assign_result *result)
 {
 	gc_kmeans_params kp;
@@ -1222,7 +1339,8 @@ gc_core_kmeans_assign(gc_core_ctx *ctx, const float *x, int64_t n, int32_t d,
 	memset(&kr, 0, sizeof(kr));
 	kp.k = params->k;
 	kr.labels = result->labels;
-	kmeans_ws_init(&ws, ctx, x, n, d, &kp, &kr);
+	km_pick_kernel();
+	kmeans_ws_init(&ws, ctx, x, dtype, params->metric, n, d, &kp, &kr);
 	ws.bounds = 0;
 	ws.cen = malloc(sizeof(double) * ws.kd);
 	ws.d2 = malloc(sizeof(double) * (size_t) n);
@@ -1243,7 +1361,7 @@ gc_core_kmeans_assign(gc_core_ctx *ctx, const float *x, int64_t n, int32_t d,
 	{
 		t0 = gc_core_now_ms();
 		for (int64_t i = 0; i < n; i++)
-			result->distance[i] = sqrt(ws.d2[i]);
+			result->distance[i] = gc_metric_distance(params->metric, ws.d2[i]);
 		ctx->timing->phase_ms[2] = gc_core_now_ms() - t0;
 	}
 	kmeans_ws_free(&ws);

@@ -40,6 +40,7 @@
 #include <string.h>
 
 #include "harness.h"
+#include "metric.h"
 
 typedef enum km_rule
 {
@@ -119,8 +120,8 @@ km_params(int32_t k, gc_kmeans_init init, const double *given, int32_t max_iter,
 }
 
 static void
-km_run(const gc_backend_api *api, km_answer *a, const float *x, int64_t n, int32_t d,
-	   const gc_kmeans_params *p, const gc_tuning *tuning, gc_h_cancel *cancel)
+km_run_dt(const gc_backend_api *api, km_answer *a, const void *x, gc_dtype dt, int64_t n, int32_t d,
+		  const gc_kmeans_params *p, const gc_tuning *tuning, gc_h_cancel *cancel)
 {
 	gc_kmeans_result r;
 	gc_exec		e = gc_h_exec(tuning, cancel, &a->timing);
@@ -133,7 +134,7 @@ km_run(const gc_backend_api *api, km_answer *a, const float *x, int64_t n, int32
 	r.sizes = a->sizes;
 	r.inertia = a->inertia;
 	t0 = gc_h_now_ms();
-	a->status = api->kmeans(&e, x, GC_F32, n, d, p, &r);
+	a->status = api->kmeans(&e, x, dt, n, d, p, &r);
 	a->wall_ms = gc_h_now_ms() - t0;
 	a->iterations = r.iterations;
 	a->best_run = r.best_run;
@@ -143,15 +144,29 @@ km_run(const gc_backend_api *api, km_answer *a, const float *x, int64_t n, int32
 		gc_h_error_text(api, a->error, sizeof(a->error));
 }
 
-/* Squared distance of a row to a centroid, in double in dimension order (as the CPU computes it). */
+static void
+km_run(const gc_backend_api *api, km_answer *a, const float *x, int64_t n, int32_t d,
+	   const gc_kmeans_params *p, const gc_tuning *tuning, gc_h_cancel *cancel)
+{
+	km_run_dt(api, a, x, GC_F32, n, d, p, tuning, cancel);
+}
+
+/* Coordinate j of row i of x (element type dt) as a double. */
 static double
-km_dist2(const float *row, const double *c, int32_t d)
+km_at(const void *x, gc_dtype dt, int64_t i, int32_t d, int32_t j)
+{
+	return dt == GC_F64 ? ((const double *) x)[i * d + j] : (double) ((const float *) x)[i * d + j];
+}
+
+/* Squared distance of row i to a centroid, in double in dimension order (as the CPU computes it). */
+static double
+km_dist2(const void *x, gc_dtype dt, int64_t i, const double *c, int32_t d)
 {
 	double		s = 0.0;
 
 	for (int32_t j = 0; j < d; j++)
 	{
-		double		t = (double) row[j] - c[j];
+		double		t = km_at(x, dt, i, d, j) - c[j];
 
 		s += t * t;
 	}
@@ -174,8 +189,8 @@ typedef struct km_diff
  * agree and writes the verdict.
  */
 static int
-km_compare(const float *x, int64_t n, int32_t d, int32_t k, const km_answer *ref, const km_answer *t,
-		   km_rule rule, double max_rel_inertia, km_diff *df, char *verdict, size_t size)
+km_compare(const void *x, gc_dtype dt, int64_t n, int32_t d, int32_t k, const km_answer *ref,
+		   const km_answer *t, km_rule rule, double max_rel_inertia, km_diff *df, char *verdict, size_t size)
 {
 	double		max_abs_c = 0.0;
 	double		ir,
@@ -217,18 +232,23 @@ km_compare(const float *x, int64_t n, int32_t d, int32_t k, const km_answer *ref
 		df->mismatches++;
 		if (a >= 0 && a < k && b >= 0 && b < k)
 		{
-			const float *row = x + i * d;
 			double		max_abs_x = 0.0,
 						da,
 						db,
 						fp32;
 
 			for (int32_t c = 0; c < d; c++)
-				max_abs_x = fmax(max_abs_x, fabs((double) row[c]));
-			da = sqrt(km_dist2(row, ref->centroids + (int64_t) a * d, d));
-			db = sqrt(km_dist2(row, ref->centroids + (int64_t) b * d, d));
-			/* 2^-22: four times the rounding of a float centroid or difference */
-			fp32 = 2.384185791015625e-7 * (sqrt((double) d) * (max_abs_x + max_abs_c) + d * db);
+				max_abs_x = fmax(max_abs_x, fabs(km_at(x, dt, i, d, c)));
+			da = sqrt(km_dist2(x, dt, i, ref->centroids + (int64_t) a * d, d));
+			db = sqrt(km_dist2(x, dt, i, ref->centroids + (int64_t) b * d, d));
+
+			/*
+			 * 2^-22: four times the rounding of a float centroid or
+			 * difference; rows of double precision are assigned in double
+			 * on the GPU, so only the centroids' own differences remain
+			 */
+			fp32 = dt == GC_F64 ? 0.0 :
+				2.384185791015625e-7 * (sqrt((double) d) * (max_abs_x + max_abs_c) + d * db);
 			if (db - da <= 2.0 * df->max_centroid_shift + 2.0 * fp32 + 1e-12 * (1.0 + db))
 				df->near_ties++;
 		}
@@ -321,7 +341,10 @@ km_rule_name(km_rule r)
 typedef struct km_data
 {
 	const char *shape;
-	float	   *x;
+	float	   *x;				/* [n, d] (GC_F32) */
+	double	   *x64;			/* [n, d] (GC_F64) */
+	gc_dtype	dtype;
+	gc_metric	metric;			/* COSINE: the rows are of unit length */
 	int64_t		n;
 	int32_t		d;
 	int32_t		kc;				/* centres of the separated blobs */
@@ -333,6 +356,7 @@ km_separated(int64_t n, int32_t d, int32_t kc, double offset)
 {
 	km_data		D;
 
+	memset(&D, 0, sizeof(D));
 	D.shape = "separated";
 	D.n = h_rows(n, d);
 	D.d = d;
@@ -354,6 +378,7 @@ km_named(const char *shape, int64_t n, int32_t d)
 {
 	km_data		D;
 
+	memset(&D, 0, sizeof(D));
 	D.shape = shape;
 	D.n = h_rows(n, d);
 	D.d = d;
@@ -369,6 +394,7 @@ km_line(int64_t n, int32_t d)
 {
 	km_data		D;
 
+	memset(&D, 0, sizeof(D));
 	D.shape = "line";
 	D.n = h_rows(n, d);
 	D.d = d;
@@ -387,7 +413,100 @@ static void
 km_data_free(km_data *D)
 {
 	free(D->x);
+	free(D->x64);
 	free(D->centres);
+}
+
+/* The rows of a data set, of its element type. */
+static const void *
+km_x(const km_data *D)
+{
+	return D->dtype == GC_F64 ? (const void *) D->x64 : (const void *) D->x;
+}
+
+static void
+km_oom(void *p)
+{
+	if (!p)
+	{
+		fprintf(stderr, "gpu_vs_cpu: out of host memory\n");
+		exit(2);
+	}
+}
+
+/*
+ * The data set in double precision: each value rounded to `decimals`
+ * decimals (as coordinates in a table), or with decimals < 0 moved by a
+ * relative 1e-9 (values no float holds); the centres are kept.
+ */
+static km_data
+km_f64(const km_data *D, int decimals)
+{
+	km_data		E = *D;
+	double		sc = decimals >= 0 ? pow(10.0, decimals) : 0.0;
+
+	E.x = NULL;
+	E.dtype = GC_F64;
+	E.x64 = (double *) malloc(sizeof(double) * (size_t) D->n * (size_t) D->d);
+	km_oom(E.x64);
+	for (int64_t i = 0; i < D->n * D->d; i++)
+	{
+		double		v = (double) D->x[i];
+
+		E.x64[i] = decimals >= 0 ? round(v * sc) / sc : v * (1.0 + 1e-9 * (double) ((i * 7919) % 1000 - 500) / 500.0);
+	}
+	if (D->centres)
+	{
+		E.centres = (double *) malloc(sizeof(double) * (size_t) D->kc * (size_t) D->d);
+		km_oom(E.centres);
+		memcpy(E.centres, D->centres, sizeof(double) * (size_t) D->kc * (size_t) D->d);
+	}
+	return E;
+}
+
+/*
+ * The data set made unit rows for the metric cosine (gc_unit_rows, as the
+ * glue does), in element type dt: a float set scaled in float, a double one
+ * from the float values scaled in double.  A zero row gets a first
+ * coordinate of 1 first.
+ */
+static km_data
+km_unit(const km_data *D, gc_dtype dt)
+{
+	km_data		E = *D;
+	size_t		m = (size_t) D->n * (size_t) D->d;
+
+	E.centres = NULL;
+	E.kc = 0;
+	E.metric = GC_METRIC_COSINE;
+	E.dtype = dt;
+	E.x = NULL;
+	E.x64 = NULL;
+	if (dt == GC_F64)
+	{
+		E.x64 = (double *) malloc(sizeof(double) * m);
+		km_oom(E.x64);
+		for (size_t i = 0; i < m; i++)
+			E.x64[i] = (double) D->x[i];
+	}
+	else
+	{
+		E.x = (float *) malloc(sizeof(float) * m);
+		km_oom(E.x);
+		memcpy(E.x, D->x, sizeof(float) * m);
+	}
+	for (;;)
+	{
+		int64_t		z = gc_unit_rows(dt == GC_F64 ? (void *) E.x64 : (void *) E.x, dt, E.n, E.d);
+
+		if (z < 0)
+			break;
+		if (dt == GC_F64)
+			E.x64[z * E.d] = 1.0;
+		else
+			E.x[z * E.d] = 1.0f;
+	}
+	return E;
 }
 
 /* The first k centres of the blobs, each coordinate moved by shift (a start near the truth). */
@@ -412,9 +531,15 @@ km_case(const km_data *D, const char *label, const gc_kmeans_params *p, const km
 	km_answer	ref,
 				t;
 
+	gc_kmeans_params pm = *p;
+	const char *prec = D->dtype == GC_F64 ? "f64" : "f32";
+	const char *met = D->metric == GC_METRIC_COSINE ? ", cosine" : "";
+
+	pm.metric = D->metric;
+	p = &pm;
 	km_alloc(&ref, D->n, p->k, D->d);
 	km_alloc(&t, D->n, p->k, D->d);
-	km_run(H.ref, &ref, D->x, D->n, D->d, p, NULL, NULL);
+	km_run_dt(H.ref, &ref, km_x(D), D->dtype, D->n, D->d, p, NULL, NULL);
 	for (int v = 0; v < nvariants; v++)
 	{
 		km_diff		df;
@@ -423,23 +548,24 @@ km_case(const km_data *D, const char *label, const gc_kmeans_params *p, const km
 					counts[96] = "";
 		int			ok;
 
-		km_run(H.test, &t, D->x, D->n, D->d, p, &variants[v].tuning, NULL);
-		ok = km_compare(D->x, D->n, D->d, p->k, &ref, &t, rule, max_rel_inertia, &df, verdict, sizeof(verdict));
+		km_run_dt(H.test, &t, km_x(D), D->dtype, D->n, D->d, p, &variants[v].tuning, NULL);
+		ok = km_compare(km_x(D), D->dtype, D->n, D->d, p->k, &ref, &t, rule, max_rel_inertia, &df, verdict,
+						sizeof(verdict));
 		if (ok && rule == KM_EXACT && ref.best_run != t.best_run)
 		{
 			ok = 0;
 			snprintf(verdict, sizeof(verdict), "DIFFERENT: run %d of %d kept, the CPU kept run %d",
 					 t.best_run + 1, p->n_init, ref.best_run + 1);
 		}
-		snprintf(what, sizeof(what), "kmeans %s %lld x %d k=%d %s n_init=%d, %s", label, (long long) D->n, D->d,
-				 p->k, km_init_name(p->init), p->n_init, variants[v].name);
+		snprintf(what, sizeof(what), "kmeans %s %lld x %d k=%d %s n_init=%d, %s, %s%s", label, (long long) D->n,
+				 D->d, p->k, km_init_name(p->init), p->n_init, variants[v].name, prec, met);
 		h_check(ok, what, verdict);
-		if (D->d > 32 && t.status == GC_OK)
+		if (D->d > 32 && D->dtype == GC_F32 && t.status == GC_OK)
 			snprintf(counts, sizeof(counts), "%lld / %lld / %lld", (long long) t.timing.counts[0],
 					 (long long) t.timing.counts[1], (long long) t.timing.counts[2]);
-		printf("| %-24s | %8lld x %-3d | %4d | %-9s | %-17s | %-9s | %3d / %3d | %lld (%lld) | %.2e | %.2e | %.2e "
+		printf("| %-24s %s%s | %8lld x %-3d | %4d | %-9s | %-17s | %-9s | %3d / %3d | %lld (%lld) | %.2e | %.2e | %.2e "
 			   "| %8.0f | %8.0f | %s | %s |\n",
-			   label, (long long) D->n, D->d, p->k, km_init_name(p->init), variants[v].name,
+			   label, prec, met, (long long) D->n, D->d, p->k, km_init_name(p->init), variants[v].name,
 			   km_rule_name(rule), ref.iterations, t.iterations, (long long) df.mismatches,
 			   (long long) df.near_ties, df.rel_inertia, df.max_centroid_diff, df.max_distance_diff,
 			   ref.wall_ms, t.wall_ms, counts, verdict);
@@ -451,8 +577,8 @@ km_case(const km_data *D, const char *label, const gc_kmeans_params *p, const km
 
 /* Runs a k-means assignment to centroids [k, d] into a (labels, distance; sizes and inertia from them). */
 static void
-km_assign_run(const gc_backend_api *api, km_answer *a, const float *x, int64_t n, int32_t d, int32_t k,
-			  const double *centroids, const gc_tuning *tuning)
+km_assign_run(const gc_backend_api *api, km_answer *a, const void *x, gc_dtype dt, gc_metric metric,
+			  int64_t n, int32_t d, int32_t k, const double *centroids, const gc_tuning *tuning)
 {
 	gc_kmeans_assign_params p;
 	gc_kmeans_assign_result r;
@@ -464,10 +590,11 @@ km_assign_run(const gc_backend_api *api, km_answer *a, const float *x, int64_t n
 	p.k = k;
 	p.centroids = centroids;
 	p.precision = GC_PRECISION_FP32;
+	p.metric = metric;
 	r.labels = a->labels;
 	r.distance = a->distance;
 	t0 = gc_h_now_ms();
-	a->status = api->kmeans_assign(&e, x, GC_F32, n, d, &p, &r);
+	a->status = api->kmeans_assign(&e, x, dt, n, d, &p, &r);
 	a->wall_ms = gc_h_now_ms() - t0;
 	a->iterations = 0;
 	a->best_run = 0;
@@ -486,7 +613,8 @@ km_assign_run(const gc_backend_api *api, km_answer *a, const float *x, int64_t n
 	for (int64_t i = 0; i < n; i++)
 	{
 		a->sizes[a->labels[i]]++;
-		a->inertia[a->labels[i]] += a->distance[i] * a->distance[i];
+		a->inertia[a->labels[i]] += metric == GC_METRIC_COSINE ? a->distance[i] :
+			a->distance[i] * a->distance[i];
 	}
 }
 
@@ -509,37 +637,44 @@ km_assign_case(const km_data *D, const char *label, const gc_kmeans_params *p)
 	int			ok;
 	int64_t		same_lab = 0,
 				same_dist = 0;
+	gc_kmeans_params pm = *p;
+	const char *prec = D->dtype == GC_F64 ? "f64" : "f32";
+	const char *met = D->metric == GC_METRIC_COSINE ? ", cosine" : "";
 
+	pm.metric = D->metric;
+	p = &pm;
 	km_alloc(&fit, D->n, p->k, D->d);
 	km_alloc(&mine, D->n, p->k, D->d);
 	km_alloc(&ref, D->n, p->k, D->d);
-	km_run(H.test, &fit, D->x, D->n, D->d, p, NULL, NULL);
-	km_assign_run(H.test, &mine, D->x, D->n, D->d, p->k, fit.centroids, NULL);
-	km_assign_run(H.ref, &ref, D->x, D->n, D->d, p->k, fit.centroids, NULL);
+	km_run_dt(H.test, &fit, km_x(D), D->dtype, D->n, D->d, p, NULL, NULL);
+	km_assign_run(H.test, &mine, km_x(D), D->dtype, D->metric, D->n, D->d, p->k, fit.centroids, NULL);
+	km_assign_run(H.ref, &ref, km_x(D), D->dtype, D->metric, D->n, D->d, p->k, fit.centroids, NULL);
 	if (fit.status == GC_OK && mine.status == GC_OK)
 		for (int64_t i = 0; i < D->n; i++)
 		{
 			same_lab += fit.labels[i] == mine.labels[i];
 			same_dist += fit.distance[i] == mine.distance[i];
 		}
-	snprintf(what, sizeof(what), "kmeans_assign %s %lld x %d k=%d: the fit's own labels and distances", label,
-			 (long long) D->n, D->d, p->k);
+	snprintf(what, sizeof(what), "kmeans_assign %s %lld x %d k=%d, %s%s: the fit's own labels and distances",
+			 label, (long long) D->n, D->d, p->k, prec, met);
 	snprintf(verdict, sizeof(verdict), "status %s / %s (%s%s), %lld of %lld labels and %lld distances the same",
 			 gc_h_status_name(fit.status), gc_h_status_name(mine.status), fit.error, mine.error,
 			 (long long) same_lab, (long long) D->n, (long long) same_dist);
 	h_check(fit.status == GC_OK && mine.status == GC_OK && same_lab == D->n && same_dist == D->n, what, verdict);
-	printf("| assign %-17s | %8lld x %-3d | %4d | %s's own fit | %lld / %lld labels, %lld distances equal "
+	printf("| assign %-17s %s%s | %8lld x %-3d | %4d | %s's own fit | %lld / %lld labels, %lld distances equal "
 		   "| fit %8.0f ms | assign %8.0f ms (compute %.1f ms, fit per iteration %.1f ms) |\n",
-		   label, (long long) D->n, D->d, p->k, h_test_name(), (long long) same_lab, (long long) D->n,
+		   label, prec, met, (long long) D->n, D->d, p->k, h_test_name(), (long long) same_lab, (long long) D->n,
 		   (long long) same_dist, fit.wall_ms, mine.wall_ms, mine.timing.compute_ms, fit.timing.phase_ms[3]);
 
-	ok = km_compare(D->x, D->n, D->d, p->k, &ref, &mine, D->d > 32 ? KM_EXACT : KM_NEAR_TIES, 1e-6, &df,
+	/* decided in double: the product form (d > 32) and every row of double precision */
+	ok = km_compare(km_x(D), D->dtype, D->n, D->d, p->k, &ref, &mine,
+					D->d > 32 || D->dtype == GC_F64 ? KM_EXACT : KM_NEAR_TIES, 1e-6, &df,
 					verdict, sizeof(verdict));
-	snprintf(what, sizeof(what), "kmeans_assign %s %lld x %d k=%d: %s against cpu", label, (long long) D->n,
-			 D->d, p->k, h_test_name());
+	snprintf(what, sizeof(what), "kmeans_assign %s %lld x %d k=%d, %s%s: %s against cpu", label,
+			 (long long) D->n, D->d, p->k, prec, met, h_test_name());
 	h_check(ok, what, verdict);
-	printf("| assign %-17s | %8lld x %-3d | %4d | against cpu | %lld (%lld near ties) | cpu %8.0f ms | %s |\n",
-		   label, (long long) D->n, D->d, p->k, (long long) df.mismatches, (long long) df.near_ties, ref.wall_ms,
+	printf("| assign %-17s %s%s | %8lld x %-3d | %4d | against cpu | %lld (%lld near ties) | cpu %8.0f ms | %s |\n",
+		   label, prec, met, (long long) D->n, D->d, p->k, (long long) df.mismatches, (long long) df.near_ties, ref.wall_ms,
 		   verdict);
 	fflush(stdout);
 	km_free(&fit);
@@ -563,10 +698,11 @@ km_self_check(void)
 	km_alloc(&t, D.n, 4, 2);
 	km_run(H.ref, &ref, D.x, D.n, 2, &p, NULL, NULL);
 	km_run(H.test, &t, D.x, D.n, 2, &p, NULL, NULL);
-	noticed = km_compare(D.x, D.n, 2, 4, &ref, &t, KM_EXACT, 1e-6, &df, verdict, sizeof(verdict));
+	noticed = km_compare(D.x, GC_F32, D.n, 2, 4, &ref, &t, KM_EXACT, 1e-6, &df, verdict, sizeof(verdict));
 	t.labels[D.n / 2] = (t.labels[D.n / 2] + 1) % 4;
-	noticed = noticed && !km_compare(D.x, D.n, 2, 4, &ref, &t, KM_EXACT, 1e-6, &df, verdict, sizeof(verdict));
-	noticed = noticed && !km_compare(D.x, D.n, 2, 4, &ref, &t, KM_NEAR_TIES, 1.0, &df, verdict, sizeof(verdict));
+	noticed = noticed && !km_compare(D.x, GC_F32, D.n, 2, 4, &ref, &t, KM_EXACT, 1e-6, &df, verdict, sizeof(verdict));
+	noticed = noticed && !km_compare(D.x, GC_F32, D.n, 2, 4, &ref, &t, KM_NEAR_TIES, 1.0, &df, verdict,
+									 sizeof(verdict));
 	h_check(noticed, "kmeans comparison notices a changed label",
 			"an unchanged answer was called different, or a label moved across separated blobs "
 			"was called identical or a near tie");
@@ -599,11 +735,11 @@ km_self_check(void)
 		r3.inertia = inertia;
 		t3 = r3;
 		t3.labels = lt;
-		ok = km_compare(x3, 3, 1, 2, &r3, &t3, KM_NEAR_TIES, 1e-6, &df, verdict, sizeof(verdict)) &&
+		ok = km_compare(x3, GC_F32, 3, 1, 2, &r3, &t3, KM_NEAR_TIES, 1e-6, &df, verdict, sizeof(verdict)) &&
 			df.near_ties == 1 &&
-			!km_compare(x3, 3, 1, 2, &r3, &t3, KM_EXACT, 1e-6, &df, verdict, sizeof(verdict));
+			!km_compare(x3, GC_F32, 3, 1, 2, &r3, &t3, KM_EXACT, 1e-6, &df, verdict, sizeof(verdict));
 		lt[0] = 1;
-		ok = ok && !km_compare(x3, 3, 1, 2, &r3, &t3, KM_NEAR_TIES, 1e-6, &df, verdict, sizeof(verdict)) &&
+		ok = ok && !km_compare(x3, GC_F32, 3, 1, 2, &r3, &t3, KM_NEAR_TIES, 1e-6, &df, verdict, sizeof(verdict)) &&
 			df.near_ties == 1 && df.mismatches == 2;
 		h_check(ok, "kmeans near-tie rule on a made-up answer",
 				"a row at an exact tie was not called a near tie, or a row far from one was");
@@ -690,6 +826,236 @@ km_error_paths(void)
 	}
 	km_free(&a);
 	km_data_free(&D);
+}
+
+/*
+ * Double precision (GC_F64) and the metric cosine (spherical k-means, rows
+ * of unit length), with the rules of the float cases: separated blobs
+ * exact, users' shapes near ties.  The GPU labels rows of double precision
+ * as double arithmetic does (kmeans_direct.cu: direct for d <= 32, a
+ * checked DGEMM above), so their near ties come from the centroids' last
+ * bits only, and the assignment to given centroids is exact.
+ */
+static void
+km_precision_metric_checks(void)
+{
+	const gc_precision F = GC_PRECISION_FP32;
+	km_variant	dflt[1] = {km_v_default()};
+
+	printf("\n## k-means in double precision and with the metric cosine: %s against cpu\n\n"
+		   "| case | n x d | k | init | tuning | rule | iterations cpu / %s | label mismatches (near ties) "
+		   "| inertia rel diff | max centroid diff | max distance diff | cpu ms | %s ms "
+		   "| decided in double / candidates / to FP32 | result |\n"
+		   "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
+		   h_test_name(), h_test_name(), h_test_name());
+	fflush(stdout);
+	{
+		/* the benchmark's shape: 10M x 2, k = 100, in double */
+		km_data		S = km_separated(10000000, 2, 100, 0.0);
+		km_data		D = km_f64(&S, -1);
+		gc_kmeans_params pp = km_params(100, GC_KMEANS_INIT_PLUSPLUS, NULL, 300, 1e-4, F);
+		gc_kmeans_params ni = pp;
+
+		km_data_free(&S);
+		km_case(&D, "k=100", &pp, dflt, 1, KM_EXACT, 1e-6);
+		ni.n_init = 2;
+		km_case(&D, "k=100, n_init", &ni, dflt, 1, KM_EXACT, 1e-6);
+		km_data_free(&D);
+	}
+	{
+		/* fused-update shapes (d <= 16) and the given start, in double: the sorted update */
+		km_data		S = km_separated(2000000, 8, 20, 0.0);
+		km_data		D = km_f64(&S, -1);
+		double	   *c0 = km_near_truth(&D, 20, 0.2);
+		km_variant	both[2] = {km_v_default(), km_v_chunks(100000)};
+		gc_kmeans_params g = km_params(20, GC_KMEANS_INIT_GIVEN, c0, 300, 1e-4, F);
+		gc_kmeans_params r = km_params(20, GC_KMEANS_INIT_RANDOM, NULL, 300, 1e-4, F);
+
+		km_data_free(&S);
+		km_case(&D, "d=8, chunks", &g, both, 2, KM_EXACT, 1e-6);
+		km_case(&D, "d=8, random", &r, dflt, 1, KM_NEAR_TIES, 1e-5);
+		free(c0);
+		km_data_free(&D);
+	}
+	{
+		/* wide rows in double: 1M x 256, k = 1000 (random rows: two may share a blob) */
+		km_data		S = km_separated(1000000, 256, 1000, 0.0);
+		km_data		D = km_f64(&S, -1);
+		gc_kmeans_params r = km_params(1000, GC_KMEANS_INIT_RANDOM, NULL, 10, 1e-4, F);
+
+		km_data_free(&S);
+		km_case(&D, "wide, k=1000", &r, dflt, 1, KM_NEAR_TIES, 1e-5);
+		km_data_free(&D);
+	}
+	{
+		/* d = 32: the direct kernel over two slices of features; d = 100: the DGEMM form */
+		km_data		S = km_separated(500000, 32, 50, 0.0);
+		km_data		D = km_f64(&S, -1);
+		km_data		S2 = km_separated(200000, 100, 64, 0.0);
+		km_data		D2 = km_f64(&S2, -1);
+		km_data		O = km_separated(300000, 64, 10, 1000.0);
+		km_data		O2 = km_f64(&O, -1);
+		double	   *c0 = km_near_truth(&O2, 10, 0.5);
+		km_variant	both[2] = {km_v_default(), km_v_chunks(100000)};
+		gc_kmeans_params p50 = km_params(50, GC_KMEANS_INIT_PLUSPLUS, NULL, 300, 1e-4, F);
+		gc_kmeans_params pp = km_params(64, GC_KMEANS_INIT_PLUSPLUS, NULL, 300, 1e-4, F);
+		gc_kmeans_params g = km_params(10, GC_KMEANS_INIT_GIVEN, c0, 300, 1e-4, F);
+
+		km_data_free(&S);
+		km_data_free(&S2);
+		km_data_free(&O);
+		km_case(&D, "d=32", &p50, dflt, 1, KM_EXACT, 1e-6);
+		km_case(&D2, "DGEMM, d=100", &pp, both, 2, KM_EXACT, 1e-6);
+		km_case(&O2, "DGEMM, offset 1000", &g, dflt, 1, KM_EXACT, 1e-6);
+		free(c0);
+		km_data_free(&D);
+		km_data_free(&D2);
+		km_data_free(&O2);
+	}
+	{
+		/* the hard case of a checked product: 997 clusters on a line, in double */
+		km_data		S = km_line(10000, 256);
+		km_data		D = km_f64(&S, -1);
+		gc_kmeans_params r = km_params(1000, GC_KMEANS_INIT_RANDOM, NULL, 3, 1e-4, F);
+		gc_kmeans_params pp = km_params(300, GC_KMEANS_INIT_PLUSPLUS, NULL, 5, 1e-4, F);
+
+		km_data_free(&S);
+		km_case(&D, "DGEMM, line, k=1000", &r, dflt, 1, KM_NEAR_TIES, 1e-6);
+		km_case(&D, "DGEMM, line, k=300", &pp, dflt, 1, KM_NEAR_TIES, 1e-6);
+		km_data_free(&D);
+	}
+	{
+		/* four blobs, five centroids, the fifth empty after the first assignment */
+		km_data		S = km_separated(100000, 2, 4, 0.0);
+		km_data		D = km_f64(&S, -1);
+		double		c0[10];
+		gc_kmeans_params g = km_params(5, GC_KMEANS_INIT_GIVEN, c0, 300, 1e-4, F);
+
+		for (int i = 0; i < 8; i++)
+			c0[i] = D.centres[i] + 0.1;
+		c0[8] = 1e4;
+		c0[9] = 1e4;
+		km_data_free(&S);
+		km_case(&D, "one empty at start", &g, dflt, 1, KM_EXACT, 1e-6);
+		km_data_free(&D);
+	}
+	{
+		/* lon/lat with 5 decimals, two decimals (ties), far outliers, close clusters: as doubles */
+		km_data		L0 = km_named("latlon", 500000, 2);
+		km_data		R0 = km_named("round2", 500000, 2);
+		km_data		F0 = km_named("far", 200000, 8);
+		km_data		C0 = km_named("close", 100000, 2);
+		km_data		L = km_f64(&L0, 5);
+		km_data		R = km_f64(&R0, 2);
+		km_data		Fa = km_f64(&F0, 3);
+		km_data		C = km_f64(&C0, 4);
+		gc_kmeans_params p30 = km_params(30, GC_KMEANS_INIT_PLUSPLUS, NULL, 300, 1e-4, F);
+		gc_kmeans_params p20 = km_params(20, GC_KMEANS_INIT_PLUSPLUS, NULL, 300, 1e-4, F);
+		gc_kmeans_params p500 = km_params(500, GC_KMEANS_INIT_PLUSPLUS, NULL, 50, 1e-4, F);
+
+		km_data_free(&L0);
+		km_data_free(&R0);
+		km_data_free(&F0);
+		km_data_free(&C0);
+		km_case(&L, "lon/lat, five decimals", &p30, dflt, 1, KM_NEAR_TIES, 1e-4);
+		km_case(&R, "two decimals", &p20, dflt, 1, KM_NEAR_TIES, 1e-4);
+		km_case(&Fa, "far outliers", &p20, dflt, 1, KM_NEAR_TIES, 1e-3);
+		km_case(&C, "500 close clusters", &p500, dflt, 1, KM_NEAR_TIES, 1e-3);
+		km_data_free(&L);
+		km_data_free(&R);
+		km_data_free(&Fa);
+		km_data_free(&C);
+	}
+
+	/* Spherical k-means, in single and double precision. */
+	for (int prec = 0; prec < 2; prec++)
+	{
+		gc_dtype	dt = prec ? GC_F64 : GC_F32;
+
+		{
+			/* embedding-like rows: the GEMM form in float */
+			km_data		W0 = km_named("wide", 50000, 768);
+			km_data		E0 = km_named("wide", 20000, 384);
+			km_data		W = km_unit(&W0, dt);
+			km_data		E = km_unit(&E0, dt);
+			km_variant	both[2] = {km_v_default(), km_v_sgemm()};
+			gc_kmeans_params pp = km_params(16, GC_KMEANS_INIT_PLUSPLUS, NULL, 300, 1e-4, F);
+			gc_kmeans_params r = km_params(32, GC_KMEANS_INIT_RANDOM, NULL, 100, 1e-4, F);
+
+			km_data_free(&W0);
+			km_data_free(&E0);
+			km_case(&W, "wide rows", &pp, both, prec ? 1 : 2, KM_NEAR_TIES, 1e-6);
+			km_case(&E, "wide rows, k=32", &r, dflt, 1, KM_NEAR_TIES, 1e-4);
+			km_data_free(&W);
+			km_data_free(&E);
+		}
+		{
+			/* directions of separated blobs: 3-D (fused update in float), 12-D (sorted), 100-D (GEMM) */
+			km_data		A0 = km_separated(2000000, 3, 16, 0.0);
+			km_data		B0 = km_separated(500000, 12, 300, 0.0);
+			km_data		C0 = km_separated(200000, 100, 64, 0.0);
+			km_data		A = km_unit(&A0, dt);
+			km_data		B = km_unit(&B0, dt);
+			km_data		C = km_unit(&C0, dt);
+			km_variant	chunks[2] = {km_v_default(), km_v_chunks(100000)};
+			gc_kmeans_params p16 = km_params(16, GC_KMEANS_INIT_PLUSPLUS, NULL, 300, 1e-4, F);
+			gc_kmeans_params r300 = km_params(300, GC_KMEANS_INIT_RANDOM, NULL, 300, 1e-4, F);
+			gc_kmeans_params p64 = km_params(64, GC_KMEANS_INIT_PLUSPLUS, NULL, 300, 1e-4, F);
+
+			km_data_free(&A0);
+			km_data_free(&B0);
+			km_data_free(&C0);
+			km_case(&A, "directions, d=3", &p16, chunks, 2, KM_NEAR_TIES, 1e-5);
+			km_case(&B, "directions, d=12", &r300, dflt, 1, KM_NEAR_TIES, 1e-4);
+			km_case(&C, "directions, d=100", &p64, dflt, 1, KM_NEAR_TIES, 1e-5);
+			km_data_free(&A);
+			km_data_free(&B);
+			km_data_free(&C);
+		}
+	}
+
+	printf("\n## k-means assignment in double precision and with the metric cosine: %s\n\n"
+		   "| case | n x d | k | against | labels | time | result |\n|---|---|---|---|---|---|---|\n",
+		   h_test_name());
+	{
+		km_data		S = km_separated(H.cpu_only ? 1000000 : 10000000, 2, 100, 0.0);
+		km_data		D = km_f64(&S, -1);
+		km_data		L0 = km_named("latlon", 500000, 2);
+		km_data		L = km_f64(&L0, 5);
+		km_data		W0 = km_named("wide", 50000, 768);
+		km_data		W = km_unit(&W0, GC_F32);
+		km_data		W64 = km_unit(&W0, GC_F64);
+		km_data		U0 = km_separated(1000000, 3, 16, 0.0);
+		km_data		U = km_unit(&U0, GC_F32);
+		gc_kmeans_params p100 = km_params(100, GC_KMEANS_INIT_PLUSPLUS, NULL, 20, 1e-4, F);
+		gc_kmeans_params p30 = km_params(30, GC_KMEANS_INIT_PLUSPLUS, NULL, 300, 1e-4, F);
+		gc_kmeans_params p64 = km_params(64, GC_KMEANS_INIT_RANDOM, NULL, 30, 1e-4, F);
+		gc_kmeans_params p16 = km_params(16, GC_KMEANS_INIT_PLUSPLUS, NULL, 100, 1e-4, F);
+
+		km_data_free(&S);
+		km_data_free(&L0);
+		km_data_free(&W0);
+		km_data_free(&U0);
+		km_assign_case(&D, "k=100", &p100);
+		km_assign_case(&L, "lon/lat", &p30);
+		km_assign_case(&W, "wide rows", &p64);
+		km_assign_case(&W64, "wide rows", &p64);
+		km_assign_case(&U, "directions, d=3", &p16);
+		{
+			km_data		G0 = km_line(20000, 256);
+			km_data		G = km_f64(&G0, -1);
+			gc_kmeans_params p500 = km_params(500, GC_KMEANS_INIT_RANDOM, NULL, 3, 1e-4, F);
+
+			km_data_free(&G0);
+			km_assign_case(&G, "DGEMM, line, k=500", &p500);
+			km_data_free(&G);
+		}
+		km_data_free(&D);
+		km_data_free(&L);
+		km_data_free(&W);
+		km_data_free(&W64);
+		km_data_free(&U);
+	}
 }
 
 void
@@ -936,6 +1302,7 @@ kmeans_checks(void)
 		km_data_free(&D);
 	}
 
+	km_precision_metric_checks();
 	km_twice();
 	km_self_check();
 	km_error_paths();

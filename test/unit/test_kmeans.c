@@ -10,6 +10,7 @@
 
 #include "core.h"
 #include "kmeans_init.h"
+#include "metric.h"
 #include "unit.h"
 
 typedef struct Run
@@ -25,9 +26,9 @@ typedef struct Run
 	gc_timing	timing;
 } Run;
 
-/* k-means through the CPU back end's table into freshly allocated result arrays. */
+/* k-means of rows of element type dt through the CPU back end's table into fresh result arrays. */
 static void
-run_kmeans(Run *r, const float *x, int64_t n, int32_t d, const gc_kmeans_params *p)
+run_kmeans_dt(Run *r, const void *x, gc_dtype dt, int64_t n, int32_t d, const gc_kmeans_params *p)
 {
 	int32_t		k = p->k > 0 ? p->k : 1;
 
@@ -45,9 +46,16 @@ run_kmeans(Run *r, const float *x, int64_t n, int32_t d, const gc_kmeans_params 
 	{
 		gc_exec		e = unit_exec(NULL, &r->timing);
 
-		r->st = gc_cpu_api()->kmeans(&e, x, GC_F32, n, d, p, &r->res);
+		r->st = gc_cpu_api()->kmeans(&e, x, dt, n, d, p, &r->res);
 	}
 	snprintf(r->message, sizeof(r->message), "%s", unit_error());
+}
+
+/* k-means of float rows. */
+static void
+run_kmeans(Run *r, const float *x, int64_t n, int32_t d, const gc_kmeans_params *p)
+{
+	run_kmeans_dt(r, x, GC_F32, n, d, p);
 }
 
 /* Frees the result arrays of a run. */
@@ -236,7 +244,7 @@ test_seeded(void)
 		int			seen[6] = {0};
 		int			blobs_hit = 0;
 
-		CHECK(gc_kmeans_plusplus_rows(x, n, 3, 6, seed, gc_kmpp_trials(6), rows, mind2, NULL, NULL) == 0, "k-means++ rows");
+		CHECK(gc_kmeans_plusplus_rows(x, GC_F32, n, 3, 6, seed, gc_kmpp_trials(6), rows, mind2, NULL, NULL) == 0, "k-means++ rows");
 		for (int j = 0; j < 6; j++)
 			seen[rows[j] % 6] = 1;
 		for (int j = 0; j < 6; j++)
@@ -701,7 +709,7 @@ reseed_case(const char *what, const float *x, int64_t n, int32_t d, int32_t k,
 	memcpy(s1, sums0, sizeof(double) * k * d);
 	memcpy(s2, sums0, sizeof(double) * k * d);
 	r1 = reseed_reference(x, n, d, k, labels, d2, ref, s1, c1, taken);
-	st = gc_kmeans_reseed_empty(x, n, d, k, labels, d2, ref, s2, c2, &r2, NULL, NULL);
+	st = gc_kmeans_reseed_empty(x, GC_F32, n, d, k, labels, d2, ref, s2, c2, &r2, NULL, NULL);
 	CHECK(st == GC_OK && r1 == r2, "reseed %s: status %d, %d re-seeded, reference %d",
 		  what, st, r2, r1);
 	CHECK(memcmp(c1, c2, sizeof(int64_t) * k) == 0, "reseed %s: counts differ", what);
@@ -808,7 +816,7 @@ test_reseed(void)
 		int32_t		re = -1;
 		gc_status	st;
 
-		st = gc_kmeans_reseed_empty(x, 4, 1, 2, labels, d2, NULL, sums, counts, &re,
+		st = gc_kmeans_reseed_empty(x, GC_F32, 4, 1, 2, labels, d2, NULL, sums, counts, &re,
 									cancel_at_once, NULL);
 		CHECK(st == GC_ERR_CANCELLED && re == 0, "reseed cancel: status %d, %d", st, re);
 	}
@@ -982,7 +990,7 @@ test_greedy(void)
 		gc_rng		r;
 		double		maxd2 = 0.0;
 
-		CHECK(gc_kmeans_plusplus_rows(x, n, d, 20, seed, 1, rows, mind2, NULL, NULL) == 0, "plain rows");
+		CHECK(gc_kmeans_plusplus_rows(x, GC_F32, n, d, 20, seed, 1, rows, mind2, NULL, NULL) == 0, "plain rows");
 		gc_rng_seed(&r, seed);
 		rows1[0] = (int64_t) gc_rng_below(&r, (uint64_t) n);
 		for (int64_t i = 0; i < n; i++)
@@ -1020,7 +1028,7 @@ test_greedy(void)
 		int32_t		L = gc_kmpp_trials(20);
 		int			bad = 0;
 
-		CHECK(gc_kmeans_plusplus_rows(x, n, d, 20, seed, L, rows, mind2, NULL, NULL) == 0, "greedy rows");
+		CHECK(gc_kmeans_plusplus_rows(x, GC_F32, n, d, 20, seed, L, rows, mind2, NULL, NULL) == 0, "greedy rows");
 		gc_rng_seed(&r, seed);
 		rows1[0] = (int64_t) gc_rng_below(&r, (uint64_t) n);
 		for (int64_t i = 0; i < n; i++)
@@ -1121,19 +1129,20 @@ test_greedy(void)
  * timing record says that the threads ran.
  */
 static void
-threads_case(const char *what, const float *x, int64_t n, int32_t d, const gc_kmeans_params *p)
+threads_case_dt(const char *what, const void *x, gc_dtype dt, int64_t n, int32_t d,
+				const gc_kmeans_params *p)
 {
 	Run			a,
 				b;
 
 	unit_threads = 1;
-	run_kmeans(&a, x, n, d, p);
+	run_kmeans_dt(&a, x, dt, n, d, p);
 	CHECK(a.st == GC_OK && a.timing.threads == 1 && a.res.iterations > 1,
 		  "%s, 1 thread: status %d %s, %d iterations", what, a.st, a.message, a.res.iterations);
 	for (int i = 1; i < UNIT_THREAD_COUNTS; i++)
 	{
 		unit_threads = unit_thread_counts[i];
-		run_kmeans(&b, x, n, d, p);
+		run_kmeans_dt(&b, x, dt, n, d, p);
 		CHECK(b.st == GC_OK && b.timing.threads == unit_threads &&
 			  b.res.iterations == a.res.iterations &&
 			  memcmp(a.labels, b.labels, sizeof(int32_t) * n) == 0 &&
@@ -1147,6 +1156,12 @@ threads_case(const char *what, const float *x, int64_t n, int32_t d, const gc_km
 	}
 	free_run(&a);
 	unit_threads = 0;
+}
+
+static void
+threads_case(const char *what, const float *x, int64_t n, int32_t d, const gc_kmeans_params *p)
+{
+	threads_case_dt(what, x, GC_F32, n, d, p);
 }
 
 static void
@@ -1202,6 +1217,828 @@ test_threads(void)
 	free(centres);
 }
 
+/* ---------------------------------------------------------------- precision and metric */
+
+/*
+ * The reference of Lloyd's algorithm, written here from the rules of
+ * src/core/kmeans.c in the plainest way: the rows as doubles (float rows
+ * converted exactly), dist2 summed over the features in order, the nearest
+ * centroid the lowest number on a tie, sums in row order, with metric
+ * cosine every centroid holding rows scaled to unit length, the stopping
+ * rules, the final assignment, and the outputs.  Cases that leave a cluster
+ * empty are not for this reference (empty is set).
+ */
+typedef struct RefOut
+{
+	int32_t    *labels;
+	double	   *distance;
+	double	   *centroids;
+	int64_t    *sizes;
+	double	   *inertia;
+	int32_t		iterations;
+	int			empty;
+} RefOut;
+
+static double
+ref_d2(const double *a, const double *b, int32_t d)
+{
+	double		s = 0.0;
+
+	for (int32_t t = 0; t < d; t++)
+	{
+		double		u = a[t] - b[t];
+
+		s += u * u;
+	}
+	return s;
+}
+
+static int32_t
+ref_nearest(const double *row, const double *cen, int32_t k, int32_t d, double *best)
+{
+	int32_t		bj = 0;
+	double		b = ref_d2(row, cen, d);
+
+	for (int32_t j = 1; j < k; j++)
+	{
+		double		v = ref_d2(row, cen + (int64_t) j * d, d);
+
+		if (v < b)
+		{
+			b = v;
+			bj = j;
+		}
+	}
+	*best = b;
+	return bj;
+}
+
+/* A centroid to unit length, as spherical k-means asks: c / ||c||, the norm from the sum of squares in order. */
+static void
+ref_unit(double *c, int32_t d)
+{
+	double		s = 0.0;
+
+	for (int32_t t = 0; t < d; t++)
+		s += c[t] * c[t];
+	if (s > 0)
+	{
+		double		nrm = sqrt(s);
+
+		for (int32_t t = 0; t < d; t++)
+			c[t] /= nrm;
+	}
+}
+
+static void
+ref_lloyd(const double *x, int64_t n, int32_t d, int32_t k, const double *init, int32_t max_iter,
+		  double tol, gc_metric metric, RefOut *o)
+{
+	double	   *cen = malloc(sizeof(double) * k * d);
+	double	   *sums = malloc(sizeof(double) * k * d);
+	double	   *v = malloc(sizeof(double) * d);
+	double	   *m = calloc(d, sizeof(double));
+	double	   *var = calloc(d, sizeof(double));
+	int64_t    *cnt = malloc(sizeof(int64_t) * k);
+	double		mean_var = 0.0,
+				best;
+	int			strict = 0;
+	int32_t		it;
+
+	memset(o, 0, sizeof(*o));
+	o->labels = malloc(sizeof(int32_t) * n);
+	o->distance = malloc(sizeof(double) * n);
+	o->centroids = cen;
+	o->sizes = calloc(k, sizeof(int64_t));
+	o->inertia = calloc(k, sizeof(double));
+	/* the unit of tol: the mean population variance of the features */
+	for (int64_t i = 0; i < n; i++)
+		for (int32_t t = 0; t < d; t++)
+			m[t] += x[i * d + t];
+	for (int32_t t = 0; t < d; t++)
+		m[t] /= (double) n;
+	for (int64_t i = 0; i < n; i++)
+		for (int32_t t = 0; t < d; t++)
+			var[t] += (x[i * d + t] - m[t]) * (x[i * d + t] - m[t]);
+	for (int32_t t = 0; t < d; t++)
+		mean_var += var[t] / (double) n;
+	mean_var /= (double) d;
+
+	memcpy(cen, init, sizeof(double) * k * d);
+	for (int64_t i = 0; i < n; i++)
+		o->labels[i] = -1;
+	for (it = 0; it < max_iter; it++)
+	{
+		int64_t		changed = 0;
+		double		shift = 0.0;
+
+		memset(sums, 0, sizeof(double) * k * d);
+		memset(cnt, 0, sizeof(int64_t) * k);
+		for (int64_t i = 0; i < n; i++)
+		{
+			int32_t		j = ref_nearest(x + i * d, cen, k, d, &best);
+
+			changed += j != o->labels[i];
+			o->labels[i] = j;
+			cnt[j]++;
+			for (int32_t t = 0; t < d; t++)
+				sums[j * d + t] += x[i * d + t];
+		}
+		for (int32_t j = 0; j < k; j++)
+		{
+			if (cnt[j] == 0)
+				o->empty = 1;
+			for (int32_t t = 0; t < d; t++)
+				v[t] = cnt[j] > 0 ? sums[j * d + t] / (double) cnt[j] : cen[j * d + t];
+			if (metric == GC_METRIC_COSINE && cnt[j] > 0)
+				ref_unit(v, d);
+			shift += ref_d2(v, cen + j * d, d);
+			memcpy(cen + j * d, v, sizeof(double) * d);
+		}
+		if (changed == 0)
+		{
+			strict = 1;
+			break;
+		}
+		if (shift <= tol * mean_var)
+			break;
+	}
+	o->iterations = it < max_iter ? it + 1 : max_iter;
+	for (int64_t i = 0; i < n; i++)
+	{
+		int32_t		j = strict ? o->labels[i] : ref_nearest(x + i * d, cen, k, d, &best);
+		double		s = ref_d2(x + i * d, cen + j * d, d);
+
+		o->labels[i] = j;
+		o->distance[i] = metric == GC_METRIC_COSINE ? s / 2 : sqrt(s);
+		o->sizes[j]++;
+		o->inertia[j] += s;
+	}
+	if (metric == GC_METRIC_COSINE)
+		for (int32_t j = 0; j < k; j++)
+			o->inertia[j] /= 2;
+	free(sums);
+	free(v);
+	free(m);
+	free(var);
+	free(cnt);
+}
+
+static void
+ref_free(RefOut *o)
+{
+	free(o->labels);
+	free(o->distance);
+	free(o->centroids);
+	free(o->sizes);
+	free(o->inertia);
+}
+
+/* The back end's run r equals the reference o bit for bit. */
+static void
+check_against_ref(const char *what, const Run *r, const RefOut *o, int64_t n, int32_t d, int32_t k)
+{
+	int64_t		lab = 0,
+				dist = 0;
+
+	CHECK(r->st == GC_OK, "%s: status %d (%s)", what, r->st, r->message);
+	if (r->st != GC_OK)
+		return;
+	CHECK(!o->empty, "%s: the reference met an empty cluster (a case for the re-seeding tests)", what);
+	for (int64_t i = 0; i < n; i++)
+	{
+		lab += r->labels[i] != o->labels[i];
+		dist += memcmp(&r->distance[i], &o->distance[i], sizeof(double)) != 0;
+	}
+	CHECK(lab == 0, "%s: %lld labels differ from the reference", what, (long long) lab);
+	CHECK(dist == 0, "%s: %lld distances differ from the reference", what, (long long) dist);
+	CHECK(memcmp(r->centroids, o->centroids, sizeof(double) * k * d) == 0,
+		  "%s: centroids differ from the reference (first %.17g against %.17g)", what,
+		  r->centroids[0], o->centroids[0]);
+	CHECK(memcmp(r->sizes, o->sizes, sizeof(int64_t) * k) == 0, "%s: sizes differ", what);
+	CHECK(memcmp(r->inertia, o->inertia, sizeof(double) * k) == 0,
+		  "%s: inertia differs from the reference (%.17g against %.17g)", what, r->inertia[0], o->inertia[0]);
+	CHECK(r->res.iterations == o->iterations, "%s: %d iterations, the reference %d", what,
+		  r->res.iterations, o->iterations);
+}
+
+/* Rounds to 5 decimals, as coordinates in a table often are. */
+static double
+dec5(double v)
+{
+	return round(v * 1e5) / 1e5;
+}
+
+/*
+ * Longitude / latitude rows with 5 decimals in overlapping blobs, as
+ * doubles (x64) and rounded to float (x32).
+ */
+static void
+lonlat_rows(int64_t n, int nc, uint64_t seed, double **x64, float **x32, double *init /* [nc, 2] */ )
+{
+	uint64_t	s = seed;
+	double		cx[16],
+				cy[16];
+
+	*x64 = malloc(sizeof(double) * n * 2);
+	*x32 = malloc(sizeof(float) * n * 2);
+	for (int c = 0; c < nc; c++)
+	{
+		cx[c] = 55.15 + 0.03 * unif(&s);
+		cy[c] = 37.60 + 0.03 * unif(&s);
+		init[c * 2] = dec5(cx[c]);
+		init[c * 2 + 1] = dec5(cy[c]);
+	}
+	for (int64_t i = 0; i < n; i++)
+	{
+		int			c = (int) (i % nc);
+
+		(*x64)[i * 2] = dec5(cx[c] + 0.01 * (unif(&s) + unif(&s) - 1.0));
+		(*x64)[i * 2 + 1] = dec5(cy[c] + 0.01 * (unif(&s) + unif(&s) - 1.0));
+	}
+	for (int64_t i = 0; i < n * 2; i++)
+		(*x32)[i] = (float) (*x64)[i];
+}
+
+/* Float rows as doubles, exactly. */
+static double *
+widen(const float *x, int64_t m)
+{
+	double	   *y = malloc(sizeof(double) * m);
+
+	for (int64_t i = 0; i < m; i++)
+		y[i] = x[i];
+	return y;
+}
+
+/*
+ * Double precision against the reference, and the answers of the two
+ * precisions apart: lon/lat with 5 decimals in overlapping blobs, where the
+ * rounding to float moves rows across the boundaries.
+ */
+static void
+test_precision_reference(void)
+{
+	int64_t		n = 20000;
+	int			nc = 6;
+	double		init[12];
+	double	   *x64;
+	float	   *x32;
+	double	   *w32;
+
+	lonlat_rows(n, nc, 11, &x64, &x32, init);
+	w32 = widen(x32, n * 2);
+	for (int c = 0; c < 2; c++)
+	{
+		double		tol = c == 0 ? 0.0 : 1e-4;
+		gc_kmeans_params p = params(nc, GC_KMEANS_INIT_GIVEN, init);
+		RefOut		o64,
+					o32;
+		Run			r64,
+					r32;
+		int64_t		apart = 0;
+		char		what[128];
+
+		p.tol = tol;
+		ref_lloyd(x64, n, 2, nc, init, 300, tol, GC_METRIC_EUCLIDEAN, &o64);
+		ref_lloyd(w32, n, 2, nc, init, 300, tol, GC_METRIC_EUCLIDEAN, &o32);
+		for (int64_t i = 0; i < n; i++)
+			apart += o64.labels[i] != o32.labels[i];
+		CHECK(apart > 0, "lon/lat tol %g: the rounding to float moves no row (the case tests nothing)", tol);
+		for (int th = 0; th < 2; th++)
+		{
+			unit_threads = th == 0 ? 1 : 3;
+			run_kmeans_dt(&r64, x64, GC_F64, n, 2, &p);
+			run_kmeans_dt(&r32, x32, GC_F32, n, 2, &p);
+			snprintf(what, sizeof(what), "lon/lat double, tol %g, %d threads", tol, unit_threads);
+			check_against_ref(what, &r64, &o64, n, 2, nc);
+			snprintf(what, sizeof(what), "lon/lat float, tol %g, %d threads", tol, unit_threads);
+			check_against_ref(what, &r32, &o32, n, 2, nc);
+			free_run(&r64);
+			free_run(&r32);
+		}
+		unit_threads = 0;
+		ref_free(&o64);
+		ref_free(&o32);
+	}
+	/* wide rows with Hamerly's bounds (k^2 <= n) and without (k = 2), 3 decimals */
+	{
+		int32_t		d = 24;
+		int64_t		m = 4000;
+		double	   *y = malloc(sizeof(double) * m * d);
+		double		g[8 * 24];
+		uint64_t	s = 5;
+
+		for (int64_t i = 0; i < m * d; i++)
+			y[i] = round((1000.0 + (double) (i / d % 8) + 3.0 * unif(&s)) * 1000.0) / 1000.0;
+		for (int kk = 2; kk <= 8; kk += 6)
+		{
+			gc_kmeans_params p = params(kk, GC_KMEANS_INIT_GIVEN, g);
+			RefOut		o;
+			Run			r;
+			char		what[128];
+
+			memcpy(g, y, sizeof(double) * kk * d);
+			ref_lloyd(y, m, d, kk, g, 300, 1e-4, GC_METRIC_EUCLIDEAN, &o);
+			run_kmeans_dt(&r, y, GC_F64, m, d, &p);
+			snprintf(what, sizeof(what), "24-D double, k = %d", kk);
+			check_against_ref(what, &r, &o, m, d, kk);
+			free_run(&r);
+			ref_free(&o);
+		}
+		free(y);
+	}
+	free(x64);
+	free(x32);
+	free(w32);
+}
+
+/*
+ * Rows built so that the nearest centroid flips with the rounding to
+ * float: 55.15 lies nearer 55.1 than 55.2 in double (as binary fractions
+ * of the decimals), 55.15f nearer 55.2.  k-means and the assignment.
+ */
+static void
+test_precision_flip(void)
+{
+	double		x64[101];
+	float		x32[101];
+	double		init[2] = {55.1, 55.2};
+	double		w32[101];
+
+	for (int i = 0; i < 101; i++)
+	{
+		x64[i] = i < 50 ? 55.1 : i < 100 ? 55.2 : 55.15;
+		x32[i] = (float) x64[i];
+		w32[i] = x32[i];
+	}
+	{
+		gc_kmeans_params p = params(2, GC_KMEANS_INIT_GIVEN, init);
+		RefOut		o64,
+					o32;
+		Run			r64,
+					r32;
+
+		ref_lloyd(x64, 101, 1, 2, init, 300, 1e-4, GC_METRIC_EUCLIDEAN, &o64);
+		ref_lloyd(w32, 101, 1, 2, init, 300, 1e-4, GC_METRIC_EUCLIDEAN, &o32);
+		CHECK(o64.labels[100] == 0 && o32.labels[100] == 1,
+			  "flip: the reference labels 55.15 as %d in double and %d in float, expected 0 and 1",
+			  o64.labels[100], o32.labels[100]);
+		run_kmeans_dt(&r64, x64, GC_F64, 101, 1, &p);
+		run_kmeans_dt(&r32, x32, GC_F32, 101, 1, &p);
+		check_against_ref("flip, k-means in double", &r64, &o64, 101, 1, 2);
+		check_against_ref("flip, k-means in float", &r32, &o32, 101, 1, 2);
+		CHECK(r64.st == GC_OK && r32.st == GC_OK && r64.labels[100] == 0 && r32.labels[100] == 1 &&
+			  r64.sizes[0] == 51 && r32.sizes[0] == 50,
+			  "flip: k-means puts 55.15 in cluster %d (double) and %d (float)", r64.labels[100], r32.labels[100]);
+		free_run(&r64);
+		free_run(&r32);
+		ref_free(&o64);
+		ref_free(&o32);
+	}
+	{
+		gc_kmeans_assign_params ap;
+		gc_kmeans_assign_result ar;
+		int32_t		l64[101],
+					l32[101];
+		double		d64[101],
+					d32[101];
+		gc_exec		e = unit_exec(NULL, NULL);
+		gc_status	s1,
+					s2;
+
+		memset(&ap, 0, sizeof(ap));
+		ap.struct_size = sizeof(ap);
+		ap.k = 2;
+		ap.centroids = init;
+		ar.labels = l64;
+		ar.distance = d64;
+		s1 = gc_cpu_api()->kmeans_assign(&e, x64, GC_F64, 101, 1, &ap, &ar);
+		ar.labels = l32;
+		ar.distance = d32;
+		s2 = gc_cpu_api()->kmeans_assign(&e, x32, GC_F32, 101, 1, &ap, &ar);
+		CHECK(s1 == GC_OK && s2 == GC_OK && l64[100] == 0 && l32[100] == 1,
+			  "flip: the assignment puts 55.15 in cluster %d (double) and %d (float)", l64[100], l32[100]);
+		CHECK(s1 == GC_OK && d64[100] == fabs(55.15 - 55.1) && d32[100] == fabs((double) 55.15f - 55.2),
+			  "flip: distances %.17g and %.17g", d64[100], d32[100]);
+	}
+}
+
+/*
+ * Float rows given as doubles hold the same values, so every answer is the
+ * same bit for bit (the element type changes the values, not the rules):
+ * k-means++, random and given starts (with a duplicate centroid, so that
+ * an empty cluster is re-seeded from the rows of either type), both
+ * metrics, one and several threads.
+ */
+static void
+test_same_values(void)
+{
+	const double centres[] = {0, 0, 0, 20, 0, 0, 0, 20, 0, 20, 20, 0, 5, 5, 5, 40, 40, 40};
+	int64_t		n = 6000;
+	float	   *x = blobs(6, 1000, 3, centres, 17);
+	double	   *y;
+
+	for (int unit = 0; unit < 2; unit++)
+	{
+		if (unit)
+			CHECK(gc_unit_rows(x, GC_F32, n, 3) < 0, "same values: a zero row");
+		y = widen(x, n * 3);
+		for (int m = 0; m < 3; m++)
+		{
+			double		given[18];
+			gc_kmeans_params p = params(6, m == 0 ? GC_KMEANS_INIT_PLUSPLUS :
+										m == 1 ? GC_KMEANS_INIT_RANDOM : GC_KMEANS_INIT_GIVEN, given);
+			Run			a,
+						b;
+
+			/* given: rows of the data (unit rows for cosine), the last a duplicate of the first: re-seeded */
+			for (int j = 0; j < 6; j++)
+				for (int t = 0; t < 3; t++)
+					given[j * 3 + t] = y[(j == 5 ? 0 : j * 997) * 3 + t];
+			p.seed = 5;
+			p.metric = unit ? GC_METRIC_COSINE : GC_METRIC_EUCLIDEAN;
+			unit_threads = 1 + 2 * m;
+			run_kmeans_dt(&a, x, GC_F32, n, 3, &p);
+			run_kmeans_dt(&b, y, GC_F64, n, 3, &p);
+			CHECK(a.st == GC_OK && b.st == GC_OK &&
+				  memcmp(a.labels, b.labels, sizeof(int32_t) * n) == 0 &&
+				  memcmp(a.distance, b.distance, sizeof(double) * n) == 0 &&
+				  memcmp(a.centroids, b.centroids, sizeof(double) * 18) == 0 &&
+				  memcmp(a.inertia, b.inertia, sizeof(double) * 6) == 0 &&
+				  a.res.iterations == b.res.iterations,
+				  "same values, %s, init %d: float and double rows answer differently (%d %d)",
+				  unit ? "cosine" : "euclidean", m, a.st, b.st);
+			if (m == 2)
+				CHECK(a.st == GC_OK && a.sizes[5] > 0, "same values, %s: the duplicate centroid was not re-seeded",
+					  unit ? "cosine" : "euclidean");
+			free_run(&a);
+			free_run(&b);
+		}
+		{
+			int64_t		r32[6],
+						r64[6];
+			double	   *mind2 = malloc(sizeof(double) * n);
+
+			CHECK(gc_kmeans_plusplus_rows(x, GC_F32, n, 3, 6, 9, gc_kmpp_trials(6), r32, mind2, NULL, NULL) == 0 &&
+				  gc_kmeans_plusplus_rows(y, GC_F64, n, 3, 6, 9, gc_kmpp_trials(6), r64, mind2, NULL, NULL) == 0 &&
+				  memcmp(r32, r64, sizeof(r32)) == 0, "same values: k-means++ picks other rows");
+			free(mind2);
+		}
+		free(y);
+	}
+	unit_threads = 0;
+	free(x);
+}
+
+/*
+ * Spherical k-means, known answer: 2-D rays at 10, 20, 30 degrees and at
+ * 100, 110, 120 degrees, each at magnitudes 1, 5 and 100.  The unit rows
+ * fall into the two bundles; each centroid is the unit vector of the
+ * bundle's middle ray, and each row's distance is 1 - cos of its angle to
+ * it.  Euclidean k-means of the raw rows groups by magnitude instead.
+ */
+static void
+test_cosine_known(void)
+{
+	const double deg = M_PI / 180.0;
+	const double ang[6] = {10, 20, 30, 100, 110, 120};
+	const double mag[3] = {1, 5, 100};
+	double		x64[36],
+				raw[36];
+	float		x32[36];
+	double		init[4] = {1, 0, 0, 1};	/* unit */
+
+	for (int a = 0; a < 6; a++)
+		for (int m = 0; m < 3; m++)
+		{
+			int			i = a * 3 + m;
+
+			raw[i * 2] = mag[m] * cos(ang[a] * deg);
+			raw[i * 2 + 1] = mag[m] * sin(ang[a] * deg);
+		}
+	memcpy(x64, raw, sizeof(raw));
+	for (int i = 0; i < 36; i++)
+		x32[i] = (float) raw[i];
+	CHECK(gc_unit_rows(x64, GC_F64, 18, 2) < 0 && gc_unit_rows(x32, GC_F32, 18, 2) < 0, "rays: a zero row");
+	for (int prec = 0; prec < 2; prec++)
+	{
+		gc_kmeans_params p = params(2, GC_KMEANS_INIT_GIVEN, init);
+		Run			r;
+		int			wrong = 0,
+					bad = 0;
+		double		tolv = prec == 0 ? 1e-14 : 1e-6;
+
+		p.metric = GC_METRIC_COSINE;
+		run_kmeans_dt(&r, prec == 0 ? (const void *) x64 : (const void *) x32, prec == 0 ? GC_F64 : GC_F32,
+					  18, 2, &p);
+		CHECK(r.st == GC_OK, "rays: status %d (%s)", r.st, r.message);
+		if (r.st != GC_OK)
+			continue;
+		for (int i = 0; i < 18; i++)
+		{
+			int			a = i / 3;
+			double		mid = a < 3 ? 20 : 110;
+
+			wrong += r.labels[i] != (a < 3 ? 0 : 1);
+			if (fabs(r.distance[i] - (1.0 - cos((ang[a] - mid) * deg))) > tolv)
+				bad++;
+		}
+		CHECK(wrong == 0, "rays (%s): %d rows in the wrong bundle", prec ? "float" : "double", wrong);
+		CHECK(bad == 0, "rays (%s): %d distances are not 1 - cos", prec ? "float" : "double", bad);
+		CHECK(fabs(r.centroids[0] - cos(20 * deg)) < tolv && fabs(r.centroids[1] - sin(20 * deg)) < tolv &&
+			  fabs(r.centroids[2] - cos(110 * deg)) < tolv && fabs(r.centroids[3] - sin(110 * deg)) < tolv,
+			  "rays (%s): centroids (%g, %g), (%g, %g)", prec ? "float" : "double", r.centroids[0],
+			  r.centroids[1], r.centroids[2], r.centroids[3]);
+		CHECK(fabs(r.centroids[0] * r.centroids[0] + r.centroids[1] * r.centroids[1] - 1.0) < 1e-15,
+			  "rays: centroid 0 is not of unit length");
+		{
+			double		s = 0.0;
+
+			for (int i = 0; i < 18; i++)
+				if (r.labels[i] == 0)
+					s += r.distance[i];
+			CHECK(fabs(r.inertia[0] - s) <= 1e-15 && r.sizes[0] == 9 && r.sizes[1] == 9,
+				  "rays: inertia %.17g, the sum of the cosine distances %.17g, sizes %lld %lld",
+				  r.inertia[0], s, (long long) r.sizes[0], (long long) r.sizes[1]);
+		}
+		free_run(&r);
+	}
+	{
+		/* Euclidean on the raw rows: the magnitude 100 rows form a cluster of their own */
+		double		g[4] = {2, 2, 30, 70};
+		gc_kmeans_params p = params(2, GC_KMEANS_INIT_GIVEN, g);
+		Run			r;
+
+		run_kmeans_dt(&r, raw, GC_F64, 18, 2, &p);
+		CHECK(r.st == GC_OK && r.labels[2] == r.labels[17] && r.labels[0] != r.labels[2],
+			  "rays: Euclidean k-means of the raw rows did not group by magnitude");
+		free_run(&r);
+	}
+}
+
+/*
+ * Spherical k-means against the reference: embedding-like rows (16-D,
+ * directions around 8 centres, magnitudes 0.5 to 50, 4 decimals), made unit
+ * by gc_unit_rows in each precision, unit centroids given; tol 1e-4 and 0,
+ * one and several threads; and with Hamerly's bounds off (k = 2).
+ */
+static void
+test_cosine_reference(void)
+{
+	int64_t		n = 8000;
+	int32_t		d = 16;
+	double	   *x64 = malloc(sizeof(double) * n * d);
+	float	   *x32 = malloc(sizeof(float) * n * d);
+	double	   *w32;
+	double		dir[8 * 16],
+				init[8 * 16];
+	uint64_t	s = 21;
+
+	for (int i = 0; i < 8 * 16; i++)
+		dir[i] = unif(&s) - 0.5;
+	for (int64_t i = 0; i < n; i++)
+	{
+		double		mg = 0.5 + 49.5 * unif(&s);
+
+		for (int32_t t = 0; t < d; t++)
+			x64[i * d + t] = round(mg * (dir[(i % 8) * d + t] + 0.25 * (unif(&s) - 0.5)) * 1e4) / 1e4;
+	}
+	for (int64_t i = 0; i < n * d; i++)
+		x32[i] = (float) x64[i];
+	CHECK(gc_unit_rows(x64, GC_F64, n, d) < 0 && gc_unit_rows(x32, GC_F32, n, d) < 0, "cosine rows: a zero row");
+	w32 = widen(x32, n * d);
+	memcpy(init, dir, sizeof(init));
+	for (int j = 0; j < 8; j++)
+		gc_unit_row_f64(init + j * d, d);
+	for (int c = 0; c < 3; c++)
+	{
+		int32_t		k = c == 2 ? 2 : 8;
+		double		tol = c == 1 ? 0.0 : 1e-4;
+
+		for (int prec = 0; prec < 2; prec++)
+		{
+			gc_kmeans_params p = params(k, GC_KMEANS_INIT_GIVEN, init);
+			RefOut		o;
+			Run			r;
+			char		what[128];
+
+			p.metric = GC_METRIC_COSINE;
+			p.tol = tol;
+			ref_lloyd(prec ? w32 : x64, n, d, k, init, 300, tol, GC_METRIC_COSINE, &o);
+			for (int th = 0; th < 2; th++)
+			{
+				unit_threads = th ? 8 : 1;
+				run_kmeans_dt(&r, prec ? (const void *) x32 : (const void *) x64, prec ? GC_F32 : GC_F64,
+							  n, d, &p);
+				snprintf(what, sizeof(what), "spherical %s, k = %d, tol %g, %d threads",
+						 prec ? "float" : "double", k, tol, unit_threads);
+				check_against_ref(what, &r, &o, n, d, k);
+				if (r.st == GC_OK)
+				{
+					int			unit_bad = 0;
+
+					for (int j = 0; j < k; j++)
+					{
+						double		q = 0.0;
+
+						for (int t = 0; t < d; t++)
+							q += r.centroids[j * d + t] * r.centroids[j * d + t];
+						unit_bad += fabs(q - 1.0) > 1e-14;
+					}
+					CHECK(unit_bad == 0, "%s: %d centroids not of unit length", what, unit_bad);
+				}
+				free_run(&r);
+			}
+			ref_free(&o);
+		}
+	}
+	unit_threads = 0;
+	free(x64);
+	free(x32);
+	free(w32);
+}
+
+/* The assignment in both precisions and metrics against a brute-force search, bit for bit. */
+static void
+test_assign_both(void)
+{
+	int64_t		n = 5000;
+	int32_t		d = 7,
+				k = 40;
+	double	   *x64 = malloc(sizeof(double) * n * d);
+	float	   *x32 = malloc(sizeof(float) * n * d);
+	double	   *cen = malloc(sizeof(double) * k * d);
+	int32_t    *lab = malloc(sizeof(int32_t) * n);
+	double	   *dist = malloc(sizeof(double) * n);
+	uint64_t	s = 31;
+
+	for (int64_t i = 0; i < n * d; i++)
+		x64[i] = round((unif(&s) * 4.0 - 2.0) * 100.0) / 100.0;	/* two decimals: ties */
+	for (int m = 0; m < 2; m++)
+	{
+		gc_metric	metric = m ? GC_METRIC_COSINE : GC_METRIC_EUCLIDEAN;
+
+		if (m)
+		{
+			for (int64_t i = 0; i < n; i++)
+				if (x64[i * d] == 0)
+					x64[i * d] = 1.0;
+			gc_unit_rows(x64, GC_F64, n, d);
+		}
+		for (int64_t i = 0; i < n * d; i++)
+			x32[i] = (float) x64[i];
+		if (m)
+			gc_unit_rows(x32, GC_F32, n, d);
+		for (int32_t j = 0; j < k; j++)
+			memcpy(cen + j * d, x64 + (j * 97) * d, sizeof(double) * d);
+		memcpy(cen + 39 * d, cen + 5 * d, sizeof(double) * d);	/* a duplicate: ties to the lower */
+		for (int prec = 0; prec < 2; prec++)
+		{
+			gc_kmeans_assign_params ap;
+			gc_kmeans_assign_result ar;
+			gc_exec		e = unit_exec(NULL, NULL);
+			gc_status	st;
+			int64_t		bad_l = 0,
+						bad_d = 0;
+			double	   *xr = prec ? widen(x32, n * d) : x64;
+
+			memset(&ap, 0, sizeof(ap));
+			ap.struct_size = sizeof(ap);
+			ap.k = k;
+			ap.centroids = cen;
+			ap.metric = metric;
+			ar.labels = lab;
+			ar.distance = dist;
+			st = gc_cpu_api()->kmeans_assign(&e, prec ? (const void *) x32 : (const void *) x64,
+											 prec ? GC_F32 : GC_F64, n, d, &ap, &ar);
+			CHECK(st == GC_OK, "assign: status %d (%s)", st, unit_error());
+			for (int64_t i = 0; i < n && st == GC_OK; i++)
+			{
+				double		b;
+				int32_t		j = ref_nearest(xr + i * d, cen, k, d, &b);
+				double		want = gc_metric_distance(metric, b);
+
+				bad_l += lab[i] != j;
+				bad_d += memcmp(&dist[i], &want, sizeof(double)) != 0;
+			}
+			CHECK(bad_l == 0 && bad_d == 0, "assign %s %s: %lld labels and %lld distances differ from brute force",
+				  prec ? "float" : "double", m ? "cosine" : "euclidean", (long long) bad_l, (long long) bad_d);
+			if (prec)
+				free(xr);
+		}
+	}
+	free(x64);
+	free(x32);
+	free(cen);
+	free(lab);
+	free(dist);
+}
+
+/* n_init in double and with cosine: the run of least total inertia among the single runs of the seeds. */
+static void
+test_n_init_both(void)
+{
+	int64_t		n = 3000;
+	int			nc = 13;
+	double		init[26];
+	double	   *x64;
+	float	   *x32;
+
+	lonlat_rows(n, nc, 41, &x64, &x32, init);
+	for (int m = 0; m < 2; m++)
+	{
+		gc_kmeans_params p = params(8, GC_KMEANS_INIT_PLUSPLUS, NULL);
+		Run			all,
+					one[4];
+		int			best = 0;
+		double		bi = 0.0;
+
+		if (m)
+		{
+			/* directions around a point of the sphere */
+			for (int64_t i = 0; i < n * 2; i++)
+				x64[i] -= i % 2 ? 37.6 : 55.15;
+			CHECK(gc_unit_rows(x64, GC_F64, n, 2) < 0, "n_init: a zero row");
+			p.metric = GC_METRIC_COSINE;
+		}
+		p.seed = 3;
+		p.n_init = 4;
+		run_kmeans_dt(&all, x64, GC_F64, n, 2, &p);
+		for (int r = 0; r < 4; r++)
+		{
+			gc_kmeans_params q = p;
+			double		t = 0.0;
+
+			q.n_init = 1;
+			q.seed = gc_kmeans_run_seed(3, r);
+			run_kmeans_dt(&one[r], x64, GC_F64, n, 2, &q);
+			for (int j = 0; j < 8; j++)
+				t += one[r].inertia[j];
+			if (r == 0 || t < bi)
+			{
+				bi = t;
+				best = r;
+			}
+		}
+		CHECK(all.st == GC_OK && all.res.best_run == best &&
+			  memcmp(all.labels, one[best].labels, sizeof(int32_t) * n) == 0 &&
+			  memcmp(all.centroids, one[best].centroids, sizeof(double) * 16) == 0,
+			  "n_init (%s): kept run %d, the least inertia is run %d", m ? "cosine" : "double",
+			  all.res.best_run, best);
+		free_run(&all);
+		for (int r = 0; r < 4; r++)
+			free_run(&one[r]);
+	}
+	free(x64);
+	free(x32);
+}
+
+/* The same answer on 1, 2, 3, 8 and 16 threads in double precision and with cosine. */
+static void
+test_threads_both(void)
+{
+	uint64_t	s = 77;
+	int64_t		n = 200000;
+	double	   *x = malloc(sizeof(double) * n * 2);
+	double	   *w;
+	gc_kmeans_params p = params(20, GC_KMEANS_INIT_PLUSPLUS, NULL);
+
+	for (int64_t i = 0; i < n; i++)
+	{
+		x[i * 2] = dec5(-73.9 + 0.2 * unif(&s) + 0.01 * (double) (i % 20));
+		x[i * 2 + 1] = dec5(40.7 + 0.2 * unif(&s));
+	}
+	p.seed = 7;
+	threads_case_dt("double 2-D lon/lat, k = 20", x, GC_F64, n, 2, &p);
+	p.k = 2;
+	p.tol = 0.0;
+	p.max_iter = 30;
+	threads_case_dt("double 2-D lon/lat, k = 2, tol 0", x, GC_F64, n, 2, &p);
+	free(x);
+
+	n = 40000;
+	w = malloc(sizeof(double) * n * 64);
+	for (int64_t i = 0; i < n * 64; i++)
+		w[i] = (double) (i / 64 % 32) * 0.01 + unif(&s) - 0.5;
+	CHECK(gc_unit_rows(w, GC_F64, n, 64) < 0, "threads: a zero row");
+	p = params(32, GC_KMEANS_INIT_RANDOM, NULL);
+	p.seed = 3;
+	p.max_iter = 10;
+	p.metric = GC_METRIC_COSINE;
+	threads_case_dt("cosine double 64-D, k = 32, random", w, GC_F64, n, 64, &p);
+	{
+		float	   *f = malloc(sizeof(float) * n * 64);
+
+		for (int64_t i = 0; i < n * 64; i++)
+			f[i] = (float) w[i];
+		gc_unit_rows(f, GC_F32, n, 64);
+		threads_case_dt("cosine float 64-D, k = 32, random", f, GC_F32, n, 64, &p);
+		free(f);
+	}
+	free(w);
+}
+
 /* Runs every test; the exit status says whether all checks passed. */
 int
 main(void)
@@ -1218,5 +2055,13 @@ main(void)
 	test_cancel();
 	test_greedy();
 	test_threads();
+	test_precision_reference();
+	test_precision_flip();
+	test_same_values();
+	test_cosine_known();
+	test_cosine_reference();
+	test_assign_both();
+	test_n_init_both();
+	test_threads_both();
 	UNIT_DONE();
 }

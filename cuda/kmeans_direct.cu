@@ -1,0 +1,387 @@
+/*
+ * kmeans_direct.cu
+ *    k-means assignment for rows of double precision, in two forms: for
+ *    d <= 32 the direct one below, for d > 32 a checked DGEMM product (at
+ *    the end of the file), which gives the same labels.
+ *
+ * The direct form: every distance of a
+ *    row to a centroid is summed in double over the features in order,
+ *    without fused multiply-add, as the CPU back end sums it, so the nearest
+ *    centroid (the lowest number on a tie) is the CPU's for the same
+ *    centroids, whatever d.
+ *
+ * One block takes a tile of TR rows and walks over the centroids in tiles
+ * of TC; the features of both tiles pass through shared memory in slices
+ * of KT, and each thread keeps the distances of RT rows to CT centroids in
+ * registers (rows ty + 16 r, centroids tx + 16 c of the tile, so that the
+ * shared loads of a warp fall on distinct banks or broadcast).  Each row's
+ * best centroid is then chosen among the 16 threads of its row group, the
+ * lowest number on a tie.
+ */
+#include <climits>
+
+#include "kmeans.cuh"
+
+namespace gc {
+namespace km {
+
+namespace {
+
+constexpr int DT_THREADS = 256;			/* 16 x 16 */
+constexpr int RT = 4;					/* rows per thread */
+constexpr int CT = 4;					/* centroids per thread */
+constexpr int TR = 16 * RT;				/* rows per tile */
+constexpr int TC = 16 * CT;				/* centroids per tile */
+constexpr int KT = 16;					/* features per slice */
+
+__global__ void __launch_bounds__(DT_THREADS)
+assign_direct_kernel(const double *__restrict__ x,	/* [rows, d] */
+					 int64_t rows, int d,
+					 const double *__restrict__ cen,	/* [k, d] */
+					 int k,
+					 int32_t *__restrict__ labels,	/* [rows] out */
+					 const int32_t *__restrict__ labels_old,	/* [rows] or null */
+					 float *__restrict__ d2out, /* [rows] out */
+					 unsigned long long *__restrict__ changed /* [1] in/out */ )
+{
+	__shared__ double xs[KT][TR];
+	__shared__ double cs[KT][TC];
+	const int	tid = threadIdx.x;
+	const int	tx = tid & 15;
+	const int	ty = tid >> 4;
+	unsigned int mine = 0;
+
+	for (int64_t r0 = (int64_t) blockIdx.x * TR; r0 < rows; r0 += (int64_t) gridDim.x * TR)
+	{
+		double		best[RT];
+		int			bj[RT];
+
+#pragma unroll
+		for (int r = 0; r < RT; r++)
+		{
+			best[r] = INFINITY;
+			bj[r] = INT_MAX;
+		}
+		for (int c0 = 0; c0 < k; c0 += TC)
+		{
+			double		acc[RT][CT];
+
+#pragma unroll
+			for (int r = 0; r < RT; r++)
+#pragma unroll
+				for (int c = 0; c < CT; c++)
+					acc[r][c] = 0.0;
+			for (int f0 = 0; f0 < d; f0 += KT)
+			{
+				int			kt = min(KT, d - f0);
+
+				__syncthreads();
+				for (int i = tid; i < TR * kt; i += DT_THREADS)
+				{
+					int			r = i / kt,
+								t = i % kt;
+					int64_t		row = r0 + r;
+
+					xs[t][r] = row < rows ? x[row * d + f0 + t] : 0.0;
+				}
+				for (int i = tid; i < TC * kt; i += DT_THREADS)
+				{
+					int			c = i / kt,
+								t = i % kt;
+					int			j = c0 + c;
+
+					cs[t][c] = j < k ? cen[(size_t) j * d + f0 + t] : 0.0;
+				}
+				__syncthreads();
+				for (int t = 0; t < kt; t++)
+				{
+					double		a[RT],
+								b[CT];
+
+#pragma unroll
+					for (int r = 0; r < RT; r++)
+						a[r] = xs[t][ty + 16 * r];
+#pragma unroll
+					for (int c = 0; c < CT; c++)
+						b[c] = cs[t][tx + 16 * c];
+#pragma unroll
+					for (int r = 0; r < RT; r++)
+#pragma unroll
+						for (int c = 0; c < CT; c++)
+						{
+							double		u = __dsub_rn(a[r], b[c]);
+
+							acc[r][c] = __dadd_rn(acc[r][c], __dmul_rn(u, u));
+						}
+				}
+			}
+			/* this thread's centroids in increasing number: the first of equals stays */
+#pragma unroll
+			for (int c = 0; c < CT; c++)
+			{
+				int			j = c0 + tx + 16 * c;
+
+				if (j < k)
+#pragma unroll
+					for (int r = 0; r < RT; r++)
+						if (acc[r][c] < best[r])
+						{
+							best[r] = acc[r][c];
+							bj[r] = j;
+						}
+			}
+		}
+		/* the 16 threads of a row group are 16 neighbouring lanes of one warp */
+#pragma unroll
+		for (int r = 0; r < RT; r++)
+		{
+			for (int o = 8; o > 0; o >>= 1)
+			{
+				double		ov = __shfl_xor_sync(0xffffffffu, best[r], o);
+				int			oj = __shfl_xor_sync(0xffffffffu, bj[r], o);
+
+				if (ov < best[r] || (ov == best[r] && oj < bj[r]))
+				{
+					best[r] = ov;
+					bj[r] = oj;
+				}
+			}
+			int64_t		row = r0 + ty + 16 * r;
+
+			if (tx == 0 && row < rows)
+			{
+				int			j = bj[r] == INT_MAX ? 0 : bj[r];	/* NaN distances only: not with finite data */
+
+				labels[row] = j;
+				d2out[row] = (float) best[r];
+				if (labels_old && labels_old[row] != j)
+					mine++;
+			}
+		}
+	}
+	block_add(changed, mine);
+}
+
+} // namespace
+
+void assign_direct(const Plan &plan, const double *x, int64_t rows, const double *cen, const Report &rep,
+				   int32_t *labels, const int32_t *labels_old, float *d2)
+{
+	unsigned int grid = grid_for(rows, TR, (unsigned) plan.sms * 16);
+
+	assign_direct_kernel<<<grid, DT_THREADS>>>(x, rows, plan.d, cen, plan.k, labels, labels_old, d2,
+											   rep.changed());
+	CHECK_LAUNCH("assign_direct_kernel");
+}
+
+/* ---------------------------------------------------------------- the DGEMM form, d > 32 */
+
+namespace {
+
+/* x' = x - mean in double, and ||x'||^2 summed in order. */
+__global__ void center_rows64_kernel(const double *__restrict__ x,	/* [rows, d] */
+									 int64_t rows, int d,
+									 const double *__restrict__ mean,	/* [d] */
+									 double *__restrict__ xc,	/* [rows, d] out */
+									 double *__restrict__ xnorm /* [rows] out */ )
+{
+	for (int64_t i = (int64_t) blockIdx.x * BLOCK + threadIdx.x; i < rows;
+		 i += (int64_t) gridDim.x * BLOCK)
+	{
+		double		s = 0.0;
+
+		for (int j = 0; j < d; j++)
+		{
+			double		t = __dsub_rn(x[i * d + j], mean[j]);
+
+			xc[i * d + j] = t;
+			s = __dadd_rn(s, __dmul_rn(t, t));
+		}
+		xnorm[i] = s;
+	}
+}
+
+/* c' = c - mean, ||c'||^2, and the largest into cmax (non-negative doubles order as their bits). */
+__global__ void prep_centroids64_kernel(const double *__restrict__ cen,	/* [k, d] */
+										int k, int d,
+										const double *__restrict__ mean,	/* [d] */
+										double *__restrict__ cen_cd,	/* [k, d] out */
+										double *__restrict__ cval,	/* [k] out */
+										unsigned long long *__restrict__ cmax /* [1] in/out */ )
+{
+	int			j = blockIdx.x * blockDim.x + threadIdx.x;
+
+	if (j >= k)
+		return;
+	double		nn = 0.0;
+
+	for (int t = 0; t < d; t++)
+	{
+		double		c = __dsub_rn(cen[(size_t) j * d + t], mean[t]);
+
+		cen_cd[(size_t) j * d + t] = c;
+		nn = __dadd_rn(nn, __dmul_rn(c, c));
+	}
+	cval[j] = nn;
+	atomicMax(cmax, (unsigned long long) __double_as_longlong(nn));
+}
+
+/*
+ * Argmin over a tile of the DGEMM, one warp per row: dots[q, j] = x'_q . c'_j,
+ * so ||x_q - c_j||^2 = ||x'_q||^2 + v_j with v_j = ||c'_j||^2 - 2 dots[q, j].
+ * Every rounding on the way (the centring, the norms, the product over d
+ * terms, v, and the CPU's own sum of D_j) is at most a few (d + 8) 2^-53
+ * (||x'_q|| + max_j ||c'_j||)^2; E below is (d + 16) 2^-50 times that
+ * square, over four times as much.  The CPU's nearest centroid then has
+ * v_j <= min v + 2E, and those candidates are compared by their distance in
+ * double, each summed by one lane over the features in order as the CPU
+ * sums it (the lowest number on a tie): the labels are the CPU's.  The
+ * bound is that of IEEE double arithmetic, which cuBLAS's DGEMM keeps in
+ * its default math mode (FP64 units or FP64 tensor cores; the emulated FP64
+ * modes are opt-in, and this handle does not set them).
+ * stats[0] counts the rows with more than one candidate, stats[1] the
+ * candidates compared there.
+ */
+__global__ void __launch_bounds__(BLOCK)
+argmin64_kernel(const double *__restrict__ dots,	/* [tr, k] */
+				int64_t tr, int k, int d,
+				const double *__restrict__ cval,	/* [k] */
+				const double *__restrict__ xnorm,	/* [tr] ||x'||^2 of the tile's rows */
+				const unsigned long long *__restrict__ cmax,	/* [1] */
+				const double *__restrict__ x,	/* [tr, d] the tile's rows */
+				const double *__restrict__ cen, /* [k, d] */
+				int32_t *__restrict__ labels,	/* [tr] out */
+				const int32_t *__restrict__ labels_old, /* [tr] or null */
+				float *__restrict__ d2out,	/* [tr] out */
+				unsigned long long *__restrict__ changed,	/* [1] in/out */
+				unsigned long long *__restrict__ stats /* [2] in/out */ )
+{
+	const unsigned int full = 0xffffffffu;
+	int64_t		q = ((int64_t) blockIdx.x * BLOCK + threadIdx.x) / 32;
+	int			lane = threadIdx.x & 31;
+	unsigned int mine = 0,
+				decided = 0,
+				compared = 0;
+
+	if (q < tr)
+	{
+		const double *dr = dots + q * k;
+		const double *xr = x + q * d;
+		double		r = sqrt(xnorm[q]),
+					c = sqrt(__longlong_as_double((long long) *cmax));
+		double		e = ldexp((double) d + 16.0, -50) * (r + c) * (r + c);
+		double		m = INFINITY;
+
+		for (int j = lane; j < k; j += 32)
+			m = fmin(m, cval[j] - 2.0 * dr[j]);
+		for (int o = 16; o > 0; o >>= 1)
+			m = fmin(m, __shfl_xor_sync(full, m, o));
+
+		double		lim = m + 2.0 * e;
+		double		best = INFINITY;
+		int			bj = INT_MAX;
+		int			seen = 0;
+
+		for (int j0 = 0; j0 < k; j0 += 32)
+		{
+			int			j = j0 + lane;
+			bool		cand = j < k && cval[j] - 2.0 * dr[j] <= lim;
+			unsigned int bal = __ballot_sync(full, cand);
+			double		dj = INFINITY;
+			int			jj = INT_MAX;
+
+			if (!bal)
+				continue;
+			seen += __popc(bal);
+			if (cand)
+			{
+				const double *cj = cen + (size_t) j * d;
+				double		s = 0.0;
+
+				for (int t = 0; t < d; t++)
+				{
+					double		u = __dsub_rn(xr[t], cj[t]);
+
+					s = __dadd_rn(s, __dmul_rn(u, u));
+				}
+				dj = s;
+				jj = j;
+			}
+			for (int o = 16; o > 0; o >>= 1)
+			{
+				double		od = __shfl_xor_sync(full, dj, o);
+				int			oj = __shfl_xor_sync(full, jj, o);
+
+				if (od < dj || (od == dj && oj < jj))
+				{
+					dj = od;
+					jj = oj;
+				}
+			}
+			if (dj < best || (dj == best && jj < bj))
+			{
+				best = dj;
+				bj = jj;
+			}
+		}
+		if (bj == INT_MAX)
+			bj = 0;				/* NaN only: not with finite data */
+		if (lane == 0)
+		{
+			labels[q] = bj;
+			d2out[q] = (float) best;
+			mine = labels_old && labels_old[q] != bj;
+			decided = seen > 1;
+			compared = seen > 1 ? seen : 0;
+		}
+	}
+	block_add(changed, mine);
+	block_add(stats, decided);
+	block_add(stats + 1, compared);
+}
+
+} // namespace
+
+void center_rows64(const Plan &plan, const double *x, int64_t rows, const double *mean, Product &pr)
+{
+	center_rows64_kernel<<<grid_for(rows, BLOCK, (unsigned) plan.sms * 32), BLOCK>>>(
+		x, rows, plan.d, mean, pr.xc64.get(), pr.xnorm64.get());
+	CHECK_LAUNCH("center_rows64_kernel");
+}
+
+void prep_centroids64(const Plan &plan, Centroids &cen)
+{
+	CUDA_TRY(cudaMemsetAsync(cen.cmax64.get(), 0, sizeof(unsigned long long)));
+	prep_centroids64_kernel<<<grid_for(plan.k, 128, 1u << 30), 128>>>(
+		cen.cen.get(), plan.k, plan.d, cen.mean_d.get(), cen.cen_cd.get(), cen.cval64.get(), cen.cmax64.get());
+	CHECK_LAUNCH("prep_centroids64_kernel");
+}
+
+void assign_dgemm(const Plan &plan, Product &pr, const Centroids &cen, const Report &rep,
+				  const double *x, int64_t rows,
+				  int32_t *labels, const int32_t *labels_old, float *d2, const gc_exec &exec)
+{
+	const int	d = plan.d;
+	const int	k = plan.k;
+	const double one = 1.0,
+				zero = 0.0;
+
+	for (int64_t t0 = 0; t0 < rows; t0 += plan.gemm_tile)
+	{
+		int			tr = (int) std::min<int64_t>(plan.gemm_tile, rows - t0);
+
+		if (t0 > 0)
+			gc::check_cancel_synced(exec);
+		/* dots [tr, k] = xc [tr, d] . cen_cd [k, d]^T */
+		CUBLAS_TRY(cublasDgemm(pr.blas.h, CUBLAS_OP_T, CUBLAS_OP_N, k, tr, d, &one, cen.cen_cd.get(), d,
+							   pr.xc64.get() + t0 * d, d, &zero, pr.dots64.get(), k));
+		argmin64_kernel<<<grid_for((int64_t) tr * 32, BLOCK, 1u << 30), BLOCK>>>(
+			pr.dots64.get(), tr, k, d, cen.cval64.get(), pr.xnorm64.get() + t0, cen.cmax64.get(),
+			x + t0 * d, cen.cen.get(), labels + t0, labels_old ? labels_old + t0 : nullptr, d2 + t0,
+			rep.changed(), rep.checked());
+		CHECK_LAUNCH("argmin64_kernel");
+	}
+}
+
+} // namespace km
+} // namespace gc
