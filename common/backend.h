@@ -239,7 +239,7 @@ typedef struct gc_kmeans_result
 	double	   *distance;		/* [n] out: distance to the assigned centroid */
 	double	   *centroids;		/* [k, d] out */
 	int64_t    *sizes;			/* [k] out */
-	double	   *inertia;		/* [k] out: per-cluster sum of squared distances */
+	double	   *inertia;		/* [k] out: per-cluster sum of squared distances (COSINE: of cosine distances) */
 	int32_t		iterations;		/* out: of the run kept */
 	int32_t		best_run;		/* out: the run kept (0-based), lowest total inertia, first on a tie */
 } gc_kmeans_result;
@@ -248,7 +248,7 @@ typedef struct gc_kmeans_result
  * k-means assignment: every row to its nearest of k given centroids, as the
  * final assignment of gc_backend_api.kmeans gives it for those centroids
  * (the same arithmetic, the lowest cluster number on a tie, the same
- * precision rules), and its Euclidean distance computed in double.
+ * precision rules), and its distance of the metric computed in double.
  * timing.phase_ms: [0] preparation, [1] assignment, [2] distances.
  * timing.counts as for kmeans.
  */

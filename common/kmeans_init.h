@@ -41,6 +41,7 @@
 #include <string.h>
 
 #include "backend.h"
+#include "metric.h"
 #include "portable.h"
 #include "rng.h"
 #include "sort.h"
@@ -191,8 +192,8 @@ gc_kmeans_x_dist2(const void *x, gc_dtype t, int32_t d, int64_t i, int64_t j, in
  * Spherical k-means (metric cosine): after every update each centroid that
  * holds rows, the mean of its rows, is scaled to unit length in double: s =
  * the sum of squares over the features in order, without fused multiply-add,
- * and each coordinate c / sqrt(s), correctly rounded (the arithmetic of
- * gc_unit_row_f64 of common/metric.h, here callable from device code too).
+ * and each coordinate c / sqrt(s), correctly rounded (gc_unit_row_f64 of
+ * common/metric.h, the rows' own scaling).
  * A mean of zero (rows that cancel out) has no direction and stays zero.
  * Both back ends call this one function, so their centroids agree as their
  * means do.
@@ -200,16 +201,7 @@ gc_kmeans_x_dist2(const void *x, gc_dtype t, int32_t d, int64_t i, int64_t j, in
 static GC_HD void
 gc_kmeans_unit_centroid(double *c, int32_t d)
 {
-	double		s = 0.0;
-	double		norm;
-
-	for (int32_t t = 0; t < d; t++)
-		s += c[t] * c[t];
-	if (!(s > 0))
-		return;
-	norm = sqrt(s);
-	for (int32_t t = 0; t < d; t++)
-		c[t] = c[t] / norm;
+	(void) gc_unit_row_f64(c, d);
 }
 
 /* ---------------------------------------------------------------- statistics */

@@ -85,7 +85,7 @@ gc_metric_dist2_lt(gc_metric m, double r)
  * becomes (double) x / sqrt(s), rounded to the element type.  Returns 0,
  * leaving the row as it is, when s is 0 (a zero row has no direction).
  */
-static inline int
+static GC_HD int
 gc_unit_row_f64(double *row, int32_t d)
 {
 	double		s = 0.0;
