@@ -52,15 +52,17 @@
  *  direct  floor((v - lo) / side) has a relative error below 2^-52 of
  *          (v - lo) / side <= 2^31, under 5e-7 cells, for float and double
  *          coordinates alike: within the margins above;
- *  mapped  the raw cell floor(v / side) is off by up to E(r) = (|r| + 2)
- *          2^-52 cells.  For float coordinates that never matters (see
- *          above).  Distinct double coordinates can lie a few cells apart
- *          however far from the origin, so for double rows the step
- *          between two consecutive raw cells a, b is shortened by
- *          ceil(E(a) + E(b)) wherever that sum exceeds 1e-6 (cells only
- *          come closer, so no neighbour is lost), and dense cells are off
- *          when some raw cell may be off by more than 5e-7 (coordinates
- *          beyond about 2e9 cells from the origin).
+ *  mapped  the raw cell floor(v / side), rounded once, may be off by one
+ *          where v / side lies within a few ulps of an integer.  For float
+ *          coordinates that never matters (see above).  Distinct double
+ *          coordinates can lie a few cells apart however far from the
+ *          origin, so for double rows the raw cell is made exact
+ *          (gc_grid_raw: the rounded quotient's floor checked against v
+ *          with exact fused multiply-adds) wherever |v / side| < 2^52.
+ *          Beyond that a raw cell r may be off by E(r) = (|r| + 2) 2^-52
+ *          cells: the step between two consecutive raw cells a, b is
+ *          shortened by ceil(E(a) + E(b)) (cells only come closer, so no
+ *          neighbour is lost), and dense cells are off.
  */
 #ifndef GPUCLUST_DBSCAN_GRID_H
 #define GPUCLUST_DBSCAN_GRID_H
@@ -103,8 +105,8 @@ typedef struct gc_grid_plan
 	 */
 	int32_t		mapped;
 	int32_t		clamped;		/* some raw cell beyond GC_GRID_RAW_LIMIT: no dense cells */
-	int32_t		raw_inexact;	/* double rows far from the origin: no dense cells */
-	double		raw_err;		/* 2^-52 for double rows, 0 for float rows (gc_grid_map_step) */
+	int32_t		f64;			/* double rows: exact raw cells (gc_grid_raw) */
+	int32_t		raw_inexact;	/* double rows beyond 2^51 cells from the origin: no dense cells */
 	int64_t		nmap[GC_GRID_MAX_DIMS];
 	const double *map_raw[GC_GRID_MAX_DIMS];
 	const int64_t *map_cell[GC_GRID_MAX_DIMS];
@@ -149,11 +151,34 @@ gc_grid_radius(gc_metric m, double eps, double bound)
 	return m == GC_METRIC_COSINE ? nextafter(sqrt(bound), INFINITY) : eps;
 }
 
-/* The raw cell of value v at this side: floor(v / side), -0 made 0, clamped. */
+/*
+ * The raw cell of value v at this side: floor(v / side), -0 made 0,
+ * clamped.  exact (double rows): the floor of the rounded quotient is
+ * corrected to floor(v / side) where it may be off, that is where the
+ * quotient lies within 2^-51 of its size from an integer, by the signs of
+ * r * side - v and (r + 1) * side - v, which fma computes exactly; so the
+ * raw cell is exact wherever |v / side| < 2^52.
+ */
 static GC_HD double
-gc_grid_raw(double side, double v)
+gc_grid_raw(double side, double v, int exact)
 {
-	double		r = floor(v / side) + 0.0;
+	double		q = v / side;
+	double		r = floor(q);
+
+	if (exact && fabs(q) < 0x1p52)
+	{
+		double		f = q - r;	/* exact */
+		double		tol = fabs(q) * 0x1p-51;
+
+		if (f <= tol || 1.0 - f <= tol)
+		{
+			if (fma(r, side, -v) > 0)
+				r -= 1.0;
+			else if (fma(r + 1.0, side, -v) <= 0)
+				r += 1.0;
+		}
+	}
+	r += 0.0;
 
 	if (r > GC_GRID_RAW_LIMIT)
 		r = GC_GRID_RAW_LIMIT;
@@ -242,7 +267,7 @@ gc_grid_distinct_cells(const void *x, gc_dtype t, int64_t n, int32_t d, int64_t 
 	memset(slots, 0xff, sizeof(uint64_t) * 2 * GC_GRID_SAMPLE);
 	for (int64_t j = 0; j < s; j++)
 	{
-		double		r = gc_grid_raw(side, gc_grid_x(x, t, (size_t) ((j * n / s) * d + f)));
+		double		r = gc_grid_raw(side, gc_grid_x(x, t, (size_t) ((j * n / s) * d + f)), t == GC_F64);
 		uint64_t	u;
 		uint64_t	h;
 
@@ -332,7 +357,7 @@ gc_grid_plan_make(gc_grid_plan *gp, int32_t d, gc_dtype t, double radius, double
 	gp->fine = d <= GC_GRID_MAX_DIMS && !coarse;
 	gp->radius = radius;
 	gp->bound = bound;
-	gp->raw_err = t == GC_F64 ? 0x1p-52 : 0.0;
+	gp->f64 = t == GC_F64;
 	for (int k = 0; k < gp->g; k++)
 	{
 		gp->dim[k] = dims[k];
@@ -359,7 +384,7 @@ gc_grid_plan_make(gc_grid_plan *gp, int32_t d, gc_dtype t, double radius, double
 				double		q = fmax(fabs(lo[k]), fabs(hi[k])) / gp->side;
 
 				gp->clamped |= !(q < GC_GRID_RAW_LIMIT);
-				gp->raw_inexact |= !(gp->raw_err * (q + 2.0) <= 5e-7);
+				gp->raw_inexact |= gp->f64 && !(q < 0x1p51);
 			}
 			return GC_OK;
 		}
@@ -377,7 +402,7 @@ gc_grid_cell_of(const gc_grid_plan *gp, double v, int k)
 	if (gp->mapped)
 	{
 		const double *t = gp->map_raw[k];
-		double		r = gc_grid_raw(gp->side, v);
+		double		r = gc_grid_raw(gp->side, v, gp->f64);
 		int64_t		a = 0;
 		int64_t		b = gp->nmap[k] - 1;
 
@@ -406,19 +431,26 @@ gc_grid_cell_of(const gc_grid_plan *gp, double v, int k)
 
 /* ---------------------------------------------------------------- maps */
 
+/* E(r) of the top: how far the exact raw cell of a double row may be from r. */
+static GC_HD double
+gc_grid_raw_error(double r)
+{
+	return fabs(r) < 0x1p52 ? 0.0 : (fabs(r) + 2.0) * 0x1p-52;
+}
+
 /*
  * The step of the grid coordinate between consecutive distinct raw cells
  * a < b: their distance, at most 2 * GC_GRID_MAX_REACH + 1 (more than any
- * reach); for double rows (raw_err > 0) less ceil(E(a) + E(b)) where that
- * exceeds 1e-6 (see the top), at least 0.
+ * reach); for double rows (f64) less ceil(E(a) + E(b)) (see the top), at
+ * least 0.
  */
 static GC_HD int64_t
-gc_grid_map_step(double a, double b, double raw_err)
+gc_grid_map_step(double a, double b, int f64)
 {
 	double		gap = b - a;
-	double		e = raw_err * (fabs(a) + fabs(b) + 4.0);
+	double		e = f64 ? gc_grid_raw_error(a) + gc_grid_raw_error(b) : 0.0;
 
-	if (e > 1e-6)
+	if (e > 0)
 		gap = fmax(gap - ceil(e), 0.0);
 	return gap < (double) (2 * GC_GRID_MAX_REACH + 1) ? (int64_t) gap : 2 * GC_GRID_MAX_REACH + 1;
 }
@@ -482,7 +514,8 @@ gc_grid_map_dim(gc_grid_plan *gp, gc_grid_maps *maps, int k, const void *x, gc_d
 		rc = -2;
 	for (int64_t i = 0; rc == 0 && i < n; i++)
 	{
-		key[i] = gc_order_key(gc_grid_raw(gp->side, gc_grid_x(x, t, (size_t) (i * gp->d + gp->dim[k]))));
+		key[i] = gc_order_key(gc_grid_raw(gp->side, gc_grid_x(x, t, (size_t) (i * gp->d + gp->dim[k])),
+										  gp->f64));
 		row[i] = i;
 	}
 	if (rc == 0)
@@ -495,7 +528,7 @@ gc_grid_map_dim(gc_grid_plan *gp, gc_grid_maps *maps, int k, const void *x, gc_d
 		{
 			maps->raw[k][m] = gc_order_value(key[i]);
 			maps->cell[k][m] = m == 0 ? 0 :
-				maps->cell[k][m - 1] + gc_grid_map_step(maps->raw[k][m - 1], maps->raw[k][m], gp->raw_err);
+				maps->cell[k][m - 1] + gc_grid_map_step(maps->raw[k][m - 1], maps->raw[k][m], gp->f64);
 			m++;
 		}
 		maps->coord[k][row[i]] = maps->cell[k][m - 1];

@@ -256,17 +256,17 @@ double dense_share_estimate(Workspace &w)
 
 /* The order keys of the raw cells of feature f at this side. */
 template <typename T>
-__global__ void raw_key_kernel(const T *x, /* [n, d] */ int32_t n, int d, int f, double side,
+__global__ void raw_key_kernel(const T *x, /* [n, d] */ int32_t n, int d, int f, double side, int f64,
 							   unsigned long long *key /* [n] */)
 {
 	int32_t		i = blockIdx.x * blockDim.x + threadIdx.x;
 
 	if (i < n)
-		key[i] = gc_order_key(gc_grid_raw(side, (double) x[(size_t) i * d + f]));
+		key[i] = gc_order_key(gc_grid_raw(side, (double) x[(size_t) i * d + f], f64));
 }
 
 /* The distinct raw cells from their sorted order keys, and the steps between them. */
-__global__ void map_step_kernel(const unsigned long long *uniq, /* [m] */ int32_t m, double raw_err,
+__global__ void map_step_kernel(const unsigned long long *uniq, /* [m] */ int32_t m, int f64,
 								double *raw, /* [m] */ int64_t *step /* [m] */)
 {
 	int32_t		j = blockIdx.x * blockDim.x + threadIdx.x;
@@ -274,7 +274,7 @@ __global__ void map_step_kernel(const unsigned long long *uniq, /* [m] */ int32_
 	if (j >= m)
 		return;
 	raw[j] = gc_order_value(uniq[j]);
-	step[j] = j == 0 ? 0 : gc_grid_map_step(gc_order_value(uniq[j - 1]), raw[j], raw_err);
+	step[j] = j == 0 ? 0 : gc_grid_map_step(gc_order_value(uniq[j - 1]), raw[j], f64);
 }
 
 /*
@@ -297,7 +297,7 @@ int64_t build_map(Workspace &w, gc_grid_plan &plan, int k)
 		using T = decltype(tv);
 
 		raw_key_kernel<T><<<grid_for(n), kBlock>>>(w.x<T>().get(), n, w.d, plan.dim[k], plan.side,
-												   a.get());
+												   plan.f64, a.get());
 	});
 	CHECK_LAUNCH("raw_key_kernel");
 	CUDA_TRY(cub::DeviceRadixSort::SortKeys(nullptr, sort_bytes, a.get(), b.get(), n));
@@ -315,7 +315,7 @@ int64_t build_map(Workspace &w, gc_grid_plan &plan, int k)
 
 	DeviceBuffer<int64_t> step(m, "the grid maps");
 
-	map_step_kernel<<<grid_for(m), kBlock>>>(a.get(), m, plan.raw_err, w.map_raw[k].get(), step.get());
+	map_step_kernel<<<grid_for(m), kBlock>>>(a.get(), m, plan.f64, w.map_raw[k].get(), step.get());
 	CHECK_LAUNCH("map_step_kernel");
 	CUDA_TRY(cub::DeviceScan::InclusiveSum(nullptr, scan_bytes, step.get(), w.map_cell[k].get(), m));
 	{

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "core.h"
+#include "dbscan_grid.h"
 #include "metric.h"
 #include "unit.h"
 
@@ -709,18 +710,97 @@ test_double_random(void)
 			xd[0] = -5.0e6;		/* and a far outlier: the mapped grid */
 			compare_t("few decimals at 5e6, outlier", xd, GC_F64, GC_METRIC_EUCLIDEAN, n, d, eps, 4, NULL);
 		}
-		/* at 1e12 with eps 2e-3: neighbouring doubles 1.2e-4 apart, raw cells off by 0.2 cells */
-		for (int64_t i = 0; i < n * d; i++)
-			xd[i] = 1.0e12 + nearbyint((double) x0[i] * 1e4) * 1.220703125e-4;
-		compare_t("at 1e12", xd, GC_F64, GC_METRIC_EUCLIDEAN, n, d, 2e-3 * (d == 8 ? 4 : 1), 4, NULL);
-		xd[d] = -1.0e12;
-		compare_t("at 1e12, outlier", xd, GC_F64, GC_METRIC_EUCLIDEAN, n, d, 2e-3 * (d == 8 ? 4 : 1), 4, NULL);
-		compare_t("at 1e12, outlier, min_pts 2", xd, GC_F64, GC_METRIC_EUCLIDEAN, n, d,
-				  2e-3 * (d == 8 ? 4 : 1), 2, NULL);
+		/*
+		 * At 1e10 and 1e13, on the doubles there (steps of one ulp u), eps
+		 * 40 u and 2.5 u: the raw cells of the mapped grid (with a far
+		 * outlier) lie near 3e14 (exact, dense cells) and 7e15 (beyond
+		 * 2^52: off by up to 2 cells, steps shortened, no dense cells).
+		 */
+		for (int o = 0; o < 2; o++)
+		{
+			double		off = o ? 1.0e13 : 1.0e10;
+			double		u = o ? 0.001953125 : 1.9073486328125e-06;
+			double		eps = (o ? 2.5 : 40.0) * u * (d == 8 ? 3 : 1);
+			char		what[64];
+
+			for (int64_t i = 0; i < n * d; i++)
+				xd[i] = off + nearbyint((double) x0[i] * (o ? 300.0 : 4800.0)) * u;
+			snprintf(what, sizeof(what), "at %g", off);
+			compare_t(what, xd, GC_F64, GC_METRIC_EUCLIDEAN, n, d, eps, 4, NULL);
+			xd[d] = -off;
+			snprintf(what, sizeof(what), "at %g, outlier", off);
+			compare_t(what, xd, GC_F64, GC_METRIC_EUCLIDEAN, n, d, eps, 4, NULL);
+			compare_t(what, xd, GC_F64, GC_METRIC_EUCLIDEAN, n, d, eps, 2, NULL);
+		}
 		free(x0);
 		free(xd);
 	}
 	CHECK(differ, "few decimals: float and double decide some pair differently");
+}
+
+/* floor(v / side) exactly, in integers: v = mv 2^ev, side = ms 2^es with 53-bit mv, ms. */
+static double
+exact_floor_div(double v, double side)
+{
+	int			ev,
+				es;
+	double		fv = frexp(fabs(v), &ev);
+	double		fs = frexp(side, &es);
+	unsigned __int128 mv = (unsigned __int128) ldexp(fv, 53);
+	unsigned __int128 ms = (unsigned __int128) ldexp(fs, 53);
+	int			sh = ev - es;
+	unsigned __int128 q,
+				rem;
+
+	if (sh >= 0)
+	{
+		mv <<= sh;
+		q = mv / ms;
+		rem = mv % ms;
+	}
+	else
+	{
+		ms <<= -sh;
+		q = mv / ms;
+		rem = mv % ms;
+	}
+	if (v >= 0)
+		return (double) q;
+	return -(double) q - (rem != 0 ? 1.0 : 0.0);
+}
+
+/*
+ * The raw cells of double rows are exact (gc_grid_raw with exact set): on
+ * values v = k * side rounded, whose quotient rounds to k whether it lies
+ * above or below it, against floor(v / side) in integer arithmetic; the
+ * rounded quotient alone is wrong on many of them (the premise).
+ */
+static void
+test_grid_raw(void)
+{
+	int64_t		wrong_exact = 0,
+				wrong_rounded = 0,
+				tried = 0;
+
+	for (int s = 0; s < 200; s++)
+	{
+		double		side = (0.001 + urand()) * pow(10.0, (int) (urand() * 12) - 8);
+
+		for (int t = 0; t < 500; t++)
+		{
+			double		k = floor(urand() * pow(2.0, 2 + (int) (urand() * 48)));
+			double		v = (urand() < 0.5 ? -k : k) * side;
+
+			if (v == 0 || fabs(v / side) >= 0x1p52)
+				continue;
+			tried++;
+			wrong_exact += gc_grid_raw(side, v, 1) != exact_floor_div(v, side) + 0.0;
+			wrong_rounded += gc_grid_raw(side, v, 0) != exact_floor_div(v, side) + 0.0;
+		}
+	}
+	CHECK(tried > 50000 && wrong_exact == 0 && wrong_rounded > 100,
+		  "raw cells: %lld tried, %lld wrong with the correction, %lld without", (long long) tried,
+		  (long long) wrong_exact, (long long) wrong_rounded);
 }
 
 /* ---------------------------------------------------------------- cosine */
@@ -1026,6 +1106,7 @@ main(void)
 	test_skewed_sets();
 	test_double_line();
 	test_rule_edge();
+	test_grid_raw();
 	test_double_random();
 	test_cosine_rays();
 	test_cosine_random();
