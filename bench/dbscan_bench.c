@@ -21,7 +21,8 @@
  *             the shift, EPS in cosine units
  *   --unit    the rows scaled to unit length as for cosine, with the metric
  *             given: Euclidean with EPS = sqrt(2 e) has the neighbours of
- *             cosine with eps e, so the two time the metric alone
+ *             cosine with eps e (up to the last ulp of the bound), so the
+ *             two time the metric alone
  *   --dump    write DIR/SHAPE.f32 or .f64 (the points), DIR/SHAPE.labels.i32 and
  *             DIR/SHAPE.core.u8 (the GPU answer), for bench/dbscan_gpu_sklearn.py
  *
