@@ -9,11 +9,30 @@
  *
  *   .bench/dbscan_bench SHAPE N D EPS MIN_PTS [--reps R] [--no-cpu] [--dump DIR]
  *                       [--debug] [--grid auto|fine|coarse] [--lib PATH]
+ *                       [--f64] [--decimals K] [--metric euclidean|cosine] [--shift S] [--unit]
  *
  *   SHAPE     a shape of gc_testdata.h (blobs, gantao, uniform, ...)
  *   --no-cpu  skip the CPU run
- *   --dump    write DIR/SHAPE.f32 (the points), DIR/SHAPE.labels.i32 and
+ *   --f64     double precision rows: the generated values as doubles
+ *             (rounded to K decimals with --decimals K, as a numeric column
+ *             holds them); without it single precision
+ *   --shift   S added to every coordinate (after the rounding)
+ *   --metric  cosine: every row scaled to unit length (gc_unit_rows) after
+ *             the shift, EPS in cosine units
+ *   --unit    the rows scaled to unit length as for cosine, with the metric
+ *             given: Euclidean with EPS = sqrt(2 e) has the neighbours of
+ *             cosine with eps e (up to the last ulp of the bound), so the
+ *             two time the metric alone
+ *   --dump    write DIR/SHAPE.f32 or .f64 (the points), DIR/SHAPE.labels.i32 and
  *             DIR/SHAPE.core.u8 (the GPU answer), for bench/dbscan_gpu_sklearn.py
+ *
+ * F32 against F64 on 10M 2-D rows with two decimals, and Euclidean against
+ * cosine on the same unit rows with the same neighbours:
+ *
+ *   .bench/dbscan_bench round2 10000000 2 0.05 5
+ *   .bench/dbscan_bench round2 10000000 2 0.05 5 --f64 --decimals 2
+ *   .bench/dbscan_bench blobs 1000000 3 0.02 5 --shift -50 --unit
+ *   .bench/dbscan_bench blobs 1000000 3 0.0002 5 --shift -50 --metric cosine
  *   --debug   tuning.debug: the back end prints its choices to stderr
  *   --grid    tuning.dbscan_grid: force the fine or the coarse grid
  *   --lib     the GPU back end (default $GPUCLUST_CUDA_SO, else ./gpuclust_cuda.so)
@@ -28,6 +47,7 @@
 
 #include "gc_backends.h"
 #include "gc_testdata.h"
+#include "metric.h"
 
 typedef struct answer
 {
@@ -61,8 +81,8 @@ answer_free(answer *a)
 }
 
 static void
-run(const gc_backend_api *api, answer *a, const float *x, int64_t n, int32_t d, double eps,
-	int min_pts, const gc_tuning *tuning)
+run(const gc_backend_api *api, answer *a, const void *x, gc_dtype t, gc_metric m, int64_t n,
+	int32_t d, double eps, int min_pts, const gc_tuning *tuning)
 {
 	gc_dbscan_params p;
 	gc_dbscan_result r;
@@ -73,11 +93,12 @@ run(const gc_backend_api *api, answer *a, const float *x, int64_t n, int32_t d, 
 	p.struct_size = sizeof(p);
 	p.eps = eps;
 	p.min_pts = min_pts;
+	p.metric = m;
 	memset(&r, 0, sizeof(r));
 	r.cluster = a->cluster;
 	r.is_core = a->is_core;
 	t0 = gc_h_now_ms();
-	a->status = api->dbscan(&e, x, GC_F32, n, d, &p, &r);
+	a->status = api->dbscan(&e, x, t, n, d, &p, &r);
 	a->wall_ms = gc_h_now_ms() - t0;
 	a->n_clusters = r.n_clusters;
 	if (a->status != GC_OK)
@@ -103,6 +124,7 @@ usage(void)
 {
 	fprintf(stderr, "usage: dbscan_bench SHAPE N D EPS MIN_PTS [--reps R] [--no-cpu] [--dump DIR] [--debug]\n"
 			"                    [--grid auto|fine|coarse] [--lib PATH]\n"
+			"                    [--f64] [--decimals K] [--metric euclidean|cosine] [--shift S] [--unit]\n"
 			"shapes: %s\n", GC_TD_SHAPES);
 	exit(2);
 }
@@ -118,7 +140,13 @@ main(int argc, char **argv)
 	double		eps;
 	int			min_pts,
 				reps = 3,
-				with_cpu = 1;
+				with_cpu = 1,
+				decimals = -1,
+				unit = 0;
+	gc_dtype	dtype = GC_F32;
+	gc_metric	metric = GC_METRIC_EUCLIDEAN;
+	double		shift = 0.0;
+	void	   *rows;
 	gc_tuning	tuning = gc_tuning_defaults();
 	const gc_backend_api *gpu;
 	gc_device_info info;
@@ -156,9 +184,28 @@ main(int argc, char **argv)
 		}
 		else if (strcmp(argv[i], "--lib") == 0 && i + 1 < argc)
 			lib = argv[++i];
+		else if (strcmp(argv[i], "--f64") == 0)
+			dtype = GC_F64;
+		else if (strcmp(argv[i], "--decimals") == 0 && i + 1 < argc)
+			decimals = atoi(argv[++i]);
+		else if (strcmp(argv[i], "--shift") == 0 && i + 1 < argc)
+			shift = atof(argv[++i]);
+		else if (strcmp(argv[i], "--unit") == 0)
+			unit = 1;
+		else if (strcmp(argv[i], "--metric") == 0 && i + 1 < argc)
+		{
+			const char *mname = argv[++i];
+
+			if (strcmp(mname, "cosine") == 0)
+				metric = GC_METRIC_COSINE;
+			else if (strcmp(mname, "euclidean") != 0)
+				usage();
+		}
 		else
 			usage();
 	}
+	if (decimals > 15 || (decimals >= 0 && dtype != GC_F64))
+		usage();
 	if (n < 1 || d < 1 || reps < 1)
 		usage();
 
@@ -189,10 +236,39 @@ main(int argc, char **argv)
 			fprintf(stderr, "dbscan_bench: out of host memory\n");
 			return 2;
 	}
-	printf("data %s n=%lld d=%d generated in %.0f ms\n", shape, (long long) n, d, gc_h_now_ms() - t0);
+	/* double rows: the values as doubles, rounded to the decimals asked for */
+	rows = x;
+	if (dtype == GC_F64)
+	{
+		double	   *xd = (double *) malloc(sizeof(double) * (size_t) n * d);
+		double		scale = decimals >= 0 ? pow(10.0, decimals) : 0.0;
+
+		if (!xd)
+		{
+			fprintf(stderr, "dbscan_bench: out of host memory\n");
+			return 2;
+		}
+		for (int64_t i = 0; i < n * d; i++)
+			xd[i] = (scale > 0 ? nearbyint((double) x[i] * scale) / scale : (double) x[i]) + shift;
+		free(x);
+		x = NULL;
+		rows = xd;
+	}
+	else if (shift != 0)
+		for (int64_t i = 0; i < n * d; i++)
+			x[i] = (float) ((double) x[i] + shift);
+	if ((unit || metric == GC_METRIC_COSINE) && gc_unit_rows(rows, dtype, n, d) >= 0)
+	{
+		fprintf(stderr, "dbscan_bench: a row has no direction; try another --shift\n");
+		return 2;
+	}
+	printf("data %s n=%lld d=%d %s%s generated in %.0f ms\n", shape, (long long) n, d,
+		   dtype == GC_F64 ? "double" : "float",
+		   metric == GC_METRIC_COSINE ? " cosine" : unit ? " unit rows" : "",
+		   gc_h_now_ms() - t0);
 
 	answer_alloc(&g, n);
-	run(gpu, &g, x, n, d, eps, min_pts, &tuning);	/* warm-up: context, modules */
+	run(gpu, &g, rows, dtype, metric, n, d, eps, min_pts, &tuning);	/* warm-up: context, modules */
 	if (g.status != GC_OK)
 	{
 		printf("gpu error %s: %s\n", gc_h_status_name(g.status), g.error);
@@ -202,7 +278,7 @@ main(int argc, char **argv)
 	best.compute_ms = 1e300;
 	for (int r = 0; r < reps; r++)
 	{
-		run(gpu, &g, x, n, d, eps, min_pts, &tuning);
+		run(gpu, &g, rows, dtype, metric, n, d, eps, min_pts, &tuning);
 		if (g.status != GC_OK)
 		{
 			printf("gpu error %s: %s\n", gc_h_status_name(g.status), g.error);
@@ -228,17 +304,19 @@ main(int argc, char **argv)
 			ncore += g.is_core[i];
 			nnoise += g.cluster[i] < 0;
 		}
-		printf("RESULT gen=%s n=%lld d=%d eps=%g min_pts=%d clusters=%lld core=%lld noise=%lld "
-			   "gpu_to_device_ms=%.2f gpu_compute_ms=%.2f gpu_index_ms=%.2f gpu_core_ms=%.2f "
+		printf("RESULT gen=%s n=%lld d=%d dtype=%s metric=%s eps=%g min_pts=%d clusters=%lld core=%lld "
+			   "noise=%lld gpu_to_device_ms=%.2f gpu_compute_ms=%.2f gpu_index_ms=%.2f gpu_core_ms=%.2f "
 			   "gpu_union_ms=%.2f gpu_border_ms=%.2f gpu_from_device_ms=%.2f gpu_wall_ms=%.2f",
-			   shape, (long long) n, d, eps, min_pts, (long long) g.n_clusters, (long long) ncore,
+			   shape, (long long) n, d, dtype == GC_F64 ? "f64" : "f32",
+			   metric == GC_METRIC_COSINE ? "cosine" : "euclidean", eps, min_pts,
+			   (long long) g.n_clusters, (long long) ncore,
 			   (long long) nnoise, best.to_device_ms, best.compute_ms, best.phase_ms[0], best.phase_ms[1],
 			   best.phase_ms[2], best.phase_ms[3], best.from_device_ms, best_wall);
 	}
 	if (with_cpu)
 	{
 		answer_alloc(&c, n);
-		run(gc_cpu_api(), &c, x, n, d, eps, min_pts, NULL);
+		run(gc_cpu_api(), &c, rows, dtype, metric, n, d, eps, min_pts, NULL);
 		printf(" cpu_ms=%.1f agree=%s", c.wall_ms,
 			   c.status == GC_OK && c.n_clusters == g.n_clusters &&
 			   memcmp(c.cluster, g.cluster, sizeof(int32_t) * (size_t) n) == 0 &&
@@ -248,12 +326,12 @@ main(int argc, char **argv)
 	printf("\n");
 	if (dumpdir)
 	{
-		dump(dumpdir, shape, "f32", x, sizeof(float), (size_t) n * d);
+		dump(dumpdir, shape, dtype == GC_F64 ? "f64" : "f32", rows, gc_dtype_size(dtype), (size_t) n * d);
 		dump(dumpdir, shape, "labels.i32", g.cluster, sizeof(int32_t), (size_t) n);
 		dump(dumpdir, shape, "core.u8", g.is_core, 1, (size_t) n);
 	}
 	fflush(stdout);
 	answer_free(&g);
-	free(x);
+	free(rows);
 	return 0;
 }

@@ -40,6 +40,29 @@
  * The grid never changes the answer, it only skips distance computations
  * that cannot matter.  In either way the side doubles while the grid would
  * exceed the 64-bit cell keys (dense cells then off).
+ *
+ * Rows of either element type (gc_dtype) and either metric: a neighbour is
+ * a pair whose dist2 (common/metric.h) is at most bound, computed once on
+ * the host by gc_metric_dist2_le; the grid is sized by radius, a Euclidean
+ * distance that covers bound (gc_grid_radius).  Coordinates are read as
+ * doubles (exact for float rows), so the arithmetic of the cells is the
+ * same for both element types; what differs is how far apart two distinct
+ * coordinate values can be:
+ *
+ *  direct  floor((v - lo) / side) has a relative error below 2^-52 of
+ *          (v - lo) / side <= 2^31, under 5e-7 cells, for float and double
+ *          coordinates alike: within the margins above;
+ *  mapped  the raw cell floor(v / side), rounded once, may be off by one
+ *          where v / side lies within a few ulps of an integer.  For float
+ *          coordinates that never matters (see above).  Distinct double
+ *          coordinates can lie a few cells apart however far from the
+ *          origin, so for double rows the raw cell is made exact
+ *          (gc_grid_raw: the rounded quotient's floor checked against v
+ *          with exact fused multiply-adds) wherever |v / side| < 2^52.
+ *          Beyond that a raw cell r may be off by E(r) = (|r| + 2) 2^-52
+ *          cells: the step between two consecutive raw cells a, b is
+ *          shortened by ceil(E(a) + E(b)) (cells only come closer, so no
+ *          neighbour is lost), and dense cells are off.
  */
 #ifndef GPUCLUST_DBSCAN_GRID_H
 #define GPUCLUST_DBSCAN_GRID_H
@@ -69,8 +92,8 @@ typedef struct gc_grid_plan
 	int32_t		fine;			/* side eps/sqrt(d) asked for (d <= 3, not coarse) */
 	int32_t		dense_ok;		/* cells small enough that all members are neighbours */
 	int32_t		reach;			/* neighbour cells lie within +-reach a dimension */
-	double		eps;
-	double		eps2;
+	double		radius;			/* a Euclidean distance covering bound (gc_grid_radius) */
+	double		bound;			/* a neighbour when dist2 <= bound (gc_metric_dist2_le) */
 	double		side;
 	double		lo[GC_GRID_MAX_DIMS];
 	int64_t		extent[GC_GRID_MAX_DIMS];
@@ -82,6 +105,8 @@ typedef struct gc_grid_plan
 	 */
 	int32_t		mapped;
 	int32_t		clamped;		/* some raw cell beyond GC_GRID_RAW_LIMIT: no dense cells */
+	int32_t		f64;			/* double rows: exact raw cells (gc_grid_raw) */
+	int32_t		raw_inexact;	/* double rows beyond 2^51 cells from the origin: no dense cells */
 	int64_t		nmap[GC_GRID_MAX_DIMS];
 	const double *map_raw[GC_GRID_MAX_DIMS];
 	const int64_t *map_cell[GC_GRID_MAX_DIMS];
@@ -107,11 +132,53 @@ gc_grid_gap(double side, int64_t o)
 	return a > 1 ? (double) (a - 1) * side * (1.0 - 4e-6) : 0.0;
 }
 
-/* The raw cell of value v at this side: floor(v / side), -0 made 0, clamped. */
+/* Element i of rows x of element type t, as a double (exact). */
 static GC_HD double
-gc_grid_raw(double side, float v)
+gc_grid_x(const void *x, gc_dtype t, size_t i)
 {
-	double		r = floor((double) v / side) + 0.0;
+	return t == GC_F64 ? ((const double *) x)[i] : (double) ((const float *) x)[i];
+}
+
+/*
+ * The Euclidean radius the grid is sized by: one that covers every pair
+ * with dist2 <= bound.  Euclidean: eps itself (sqrt(bound) <= eps, as
+ * gc_metric_dist2_le makes it; the margins above cover the half ulp by
+ * which the exact root may exceed it).  Cosine: sqrt(bound) rounded up.
+ */
+static inline double
+gc_grid_radius(gc_metric m, double eps, double bound)
+{
+	return m == GC_METRIC_COSINE ? nextafter(sqrt(bound), INFINITY) : eps;
+}
+
+/*
+ * The raw cell of value v at this side: floor(v / side), -0 made 0,
+ * clamped.  exact (double rows): the floor of the rounded quotient is
+ * corrected to floor(v / side) where it may be off, that is where the
+ * quotient lies within 2^-51 of its size from an integer, by the signs of
+ * r * side - v and (r + 1) * side - v, which fma computes exactly; so the
+ * raw cell is exact wherever |v / side| < 2^52.
+ */
+static GC_HD double
+gc_grid_raw(double side, double v, int exact)
+{
+	double		q = v / side;
+	double		r = floor(q);
+
+	if (exact && fabs(q) < 0x1p52)
+	{
+		double		f = q - r;	/* exact */
+		double		tol = fabs(q) * 0x1p-51;
+
+		if (f <= tol || 1.0 - f <= tol)
+		{
+			if (fma(r, side, -v) > 0)
+				r -= 1.0;
+			else if (fma(r + 1.0, side, -v) <= 0)
+				r += 1.0;
+		}
+	}
+	r += 0.0;
 
 	if (r > GC_GRID_RAW_LIMIT)
 		r = GC_GRID_RAW_LIMIT;
@@ -122,7 +189,7 @@ gc_grid_raw(double side, float v)
 
 /*
  * The neighbour rows of a plan whose side is set: reach, and for each
- * offset of the first g - 1 dimensions the widest row within eps.
+ * offset of the first g - 1 dimensions the widest row within radius.
  */
 static inline gc_status
 gc_grid_plan_rows(gc_grid_plan *gp, gc_error *err)
@@ -131,7 +198,7 @@ gc_grid_plan_rows(gc_grid_plan *gp, gc_error *err)
 	int32_t		width;
 	int32_t		rows = 1;
 
-	gp->reach = (int32_t) floor(gp->eps / gp->side * (1.0 + 4e-6)) + 1;
+	gp->reach = (int32_t) floor(gp->radius / gp->side * (1.0 + 4e-6)) + 1;
 	if (gp->reach > GC_GRID_MAX_REACH)
 		return gc_error_set(err, GC_ERR_INTERNAL,
 							"DBSCAN grid reach %d is out of range; please report a bug", gp->reach);
@@ -160,7 +227,7 @@ gc_grid_plan_rows(gc_grid_plan *gp, gc_error *err)
 		{
 			double		gap = gc_grid_gap(gp->side, a);
 
-			if (gap2 + gap * gap <= gp->eps2)
+			if (gap2 + gap * gap <= gp->bound)
 				half = a;
 		}
 		if (half < 0)
@@ -177,11 +244,12 @@ gc_grid_plan_rows(gc_grid_plan *gp, gc_error *err)
 	return GC_OK;
 }
 
-/* The side the grid asks for: eps/sqrt(d) less a margin when fine, else eps plus one. */
+/* The side the grid asks for: radius/sqrt(d) less a margin when fine, else radius plus one. */
 static inline double
-gc_grid_side0(int32_t d, double eps, int coarse)
+gc_grid_side0(int32_t d, double radius, int coarse)
 {
-	return d <= GC_GRID_MAX_DIMS && !coarse ? eps / sqrt((double) d) * (1.0 - 1e-5) : eps * (1.0 + 1e-5);
+	return d <= GC_GRID_MAX_DIMS && !coarse ? radius / sqrt((double) d) * (1.0 - 1e-5) :
+		radius * (1.0 + 1e-5);
 }
 
 /*
@@ -190,8 +258,8 @@ gc_grid_side0(int32_t d, double eps, int coarse)
  * cells' bits in slots [2 * GC_GRID_SAMPLE] (all ones: empty).
  */
 static inline int64_t
-gc_grid_distinct_cells(const float *x, int64_t n, int32_t d, int64_t s, int32_t f, double side,
-					   uint64_t *slots)
+gc_grid_distinct_cells(const void *x, gc_dtype t, int64_t n, int32_t d, int64_t s, int32_t f,
+					   double side, uint64_t *slots)
 {
 	const uint64_t mask = 2 * GC_GRID_SAMPLE - 1;
 	int64_t		distinct = 0;
@@ -199,7 +267,7 @@ gc_grid_distinct_cells(const float *x, int64_t n, int32_t d, int64_t s, int32_t 
 	memset(slots, 0xff, sizeof(uint64_t) * 2 * GC_GRID_SAMPLE);
 	for (int64_t j = 0; j < s; j++)
 	{
-		double		r = gc_grid_raw(side, x[(j * n / s) * d + f]);
+		double		r = gc_grid_raw(side, gc_grid_x(x, t, (size_t) ((j * n / s) * d + f)), t == GC_F64);
 		uint64_t	u;
 		uint64_t	h;
 
@@ -219,12 +287,13 @@ gc_grid_distinct_cells(const float *x, int64_t n, int32_t d, int64_t s, int32_t 
 /*
  * The grid dimensions of d > 3 features (host side, both back ends): the
  * three along which an evenly spaced sample of at most GC_GRID_SAMPLE rows
- * has the most distinct raw cells of side eps (the lower feature on a tie),
+ * of x (element type t) has the most distinct raw cells of side radius (the
+ * lower feature on a tie),
  * in ascending order.  For d <= 3, every dimension.  Returns 0, or -1 when
  * out of memory.
  */
 static inline int
-gc_grid_choose_dims(const float *x, int64_t n, int32_t d, double eps, int32_t *dims)
+gc_grid_choose_dims(const void *x, gc_dtype t, int64_t n, int32_t d, double radius, int32_t *dims)
 {
 	int64_t		s = n < GC_GRID_SAMPLE ? n : GC_GRID_SAMPLE;
 	int64_t		best[GC_GRID_MAX_DIMS] = {-1, -1, -1};
@@ -239,7 +308,7 @@ gc_grid_choose_dims(const float *x, int64_t n, int32_t d, double eps, int32_t *d
 		return -1;
 	for (int32_t f = 0; f < d; f++)
 	{
-		int64_t		distinct = gc_grid_distinct_cells(x, n, d, s, f, eps, slots);
+		int64_t		distinct = gc_grid_distinct_cells(x, t, n, d, s, f, radius, slots);
 
 		/* insert into the top three, kept by count, ties to the lower feature */
 		for (int k = 0; k < GC_GRID_MAX_DIMS; k++)
@@ -269,24 +338,26 @@ gc_grid_choose_dims(const float *x, int64_t n, int32_t d, double eps, int32_t *d
 
 /*
  * Plans the grid over the dimensions dims (gc_grid_choose_dims) of points
- * whose coordinates there lie in [lo[k], hi[k]].  coarse: cells of side eps
- * even when d <= 3.  When the box does not fit the direct numbering, the
+ * of element type t whose coordinates there lie in [lo[k], hi[k]], for
+ * neighbours within bound (radius: gc_grid_radius).  coarse: cells of side
+ * radius even when d <= 3.  When the box does not fit the direct numbering, the
  * plan comes back with mapped set and no extents: the caller builds the
  * maps (gc_grid_maps_build), which finish it.  Returns GC_OK, or
  * GC_ERR_INTERNAL when an invariant breaks.
  */
 static inline gc_status
-gc_grid_plan_make(gc_grid_plan *gp, int32_t d, double eps, const int32_t *dims,
-				  const double *lo, const double *hi, int coarse, gc_error *err)
+gc_grid_plan_make(gc_grid_plan *gp, int32_t d, gc_dtype t, double radius, double bound,
+				  const int32_t *dims, const double *lo, const double *hi, int coarse, gc_error *err)
 {
-	double		side0 = gc_grid_side0(d, eps, coarse);
+	double		side0 = gc_grid_side0(d, radius, coarse);
 
 	memset(gp, 0, sizeof(*gp));
 	gp->d = d;
 	gp->g = d < GC_GRID_MAX_DIMS ? d : GC_GRID_MAX_DIMS;
 	gp->fine = d <= GC_GRID_MAX_DIMS && !coarse;
-	gp->eps = eps;
-	gp->eps2 = eps * eps;
+	gp->radius = radius;
+	gp->bound = bound;
+	gp->f64 = t == GC_F64;
 	for (int k = 0; k < gp->g; k++)
 	{
 		gp->dim[k] = dims[k];
@@ -309,7 +380,12 @@ gc_grid_plan_make(gc_grid_plan *gp, int32_t d, double eps, const int32_t *dims,
 		{
 			gp->mapped = 1;
 			for (int k = 0; k < gp->g; k++)
-				gp->clamped |= !(fmax(fabs(lo[k]), fabs(hi[k])) / gp->side < GC_GRID_RAW_LIMIT);
+			{
+				double		q = fmax(fabs(lo[k]), fabs(hi[k])) / gp->side;
+
+				gp->clamped |= !(q < GC_GRID_RAW_LIMIT);
+				gp->raw_inexact |= gp->f64 && !(q < 0x1p51);
+			}
 			return GC_OK;
 		}
 	}
@@ -319,16 +395,14 @@ gc_grid_plan_make(gc_grid_plan *gp, int32_t d, double eps, const int32_t *dims,
 	return gc_grid_plan_rows(gp, err);
 }
 
-/* The grid coordinate of a point (its features row) along grid dimension k, host and device. */
+/* The grid coordinate along grid dimension k of a point whose feature dim[k] is v, host and device. */
 static GC_HD int64_t
-gc_grid_cell_of(const gc_grid_plan *gp, const float *row, int k)
+gc_grid_cell_of(const gc_grid_plan *gp, double v, int k)
 {
-	float		v = row[gp->dim[k]];
-
 	if (gp->mapped)
 	{
 		const double *t = gp->map_raw[k];
-		double		r = gc_grid_raw(gp->side, v);
+		double		r = gc_grid_raw(gp->side, v, gp->f64);
 		int64_t		a = 0;
 		int64_t		b = gp->nmap[k] - 1;
 
@@ -345,7 +419,7 @@ gc_grid_cell_of(const gc_grid_plan *gp, const float *row, int k)
 	}
 	else
 	{
-		double		c = floor(((double) v - gp->lo[k]) / gp->side);
+		double		c = floor((v - gp->lo[k]) / gp->side);
 
 		if (c < 0)
 			c = 0;
@@ -357,16 +431,27 @@ gc_grid_cell_of(const gc_grid_plan *gp, const float *row, int k)
 
 /* ---------------------------------------------------------------- maps */
 
+/* E(r) of the top: how far the exact raw cell of a double row may be from r. */
+static GC_HD double
+gc_grid_raw_error(double r)
+{
+	return fabs(r) < 0x1p52 ? 0.0 : (fabs(r) + 2.0) * 0x1p-52;
+}
+
 /*
  * The step of the grid coordinate between consecutive distinct raw cells
  * a < b: their distance, at most 2 * GC_GRID_MAX_REACH + 1 (more than any
- * reach).
+ * reach); for double rows (f64) less ceil(E(a) + E(b)) (see the top), at
+ * least 0.
  */
 static GC_HD int64_t
-gc_grid_map_step(double a, double b)
+gc_grid_map_step(double a, double b, int f64)
 {
 	double		gap = b - a;
+	double		e = f64 ? gc_grid_raw_error(a) + gc_grid_raw_error(b) : 0.0;
 
+	if (e > 0)
+		gap = fmax(gap - ceil(e), 0.0);
 	return gap < (double) (2 * GC_GRID_MAX_REACH + 1) ? (int64_t) gap : 2 * GC_GRID_MAX_REACH + 1;
 }
 
@@ -374,7 +459,7 @@ gc_grid_map_step(double a, double b)
 static inline gc_status
 gc_grid_maps_done(gc_grid_plan *gp, double side0, gc_error *err)
 {
-	gp->dense_ok = gp->fine && gp->side == side0 && !gp->clamped;
+	gp->dense_ok = gp->fine && gp->side == side0 && !gp->clamped && !gp->raw_inexact;
 	return gc_grid_plan_rows(gp, err);
 }
 
@@ -402,13 +487,14 @@ gc_grid_maps_free(gc_grid_maps *maps)
 }
 
 /*
- * One grid dimension of a mapped plan from the points x [n, d]: the points'
+ * One grid dimension of a mapped plan from the points x [n, d] of element
+ * type t: the points'
  * raw cells sorted, the distinct ones into maps->raw[k], their grid
  * coordinates into maps->cell[k] and each point's into maps->coord[k].
  * Returns the extent, -1 when cancelled, -2 when out of memory.
  */
 static inline int64_t
-gc_grid_map_dim(gc_grid_plan *gp, gc_grid_maps *maps, int k, const float *x, int64_t n,
+gc_grid_map_dim(gc_grid_plan *gp, gc_grid_maps *maps, int k, const void *x, gc_dtype t, int64_t n,
 				gc_cancel_fn cancel, void *cancel_arg)
 {
 	uint64_t   *key = (uint64_t *) malloc(sizeof(uint64_t) * (size_t) n);
@@ -428,7 +514,8 @@ gc_grid_map_dim(gc_grid_plan *gp, gc_grid_maps *maps, int k, const float *x, int
 		rc = -2;
 	for (int64_t i = 0; rc == 0 && i < n; i++)
 	{
-		key[i] = gc_order_key(gc_grid_raw(gp->side, x[i * gp->d + gp->dim[k]]));
+		key[i] = gc_order_key(gc_grid_raw(gp->side, gc_grid_x(x, t, (size_t) (i * gp->d + gp->dim[k])),
+										  gp->f64));
 		row[i] = i;
 	}
 	if (rc == 0)
@@ -441,7 +528,7 @@ gc_grid_map_dim(gc_grid_plan *gp, gc_grid_maps *maps, int k, const float *x, int
 		{
 			maps->raw[k][m] = gc_order_value(key[i]);
 			maps->cell[k][m] = m == 0 ? 0 :
-				maps->cell[k][m - 1] + gc_grid_map_step(maps->raw[k][m - 1], maps->raw[k][m]);
+				maps->cell[k][m - 1] + gc_grid_map_step(maps->raw[k][m - 1], maps->raw[k][m], gp->f64);
 			m++;
 		}
 		maps->coord[k][row[i]] = maps->cell[k][m - 1];
@@ -457,7 +544,7 @@ gc_grid_map_dim(gc_grid_plan *gp, gc_grid_maps *maps, int k, const float *x, int
 }
 
 /*
- * Finishes a mapped plan from the points x [n, d] (host side; the GPU back
+ * Finishes a mapped plan from the points x [n, d] of element type t (host side; the GPU back
  * end builds the same tables on the device): the maps of each grid
  * dimension, the extents, the side doubled while the cells would exceed
  * the keys, dense cells, the neighbour rows.  maps receives the tables and
@@ -465,7 +552,7 @@ gc_grid_map_dim(gc_grid_plan *gp, gc_grid_maps *maps, int k, const float *x, int
  * between steps.
  */
 static inline gc_status
-gc_grid_maps_build(gc_grid_plan *gp, gc_grid_maps *maps, const float *x, int64_t n,
+gc_grid_maps_build(gc_grid_plan *gp, gc_grid_maps *maps, const void *x, gc_dtype t, int64_t n,
 				   gc_cancel_fn cancel, void *cancel_arg, gc_error *err)
 {
 	double		side0 = gp->side;
@@ -477,7 +564,7 @@ gc_grid_maps_build(gc_grid_plan *gp, gc_grid_maps *maps, const float *x, int64_t
 
 		for (int k = 0; k < gp->g; k++)
 		{
-			int64_t		e = gc_grid_map_dim(gp, maps, k, x, n, cancel, cancel_arg);
+			int64_t		e = gc_grid_map_dim(gp, maps, k, x, t, n, cancel, cancel_arg);
 
 			if (e == -1)
 				return GC_ERR_CANCELLED;

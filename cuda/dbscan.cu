@@ -48,13 +48,20 @@
  * occupied row, and the rest of the row are its neighbours in the sorted
  * cell table.
  *
- * Distances: squared Euclidean in double, dimension by dimension in order,
- * each float widened before the subtraction, with explicitly rounded
- * operations (no fused multiply-add), compared with eps * eps computed in
- * double on the host.  That is gc_dist2 of common/portable.h, bit for bit.
+ * Rows of single or double precision (gc_dtype): every kernel that reads
+ * points is templated on the element type T, so float rows are loaded as
+ * floats and double rows as doubles.  Distances: squared Euclidean in
+ * double, dimension by dimension in order, each coordinate widened exactly
+ * to double before the subtraction, with explicitly rounded operations (no
+ * fused multiply-add), compared with bound = gc_metric_dist2_le(metric,
+ * eps) computed once on the host (common/metric.h).  That is gc_dist2 or
+ * gc_dist2_f64 of common/portable.h, bit for bit.  Cosine: the caller
+ * passes unit rows, and the grid is sized by the Euclidean radius that
+ * covers bound (gc_grid_radius of common/dbscan_grid.h).
  *
- * Memory is linear in n: about max(8*n*d + 16*n, 4*n*d + 45*n) bytes at the
- * peak (57 bytes a point in three dimensions) plus CUB's temporary storage;
+ * Memory is linear in n: with e bytes an element (4 or 8), about
+ * max(2*e*n*d + 16*n, e*n*d + 45*n) bytes at the peak (57 bytes a point in
+ * three dimensions for float rows, 69 for double rows) plus CUB's temporary storage;
  * it is estimated before anything is allocated and compared with
  * cudaMemGetInfo.  Per-point kernels run in chunks sized to take a few tens
  * of milliseconds, and the cancel callback is asked between chunks.
@@ -95,11 +102,11 @@ size_t scan_temp_bytes(int32_t n)
 	return bytes;
 }
 
-/* Device bytes at the peak of the phases (the workspace at each stage). */
-int64_t bytes_estimate(int32_t n, int32_t d, size_t sort_tmp, size_t scan_tmp)
+/* Device bytes at the peak of the phases (the workspace at each stage), esize bytes an element. */
+int64_t bytes_estimate(int32_t n, int32_t d, size_t esize, size_t sort_tmp, size_t scan_tmp)
 {
 	const int64_t nn = n;
-	const int64_t xb = nn * d * 4;
+	const int64_t xb = nn * d * (int64_t) esize;
 	/* x, two key and two row buffers, sort temp */
 	int64_t		s1 = xb + nn * 24 + (int64_t) sort_tmp;
 	/* x, keys, rows, xs, flags */
@@ -114,17 +121,21 @@ int64_t bytes_estimate(int32_t n, int32_t d, size_t sort_tmp, size_t scan_tmp)
 	return std::max({s1, s2, s3, s4, s5}) + (4 << 20);
 }
 
-/* The phases in order, from the caller's points x to its result. */
-void run(Workspace &w, const float *x, /* [n, d] host */ gc_dbscan_result *result)
+/* The phases in order, from the caller's points x (element type w.dtype) to its result. */
+void run(Workspace &w, const void *x, /* [n, d] host */ gc_dbscan_result *result)
 {
 	gc_timing  *t = w.call.timing;
 	Stopwatch	sw;
 
 	/* Memory first: say how much is needed before any work starts. */
-	require_device_memory(w.call, bytes_estimate(w.n, w.d, sort_temp_bytes(w.n, 64),
-												 scan_temp_bytes(w.n)),
+	require_device_memory(w.call, bytes_estimate(w.n, w.d, gc_dtype_size(w.dtype),
+												 sort_temp_bytes(w.n, 64), scan_temp_bytes(w.n)),
 						  "DBSCAN", w.n, w.d);
-	w.x = upload_points(w.call, sw, x, w.n, w.d);
+	by_type(w.dtype, [&](auto tv) {
+		using T = decltype(tv);
+
+		w.x<T>() = upload_points(w.call, sw, (const T *) x, w.n, w.d);
+	});
 	w.hx = x;
 
 	Stopwatch	compute;
@@ -152,9 +163,9 @@ extern "C" gc_status gcu_dbscan(const gc_exec *exec,
 {
 	GC_ENTRY_BEGIN
 	gc::require(gc_check_dbscan(params, n, d, gc::error_record()));
-	gc::require(gc_check_not_yet("DBSCAN", dtype, params->metric, gc::error_record()));
+	gc::require(gc_check_input("DBSCAN", dtype, params->metric, gc::error_record()));
 
-	const float *x = (const float *) xv;
+	const void *x = xv;
 
 	gc::Call	call(exec);
 
@@ -168,7 +179,7 @@ extern "C" gc_status gcu_dbscan(const gc_exec *exec,
 	if (n == 0)
 		return GC_OK;
 	gc::run_on_device(call, [&] {
-		gc::dbscan::Workspace w(call, (int32_t) n, d, *params);
+		gc::dbscan::Workspace w(call, dtype, (int32_t) n, d, *params);
 
 		gc::dbscan::run(w, x, result);
 	});

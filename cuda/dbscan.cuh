@@ -21,6 +21,9 @@
 #include "common.cuh"
 #include "dbscan_grid.h"
 #include "entry.cuh"
+#include "metric.h"
+
+#include <type_traits>
 
 namespace gc {
 namespace dbscan {
@@ -31,6 +34,30 @@ constexpr int kBlock = 256;
 inline unsigned grid_for(int64_t items, int block = kBlock)
 {
 	return (unsigned) ((items + block - 1) / block);
+}
+
+/*
+ * Calls f with a value of the element type of the rows (float for GC_F32,
+ * double for GC_F64): kernels are templated on it, so that the float path
+ * loads floats as before and the double path doubles.
+ */
+template <typename F>
+void by_type(gc_dtype t, F &&f)
+{
+	if (t == GC_F64)
+		f(0.0);
+	else
+		f(0.0f);
+}
+
+/* The buffer of element type T of a pair (float, double). */
+template <typename T>
+DeviceBuffer<T> &pick(DeviceBuffer<float> &f, DeviceBuffer<double> &d)
+{
+	if constexpr (std::is_same<T, float>::value)
+		return f;
+	else
+		return d;
 }
 
 /* Everything a kernel needs to know about the grid; passed by value. */
@@ -104,17 +131,20 @@ struct Cells
  */
 struct Workspace
 {
-	Workspace(const Call &c, int32_t n_, int32_t d_, const gc_dbscan_params &p)
-		: call(c), n(n_), d(d_), eps(p.eps), min_pts(p.min_pts)
+	Workspace(const Call &c, gc_dtype t, int32_t n_, int32_t d_, const gc_dbscan_params &p)
+		: call(c), dtype(t), n(n_), d(d_), bound(gc_metric_dist2_le(p.metric, p.eps)),
+		  radius(gc_grid_radius(p.metric, p.eps, bound)), min_pts(p.min_pts)
 	{
 	}
 
 	const Call &call;
+	const gc_dtype dtype;		/* of the points */
 	const int32_t n;
 	const int32_t d;
-	const double eps;
+	const double bound;			/* a neighbour when dist2 <= bound (common/metric.h) */
+	const double radius;		/* the grid's Euclidean radius (gc_grid_radius) */
 	const int32_t min_pts;
-	const float *hx = nullptr;	/* [n, d] the caller's points, on the host */
+	const void *hx = nullptr;	/* [n, d] the caller's points, on the host, of element type dtype */
 
 	/* index */
 	GridParams	gp;
@@ -125,10 +155,12 @@ struct Workspace
 	double		dense_share = -1.0; /* estimated share of points in dense cells, -1: none */
 	int32_t		ncells = 0;
 	unsigned long long slots = 0;	/* hash table size, a power of two */
-	DeviceBuffer<float> x;		/* [n, d] the points by row, until sorted */
+	DeviceBuffer<float> x_f32;	/* [n, d] the points by row, until sorted (GC_F32) */
+	DeviceBuffer<double> x_f64; /* the same for GC_F64 */
 	DeviceBuffer<unsigned long long> keys;	/* [n] cell key by sorted position, until the cell table */
 	DeviceBuffer<int32_t> row;	/* [n] sorted position -> row */
-	DeviceBuffer<float> xs;		/* [n, d] the points in cell order */
+	DeviceBuffer<float> xs_f32; /* [n, d] the points in cell order (GC_F32) */
+	DeviceBuffer<double> xs_f64;	/* the same for GC_F64 */
 	DeviceBuffer<int32_t> cellid;	/* [n] cell of each sorted position */
 	DeviceBuffer<int32_t> start;	/* [ncells + 1] */
 	DeviceBuffer<unsigned long long> ckey;	/* [ncells] */
@@ -143,6 +175,12 @@ struct Workspace
 	DeviceBuffer<int32_t> cluster;	/* [n] */
 	DeviceBuffer<uint8_t> is_core;	/* [n] */
 	int32_t		n_clusters = 0;
+
+	/* The points by row and in cell order, of element type T (that of dtype). */
+	template <typename T>
+	DeviceBuffer<T> &x() { return pick<T>(x_f32, x_f64); }
+	template <typename T>
+	DeviceBuffer<T> &xs() { return pick<T>(xs_f32, xs_f64); }
 
 	Cells cells() const
 	{

@@ -21,9 +21,12 @@ __host__ __device__ inline unsigned long long hash_key(unsigned long long key)
 	return key;
 }
 
-/* gc_dist2 of common/portable.h: double, in order, no contraction. */
-template <int D>
-__device__ __forceinline__ double dist2(const float *a, /* [d] */ const float *b, /* [d] */ int d)
+/*
+ * gc_dist2 (T = float) and gc_dist2_f64 (T = double) of common/portable.h:
+ * double, in order, no contraction.
+ */
+template <int D, typename T>
+__device__ __forceinline__ double dist2(const T *a, /* [d] */ const T *b, /* [d] */ int d)
 {
 	double		s = 0.0;
 	const int	dd = D > 0 ? D : d;
@@ -39,13 +42,13 @@ __device__ __forceinline__ double dist2(const float *a, /* [d] */ const float *b
 }
 
 /* The query point: in registers for small fixed d, in global memory otherwise. */
-template <int D>
+template <int D, typename T>
 struct Query
 {
-	float		v[D > 0 ? D : 1];
-	const float *p;
+	T			v[D > 0 ? D : 1];
+	const T    *p;
 
-	__device__ void load(const float *xs, /* [n, d] */ int32_t j, int d)
+	__device__ void load(const T *xs, /* [n, d] */ int32_t j, int d)
 	{
 		if (D > 0)
 		{
@@ -59,21 +62,23 @@ struct Query
 	}
 };
 
-template <int D>
-__device__ __forceinline__ const float *point(const float *xs, /* [n, d] */ int32_t q, int d)
+template <int D, typename T>
+__device__ __forceinline__ const T *point(const T *xs, /* [n, d] */ int32_t q, int d)
 {
 	return xs + (size_t) q * (D > 0 ? D : d);
 }
 
 /* The cell key of point i: its cell coordinates (gc_grid_cell_of) with the last fastest. */
+template <typename T>
 __device__ __forceinline__ unsigned long long point_key(const GridParams &gp,
-														const float *x, /* [n, d] */ int64_t i)
+														const T *x, /* [n, d] */ int64_t i)
 {
 	unsigned long long k = 0;
+	const T    *row = x + (size_t) i * gp.plan.d;
 
 	for (int j = 0; j < gp.plan.g; j++)
 		k = k * (unsigned long long) gp.plan.extent[j] +
-			(unsigned long long) gc_grid_cell_of(&gp.plan, x + (size_t) i * gp.plan.d, j);
+			(unsigned long long) gc_grid_cell_of(&gp.plan, (double) row[gp.plan.dim[j]], j);
 	return k;
 }
 

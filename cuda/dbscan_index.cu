@@ -44,12 +44,13 @@ struct Dims
 	int32_t		f[kMaxGridDims];
 };
 
-/* Per-block min/max over the grid dimensions, and a count of non-finite values. */
-__global__ void bbox_kernel(const float *x, /* [n, d] */ int64_t n, int d, int g, Dims dims,
-							float *part_lo, /* [blocks, g] */ float *part_hi, /* [blocks, g] */
+/* Per-block min/max over the grid dimensions (as doubles, exact), and a count of non-finite values. */
+template <typename T>
+__global__ void bbox_kernel(const T *x, /* [n, d] */ int64_t n, int d, int g, Dims dims,
+							double *part_lo, /* [blocks, g] */ double *part_hi, /* [blocks, g] */
 							unsigned long long *nonfinite /* [1] */)
 {
-	float		lo[kMaxGridDims], hi[kMaxGridDims];
+	double		lo[kMaxGridDims], hi[kMaxGridDims];
 	unsigned long long bad = 0;
 
 	for (int k = 0; k < kMaxGridDims; k++)
@@ -60,33 +61,33 @@ __global__ void bbox_kernel(const float *x, /* [n, d] */ int64_t n, int d, int g
 	for (int64_t i = blockIdx.x * (int64_t) blockDim.x + threadIdx.x; i < n;
 		 i += (int64_t) gridDim.x * blockDim.x)
 	{
-		const float *p = x + (size_t) i * d;
+		const T    *p = x + (size_t) i * d;
 
 		for (int k = 0; k < d; k++)
 		{
-			float		v = p[k];
+			T			v = p[k];
 
 			if (!isfinite(v))
 				bad++;
 		}
 		for (int k = 0; k < g; k++)
 		{
-			float		v = p[dims.f[k]];
+			double		v = (double) p[dims.f[k]];
 
-			lo[k] = fminf(lo[k], v);
-			hi[k] = fmaxf(hi[k], v);
+			lo[k] = fmin(lo[k], v);
+			hi[k] = fmax(hi[k], v);
 		}
 	}
 
-	typedef cub::BlockReduce<float, kBlock> Reduce;
+	typedef cub::BlockReduce<double, kBlock> Reduce;
 	__shared__ typename Reduce::TempStorage tmp;
 
 	for (int k = 0; k < g; k++)
 	{
-		float		a = Reduce(tmp).Reduce(lo[k], cuda::minimum<float>());
+		double		a = Reduce(tmp).Reduce(lo[k], cuda::minimum<double>());
 
 		__syncthreads();
-		float		b = Reduce(tmp).Reduce(hi[k], cuda::maximum<float>());
+		double		b = Reduce(tmp).Reduce(hi[k], cuda::maximum<double>());
 
 		__syncthreads();
 		if (threadIdx.x == 0)
@@ -108,19 +109,23 @@ __global__ void bbox_kernel(const float *x, /* [n, d] */ int64_t n, int d, int g
 void bounding_box(Workspace &w, double *lo, /* [g] out */ double *hi /* [g] out */)
 {
 	const int32_t g = w.d < kMaxGridDims ? w.d : kMaxGridDims;
-	DeviceBuffer<float> part((size_t) kBboxBlocks * g * 2, "the bounding box");
+	DeviceBuffer<double> part((size_t) kBboxBlocks * g * 2, "the bounding box");
 	DeviceBuffer<unsigned long long> bad(1, "the bounding box");
-	float		hpart[kBboxBlocks * kMaxGridDims * 2];
+	double		hpart[kBboxBlocks * kMaxGridDims * 2];
 	unsigned long long hbad = 0;
 	Dims		dims;
 
-	if (gc_grid_choose_dims(w.hx, w.n, w.d, w.eps, w.dims) != 0)
+	if (gc_grid_choose_dims(w.hx, w.dtype, w.n, w.d, w.radius, w.dims) != 0)
 		fail(GC_ERR_OUT_OF_MEMORY, "out of host memory planning the DBSCAN grid");
 	for (int k = 0; k < kMaxGridDims; k++)
 		dims.f[k] = w.dims[k];
 	CUDA_TRY(cudaMemset(bad.get(), 0, sizeof(unsigned long long)));
-	bbox_kernel<<<kBboxBlocks, kBlock>>>(w.x.get(), w.n, w.d, g, dims, part.get(),
-										  part.get() + kBboxBlocks * g, bad.get());
+	by_type(w.dtype, [&](auto tv) {
+		using T = decltype(tv);
+
+		bbox_kernel<T><<<kBboxBlocks, kBlock>>>(w.x<T>().get(), w.n, w.d, g, dims, part.get(),
+												 part.get() + kBboxBlocks * g, bad.get());
+	});
 	CHECK_LAUNCH("bbox_kernel");
 	CUDA_TRY(cudaMemcpy(hpart, part.get(), part.bytes(), cudaMemcpyDeviceToHost));
 	CUDA_TRY(cudaMemcpy(&hbad, bad.get(), sizeof(hbad), cudaMemcpyDeviceToHost));
@@ -129,7 +134,7 @@ void bounding_box(Workspace &w, double *lo, /* [g] out */ double *hi /* [g] out 
 			 "the points hold %llu non-finite coordinates (NaN or infinity)", hbad);
 	for (int k = 0; k < g; k++)
 	{
-		float		l = INFINITY, h = -INFINITY;
+		double		l = INFINITY, h = -INFINITY;
 
 		for (int b = 0; b < kBboxBlocks; b++)
 		{
@@ -165,7 +170,8 @@ __device__ __forceinline__ unsigned long long sample_slot(const unsigned long lo
 	return h;
 }
 
-__global__ void sample_insert_kernel(GridParams gp, const float *x, /* [n, d] */ int64_t stride,
+template <typename T>
+__global__ void sample_insert_kernel(GridParams gp, const T *x, /* [n, d] */ int64_t stride,
 									 int32_t s, unsigned long long *skey /* [kSampleSlots] */)
 {
 	int32_t		i = blockIdx.x * blockDim.x + threadIdx.x;
@@ -185,7 +191,8 @@ __global__ void sample_insert_kernel(GridParams gp, const float *x, /* [n, d] */
 	}
 }
 
-__global__ void sample_count_kernel(GridParams gp, const float *x, /* [n, d] */
+template <typename T>
+__global__ void sample_count_kernel(GridParams gp, const T *x, /* [n, d] */
 									const unsigned long long *skey, /* [kSampleSlots] */
 									int32_t *scount /* [kSampleSlots] */)
 {
@@ -200,7 +207,8 @@ __global__ void sample_count_kernel(GridParams gp, const float *x, /* [n, d] */
 		atomicAdd(scount + h, 1);
 }
 
-__global__ void sample_tally_kernel(GridParams gp, const float *x, /* [n, d] */ int64_t stride,
+template <typename T>
+__global__ void sample_tally_kernel(GridParams gp, const T *x, /* [n, d] */ int64_t stride,
 									int32_t s, const unsigned long long *skey, /* [kSampleSlots] */
 									const int32_t *scount, /* [kSampleSlots] */
 									unsigned long long *dense /* [1] */)
@@ -228,13 +236,18 @@ double dense_share_estimate(Workspace &w)
 	CUDA_TRY(cudaMemset(skey.get(), 0xff, sizeof(unsigned long long) * kSampleSlots));
 	CUDA_TRY(cudaMemset(skey.get() + kSampleSlots, 0, sizeof(unsigned long long)));
 	CUDA_TRY(cudaMemset(scount.get(), 0, scount.bytes()));
-	sample_insert_kernel<<<grid_for(s), kBlock>>>(w.gp, w.x.get(), stride, s, skey.get());
-	CHECK_LAUNCH("sample_insert_kernel");
-	sample_count_kernel<<<grid_for(n), kBlock>>>(w.gp, w.x.get(), skey.get(), scount.get());
-	CHECK_LAUNCH("sample_count_kernel");
-	sample_tally_kernel<<<grid_for(s), kBlock>>>(w.gp, w.x.get(), stride, s, skey.get(),
-												 scount.get(), skey.get() + kSampleSlots);
-	CHECK_LAUNCH("sample_tally_kernel");
+	by_type(w.dtype, [&](auto tv) {
+		using T = decltype(tv);
+		const T    *x = w.x<T>().get();
+
+		sample_insert_kernel<T><<<grid_for(s), kBlock>>>(w.gp, x, stride, s, skey.get());
+		CHECK_LAUNCH("sample_insert_kernel");
+		sample_count_kernel<T><<<grid_for(n), kBlock>>>(w.gp, x, skey.get(), scount.get());
+		CHECK_LAUNCH("sample_count_kernel");
+		sample_tally_kernel<T><<<grid_for(s), kBlock>>>(w.gp, x, stride, s, skey.get(),
+														scount.get(), skey.get() + kSampleSlots);
+		CHECK_LAUNCH("sample_tally_kernel");
+	});
 	CUDA_TRY(cudaMemcpy(&dense, skey.get() + kSampleSlots, sizeof(dense), cudaMemcpyDeviceToHost));
 	return (double) dense / s;
 }
@@ -242,17 +255,18 @@ double dense_share_estimate(Workspace &w)
 /* ------------------------------------------------------------------ maps */
 
 /* The order keys of the raw cells of feature f at this side. */
-__global__ void raw_key_kernel(const float *x, /* [n, d] */ int32_t n, int d, int f, double side,
+template <typename T>
+__global__ void raw_key_kernel(const T *x, /* [n, d] */ int32_t n, int d, int f, double side, int f64,
 							   unsigned long long *key /* [n] */)
 {
 	int32_t		i = blockIdx.x * blockDim.x + threadIdx.x;
 
 	if (i < n)
-		key[i] = gc_order_key(gc_grid_raw(side, x[(size_t) i * d + f]));
+		key[i] = gc_order_key(gc_grid_raw(side, (double) x[(size_t) i * d + f], f64));
 }
 
 /* The distinct raw cells from their sorted order keys, and the steps between them. */
-__global__ void map_step_kernel(const unsigned long long *uniq, /* [m] */ int32_t m,
+__global__ void map_step_kernel(const unsigned long long *uniq, /* [m] */ int32_t m, int f64,
 								double *raw, /* [m] */ int64_t *step /* [m] */)
 {
 	int32_t		j = blockIdx.x * blockDim.x + threadIdx.x;
@@ -260,7 +274,7 @@ __global__ void map_step_kernel(const unsigned long long *uniq, /* [m] */ int32_
 	if (j >= m)
 		return;
 	raw[j] = gc_order_value(uniq[j]);
-	step[j] = j == 0 ? 0 : gc_grid_map_step(gc_order_value(uniq[j - 1]), raw[j]);
+	step[j] = j == 0 ? 0 : gc_grid_map_step(gc_order_value(uniq[j - 1]), raw[j], f64);
 }
 
 /*
@@ -279,7 +293,12 @@ int64_t build_map(Workspace &w, gc_grid_plan &plan, int k)
 	int32_t		m = 0;
 	int64_t		last = 0;
 
-	raw_key_kernel<<<grid_for(n), kBlock>>>(w.x.get(), n, w.d, plan.dim[k], plan.side, a.get());
+	by_type(w.dtype, [&](auto tv) {
+		using T = decltype(tv);
+
+		raw_key_kernel<T><<<grid_for(n), kBlock>>>(w.x<T>().get(), n, w.d, plan.dim[k], plan.side,
+												   plan.f64, a.get());
+	});
 	CHECK_LAUNCH("raw_key_kernel");
 	CUDA_TRY(cub::DeviceRadixSort::SortKeys(nullptr, sort_bytes, a.get(), b.get(), n));
 	CUDA_TRY(cub::DeviceSelect::Unique(nullptr, unique_bytes, b.get(), a.get(), count.get(), n));
@@ -296,7 +315,7 @@ int64_t build_map(Workspace &w, gc_grid_plan &plan, int k)
 
 	DeviceBuffer<int64_t> step(m, "the grid maps");
 
-	map_step_kernel<<<grid_for(m), kBlock>>>(a.get(), m, w.map_raw[k].get(), step.get());
+	map_step_kernel<<<grid_for(m), kBlock>>>(a.get(), m, plan.f64, w.map_raw[k].get(), step.get());
 	CHECK_LAUNCH("map_step_kernel");
 	CUDA_TRY(cub::DeviceScan::InclusiveSum(nullptr, scan_bytes, step.get(), w.map_cell[k].get(), m));
 	{
@@ -339,7 +358,8 @@ void make_grid(Workspace &w, const double *lo, /* [g] */ const double *hi, /* [g
 {
 	gc_grid_plan plan;
 
-	require(gc_grid_plan_make(&plan, w.d, w.eps, w.dims, lo, hi, coarse ? 1 : 0, error_record()));
+	require(gc_grid_plan_make(&plan, w.d, w.dtype, w.radius, w.bound, w.dims, lo, hi, coarse ? 1 : 0,
+							  error_record()));
 	if (plan.mapped)
 		build_maps(w, plan);
 	w.gp = grid_params(plan, w.n, w.min_pts);
@@ -368,7 +388,8 @@ void choose_grid(Workspace &w, const double *lo, /* [g] */ const double *hi /* [
 
 /* ------------------------------------------------------------------ sort by cell */
 
-__global__ void key_kernel(GridParams gp, const float *x, /* [n, d] */
+template <typename T>
+__global__ void key_kernel(GridParams gp, const T *x, /* [n, d] */
 						   unsigned long long *key, /* [n] */ int32_t *row /* [n] */)
 {
 	int32_t		i = blockIdx.x * blockDim.x + threadIdx.x;
@@ -402,7 +423,11 @@ void sort_by_cell(Workspace &w)
 
 	w.keys.reset(n, "cell keys");
 	w.row.reset(n, "row numbers");
-	key_kernel<<<grid_for(n), kBlock>>>(w.gp, w.x.get(), w.keys.get(), w.row.get());
+	by_type(w.dtype, [&](auto tv) {
+		using T = decltype(tv);
+
+		key_kernel<T><<<grid_for(n), kBlock>>>(w.gp, w.x<T>().get(), w.keys.get(), w.row.get());
+	});
 	CHECK_LAUNCH("key_kernel");
 	w.call.check_cancel();
 
@@ -424,16 +449,17 @@ void sort_by_cell(Workspace &w)
 /* ------------------------------------------------------------------ cell table */
 
 /* xs[j] = x[row[j]]: the points in cell order; flag[j] = 1 where a cell starts. */
-__global__ void gather_kernel(int32_t n, int d, const float *x, /* [n, d] */
+template <typename T>
+__global__ void gather_kernel(int32_t n, int d, const T *x, /* [n, d] */
 							  const int32_t *row, /* [n] */ const unsigned long long *key, /* [n] */
-							  float *xs, /* [n, d] */ int32_t *flag /* [n] */)
+							  T *xs, /* [n, d] */ int32_t *flag /* [n] */)
 {
 	int32_t		j = blockIdx.x * blockDim.x + threadIdx.x;
 
 	if (j >= n)
 		return;
-	const float *src = x + (size_t) row[j] * d;
-	float	   *dst = xs + (size_t) j * d;
+	const T    *src = x + (size_t) row[j] * d;
+	T		   *dst = xs + (size_t) j * d;
 
 	for (int k = 0; k < d; k++)
 		dst[k] = src[k];
@@ -466,12 +492,16 @@ void build_cells(Workspace &w)
 {
 	const int32_t n = w.n;
 
-	w.xs.reset((size_t) n * w.d, "the sorted points");
-	w.cellid.reset(n, "cell numbers");
-	gather_kernel<<<grid_for(n), kBlock>>>(n, w.d, w.x.get(), w.row.get(), w.keys.get(),
-										   w.xs.get(), w.cellid.get());
-	CHECK_LAUNCH("gather_kernel");
-	w.x.release();
+	by_type(w.dtype, [&](auto tv) {
+		using T = decltype(tv);
+
+		w.xs<T>().reset((size_t) n * w.d, "the sorted points");
+		w.cellid.reset(n, "cell numbers");
+		gather_kernel<T><<<grid_for(n), kBlock>>>(n, w.d, w.x<T>().get(), w.row.get(), w.keys.get(),
+												  w.xs<T>().get(), w.cellid.get());
+		CHECK_LAUNCH("gather_kernel");
+		w.x<T>().release();
+	});
 	{
 		size_t		bytes = 0;
 

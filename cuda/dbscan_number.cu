@@ -86,7 +86,8 @@ void number_phase(Workspace &w)
 	const int32_t n = w.n;
 
 	w.call.check_cancel();
-	w.xs.release();
+	w.xs_f32.release();
+	w.xs_f64.release();
 	w.table.release();
 	w.ckey.release();
 	w.start.release();

@@ -13,6 +13,10 @@
  *    border   a thread per non-core point takes the lowest-row core point
  *             within eps.
  *
+ * A pair is within eps when its dist2 is at most gp.plan.bound
+ * (gc_metric_dist2_le of common/metric.h, computed on the host).  Kernels
+ * are templated on the element type T of the points (float or double).
+ *
  * Kernels are templated on the dimension D for d <= 3 (the query point in
  * registers) and take D = 0 for any other d.  With d > 3 the grid is only a
  * filter and every candidate is checked with the full distance; the threads
@@ -107,8 +111,8 @@ void run_chunked(const Workspace &w, const char *what, int32_t total, int32_t fi
 /* ------------------------------------------------------------------ core */
 
 /* core[j] for the points [begin, end) outside dense cells. */
-template <int D>
-__global__ void core_kernel(GridParams gp, Cells cells, const float *xs, /* [n, d] sorted */
+template <int D, typename T>
+__global__ void core_kernel(GridParams gp, Cells cells, const T *xs, /* [n, d] sorted */
 							const int32_t *cellid, /* [n] */ uint8_t *core, /* [n] */
 							int32_t begin, int32_t end)
 {
@@ -122,7 +126,7 @@ __global__ void core_kernel(GridParams gp, Cells cells, const float *xs, /* [n, 
 	if (cell_dense(gp, size))
 		return;
 
-	Query<D>	qp;
+	Query<D, T>	qp;
 	long long	coord[kMaxGridDims];
 	unsigned long long key = cells.key[c];
 	int32_t		count = gp.plan.dense_ok ? size : 0;
@@ -146,7 +150,7 @@ __global__ void core_kernel(GridParams gp, Cells cells, const float *xs, /* [n, 
 			{
 				if (abort_tick(gp, tick))
 					return;
-				if (dist2<D>(qp.p, point<D>(xs, q, gp.plan.d), gp.plan.d) <= gp.plan.eps2 &&
+				if (dist2<D>(qp.p, point<D>(xs, q, gp.plan.d), gp.plan.d) <= gp.plan.bound &&
 					++count >= gp.min_pts)
 					break;
 			}
@@ -166,13 +170,18 @@ void core_phase(Workspace &w)
 	const GridParams &gp = w.gp;
 	const Cells	cells = w.cells();
 
-	by_dim(w.d, [&](auto Dc) {
-		constexpr int D = decltype(Dc)::value;
+	by_type(w.dtype, [&](auto tv) {
+		using T = decltype(tv);
+		const T    *xs = w.xs<T>().get();
 
-		run_chunked(w, "core points", w.n, kFirstPoints, [&](int32_t b, int32_t e) {
-			core_kernel<D><<<grid_for(e - b), kBlock>>>(gp, cells, w.xs.get(), w.cellid.get(),
-														 w.core.get(), b, e);
-			CHECK_LAUNCH("core_kernel");
+		by_dim(w.d, [&](auto Dc) {
+			constexpr int D = decltype(Dc)::value;
+
+			run_chunked(w, "core points", w.n, kFirstPoints, [&](int32_t b, int32_t e) {
+				core_kernel<D, T><<<grid_for(e - b), kBlock>>>(gp, cells, xs, w.cellid.get(),
+																w.core.get(), b, e);
+				CHECK_LAUNCH("core_kernel");
+			});
 		});
 	});
 }
@@ -187,8 +196,8 @@ namespace {
  * With min_pts <= 2 core is not known yet: any pair within eps is a pair of
  * core points (each has itself and the other), so it is marked here.
  */
-template <int D>
-__global__ void union_point_kernel(GridParams gp, Cells cells, const float *xs, /* [n, d] */
+template <int D, typename T>
+__global__ void union_point_kernel(GridParams gp, Cells cells, const T *xs, /* [n, d] */
 								   const int32_t *cellid, /* [n] */ uint8_t *core, /* [n] */
 								   int32_t *parent, /* [n] */ int32_t begin, int32_t end)
 {
@@ -205,7 +214,7 @@ __global__ void union_point_kernel(GridParams gp, Cells cells, const float *xs, 
 	if (known && !core[j])
 		return;
 
-	Query<D>	qp;
+	Query<D, T>	qp;
 	long long	coord[kMaxGridDims];
 	unsigned long long key = cells.key[c];
 	int32_t		tick = 0;
@@ -231,7 +240,7 @@ __global__ void union_point_kernel(GridParams gp, Cells cells, const float *xs, 
 				{
 					if (abort_tick(gp, tick))
 						return;
-					if (dist2<D>(qp.p, point<D>(xs, q, gp.plan.d), gp.plan.d) <= gp.plan.eps2)
+					if (dist2<D>(qp.p, point<D>(xs, q, gp.plan.d), gp.plan.d) <= gp.plan.bound)
 					{
 						if (!known)
 							core[j] = 1;
@@ -250,7 +259,7 @@ __global__ void union_point_kernel(GridParams gp, Cells cells, const float *xs, 
 						return;
 					if (known && !core[q])
 						continue;
-					if (dist2<D>(qp.p, point<D>(xs, q, gp.plan.d), gp.plan.d) <= gp.plan.eps2)
+					if (dist2<D>(qp.p, point<D>(xs, q, gp.plan.d), gp.plan.d) <= gp.plan.bound)
 					{
 						if (!known)
 						{
@@ -266,34 +275,47 @@ __global__ void union_point_kernel(GridParams gp, Cells cells, const float *xs, 
 	}
 }
 
+/* The smaller and the larger of two finite coordinates. */
+template <typename T>
+__device__ __forceinline__ T vmin(T a, T b)
+{
+	return b < a ? b : a;
+}
+
+template <typename T>
+__device__ __forceinline__ T vmax(T a, T b)
+{
+	return b > a ? b : a;
+}
+
 /* The bounding box of points [s, e), computed by a whole warp; every lane gets it. */
-template <int D>
-__device__ __forceinline__ void warp_box(const float *xs, /* [n, D] */
+template <int D, typename T>
+__device__ __forceinline__ void warp_box(const T *xs, /* [n, D] */
 										 int32_t s, int32_t e, int lane,
-										 float *lo, /* [D] out */
-										 float *hi) /* [D] out */
+										 T *lo, /* [D] out */
+										 T *hi) /* [D] out */
 {
 #pragma unroll
 	for (int k = 0; k < D; k++)
 	{
-		lo[k] = INFINITY;
-		hi[k] = -INFINITY;
+		lo[k] = (T) INFINITY;
+		hi[k] = (T) -INFINITY;
 	}
 	for (int32_t p = s + lane; p < e; p += 32)
 #pragma unroll
 		for (int k = 0; k < D; k++)
 		{
-			float		v = xs[(size_t) p * D + k];
+			T			v = xs[(size_t) p * D + k];
 
-			lo[k] = fminf(lo[k], v);
-			hi[k] = fmaxf(hi[k], v);
+			lo[k] = vmin(lo[k], v);
+			hi[k] = vmax(hi[k], v);
 		}
 #pragma unroll
 	for (int k = 0; k < D; k++)
 		for (int o = 16; o > 0; o >>= 1)
 		{
-			lo[k] = fminf(lo[k], __shfl_xor_sync(0xffffffffu, lo[k], o));
-			hi[k] = fmaxf(hi[k], __shfl_xor_sync(0xffffffffu, hi[k], o));
+			lo[k] = vmin(lo[k], __shfl_xor_sync(0xffffffffu, lo[k], o));
+			hi[k] = vmax(hi[k], __shfl_xor_sync(0xffffffffu, hi[k], o));
 		}
 }
 
@@ -302,9 +324,9 @@ __device__ __forceinline__ void warp_box(const float *xs, /* [n, D] */
  * of every pair of points of boxes a and b: the operations of dist2 on box
  * corners, and rounding is monotone.
  */
-template <int D>
-__device__ __forceinline__ void box_bounds(const float *alo, const float *ahi, /* [D] */
-										   const float *blo, const float *bhi, /* [D] */
+template <int D, typename T>
+__device__ __forceinline__ void box_bounds(const T *alo, const T *ahi, /* [D] */
+										   const T *blo, const T *bhi, /* [D] */
 										   double &gap2, double &span2)
 {
 	gap2 = 0.0;
@@ -329,8 +351,8 @@ __device__ __forceinline__ void box_bounds(const float *alo, const float *ahi, /
 }
 
 /* Whether some point of [as, ae) lies within eps of some point of [bs, be): a whole warp, 32 pairs at a time. */
-template <int D>
-__device__ __forceinline__ bool warp_any_within(const float *xs, /* [n, D] */ double eps2,
+template <int D, typename T>
+__device__ __forceinline__ bool warp_any_within(const T *xs, /* [n, D] */ double bound,
 												int32_t as, int32_t ae, int32_t bs, int32_t be,
 												int lane)
 {
@@ -347,7 +369,7 @@ __device__ __forceinline__ bool warp_any_within(const float *xs, /* [n, D] */ do
 			int32_t		p = as + (int32_t) (u / nbsz);
 			int32_t		q = bs + (int32_t) (u % nbsz);
 
-			hit = dist2<D>(xs + (size_t) p * D, xs + (size_t) q * D, D) <= eps2;
+			hit = dist2<D>(xs + (size_t) p * D, xs + (size_t) q * D, D) <= bound;
 		}
 		if (__any_sync(0xffffffffu, hit))
 			return true;
@@ -359,11 +381,11 @@ __device__ __forceinline__ bool warp_any_within(const float *xs, /* [n, D] */ do
  * Joins dense cell a = [as, ae) (box alo, ahi) with cell nb when that is
  * dense, within eps and not yet in the same set; the whole warp calls it.
  */
-template <int D>
+template <int D, typename T>
 __device__ __forceinline__ void join_dense(const GridParams &gp, const Cells &cells,
-										   const float *xs, /* [n, D] */ int32_t *parent, /* [n] */
+										   const T *xs, /* [n, D] */ int32_t *parent, /* [n] */
 										   int32_t as, int32_t ae,
-										   const float *alo, const float *ahi, /* [D] */
+										   const T *alo, const T *ahi, /* [D] */
 										   int32_t nb, int lane)
 {
 	int32_t		bs = cells.start[nb];
@@ -383,14 +405,14 @@ __device__ __forceinline__ void join_dense(const GridParams &gp, const Cells &ce
 	if (__shfl_sync(0xffffffffu, joined, 0))
 		return;
 
-	float		blo[D], bhi[D];
+	T			blo[D], bhi[D];
 	double		gap2, span2;
 
 	warp_box<D>(xs, bs, be, lane, blo, bhi);
 	box_bounds<D>(alo, ahi, blo, bhi, gap2, span2);
-	if (gap2 > gp.plan.eps2)
+	if (gap2 > gp.plan.bound)
 		return;
-	if (span2 <= gp.plan.eps2 || warp_any_within<D>(xs, gp.plan.eps2, as, ae, bs, be, lane))
+	if (span2 <= gp.plan.bound || warp_any_within<D>(xs, gp.plan.bound, as, ae, bs, be, lane))
 	{
 		if (lane == 0)
 			uf_union(parent, as, bs);
@@ -404,8 +426,8 @@ __device__ __forceinline__ void join_dense(const GridParams &gp, const Cells &ce
  * warp compares pairs 32 at a time and stops at the first within eps.
  * The box tests never change the answer (see box_bounds).
  */
-template <int D>
-__global__ void union_cell_kernel(GridParams gp, Cells cells, const float *xs, /* [n, D] */
+template <int D, typename T>
+__global__ void union_cell_kernel(GridParams gp, Cells cells, const T *xs, /* [n, D] */
 								  int32_t *parent, /* [n] */ int32_t begin, int32_t end)
 {
 	const int	lane = threadIdx.x & 31;
@@ -419,7 +441,7 @@ __global__ void union_cell_kernel(GridParams gp, Cells cells, const float *xs, /
 	if (!cell_dense(gp, ae - as))
 		return;
 
-	float		alo[D], ahi[D];
+	T			alo[D], ahi[D];
 
 	warp_box<D>(xs, as, ae, lane, alo, ahi);
 
@@ -458,21 +480,26 @@ void union_phase(Workspace &w)
 	const GridParams &gp = w.gp;
 	const Cells	cells = w.cells();
 
-	by_dim(w.d, [&](auto Dc) {
-		constexpr int D = decltype(Dc)::value;
+	by_type(w.dtype, [&](auto tv) {
+		using T = decltype(tv);
+		const T    *xs = w.xs<T>().get();
 
-		/* dense_ok implies d <= 3: D > 0 */
-		if constexpr (D > 0)
-			if (gp.plan.dense_ok)
-				run_chunked(w, "dense cell unions", w.ncells, kFirstCells, [&](int32_t b, int32_t e) {
-					union_cell_kernel<D><<<grid_for((int64_t) (e - b) * 32), kBlock>>>(
-						gp, cells, w.xs.get(), w.parent.get(), b, e);
-					CHECK_LAUNCH("union_cell_kernel");
-				});
-		run_chunked(w, "point unions", w.n, kFirstPoints, [&](int32_t b, int32_t e) {
-			union_point_kernel<D><<<grid_for(e - b), kBlock>>>(gp, cells, w.xs.get(), w.cellid.get(),
-																w.core.get(), w.parent.get(), b, e);
-			CHECK_LAUNCH("union_point_kernel");
+		by_dim(w.d, [&](auto Dc) {
+			constexpr int D = decltype(Dc)::value;
+
+			/* dense_ok implies d <= 3: D > 0 */
+			if constexpr (D > 0)
+				if (gp.plan.dense_ok)
+					run_chunked(w, "dense cell unions", w.ncells, kFirstCells, [&](int32_t b, int32_t e) {
+						union_cell_kernel<D, T><<<grid_for((int64_t) (e - b) * 32), kBlock>>>(
+							gp, cells, xs, w.parent.get(), b, e);
+						CHECK_LAUNCH("union_cell_kernel");
+					});
+			run_chunked(w, "point unions", w.n, kFirstPoints, [&](int32_t b, int32_t e) {
+				union_point_kernel<D, T><<<grid_for(e - b), kBlock>>>(gp, cells, xs, w.cellid.get(),
+																	   w.core.get(), w.parent.get(), b, e);
+				CHECK_LAUNCH("union_point_kernel");
+			});
 		});
 	});
 }
@@ -486,8 +513,8 @@ namespace {
  * non-core j, or -1.  Cells list their rows in increasing order, so the
  * first hit in a cell is that cell's best.
  */
-template <int D>
-__global__ void border_kernel(GridParams gp, Cells cells, const float *xs, /* [n, d] */
+template <int D, typename T>
+__global__ void border_kernel(GridParams gp, Cells cells, const T *xs, /* [n, d] */
 							  const int32_t *cellid, /* [n] */ const uint8_t *core, /* [n] */
 							  const int32_t *row, /* [n] */
 							  int32_t *best, /* [n] */ int32_t begin, int32_t end)
@@ -502,7 +529,7 @@ __global__ void border_kernel(GridParams gp, Cells cells, const float *xs, /* [n
 		return;
 	}
 
-	Query<D>	qp;
+	Query<D, T>	qp;
 	long long	coord[kMaxGridDims];
 	int32_t		c = cellid[j];
 	unsigned long long key = cells.key[c];
@@ -530,7 +557,7 @@ __global__ void border_kernel(GridParams gp, Cells cells, const float *xs, /* [n
 					return;
 				if (r >= best_row)
 					break;		/* rows increase within a cell */
-				if (core[q] && dist2<D>(qp.p, point<D>(xs, q, gp.plan.d), gp.plan.d) <= gp.plan.eps2)
+				if (core[q] && dist2<D>(qp.p, point<D>(xs, q, gp.plan.d), gp.plan.d) <= gp.plan.bound)
 				{
 					best_row = r;
 					best_pos = q;
@@ -556,14 +583,19 @@ void border_phase(Workspace &w)
 	const GridParams &gp = w.gp;
 	const Cells	cells = w.cells();
 
-	by_dim(w.d, [&](auto Dc) {
-		constexpr int D = decltype(Dc)::value;
+	by_type(w.dtype, [&](auto tv) {
+		using T = decltype(tv);
+		const T    *xs = w.xs<T>().get();
 
-		run_chunked(w, "border points", w.n, kFirstPoints, [&](int32_t b, int32_t e) {
-			border_kernel<D><<<grid_for(e - b), kBlock>>>(gp, cells, w.xs.get(), w.cellid.get(),
-														   w.core.get(), w.row.get(), w.best.get(),
-														   b, e);
-			CHECK_LAUNCH("border_kernel");
+		by_dim(w.d, [&](auto Dc) {
+			constexpr int D = decltype(Dc)::value;
+
+			run_chunked(w, "border points", w.n, kFirstPoints, [&](int32_t b, int32_t e) {
+				border_kernel<D, T><<<grid_for(e - b), kBlock>>>(gp, cells, xs, w.cellid.get(),
+																  w.core.get(), w.row.get(), w.best.get(),
+																  b, e);
+				CHECK_LAUNCH("border_kernel");
+			});
 		});
 	});
 }

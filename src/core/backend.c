@@ -171,7 +171,7 @@ cpu_dbscan(const gc_exec *exec, const void *x, gc_dtype dtype, int64_t n, int32_
 
 	if ((st = cpu_begin(exec, &ctx, &scratch, &defaults)) != GC_OK ||
 		(st = gc_check_dbscan(params, n, d, &cpu_error)) != GC_OK ||
-		(st = gc_check_not_yet("DBSCAN", dtype, params->metric, &cpu_error)) != GC_OK ||
+		(st = gc_check_input("DBSCAN", dtype, params->metric, &cpu_error)) != GC_OK ||
 		(st = cpu_check_buffers("DBSCAN", x, n, result_ok)) != GC_OK)
 		return st;
 	result->n_clusters = 0;
@@ -180,7 +180,7 @@ cpu_dbscan(const gc_exec *exec, const void *x, gc_dtype dtype, int64_t n, int32_
 	t0 = gc_core_now_ms();
 	if ((st = cpu_pool_start(&ctx, 1 + n / CPU_ROWS_PER_THREAD_DBSCAN)) != GC_OK)
 		return st;
-	st = gc_core_dbscan(&ctx, (const float *) x, n, d, params, result);
+	st = gc_core_dbscan(&ctx, x, dtype, n, d, params, result);
 	cpu_pool_end(&ctx);
 	ctx.timing->compute_ms = gc_core_now_ms() - t0;
 	return st;

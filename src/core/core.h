@@ -85,7 +85,7 @@ double		gc_core_now_ms(void);
  */
 
 /* DBSCAN (dbscan.c). */
-gc_status	gc_core_dbscan(gc_core_ctx *ctx, const float *x, int64_t n, int32_t d,
+gc_status	gc_core_dbscan(gc_core_ctx *ctx, const void *x, gc_dtype dtype, int64_t n, int32_t d,
 						   const gc_dbscan_params *params, gc_dbscan_result *result);
 
 /* k-means (kmeans.c); timing phase_ms as for gc_kmeans_params. */

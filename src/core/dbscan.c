@@ -2,12 +2,25 @@
  * dbscan.c
  *    DBSCAN on the CPU: exact, deterministic, with a uniform grid index.
  *
- * The answer is a function of the rows (in order), eps and min_pts alone
- * (see gc_dbscan_params in common/backend.h): core points within eps of
- * each other share a cluster, a border point joins the cluster of the
- * lowest-index core point within eps, clusters are numbered by their
- * lowest-index member.  This matches PostGIS ST_ClusterDBSCAN evaluated
- * OVER (ORDER BY id) and is what the GPU back end reproduces exactly.
+ * The answer is a function of the rows (in order), eps, min_pts and the
+ * metric alone (see gc_dbscan_params in common/backend.h): a pair is within
+ * eps when its dist2 is at most bound = gc_metric_dist2_le(metric, eps)
+ * (common/metric.h; for the Euclidean metric that is sqrt(dist2) <= eps,
+ * PostGIS's own test), core points within eps of each other share a
+ * cluster, a border point joins the cluster of the lowest-index core point
+ * within eps, clusters are numbered by their lowest-index member.  The
+ * clusters, core points and border assignment are those of PostGIS
+ * ST_ClusterDBSCAN evaluated OVER (ORDER BY id) on the same coordinates;
+ * the cluster numbers are not (PostGIS numbers clusters by the roots of its
+ * union-find, gpuclust by first appearance in query order).  The GPU back
+ * end reproduces this answer exactly.
+ *
+ * Rows are single or double precision (gc_dtype): the points are copied
+ * into cell order in their own element type and every distance is
+ * gc_dist2 or gc_dist2_f64 of common/portable.h, the same arithmetic on the
+ * caller's values.  Cosine: the caller passes unit rows (common/metric.h),
+ * and the grid is sized by the Euclidean radius that covers bound
+ * (gc_grid_radius of common/dbscan_grid.h).
  *
  * The algorithm follows FDBSCAN of Prokopenko, Lebrun-Grandié and Arndt,
  * "Fast tree-based algorithms for DBSCAN on GPUs", in five phases over one
@@ -44,6 +57,7 @@
 
 #include "core.h"
 #include "dbscan_grid.h"
+#include "metric.h"
 
 /* Coordinates compared between two questions to the cancel callback (a few ms). */
 #define DBSCAN_CANCEL_EVERY ((int64_t) 1 << 23)
@@ -54,17 +68,19 @@
 typedef struct dbscan_ws
 {
 	gc_core_ctx *ctx;
-	const float *x;				/* [n, d] the rows */
+	const void *x;				/* [n, d] the rows, of element type dtype */
+	gc_dtype	dtype;
+	size_t		esize;			/* bytes per element */
 	int64_t		n;
 	int32_t		d;
-	double		eps;
-	double		eps2;
+	double		radius;			/* the grid's Euclidean radius (gc_grid_radius) */
+	double		bound;			/* a neighbour when dist2 <= bound */
 	int64_t		min_pts;
 
 	/* index */
 	gc_grid_plan plan;
 	gc_grid_maps maps;			/* the tables of a mapped plan */
-	float	   *xs;				/* [n, d] points in cell order */
+	void	   *xs;				/* [n, d] points in cell order, of element type dtype */
 	int64_t    *perm;			/* [n] sorted position -> row */
 	int64_t		ncells;
 	int64_t    *cell_start;		/* [ncells + 1] */
@@ -98,17 +114,34 @@ typedef struct dbscan_nbrs
 
 /* Fills the workspace with the input, no buffer yet. */
 static void
-dbscan_ws_init(dbscan_ws *ws, gc_core_ctx *ctx, const float *x, int64_t n, int32_t d,
-			   const gc_dbscan_params *params)
+dbscan_ws_init(dbscan_ws *ws, gc_core_ctx *ctx, const void *x, gc_dtype dtype, int64_t n,
+			   int32_t d, const gc_dbscan_params *params)
 {
 	memset(ws, 0, sizeof(*ws));
 	ws->ctx = ctx;
 	ws->x = x;
+	ws->dtype = dtype;
+	ws->esize = gc_dtype_size(dtype);
 	ws->n = n;
 	ws->d = d;
-	ws->eps = params->eps;
-	ws->eps2 = params->eps * params->eps;
+	ws->bound = gc_metric_dist2_le(params->metric, params->eps);
+	ws->radius = gc_grid_radius(params->metric, params->eps, ws->bound);
 	ws->min_pts = params->min_pts;
+}
+
+/* The point at sorted position i. */
+static inline const void *
+ws_point(const dbscan_ws *ws, int64_t i)
+{
+	return (const char *) ws->xs + (size_t) i * (size_t) ws->d * ws->esize;
+}
+
+/* dist2 of two points of the workspace's element type (common/portable.h). */
+static inline double
+ws_dist2(const dbscan_ws *ws, const void *a, const void *b)
+{
+	return ws->dtype == GC_F64 ? gc_dist2_f64((const double *) a, (const double *) b, ws->d)
+		: gc_dist2((const float *) a, (const float *) b, ws->d);
 }
 
 /* Frees every buffer of the workspace. */
@@ -175,7 +208,7 @@ dbscan_range_block(void *arg, gc_worker *w, int64_t b, int64_t e)
 	for (int64_t i = b; i < e; i++)
 		for (int k = 0; k < job->g; k++)
 		{
-			double		v = ws->x[i * ws->d + job->dims[k]];
+			double		v = gc_grid_x(ws->x, ws->dtype, (size_t) (i * ws->d + job->dims[k]));
 
 			if (v < lo[k])
 				lo[k] = v;
@@ -202,7 +235,7 @@ dbscan_plan(dbscan_ws *ws)
 	int64_t		blocks = (ws->n + DBSCAN_ROW_GRAIN - 1) / DBSCAN_ROW_GRAIN;
 	dbscan_range_job job;
 
-	if (gc_grid_choose_dims(ws->x, ws->n, ws->d, ws->eps, dims) != 0)
+	if (gc_grid_choose_dims(ws->x, ws->dtype, ws->n, ws->d, ws->radius, dims) != 0)
 		return gc_core_oom(ws->ctx, sizeof(double) * GC_GRID_SAMPLE,
 						   "out of memory planning the DBSCAN grid");
 	job.ws = ws;
@@ -230,9 +263,10 @@ dbscan_plan(dbscan_ws *ws)
 		}
 	}
 	free(job.lohi);
-	st = gc_grid_plan_make(plan, ws->d, ws->eps, dims, lo, hi, 0, ws->ctx->err);
+	st = gc_grid_plan_make(plan, ws->d, ws->dtype, ws->radius, ws->bound, dims, lo, hi, 0,
+						   ws->ctx->err);
 	if (st == GC_OK && plan->mapped)
-		st = gc_grid_maps_build(plan, &ws->maps, ws->x, ws->n, ws->ctx->cancel,
+		st = gc_grid_maps_build(plan, &ws->maps, ws->x, ws->dtype, ws->n, ws->ctx->cancel,
 								ws->ctx->cancel_arg, ws->ctx->err);
 	if (st == GC_ERR_CANCELLED)
 		return gc_core_cancel_status(ws->ctx);
@@ -261,12 +295,13 @@ dbscan_copy_block(void *arg, gc_worker *w, int64_t b, int64_t e)
 {
 	dbscan_copy_job *job = arg;
 	dbscan_ws  *ws = job->ws;
-	int32_t		d = ws->d;
+	size_t		rowbytes = ws->esize * (size_t) ws->d;
 
 	for (int64_t i = b; i < e; i++)
 	{
 		ws->perm[i] = job->row[i];
-		memcpy(ws->xs + (size_t) i * d, ws->x + (size_t) job->row[i] * d, sizeof(float) * d);
+		memcpy((char *) ws->xs + (size_t) i * rowbytes,
+			   (const char *) ws->x + (size_t) job->row[i] * rowbytes, rowbytes);
 	}
 	return dbscan_tick(ws, w, e - b) ? GC_ERR_CANCELLED : GC_OK;
 }
@@ -282,11 +317,11 @@ dbscan_cells(dbscan_ws *ws, const uint64_t *key, const int64_t *row)
 	gc_status	st;
 	int64_t		n = ws->n;
 	int32_t		d = ws->d;
-	size_t		bytes = sizeof(float) * (size_t) n * d + sizeof(int64_t) * (size_t) n +
+	size_t		bytes = ws->esize * (size_t) n * d + sizeof(int64_t) * (size_t) n +
 		sizeof(int64_t) * (size_t) (n + 1) + sizeof(uint64_t) * (size_t) n;
 	int64_t		c = -1;
 
-	ws->xs = malloc(sizeof(float) * (size_t) n * d);
+	ws->xs = malloc(ws->esize * (size_t) n * d);
 	ws->perm = malloc(sizeof(int64_t) * (size_t) n);
 	ws->cell_start = malloc(sizeof(int64_t) * (size_t) (n + 1));
 	ws->cell_key = malloc(sizeof(uint64_t) * (size_t) n);
@@ -334,7 +369,8 @@ dbscan_key_block(void *arg, gc_worker *w, int64_t b, int64_t e)
 
 		for (int k = 0; k < ws->plan.g; k++)
 			coord[k] = ws->plan.mapped ? ws->maps.coord[k][i] :
-				gc_grid_cell_of(&ws->plan, ws->x + i * ws->d, k);
+				gc_grid_cell_of(&ws->plan,
+								gc_grid_x(ws->x, ws->dtype, (size_t) (i * ws->d + ws->plan.dim[k])), k);
 		job->key[i] = cell_key_of(&ws->plan, coord);
 		job->row[i] = i;
 	}
@@ -471,32 +507,35 @@ grid_neighbours(const dbscan_ws *ws, dbscan_nbrs *nb, int64_t c)
 /* ---------------------------------------------------------------- core */
 
 /*
- * Whether the points [s, e) are all within eps of each other: the diagonal
- * of their bounding box, computed as gc_dist2 computes a distance, is at
- * most eps.  Every pair's computed distance is then at most the computed
- * diagonal (each difference is at most the box's in that dimension, and
- * rounding keeps that order), so the test is exact.  lo, hi: scratch [d].
+ * Whether the points [s, e) are all within eps of each other: the dist2 of
+ * the corners of their bounding box, computed as gc_dist2_f64 computes a
+ * distance (on the coordinates as doubles, exact for float rows), is at
+ * most bound.  Every pair's computed dist2 is then at most the corners'
+ * (each difference is at most the box's in that dimension, and rounding
+ * keeps that order), so the test is exact.  lo, hi: scratch [d].
  */
 static int
-dbscan_clique(const dbscan_ws *ws, int64_t s, int64_t e, float *lo, float *hi)
+dbscan_clique(const dbscan_ws *ws, int64_t s, int64_t e, double *lo, double *hi)
 {
 	int32_t		d = ws->d;
+	size_t		base = (size_t) s * d;
 
-	memcpy(lo, ws->xs + (size_t) s * d, sizeof(float) * d);
-	memcpy(hi, lo, sizeof(float) * d);
+	for (int32_t k = 0; k < d; k++)
+		lo[k] = hi[k] = gc_grid_x(ws->xs, ws->dtype, base + k);
 	for (int64_t i = s + 1; i < e; i++)
 	{
-		const float *p = ws->xs + (size_t) i * d;
-
+		base = (size_t) i * d;
 		for (int32_t k = 0; k < d; k++)
 		{
-			if (p[k] < lo[k])
-				lo[k] = p[k];
-			if (p[k] > hi[k])
-				hi[k] = p[k];
+			double		v = gc_grid_x(ws->xs, ws->dtype, base + k);
+
+			if (v < lo[k])
+				lo[k] = v;
+			if (v > hi[k])
+				hi[k] = v;
 		}
 	}
-	return gc_dist2(lo, hi, d) <= ws->eps2;
+	return gc_dist2_f64(lo, hi, d) <= ws->bound;
 }
 
 /*
@@ -516,14 +555,14 @@ dbscan_core_block(void *arg, gc_worker *w, int64_t cb, int64_t ce)
 	int32_t		d = ws->d;
 	int			dense_ok = ws->plan.dense_ok;
 	dbscan_nbrs nb;
-	float	   *lo = NULL;
-	float	   *hi = NULL;
+	double	   *lo = NULL;
+	double	   *hi = NULL;
 	gc_status	st = GC_OK;
 
 	if (!dense_ok)
 	{
-		lo = malloc(sizeof(float) * (size_t) d);
-		hi = malloc(sizeof(float) * (size_t) d);
+		lo = malloc(sizeof(double) * (size_t) d);
+		hi = malloc(sizeof(double) * (size_t) d);
 		if (!lo || !hi)
 		{
 			free(lo);
@@ -553,7 +592,7 @@ dbscan_core_block(void *arg, gc_worker *w, int64_t cb, int64_t ce)
 		m = grid_neighbours(ws, &nb, c);
 		for (int64_t i = s; i < s + size && st == GC_OK; i++)
 		{
-			const float *xi = ws->xs + (size_t) i * d;
+			const void *xi = ws_point(ws, i);
 			int64_t		count = dense_ok ? size : 0;
 			int64_t		evals = m;
 
@@ -566,7 +605,7 @@ dbscan_core_block(void *arg, gc_worker *w, int64_t cb, int64_t ce)
 				for (int64_t j = ws->cell_start[nc]; j < ws->cell_start[nc + 1]; j++)
 				{
 					evals++;
-					if (gc_dist2(xi, ws->xs + (size_t) j * d, d) <= ws->eps2 &&
+					if (ws_dist2(ws, xi, ws_point(ws, j)) <= ws->bound &&
 						++count >= ws->min_pts)
 						break;
 					if ((evals & 4095) == 0 && dbscan_tick(ws, w, 4096))
@@ -661,7 +700,7 @@ uf_union(int64_t *parent, int64_t a, int64_t b)
 static inline int
 dbscan_near(const dbscan_ws *ws, int64_t i, int64_t j)
 {
-	return gc_dist2(ws->xs + (size_t) i * ws->d, ws->xs + (size_t) j * ws->d, ws->d) <= ws->eps2;
+	return ws_dist2(ws, ws_point(ws, i), ws_point(ws, j)) <= ws->bound;
 }
 
 /*
@@ -804,7 +843,7 @@ dbscan_union(dbscan_ws *ws)
 static int64_t
 border_best(const dbscan_ws *ws, const dbscan_nbrs *nb, int64_t i, int32_t m, int64_t *evals)
 {
-	const float *xi = ws->xs + (size_t) i * ws->d;
+	const void *xi = ws_point(ws, i);
 	int64_t		best = -1;
 
 	for (int32_t t = 0; t < m; t++)
@@ -816,7 +855,7 @@ border_best(const dbscan_ws *ws, const dbscan_nbrs *nb, int64_t i, int32_t m, in
 			(*evals)++;
 			if (best >= 0 && ws->perm[j] >= ws->perm[best])
 				break;
-			if (ws->core[j] && gc_dist2(xi, ws->xs + (size_t) j * ws->d, ws->d) <= ws->eps2)
+			if (ws->core[j] && ws_dist2(ws, xi, ws_point(ws, j)) <= ws->bound)
 			{
 				best = j;
 				break;
@@ -1012,13 +1051,13 @@ dbscan_number(dbscan_ws *ws, gc_dbscan_result *result)
 
 /* DBSCAN of n >= 1 points of dimension d: the five phases over one workspace. */
 gc_status
-gc_core_dbscan(gc_core_ctx *ctx, const float *x, int64_t n, int32_t d,
+gc_core_dbscan(gc_core_ctx *ctx, const void *x, gc_dtype dtype, int64_t n, int32_t d,
 			   const gc_dbscan_params *params, gc_dbscan_result *result)
 {
 	dbscan_ws	ws;
 	gc_status	st;
 
-	dbscan_ws_init(&ws, ctx, x, n, d, params);
+	dbscan_ws_init(&ws, ctx, x, dtype, n, d, params);
 	if ((st = dbscan_index(&ws)) == GC_OK &&
 		(st = dbscan_core(&ws)) == GC_OK &&
 		(st = dbscan_union(&ws)) == GC_OK &&

@@ -11,6 +11,13 @@
  * "Fast tree-based algorithms for DBSCAN on GPUs") and the coarse one
  * (cells of side eps).
  *
+ * Every case runs in the element type and metric it names: single
+ * precision (the generated floats), double precision (the generated values
+ * rounded in double to the case's decimals, as a numeric or double
+ * precision column holds them, so that the rows are not floats), and the
+ * cosine metric on rows scaled to unit length by gc_unit_rows (after a
+ * shift that spreads the directions), in either precision.
+ *
  * Then the error paths: a cancel callback that says yes after 1 to 6
  * questions (GC_ERR_CANCELLED), one that never does (asked, and the run
  * completes), a non-finite coordinate (an error after the upload), eps < 0,
@@ -26,6 +33,7 @@
 #include <sys/mman.h>
 
 #include "harness.h"
+#include "metric.h"
 
 typedef struct db_answer
 {
@@ -58,9 +66,10 @@ db_free(db_answer *a)
 	free(a->is_core);
 }
 
+/* One DBSCAN call on rows x of element type t with metric m. */
 static void
-db_run(const gc_backend_api *api, db_answer *a, const float *x, int64_t n, int32_t d, double eps,
-	   int min_pts, const gc_tuning *tuning, gc_h_cancel *cancel)
+db_run_t(const gc_backend_api *api, db_answer *a, const void *x, gc_dtype t, gc_metric m, int64_t n,
+		 int32_t d, double eps, int min_pts, const gc_tuning *tuning, gc_h_cancel *cancel)
 {
 	gc_dbscan_params p;
 	gc_dbscan_result r;
@@ -71,17 +80,26 @@ db_run(const gc_backend_api *api, db_answer *a, const float *x, int64_t n, int32
 	p.struct_size = sizeof(p);
 	p.eps = eps;
 	p.min_pts = min_pts;
+	p.metric = m;
 	memset(&r, 0, sizeof(r));
 	r.cluster = a->cluster;
 	r.is_core = a->is_core;
 	t0 = gc_h_now_ms();
-	a->status = api->dbscan(&e, x, GC_F32, n, d, &p, &r);
+	a->status = api->dbscan(&e, x, t, n, d, &p, &r);
 	a->wall_ms = gc_h_now_ms() - t0;
 	a->n_clusters = r.n_clusters;
 	if (a->status == GC_OK)
 		a->error[0] = '\0';
 	else
 		gc_h_error_text(api, a->error, sizeof(a->error));
+}
+
+/* The same for float rows and the Euclidean metric. */
+static void
+db_run(const gc_backend_api *api, db_answer *a, const float *x, int64_t n, int32_t d, double eps,
+	   int min_pts, const gc_tuning *tuning, gc_h_cancel *cancel)
+{
+	db_run_t(api, a, x, GC_F32, GC_METRIC_EUCLIDEAN, n, d, eps, min_pts, tuning, cancel);
 }
 
 /*
@@ -134,9 +152,19 @@ typedef struct db_case
 	const char *shape;			/* test/data/gc_testdata.h */
 	int64_t		n;
 	int32_t		d;
-	double		eps;
+	double		eps;			/* in the units of the metric */
 	int			min_pts;
+	gc_dtype	dtype;			/* GC_F32 (default) or GC_F64 */
+	gc_metric	metric;			/* Euclidean (default) or cosine */
+	double		scale;			/* GC_F64: values rounded to multiples of 1/scale; 0: the floats as they are */
+	double		shift;			/* added to every coordinate (in the element type) before the rest */
+	double		offset;			/* GC_F64: added after the rounding (coordinates far from the origin) */
 } db_case;
+
+#define F64 GC_F64
+#define F32 GC_F32
+#define EUC GC_METRIC_EUCLIDEAN
+#define COS GC_METRIC_COSINE
 
 static const db_case db_cases[] = {
 	/* 1-D */
@@ -200,7 +228,105 @@ static const db_case db_cases[] = {
 	{"speck", 100000, 1, 1e-8, 3},
 	{"flat", 200000, 8, 1.2, 5},
 	{"flat", 20000, 64, 9.0, 5},
+
+	/*
+	 * Double precision: few decimals and a round eps (where single
+	 * precision decides pairs differently), 1M and 10M rows in 2-D,
+	 * duplicates, far outliers, coordinates far from the origin (projected
+	 * metres; 1e9 with a far outlier: mapped raw cells off by a fraction of
+	 * a cell), many close clusters, wide rows.
+	 */
+	{"round2", 1000000, 2, 0.05, 5, F64, EUC, 100},
+	{"round2", 10000000, 2, 0.05, 5, F64, EUC, 100},
+	{"round2", 1000000, 2, 0.01, 2, F64, EUC, 100},
+	{"round2", 200000, 3, 0.1, 4, F64, EUC, 100},
+	{"latlon", 1000000, 2, 0.0001, 5, F64, EUC, 1e5},
+	{"latlon", 10000000, 2, 0.0001, 10, F64, EUC, 1e5},
+	{"latlon", 200000, 2, 0.0005, 10, F64, EUC, 1e5},
+	{"latlon", 200000, 3, 0.0005, 4, F64, EUC, 1e5},
+	{"round2", 1000000, 2, 0.05, 5, F64, EUC, 100, 0, 5e6},
+	{"far", 1000000, 2, 0.05, 5, F64, EUC, 100},
+	{"far", 1000000, 2, 0.05, 5, F64, EUC, 100, 0, 1e9},
+	{"far", 100000, 3, 0.15, 5, F64, EUC, 1e6},
+	{"far", 50000, 8, 1.2, 5, F64, EUC, 1e6},
+	{"dups", 1000000, 2, 0.5, 10, F64, EUC, 1e6},
+	{"dups", 200000, 2, 1e-6, 300, F64, EUC, 1e6},
+	{"dups", 1000000, 3, 2.0, 8, F64, EUC, 1e6},
+	{"close", 1000000, 2, 0.3, 5, F64, EUC, 1e4},
+	{"speck", 1000000, 2, 1e-5, 5, F64, EUC, 0},
+	{"blobs", 100000, 1, 0.0005, 5, F64, EUC, 1e6},
+	{"blobs", 1000000, 3, 0.15, 5, F64, EUC, 1e6},
+	{"blobs", 100000, 8, 1.2, 5, F64, EUC, 1e6},
+	{"wide", 5000, 256, 0.5, 5, F64, EUC, 0},
+
+	/*
+	 * Cosine, single and double precision: embedding-like rows (clusters on
+	 * the sphere) in 8, 64 and 768 dimensions, and blobs, duplicates, far
+	 * outliers and two decimals moved to the origin, whose directions then
+	 * form clusters on the circle and the sphere.
+	 */
+	{"wide", 200000, 8, 0.02, 5, F32, COS},
+	{"wide", 200000, 8, 0.02, 5, F64, COS},
+	{"wide", 100000, 8, 0.05, 20, F64, COS},
+	{"wide", 20000, 64, 0.05, 5, F32, COS},
+	{"wide", 20000, 64, 0.05, 5, F64, COS},
+	{"wide", 3000, 768, 0.1, 4, F32, COS},
+	{"blobs", 1000000, 2, 1e-4, 5, F32, COS, 0, -50},
+	{"blobs", 1000000, 2, 1e-4, 5, F64, COS, 1e6, -50},
+	{"blobs", 1000000, 3, 2e-4, 5, F32, COS, 0, -50},
+	{"blobs", 1000000, 3, 2e-4, 5, F64, COS, 1e6, -50},
+	{"round2", 1000000, 2, 1e-4, 5, F64, COS, 100, -50},
+	{"dups", 1000000, 3, 1e-3, 10, F32, COS, 0, -50},
+	{"dups", 1000000, 3, 1e-3, 10, F64, COS, 1e6, -50},
+	{"far", 1000000, 2, 1e-4, 5, F64, COS, 100, -50},
+	{"blobs", 100000, 8, 1e-3, 5, F64, COS, 1e6, -50},
 };
+
+/*
+ * The rows of a case: the generated floats, or their double precision
+ * version; shifted, moved and scaled to unit length as the case says.
+ * Exits when out of memory or when a row has no direction.
+ */
+static void *
+db_rows(const db_case *c)
+{
+	float	   *xf = h_generate(c->shape, c->n, c->d);
+	size_t		count = (size_t) c->n * (size_t) c->d;
+	void	   *x = xf;
+
+	if (c->dtype == GC_F64)
+	{
+		double	   *xd = (double *) malloc(sizeof(double) * (count > 0 ? count : 1));
+
+		if (!xd)
+		{
+			fprintf(stderr, "gpu_vs_cpu: out of host memory\n");
+			exit(2);
+		}
+		for (size_t i = 0; i < count; i++)
+		{
+			double		v = c->scale > 0 ? nearbyint((double) xf[i] * c->scale) / c->scale : (double) xf[i];
+
+			xd[i] = v + c->shift + c->offset;
+		}
+		free(xf);
+		x = xd;
+	}
+	else if (c->shift != 0)
+		for (size_t i = 0; i < count; i++)
+			xf[i] = (float) ((double) xf[i] + c->shift);
+	if (c->metric == GC_METRIC_COSINE)
+	{
+		int64_t		zero = gc_unit_rows(x, c->dtype, c->n, c->d);
+
+		if (zero >= 0)
+		{
+			fprintf(stderr, "gpu_vs_cpu: row %lld of %s has no direction\n", (long long) zero, c->shape);
+			exit(2);
+		}
+	}
+	return x;
+}
 
 /*
  * One data set: the reference once, the table under test with each grid it
@@ -213,7 +339,7 @@ db_differential(const db_case *c0)
 	static const char *grid_names[] = {"auto", "fine", "coarse"};
 	static const gc_dbscan_grid grids[] = {GC_DBSCAN_GRID_AUTO, GC_DBSCAN_GRID_FINE, GC_DBSCAN_GRID_COARSE};
 	db_case		c = *c0;
-	float	   *x;
+	void	   *x;
 	db_answer	ref,
 				t;
 	int64_t		ncore = 0,
@@ -225,12 +351,13 @@ db_differential(const db_case *c0)
 	int			all_ok = 1;
 
 	c.n = h_rows(c.n, c.d);
-	x = h_generate(c.shape, c.n, c.d);
+	x = db_rows(&c);
 	db_alloc(&ref, c.n);
 	db_alloc(&t, c.n);
-	snprintf(name, sizeof(name), "%s-%dd", c.shape, c.d);
+	snprintf(name, sizeof(name), "%s-%dd%s%s%s", c.shape, c.d, c.dtype == GC_F64 ? "-f64" : "",
+			 c.metric == GC_METRIC_COSINE ? "-cos" : "", c.offset != 0 ? "-far" : "");
 
-	db_run(H.ref, &ref, x, c.n, c.d, c.eps, c.min_pts, NULL, NULL);
+	db_run_t(H.ref, &ref, x, c.dtype, c.metric, c.n, c.d, c.eps, c.min_pts, NULL, NULL);
 	for (int64_t i = 0; ref.status == GC_OK && i < c.n; i++)
 	{
 		ncore += ref.is_core[i];
@@ -245,7 +372,7 @@ db_differential(const db_case *c0)
 		int			ok;
 
 		tuning.dbscan_grid = grids[m];
-		db_run(H.test, &t, x, c.n, c.d, c.eps, c.min_pts, &tuning, NULL);
+		db_run_t(H.test, &t, x, c.dtype, c.metric, c.n, c.d, c.eps, c.min_pts, &tuning, NULL);
 		ok = db_compare(&ref, &t, c.n, one, sizeof(one));
 		snprintf(what, sizeof(what), "dbscan %s n=%lld eps=%g min_pts=%d grid %s", name,
 				 (long long) c.n, c.eps, c.min_pts, grid_names[m]);
@@ -260,7 +387,7 @@ db_differential(const db_case *c0)
 		else if (all_ok)
 			snprintf(verdict, sizeof(verdict), "%s", one);
 	}
-	printf("| %-11s | %8lld | %3d | %9g | %4d | %8lld | %8lld | %8lld | %9.1f | %s | %s |\n",
+	printf("| %-19s | %8lld | %3d | %9g | %4d | %8lld | %8lld | %8lld | %9.1f | %s | %s |\n",
 		   name, (long long) c.n, c.d, c.eps, c.min_pts, (long long) ref.n_clusters,
 		   (long long) ncore, (long long) nnoise, ref.wall_ms, times, verdict);
 	fflush(stdout);
@@ -330,15 +457,22 @@ db_memory_check(const char *what, int64_t before, const char *detail)
 	h_check(before >= 0 && after == before, what, buf);
 }
 
-/* Out of device memory: an input 1.1 times the device's size, mapped but never touched. */
+/*
+ * Out of device memory: float rows 1.1 times the device's size, or double
+ * rows 0.6 times it (the points by row and in cell order are both on the
+ * device at one time: 1.2 times its size, counted with 8-byte elements, and
+ * only 0.6 times with 4-byte ones), mapped but never touched.
+ */
 static void
-db_out_of_memory(int64_t before)
+db_out_of_memory(int64_t before, gc_dtype t)
 {
 	const int32_t bd = 1024;
-	const int64_t bn = (int64_t) ((double) H.device.total_memory * 1.1 / (sizeof(float) * bd)) + 1;
-	size_t		bytes = sizeof(float) * (size_t) bn * bd;
-	float	   *big = (float *) mmap(NULL, bytes, PROT_READ | PROT_WRITE,
-									 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	const size_t es = gc_dtype_size(t);
+	const int64_t bn = (int64_t) ((double) H.device.total_memory * (t == GC_F64 ? 0.6 : 1.1) /
+								  (double) (es * bd)) + 1;
+	size_t		bytes = es * (size_t) bn * bd;
+	void	   *big = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
+						   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 	char		detail[1400];
 
 	if (big == MAP_FAILED)
@@ -362,16 +496,19 @@ db_out_of_memory(int64_t before)
 			munmap(big, bytes);
 			return;
 		}
-		db_run(H.test, &b, big, bn, bd, 1.0, 5, NULL, NULL);
+		db_run_t(H.test, &b, big, t, GC_METRIC_EUCLIDEAN, bn, bd, 1.0, 5, NULL, NULL);
 		after = h_free_device_memory();
 		snprintf(detail, sizeof(detail),
-				 "%lld x %d floats (%.1f GiB): status %s (%s), bytes_needed %lld, device total %lld, %.1f ms",
-				 (long long) bn, bd, bytes / 1073741824.0, gc_h_status_name(b.status), b.error,
-				 (long long) b.timing.bytes_needed, (long long) H.device.total_memory, gc_h_now_ms() - t0);
+				 "%lld x %d %s (%.1f GiB): status %s (%s), bytes_needed %lld, device total %lld, %.1f ms",
+				 (long long) bn, bd, t == GC_F64 ? "doubles" : "floats", bytes / 1073741824.0,
+				 gc_h_status_name(b.status), b.error, (long long) b.timing.bytes_needed,
+				 (long long) H.device.total_memory, gc_h_now_ms() - t0);
 		h_check(b.status == GC_ERR_OUT_OF_MEMORY, "dbscan out of device memory", detail);
-		h_check(b.timing.bytes_needed > H.device.free_memory, "dbscan bytes needed reported", detail);
+		h_check(b.timing.bytes_needed > H.device.free_memory &&
+				b.timing.bytes_needed >= 2 * (int64_t) bytes, "dbscan bytes needed reported", detail);
 		db_memory_check("device memory after out of memory", before, detail);
-		db_memory_row("out of memory", b.status, GC_ERR_OUT_OF_MEMORY, detail, before, after);
+		db_memory_row(t == GC_F64 ? "out of memory, double rows" : "out of memory", b.status,
+					  GC_ERR_OUT_OF_MEMORY, detail, before, after);
 		munmap(big, bytes);
 		munmap(b.cluster, sizeof(int32_t) * (size_t) bn);
 		munmap(b.is_core, (size_t) bn);
@@ -487,12 +624,43 @@ db_error_paths(void)
 					  h_free_device_memory());
 	}
 	free(x);
+
+	/* Double rows: a cancel, a non-finite coordinate (GPU only, as above). */
+	{
+		db_case		c = {"latlon", n, 2, 0.0001, 5, GC_F64, GC_METRIC_EUCLIDEAN, 1e5};
+		double	   *xd = (double *) db_rows(&c);
+		gc_h_cancel cc = {0, 2, 0, 0};
+
+		db_run_t(H.test, &a, xd, GC_F64, GC_METRIC_EUCLIDEAN, n, 2, 0.0001, 5, NULL, &cc);
+		snprintf(detail, sizeof(detail), "yes at question 2: status %s (%s), %.1f ms in all",
+				 gc_h_status_name(a.status), a.error, a.wall_ms);
+		h_check(a.status == GC_ERR_CANCELLED, "dbscan cancel, double rows", detail);
+		db_memory_check("device memory after cancel, double rows", before, detail);
+		db_memory_row("cancel, double rows", a.status, GC_ERR_CANCELLED, detail, before,
+					  h_free_device_memory());
+		if (H.cpu_only)
+			printf("| NaN coordinate, double rows | skipped | GPU only | |\n");
+		else
+		{
+			xd[(n / 3) * 2] = NAN;
+			db_run_t(H.test, &a, xd, GC_F64, GC_METRIC_EUCLIDEAN, n, 2, 0.0001, 5, NULL, NULL);
+			snprintf(detail, sizeof(detail), "status %s (%s)", gc_h_status_name(a.status), a.error);
+			h_check(a.status == GC_ERR_INVALID_ARGUMENT, "dbscan non-finite coordinate, double rows", detail);
+			db_memory_check("device memory after an error, double rows", before, detail);
+			db_memory_row("NaN coordinate, double rows", a.status, GC_ERR_INVALID_ARGUMENT, detail, before,
+						  h_free_device_memory());
+		}
+		free(xd);
+	}
 	db_free(&a);
 
 	if (H.cpu_only)
 		printf("| out of memory | skipped | GPU only | |\n");
 	else
-		db_out_of_memory(before);
+	{
+		db_out_of_memory(before, GC_F32);
+		db_out_of_memory(before, GC_F64);
+	}
 
 	/* The back end still works after all that, with the same answer as the CPU. */
 	{

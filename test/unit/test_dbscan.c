@@ -2,22 +2,45 @@
  * test_dbscan.c
  *    Unit tests of the CPU DBSCAN, called through the CPU back end's table
  *    (gc_cpu_api), against a brute-force reference that applies the rules
- *    literally (all pairs), on hand-made and random sets; and of the table
- *    itself: devices, empty input, the parameter checks and their errors.
+ *    literally (all pairs), on hand-made and random sets, in single and
+ *    double precision and with the Euclidean and cosine metrics; and of the
+ *    table itself: devices, empty input, the parameter checks and their
+ *    errors.
  */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core.h"
+#include "dbscan_grid.h"
+#include "metric.h"
 #include "unit.h"
 
-/* The rules of gc_dbscan_params, applied to all pairs. */
-static void
-reference(const float *x, int64_t n, int32_t d, double eps, int min_pts,
-		  int32_t *cluster, uint8_t *is_core)
+/* dist2 of rows i and j of x (element type t), as common/portable.h computes it. */
+static double
+ref_dist2(const void *x, gc_dtype t, int32_t d, int64_t i, int64_t j)
 {
-	double		eps2 = eps * eps;
+	if (t == GC_F64)
+		return gc_dist2_f64((const double *) x + i * d, (const double *) x + j * d, d);
+	return gc_dist2((const float *) x + i * d, (const float *) x + j * d, d);
+}
+
+/*
+ * Within eps, by the definition: the distance of the metric (sqrt(dist2),
+ * PostGIS's sqrt(dx * dx + dy * dy) in two dimensions, or dist2 / 2 on unit
+ * rows) at most eps.
+ */
+static int
+ref_near(const void *x, gc_dtype t, gc_metric m, int32_t d, int64_t i, int64_t j, double eps)
+{
+	return gc_metric_distance(m, ref_dist2(x, t, d, i, j)) <= eps;
+}
+
+/* The rules of gc_dbscan_params, applied to all pairs of rows x of element type t. */
+static void
+reference_t(const void *x, gc_dtype t, gc_metric m, int64_t n, int32_t d, double eps,
+			int min_pts, int32_t *cluster, uint8_t *is_core)
+{
 	int64_t    *comp = malloc(sizeof(int64_t) * n);
 	int64_t    *id = malloc(sizeof(int64_t) * n);
 	int64_t    *stack = malloc(sizeof(int64_t) * n);
@@ -28,7 +51,7 @@ reference(const float *x, int64_t n, int32_t d, double eps, int min_pts,
 		int64_t		cnt = 0;
 
 		for (int64_t j = 0; j < n; j++)
-			cnt += gc_dist2(x + i * d, x + j * d, d) <= eps2;
+			cnt += ref_near(x, t, m, d, i, j, eps);
 		is_core[i] = cnt >= min_pts;
 		comp[i] = -1;
 		id[i] = -1;
@@ -47,7 +70,7 @@ reference(const float *x, int64_t n, int32_t d, double eps, int min_pts,
 			int64_t		a = stack[--top];
 
 			for (int64_t j = 0; j < n; j++)
-				if (is_core[j] && comp[j] < 0 && gc_dist2(x + a * d, x + j * d, d) <= eps2)
+				if (is_core[j] && comp[j] < 0 && ref_near(x, t, m, d, a, j, eps))
 				{
 					comp[j] = i;
 					stack[top++] = j;
@@ -57,7 +80,7 @@ reference(const float *x, int64_t n, int32_t d, double eps, int min_pts,
 	for (int64_t i = 0; i < n; i++)
 		if (!is_core[i])
 			for (int64_t j = 0; j < n; j++)
-				if (is_core[j] && gc_dist2(x + i * d, x + j * d, d) <= eps2)
+				if (is_core[j] && ref_near(x, t, m, d, i, j, eps))
 				{
 					comp[i] = comp[j];
 					break;
@@ -78,14 +101,22 @@ reference(const float *x, int64_t n, int32_t d, double eps, int min_pts,
 	free(stack);
 }
 
-/* DBSCAN through the CPU back end's table, with an optional cancel callback. */
+/* DBSCAN through the CPU back end's table, rows of element type t, with an optional cancel callback. */
+static gc_status
+run_dbscan_t(const void *x, gc_dtype t, int64_t n, int32_t d, const gc_dbscan_params *p,
+			 gc_dbscan_result *r, gc_cancel_fn cancel)
+{
+	gc_exec		e = unit_exec(cancel, NULL);
+
+	return gc_cpu_api()->dbscan(&e, x, t, n, d, p, r);
+}
+
+/* The same for float rows. */
 static gc_status
 run_dbscan(const float *x, int64_t n, int32_t d, const gc_dbscan_params *p,
 		   gc_dbscan_result *r, gc_cancel_fn cancel)
 {
-	gc_exec		e = unit_exec(cancel, NULL);
-
-	return gc_cpu_api()->dbscan(&e, x, GC_F32, n, d, p, r);
+	return run_dbscan_t(x, GC_F32, n, d, p, r, cancel);
 }
 
 static uint64_t rng_state = 42;
@@ -100,34 +131,48 @@ urand(void)
 	return (double) (rng_state >> 11) / 9007199254740992.0;
 }
 
-/* Runs both and compares; returns 1 when identical. */
+/*
+ * Runs both on rows x of element type t with metric m and compares; returns
+ * 1 when identical.  ref_clusters (may be NULL) receives the reference's
+ * number of clusters.
+ */
 static int
-compare(const char *name, const float *x, int64_t n, int32_t d, double eps, int min_pts)
+compare_t(const char *name, const void *x, gc_dtype t, gc_metric m, int64_t n, int32_t d,
+		  double eps, int min_pts, int64_t *ref_clusters)
 {
 	int32_t    *c1 = malloc(sizeof(int32_t) * n), *c2 = malloc(sizeof(int32_t) * n);
 	uint8_t    *k1 = malloc(n), *k2 = malloc(n);
-	gc_dbscan_params p = {sizeof(gc_dbscan_params), eps, min_pts};
+	gc_dbscan_params p = {sizeof(gc_dbscan_params), eps, min_pts, m};
 	gc_dbscan_result r = {c1, k1, 0};
 	int			ok = 1;
+	int32_t		nref = 0;
 
-	reference(x, n, d, eps, min_pts, c2, k2);
+	reference_t(x, t, m, n, d, eps, min_pts, c2, k2);
+	for (int64_t i = 0; i < n; i++)
+		if (c2[i] + 1 > nref)
+			nref = c2[i] + 1;
+	if (ref_clusters)
+		*ref_clusters = nref;
 	/* the same answer whatever the number of threads */
-	for (int t = 0; t < UNIT_THREAD_COUNTS && ok; t++)
+	for (int th = 0; th < UNIT_THREAD_COUNTS && ok; th++)
 	{
 		gc_status	st;
 		int64_t		bad = -1;
 
-		unit_threads = unit_thread_counts[t];
-		st = run_dbscan(x, n, d, &p, &r, NULL);
-		ok = st == GC_OK;
+		unit_threads = unit_thread_counts[th];
+		st = run_dbscan_t(x, t, n, d, &p, &r, NULL);
+		ok = st == GC_OK && r.n_clusters == nref;
 		for (int64_t i = 0; ok && i < n; i++)
 			if (c1[i] != c2[i] || k1[i] != k2[i])
 			{
 				ok = 0;
 				bad = i;
 			}
-		CHECK(ok, "%s (n=%lld d=%d eps=%g min_pts=%d, %d threads): status %d %s, first difference at %lld",
-			  name, (long long) n, d, eps, min_pts, unit_threads, st, unit_error(), (long long) bad);
+		CHECK(ok, "%s (%s, %s, n=%lld d=%d eps=%g min_pts=%d, %d threads): status %d %s, "
+			  "%lld clusters against %d, first difference at %lld",
+			  name, t == GC_F64 ? "double" : "float", m == GC_METRIC_COSINE ? "cosine" : "euclidean",
+			  (long long) n, d, eps, min_pts, unit_threads, st, unit_error(),
+			  (long long) r.n_clusters, nref, (long long) bad);
 	}
 	unit_threads = 0;
 	free(c1);
@@ -135,6 +180,13 @@ compare(const char *name, const float *x, int64_t n, int32_t d, double eps, int 
 	free(k1);
 	free(k2);
 	return ok;
+}
+
+/* compare_t for float rows, Euclidean. */
+static int
+compare(const char *name, const float *x, int64_t n, int32_t d, double eps, int min_pts)
+{
+	return compare_t(name, x, GC_F32, GC_METRIC_EUCLIDEAN, n, d, eps, min_pts, NULL);
 }
 
 /* n points: blobs of the given spread, 20% uniform noise, a fraction dup of repeated rows. */
@@ -263,6 +315,20 @@ test_checks(void)
 	CHECK(api->dbscan(&e, x, GC_F32, 4, 1, &p, &r) == GC_ERR_INTERNAL, "tuning struct_size");
 	tuning.struct_size = sizeof(tuning);
 	CHECK(api->dbscan(&e, x, GC_F32, 4, 1, &p, &r) == GC_OK && r.n_clusters == 1, "tuning given");
+	/* element types and metrics: the two of each are taken, anything else is a bug of the caller */
+	{
+		double		xd[] = {0, 1, 2, 3};
+
+		CHECK(api->dbscan(&e, xd, GC_F64, 4, 1, &p, &r) == GC_OK && r.n_clusters == 1 &&
+			  c[0] == 0 && c[3] == 0, "double rows: %s", unit_error());
+		CHECK(api->dbscan(&e, xd, (gc_dtype) 7, 4, 1, &p, &r) == GC_ERR_INTERNAL, "element type 7");
+		p.metric = (gc_metric) 5;
+		CHECK(api->dbscan(&e, xd, GC_F64, 4, 1, &p, &r) == GC_ERR_INTERNAL, "metric 5");
+		p.metric = GC_METRIC_COSINE;
+		xd[0] = xd[1] = xd[2] = xd[3] = 1.0;	/* four unit rows of one feature */
+		CHECK(api->dbscan(&e, xd, GC_F64, 4, 1, &p, &r) == GC_OK && r.n_clusters == 1,
+			  "cosine: %s", unit_error());
+	}
 }
 
 /* Hand-made sets: chains, border points, min_pts 1, bad parameters. */
@@ -476,6 +542,395 @@ test_skewed_sets(void)
 	}
 }
 
+/* ---------------------------------------------------------------- double precision */
+
+/* The decimal text s as the nearest double, as PostgreSQL reads a float8 or numeric. */
+static double
+decimal(const char *s)
+{
+	return strtod(s, NULL);
+}
+
+/* n values of x as floats (a real column holding the same decimals). */
+static float *
+narrow(const double *x, int64_t n)
+{
+	float	   *f = malloc(sizeof(float) * n);
+
+	for (int64_t i = 0; i < n; i++)
+		f[i] = (float) x[i];
+	return f;
+}
+
+/* Whether two runs' answers differ anywhere. */
+static int
+answers_differ(const int32_t *c1, const uint8_t *k1, const int32_t *c2, const uint8_t *k2, int64_t n)
+{
+	return memcmp(c1, c2, sizeof(int32_t) * n) != 0 || memcmp(k1, k2, n) != 0;
+}
+
+/*
+ * Points on a line with five decimals, 0.05 apart as decimals: 55.15545,
+ * 55.20545, 55.25545, ... (and a constant second coordinate), eps 0.05.
+ * Whether a consecutive pair is within eps depends on the rounding of the
+ * coordinates: as PostGIS computes in double, sqrt(dx * dx + dy * dy) is
+ * 0.04999999999999716 for rows 0-1, 2-3, 3-4, 5-6, ... (neighbours) and
+ * 0.05000000000000426 for rows 1-2, 4-5, 6-7, 9-10, 11-12 (not); in single
+ * precision 4-5 and 9-10 are neighbours (0.049999237060546875), 1-2, 6-7,
+ * 11-12 not (0.0500030517578125).  Both answers against the brute-force
+ * reference, and the double one against those known pairs.
+ */
+static void
+test_double_line(void)
+{
+	enum
+	{
+		N = 40
+	};
+	double		xd[N * 2];
+	float	   *xf;
+	int32_t		cd[N],
+				cf[N];
+	uint8_t		kd[N],
+				kf[N];
+	int			edge = 0;
+
+	for (int i = 0; i < N; i++)
+	{
+		char		buf[32];
+
+		snprintf(buf, sizeof(buf), "%.5f", 55.15545 + 0.05 * i);
+		xd[2 * i] = decimal(buf);
+		xd[2 * i + 1] = decimal("37.61715");
+	}
+	xf = narrow(xd, N * 2);
+	/* the premise: single and double precision disagree on some consecutive pairs */
+	for (int i = 0; i + 1 < N; i++)
+		edge += ref_near(xd, GC_F64, GC_METRIC_EUCLIDEAN, 2, i, i + 1, 0.05) !=
+			ref_near(xf, GC_F32, GC_METRIC_EUCLIDEAN, 2, i, i + 1, 0.05);
+	CHECK(edge >= 2, "line of five decimals: %d pairs decided differently by float and double", edge);
+	CHECK(ref_near(xd, GC_F64, GC_METRIC_EUCLIDEAN, 2, 0, 1, 0.05) &&
+		  !ref_near(xd, GC_F64, GC_METRIC_EUCLIDEAN, 2, 1, 2, 0.05) &&
+		  !ref_near(xd, GC_F64, GC_METRIC_EUCLIDEAN, 2, 4, 5, 0.05) &&
+		  ref_near(xf, GC_F32, GC_METRIC_EUCLIDEAN, 2, 4, 5, 0.05), "line: the known pairs");
+	for (int min_pts = 2; min_pts <= 3; min_pts++)
+	{
+		gc_dbscan_params p = {sizeof(p), 0.05, min_pts, GC_METRIC_EUCLIDEAN};
+		gc_dbscan_result rd = {cd, kd, 0};
+		gc_dbscan_result rf = {cf, kf, 0};
+
+		compare_t("line of five decimals", xd, GC_F64, GC_METRIC_EUCLIDEAN, N, 2, 0.05, min_pts, NULL);
+		compare_t("line of five decimals", xf, GC_F32, GC_METRIC_EUCLIDEAN, N, 2, 0.05, min_pts, NULL);
+		CHECK(run_dbscan_t(xd, GC_F64, N, 2, &p, &rd, NULL) == GC_OK &&
+			  run_dbscan_t(xf, GC_F32, N, 2, &p, &rf, NULL) == GC_OK, "line: %s", unit_error());
+		CHECK(answers_differ(cd, kd, cf, kf, N), "line, min_pts %d: float and double answers differ",
+			  min_pts);
+		if (min_pts == 2)
+			/* double: {0, 1} {2, 3, 4} {5, 6} ...; float: 4 and 5 together */
+			CHECK(cd[0] == 0 && cd[1] == 0 && cd[2] == 1 && cd[3] == 1 && cd[4] == 1 && cd[5] == 2 &&
+				  cd[6] == 2 && cd[7] == 3 && cf[4] == cf[5] && cf[1] != cf[2],
+				  "line, min_pts 2: %d %d %d %d %d %d %d %d (float 4, 5: %d %d)", cd[0], cd[1], cd[2],
+				  cd[3], cd[4], cd[5], cd[6], cd[7], cf[4], cf[5]);
+		else
+			/* double: 2, 3, 4 (3 has both) are the only run of three; 3 is core, 2 and 4 border */
+			CHECK(kd[3] && !kd[2] && !kd[4] && !kd[0] && !kd[1] && cd[2] == cd[3] && cd[4] == cd[3] &&
+				  cd[0] == -1 && cd[1] == -1, "line, min_pts 3: core %d %d %d, clusters %d %d %d",
+				  kd[2], kd[3], kd[4], cd[2], cd[3], cd[4]);
+	}
+	free(xf);
+}
+
+/*
+ * The neighbour rule is sqrt(dist2) <= eps, not dist2 <= eps * eps: a pair
+ * whose dist2 lies one ulp above eps * eps rounded has sqrt(dist2) == eps
+ * and is within eps (as PostGIS says).
+ */
+static void
+test_rule_edge(void)
+{
+	double		x[] = {0.0, 0.0, 0.008, 0.006000000000000001};
+	double		d2 = gc_dist2_f64(x, x + 2, 2);
+	int32_t		c[2];
+	uint8_t		k[2];
+	gc_dbscan_params p = {sizeof(p), 0.01, 2, GC_METRIC_EUCLIDEAN};
+	gc_dbscan_result r = {c, k, 0};
+
+	CHECK(d2 > 0.01 * 0.01 && sqrt(d2) <= 0.01, "rule edge premise: dist2 %.17g", d2);
+	CHECK(run_dbscan_t(x, GC_F64, 2, 2, &p, &r, NULL) == GC_OK && r.n_clusters == 1 &&
+		  c[0] == 0 && c[1] == 0 && k[0] && k[1], "rule edge: %d %d", c[0], c[1]);
+}
+
+/*
+ * Random rows with two or three decimals and a round eps, as users' data
+ * come (blobs, noise, repeated rows), in both precisions against the
+ * brute-force reference; then the same shifted far from the origin, with a
+ * far outlier (the mapped grid), and at 1e12 (double coordinates a few
+ * cells apart where the raw cells are off by a fraction of a cell).
+ */
+static void
+test_double_random(void)
+{
+	int32_t		dims[] = {1, 2, 3, 8};
+	int			differ = 0;
+
+	for (int a = 0; a < 4; a++)
+	{
+		int32_t		d = dims[a];
+		int64_t		n = d == 8 ? 2000 : 3000;
+		float	   *x0 = random_set(n, d, 6, 0.1, 0.2);
+		double	   *xd = malloc(sizeof(double) * n * d);
+		float	   *xf;
+
+		for (int decimals = 2; decimals <= 3; decimals++)
+		{
+			double		scale = decimals == 2 ? 100.0 : 1000.0;
+			double		eps = decimals == 2 ? 0.05 : 0.01;
+			int64_t		cf = 0,
+						cd = 0;
+
+			if (d == 8)
+				eps *= 4;
+			for (int64_t i = 0; i < n * d; i++)
+				xd[i] = nearbyint((double) x0[i] * 10.0 * scale) / scale;
+			xf = narrow(xd, n * d);
+			compare_t("few decimals", xd, GC_F64, GC_METRIC_EUCLIDEAN, n, d, eps, 4, &cd);
+			compare_t("few decimals", xf, GC_F32, GC_METRIC_EUCLIDEAN, n, d, eps, 4, &cf);
+			compare_t("few decimals, min_pts 2", xd, GC_F64, GC_METRIC_EUCLIDEAN, n, d, eps, 2, NULL);
+			CHECK(cd > 1, "few decimals, d %d: %lld clusters", d, (long long) cd);
+			/* the precisions decide some pairs differently */
+			for (int64_t i = 0; i + 1 < n && !differ; i++)
+				for (int64_t j = i + 1; j < n && !differ; j++)
+					differ = ref_near(xd, GC_F64, GC_METRIC_EUCLIDEAN, d, i, j, eps) !=
+						ref_near(xf, GC_F32, GC_METRIC_EUCLIDEAN, d, i, j, eps);
+			free(xf);
+			/* far from the origin: projected coordinates in metres */
+			for (int64_t i = 0; i < n * d; i++)
+				xd[i] += 5.0e6;
+			compare_t("few decimals at 5e6", xd, GC_F64, GC_METRIC_EUCLIDEAN, n, d, eps, 4, NULL);
+			xd[0] = -5.0e6;		/* and a far outlier: the mapped grid */
+			compare_t("few decimals at 5e6, outlier", xd, GC_F64, GC_METRIC_EUCLIDEAN, n, d, eps, 4, NULL);
+		}
+		/*
+		 * At 1e10 and 1e13, on the doubles there (steps of one ulp u), eps
+		 * 40 u and 2.5 u: the raw cells of the mapped grid (with a far
+		 * outlier) lie near 3e14 (exact, dense cells) and 7e15 (beyond
+		 * 2^52: off by up to 2 cells, steps shortened, no dense cells).
+		 */
+		for (int o = 0; o < 2; o++)
+		{
+			double		off = o ? 1.0e13 : 1.0e10;
+			double		u = o ? 0.001953125 : 1.9073486328125e-06;
+			double		eps = (o ? 2.5 : 40.0) * u * (d == 8 ? 3 : 1);
+			char		what[64];
+
+			for (int64_t i = 0; i < n * d; i++)
+				xd[i] = off + nearbyint((double) x0[i] * (o ? 300.0 : 4800.0)) * u;
+			snprintf(what, sizeof(what), "at %g", off);
+			compare_t(what, xd, GC_F64, GC_METRIC_EUCLIDEAN, n, d, eps, 4, NULL);
+			xd[d] = -off;
+			snprintf(what, sizeof(what), "at %g, outlier", off);
+			compare_t(what, xd, GC_F64, GC_METRIC_EUCLIDEAN, n, d, eps, 4, NULL);
+			compare_t(what, xd, GC_F64, GC_METRIC_EUCLIDEAN, n, d, eps, 2, NULL);
+		}
+		free(x0);
+		free(xd);
+	}
+	CHECK(differ, "few decimals: float and double decide some pair differently");
+}
+
+/* floor(v / side) exactly, in integers: v = mv 2^ev, side = ms 2^es with 53-bit mv, ms. */
+static double
+exact_floor_div(double v, double side)
+{
+	int			ev,
+				es;
+	double		fv = frexp(fabs(v), &ev);
+	double		fs = frexp(side, &es);
+	unsigned __int128 mv = (unsigned __int128) ldexp(fv, 53);
+	unsigned __int128 ms = (unsigned __int128) ldexp(fs, 53);
+	int			sh = ev - es;
+	unsigned __int128 q,
+				rem;
+
+	if (sh >= 0)
+	{
+		mv <<= sh;
+		q = mv / ms;
+		rem = mv % ms;
+	}
+	else
+	{
+		ms <<= -sh;
+		q = mv / ms;
+		rem = mv % ms;
+	}
+	if (v >= 0)
+		return (double) q;
+	return -(double) q - (rem != 0 ? 1.0 : 0.0);
+}
+
+/*
+ * The raw cells of double rows are exact (gc_grid_raw with exact set): on
+ * values v = k * side rounded, whose quotient rounds to k whether it lies
+ * above or below it, against floor(v / side) in integer arithmetic; the
+ * rounded quotient alone is wrong on many of them (the premise).
+ */
+static void
+test_grid_raw(void)
+{
+	int64_t		wrong_exact = 0,
+				wrong_rounded = 0,
+				tried = 0;
+
+	for (int s = 0; s < 200; s++)
+	{
+		double		side = (0.001 + urand()) * pow(10.0, (int) (urand() * 12) - 8);
+
+		for (int t = 0; t < 500; t++)
+		{
+			double		k = floor(urand() * pow(2.0, 2 + (int) (urand() * 48)));
+			double		v = (urand() < 0.5 ? -k : k) * side;
+
+			if (v == 0 || fabs(v / side) >= 0x1p52)
+				continue;
+			tried++;
+			wrong_exact += gc_grid_raw(side, v, 1) != exact_floor_div(v, side) + 0.0;
+			wrong_rounded += gc_grid_raw(side, v, 0) != exact_floor_div(v, side) + 0.0;
+		}
+	}
+	CHECK(tried > 50000 && wrong_exact == 0 && wrong_rounded > 100,
+		  "raw cells: %lld tried, %lld wrong with the correction, %lld without", (long long) tried,
+		  (long long) wrong_exact, (long long) wrong_rounded);
+}
+
+/* ---------------------------------------------------------------- cosine */
+
+/*
+ * Rays from the origin at known angles, five magnitudes each (1e-3 to
+ * 1e3), the rows interleaved: with eps = 1 - cos(12 degrees) the rays at 0,
+ * 10, 20 degrees are one cluster (neighbours 10 degrees apart), 90 and 100
+ * another, 180 a third (its rows all of one direction), 250 and 275 two
+ * more (25 degrees apart); with eps = 1 - cos(5 degrees) each ray is its
+ * own cluster; with eps 2 everything is one.  Both precisions.
+ */
+static void
+test_cosine_rays(void)
+{
+	static const double angle[] = {0, 90, 180, 10, 250, 100, 20, 275};
+	static const int want12[] = {0, 1, 2, 0, 3, 1, 0, 4};
+	static const double mag[] = {1e-3, 0.5, 1, 7.25, 1e3};
+	enum
+	{
+		R = 8, M = 5, N = R * M
+	};
+	double		xd[N * 2];
+	int32_t		c[N];
+	uint8_t		k[N];
+
+	for (int m = 0; m < M; m++)
+		for (int t = 0; t < R; t++)
+		{
+			double		rad = angle[t] * 3.14159265358979323846 / 180.0;
+
+			xd[2 * (m * R + t)] = mag[m] * cos(rad);
+			xd[2 * (m * R + t) + 1] = mag[m] * sin(rad);
+		}
+	for (int prec = 0; prec < 2; prec++)
+	{
+		gc_dtype	t = prec ? GC_F64 : GC_F32;
+		float	   *xf = narrow(xd, N * 2);
+		void	   *x = prec ? (void *) xd : (void *) xf;
+		double		eps12 = 1.0 - cos(12.0 * 3.14159265358979323846 / 180.0);
+		double		eps5 = 1.0 - cos(5.0 * 3.14159265358979323846 / 180.0);
+		gc_dbscan_params p = {sizeof(p), eps12, 5, GC_METRIC_COSINE};
+		gc_dbscan_result r = {c, k, 0};
+		int			ok;
+
+		CHECK(gc_unit_rows(x, t, N, 2) == -1, "rays: unit rows");
+		ok = run_dbscan_t(x, t, N, 2, &p, &r, NULL) == GC_OK && r.n_clusters == 5;
+		for (int i = 0; ok && i < N; i++)
+			ok = c[i] == want12[i % R] && k[i];
+		CHECK(ok, "rays, eps 1 - cos 12 degrees, %s: %lld clusters, %s", prec ? "double" : "float",
+			  (long long) r.n_clusters, unit_error());
+		p.eps = eps5;
+		ok = run_dbscan_t(x, t, N, 2, &p, &r, NULL) == GC_OK && r.n_clusters == R;
+		for (int i = 0; ok && i < N; i++)
+			ok = c[i] == i % R;
+		CHECK(ok, "rays, eps 1 - cos 5 degrees, %s: %lld clusters", prec ? "double" : "float",
+			  (long long) r.n_clusters);
+		/* min_pts 6: a ray alone has 5 rows, so only the joined rays are core */
+		p.eps = eps12;
+		p.min_pts = 6;
+		ok = run_dbscan_t(x, t, N, 2, &p, &r, NULL) == GC_OK && r.n_clusters == 2;
+		for (int i = 0; ok && i < N; i++)
+			ok = (angle[i % R] == 180 || angle[i % R] >= 250) ? c[i] == -1 && !k[i] :
+				c[i] == want12[i % R] && k[i];
+		CHECK(ok, "rays, min_pts 6, %s: %lld clusters", prec ? "double" : "float",
+			  (long long) r.n_clusters);
+		p.eps = 2.0;
+		p.min_pts = N;
+		CHECK(run_dbscan_t(x, t, N, 2, &p, &r, NULL) == GC_OK && r.n_clusters == 1 && c[N - 1] == 0 &&
+			  k[0], "rays, eps 2: one cluster");
+		compare_t("rays", x, t, GC_METRIC_COSINE, N, 2, eps12, 5, NULL);
+		compare_t("rays", x, t, GC_METRIC_COSINE, N, 2, eps5, 3, NULL);
+		free(xf);
+		if (prec == 0)
+			for (int i = 0; i < N; i++)		/* back to the raw rows for the double pass */
+			{
+				int			m = i / R,
+							tt = i % R;
+				double		rad = angle[tt] * 3.14159265358979323846 / 180.0;
+
+				xd[2 * i] = mag[m] * cos(rad);
+				xd[2 * i + 1] = mag[m] * sin(rad);
+			}
+	}
+}
+
+/*
+ * Random directions against the brute-force reference: blobs shifted to
+ * the origin (so that the directions spread), duplicates, unit rows in
+ * both precisions, d = 2, 3 (the fine grid on the sphere), 8 and 64.
+ */
+static void
+test_cosine_random(void)
+{
+	int32_t		dims[] = {2, 3, 8, 64};
+	double		epss[] = {0.001, 0.01, 0.05};
+
+	for (int a = 0; a < 4; a++)
+	{
+		int32_t		d = dims[a];
+		int64_t		n = d == 64 ? 800 : 2500;
+		float	   *xf = random_set(n, d, 8, 0.1, 0.2);
+		double	   *xd = malloc(sizeof(double) * n * d);
+
+		for (int64_t i = 0; i < n * d; i++)
+		{
+			xf[i] -= 0.5f;
+			xd[i] = (double) xf[i];
+		}
+		/* a zero row has no direction: keep them out */
+		for (int64_t i = 0; i < n; i++)
+			if (xf[i * d] == 0.0f)
+				xf[i * d] = 0.25f, xd[i * d] = 0.25;
+		CHECK(gc_unit_rows(xf, GC_F32, n, d) == -1 && gc_unit_rows(xd, GC_F64, n, d) == -1,
+			  "cosine random: unit rows");
+		for (int e = 0; e < 3; e++)
+		{
+			int64_t		nc = 0;
+
+			compare_t("cosine random", xf, GC_F32, GC_METRIC_COSINE, n, d, epss[e], 4, &nc);
+			compare_t("cosine random", xd, GC_F64, GC_METRIC_COSINE, n, d, epss[e], 4, NULL);
+			if (e == 1 && d >= 3)	/* on the circle, noise rows join every direction */
+				CHECK(nc > 1, "cosine random, d %d: %lld clusters", d, (long long) nc);
+		}
+		compare_t("cosine random, min_pts 2", xd, GC_F64, GC_METRIC_COSINE, n, d, 0.01, 2, NULL);
+		free(xf);
+		free(xd);
+	}
+}
+
 /* Cancel stops the work and reports it. */
 static void
 test_cancel(void)
@@ -534,11 +989,12 @@ test_cancel_crowded_cell(void)
  * count with the reference.)
  */
 static void
-threads_case(const char *name, const float *x, int64_t n, int32_t d, double eps, int min_pts)
+threads_case_t(const char *name, const void *x, gc_dtype dt, gc_metric m, int64_t n, int32_t d,
+			   double eps, int min_pts)
 {
 	int32_t    *c0 = malloc(sizeof(int32_t) * n), *c1 = malloc(sizeof(int32_t) * n);
 	uint8_t    *k0 = malloc(n), *k1 = malloc(n);
-	gc_dbscan_params p = {sizeof(p), eps, min_pts};
+	gc_dbscan_params p = {sizeof(p), eps, min_pts, m};
 	gc_dbscan_result r0 = {c0, k0, 0};
 	gc_dbscan_result r1 = {c1, k1, 0};
 	gc_timing	t;
@@ -548,7 +1004,7 @@ threads_case(const char *name, const float *x, int64_t n, int32_t d, double eps,
 
 	unit_threads = 1;
 	e = unit_exec(NULL, &t);
-	st = gc_cpu_api()->dbscan(&e, x, GC_F32, n, d, &p, &r0);
+	st = gc_cpu_api()->dbscan(&e, x, dt, n, d, &p, &r0);
 	for (int64_t i = 0; i < n; i++)
 		cores += k0[i];
 	CHECK(st == GC_OK && t.threads == 1 && r0.n_clusters > 1 && cores > 0 && cores < n,
@@ -559,7 +1015,7 @@ threads_case(const char *name, const float *x, int64_t n, int32_t d, double eps,
 		unit_threads = unit_thread_counts[i];
 		e = unit_exec(NULL, &t);
 		memset(c1, 0x55, sizeof(int32_t) * n);
-		st = gc_cpu_api()->dbscan(&e, x, GC_F32, n, d, &p, &r1);
+		st = gc_cpu_api()->dbscan(&e, x, dt, n, d, &p, &r1);
 		CHECK(st == GC_OK && t.threads == unit_threads && r1.n_clusters == r0.n_clusters &&
 			  memcmp(c0, c1, sizeof(int32_t) * n) == 0 && memcmp(k0, k1, n) == 0,
 			  "%s, %d threads (%d ran): status %d, %lld clusters against %lld", name, unit_threads,
@@ -570,6 +1026,12 @@ threads_case(const char *name, const float *x, int64_t n, int32_t d, double eps,
 	free(c1);
 	free(k0);
 	free(k1);
+}
+
+static void
+threads_case(const char *name, const float *x, int64_t n, int32_t d, double eps, int min_pts)
+{
+	threads_case_t(name, x, GC_F32, GC_METRIC_EUCLIDEAN, n, d, eps, min_pts);
 }
 
 static void
@@ -593,6 +1055,43 @@ test_threads(void)
 	free(x);
 	x = random_set(n, 8, 20, 0.1, 0.2);
 	threads_case("8-D blobs with duplicates", x, n, 8, 0.04, 5);
+	/* cosine on the same rows, about the origin, in both precisions */
+	{
+		double	   *xd = malloc(sizeof(double) * n * 8);
+
+		for (int64_t i = 0; i < n * 8; i++)
+		{
+			x[i] -= 0.5f;
+			xd[i] = (double) x[i];
+		}
+		gc_unit_rows(x, GC_F32, n, 8);
+		gc_unit_rows(xd, GC_F64, n, 8);
+		threads_case_t("8-D cosine, float", x, GC_F32, GC_METRIC_COSINE, n, 8, 0.005, 5);
+		threads_case_t("8-D cosine, double", xd, GC_F64, GC_METRIC_COSINE, n, 8, 0.005, 5);
+		free(xd);
+	}
+	free(x);
+	/* double: 2-D with two decimals, round eps, far outliers (the mapped grid); 3-D cosine */
+	n = 300000;
+	x = random_set(n, 2, 40, 0.02, 0.1);
+	{
+		double	   *xd = malloc(sizeof(double) * n * 3);
+
+		for (int64_t i = 0; i < n * 2; i++)
+			xd[i] = nearbyint((double) x[i] * 1e4) / 100.0;
+		xd[0] = 1e7;
+		xd[3] = -3e6;
+		threads_case_t("2-D two decimals, double", xd, GC_F64, GC_METRIC_EUCLIDEAN, n, 2, 0.05, 5);
+		threads_case_t("2-D two decimals, double, min_pts 2", xd, GC_F64, GC_METRIC_EUCLIDEAN, n, 2,
+					   0.02, 2);
+		free(x);
+		x = random_set(n, 3, 30, 0.05, 0.05);
+		for (int64_t i = 0; i < n * 3; i++)
+			xd[i] = (double) x[i] - 0.5;
+		gc_unit_rows(xd, GC_F64, n, 3);
+		threads_case_t("3-D cosine, double", xd, GC_F64, GC_METRIC_COSINE, n, 3, 1e-4, 5);
+		free(xd);
+	}
 	free(x);
 }
 
@@ -605,6 +1104,12 @@ main(void)
 	test_hand_made();
 	test_random_sets();
 	test_skewed_sets();
+	test_double_line();
+	test_rule_edge();
+	test_grid_raw();
+	test_double_random();
+	test_cosine_rays();
+	test_cosine_random();
 	test_cancel();
 	test_cancel_crowded_cell();
 	test_threads();
