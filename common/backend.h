@@ -177,8 +177,10 @@ typedef struct gc_device_info
 /* ---------------------------------------------------------------- DBSCAN
  * Semantics (both back ends, bit-identical answers):
  *  - squared Euclidean distance accumulated in double over dimensions
- *    0..d-1 in order, without fused multiply-add; a neighbour when
- *    dist2 <= eps * eps (itself included);
+ *    0..d-1 in order, without fused multiply-add; a neighbour when its
+ *    distance of the metric is at most eps, i.e. when dist2 <=
+ *    gc_metric_dist2_le(metric, eps) of common/metric.h (itself included);
+ *    for the Euclidean metric that is PostGIS's sqrt(dist2) <= eps;
  *  - core when the neighbourhood holds >= min_pts points;
  *  - a border point takes the cluster of the lowest-index core point within eps;
  *  - clusters are numbered 0, 1, ... by their lowest-index member; noise is -1.
