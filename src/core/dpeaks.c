@@ -21,6 +21,11 @@
  *          (d <= 3), falling back to the scan when the rings run out;
  *  assign  the centres, and a single pass in density order for the labels.
  *
+ * The rows are read in their element type (float or double, each
+ * coordinate converted exactly to double, dp_d2); the metric enters only
+ * through common/dpeaks_common.h's thresholds and gc_metric_distance, all
+ * comparisons are on dist2.
+ *
  * Every long loop counts its work (dp_work: a distance over d features
  * counts d + 1, a grid cell GC_DP_CELL_WORK) and asks the cancel callback
  * every DP_CANCEL_WORK of it; the sorts are radix sorts that ask as well
@@ -55,7 +60,9 @@
 typedef struct dpeaks_ws
 {
 	gc_core_ctx *ctx;
-	const float *x;				/* [n, d] the rows */
+	const void *x;				/* [n, d] the rows, of element type dtype */
+	gc_dtype	dtype;
+	gc_metric	metric;			/* params->metric */
 	int64_t		n;
 	int32_t		d;
 	const gc_dpeaks_params *params;
@@ -77,6 +84,24 @@ typedef struct dpeaks_ws
 	int64_t    *rank_of;		/* [n] row -> rank */
 	int64_t    *nbr;			/* [n] row -> its nearest denser row, -1 for the densest */
 } dpeaks_ws;
+
+/* dist2 of rows i and j (gc_dist2 / gc_dist2_f64 by the element type). */
+static inline double
+dp_d2(const dpeaks_ws *ws, int64_t i, int64_t j)
+{
+	int32_t		d = ws->d;
+
+	if (ws->dtype == GC_F64)
+		return gc_dist2_f64((const double *) ws->x + i * d, (const double *) ws->x + j * d, d);
+	return gc_dist2((const float *) ws->x + i * d, (const float *) ws->x + j * d, d);
+}
+
+/* Element at of x as a double (exact for either element type). */
+static inline double
+dp_elem(const dpeaks_ws *ws, int64_t at)
+{
+	return ws->dtype == GC_F64 ? ((const double *) ws->x)[at] : (double) ((const float *) ws->x)[at];
+}
 
 /* Counts work; asks the cancel callback each time DP_CANCEL_WORK of it is done. */
 static int
@@ -104,12 +129,14 @@ pair_block_end(const dpeaks_ws *ws, int64_t jb)
 
 /* Fills the workspace with the input, no buffer yet. */
 static void
-dpeaks_ws_init(dpeaks_ws *ws, gc_core_ctx *ctx, const float *x, int64_t n, int32_t d,
-			   const gc_dpeaks_params *params, gc_dpeaks_result *result)
+dpeaks_ws_init(dpeaks_ws *ws, gc_core_ctx *ctx, const void *x, gc_dtype dtype, int64_t n,
+			   int32_t d, const gc_dpeaks_params *params, gc_dpeaks_result *result)
 {
 	memset(ws, 0, sizeof(*ws));
 	ws->ctx = ctx;
 	ws->x = x;
+	ws->dtype = dtype;
+	ws->metric = params->metric;
 	ws->n = n;
 	ws->d = d;
 	ws->params = params;
@@ -188,14 +215,12 @@ dc_histogram(dpeaks_ws *ws, int64_t *hist, uint64_t prefix, int prefix_bits, int
 	memset(hist, 0, sizeof(int64_t) << w);
 	for (int64_t i = 0; i < ws->n; i++)
 	{
-		const float *xi = ws->x + i * ws->d;
-
 		for (int64_t jb = i + 1, je; jb < ws->n; jb = je)
 		{
 			je = pair_block_end(ws, jb);
 			for (int64_t j = jb; j < je; j++)
 			{
-				uint64_t	key = gc_dp_key(gc_dist2(xi, ws->x + j * ws->d, ws->d));
+				uint64_t	key = gc_dp_key(dp_d2(ws, i, j));
 
 				if (prefix_bits > 0 && (key >> (64 - prefix_bits)) != prefix)
 					continue;
@@ -221,14 +246,12 @@ dc_collect(dpeaks_ws *ws, uint64_t prefix, int prefix_bits, int64_t m, int64_t k
 						   "out of memory for the dc candidates");
 	for (int64_t i = 0; i < ws->n; i++)
 	{
-		const float *xi = ws->x + i * ws->d;
-
 		for (int64_t jb = i + 1, je; jb < ws->n; jb = je)
 		{
 			je = pair_block_end(ws, jb);
 			for (int64_t j = jb; j < je; j++)
 			{
-				uint64_t	key = gc_dp_key(gc_dist2(xi, ws->x + j * ws->d, ws->d));
+				uint64_t	key = gc_dp_key(dp_d2(ws, i, j));
 
 				if ((key >> (64 - prefix_bits)) == prefix && got < m)
 					v[got++] = key;
@@ -280,14 +303,12 @@ dc_par_block(void *arg, gc_worker *w, int64_t b, int64_t e)
 
 	for (int64_t i = b; i < e; i++)
 	{
-		const float *xi = ws->x + i * ws->d;
-
 		for (int64_t jb = i + 1, je; jb < ws->n; jb = je)
 		{
 			je = pair_block_end(ws, jb);
 			for (int64_t j = jb; j < je; j++)
 			{
-				uint64_t	key = gc_dp_key(gc_dist2(xi, ws->x + j * ws->d, ws->d));
+				uint64_t	key = gc_dp_key(dp_d2(ws, i, j));
 
 				if (job->prefix_bits > 0 && (key >> (64 - job->prefix_bits)) != job->prefix)
 					continue;
@@ -464,7 +485,7 @@ dc_sample_block(void *arg, gc_worker *w, int64_t b, int64_t e)
 					j;
 
 		gc_dp_sample_pair(job->seed, p, ws->n, &i, &j);
-		job->v[p] = gc_dp_key(gc_dist2(ws->x + i * ws->d, ws->x + j * ws->d, ws->d));
+		job->v[p] = gc_dp_key(dp_d2(ws, i, j));
 	}
 	/* two rows read at random and the draw: weighed as 64 differences */
 	return dp_wtick(w, (e - b) * (ws->d + 64)) ? GC_ERR_CANCELLED : GC_OK;
@@ -525,7 +546,7 @@ dpeaks_dc(dpeaks_ws *ws)
 	}
 	if (st != GC_OK)
 		return st;
-	ws->dc = sqrt(gc_dp_unkey(key));
+	ws->dc = gc_metric_distance(ws->metric, gc_dp_unkey(key));
 	if (!(ws->dc > 0.0))
 		return gc_error_dpeaks_zero_quantile(ws->ctx->err);
 	result->dc = ws->dc;
@@ -561,7 +582,7 @@ dp_range_block(void *arg, gc_worker *w, int64_t b, int64_t e)
 	for (int64_t i = b; i < e; i++)
 		for (int k = 0; k < d; k++)
 		{
-			double		v = job->ws->x[i * d + k];
+			double		v = dp_elem(job->ws, i * d + k);
 
 			if (v < mn[k])
 				mn[k] = v;
@@ -608,7 +629,7 @@ grid_shape(dpeaks_ws *ws)
 		return -1;
 	if (st != GC_OK)
 		return -2;
-	if (gc_dp_grid_box(ws->x, ws->n, d, mn, mx, lo, hi) != 0)
+	if (gc_dp_grid_box(ws->x, ws->dtype, ws->n, d, mn, mx, lo, hi) != 0)
 		return -2;
 	return gc_dp_grid_shape(&ws->g, d, ws->n, mn, mx, lo, hi);
 }
@@ -636,12 +657,12 @@ grid_fill_block(void *arg, gc_worker *w, int64_t b, int64_t e)
 			int64_t		id = 0;
 
 			for (int k = d - 1; k >= 0; k--)
-				id = id * ws->g.dims[k] + gc_dp_cell_of(&ws->g, k, (double) ws->x[i * d + k]);
+				id = id * ws->g.dims[k] + gc_dp_cell_of(&ws->g, k, dp_elem(ws, i * d + k));
 			job->cell[i] = id;
 		}
 		else
 			for (int k = 0; k < d; k++)
-				ws->xs[k * n + i] = (double) ws->x[ws->order[i] * d + k];
+				ws->xs[k * n + i] = dp_elem(ws, ws->order[i] * d + k);
 	}
 	return dp_wtick(w, (e - b) * GC_DP_CELL_WORK * (d + 1)) ? GC_ERR_CANCELLED : GC_OK;
 }
@@ -732,7 +753,7 @@ typedef struct rho_rows_job
 	dpeaks_ws  *ws;
 	double	   *rho;
 	int			gaussian;
-	double		inv;			/* gaussian: 1 / dc^2 */
+	double		inv;			/* gaussian: gc_dp_gauss_factor */
 	double		T;				/* cutoff: the threshold on dist2 */
 } rho_rows_job;
 
@@ -745,7 +766,6 @@ rho_rows_block(void *arg, gc_worker *w, int64_t b, int64_t e)
 
 	for (int64_t i = b; i < e; i++)
 	{
-		const float *xi = ws->x + i * ws->d;
 		uint64_t	hi = 0,
 					lo = 0;
 		int64_t		cnt = 0;
@@ -759,10 +779,10 @@ rho_rows_block(void *arg, gc_worker *w, int64_t b, int64_t e)
 
 				if (j == i)
 					continue;
-				d2 = gc_dist2(xi, ws->x + j * ws->d, ws->d);
+				d2 = dp_d2(ws, i, j);
 				if (job->gaussian)
 				{
-					uint64_t	t = gc_dp_gauss_fixed(d2 * job->inv);
+					uint64_t	t = gc_dp_gauss_fixed(gc_dp_gauss_u(ws->metric, d2, job->inv));
 
 					if (t)
 						gc_dp_acc_add(&hi, &lo, t);
@@ -788,9 +808,9 @@ rho_all_pairs_rows(dpeaks_ws *ws, double *rho, int gaussian)
 	rho_rows_job job = {ws, rho, gaussian, 0.0, 0.0};
 
 	if (gaussian)
-		job.inv = gc_dp_inv_dc2(ws->dc);
+		job.inv = gc_dp_gauss_factor(ws->metric, ws->dc);
 	else
-		job.T = gc_dp_cutoff_threshold(ws->dc);
+		job.T = gc_dp_cutoff_threshold(ws->metric, ws->dc);
 	return gc_pool_for(ws->ctx->pool, ws->n, 16, rho_rows_block, &job);
 }
 
@@ -799,7 +819,8 @@ static gc_status
 rho_gaussian(dpeaks_ws *ws, double *rho)
 {
 	int64_t		n = ws->n;
-	double		inv = gc_dp_inv_dc2(ws->dc);
+	gc_metric	m = ws->metric;
+	double		inv = gc_dp_gauss_factor(m, ws->dc);
 	uint64_t   *hi = calloc((size_t) n, sizeof(uint64_t));
 	uint64_t   *lo = calloc((size_t) n, sizeof(uint64_t));
 	gc_status	st = GC_OK;
@@ -819,14 +840,12 @@ rho_gaussian(dpeaks_ws *ws, double *rho)
 	}
 	for (int64_t i = 0; i < n && st == GC_OK; i++)
 	{
-		const float *xi = ws->x + i * ws->d;
-
 		for (int64_t jb = i + 1, je; jb < n && st == GC_OK; jb = je)
 		{
 			je = pair_block_end(ws, jb);
 			for (int64_t j = jb; j < je; j++)
 			{
-				uint64_t	t = gc_dp_gauss_fixed(gc_dist2(xi, ws->x + j * ws->d, ws->d) * inv);
+				uint64_t	t = gc_dp_gauss_fixed(gc_dp_gauss_u(m, dp_d2(ws, i, j), inv));
 
 				if (t)
 				{
@@ -879,7 +898,7 @@ static gc_status
 rho_cutoff(dpeaks_ws *ws, double *rho)
 {
 	int64_t		n = ws->n;
-	double		T = gc_dp_cutoff_threshold(ws->dc);
+	double		T = gc_dp_cutoff_threshold(ws->metric, ws->dc);
 
 	if (ws->use_grid)
 	{
@@ -893,14 +912,13 @@ rho_cutoff(dpeaks_ws *ws, double *rho)
 		rho[i] = 0.0;
 	for (int64_t i = 0; i < n; i++)
 	{
-		const float *xi = ws->x + i * ws->d;
 		int64_t		cnt = 0;
 
 		for (int64_t jb = i + 1, je; jb < n; jb = je)
 		{
 			je = pair_block_end(ws, jb);
 			for (int64_t j = jb; j < je; j++)
-				if (gc_dist2(xi, ws->x + j * ws->d, ws->d) < T)
+				if (dp_d2(ws, i, j) < T)
 				{
 					cnt++;
 					rho[j] += 1.0;
@@ -938,7 +956,6 @@ static gc_status
 nearest_denser_scan(dpeaks_ws *ws, gc_worker *w, int64_t i, int64_t r,
 					double *best_d2, int64_t *best_rank)
 {
-	const float *xi = ws->x + i * ws->d;
 	double		bd2 = INFINITY;
 	int64_t		br = -1;
 
@@ -947,7 +964,7 @@ nearest_denser_scan(dpeaks_ws *ws, gc_worker *w, int64_t i, int64_t r,
 		se = r - sb > ws->jstride ? sb + ws->jstride : r;
 		for (int64_t s = sb; s < se; s++)
 		{
-			double		d2 = gc_dist2(xi, ws->x + ws->by_rank[s] * ws->d, ws->d);
+			double		d2 = dp_d2(ws, i, ws->by_rank[s]);
 
 			if (br < 0 || gc_dp_better(d2, s, bd2, br))
 			{
@@ -1033,7 +1050,6 @@ static gc_status
 delta_densest(dpeaks_ws *ws)
 {
 	int64_t		top = ws->by_rank[0];
-	const float *xt = ws->x + top * ws->d;
 	double		far = 0.0;
 
 	for (int64_t jb = 0, je; jb < ws->n; jb = je)
@@ -1041,7 +1057,7 @@ delta_densest(dpeaks_ws *ws)
 		je = pair_block_end(ws, jb);
 		for (int64_t j = jb; j < je; j++)
 		{
-			double		d2 = gc_dist2(xt, ws->x + j * ws->d, ws->d);
+			double		d2 = dp_d2(ws, top, j);
 
 			if (d2 > far)
 				far = d2;
@@ -1049,7 +1065,7 @@ delta_densest(dpeaks_ws *ws)
 		if (dp_work(ws, (je - jb) * (ws->d + 1)))
 			return GC_ERR_CANCELLED;
 	}
-	ws->result->delta[top] = sqrt(far);
+	ws->result->delta[top] = gc_metric_distance(ws->metric, far);
 	ws->nbr[top] = -1;
 	return GC_OK;
 }
@@ -1059,7 +1075,6 @@ static gc_status
 delta_block(void *arg, gc_worker *w, int64_t rb, int64_t re)
 {
 	dpeaks_ws  *ws = arg;
-	const float *x = ws->x;
 	int32_t		d = ws->d;
 	int64_t		max_rings = gc_dp_max_rings(d);
 	gc_status	st;
@@ -1077,14 +1092,14 @@ delta_block(void *arg, gc_worker *w, int64_t rb, int64_t re)
 			double		p[GC_DP_GRID_MAX_DIM];
 
 			for (int k = 0; k < d; k++)
-				p[k] = (double) x[i * d + k];
+				p[k] = dp_elem(ws, i * d + k);
 			ok = gc_dp_grid_nearest_denser(&ws->g, p, r, max_rings, &bd2, &br, &work);
 		}
 		if (dp_wtick(w, work))
 			return GC_ERR_CANCELLED;
 		if (!ok && (st = nearest_denser_scan(ws, w, i, r, &bd2, &br)) != GC_OK)
 			return st;
-		ws->result->delta[i] = sqrt(bd2);
+		ws->result->delta[i] = gc_metric_distance(ws->metric, bd2);
 		ws->nbr[i] = ws->by_rank[br];
 	}
 	return GC_OK;
@@ -1198,7 +1213,7 @@ dpeaks_assign(dpeaks_ws *ws)
 
 /* Density peaks of n >= 1 rows: the four phases, each timed into timing.phase_ms. */
 gc_status
-gc_core_dpeaks(gc_core_ctx *ctx, const float *x, int64_t n, int32_t d,
+gc_core_dpeaks(gc_core_ctx *ctx, const void *x, gc_dtype dtype, int64_t n, int32_t d,
 			   const gc_dpeaks_params *params, gc_dpeaks_result *result)
 {
 	static gc_status (*const phases[4]) (dpeaks_ws *) = {
@@ -1207,7 +1222,7 @@ gc_core_dpeaks(gc_core_ctx *ctx, const float *x, int64_t n, int32_t d,
 	dpeaks_ws	ws;
 	gc_status	st = GC_OK;
 
-	dpeaks_ws_init(&ws, ctx, x, n, d, params, result);
+	dpeaks_ws_init(&ws, ctx, x, dtype, n, d, params, result);
 	for (int p = 0; p < 4 && st == GC_OK; p++)
 	{
 		double		t0 = gc_core_now_ms();
