@@ -158,9 +158,12 @@ gc_dp_cutoff_threshold(gc_metric m, double dc)
  * 1.5e-162 and its reciprocal overflows below about 7e-155).  An infinite
  * factor would make u = 0 * inf = NaN for duplicates, whose term must be
  * exactly 1; with the largest double a duplicate gives u = 0, and any other
- * pair, whose dist2 is at least the square of the smallest float step
- * (about 2e-90), gives u far above 40, a term of exactly zero, as it should.
- * For every other dc the factor is 1 / (dc * dc) unchanged.
+ * pair of float rows, whose dist2 is at least the square of the smallest
+ * float step (about 2e-90), gives u far above 40, a term of exactly zero,
+ * as it should.  (Double rows may be closer: a pair whose dist2 is below
+ * about 2.2e-307, a distance below about 4.7e-154, gets u below 40 there,
+ * a term above zero; both back ends alike.)  For every other dc the factor
+ * is 1 / (dc * dc) unchanged.
  */
 static GC_HD double
 gc_dp_inv_dc2(double dc)

@@ -12,6 +12,11 @@
  *
  * The exact rules, and the arithmetic that makes the answers bit-identical
  * to the CPU back end (src/core/dpeaks.c), are in common/dpeaks_common.h.
+ * The rows are uploaded in their element type (float or double) and
+ * converted exactly to the structure of arrays in double that every phase
+ * reads, so both precisions run the same kernels; the metric enters through
+ * the dist2 threshold of the cutoff kernel, the gaussian terms (a template
+ * parameter of the rho kernels) and gc_metric_distance of dc and delta.
  *
  *  dc          n <= 50,000: radix select over all ordered pairs; larger n:
  *              2^22 seeded sample pairs (cuda/dpeaks_dc.cu).

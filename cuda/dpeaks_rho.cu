@@ -29,13 +29,14 @@ namespace {
 
 /*
  * rho over all pairs: thread i, j in its slice of [j_begin, j_end), tiles
- * in shared memory.  GAUSS: fixed-point terms into acc_hi/acc_lo [S][n];
- * else counts of dist2 < T into acc_lo.
+ * in shared memory.  GAUSS: fixed-point terms into acc_hi/acc_lo [S][n],
+ * u = gc_dp_gauss_u of metric M with inv_dc2 = gc_dp_gauss_factor; else
+ * counts of dist2 < T into acc_lo.
  */
-template <int D, bool GAUSS>
+template <int D, bool GAUSS, gc_metric M>
 __global__ void __launch_bounds__(kBlock)
 pairs_rho_kernel(const double *xs, /* [d][n] */ int64_t n, int d, int64_t j_begin, int64_t j_end,
-				 int64_t slice, gc_metric metric, double inv_dc2, double T, bool direct,
+				 int64_t slice, double inv_dc2, double T, bool direct,
 				 uint64_t *acc_hi, /* [S][n] */ uint64_t *acc_lo /* [S][n] */)
 {
 	extern __shared__ double tile[];
@@ -56,7 +57,7 @@ pairs_rho_kernel(const double *xs, /* [d][n] */ int64_t n, int d, int64_t j_begi
 			bool		other = (jt + jj) != i;
 
 			if constexpr (GAUSS)
-				part += other ? gc_dp_gauss_fixed(gc_dp_gauss_u(metric, d2, inv_dc2)) : 0;
+				part += other ? gc_dp_gauss_fixed(gc_dp_gauss_u(M, d2, inv_dc2)) : 0;
 			else
 				part += (other && d2 < T) ? 1 : 0;
 		}
@@ -103,10 +104,10 @@ __global__ void tile_box_kernel(const double *xs, /* [d][n] */ int64_t n, int d,
  * u >= 40 (exactly zero, see gc_dp_gauss_fixed) is skipped whole, for the
  * whole block at once.  The sums are those of pairs_rho_kernel.
  */
-template <int D>
+template <int D, gc_metric M>
 __global__ void __launch_bounds__(kBlock)
 gauss_skip_kernel(const double *xs, /* [D][n] Morton order */ int64_t n, int64_t j_begin,
-				  int64_t j_end, int64_t slice, gc_metric metric, double inv_dc2,
+				  int64_t j_end, int64_t slice, double inv_dc2,
 				  const double *box, /* [2][D][ntiles] */ int64_t ntiles,
 				  uint64_t *acc_hi, /* [S][n] */ uint64_t *acc_lo /* [S][n] */)
 {
@@ -153,7 +154,7 @@ gauss_skip_kernel(const double *xs, /* [D][n] Morton order */ int64_t n, int64_t
 			if (g > 0.0)
 				gap2 += g * g;
 		}
-		if (gc_dp_gauss_u(metric, gap2, inv_dc2) > far)
+		if (gc_dp_gauss_u(M, gap2, inv_dc2) > far)
 			continue;			/* the same decision in every thread of the block */
 		__syncthreads();
 		load_tile(tile, xs, n, D, jt, m);
@@ -165,7 +166,7 @@ gauss_skip_kernel(const double *xs, /* [D][n] Morton order */ int64_t n, int64_t
 			double		d2 = tile_dist2<D>(own, xs, n, i, D, tile, jj);
 			bool		other = (jt + jj) != i;
 
-			part += other ? gc_dp_gauss_fixed(gc_dp_gauss_u(metric, d2, inv_dc2)) : 0;
+			part += other ? gc_dp_gauss_fixed(gc_dp_gauss_u(M, d2, inv_dc2)) : 0;
 		}
 		gc_dp_acc_add(&hi, &lo, part);
 	}
@@ -304,18 +305,26 @@ void rho_pairs(Workspace &w, const double *xs, /* [d][n] */ const gc_dp_grid *gr
 			{
 				if (skip)
 				{
-					gauss_skip_kernel<DV><<<blocks, kBlock, tile_bytes>>>(
-						xs, n, j, je, slice, w.metric, inv, mo.box.get(), mo.ntiles, hi.get(), lo.get());
+					if (w.metric == GC_METRIC_COSINE)
+						gauss_skip_kernel<DV, GC_METRIC_COSINE><<<blocks, kBlock, tile_bytes>>>(
+							xs, n, j, je, slice, inv, mo.box.get(), mo.ntiles, hi.get(), lo.get());
+					else
+						gauss_skip_kernel<DV, GC_METRIC_EUCLIDEAN><<<blocks, kBlock, tile_bytes>>>(
+							xs, n, j, je, slice, inv, mo.box.get(), mo.ntiles, hi.get(), lo.get());
 					CHECK_LAUNCH("gauss_skip_kernel");
 					return;
 				}
 			}
-			if (gauss)
-				pairs_rho_kernel<DV, true><<<blocks, kBlock, tile_bytes>>>(
-					xs, n, w.d, j, je, slice, w.metric, inv, T, direct, hi.get(), lo.get());
+			/* the metric matters to the gaussian terms alone (the cutoff compares dist2 < T) */
+			if (gauss && w.metric == GC_METRIC_COSINE)
+				pairs_rho_kernel<DV, true, GC_METRIC_COSINE><<<blocks, kBlock, tile_bytes>>>(
+					xs, n, w.d, j, je, slice, inv, T, direct, hi.get(), lo.get());
+			else if (gauss)
+				pairs_rho_kernel<DV, true, GC_METRIC_EUCLIDEAN><<<blocks, kBlock, tile_bytes>>>(
+					xs, n, w.d, j, je, slice, inv, T, direct, hi.get(), lo.get());
 			else
-				pairs_rho_kernel<DV, false><<<blocks, kBlock, tile_bytes>>>(
-					xs, n, w.d, j, je, slice, w.metric, inv, T, direct, hi.get(), lo.get());
+				pairs_rho_kernel<DV, false, GC_METRIC_EUCLIDEAN><<<blocks, kBlock, tile_bytes>>>(
+					xs, n, w.d, j, je, slice, inv, T, direct, hi.get(), lo.get());
 			CHECK_LAUNCH("pairs_rho_kernel");
 		});
 	}
