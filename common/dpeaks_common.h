@@ -30,11 +30,12 @@
  *    f)^2 (cosine) with f = gc_dp_gauss_factor(metric, dc), which is 1 /
  *    (dc * dc) (Euclidean) or 0.5 / dc (cosine) unless that overflows (dc
  *    below about 7e-155, resp. 2.8e-309; then the largest double, so that
- *    duplicates still give u = 0 and every other pair u > 40); each term from gc_dp_gauss_fixed (relative error below
- *    2e-7) as a fixed-point number with 56 fraction bits, summed in 128-bit
- *    integers, so the sum is the same in any order and on any back end;
- *    terms below 2^-56 vanish, hence an absolute error below n * 2^-56
- *    (1.4e-10 for ten million rows) on top of the relative one.
+ *    duplicates still give u = 0 and every other pair u > 40); each term
+ *    from gc_dp_gauss_fixed (relative error below 2e-7) as a fixed-point
+ *    number with 56 fraction bits, summed in 128-bit integers, so the sum
+ *    is the same in any order and on any back end; terms below 2^-56
+ *    vanish, hence an absolute error below n * 2^-56 (1.4e-10 for ten
+ *    million rows) on top of the relative one.
  *  - density order: rank 0 is the densest; i before j when rho_i > rho_j, or
  *    equal and i < j.
  *  - delta_i = d to the nearest denser point (nearest by dist2; equal dist2:

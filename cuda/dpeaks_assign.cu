@@ -20,7 +20,8 @@ namespace {
 /* ---------------------------------------------------------------- centres */
 
 __global__ void gamma_key_kernel(const double *rho_r, /* [n] */ const double *bd2_r, /* [n] */
-								 int64_t n, gc_metric metric, uint64_t *key, /* [n - 1] */ int64_t *val /* [n - 1] */)
+								 int64_t n, gc_metric metric, uint64_t *key, /* [n - 1] */
+								 int64_t *val /* [n - 1] */)
 {
 	for (int64_t r = 1 + (int64_t) blockIdx.x * blockDim.x + threadIdx.x; r < n;
 		 r += (int64_t) gridDim.x * blockDim.x)
