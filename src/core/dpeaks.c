@@ -85,15 +85,60 @@ typedef struct dpeaks_ws
 	int64_t    *nbr;			/* [n] row -> its nearest denser row, -1 for the densest */
 } dpeaks_ws;
 
+/*
+ * The rows as the pair loops read them: copied into locals at the top of
+ * each loop (dp_rows_of), so that the stores of the loop do not make the
+ * compiler load them again for every pair.
+ */
+typedef struct dp_rows
+{
+	const void *x;
+	gc_dtype	t;
+	int32_t		d;
+} dp_rows;
+
+static inline dp_rows
+dp_rows_of(const dpeaks_ws *ws)
+{
+	dp_rows		r = {ws->x, ws->dtype, ws->d};
+
+	return r;
+}
+
+/*
+ * The pair loop of the hot paths, once per element type so that the test
+ * of the type is not made for every pair: for s in [from, to), d2 = dist2
+ * of row a and row `row` (an expression of s), then the statement given.
+ */
+#define DP_PAIRS(R, a, from, to, s, row, d2, ...) \
+	do { \
+		if ((R).t == GC_F64) \
+		{ \
+			const double *dp_xa_ = (const double *) (R).x + (a) * (R).d; \
+			for (int64_t s = (from); s < (to); s++) \
+			{ \
+				double		d2 = gc_dist2_f64(dp_xa_, (const double *) (R).x + (row) * (R).d, (R).d); \
+				__VA_ARGS__ \
+			} \
+		} \
+		else \
+		{ \
+			const float *dp_xa_ = (const float *) (R).x + (a) * (R).d; \
+			for (int64_t s = (from); s < (to); s++) \
+			{ \
+				double		d2 = gc_dist2(dp_xa_, (const float *) (R).x + (row) * (R).d, (R).d); \
+				__VA_ARGS__ \
+			} \
+		} \
+	} while (0)
+
 /* dist2 of rows i and j (gc_dist2 / gc_dist2_f64 by the element type). */
 static inline double
-dp_d2(const dpeaks_ws *ws, int64_t i, int64_t j)
+dp_d2(dp_rows r, int64_t i, int64_t j)
 {
-	int32_t		d = ws->d;
-
-	if (ws->dtype == GC_F64)
-		return gc_dist2_f64((const double *) ws->x + i * d, (const double *) ws->x + j * d, d);
-	return gc_dist2((const float *) ws->x + i * d, (const float *) ws->x + j * d, d);
+	if (r.t == GC_F64)
+		return gc_dist2_f64((const double *) r.x + i * r.d, (const double *) r.x + j * r.d, r.d);
+	return gc_dist2((const float *) r.x + i * r.d, (const float *) r.x + j * r.d, r.d);
 }
 
 /* Element at of x as a double (exact for either element type). */
@@ -211,6 +256,7 @@ dc_histogram(dpeaks_ws *ws, int64_t *hist, uint64_t prefix, int prefix_bits, int
 			 int w)
 {
 	uint64_t	mask = (UINT64_C(1) << w) - 1;
+	const dp_rows R = dp_rows_of(ws);
 
 	memset(hist, 0, sizeof(int64_t) << w);
 	for (int64_t i = 0; i < ws->n; i++)
@@ -218,14 +264,14 @@ dc_histogram(dpeaks_ws *ws, int64_t *hist, uint64_t prefix, int prefix_bits, int
 		for (int64_t jb = i + 1, je; jb < ws->n; jb = je)
 		{
 			je = pair_block_end(ws, jb);
-			for (int64_t j = jb; j < je; j++)
+			DP_PAIRS(R, i, jb, je, j, j, d2,
 			{
-				uint64_t	key = gc_dp_key(dp_d2(ws, i, j));
+				uint64_t	key = gc_dp_key(d2);
 
 				if (prefix_bits > 0 && (key >> (64 - prefix_bits)) != prefix)
 					continue;
 				hist[(key >> shift) & mask]++;
-			}
+			});
 			if (dp_work(ws, (je - jb) * (ws->d + 1)))
 				return GC_ERR_CANCELLED;
 		}
@@ -240,6 +286,7 @@ dc_collect(dpeaks_ws *ws, uint64_t prefix, int prefix_bits, int64_t m, int64_t k
 {
 	int64_t		got = 0;
 	uint64_t   *v = malloc(sizeof(uint64_t) * (size_t) (m > 0 ? m : 1));
+	const dp_rows R = dp_rows_of(ws);
 
 	if (!v)
 		return gc_core_oom(ws->ctx, sizeof(uint64_t) * (size_t) m,
@@ -249,13 +296,13 @@ dc_collect(dpeaks_ws *ws, uint64_t prefix, int prefix_bits, int64_t m, int64_t k
 		for (int64_t jb = i + 1, je; jb < ws->n; jb = je)
 		{
 			je = pair_block_end(ws, jb);
-			for (int64_t j = jb; j < je; j++)
+			DP_PAIRS(R, i, jb, je, j, j, d2,
 			{
-				uint64_t	key = gc_dp_key(dp_d2(ws, i, j));
+				uint64_t	key = gc_dp_key(d2);
 
 				if ((key >> (64 - prefix_bits)) == prefix && got < m)
 					v[got++] = key;
-			}
+			});
 			if (dp_work(ws, (je - jb) * (ws->d + 1)))
 			{
 				free(v);
@@ -300,15 +347,16 @@ dc_par_block(void *arg, gc_worker *w, int64_t b, int64_t e)
 	dc_par_job *job = arg;
 	dpeaks_ws  *ws = job->ws;
 	int64_t    *hist = job->hists ? job->hists + (int64_t) w->id * (int64_t) (job->mask + 1) : NULL;
+	const dp_rows R = dp_rows_of(ws);
 
 	for (int64_t i = b; i < e; i++)
 	{
 		for (int64_t jb = i + 1, je; jb < ws->n; jb = je)
 		{
 			je = pair_block_end(ws, jb);
-			for (int64_t j = jb; j < je; j++)
+			DP_PAIRS(R, i, jb, je, j, j, d2,
 			{
-				uint64_t	key = gc_dp_key(dp_d2(ws, i, j));
+				uint64_t	key = gc_dp_key(d2);
 
 				if (job->prefix_bits > 0 && (key >> (64 - job->prefix_bits)) != job->prefix)
 					continue;
@@ -321,7 +369,7 @@ dc_par_block(void *arg, gc_worker *w, int64_t b, int64_t e)
 					if (at < job->m)
 						job->v[at] = key;
 				}
-			}
+			});
 			if (dp_wtick(w, (je - jb) * (ws->d + 1)))
 				return GC_ERR_CANCELLED;
 		}
@@ -478,6 +526,7 @@ dc_sample_block(void *arg, gc_worker *w, int64_t b, int64_t e)
 {
 	dc_sample_job *job = arg;
 	dpeaks_ws  *ws = job->ws;
+	const dp_rows R = dp_rows_of(ws);
 
 	for (int64_t p = b; p < e; p++)
 	{
@@ -485,7 +534,7 @@ dc_sample_block(void *arg, gc_worker *w, int64_t b, int64_t e)
 					j;
 
 		gc_dp_sample_pair(job->seed, p, ws->n, &i, &j);
-		job->v[p] = gc_dp_key(dp_d2(ws, i, j));
+		job->v[p] = gc_dp_key(dp_d2(R, i, j));
 	}
 	/* two rows read at random and the draw: weighed as 64 differences */
 	return dp_wtick(w, (e - b) * (ws->d + 64)) ? GC_ERR_CANCELLED : GC_OK;
@@ -763,6 +812,7 @@ rho_rows_block(void *arg, gc_worker *w, int64_t b, int64_t e)
 	rho_rows_job *job = arg;
 	dpeaks_ws  *ws = job->ws;
 	int64_t		n = ws->n;
+	const dp_rows R = dp_rows_of(ws);
 
 	for (int64_t i = b; i < e; i++)
 	{
@@ -773,13 +823,10 @@ rho_rows_block(void *arg, gc_worker *w, int64_t b, int64_t e)
 		for (int64_t jb = 0, je; jb < n; jb = je)
 		{
 			je = pair_block_end(ws, jb);
-			for (int64_t j = jb; j < je; j++)
+			DP_PAIRS(R, i, jb, je, j, j, d2,
 			{
-				double		d2;
-
 				if (j == i)
 					continue;
-				d2 = dp_d2(ws, i, j);
 				if (job->gaussian)
 				{
 					uint64_t	t = gc_dp_gauss_fixed(gc_dp_gauss_u(ws->metric, d2, job->inv));
@@ -789,7 +836,7 @@ rho_rows_block(void *arg, gc_worker *w, int64_t b, int64_t e)
 				}
 				else
 					cnt += d2 < job->T;
-			}
+			});
 			if (dp_wtick(w, (je - jb) * (ws->d + 1)))
 				return GC_ERR_CANCELLED;
 		}
@@ -824,6 +871,7 @@ rho_gaussian(dpeaks_ws *ws, double *rho)
 	uint64_t   *hi = calloc((size_t) n, sizeof(uint64_t));
 	uint64_t   *lo = calloc((size_t) n, sizeof(uint64_t));
 	gc_status	st = GC_OK;
+	const dp_rows R = dp_rows_of(ws);
 
 	if (gc_pool_threads(ws->ctx->pool) >= 3)
 	{
@@ -843,16 +891,16 @@ rho_gaussian(dpeaks_ws *ws, double *rho)
 		for (int64_t jb = i + 1, je; jb < n && st == GC_OK; jb = je)
 		{
 			je = pair_block_end(ws, jb);
-			for (int64_t j = jb; j < je; j++)
+			DP_PAIRS(R, i, jb, je, j, j, d2,
 			{
-				uint64_t	t = gc_dp_gauss_fixed(gc_dp_gauss_u(m, dp_d2(ws, i, j), inv));
+				uint64_t	t = gc_dp_gauss_fixed(gc_dp_gauss_u(m, d2, inv));
 
 				if (t)
 				{
 					gc_dp_acc_add(&hi[i], &lo[i], t);
 					gc_dp_acc_add(&hi[j], &lo[j], t);
 				}
-			}
+			});
 			if (dp_work(ws, (je - jb) * (ws->d + 1)))
 				st = GC_ERR_CANCELLED;
 		}
@@ -899,6 +947,7 @@ rho_cutoff(dpeaks_ws *ws, double *rho)
 {
 	int64_t		n = ws->n;
 	double		T = gc_dp_cutoff_threshold(ws->metric, ws->dc);
+	const dp_rows R = dp_rows_of(ws);
 
 	if (ws->use_grid)
 	{
@@ -917,12 +966,14 @@ rho_cutoff(dpeaks_ws *ws, double *rho)
 		for (int64_t jb = i + 1, je; jb < n; jb = je)
 		{
 			je = pair_block_end(ws, jb);
-			for (int64_t j = jb; j < je; j++)
-				if (dp_d2(ws, i, j) < T)
+			DP_PAIRS(R, i, jb, je, j, j, d2,
+			{
+				if (d2 < T)
 				{
 					cnt++;
 					rho[j] += 1.0;
 				}
+			});
 			if (dp_work(ws, (je - jb) * (ws->d + 1)))
 				return GC_ERR_CANCELLED;
 		}
@@ -958,20 +1009,19 @@ nearest_denser_scan(dpeaks_ws *ws, gc_worker *w, int64_t i, int64_t r,
 {
 	double		bd2 = INFINITY;
 	int64_t		br = -1;
+	const dp_rows R = dp_rows_of(ws);
 
 	for (int64_t sb = 0, se; sb < r; sb = se)
 	{
 		se = r - sb > ws->jstride ? sb + ws->jstride : r;
-		for (int64_t s = sb; s < se; s++)
+		DP_PAIRS(R, i, sb, se, s, ws->by_rank[s], d2,
 		{
-			double		d2 = dp_d2(ws, i, ws->by_rank[s]);
-
 			if (br < 0 || gc_dp_better(d2, s, bd2, br))
 			{
 				bd2 = d2;
 				br = s;
 			}
-		}
+		});
 		if (dp_wtick(w, (se - sb) * (ws->d + 1)))
 			return GC_ERR_CANCELLED;
 	}
@@ -1051,17 +1101,16 @@ delta_densest(dpeaks_ws *ws)
 {
 	int64_t		top = ws->by_rank[0];
 	double		far = 0.0;
+	const dp_rows R = dp_rows_of(ws);
 
 	for (int64_t jb = 0, je; jb < ws->n; jb = je)
 	{
 		je = pair_block_end(ws, jb);
-		for (int64_t j = jb; j < je; j++)
+		DP_PAIRS(R, top, jb, je, j, j, d2,
 		{
-			double		d2 = dp_d2(ws, top, j);
-
 			if (d2 > far)
 				far = d2;
-		}
+		});
 		if (dp_work(ws, (je - jb) * (ws->d + 1)))
 			return GC_ERR_CANCELLED;
 	}
