@@ -20,11 +20,28 @@
  *                                at 100k rows (best of 3), with gpu also
  *                                the GPU at 1M rows (best of 3 after a
  *                                warm-up); a markdown table
+ *    dpeaks_bench precision [n] [gaussian|cutoff] [cosine] [cpu]
+ *                                the same D31-like rows in single and in
+ *                                double precision (default 1M rows, the
+ *                                gaussian kernel, Euclidean), best of 3
+ *                                after a warm-up each, and the ratio
+ *                                double / single; on the GPU, or the CPU
+ *    dpeaks_bench metric [n] [gaussian|cutoff] [f64] [cpu]
+ *                                the same rows with the Euclidean and the
+ *                                cosine metric (the rows scaled to unit
+ *                                length for cosine, as the glue does;
+ *                                default 1M rows, gaussian, single
+ *                                precision), and the ratio cosine /
+ *                                Euclidean
+ *
+ * Double-precision rows are the D31-like floats each moved by less than a
+ * float step (a function of the value), so that they are truly double.
  *
  * Every result is one JSON line on stdout.  The GPU back end is
  * $GPUCLUST_CUDA_SO, else ./gpuclust_cuda.so.  Built by bench/Makefile;
  * bench/dpeaks_bench.sh builds and runs it from the project root.
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -85,8 +102,8 @@ out_free(out *o)
 
 /* Runs one call; a CPU run stops at limit_s seconds (0: no limit) through the cancel callback. */
 static void
-run(const gc_backend_api *api, const float *x, int64_t n, int32_t d, const gc_dpeaks_params *p, out *o,
-	double limit_s)
+run_t(const gc_backend_api *api, const void *x, gc_dtype dtype, int64_t n, int32_t d,
+	  const gc_dpeaks_params *p, out *o, double limit_s)
 {
 	gc_h_cancel deadline = {0, 0, 0, 0};
 	gc_exec		e;
@@ -99,12 +116,19 @@ run(const gc_backend_api *api, const float *x, int64_t n, int32_t d, const gc_dp
 	o->r.rho = o->rho;
 	o->r.delta = o->delta;
 	o->r.is_center = o->is_center;
-	o->st = api->density_peaks(&e, x, GC_F32, n, d, p, &o->r);
+	o->st = api->density_peaks(&e, x, dtype, n, d, p, &o->r);
 	o->ms = gc_h_now_ms() - t0;
 	if (o->st != GC_OK)
 		gc_h_error_text(api, o->err, sizeof(o->err));
 	else
 		o->err[0] = '\0';
+}
+
+static void
+run(const gc_backend_api *api, const float *x, int64_t n, int32_t d, const gc_dpeaks_params *p, out *o,
+	double limit_s)
+{
+	run_t(api, x, GC_F32, n, d, p, o, limit_s);
 }
 
 /* n_clusters centres, dc from neighbor_rate. */
@@ -223,6 +247,177 @@ best_of_3(const gc_backend_api *api, const float *x, int64_t n, gc_dpeaks_params
 	return best;
 }
 
+/* ---------------------------------------------------------------- precision and metric */
+
+/* f moved by less than half a float step, by a function of f alone. */
+static double
+refine(float f)
+{
+	float		a = fabsf(f);
+	double		step = (double) nextafterf(a, INFINITY) - (double) a;
+	uint32_t	bits;
+
+	memcpy(&bits, &f, sizeof(bits));
+	if (!isfinite(step) || a == 0.0f)
+		return (double) f;
+	return (double) f + step * ((double) (gc_mix64(bits) >> 11) / 9007199254740992.0 - 0.5) * 0.9;
+}
+
+/* n D31-like 2-D rows of element type t, unit rows for cosine; the caller frees. */
+static void *
+rows_of(int64_t n, gc_dtype t, gc_metric m)
+{
+	float	   *f = d31(n);
+	void	   *x = f;
+
+	if (t == GC_F64)
+	{
+		double	   *y = (double *) malloc(sizeof(double) * (size_t) n * 2);
+
+		if (!y)
+		{
+			fprintf(stderr, "dpeaks_bench: out of host memory\n");
+			exit(2);
+		}
+		for (int64_t i = 0; i < n * 2; i++)
+			y[i] = refine(f[i]);
+		free(f);
+		x = y;
+	}
+	if (m == GC_METRIC_COSINE && gc_unit_rows(x, t, n, 2) >= 0)
+	{
+		fprintf(stderr, "dpeaks_bench: a zero row\n");
+		exit(2);
+	}
+	return x;
+}
+
+/*
+ * One variant of a comparison: a warm-up call, then the best of three, as
+ * a JSON line; returns the best milliseconds (0 when a call failed).
+ */
+static double
+variant(const char *mode, const gc_backend_api *api, int64_t n, gc_dp_kernel kernel, gc_dtype t,
+		gc_metric m)
+{
+	void	   *x = rows_of(n, t, m);
+	gc_dpeaks_params p = params(31, 0.02, kernel);
+	out			o,
+				best;
+	double		best_ms = 0.0;
+
+	p.metric = m;
+	out_init(&o, n);
+	out_init(&best, n);
+	run_t(api, x, t, n, 2, &p, &o, 0);	/* warm-up (a GPU's first call loads its context) */
+	for (int r = 0; r < 3 && o.st == GC_OK; r++)
+	{
+		run_t(api, x, t, n, 2, &p, &o, 0);
+		if (o.st == GC_OK && (best_ms == 0.0 || o.ms < best_ms))
+		{
+			out		tmp = best;
+
+			best = o;
+			o = tmp;
+			best_ms = best.ms;
+		}
+	}
+	if (best_ms == 0.0)
+	{
+		/* the failed call, for its status and error */
+		out		tmp = best;
+
+		best = o;
+		o = tmp;
+	}
+	printf("{\"mode\":\"%s\",\"back_end\":\"%s\",\"n\":%lld,\"d\":2,\"kernel\":\"%s\",\"rows\":\"%s\","
+		   "\"metric\":\"%s\",\"dc\":%.9g,\"dc_method\":\"%s\",\"centers\":%lld,\"best_of\":3,",
+		   mode, api->name, (long long) n, kname(kernel), t == GC_F64 ? "double" : "single",
+		   m == GC_METRIC_COSINE ? "cosine" : "euclidean", best.r.dc, mname(best.r.dc_method),
+		   (long long) best.r.n_centers);
+	print_timing("best", &best);
+	printf("}\n");
+	fflush(stdout);
+	out_free(&o);
+	out_free(&best);
+	free(x);
+	return best_ms;
+}
+
+/*
+ * dpeaks_bench precision|metric [n] [gaussian|cutoff] [cosine|f64] [cpu]:
+ * the two variants and their ratio.
+ */
+static int
+compare(const char *mode, int argc, char **argv)
+{
+	int64_t		n = 1000000;
+	gc_dp_kernel kernel = GC_DP_KERNEL_GAUSSIAN;
+	int			cosine = 0,
+				f64 = 0,
+				cpu = 0;
+	const gc_backend_api *api;
+	double		a,
+				b;
+
+	for (int i = 2; i < argc; i++)
+	{
+		if (strcmp(argv[i], "gaussian") == 0)
+			kernel = GC_DP_KERNEL_GAUSSIAN;
+		else if (strcmp(argv[i], "cutoff") == 0)
+			kernel = GC_DP_KERNEL_CUTOFF;
+		else if (strcmp(argv[i], "cosine") == 0 && strcmp(mode, "precision") == 0)
+			cosine = 1;
+		else if (strcmp(argv[i], "f64") == 0 && strcmp(mode, "metric") == 0)
+			f64 = 1;
+		else if (strcmp(argv[i], "cpu") == 0)
+			cpu = 1;
+		else if (atoll(argv[i]) >= 2)
+			n = atoll(argv[i]);
+		else
+		{
+			fprintf(stderr, "dpeaks_bench %s: unknown argument %s\n", mode, argv[i]);
+			return 2;
+		}
+	}
+	if (cpu)
+		api = gc_cpu_api();
+	else
+	{
+		gc_device_info info;
+		char		why[1024];
+
+		api = gc_h_open_gpu(gc_h_cuda_path(NULL), &info, why, sizeof(why));
+		if (!api)
+		{
+			fprintf(stderr, "dpeaks_bench: %s\n", why);
+			return 2;
+		}
+		printf("{\"device\":\"%s\",\"memory\":%lld}\n", info.name, (long long) info.total_memory);
+	}
+	if (strcmp(mode, "precision") == 0)
+	{
+		gc_metric	m = cosine ? GC_METRIC_COSINE : GC_METRIC_EUCLIDEAN;
+
+		a = variant(mode, api, n, kernel, GC_F32, m);
+		b = variant(mode, api, n, kernel, GC_F64, m);
+		printf("{\"mode\":\"precision\",\"n\":%lld,\"kernel\":\"%s\",\"metric\":\"%s\","
+			   "\"single_ms\":%.3f,\"double_ms\":%.3f,\"double_over_single\":%.3f}\n",
+			   (long long) n, kname(kernel), cosine ? "cosine" : "euclidean", a, b, a > 0 ? b / a : 0.0);
+	}
+	else
+	{
+		gc_dtype	t = f64 ? GC_F64 : GC_F32;
+
+		a = variant(mode, api, n, kernel, t, GC_METRIC_EUCLIDEAN);
+		b = variant(mode, api, n, kernel, t, GC_METRIC_COSINE);
+		printf("{\"mode\":\"metric\",\"n\":%lld,\"kernel\":\"%s\",\"rows\":\"%s\","
+			   "\"euclidean_ms\":%.3f,\"cosine_ms\":%.3f,\"cosine_over_euclidean\":%.3f}\n",
+			   (long long) n, kname(kernel), f64 ? "double" : "single", a, b, a > 0 ? b / a : 0.0);
+	}
+	return a > 0 && b > 0 ? 0 : 1;
+}
+
 /* The skew table: cutoff density peaks with and without one far row. */
 static int
 skew(const gc_backend_api *gpu)
@@ -302,9 +497,13 @@ main(int argc, char **argv)
 	}
 	if (strcmp(mode, "skew") == 0 && !(argc > 2 && strcmp(argv[2], "gpu") == 0))
 		return skew(NULL);
+	if (strcmp(mode, "precision") == 0 || strcmp(mode, "metric") == 0)
+		return compare(mode, argc, argv);
 	if (strcmp(mode, "bench") != 0 && strcmp(mode, "skew") != 0)
 	{
 		fprintf(stderr, "usage: dpeaks_bench bench [cpu] | cpu [limit_s] | skew [gpu]\n"
+				"       | precision [n] [gaussian|cutoff] [cosine] [cpu]\n"
+				"       | metric [n] [gaussian|cutoff] [f64] [cpu]\n"
 				"(the GPU-against-CPU check moved to test/gpu: gpu_vs_cpu dpeaks)\n");
 		return 2;
 	}

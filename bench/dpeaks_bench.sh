@@ -1,5 +1,7 @@
 #!/bin/sh
-# bench/dpeaks_bench.sh bench [cpu] | cpu [limit_s]
+# bench/dpeaks_bench.sh bench [cpu] | cpu [limit_s] | skew [gpu]
+#                       | precision [n] [gaussian|cutoff] [cosine] [cpu]
+#                       | metric [n] [gaussian|cutoff] [f64] [cpu]
 #    Builds the density-peaks timing harness (bench/dpeaks_bench.c, through
 #    bench/Makefile and the flags of common/flags.mk) and runs it from the
 #    project root with ./gpuclust_cuda.so (from `make`).  See the top of

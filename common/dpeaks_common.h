@@ -8,28 +8,39 @@
  * density peaks", 2014, as parallelised in CUDA-DP by Ge et al., "Efficient
  * parallel implementation of a density peaks clustering algorithm on GPU"):
  *
- *  - d_ij = sqrt(dist2_ij), dist2 accumulated in double from the float
- *    inputs over dimensions 0..d-1 in order, without FMA (gc_dist2).
+ *  - d_ij = gc_metric_distance(metric, dist2_ij) of common/metric.h:
+ *    sqrt(dist2_ij) (Euclidean) or dist2_ij / 2 (cosine, on the unit rows
+ *    the caller passes), dist2 accumulated in double from the input
+ *    elements (float or double, each converted exactly to double) over
+ *    dimensions 0..d-1 in order, without FMA (gc_dist2, gc_dist2_f64).
+ *    dc, rho_min, delta_min and the output delta are in the metric's units.
  *  - dc when not given: the k-th smallest d_ij over ordered pairs i != j,
  *    k = ceil(neighbor_rate * n * (n - 1)).  Found exactly (a radix select
  *    on the bit patterns of dist2: CUDA-DP's binary search over pair counts,
  *    several bits per pass) when n <= GC_DP_DC_EXACT_MAX_N, otherwise the
  *    ceil(neighbor_rate * S)-th smallest of S = GC_DP_DC_SAMPLE_PAIRS ordered
  *    pairs drawn by gc_dp_sample_pair from the seed (CUDA-DP's sampling).
+ *    The distance is non-decreasing in dist2, so the selection runs on dist2
+ *    and dc is the distance of the dist2 selected.
  *  - cutoff kernel: rho_i = #{j != i : d_ij < dc}, evaluated as
- *    dist2_ij < T with T = gc_dp_cutoff_threshold(dc), which is equivalent.
- *  - gaussian kernel: rho_i = sum_{j != i} exp(-u_ij), u_ij = dist2_ij *
- *    gc_dp_inv_dc2(dc), which is 1 / (dc * dc) unless that overflows (dc
- *    below about 7e-155; then the largest double, so that duplicates still
- *    give u = 0 and every other pair u > 40); each term from gc_dp_gauss_fixed (relative error below
- *    2e-7) as a fixed-point number with 56 fraction bits, summed in 128-bit
- *    integers, so the sum is the same in any order and on any back end;
- *    terms below 2^-56 vanish, hence an absolute error below n * 2^-56
- *    (1.4e-10 for ten million rows) on top of the relative one.
+ *    dist2_ij < T with T = gc_dp_cutoff_threshold(metric, dc), which is
+ *    equivalent.
+ *  - gaussian kernel: rho_i = sum_{j != i} exp(-u_ij), u_ij = (d_ij / dc)^2
+ *    as gc_dp_gauss_u computes it: dist2_ij * f (Euclidean) or (dist2_ij *
+ *    f)^2 (cosine) with f = gc_dp_gauss_factor(metric, dc), which is 1 /
+ *    (dc * dc) (Euclidean) or 0.5 / dc (cosine) unless that overflows (dc
+ *    below about 7e-155, resp. 2.8e-309; then the largest double, so that
+ *    duplicates still give u = 0 and every other pair u > 40); each term
+ *    from gc_dp_gauss_fixed (relative error below 2e-7) as a fixed-point
+ *    number with 56 fraction bits, summed in 128-bit integers, so the sum
+ *    is the same in any order and on any back end; terms below 2^-56
+ *    vanish, hence an absolute error below n * 2^-56 (1.4e-10 for ten
+ *    million rows) on top of the relative one.
  *  - density order: rank 0 is the densest; i before j when rho_i > rho_j, or
  *    equal and i < j.
- *  - delta_i = d to the nearest denser point; equal distances: the denser of
- *    them (smaller rank).  Densest point: the largest d to any point.
+ *  - delta_i = d to the nearest denser point (nearest by dist2; equal dist2:
+ *    the denser of them, smaller rank).  Densest point: the largest d to any
+ *    point.
  *  - gamma_i = rho_i * delta_i.  Centres: the densest point and, with
  *    n_clusters, the n_clusters - 1 others with the largest gamma (ties by
  *    rank); otherwise every point with rho >= rho_min and delta >= delta_min.
@@ -38,7 +49,9 @@
  *
  * The grid index (dimensions 1 to 3) only decides which pairs must be
  * looked at; its cell tests are conservative, so the answers above do not
- * depend on the cell size and both back ends may size it differently.
+ * depend on the cell size and both back ends may size it differently.  It
+ * works in Euclidean units on the rows as given (unit rows for cosine) and
+ * compares dist2 alone, so it serves both metrics unchanged.
  */
 #ifndef GPUCLUST_DPEAKS_COMMON_H
 #define GPUCLUST_DPEAKS_COMMON_H
@@ -49,6 +62,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "metric.h"
 #include "portable.h"
 #include "rng.h"
 
@@ -128,19 +142,15 @@ gc_dp_ordered_pairs(int64_t n)
 }
 
 /*
- * The smallest double T with sqrt(T) >= dc: then sqrt(x) < dc exactly when
- * x < T, so the cutoff kernel compares squared distances.
+ * The smallest dist2 T whose distance in metric m is at least dc (dc > 0):
+ * then d_ij < dc exactly when dist2_ij < T, so the cutoff kernel compares
+ * squared distances.  The successor of gc_metric_dist2_lt's bound (for the
+ * Euclidean metric the smallest T with sqrt(T) >= dc, as always).
  */
 static inline double
-gc_dp_cutoff_threshold(double dc)
+gc_dp_cutoff_threshold(gc_metric m, double dc)
 {
-	double		t = dc * dc;
-
-	while (sqrt(t) < dc)
-		t = nextafter(t, INFINITY);
-	while (t > 0.0 && sqrt(nextafter(t, 0.0)) >= dc)
-		t = nextafter(t, 0.0);
-	return t;
+	return nextafter(gc_metric_dist2_lt(m, dc), INFINITY);
 }
 
 /*
@@ -149,9 +159,12 @@ gc_dp_cutoff_threshold(double dc)
  * 1.5e-162 and its reciprocal overflows below about 7e-155).  An infinite
  * factor would make u = 0 * inf = NaN for duplicates, whose term must be
  * exactly 1; with the largest double a duplicate gives u = 0, and any other
- * pair, whose dist2 is at least the square of the smallest float step
- * (about 2e-90), gives u far above 40, a term of exactly zero, as it should.
- * For every other dc the factor is 1 / (dc * dc) unchanged.
+ * pair of float rows, whose dist2 is at least the square of the smallest
+ * float step (about 2e-90), gives u far above 40, a term of exactly zero,
+ * as it should.  (Double rows may be closer: a pair whose dist2 is below
+ * about 2.2e-307, a distance below about 4.7e-154, gets u below 40 there,
+ * a term above zero; both back ends alike.)  For every other dc the factor
+ * is 1 / (dc * dc) unchanged.
  */
 static GC_HD double
 gc_dp_inv_dc2(double dc)
@@ -159,6 +172,37 @@ gc_dp_inv_dc2(double dc)
 	double		inv = 1.0 / (dc * dc);
 
 	return inv <= DBL_MAX ? inv : DBL_MAX;
+}
+
+/*
+ * The factor f of gc_dp_gauss_u for dc in metric m: gc_dp_inv_dc2(dc)
+ * (Euclidean), or 0.5 / dc (cosine), the largest double when that is
+ * infinite (dc below about 2.8e-309), for the same reason as above: a
+ * duplicate gives u = 0, any other pair u far above 40.
+ */
+static inline double
+gc_dp_gauss_factor(gc_metric m, double dc)
+{
+	double		f;
+
+	if (m != GC_METRIC_COSINE)
+		return gc_dp_inv_dc2(dc);
+	f = 0.5 / dc;
+	return f <= DBL_MAX ? f : DBL_MAX;
+}
+
+/*
+ * u = (d / dc)^2 of the gaussian kernel for a pair's dist2, with f of
+ * gc_dp_gauss_factor: dist2 * f (Euclidean: dist2 / dc^2), or the square of
+ * dist2 * f (cosine: ((dist2 / 2) / dc)^2).  Non-decreasing in dist2, the
+ * same arithmetic on both back ends.
+ */
+static GC_HD double
+gc_dp_gauss_u(gc_metric m, double dist2, double f)
+{
+	double		q = dist2 * f;
+
+	return m == GC_METRIC_COSINE ? q * q : q;
 }
 
 /* Fraction bits of the fixed-point gaussian terms. */
@@ -285,7 +329,7 @@ gc_dp_cmp_double(const void *a, const void *b)
 /*
  * The box the cells span (host side, both back ends), from the range mn /
  * mx of each dimension and an evenly spaced sample of at most
- * GC_DP_BOX_SAMPLE rows of x [n, d]: where the sample's quantiles 1/256 and
+ * GC_DP_BOX_SAMPLE rows of x [n, d] of element type t: where the sample's quantiles 1/256 and
  * 255/256 span less than a quarter of the range but more than nothing (a
  * few far rows), the box is those quantiles; else the range (also when
  * most rows share one value: a box of width zero would put every row into
@@ -294,8 +338,8 @@ gc_dp_cmp_double(const void *a, const void *b)
 #define GC_DP_BOX_SAMPLE 4096
 
 static inline int
-gc_dp_grid_box(const float *x, int64_t n, int32_t d, const double *mn, const double *mx,
-			   double *lo, double *hi)
+gc_dp_grid_box(const void *x, gc_dtype t, int64_t n, int32_t d, const double *mn,
+			   const double *mx, double *lo, double *hi)
 {
 	int64_t		s = n < GC_DP_BOX_SAMPLE ? n : GC_DP_BOX_SAMPLE;
 	int64_t		tail = s / 256;
@@ -310,7 +354,11 @@ gc_dp_grid_box(const float *x, int64_t n, int32_t d, const double *mn, const dou
 		if (tail == 0)
 			continue;
 		for (int64_t j = 0; j < s; j++)
-			v[j] = x[(j * n / s) * d + k];
+		{
+			int64_t		at = (j * n / s) * d + k;
+
+			v[j] = t == GC_F64 ? ((const double *) x)[at] : (double) ((const float *) x)[at];
+		}
 		qsort(v, (size_t) s, sizeof(double), gc_dp_cmp_double);
 		if (v[s - 1 - tail] > v[tail] && v[s - 1 - tail] - v[tail] < 0.25 * (mx[k] - mn[k]))
 		{

@@ -12,6 +12,11 @@
  *
  * The exact rules, and the arithmetic that makes the answers bit-identical
  * to the CPU back end (src/core/dpeaks.c), are in common/dpeaks_common.h.
+ * The rows are uploaded in their element type (float or double) and
+ * converted exactly to the structure of arrays in double that every phase
+ * reads, so both precisions run the same kernels; the metric enters through
+ * the dist2 threshold of the cutoff kernel, the gaussian terms (a template
+ * parameter of the rho kernels) and gc_metric_distance of dc and delta.
  *
  *  dc          n <= 50,000: radix select over all ordered pairs; larger n:
  *              2^22 seeded sample pairs (cuda/dpeaks_dc.cu).
@@ -39,6 +44,7 @@ int64_t bytes_estimate(const Workspace &w)
 {
 	const int64_t n = w.n;
 	const int	S = slices_for(w);
+	/* d doubles per copy of the points (xs, xr, the grid's and the Morton order's) */
 	const int64_t per_point = (int64_t) w.d * 8 * (w.gauss ? 4 : 3) + 8 * 12 + 16;
 
 	return n * per_point + (w.use_grid ? (2 * n + 17) * 16 : 0) +
@@ -48,18 +54,24 @@ int64_t bytes_estimate(const Workspace &w)
 }
 
 /* The phases in order, from the caller's points x to its result. */
-void run(Workspace &w, const float *x, /* [n, d] host */ gc_dpeaks_result *result)
+template <typename T>
+void run(Workspace &w, const T *x, /* [n, d] host */ gc_dpeaks_result *result)
 {
 	gc_timing  *t = w.call.timing;
 	Stopwatch	sw;
 	Stopwatch	dc_sw;
 
-	/* Memory first: say how much is needed before any work starts. */
+	/*
+	 * Memory first: say how much is needed before any work starts (the
+	 * upload, n d elements of T next to xs, stays below the estimate's
+	 * copies of the points).
+	 */
 	require_device_memory(w.call, bytes_estimate(w), "density peaks", w.n, w.d);
 	w.hx = x;
+	w.dtype = sizeof(T) == sizeof(double) ? GC_F64 : GC_F32;
 	w.xs.reset((size_t) w.n * w.d, "the points");
 	{
-		DeviceBuffer<float> xf = upload_points(w.call, sw, x, w.n, w.d);
+		DeviceBuffer<T> xf = upload_points(w.call, sw, x, w.n, w.d);
 
 		dc_sw.restart();		/* phase dc includes the conversion */
 		to_soa(xf.get(), w.n, w.d, w.xs.get());
@@ -95,13 +107,11 @@ extern "C" gc_status gcu_density_peaks(const gc_exec *exec,
 {
 	GC_ENTRY_BEGIN
 	gc::require(gc_check_dpeaks(params, n, d, gc::error_record()));
-	gc::require(gc_check_not_yet("density peaks", dtype, params->metric, gc::error_record()));
-
-	const float *x = (const float *) xv;
+	gc::require(gc_check_input("density peaks", dtype, params->metric, gc::error_record()));
 
 	gc::Call	call(exec);
 
-	gc::require_buffers("density peaks", x, n,
+	gc::require_buffers("density peaks", xv, n,
 						result && (n == 0 || (result->cluster && result->rho && result->delta &&
 											  result->is_center)));
 	/* no rows: no dc is derived, the one given (or 0) is reported, as on the CPU */
@@ -118,7 +128,10 @@ extern "C" gc_status gcu_density_peaks(const gc_exec *exec,
 
 		gc::dpeaks::Workspace w(call, n, d, *params, sms);
 
-		gc::dpeaks::run(w, x, result);
+		if (dtype == GC_F64)
+			gc::dpeaks::run(w, (const double *) xv, result);
+		else
+			gc::dpeaks::run(w, (const float *) xv, result);
 	});
 	GC_ENTRY_END
 }

@@ -91,7 +91,8 @@ struct Workspace
 {
 	Workspace(const Call &c, int64_t n_, int32_t d_, const gc_dpeaks_params &p, int sms_)
 		: call(c), params(p), n(n_), d(d_), sms(sms_),
-		  use_grid(d_ <= GC_DP_GRID_MAX_DIM), gauss(p.kernel == GC_DP_KERNEL_GAUSSIAN)
+		  use_grid(d_ <= GC_DP_GRID_MAX_DIM), gauss(p.kernel == GC_DP_KERNEL_GAUSSIAN),
+		  metric(p.metric)
 	{
 	}
 
@@ -102,7 +103,9 @@ struct Workspace
 	const int	sms;			/* multiprocessors of the device */
 	const bool	use_grid;		/* d <= 3: the grid index */
 	const bool	gauss;			/* the gaussian kernel, else the cutoff */
-	const float *hx = nullptr;	/* [n, d] the caller's points, on the host */
+	const gc_metric metric;		/* dc, delta in its units; every comparison on dist2 */
+	const void *hx = nullptr;	/* [n, d] the caller's points, on the host, of type dtype */
+	gc_dtype	dtype = GC_F32;
 
 	Temp		temp;
 	DeviceBuffer<double> xs;	/* [d][n] the points by row, until the density order */
@@ -147,7 +150,8 @@ inline int slices_for(const Workspace &w)
 }
 
 /* The layouts of the points (cuda/dpeaks_index.cu). */
-void to_soa(const float *x, /* [n, d] */ int64_t n, int d, double *xs /* [d][n] */);
+template <typename T>
+void to_soa(const T *x, /* [n, d] float or double */ int64_t n, int d, double *xs /* [d][n] */);
 void gather_soa(const double *src, /* [d][n] */ const int64_t *perm, /* [n] */ int64_t n, int d,
 				double *dst /* [d][n]: dst[k][r] = src[k][perm[r]] */);
 void sort_rows(Workspace &w, const uint64_t *keys, /* [n] */ int64_t n, int end_bit, bool descending,

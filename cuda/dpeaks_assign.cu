@@ -20,12 +20,13 @@ namespace {
 /* ---------------------------------------------------------------- centres */
 
 __global__ void gamma_key_kernel(const double *rho_r, /* [n] */ const double *bd2_r, /* [n] */
-								 int64_t n, uint64_t *key, /* [n - 1] */ int64_t *val /* [n - 1] */)
+								 int64_t n, gc_metric metric, uint64_t *key, /* [n - 1] */
+								 int64_t *val /* [n - 1] */)
 {
 	for (int64_t r = 1 + (int64_t) blockIdx.x * blockDim.x + threadIdx.x; r < n;
 		 r += (int64_t) gridDim.x * blockDim.x)
 	{
-		key[r - 1] = gc_dp_key(rho_r[r] * sqrt(bd2_r[r]));
+		key[r - 1] = gc_dp_key(rho_r[r] * gc_metric_distance(metric, bd2_r[r]));
 		val[r - 1] = r;
 	}
 }
@@ -38,12 +39,13 @@ __global__ void mark_top_kernel(const int64_t *val, /* [m] */ int64_t m, int32_t
 }
 
 __global__ void threshold_kernel(const double *rho_r, /* [n] */ const double *bd2_r, /* [n] */
-								 int64_t n, double rho_min, double delta_min,
+								 int64_t n, gc_metric metric, double rho_min, double delta_min,
 								 int32_t *center_r /* [n] */)
 {
 	for (int64_t r = (int64_t) blockIdx.x * blockDim.x + threadIdx.x; r < n;
 		 r += (int64_t) gridDim.x * blockDim.x)
-		center_r[r] = (r == 0 || (rho_r[r] >= rho_min && sqrt(bd2_r[r]) >= delta_min)) ? 1 : 0;
+		center_r[r] = (r == 0 || (rho_r[r] >= rho_min &&
+								  gc_metric_distance(metric, bd2_r[r]) >= delta_min)) ? 1 : 0;
 }
 
 /* center_r: the densest point and the n_clusters - 1 others of largest gamma (ties by rank). */
@@ -63,7 +65,8 @@ void top_gamma_centers(Workspace &w, int32_t *center_r /* [n] */)
 	DeviceBuffer<int64_t> va((size_t) m, "gamma order"), vb((size_t) m, "gamma order");
 	size_t		bytes = 0;
 
-	gamma_key_kernel<<<grid_for(m), kBlock>>>(w.rho_r.get(), w.bd2_r.get(), n, ka.get(), va.get());
+	gamma_key_kernel<<<grid_for(m), kBlock>>>(w.rho_r.get(), w.bd2_r.get(), n, w.metric, ka.get(),
+											  va.get());
 	CHECK_LAUNCH("gamma_key_kernel");
 	CUDA_TRY(cub::DeviceRadixSort::SortPairsDescending(nullptr, bytes, ka.get(), kb.get(), va.get(),
 													   vb.get(), m));
@@ -143,7 +146,7 @@ void follow_links(Workspace &w, const int32_t *center_r, /* [n] */ int64_t *pare
 
 __global__ void output_kernel(const int64_t *by_rank, /* [n] */ const int64_t *parent, /* [n] */
 							  const int32_t *cid_r, /* [n] */ const int32_t *center_r, /* [n] */
-							  const double *bd2_r, /* [n] */ int64_t n,
+							  const double *bd2_r, /* [n] */ int64_t n, gc_metric metric,
 							  int32_t *cluster, /* [n] by row */ uint8_t *is_center, /* [n] by row */
 							  double *delta /* [n] by row */)
 {
@@ -155,7 +158,7 @@ __global__ void output_kernel(const int64_t *by_rank, /* [n] */ const int64_t *p
 		cluster[i] = cid_r[parent[r]];
 		is_center[i] = (uint8_t) center_r[r];
 		if (r > 0)
-			delta[i] = sqrt(bd2_r[r]);
+			delta[i] = gc_metric_distance(metric, bd2_r[r]);
 	}
 }
 
@@ -176,11 +179,11 @@ void write_answer(Workspace &w, const int64_t *parent, /* [n] */ const int32_t *
 		/* delta of the densest point, at its row */
 		CUDA_TRY(cudaMemcpy(&top, w.by_rank.get(), sizeof(top), cudaMemcpyDeviceToHost));
 		CUDA_TRY(cudaMemcpy(&fk, w.bd2_r.get(), sizeof(fk), cudaMemcpyDeviceToHost));
-		d0 = sqrt(gc_dp_unkey(fk));
+		d0 = gc_metric_distance(w.metric, gc_dp_unkey(fk));
 		CUDA_TRY(cudaMemcpy(w.delta.get() + top, &d0, sizeof(double), cudaMemcpyHostToDevice));
 	}
 	output_kernel<<<grid_for(n), kBlock>>>(w.by_rank.get(), parent, cid_r, center_r, w.bd2_r.get(), n,
-										   w.cluster.get(), w.is_center.get(), w.delta.get());
+										   w.metric, w.cluster.get(), w.is_center.get(), w.delta.get());
 	CHECK_LAUNCH("output_kernel");
 }
 
@@ -206,7 +209,7 @@ void assign_phase(Workspace &w)
 		top_gamma_centers(w, center_r.get());
 	else
 	{
-		threshold_kernel<<<grid_for(n), kBlock>>>(w.rho_r.get(), w.bd2_r.get(), n, w.params.rho_min,
+		threshold_kernel<<<grid_for(n), kBlock>>>(w.rho_r.get(), w.bd2_r.get(), n, w.metric, w.params.rho_min,
 												  w.params.delta_min, center_r.get());
 		CHECK_LAUNCH("threshold_kernel");
 	}

@@ -282,7 +282,7 @@ void dc_phase(Workspace &w)
 			w.dc_method = GC_DC_SAMPLE;
 			w.dc_sample = GC_DP_DC_SAMPLE_PAIRS;
 		}
-		w.dc = sqrt(gc_dp_unkey(key));
+		w.dc = gc_metric_distance(w.metric, gc_dp_unkey(key));
 		if (!(w.dc > 0.0))
 			require(gc_error_dpeaks_zero_quantile(error_record()));
 	}

@@ -15,8 +15,9 @@ namespace gc {
 namespace dpeaks {
 namespace {
 
-/* x [n, d] float row-major -> xs [d][n] double (structure of arrays). */
-__global__ void to_soa_kernel(const float *x, /* [n, d] */ int64_t n, int d, double *xs /* [d][n] */)
+/* x [n, d] float or double row-major -> xs [d][n] double (structure of arrays), exactly. */
+template <typename T>
+__global__ void to_soa_kernel(const T *x, /* [n, d] */ int64_t n, int d, double *xs /* [d][n] */)
 {
 	int64_t		total = n * d;
 
@@ -53,11 +54,15 @@ __global__ void iota_kernel(int64_t *v, /* [n] */ int64_t n)
 
 } // namespace
 
-void to_soa(const float *x, /* [n, d] */ int64_t n, int d, double *xs /* [d][n] */)
+template <typename T>
+void to_soa(const T *x, /* [n, d] */ int64_t n, int d, double *xs /* [d][n] */)
 {
-	to_soa_kernel<<<grid_for(n * d), kBlock>>>(x, n, d, xs);
+	to_soa_kernel<T><<<grid_for(n * d), kBlock>>>(x, n, d, xs);
 	CHECK_LAUNCH("to_soa_kernel");
 }
+
+template void to_soa<float>(const float *, int64_t, int, double *);
+template void to_soa<double>(const double *, int64_t, int, double *);
 
 void gather_soa(const double *src, /* [d][n] */ const int64_t *perm, /* [n] */ int64_t n, int d,
 				double *dst /* [d][n] */)
@@ -159,7 +164,7 @@ void build_grid(Workspace &w, const double *xs /* [d][n] */)
 				hi[GC_DP_GRID_MAX_DIM];
 
 	grid_box(w, xs, mn, mx);
-	if (gc_dp_grid_box(w.hx, n, d, mn, mx, lo, hi) != 0)
+	if (gc_dp_grid_box(w.hx, w.dtype, n, d, mn, mx, lo, hi) != 0)
 		fail(GC_ERR_OUT_OF_MEMORY, "out of host memory planning the density peaks grid");
 	memset(&G.g, 0, sizeof(G.g));
 	G.ncells = gc_dp_grid_shape(&G.g, d, n, mn, mx, lo, hi);

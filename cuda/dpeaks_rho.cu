@@ -29,10 +29,11 @@ namespace {
 
 /*
  * rho over all pairs: thread i, j in its slice of [j_begin, j_end), tiles
- * in shared memory.  GAUSS: fixed-point terms into acc_hi/acc_lo [S][n];
- * else counts of dist2 < T into acc_lo.
+ * in shared memory.  GAUSS: fixed-point terms into acc_hi/acc_lo [S][n],
+ * u = gc_dp_gauss_u of metric M with inv_dc2 = gc_dp_gauss_factor; else
+ * counts of dist2 < T into acc_lo.
  */
-template <int D, bool GAUSS>
+template <int D, bool GAUSS, gc_metric M>
 __global__ void __launch_bounds__(kBlock)
 pairs_rho_kernel(const double *xs, /* [d][n] */ int64_t n, int d, int64_t j_begin, int64_t j_end,
 				 int64_t slice, double inv_dc2, double T, bool direct,
@@ -56,7 +57,7 @@ pairs_rho_kernel(const double *xs, /* [d][n] */ int64_t n, int d, int64_t j_begi
 			bool		other = (jt + jj) != i;
 
 			if constexpr (GAUSS)
-				part += other ? gc_dp_gauss_fixed(d2 * inv_dc2) : 0;
+				part += other ? gc_dp_gauss_fixed(gc_dp_gauss_u(M, d2, inv_dc2)) : 0;
 			else
 				part += (other && d2 < T) ? 1 : 0;
 		}
@@ -103,7 +104,7 @@ __global__ void tile_box_kernel(const double *xs, /* [d][n] */ int64_t n, int d,
  * u >= 40 (exactly zero, see gc_dp_gauss_fixed) is skipped whole, for the
  * whole block at once.  The sums are those of pairs_rho_kernel.
  */
-template <int D>
+template <int D, gc_metric M>
 __global__ void __launch_bounds__(kBlock)
 gauss_skip_kernel(const double *xs, /* [D][n] Morton order */ int64_t n, int64_t j_begin,
 				  int64_t j_end, int64_t slice, double inv_dc2,
@@ -153,7 +154,7 @@ gauss_skip_kernel(const double *xs, /* [D][n] Morton order */ int64_t n, int64_t
 			if (g > 0.0)
 				gap2 += g * g;
 		}
-		if (gap2 * inv_dc2 > far)
+		if (gc_dp_gauss_u(M, gap2, inv_dc2) > far)
 			continue;			/* the same decision in every thread of the block */
 		__syncthreads();
 		load_tile(tile, xs, n, D, jt, m);
@@ -165,7 +166,7 @@ gauss_skip_kernel(const double *xs, /* [D][n] Morton order */ int64_t n, int64_t
 			double		d2 = tile_dist2<D>(own, xs, n, i, D, tile, jj);
 			bool		other = (jt + jj) != i;
 
-			part += other ? gc_dp_gauss_fixed(d2 * inv_dc2) : 0;
+			part += other ? gc_dp_gauss_fixed(gc_dp_gauss_u(M, d2, inv_dc2)) : 0;
 		}
 		gc_dp_acc_add(&hi, &lo, part);
 	}
@@ -267,7 +268,7 @@ void rho_pairs(Workspace &w, const double *xs, /* [d][n] */ const gc_dp_grid *gr
 	const int	S = slices_for(w);
 	int64_t		chunk = std::max<int64_t>(kTile * S, pairs_per_launch(w.d) / n);
 	size_t		tile_bytes = sizeof(double) * (size_t) w.d * kTile;
-	const double inv = gc_dp_inv_dc2(w.dc);
+	const double inv = gc_dp_gauss_factor(w.metric, w.dc);
 	const double T = w.T;
 	const bool	skip = gauss && grid != nullptr;
 	MortonOrder mo;
@@ -304,17 +305,25 @@ void rho_pairs(Workspace &w, const double *xs, /* [d][n] */ const gc_dp_grid *gr
 			{
 				if (skip)
 				{
-					gauss_skip_kernel<DV><<<blocks, kBlock, tile_bytes>>>(
-						xs, n, j, je, slice, inv, mo.box.get(), mo.ntiles, hi.get(), lo.get());
+					if (w.metric == GC_METRIC_COSINE)
+						gauss_skip_kernel<DV, GC_METRIC_COSINE><<<blocks, kBlock, tile_bytes>>>(
+							xs, n, j, je, slice, inv, mo.box.get(), mo.ntiles, hi.get(), lo.get());
+					else
+						gauss_skip_kernel<DV, GC_METRIC_EUCLIDEAN><<<blocks, kBlock, tile_bytes>>>(
+							xs, n, j, je, slice, inv, mo.box.get(), mo.ntiles, hi.get(), lo.get());
 					CHECK_LAUNCH("gauss_skip_kernel");
 					return;
 				}
 			}
-			if (gauss)
-				pairs_rho_kernel<DV, true><<<blocks, kBlock, tile_bytes>>>(
+			/* the metric matters to the gaussian terms alone (the cutoff compares dist2 < T) */
+			if (gauss && w.metric == GC_METRIC_COSINE)
+				pairs_rho_kernel<DV, true, GC_METRIC_COSINE><<<blocks, kBlock, tile_bytes>>>(
+					xs, n, w.d, j, je, slice, inv, T, direct, hi.get(), lo.get());
+			else if (gauss)
+				pairs_rho_kernel<DV, true, GC_METRIC_EUCLIDEAN><<<blocks, kBlock, tile_bytes>>>(
 					xs, n, w.d, j, je, slice, inv, T, direct, hi.get(), lo.get());
 			else
-				pairs_rho_kernel<DV, false><<<blocks, kBlock, tile_bytes>>>(
+				pairs_rho_kernel<DV, false, GC_METRIC_EUCLIDEAN><<<blocks, kBlock, tile_bytes>>>(
 					xs, n, w.d, j, je, slice, inv, T, direct, hi.get(), lo.get());
 			CHECK_LAUNCH("pairs_rho_kernel");
 		});
@@ -364,7 +373,7 @@ void rho_phase(Workspace &w)
 	w.rho.reset((size_t) w.n, "the densities");
 	if (w.use_grid)
 		build_grid(w, w.xs.get());
-	w.T = w.gauss ? 0.0 : gc_dp_cutoff_threshold(w.dc);
+	w.T = w.gauss ? 0.0 : gc_dp_cutoff_threshold(w.metric, w.dc);
 	if (!w.gauss && w.use_grid)
 		rho_grid_count(w, w.rho.get());
 	else

@@ -260,7 +260,7 @@ cpu_density_peaks(const gc_exec *exec, const void *x, gc_dtype dtype, int64_t n,
 
 	if ((st = cpu_begin(exec, &ctx, &scratch, &defaults)) != GC_OK ||
 		(st = gc_check_dpeaks(params, n, d, &cpu_error)) != GC_OK ||
-		(st = gc_check_not_yet("density peaks", dtype, params->metric, &cpu_error)) != GC_OK ||
+		(st = gc_check_input("density peaks", dtype, params->metric, &cpu_error)) != GC_OK ||
 		(st = cpu_check_buffers("density peaks", x, n, result_ok)) != GC_OK)
 		return st;
 	/* no rows: no dc is derived, the one given (or 0) is reported */
@@ -273,7 +273,7 @@ cpu_density_peaks(const gc_exec *exec, const void *x, gc_dtype dtype, int64_t n,
 	t0 = gc_core_now_ms();
 	if ((st = cpu_pool_start(&ctx, 1 + n / CPU_ROWS_PER_THREAD_DPEAKS)) != GC_OK)
 		return st;
-	st = gc_core_dpeaks(&ctx, (const float *) x, n, d, params, result);
+	st = gc_core_dpeaks(&ctx, x, dtype, n, d, params, result);
 	cpu_pool_end(&ctx);
 	ctx.timing->compute_ms = gc_core_now_ms() - t0;
 	return st;

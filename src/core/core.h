@@ -98,7 +98,8 @@ gc_status	gc_core_kmeans_assign(gc_core_ctx *ctx, const void *x, gc_dtype dtype,
 								  gc_kmeans_assign_result *result);
 
 /* Density peaks (dpeaks.c); timing phase_ms as for gc_dpeaks_params. */
-gc_status	gc_core_dpeaks(gc_core_ctx *ctx, const float *x, int64_t n, int32_t d,
+gc_status	gc_core_dpeaks(gc_core_ctx *ctx, const void *x, /* [n, d] of element type dtype */
+						   gc_dtype dtype, int64_t n, int32_t d,
 						   const gc_dpeaks_params *params, gc_dpeaks_result *result);
 
 #endif							/* GPUCLUST_CORE_H */

@@ -21,6 +21,11 @@
  *          (d <= 3), falling back to the scan when the rings run out;
  *  assign  the centres, and a single pass in density order for the labels.
  *
+ * The rows are read in their element type (float or double, each
+ * coordinate converted exactly to double, dp_d2); the metric enters only
+ * through common/dpeaks_common.h's thresholds and gc_metric_distance, all
+ * comparisons are on dist2.
+ *
  * Every long loop counts its work (dp_work: a distance over d features
  * counts d + 1, a grid cell GC_DP_CELL_WORK) and asks the cancel callback
  * every DP_CANCEL_WORK of it; the sorts are radix sorts that ask as well
@@ -55,7 +60,9 @@
 typedef struct dpeaks_ws
 {
 	gc_core_ctx *ctx;
-	const float *x;				/* [n, d] the rows */
+	const void *x;				/* [n, d] the rows, of element type dtype */
+	gc_dtype	dtype;
+	gc_metric	metric;			/* params->metric */
 	int64_t		n;
 	int32_t		d;
 	const gc_dpeaks_params *params;
@@ -77,6 +84,69 @@ typedef struct dpeaks_ws
 	int64_t    *rank_of;		/* [n] row -> rank */
 	int64_t    *nbr;			/* [n] row -> its nearest denser row, -1 for the densest */
 } dpeaks_ws;
+
+/*
+ * The rows as the pair loops read them: copied into locals at the top of
+ * each loop (dp_rows_of), so that the stores of the loop do not make the
+ * compiler load them again for every pair.
+ */
+typedef struct dp_rows
+{
+	const void *x;
+	gc_dtype	t;
+	int32_t		d;
+} dp_rows;
+
+static inline dp_rows
+dp_rows_of(const dpeaks_ws *ws)
+{
+	dp_rows		r = {ws->x, ws->dtype, ws->d};
+
+	return r;
+}
+
+/*
+ * The pair loop of the hot paths, once per element type so that the test
+ * of the type is not made for every pair: for s in [from, to), d2 = dist2
+ * of row a and row `row` (an expression of s), then the statement given.
+ */
+#define DP_PAIRS(R, a, from, to, s, row, d2, ...) \
+	do { \
+		if ((R).t == GC_F64) \
+		{ \
+			const double *dp_xa_ = (const double *) (R).x + (a) * (R).d; \
+			for (int64_t s = (from); s < (to); s++) \
+			{ \
+				double		d2 = gc_dist2_f64(dp_xa_, (const double *) (R).x + (row) * (R).d, (R).d); \
+				__VA_ARGS__ \
+			} \
+		} \
+		else \
+		{ \
+			const float *dp_xa_ = (const float *) (R).x + (a) * (R).d; \
+			for (int64_t s = (from); s < (to); s++) \
+			{ \
+				double		d2 = gc_dist2(dp_xa_, (const float *) (R).x + (row) * (R).d, (R).d); \
+				__VA_ARGS__ \
+			} \
+		} \
+	} while (0)
+
+/* dist2 of rows i and j (gc_dist2 / gc_dist2_f64 by the element type). */
+static inline double
+dp_d2(dp_rows r, int64_t i, int64_t j)
+{
+	if (r.t == GC_F64)
+		return gc_dist2_f64((const double *) r.x + i * r.d, (const double *) r.x + j * r.d, r.d);
+	return gc_dist2((const float *) r.x + i * r.d, (const float *) r.x + j * r.d, r.d);
+}
+
+/* Element at of x as a double (exact for either element type). */
+static inline double
+dp_elem(const dpeaks_ws *ws, int64_t at)
+{
+	return ws->dtype == GC_F64 ? ((const double *) ws->x)[at] : (double) ((const float *) ws->x)[at];
+}
 
 /* Counts work; asks the cancel callback each time DP_CANCEL_WORK of it is done. */
 static int
@@ -104,12 +174,14 @@ pair_block_end(const dpeaks_ws *ws, int64_t jb)
 
 /* Fills the workspace with the input, no buffer yet. */
 static void
-dpeaks_ws_init(dpeaks_ws *ws, gc_core_ctx *ctx, const float *x, int64_t n, int32_t d,
-			   const gc_dpeaks_params *params, gc_dpeaks_result *result)
+dpeaks_ws_init(dpeaks_ws *ws, gc_core_ctx *ctx, const void *x, gc_dtype dtype, int64_t n,
+			   int32_t d, const gc_dpeaks_params *params, gc_dpeaks_result *result)
 {
 	memset(ws, 0, sizeof(*ws));
 	ws->ctx = ctx;
 	ws->x = x;
+	ws->dtype = dtype;
+	ws->metric = params->metric;
 	ws->n = n;
 	ws->d = d;
 	ws->params = params;
@@ -184,23 +256,22 @@ dc_histogram(dpeaks_ws *ws, int64_t *hist, uint64_t prefix, int prefix_bits, int
 			 int w)
 {
 	uint64_t	mask = (UINT64_C(1) << w) - 1;
+	const dp_rows R = dp_rows_of(ws);
 
 	memset(hist, 0, sizeof(int64_t) << w);
 	for (int64_t i = 0; i < ws->n; i++)
 	{
-		const float *xi = ws->x + i * ws->d;
-
 		for (int64_t jb = i + 1, je; jb < ws->n; jb = je)
 		{
 			je = pair_block_end(ws, jb);
-			for (int64_t j = jb; j < je; j++)
+			DP_PAIRS(R, i, jb, je, j, j, d2,
 			{
-				uint64_t	key = gc_dp_key(gc_dist2(xi, ws->x + j * ws->d, ws->d));
+				uint64_t	key = gc_dp_key(d2);
 
 				if (prefix_bits > 0 && (key >> (64 - prefix_bits)) != prefix)
 					continue;
 				hist[(key >> shift) & mask]++;
-			}
+			});
 			if (dp_work(ws, (je - jb) * (ws->d + 1)))
 				return GC_ERR_CANCELLED;
 		}
@@ -215,24 +286,23 @@ dc_collect(dpeaks_ws *ws, uint64_t prefix, int prefix_bits, int64_t m, int64_t k
 {
 	int64_t		got = 0;
 	uint64_t   *v = malloc(sizeof(uint64_t) * (size_t) (m > 0 ? m : 1));
+	const dp_rows R = dp_rows_of(ws);
 
 	if (!v)
 		return gc_core_oom(ws->ctx, sizeof(uint64_t) * (size_t) m,
 						   "out of memory for the dc candidates");
 	for (int64_t i = 0; i < ws->n; i++)
 	{
-		const float *xi = ws->x + i * ws->d;
-
 		for (int64_t jb = i + 1, je; jb < ws->n; jb = je)
 		{
 			je = pair_block_end(ws, jb);
-			for (int64_t j = jb; j < je; j++)
+			DP_PAIRS(R, i, jb, je, j, j, d2,
 			{
-				uint64_t	key = gc_dp_key(gc_dist2(xi, ws->x + j * ws->d, ws->d));
+				uint64_t	key = gc_dp_key(d2);
 
 				if ((key >> (64 - prefix_bits)) == prefix && got < m)
 					v[got++] = key;
-			}
+			});
 			if (dp_work(ws, (je - jb) * (ws->d + 1)))
 			{
 				free(v);
@@ -277,17 +347,16 @@ dc_par_block(void *arg, gc_worker *w, int64_t b, int64_t e)
 	dc_par_job *job = arg;
 	dpeaks_ws  *ws = job->ws;
 	int64_t    *hist = job->hists ? job->hists + (int64_t) w->id * (int64_t) (job->mask + 1) : NULL;
+	const dp_rows R = dp_rows_of(ws);
 
 	for (int64_t i = b; i < e; i++)
 	{
-		const float *xi = ws->x + i * ws->d;
-
 		for (int64_t jb = i + 1, je; jb < ws->n; jb = je)
 		{
 			je = pair_block_end(ws, jb);
-			for (int64_t j = jb; j < je; j++)
+			DP_PAIRS(R, i, jb, je, j, j, d2,
 			{
-				uint64_t	key = gc_dp_key(gc_dist2(xi, ws->x + j * ws->d, ws->d));
+				uint64_t	key = gc_dp_key(d2);
 
 				if (job->prefix_bits > 0 && (key >> (64 - job->prefix_bits)) != job->prefix)
 					continue;
@@ -300,7 +369,7 @@ dc_par_block(void *arg, gc_worker *w, int64_t b, int64_t e)
 					if (at < job->m)
 						job->v[at] = key;
 				}
-			}
+			});
 			if (dp_wtick(w, (je - jb) * (ws->d + 1)))
 				return GC_ERR_CANCELLED;
 		}
@@ -457,6 +526,7 @@ dc_sample_block(void *arg, gc_worker *w, int64_t b, int64_t e)
 {
 	dc_sample_job *job = arg;
 	dpeaks_ws  *ws = job->ws;
+	const dp_rows R = dp_rows_of(ws);
 
 	for (int64_t p = b; p < e; p++)
 	{
@@ -464,7 +534,7 @@ dc_sample_block(void *arg, gc_worker *w, int64_t b, int64_t e)
 					j;
 
 		gc_dp_sample_pair(job->seed, p, ws->n, &i, &j);
-		job->v[p] = gc_dp_key(gc_dist2(ws->x + i * ws->d, ws->x + j * ws->d, ws->d));
+		job->v[p] = gc_dp_key(dp_d2(R, i, j));
 	}
 	/* two rows read at random and the draw: weighed as 64 differences */
 	return dp_wtick(w, (e - b) * (ws->d + 64)) ? GC_ERR_CANCELLED : GC_OK;
@@ -525,7 +595,7 @@ dpeaks_dc(dpeaks_ws *ws)
 	}
 	if (st != GC_OK)
 		return st;
-	ws->dc = sqrt(gc_dp_unkey(key));
+	ws->dc = gc_metric_distance(ws->metric, gc_dp_unkey(key));
 	if (!(ws->dc > 0.0))
 		return gc_error_dpeaks_zero_quantile(ws->ctx->err);
 	result->dc = ws->dc;
@@ -561,7 +631,7 @@ dp_range_block(void *arg, gc_worker *w, int64_t b, int64_t e)
 	for (int64_t i = b; i < e; i++)
 		for (int k = 0; k < d; k++)
 		{
-			double		v = job->ws->x[i * d + k];
+			double		v = dp_elem(job->ws, i * d + k);
 
 			if (v < mn[k])
 				mn[k] = v;
@@ -608,7 +678,7 @@ grid_shape(dpeaks_ws *ws)
 		return -1;
 	if (st != GC_OK)
 		return -2;
-	if (gc_dp_grid_box(ws->x, ws->n, d, mn, mx, lo, hi) != 0)
+	if (gc_dp_grid_box(ws->x, ws->dtype, ws->n, d, mn, mx, lo, hi) != 0)
 		return -2;
 	return gc_dp_grid_shape(&ws->g, d, ws->n, mn, mx, lo, hi);
 }
@@ -636,12 +706,12 @@ grid_fill_block(void *arg, gc_worker *w, int64_t b, int64_t e)
 			int64_t		id = 0;
 
 			for (int k = d - 1; k >= 0; k--)
-				id = id * ws->g.dims[k] + gc_dp_cell_of(&ws->g, k, (double) ws->x[i * d + k]);
+				id = id * ws->g.dims[k] + gc_dp_cell_of(&ws->g, k, dp_elem(ws, i * d + k));
 			job->cell[i] = id;
 		}
 		else
 			for (int k = 0; k < d; k++)
-				ws->xs[k * n + i] = (double) ws->x[ws->order[i] * d + k];
+				ws->xs[k * n + i] = dp_elem(ws, ws->order[i] * d + k);
 	}
 	return dp_wtick(w, (e - b) * GC_DP_CELL_WORK * (d + 1)) ? GC_ERR_CANCELLED : GC_OK;
 }
@@ -732,7 +802,7 @@ typedef struct rho_rows_job
 	dpeaks_ws  *ws;
 	double	   *rho;
 	int			gaussian;
-	double		inv;			/* gaussian: 1 / dc^2 */
+	double		inv;			/* gaussian: gc_dp_gauss_factor */
 	double		T;				/* cutoff: the threshold on dist2 */
 } rho_rows_job;
 
@@ -742,10 +812,10 @@ rho_rows_block(void *arg, gc_worker *w, int64_t b, int64_t e)
 	rho_rows_job *job = arg;
 	dpeaks_ws  *ws = job->ws;
 	int64_t		n = ws->n;
+	const dp_rows R = dp_rows_of(ws);
 
 	for (int64_t i = b; i < e; i++)
 	{
-		const float *xi = ws->x + i * ws->d;
 		uint64_t	hi = 0,
 					lo = 0;
 		int64_t		cnt = 0;
@@ -753,23 +823,20 @@ rho_rows_block(void *arg, gc_worker *w, int64_t b, int64_t e)
 		for (int64_t jb = 0, je; jb < n; jb = je)
 		{
 			je = pair_block_end(ws, jb);
-			for (int64_t j = jb; j < je; j++)
+			DP_PAIRS(R, i, jb, je, j, j, d2,
 			{
-				double		d2;
-
 				if (j == i)
 					continue;
-				d2 = gc_dist2(xi, ws->x + j * ws->d, ws->d);
 				if (job->gaussian)
 				{
-					uint64_t	t = gc_dp_gauss_fixed(d2 * job->inv);
+					uint64_t	t = gc_dp_gauss_fixed(gc_dp_gauss_u(ws->metric, d2, job->inv));
 
 					if (t)
 						gc_dp_acc_add(&hi, &lo, t);
 				}
 				else
 					cnt += d2 < job->T;
-			}
+			});
 			if (dp_wtick(w, (je - jb) * (ws->d + 1)))
 				return GC_ERR_CANCELLED;
 		}
@@ -788,9 +855,9 @@ rho_all_pairs_rows(dpeaks_ws *ws, double *rho, int gaussian)
 	rho_rows_job job = {ws, rho, gaussian, 0.0, 0.0};
 
 	if (gaussian)
-		job.inv = gc_dp_inv_dc2(ws->dc);
+		job.inv = gc_dp_gauss_factor(ws->metric, ws->dc);
 	else
-		job.T = gc_dp_cutoff_threshold(ws->dc);
+		job.T = gc_dp_cutoff_threshold(ws->metric, ws->dc);
 	return gc_pool_for(ws->ctx->pool, ws->n, 16, rho_rows_block, &job);
 }
 
@@ -799,10 +866,12 @@ static gc_status
 rho_gaussian(dpeaks_ws *ws, double *rho)
 {
 	int64_t		n = ws->n;
-	double		inv = gc_dp_inv_dc2(ws->dc);
+	gc_metric	m = ws->metric;
+	double		inv = gc_dp_gauss_factor(m, ws->dc);
 	uint64_t   *hi = calloc((size_t) n, sizeof(uint64_t));
 	uint64_t   *lo = calloc((size_t) n, sizeof(uint64_t));
 	gc_status	st = GC_OK;
+	const dp_rows R = dp_rows_of(ws);
 
 	if (gc_pool_threads(ws->ctx->pool) >= 3)
 	{
@@ -819,21 +888,19 @@ rho_gaussian(dpeaks_ws *ws, double *rho)
 	}
 	for (int64_t i = 0; i < n && st == GC_OK; i++)
 	{
-		const float *xi = ws->x + i * ws->d;
-
 		for (int64_t jb = i + 1, je; jb < n && st == GC_OK; jb = je)
 		{
 			je = pair_block_end(ws, jb);
-			for (int64_t j = jb; j < je; j++)
+			DP_PAIRS(R, i, jb, je, j, j, d2,
 			{
-				uint64_t	t = gc_dp_gauss_fixed(gc_dist2(xi, ws->x + j * ws->d, ws->d) * inv);
+				uint64_t	t = gc_dp_gauss_fixed(gc_dp_gauss_u(m, d2, inv));
 
 				if (t)
 				{
 					gc_dp_acc_add(&hi[i], &lo[i], t);
 					gc_dp_acc_add(&hi[j], &lo[j], t);
 				}
-			}
+			});
 			if (dp_work(ws, (je - jb) * (ws->d + 1)))
 				st = GC_ERR_CANCELLED;
 		}
@@ -879,7 +946,8 @@ static gc_status
 rho_cutoff(dpeaks_ws *ws, double *rho)
 {
 	int64_t		n = ws->n;
-	double		T = gc_dp_cutoff_threshold(ws->dc);
+	double		T = gc_dp_cutoff_threshold(ws->metric, ws->dc);
+	const dp_rows R = dp_rows_of(ws);
 
 	if (ws->use_grid)
 	{
@@ -893,18 +961,19 @@ rho_cutoff(dpeaks_ws *ws, double *rho)
 		rho[i] = 0.0;
 	for (int64_t i = 0; i < n; i++)
 	{
-		const float *xi = ws->x + i * ws->d;
 		int64_t		cnt = 0;
 
 		for (int64_t jb = i + 1, je; jb < n; jb = je)
 		{
 			je = pair_block_end(ws, jb);
-			for (int64_t j = jb; j < je; j++)
-				if (gc_dist2(xi, ws->x + j * ws->d, ws->d) < T)
+			DP_PAIRS(R, i, jb, je, j, j, d2,
+			{
+				if (d2 < T)
 				{
 					cnt++;
 					rho[j] += 1.0;
 				}
+			});
 			if (dp_work(ws, (je - jb) * (ws->d + 1)))
 				return GC_ERR_CANCELLED;
 		}
@@ -938,23 +1007,21 @@ static gc_status
 nearest_denser_scan(dpeaks_ws *ws, gc_worker *w, int64_t i, int64_t r,
 					double *best_d2, int64_t *best_rank)
 {
-	const float *xi = ws->x + i * ws->d;
 	double		bd2 = INFINITY;
 	int64_t		br = -1;
+	const dp_rows R = dp_rows_of(ws);
 
 	for (int64_t sb = 0, se; sb < r; sb = se)
 	{
 		se = r - sb > ws->jstride ? sb + ws->jstride : r;
-		for (int64_t s = sb; s < se; s++)
+		DP_PAIRS(R, i, sb, se, s, ws->by_rank[s], d2,
 		{
-			double		d2 = gc_dist2(xi, ws->x + ws->by_rank[s] * ws->d, ws->d);
-
 			if (br < 0 || gc_dp_better(d2, s, bd2, br))
 			{
 				bd2 = d2;
 				br = s;
 			}
-		}
+		});
 		if (dp_wtick(w, (se - sb) * (ws->d + 1)))
 			return GC_ERR_CANCELLED;
 	}
@@ -1033,23 +1100,21 @@ static gc_status
 delta_densest(dpeaks_ws *ws)
 {
 	int64_t		top = ws->by_rank[0];
-	const float *xt = ws->x + top * ws->d;
 	double		far = 0.0;
+	const dp_rows R = dp_rows_of(ws);
 
 	for (int64_t jb = 0, je; jb < ws->n; jb = je)
 	{
 		je = pair_block_end(ws, jb);
-		for (int64_t j = jb; j < je; j++)
+		DP_PAIRS(R, top, jb, je, j, j, d2,
 		{
-			double		d2 = gc_dist2(xt, ws->x + j * ws->d, ws->d);
-
 			if (d2 > far)
 				far = d2;
-		}
+		});
 		if (dp_work(ws, (je - jb) * (ws->d + 1)))
 			return GC_ERR_CANCELLED;
 	}
-	ws->result->delta[top] = sqrt(far);
+	ws->result->delta[top] = gc_metric_distance(ws->metric, far);
 	ws->nbr[top] = -1;
 	return GC_OK;
 }
@@ -1059,7 +1124,6 @@ static gc_status
 delta_block(void *arg, gc_worker *w, int64_t rb, int64_t re)
 {
 	dpeaks_ws  *ws = arg;
-	const float *x = ws->x;
 	int32_t		d = ws->d;
 	int64_t		max_rings = gc_dp_max_rings(d);
 	gc_status	st;
@@ -1077,14 +1141,14 @@ delta_block(void *arg, gc_worker *w, int64_t rb, int64_t re)
 			double		p[GC_DP_GRID_MAX_DIM];
 
 			for (int k = 0; k < d; k++)
-				p[k] = (double) x[i * d + k];
+				p[k] = dp_elem(ws, i * d + k);
 			ok = gc_dp_grid_nearest_denser(&ws->g, p, r, max_rings, &bd2, &br, &work);
 		}
 		if (dp_wtick(w, work))
 			return GC_ERR_CANCELLED;
 		if (!ok && (st = nearest_denser_scan(ws, w, i, r, &bd2, &br)) != GC_OK)
 			return st;
-		ws->result->delta[i] = sqrt(bd2);
+		ws->result->delta[i] = gc_metric_distance(ws->metric, bd2);
 		ws->nbr[i] = ws->by_rank[br];
 	}
 	return GC_OK;
@@ -1198,7 +1262,7 @@ dpeaks_assign(dpeaks_ws *ws)
 
 /* Density peaks of n >= 1 rows: the four phases, each timed into timing.phase_ms. */
 gc_status
-gc_core_dpeaks(gc_core_ctx *ctx, const float *x, int64_t n, int32_t d,
+gc_core_dpeaks(gc_core_ctx *ctx, const void *x, gc_dtype dtype, int64_t n, int32_t d,
 			   const gc_dpeaks_params *params, gc_dpeaks_result *result)
 {
 	static gc_status (*const phases[4]) (dpeaks_ws *) = {
@@ -1207,7 +1271,7 @@ gc_core_dpeaks(gc_core_ctx *ctx, const float *x, int64_t n, int32_t d,
 	dpeaks_ws	ws;
 	gc_status	st = GC_OK;
 
-	dpeaks_ws_init(&ws, ctx, x, n, d, params, result);
+	dpeaks_ws_init(&ws, ctx, x, dtype, n, d, params, result);
 	for (int p = 0; p < 4 && st == GC_OK; p++)
 	{
 		double		t0 = gc_core_now_ms();

@@ -14,6 +14,18 @@
  * exactly (n <= 50,000) and from a sample, both kernels, the grid index
  * (d <= 3) and the scans (d > 3, with and without shared-memory tiles),
  * n_clusters and thresholds.  Then cancel and a bad parameter.
+ *
+ * Each case also names the element type of the rows and the metric.  Rows
+ * in double precision are the shape's rows made truly double: two or five
+ * decimals re-rounded in double (round2, latlon), else each value moved by
+ * less than a float step by a function of the value itself (duplicates stay
+ * duplicates).  Cosine rows are scaled to unit length by gc_unit_rows, as
+ * the glue does; shape "sphere" is embeddings-like: clusters of directions
+ * in d dimensions, magnitudes from 0.01 to 1000, exact duplicates and
+ * rows pointing away from every cluster.  The gaussian kernel on a million
+ * rows is checked on the GPU alone against a CPU reference of sampled rows
+ * (dc from the sample, rho of 512 rows over all rows, their delta given
+ * the densities), since the CPU's all-pairs run would take too long.
  */
 #include <math.h>
 #include <stdio.h>
@@ -61,8 +73,8 @@ dp_free(dp_answer *a)
 }
 
 static void
-dp_run(const gc_backend_api *api, dp_answer *a, const float *x, int64_t n, int32_t d,
-	   const gc_dpeaks_params *p, gc_h_cancel *cancel)
+dp_run_t(const gc_backend_api *api, dp_answer *a, const void *x, gc_dtype dtype, int64_t n, int32_t d,
+		 const gc_dpeaks_params *p, gc_h_cancel *cancel)
 {
 	gc_exec		e = gc_h_exec(NULL, cancel, &a->timing);
 	double		t0;
@@ -73,12 +85,19 @@ dp_run(const gc_backend_api *api, dp_answer *a, const float *x, int64_t n, int32
 	a->r.delta = a->delta;
 	a->r.is_center = a->is_center;
 	t0 = gc_h_now_ms();
-	a->status = api->density_peaks(&e, x, GC_F32, n, d, p, &a->r);
+	a->status = api->density_peaks(&e, x, dtype, n, d, p, &a->r);
 	a->wall_ms = gc_h_now_ms() - t0;
 	if (a->status == GC_OK)
 		a->error[0] = '\0';
 	else
 		gc_h_error_text(api, a->error, sizeof(a->error));
+}
+
+static void
+dp_run(const gc_backend_api *api, dp_answer *a, const float *x, int64_t n, int32_t d,
+	   const gc_dpeaks_params *p, gc_h_cancel *cancel)
+{
+	dp_run_t(api, a, x, GC_F32, n, d, p, cancel);
 }
 
 typedef struct dp_case
@@ -92,6 +111,8 @@ typedef struct dp_case
 	int32_t		n_clusters;		/* 0: thresholds */
 	double		rho_min;
 	double		delta_min;
+	gc_dtype	dtype;			/* GC_F32 unless given */
+	gc_metric	metric;			/* Euclidean unless given */
 } dp_case;
 
 static gc_dpeaks_params
@@ -109,13 +130,152 @@ dp_params(const dp_case *c)
 	p.rho_min = c->rho_min;
 	p.delta_min = c->delta_min;
 	p.seed = GC_DP_DEFAULT_SEED;
+	p.metric = c->metric;
 	return p;
+}
+
+/* ---------------------------------------------------------------- rows of each type and metric */
+
+/* Rows [n, d] of clusters of directions (see the top), in double; exits when out of memory. */
+static double *
+dp_sphere(int64_t n, int32_t d, uint64_t seed)
+{
+	const int	k = 24;
+	const double mags[] = {0.01, 1.0, 7.5, 1000.0, 0.3};
+	double	   *x = (double *) malloc(sizeof(double) * (size_t) n * (size_t) d);
+	double	   *c = (double *) malloc(sizeof(double) * (size_t) k * (size_t) d);
+	gc_rng		rng;
+
+	if (!x || !c)
+	{
+		fprintf(stderr, "gpu_vs_cpu: out of host memory\n");
+		exit(2);
+	}
+	gc_rng_seed(&rng, seed);
+	for (int a = 0; a < k; a++)
+		gc_td_direction(&rng, c + (size_t) a * d, d);
+	for (int64_t i = 0; i < n; i++)
+	{
+		double	   *row = x + (size_t) i * d;
+		int			a = (int) gc_rng_below(&rng, (uint64_t) k);
+		double		spread = 0.6 / sqrt((double) d) * (1.0 + (double) (a % 3));
+
+		if (i % 97 == 5 && i > 100)
+		{
+			memcpy(row, x + (size_t) (i / 3) * d, sizeof(double) * (size_t) d);	/* duplicate */
+			continue;
+		}
+		if (i % 1009 == 7)
+		{
+			for (int32_t j = 0; j < d; j++)	/* away from the clusters */
+				row[j] = -c[(size_t) a * d + j] + 0.05 * gc_td_normal(&rng);
+			continue;
+		}
+		for (int32_t j = 0; j < d; j++)
+			row[j] = mags[i % 5] * (c[(size_t) a * d + j] + spread * gc_td_normal(&rng));
+	}
+	free(c);
+	return x;
+}
+
+/* v moved by less than half a float step, by a function of v alone. */
+static double
+dp_refine(float f)
+{
+	float		a = fabsf(f);
+	double		step = (double) nextafterf(a, INFINITY) - (double) a;
+	uint32_t	bits;
+
+	memcpy(&bits, &f, sizeof(bits));
+	if (!isfinite(step) || a == 0.0f)
+		return (double) f;
+	return (double) f + step * ((double) (gc_mix64(bits) >> 11) / 9007199254740992.0 - 0.5) * 0.9;
+}
+
+/*
+ * The rows of case c (n rows) in its element type and metric: *bytes
+ * allocated, the caller frees.
+ */
+static void *
+dp_data(const dp_case *c, int64_t n)
+{
+	uint64_t	seed = gc_td_seed(c->shape, n, c->d);
+	size_t		m = (size_t) n * (size_t) c->d;
+	double	   *x64 = NULL;
+	void	   *x;
+
+	if (strcmp(c->shape, "sphere") == 0)
+		x64 = dp_sphere(n, c->d, seed);
+	else if (c->dtype == GC_F64)
+	{
+		float	   *f = h_generate(c->shape, n, c->d);
+
+		x64 = (double *) malloc(sizeof(double) * m);
+		if (!x64)
+		{
+			fprintf(stderr, "gpu_vs_cpu: out of host memory\n");
+			exit(2);
+		}
+		for (size_t i = 0; i < m; i++)
+			x64[i] = strcmp(c->shape, "latlon") == 0 ? nearbyint((double) f[i] * 1e5) / 1e5 :
+				strcmp(c->shape, "round2") == 0 ? nearbyint((double) f[i] * 1e2) / 1e2 : dp_refine(f[i]);
+		free(f);
+	}
+	if (x64 && c->dtype == GC_F32)
+	{
+		float	   *f = (float *) malloc(sizeof(float) * (m > 0 ? m : 1));
+
+		if (!f)
+		{
+			fprintf(stderr, "gpu_vs_cpu: out of host memory\n");
+			exit(2);
+		}
+		for (size_t i = 0; i < m; i++)
+			f[i] = (float) x64[i];
+		free(x64);
+		x = f;
+	}
+	else if (x64)
+		x = x64;
+	else
+		x = h_generate(c->shape, n, c->d);
+	if (c->metric == GC_METRIC_COSINE)
+	{
+		int64_t		z;
+
+		/* a zero row (the glue refuses it) becomes the first axis */
+		while ((z = gc_unit_rows(x, c->dtype, n, c->d)) >= 0)
+			for (int32_t j = 0; j < c->d; j++)
+			{
+				if (c->dtype == GC_F64)
+					((double *) x)[(size_t) z * c->d + j] = j == 0;
+				else
+					((float *) x)[(size_t) z * c->d + j] = j == 0;
+			}
+	}
+	return x;
+}
+
+static const char *
+dp_type_name(const dp_case *c)
+{
+	return c->metric == GC_METRIC_COSINE ? (c->dtype == GC_F64 ? "f64 cos" : "f32 cos") :
+		(c->dtype == GC_F64 ? "f64" : "f32");
 }
 
 static int
 same_bits(double a, double b)
 {
 	return memcmp(&a, &b, sizeof(double)) == 0;
+}
+
+static int
+dp_cmp_u64(const void *a, const void *b)
+{
+	uint64_t	x = *(const uint64_t *) a,
+				y = *(const uint64_t *) b;
+
+	return (x > y) - (x < y);
 }
 
 /* Compares an answer with the reference; returns 1 when they agree (bit for bit, or the same error). */
@@ -191,6 +351,9 @@ dp_method_name(gc_status st, gc_dc_method m)
 
 #define G GC_DP_KERNEL_GAUSSIAN
 #define C GC_DP_KERNEL_CUTOFF
+#define F32 GC_F32
+#define F64 GC_F64
+#define COS GC_METRIC_COSINE
 
 static const dp_case dp_cases[] = {
 	/* exact dc, both kernels, the grid (d <= 3) and the scans (d > 3) */
@@ -236,43 +399,233 @@ static const dp_case dp_cases[] = {
 	{"speck", 200000, 3, C, 0, 0.005, 5, 0, 0},
 	{"speck", 100000, 1, C, 0, 0.02, 5, 0, 0},
 	{"speck", 20000, 2, G, 0, 0.02, 5, 0, 0},
+
+	/*
+	 * Double precision: the rows made truly double (see the top); five
+	 * decimals with a round dc (many pairs at dc in decimal, on either side
+	 * of it in double), the grid, the scans, sampled dc, a million rows.
+	 */
+	{"d31", 3000, 2, G, 0, 0.02, 31, 0, 0, F64},
+	{"d31", 3000, 2, C, 0, 0.02, 31, 0, 0, F64},
+	{"d31", 2500, 1, C, 0, 0.02, 31, 0, 0, F64},
+	{"d31", 4000, 3, G, 0, 0.02, 31, 0, 0, F64},
+	{"d31", 3000, 5, C, 0, 0.02, 31, 0, 0, F64},
+	{"d31", 1500, 64, G, 0, 0.02, 31, 0, 0, F64},
+	{"d31", 46000, 2, G, 1.0, 0.02, 31, 0, 0, F64},
+	{"d31", 200000, 2, C, 0, 0.02, 0, 50.0, 2.0, F64},
+	{"d31", 1000000, 2, C, 0, 0.002, 31, 0, 0, F64},
+	{"d31", 1000000, 2, G, 0, 0.002, 31, 0, 0, F64},
+	{"latlon", 20000, 2, C, 0, 0.02, 30, 0, 0, F64},
+	{"latlon", 20000, 2, C, 0.001, 0.02, 30, 0, 0, F64},
+	{"latlon", 10000, 2, G, 0.001, 0.02, 30, 0, 0, F64},
+	{"round2", 20000, 2, C, 0.05, 0.02, 20, 0, 0, F64},
+	{"far", 20000, 2, C, 0, 0.02, 20, 0, 0, F64},
+	{"close", 50000, 2, C, 0, 0.01, 250, 0, 0, F64},
+	{"dups", 5000, 2, C, 0, 0.02, 10, 0, 0, F64},
+	{"dups", 5000, 2, C, 0, 0.0005, 10, 0, 0, F64},
+	{"speck", 1000000, 2, C, 0, 0.002, 5, 0, 0, F64},
+	{"wide", 2000, 768, C, 0, 0.02, 16, 0, 0, F64},
+
+	/*
+	 * Cosine, single and double precision: embeddings-like directions in 8
+	 * to 64 dimensions (the scans, with and without tiles), unit rows in 2
+	 * and 3 dimensions (the grid on the circle and the sphere), duplicates,
+	 * far rows, sampled dc, a million rows.
+	 */
+	{"sphere", 3000, 8, G, 0, 0.02, 24, 0, 0, F32, COS},
+	{"sphere", 3000, 8, C, 0, 0.02, 24, 0, 0, F64, COS},
+	{"sphere", 20000, 16, C, 0, 0.02, 24, 0, 0, F32, COS},
+	{"sphere", 10000, 32, G, 0, 0.02, 24, 0, 0, F64, COS},
+	{"sphere", 5000, 64, G, 0, 0.02, 24, 0, 0, F32, COS},
+	{"sphere", 5000, 64, C, 0.3, 0.02, 0, 20.0, 0.2, F64, COS},
+	{"sphere", 60000, 8, C, 0, 0.02, 24, 0, 0, F64, COS},
+	{"sphere", 20000, 3, G, 0, 0.02, 24, 0, 0, F64, COS},
+	{"sphere", 200000, 3, C, 0, 0.01, 24, 0, 0, F32, COS},
+	{"d31", 20000, 2, C, 0, 0.02, 31, 0, 0, F32, COS},
+	{"d31", 20000, 2, G, 0, 0.02, 31, 0, 0, F64, COS},
+	{"d31", 1000000, 2, C, 0, 0.002, 31, 0, 0, F64, COS},
+	{"d31", 1000000, 2, G, 0, 0.002, 31, 0, 0, F32, COS},
+	{"dups", 5000, 3, C, 0, 0.02, 10, 0, 0, F32, COS},
+	{"far", 5000, 8, G, 0, 0.02, 20, 0, 0, F64, COS},
+	{"wide", 3000, 256, G, 0, 0.02, 16, 0, 0, F32, COS},
 };
 
 #undef G
 #undef C
+#undef F32
+#undef F64
+#undef COS
+
+/* Rows checked by dp_spot, and the n from which the gaussian kernel is checked that way. */
+#define DP_SPOT_ROWS 512
+#define DP_SPOT_MIN_N 200000
+
+/* dist2 of rows i and j of x of element type t. */
+static double
+dp_dist2(const void *x, gc_dtype t, int32_t d, int64_t i, int64_t j)
+{
+	if (t == GC_F64)
+		return gc_dist2_f64((const double *) x + (size_t) i * d, (const double *) x + (size_t) j * d, d);
+	return gc_dist2((const float *) x + (size_t) i * d, (const float *) x + (size_t) j * d, d);
+}
+
+/*
+ * The answer t of the table under test for a case too large for the CPU's
+ * all-pairs run, against a reference of sampled rows written from the
+ * rules of common/dpeaks_common.h: dc the quantile of the seeded sample
+ * (in the metric's units), rho of DP_SPOT_ROWS rows over all rows (the
+ * fixed-point sum is exact, so bit for bit), and their delta (the distance
+ * to the nearest row denser by t's rho) and, where that row is not a
+ * centre, its cluster.  Returns 1 when all agree.
+ */
+static int
+dp_spot(const dp_case *c, const void *x, int64_t n, const gc_dpeaks_params *p, const dp_answer *t,
+		char *verdict, size_t size)
+{
+	int64_t		m = GC_DP_DC_SAMPLE_PAIRS,
+				bad_rho = 0,
+				bad_delta = 0,
+				bad_label = 0;
+	double		dc = p->dc;
+
+	if (t->status != GC_OK)
+	{
+		snprintf(verdict, size, "DIFFERENT: %s failed: %s", h_test_name(), t->error);
+		return 0;
+	}
+	if (p->derive_dc)
+	{
+		uint64_t   *keys = (uint64_t *) malloc(sizeof(uint64_t) * (size_t) m);
+
+		if (!keys)
+		{
+			fprintf(stderr, "gpu_vs_cpu: out of host memory\n");
+			exit(2);
+		}
+		for (int64_t q = 0; q < m; q++)
+		{
+			int64_t		i,
+						j;
+
+			gc_dp_sample_pair(p->seed, q, n, &i, &j);
+			keys[q] = gc_dp_key(dp_dist2(x, c->dtype, c->d, i, j));
+		}
+		qsort(keys, (size_t) m, sizeof(uint64_t), dp_cmp_u64);
+		dc = gc_metric_distance(c->metric, gc_dp_unkey(keys[gc_dp_quantile_rank(p->neighbor_rate, m) - 1]));
+		free(keys);
+	}
+	if (!same_bits(dc, t->r.dc) || t->r.dc_method != (p->derive_dc ? GC_DC_SAMPLE : GC_DC_GIVEN))
+	{
+		snprintf(verdict, size, "DIFFERENT: dc %.17g (method %d), expected %.17g", t->r.dc,
+				 (int) t->r.dc_method, dc);
+		return 0;
+	}
+	{
+		double		f = gc_dp_gauss_factor(c->metric, dc);
+		double		T = gc_dp_cutoff_threshold(c->metric, dc);
+
+		for (int64_t s = 0; s < DP_SPOT_ROWS; s++)
+		{
+			int64_t		i = (int64_t) (gc_mix64((uint64_t) s + 77) % (uint64_t) n);
+			uint64_t	hi = 0,
+						lo = 0;
+			int64_t		cnt = 0,
+						best = -1;
+			double		bd2 = INFINITY,
+						rho;
+
+			for (int64_t j = 0; j < n; j++)
+			{
+				double		d2;
+
+				if (j == i)
+					continue;
+				d2 = dp_dist2(x, c->dtype, c->d, i, j);
+				if (c->kernel == GC_DP_KERNEL_GAUSSIAN)
+					gc_dp_acc_add(&hi, &lo, gc_dp_gauss_fixed(gc_dp_gauss_u(c->metric, d2, f)));
+				else
+					cnt += d2 < T;
+			}
+			rho = c->kernel == GC_DP_KERNEL_GAUSSIAN ? gc_dp_acc_value(hi, lo) : (double) cnt;
+			bad_rho += !same_bits(rho, t->rho[i]);
+			/* the nearest denser row by the tested densities: larger rho, or equal and earlier */
+			for (int64_t j = 0; j < n; j++)
+			{
+				double		d2;
+
+				if (!(t->rho[j] > t->rho[i] || (t->rho[j] == t->rho[i] && j < i)))
+					continue;
+				d2 = dp_dist2(x, c->dtype, c->d, i, j);
+				if (d2 < bd2)
+				{
+					bd2 = d2;
+					best = j;
+				}
+			}
+			if (best >= 0)
+			{
+				bad_delta += !same_bits(gc_metric_distance(c->metric, bd2), t->delta[i]);
+				bad_label += !t->is_center[i] && t->cluster[i] != t->cluster[best];
+			}
+		}
+	}
+	if (bad_rho == 0 && bad_delta == 0 && bad_label == 0)
+	{
+		snprintf(verdict, size, "identical (dc, and %d sampled rows against the CPU's rules)", DP_SPOT_ROWS);
+		return 1;
+	}
+	snprintf(verdict, size, "DIFFERENT: of %d sampled rows rho %lld, delta %lld, label %lld",
+			 DP_SPOT_ROWS, (long long) bad_rho, (long long) bad_delta, (long long) bad_label);
+	return 0;
+}
 
 static void
 dp_differential(const dp_case *c0)
 {
 	dp_case		c = *c0;
 	gc_dpeaks_params p;
-	float	   *x;
+	void	   *x;
 	dp_answer	ref,
 				t;
 	char		verdict[2400],
 				what[160],
 				clusters[64];
 	int			ok;
+	int			spot;
 
 	c.n = h_rows(c.n, c.d);
 	if (c.n_clusters > c.n)
 		c.n_clusters = (int32_t) c.n;
 	p = dp_params(&c);
-	x = h_generate(c.shape, c.n, c.d);
+	x = dp_data(&c, c.n);
+	spot = c.kernel == GC_DP_KERNEL_GAUSSIAN && c.n >= DP_SPOT_MIN_N;
 	dp_alloc(&ref, c.n);
 	dp_alloc(&t, c.n);
-	dp_run(H.ref, &ref, x, c.n, c.d, &p, NULL);
-	dp_run(H.test, &t, x, c.n, c.d, &p, NULL);
-	ok = dp_compare(&ref, &t, c.n, verdict, sizeof(verdict));
-	snprintf(what, sizeof(what), "dpeaks %s-%dd n=%lld %s rate=%g dc=%g", c.shape, c.d, (long long) c.n,
-			 dp_kernel_name(c.kernel), c.rate, c.dc);
+	dp_run_t(H.test, &t, x, c.dtype, c.n, c.d, &p, NULL);
+	if (spot)
+	{
+		double		t0 = gc_h_now_ms();
+
+		ok = dp_spot(&c, x, c.n, &p, &t, verdict, sizeof(verdict));
+		ref.status = t.status;
+		ref.r = t.r;
+		ref.wall_ms = gc_h_now_ms() - t0;
+	}
+	else
+	{
+		dp_run_t(H.ref, &ref, x, c.dtype, c.n, c.d, &p, NULL);
+		ok = dp_compare(&ref, &t, c.n, verdict, sizeof(verdict));
+	}
+	snprintf(what, sizeof(what), "dpeaks %s-%dd %s n=%lld %s rate=%g dc=%g", c.shape, c.d, dp_type_name(&c),
+			 (long long) c.n, dp_kernel_name(c.kernel), c.rate, c.dc);
 	h_check(ok, what, verdict);
 	if (c.n_clusters > 0)
 		snprintf(clusters, sizeof(clusters), "%d", c.n_clusters);
 	else
 		snprintf(clusters, sizeof(clusters), "rho>=%g, delta>=%g", c.rho_min, c.delta_min);
-	printf("| %-8s | %8lld | %3d | %-8s | %-6s | %-6g | %-9s | %.9g | %lld | %9.1f | %8.1f | %s |\n",
-		   c.shape, (long long) c.n, c.d, dp_kernel_name(c.kernel), dp_method_name(ref.status, ref.r.dc_method),
+	printf("| %-8s | %-7s | %8lld | %3d | %-8s | %-6s | %-6g | %-9s | %.9g | %lld | %9.1f | %8.1f | %s |\n",
+		   c.shape, dp_type_name(&c), (long long) c.n, c.d, dp_kernel_name(c.kernel),
+		   dp_method_name(ref.status, ref.r.dc_method),
 		   c.rate, clusters, ref.r.dc, (long long) ref.r.n_centers, ref.wall_ms, t.wall_ms, verdict);
 	fflush(stdout);
 	dp_free(&ref);
@@ -314,6 +667,38 @@ dp_self_check(void)
 	dp_free(&ref);
 	dp_free(&t);
 	free(x);
+
+	/*
+	 * The sampled-row reference of the large gaussian cases: it agrees with
+	 * the table under test on a smaller case (dc given), and notices a rho
+	 * changed in its last bit and a changed delta.
+	 */
+	{
+		dp_case		sc = {"d31", 20000, 2, GC_DP_KERNEL_GAUSSIAN, 0.5, 0.02, 31, 0, 0, GC_F64,
+		GC_METRIC_EUCLIDEAN};
+		void	   *xs;
+		int			agree,
+					caught = 1;
+
+		sc.n = h_rows(sc.n, sc.d);
+		p = dp_params(&sc);
+		xs = dp_data(&sc, sc.n);
+		dp_alloc(&t, sc.n);
+		dp_run_t(H.test, &t, xs, sc.dtype, sc.n, sc.d, &p, NULL);
+		agree = dp_spot(&sc, xs, sc.n, &p, &t, verdict, sizeof(verdict));
+		h_check(agree, "dpeaks sampled-row reference agrees", verdict);
+		for (int64_t i = 0; i < sc.n; i++)
+			t.rho[i] = nextafter(t.rho[i], INFINITY);
+		caught &= !dp_spot(&sc, xs, sc.n, &p, &t, verdict, sizeof(verdict));
+		for (int64_t i = 0; i < sc.n; i++)
+			t.rho[i] = nextafter(t.rho[i], 0.0);
+		for (int64_t i = 0; i < sc.n; i++)
+			t.delta[i] *= 1.5;
+		caught &= !dp_spot(&sc, xs, sc.n, &p, &t, verdict, sizeof(verdict));
+		h_check(caught, "dpeaks sampled-row reference notices a changed answer", verdict);
+		dp_free(&t);
+		free(xs);
+	}
 }
 
 /* Cancel and a bad parameter, with the device memory before and after. */
@@ -378,8 +763,8 @@ void
 dpeaks_checks(void)
 {
 	printf("\n## density peaks: %s against cpu\n\n"
-		   "| data | n | d | kernel | dc | neighbor_rate | clusters | dc (cpu) | centres | cpu ms | %s ms | result |\n"
-		   "|---|---|---|---|---|---|---|---|---|---|---|---|\n",
+		   "| data | rows | n | d | kernel | dc | neighbor_rate | clusters | dc (cpu) | centres | cpu ms | %s ms | result |\n"
+		   "|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
 		   h_test_name(), h_test_name());
 	fflush(stdout);
 	for (size_t i = 0; i < sizeof(dp_cases) / sizeof(dp_cases[0]); i++)

@@ -4,7 +4,9 @@
  *    through the CPU back end's table (gc_cpu_api), against a plain O(n^2)
  *    reference written here from the definitions: dc as the k-th smallest
  *    of all sorted pair distances, rho with libm exp, delta and labels by
- *    scanning, centres by sorting gamma.
+ *    scanning, centres by sorting gamma.  The reference reads rows of either
+ *    element type and takes the distance of the metric from common/metric.h
+ *    (sqrt(dist2), or dist2 / 2 on unit rows for cosine).
  */
 #include <float.h>
 #include <math.h>
@@ -15,14 +17,22 @@
 #include "dpeaks_common.h"
 #include "unit.h"
 
-/* Density peaks through the CPU back end's table, with optional timing and cancel callback. */
+/* Density peaks of rows of element type t through the CPU back end's table. */
+static gc_status
+run_dpeaks_t(const void *x, gc_dtype t, int64_t n, int32_t d, const gc_dpeaks_params *p,
+			 gc_dpeaks_result *r, gc_timing *timing, gc_cancel_fn cancel)
+{
+	gc_exec		e = unit_exec(cancel, timing);
+
+	return gc_cpu_api()->density_peaks(&e, x, t, n, d, p, r);
+}
+
+/* The same for float rows, with optional timing and cancel callback. */
 static gc_status
 run_dpeaks(const float *x, int64_t n, int32_t d, const gc_dpeaks_params *p,
 		   gc_dpeaks_result *r, gc_timing *timing, gc_cancel_fn cancel)
 {
-	gc_exec		e = unit_exec(cancel, timing);
-
-	return gc_cpu_api()->density_peaks(&e, x, GC_F32, n, d, p, r);
+	return run_dpeaks_t(x, GC_F32, n, d, p, r, timing, cancel);
 }
 
 typedef struct Res
@@ -106,6 +116,62 @@ dist(const float *x, int d, int64_t i, int64_t j)
 	return sqrt(gc_dist2(x + i * d, x + j * d, d));
 }
 
+/* dist2 of rows i and j of x of element type t. */
+static double
+dist2_t(const void *x, gc_dtype t, int d, int64_t i, int64_t j)
+{
+	if (t == GC_F64)
+		return gc_dist2_f64((const double *) x + i * d, (const double *) x + j * d, d);
+	return gc_dist2((const float *) x + i * d, (const float *) x + j * d, d);
+}
+
+/* The distance of metric m between rows i and j (cosine: the rows are unit rows). */
+static double
+mdist(const void *x, gc_dtype t, gc_metric m, int d, int64_t i, int64_t j)
+{
+	return gc_metric_distance(m, dist2_t(x, t, d, i, j));
+}
+
+/*
+ * The gaussian term of a pair written from the definition exp(-(d / dc)^2):
+ * Euclidean u = dist2 / dc^2 (as dist2 * (1 / (dc * dc))), cosine
+ * u = ((dist2 / 2) / dc)^2 (as the square of dist2 * (0.5 / dc)).
+ */
+static uint64_t
+ref_term(gc_metric m, double dist2, double dc)
+{
+	double		q;
+
+	if (m == GC_METRIC_COSINE)
+	{
+		q = dist2 * (0.5 / dc);
+		return gc_dp_gauss_fixed(q * q);
+	}
+	return gc_dp_gauss_fixed(dist2 * (1.0 / (dc * dc)));
+}
+
+/* A copy of x [n, d] float as double (exactly). */
+static double *
+to_f64(const float *x, int64_t n, int d)
+{
+	double	   *y = malloc(sizeof(double) * n * d);
+
+	for (int64_t i = 0; i < n * d; i++)
+		y[i] = (double) x[i];
+	return y;
+}
+
+/* A copy of x [n, d] double rounded to float. */
+static float *
+to_f32(const double *x, int64_t n, int d)
+{
+	float	   *y = malloc(sizeof(float) * n * d);
+
+	for (int64_t i = 0; i < n * d; i++)
+		y[i] = (float) x[i];
+	return y;
+}
+
 /* Orders doubles for qsort. */
 static int
 cmp_double(const void *a, const void *b)
@@ -118,9 +184,11 @@ cmp_double(const void *a, const void *b)
 
 /* Reference density peaks, straight from the definitions. */
 static void
-reference(const float *x, int64_t n, int d, const gc_dpeaks_params *p, double dc,
+reference(const void *x, gc_dtype t, int64_t n, int d, const gc_dpeaks_params *p, double dc,
 		  double *exact_rho, double *rho, double *delta, int32_t *cluster, uint8_t *center)
 {
+	gc_metric	m = p->metric;
+
 	int64_t    *order = malloc(n * sizeof(int64_t));
 	int64_t    *nbr = malloc(n * sizeof(int64_t));
 	int32_t		next = 0;
@@ -142,11 +210,11 @@ reference(const float *x, int64_t n, int d, const gc_dpeaks_params *p, double dc
 
 			if (j == i)
 				continue;
-			dij = dist(x, d, i, j);
+			dij = mdist(x, t, m, d, i, j);
 			if (p->kernel == GC_DP_KERNEL_GAUSSIAN)
 			{
 				s += exp(-(dij / dc) * (dij / dc));
-				gc_dp_acc_add(&hi, &lo, gc_dp_gauss_fixed(gc_dist2(x + i * d, x + j * d, d) * (1.0 / (dc * dc))));
+				gc_dp_acc_add(&hi, &lo, ref_term(m, dist2_t(x, t, d, i, j), dc));
 			}
 			else
 				s += dij < dc;
@@ -178,13 +246,13 @@ reference(const float *x, int64_t n, int d, const gc_dpeaks_params *p, double dc
 		if (r == 0)
 		{
 			for (int64_t j = 0; j < n; j++)
-				if (dist(x, d, i, j) > best)
-					best = dist(x, d, i, j);
+				if (mdist(x, t, m, d, i, j) > best)
+					best = mdist(x, t, m, d, i, j);
 		}
 		else
 			for (int64_t s = 0; s < r; s++)
 			{
-				double		dd = dist(x, d, i, order[s]);
+				double		dd = mdist(x, t, m, d, i, order[s]);
 
 				if (bj < 0 || dd < best)
 				{
@@ -245,12 +313,13 @@ params_of(int nc, double dc, double rate, gc_dp_kernel kernel)
 	return p;
 }
 
-/* Runs the core and the reference and compares everything. */
+/* Runs the core and the reference on rows of element type t and compares everything. */
 static void
-check_against_reference(const char *what, const float *x, int64_t n, int d, gc_dpeaks_params p)
+check_against_reference_t(const char *what, const void *x, gc_dtype t, int64_t n, int d,
+						  gc_dpeaks_params p)
 {
 	Res			s;
-	gc_timing	t;
+	gc_timing	tm;
 	gc_status	st;
 	double	   *rho = malloc(n * sizeof(double));
 	double	   *exact_rho = malloc(n * sizeof(double));
@@ -264,8 +333,8 @@ check_against_reference(const char *what, const float *x, int64_t n, int d, gc_d
 	double		tol = p.kernel == GC_DP_KERNEL_GAUSSIAN ? 1e-6 : 1e-12;
 
 	res_alloc(&s, n);
-	memset(&t, 0, sizeof(t));
-	st = run_dpeaks(x, n, d, &p, &s.r, &t, NULL);
+	memset(&tm, 0, sizeof(tm));
+	st = run_dpeaks_t(x, t, n, d, &p, &s.r, &tm, NULL);
 	CHECK(st == GC_OK, "%s: status %d: %s", what, (int) st, unit_error());
 	if (st != GC_OK)
 		goto out;
@@ -280,13 +349,13 @@ check_against_reference(const char *what, const float *x, int64_t n, int d, gc_d
 		for (int64_t i = 0; i < n; i++)
 			for (int64_t j = 0; j < n; j++)
 				if (i != j)
-					all[q++] = dist(x, d, i, j);
+					all[q++] = mdist(x, t, p.metric, d, i, j);
 		qsort(all, m, sizeof(double), cmp_double);
 		CHECK(s.r.dc == all[k - 1], "%s: dc %.17g, expected %.17g", what, s.r.dc, all[k - 1]);
 		CHECK(s.r.dc_method == GC_DC_EXACT, "%s: dc method %d", what, (int) s.r.dc_method);
 		free(all);
 	}
-	reference(x, n, d, &p, s.r.dc, exact_rho, rho, delta, cl, ce);
+	reference(x, t, n, d, &p, s.r.dc, exact_rho, rho, delta, cl, ce);
 	for (int64_t i = 0; i < n; i++)
 	{
 		if (s.rho[i] != rho[i] || fabs(s.rho[i] - exact_rho[i]) > tol * fabs(exact_rho[i]) + 1e-15)
@@ -309,6 +378,13 @@ out:
 	free(delta);
 	free(cl);
 	free(ce);
+}
+
+/* The same for float rows. */
+static void
+check_against_reference(const char *what, const float *x, int64_t n, int d, gc_dpeaks_params p)
+{
+	check_against_reference_t(what, x, GC_F32, n, d, p);
 }
 
 /* The same points with the grid (d <= 3) and without it (zero-padded to d = 5): identical output. */
@@ -354,6 +430,19 @@ cancel_now(void *arg)
 	return 1;
 }
 
+/* The cutoff threshold as computed before the metrics: the smallest T with sqrt(T) >= dc. */
+static double
+threshold_before(double dc)
+{
+	double		t = dc * dc;
+
+	while (sqrt(t) < dc)
+		t = nextafter(t, INFINITY);
+	while (t > 0.0 && sqrt(nextafter(t, 0.0)) >= dc)
+		t = nextafter(t, 0.0);
+	return t;
+}
+
 /* The arithmetic of common/dpeaks_common.h: gaussian terms, the cutoff threshold, the fixed-point sum. */
 static void
 test_arithmetic(void)
@@ -379,13 +468,55 @@ test_arithmetic(void)
 		CHECK(gc_dp_gauss_fixed(30.0) > 0, "near terms do not");
 	}
 	{
-		double		dcs[] = {0.1, 1.0, 0.3, 1e-3, 12345.678, 2.0000000000000004};
+		double		dcs[] = {0.1, 1.0, 0.3, 1e-3, 12345.678, 2.0000000000000004, 0.05, 1e-160,
+		5e-324, 1e200};
+		int64_t		bad = 0;
 
-		for (int i = 0; i < 6; i++)
+		for (int i = 0; i < 10; i++)
 		{
-			double		T = gc_dp_cutoff_threshold(dcs[i]);
+			double		T = gc_dp_cutoff_threshold(GC_METRIC_EUCLIDEAN, dcs[i]);
 
-			CHECK(sqrt(T) >= dcs[i] && sqrt(nextafter(T, 0.0)) < dcs[i], "threshold of %g", dcs[i]);
+			CHECK(T == threshold_before(dcs[i]) && sqrt(T) >= dcs[i] &&
+				  sqrt(nextafter(T, 0.0)) < dcs[i], "threshold of %g", dcs[i]);
+		}
+		/* the Euclidean threshold is the one of before, for any dc */
+		for (int i = 0; i < 20000; i++)
+		{
+			double		dc = urand() * pow(10.0, (double) (i % 40) - 20.0);
+
+			if (dc > 0 && gc_dp_cutoff_threshold(GC_METRIC_EUCLIDEAN, dc) != threshold_before(dc))
+				bad++;
+		}
+		CHECK(bad == 0, "%lld Euclidean thresholds changed", (long long) bad);
+		/* cosine: the smallest dist2 whose half is at least dc */
+		for (int i = 0; i < 8; i++)
+		{
+			double		c[] = {0.05, 0.3, 1e-3, 1.5, 2.0, 0.1, 3e-310, 1e-5};
+			double		T = gc_dp_cutoff_threshold(GC_METRIC_COSINE, c[i]);
+
+			CHECK(T * 0.5 >= c[i] && nextafter(T, 0.0) * 0.5 < c[i] &&
+				  (c[i] < 1e-300 || T == 2.0 * c[i]), "cosine threshold of %g: %.17g", c[i], T);
+		}
+	}
+	{
+		/* the gaussian factor and u of each metric */
+		CHECK(gc_dp_gauss_factor(GC_METRIC_EUCLIDEAN, 0.3) == gc_dp_inv_dc2(0.3) &&
+			  gc_dp_gauss_factor(GC_METRIC_EUCLIDEAN, 1e-170) == DBL_MAX &&
+			  gc_dp_gauss_factor(GC_METRIC_COSINE, 0.3) == 0.5 / 0.3 &&
+			  gc_dp_gauss_factor(GC_METRIC_COSINE, 1e-310) == DBL_MAX &&
+			  gc_dp_gauss_factor(GC_METRIC_COSINE, 1e-300) == 0.5 / 1e-300, "gc_dp_gauss_factor");
+		CHECK(gc_dp_gauss_u(GC_METRIC_EUCLIDEAN, 0.18, 0.5) == 0.09 &&
+			  gc_dp_gauss_u(GC_METRIC_COSINE, 0.5, 3.0) == 2.25 &&
+			  gc_dp_gauss_u(GC_METRIC_COSINE, 0.0, DBL_MAX) == 0.0 &&
+			  isinf(gc_dp_gauss_u(GC_METRIC_COSINE, 1e-3, DBL_MAX)), "gc_dp_gauss_u");
+		/* cosine u is ((dist2 / 2) / dc)^2 within rounding */
+		for (double d2 = 0.001; d2 < 4.0; d2 *= 1.37)
+		{
+			double		dc = 0.07;
+			double		u = gc_dp_gauss_u(GC_METRIC_COSINE, d2, gc_dp_gauss_factor(GC_METRIC_COSINE, dc));
+			double		e = (d2 / 2 / dc) * (d2 / 2 / dc);
+
+			CHECK(fabs(u - e) <= 1e-15 * e, "cosine u of %g: %.17g against %.17g", d2, u, e);
 		}
 	}
 	{
@@ -580,6 +711,368 @@ test_far_rows(void)
 	}
 }
 
+/* ---------------------------------------------------------------- double precision and cosine */
+
+/* Rounds v to 5 decimals. */
+static double
+dec5(double v)
+{
+	return round(v * 1e5) / 1e5;
+}
+
+/*
+ * Double precision: coordinates with 5 decimals (longitude / latitude like)
+ * and a round dc of 0.05.  Pairs at exactly 0.05 in decimal fall on either
+ * side of dc depending on the precision: 55.17545 and 55.22545 are
+ * 0.05000000000000426 apart in double (not within dc) but 0.049999237 in
+ * float (within); 55.22545 and 55.27545 the other way round.
+ */
+static void
+test_f64_decimals(void)
+{
+	/* two hand-made pairs: their rho in each precision */
+	{
+		double		x[] = {55.17545, 37.61733, 55.22545, 37.61733,
+		55.22545, 40.0, 55.27545, 40.0};
+		float	   *xf = to_f32(x, 4, 2);
+		gc_dpeaks_params p = params_of(2, 0.05, 0.02, GC_DP_KERNEL_CUTOFF);
+		Res			a,
+					b;
+		gc_status	s1,
+					s2;
+
+		res_alloc(&a, 4);
+		res_alloc(&b, 4);
+		s1 = run_dpeaks_t(x, GC_F64, 4, 2, &p, &a.r, NULL, NULL);
+		s2 = run_dpeaks_t(xf, GC_F32, 4, 2, &p, &b.r, NULL, NULL);
+		CHECK(s1 == GC_OK && s2 == GC_OK, "5 decimals pairs: %s", unit_error());
+		CHECK(a.rho[0] == 0 && a.rho[1] == 0 && a.rho[2] == 1 && a.rho[3] == 1,
+			  "5 decimals pairs, double: rho %g %g %g %g", a.rho[0], a.rho[1], a.rho[2], a.rho[3]);
+		CHECK(b.rho[0] == 1 && b.rho[1] == 1 && b.rho[2] == 0 && b.rho[3] == 0,
+			  "5 decimals pairs, float: rho %g %g %g %g", b.rho[0], b.rho[1], b.rho[2], b.rho[3]);
+		/* delta in double is the double distance: row 0's nearest denser point is row 2 or 3 */
+		CHECK(a.delta[1] == sqrt(gc_dist2_f64(x + 2, x, 2)) || a.delta[1] == fabs(55.22545 - 55.17545),
+			  "5 decimals pairs, double: delta %.17g", a.delta[1]);
+		res_free(&a);
+		res_free(&b);
+		free(xf);
+	}
+	/* a lattice of 0.01 with 5-decimal offsets, duplicates and a far row */
+	{
+		int			nx = 24,
+					ny = 20;
+		int64_t		n = (int64_t) nx * ny + 30 + 1,
+					q = 0,
+					diff = 0;
+		double	   *x = malloc(sizeof(double) * n * 2);
+		float	   *xf;
+		Res			a,
+					b;
+		gc_dpeaks_params p = params_of(4, 0.05, 0.02, GC_DP_KERNEL_CUTOFF);
+
+		for (int i = 0; i < nx; i++)
+			for (int j = 0; j < ny; j++)
+			{
+				/* two dense spots: the lattice is finer near them */
+				x[q * 2] = dec5(55.15545 + 0.01 * i + (i > nx / 2 ? 0.3 : 0.0));
+				x[q * 2 + 1] = dec5(37.61733 + 0.01 * j);
+				q++;
+			}
+		for (int i = 0; i < 30; i++, q++)
+		{
+			x[q * 2] = x[(i * 7) * 2];
+			x[q * 2 + 1] = x[(i * 7) * 2 + 1];
+		}
+		x[q * 2] = 175.00001;
+		x[q * 2 + 1] = -45.12345;
+		q++;
+		xf = to_f32(x, n, 2);
+		check_against_reference_t("5 decimals, double, cutoff", x, GC_F64, n, 2, p);
+		check_against_reference_t("5 decimals, float, cutoff", xf, GC_F32, n, 2, p);
+		check_against_reference_t("5 decimals, double, gaussian", x, GC_F64, n, 2,
+								  params_of(4, 0.05, 0.02, GC_DP_KERNEL_GAUSSIAN));
+		check_against_reference_t("5 decimals, double, derived dc", x, GC_F64, n, 2,
+								  params_of(4, 0.0, 0.03, GC_DP_KERNEL_CUTOFF));
+		p.n_clusters = 0;
+		p.rho_min = 8;
+		p.delta_min = 0.05;
+		check_against_reference_t("5 decimals, double, thresholds", x, GC_F64, n, 2, p);
+		p = params_of(4, 0.05, 0.02, GC_DP_KERNEL_CUTOFF);
+		res_alloc(&a, n);
+		res_alloc(&b, n);
+		CHECK(run_dpeaks_t(x, GC_F64, n, 2, &p, &a.r, NULL, NULL) == GC_OK &&
+			  run_dpeaks_t(xf, GC_F32, n, 2, &p, &b.r, NULL, NULL) == GC_OK, "5 decimals: %s",
+			  unit_error());
+		for (int64_t i = 0; i < n; i++)
+			diff += a.rho[i] != b.rho[i];
+		CHECK(diff > 0, "5 decimals: double and float give the same rho everywhere");
+		res_free(&a);
+		res_free(&b);
+		free(x);
+		free(xf);
+	}
+	/* float rows given as double: the same answer bit for bit */
+	{
+		int64_t		n = 3000;
+		float	   *x = blobs(n, 3, 3, 8, 0.4);
+		double	   *y = to_f64(x, n, 3);
+		gc_dp_kernel kernels[] = {GC_DP_KERNEL_CUTOFF, GC_DP_KERNEL_GAUSSIAN};
+
+		for (int m = 0; m < 2; m++)
+			for (int kk = 0; kk < 2; kk++)
+			{
+				gc_dpeaks_params p = params_of(8, 0.0, 0.02, kernels[kk]);
+				Res			a,
+							b;
+
+				p.metric = m ? GC_METRIC_COSINE : GC_METRIC_EUCLIDEAN;
+				if (m)
+				{
+					gc_unit_rows(x, GC_F32, n, 3);
+					free(y);
+					y = to_f64(x, n, 3);
+				}
+				res_alloc(&a, n);
+				res_alloc(&b, n);
+				CHECK(run_dpeaks_t(x, GC_F32, n, 3, &p, &a.r, NULL, NULL) == GC_OK &&
+					  run_dpeaks_t(y, GC_F64, n, 3, &p, &b.r, NULL, NULL) == GC_OK &&
+					  memcmp(&a.r.dc, &b.r.dc, sizeof(double)) == 0 &&
+					  memcmp(a.rho, b.rho, sizeof(double) * n) == 0 &&
+					  memcmp(a.delta, b.delta, sizeof(double) * n) == 0 &&
+					  memcmp(a.cluster, b.cluster, sizeof(int32_t) * n) == 0 &&
+					  memcmp(a.is_center, b.is_center, n) == 0,
+					  "float rows as double, metric %d, kernel %d: %s", m, (int) kernels[kk], unit_error());
+				res_free(&a);
+				res_free(&b);
+			}
+		free(x);
+		free(y);
+	}
+	/* double precision against the reference: 1-D to 4-D, the scan, far rows */
+	for (int d = 1; d <= 4; d++)
+	{
+		int64_t		n = 700;
+		float	   *xb = blobs(n, d, d, 7, 0.4);
+		double	   *x = malloc(sizeof(double) * n * d);
+		char		what[80];
+
+		for (int64_t i = 0; i < n * d; i++)
+			x[i] = dec5(1000.0 + (double) xb[i] + 1e-7 * urand());
+		for (int k = 0; k < d; k++)
+			x[5 * d + k] = 1e7 + k;
+		snprintf(what, sizeof(what), "double %d-D cutoff, derived dc", d);
+		check_against_reference_t(what, x, GC_F64, n, d, params_of(7, 0.0, 0.02, GC_DP_KERNEL_CUTOFF));
+		snprintf(what, sizeof(what), "double %d-D gaussian, derived dc", d);
+		check_against_reference_t(what, x, GC_F64, n, d, params_of(7, 0.0, 0.02, GC_DP_KERNEL_GAUSSIAN));
+		snprintf(what, sizeof(what), "double %d-D cutoff, dc 0.25", d);
+		check_against_reference_t(what, x, GC_F64, n, d, params_of(7, 0.25, 0.02, GC_DP_KERNEL_CUTOFF));
+		free(x);
+		free(xb);
+	}
+}
+
+/*
+ * Rows for the cosine metric: k directions (unit vectors with a seeded
+ * angular spread) in d dimensions, each row a direction times a magnitude
+ * from 0.01 to 1000, as the caller passes them before gc_unit_rows.
+ */
+static double *
+directions(int64_t n, int d, int k, double spread)
+{
+	double	   *x = malloc(sizeof(double) * n * d);
+	double	   *c = malloc(sizeof(double) * k * d);
+	const double mags[] = {0.01, 1.0, 3.0, 1000.0, 0.5};
+
+	for (int a = 0; a < k; a++)
+	{
+		for (int j = 0; j < d; j++)
+			c[a * d + j] = nrand();
+		gc_unit_row_f64(c + a * d, d);
+	}
+	for (int64_t i = 0; i < n; i++)
+	{
+		int			a = (int) (urand() * k);
+		double		m = mags[i % 5];
+
+		for (int j = 0; j < d; j++)
+			x[i * d + j] = m * (c[a * d + j] + spread * nrand());
+	}
+	free(c);
+	return x;
+}
+
+/* The cosine metric: known answers on rays, then the reference on directions, both precisions. */
+static void
+test_cosine(void)
+{
+	/*
+	 * Rays along +x (4 rows of magnitudes 1, 2, 5, 0.1), +y (3 rows) and -x
+	 * (2 rows): distances 0 on a ray, 1 at 90 degrees, 2 at 180 degrees.
+	 */
+	{
+		double		x[] = {1, 0, 2, 0, 5, 0, 0.1, 0,
+			0, 1, 0, 7, 0, 0.3,
+		-4, 0, -0.25, 0};
+		int64_t		n = 9;
+		gc_dpeaks_params p = params_of(3, 0.5, 0.02, GC_DP_KERNEL_CUTOFF);
+		Res			s;
+
+		p.metric = GC_METRIC_COSINE;
+		CHECK(gc_unit_rows(x, GC_F64, n, 2) == -1, "rays: unit rows");
+		res_alloc(&s, n);
+		CHECK(run_dpeaks_t(x, GC_F64, n, 2, &p, &s.r, NULL, NULL) == GC_OK, "rays: %s", unit_error());
+		CHECK(s.rho[0] == 3 && s.rho[4] == 2 && s.rho[7] == 1 && s.rho[8] == 1, "rays: rho %g %g %g",
+			  s.rho[0], s.rho[4], s.rho[7]);
+		CHECK(s.delta[0] == 2.0 && s.delta[4] == 1.0 && s.delta[7] == 1.0 && s.delta[1] == 0.0 &&
+			  s.delta[8] == 0.0, "rays: delta %g %g %g %g", s.delta[0], s.delta[4], s.delta[7], s.delta[1]);
+		CHECK(s.r.n_centers == 3 && s.is_center[0] && s.is_center[4] && s.is_center[7] &&
+			  s.cluster[3] == 0 && s.cluster[6] == 1 && s.cluster[8] == 2, "rays: clusters");
+		/* the same in single precision, and with the gaussian kernel: u = (d / 0.5)^2 */
+		{
+			float	   *xf = to_f32(x, n, 2);
+			Res			g;
+
+			res_alloc(&g, n);
+			CHECK(run_dpeaks_t(xf, GC_F32, n, 2, &p, &g.r, NULL, NULL) == GC_OK &&
+				  memcmp(g.rho, s.rho, sizeof(double) * n) == 0 &&
+				  memcmp(g.delta, s.delta, sizeof(double) * n) == 0 &&
+				  memcmp(g.cluster, s.cluster, sizeof(int32_t) * n) == 0, "rays, float");
+			p.kernel = GC_DP_KERNEL_GAUSSIAN;
+			CHECK(run_dpeaks_t(x, GC_F64, n, 2, &p, &g.r, NULL, NULL) == GC_OK &&
+				  fabs(g.rho[0] - (3.0 + 3.0 * exp(-4.0) + 2.0 * exp(-16.0))) < 1e-6 &&
+				  fabs(g.rho[4] - (2.0 + 6.0 * exp(-4.0))) < 1e-6, "rays, gaussian: rho %.9g %.9g",
+				  g.rho[0], g.rho[4]);
+			res_free(&g);
+			free(xf);
+		}
+		res_free(&s);
+	}
+	/* directions against the reference: 2-D and 3-D (the grid on unit rows), 8-D, 32-D */
+	{
+		int			dims[] = {2, 3, 8, 32};
+
+		for (int a = 0; a < 4; a++)
+		{
+			int			d = dims[a];
+			int64_t		n = 600;
+			double	   *x = directions(n, d, 6, d <= 3 ? 0.08 : 0.25);
+			float	   *xf;
+			char		what[80];
+			gc_dpeaks_params p;
+
+			for (int i = 0; i < 20; i++)	/* duplicates of direction (other magnitudes) */
+				for (int j = 0; j < d; j++)
+					x[(300 + i) * d + j] = 2.5 * x[i * d + j];
+			for (int j = 0; j < d; j++)	/* a far row: a direction of its own */
+				x[17 * d + j] = j == 0 ? -1.0 : 1e-3;
+			CHECK(gc_unit_rows(x, GC_F64, n, d) == -1, "directions: unit rows");
+			xf = to_f32(x, n, d);
+			for (int t = 0; t < 2; t++)
+			{
+				const void *rows = t ? (const void *) xf : (const void *) x;
+				gc_dtype	ty = t ? GC_F32 : GC_F64;
+				const char *pr = t ? "float" : "double";
+
+				p = params_of(6, 0.0, 0.02, GC_DP_KERNEL_CUTOFF);
+				p.metric = GC_METRIC_COSINE;
+				snprintf(what, sizeof(what), "cosine %d-D %s cutoff, derived dc", d, pr);
+				check_against_reference_t(what, rows, ty, n, d, p);
+				p.kernel = GC_DP_KERNEL_GAUSSIAN;
+				snprintf(what, sizeof(what), "cosine %d-D %s gaussian, derived dc", d, pr);
+				check_against_reference_t(what, rows, ty, n, d, p);
+				p = params_of(0, 0.01, 0.02, GC_DP_KERNEL_CUTOFF);
+				p.metric = GC_METRIC_COSINE;
+				p.rho_min = 10;
+				p.delta_min = 0.05;
+				snprintf(what, sizeof(what), "cosine %d-D %s cutoff, dc 0.01, thresholds", d, pr);
+				check_against_reference_t(what, rows, ty, n, d, p);
+			}
+			free(x);
+			free(xf);
+		}
+	}
+	/* the grid and the scan agree on unit rows (3-D, and padded to 5-D) */
+	{
+		int64_t		n = 8000;
+		double	   *x = directions(n, 3, 10, 0.05);
+		double	   *xp = calloc(n * 5, sizeof(double));
+		gc_dp_kernel kernels[] = {GC_DP_KERNEL_CUTOFF, GC_DP_KERNEL_GAUSSIAN};
+
+		gc_unit_rows(x, GC_F64, n, 3);
+		for (int64_t i = 0; i < n; i++)
+			for (int k = 0; k < 3; k++)
+				xp[i * 5 + k] = x[i * 3 + k];
+		for (int kk = 0; kk < 2; kk++)
+		{
+			gc_dpeaks_params p = params_of(10, 0.004, 0.02, kernels[kk]);
+			Res			a,
+						b;
+			int64_t		diff = 0;
+
+			p.metric = GC_METRIC_COSINE;
+			res_alloc(&a, n);
+			res_alloc(&b, n);
+			CHECK(run_dpeaks_t(x, GC_F64, n, 3, &p, &a.r, NULL, NULL) == GC_OK &&
+				  run_dpeaks_t(xp, GC_F64, n, 5, &p, &b.r, NULL, NULL) == GC_OK, "cosine grid: %s",
+				  unit_error());
+			for (int64_t i = 0; i < n; i++)
+				if (a.rho[i] != b.rho[i] || a.delta[i] != b.delta[i] ||
+					a.cluster[i] != b.cluster[i] || a.is_center[i] != b.is_center[i])
+					diff++;
+			CHECK(diff == 0 && a.r.n_centers == 10, "cosine grid, kernel %d: %lld points differ",
+				  (int) kernels[kk], (long long) diff);
+			res_free(&a);
+			res_free(&b);
+		}
+		free(x);
+		free(xp);
+	}
+}
+
+/* dc from the seeded sample in the metric's units (cosine, double precision). */
+static void
+test_sample_cosine(void)
+{
+	int64_t		n = GC_DP_DC_EXACT_MAX_N + 1;
+	int			d = 16;
+	double	   *x = directions(n, d, 12, 0.3);
+	int64_t		m = GC_DP_DC_SAMPLE_PAIRS;
+	double	   *v = malloc(m * sizeof(double));
+	gc_dpeaks_params p = params_of(12, 0.0, 0.02, GC_DP_KERNEL_CUTOFF);
+	Res			a;
+	int64_t		bad = 0;
+
+	gc_unit_rows(x, GC_F64, n, d);
+	p.metric = GC_METRIC_COSINE;
+	res_alloc(&a, n);
+	CHECK(run_dpeaks_t(x, GC_F64, n, d, &p, &a.r, NULL, NULL) == GC_OK &&
+		  a.r.dc_method == GC_DC_SAMPLE, "cosine sample: %s", unit_error());
+	for (int64_t q = 0; q < m; q++)
+	{
+		int64_t		i,
+					j;
+
+		gc_dp_sample_pair(GC_DP_DEFAULT_SEED, q, n, &i, &j);
+		v[q] = mdist(x, GC_F64, GC_METRIC_COSINE, d, i, j);
+	}
+	qsort(v, m, sizeof(double), cmp_double);
+	CHECK(a.r.dc == v[(int64_t) ceil(0.02 * m) - 1] && a.r.dc > 0 && a.r.dc < 2,
+		  "cosine sample: dc %.17g vs %.17g", a.r.dc, v[(int64_t) ceil(0.02 * m) - 1]);
+	for (int64_t i = 0; i < n; i += 4999)
+	{
+		int64_t		cnt = 0;
+
+		for (int64_t j = 0; j < n; j++)
+			if (j != i && mdist(x, GC_F64, GC_METRIC_COSINE, d, i, j) < a.r.dc)
+				cnt++;
+		bad += cnt != (int64_t) a.rho[i];
+	}
+	CHECK(bad == 0, "cosine sample: %lld rho spot checks failed", (long long) bad);
+	res_free(&a);
+	free(x);
+	free(v);
+}
+
 /* Above the exact limit: dc from the seeded sample, deterministic. */
 static void
 test_sample(void)
@@ -766,7 +1259,7 @@ test_cancel(void)
  * threads ran.
  */
 static void
-threads_case(const char *what, const float *x, int64_t n, int d, gc_dpeaks_params p)
+threads_case_t(const char *what, const void *x, gc_dtype ty, int64_t n, int d, gc_dpeaks_params p)
 {
 	Res			a,
 				b;
@@ -776,7 +1269,7 @@ threads_case(const char *what, const float *x, int64_t n, int d, gc_dpeaks_param
 	res_alloc(&a, n);
 	res_alloc(&b, n);
 	unit_threads = 1;
-	st = run_dpeaks(x, n, d, &p, &a.r, &t, NULL);
+	st = run_dpeaks_t(x, ty, n, d, &p, &a.r, &t, NULL);
 	CHECK(st == GC_OK && t.threads == 1 && a.r.n_centers > 1,
 		  "%s, 1 thread: status %d %s, %d threads ran, %lld centres", what, st, unit_error(),
 		  t.threads, (long long) a.r.n_centers);
@@ -785,7 +1278,7 @@ threads_case(const char *what, const float *x, int64_t n, int d, gc_dpeaks_param
 		unit_threads = unit_thread_counts[i];
 		memset(b.rho, 0x55, sizeof(double) * n);
 		memset(b.delta, 0x55, sizeof(double) * n);
-		st = run_dpeaks(x, n, d, &p, &b.r, &t, NULL);
+		st = run_dpeaks_t(x, ty, n, d, &p, &b.r, &t, NULL);
 		CHECK(st == GC_OK && t.threads == unit_threads && b.r.n_centers == a.r.n_centers &&
 			  memcmp(&b.r.dc, &a.r.dc, sizeof(double)) == 0 &&
 			  memcmp(a.cluster, b.cluster, sizeof(int32_t) * n) == 0 &&
@@ -798,6 +1291,12 @@ threads_case(const char *what, const float *x, int64_t n, int d, gc_dpeaks_param
 	unit_threads = 0;
 	res_free(&a);
 	res_free(&b);
+}
+
+static void
+threads_case(const char *what, const float *x, int64_t n, int d, gc_dpeaks_params p)
+{
+	threads_case_t(what, x, GC_F32, n, d, p);
 }
 
 static void
@@ -831,6 +1330,60 @@ test_threads(void)
 	free(x);
 }
 
+/* The same over thread counts in double precision and with the cosine metric. */
+static void
+test_threads_f64_cosine(void)
+{
+	int64_t		n = 120000;
+	double	   *x;
+	float	   *xf;
+	gc_dpeaks_params p;
+
+	/* double, 2-D cutoff on the grid with the sampled dc; 5 decimals, dc 0.05 */
+	{
+		float	   *b = blobs(n, 2, 2, 31, 0.6);
+
+		x = malloc(sizeof(double) * n * 2);
+		for (int64_t i = 0; i < n * 2; i++)
+			x[i] = dec5(50.0 + 0.1 * (double) b[i]);
+		x[0] = 1e6;
+		free(b);
+	}
+	threads_case_t("double 2-D cutoff, sampled dc", x, GC_F64, n, 2,
+				   params_of(31, 0.0, 0.02, GC_DP_KERNEL_CUTOFF));
+	threads_case_t("double 2-D cutoff, 5 decimals, dc 0.05", x, GC_F64, n, 2,
+				   params_of(0, 0.05, 0.02, GC_DP_KERNEL_CUTOFF));
+	free(x);
+	n = 12000;
+	x = directions(n, 2, 15, 0.05);
+	gc_unit_rows(x, GC_F64, n, 2);
+	threads_case_t("double 2-D gaussian, exact dc", x, GC_F64, n, 2,
+				   params_of(15, 0.0, 0.02, GC_DP_KERNEL_GAUSSIAN));
+	p = params_of(15, 0.0, 0.02, GC_DP_KERNEL_GAUSSIAN);
+	p.metric = GC_METRIC_COSINE;
+	threads_case_t("cosine double 2-D gaussian, exact dc", x, GC_F64, n, 2, p);
+	free(x);
+	/* cosine: 3-D cutoff on the grid (float), 8-D gaussian and cutoff over all pairs (double) */
+	n = 60000;
+	x = directions(n, 3, 20, 0.1);
+	gc_unit_rows(x, GC_F64, n, 3);
+	xf = to_f32(x, n, 3);
+	p = params_of(20, 0.0, 0.02, GC_DP_KERNEL_CUTOFF);
+	p.metric = GC_METRIC_COSINE;
+	threads_case_t("cosine float 3-D cutoff, sampled dc", xf, GC_F32, n, 3, p);
+	free(x);
+	free(xf);
+	n = 8000;
+	x = directions(n, 8, 12, 0.3);
+	gc_unit_rows(x, GC_F64, n, 8);
+	p = params_of(12, 0.0, 0.02, GC_DP_KERNEL_GAUSSIAN);
+	p.metric = GC_METRIC_COSINE;
+	threads_case_t("cosine double 8-D gaussian, all pairs", x, GC_F64, n, 8, p);
+	p.kernel = GC_DP_KERNEL_CUTOFF;
+	threads_case_t("cosine double 8-D cutoff, all pairs", x, GC_F64, n, 8, p);
+	free(x);
+}
+
 /* Runs every test; the exit status says whether all checks passed. */
 int
 main(void)
@@ -845,9 +1398,13 @@ main(void)
 	check_grid_vs_scan("grid 2-D gaussian", 7000, 2, GC_DP_KERNEL_GAUSSIAN, 0.3, 12);
 	check_grid_vs_scan("grid 3-D cutoff", 7000, 3, GC_DP_KERNEL_CUTOFF, 0.8, 12);
 	test_sample();
+	test_f64_decimals();
+	test_cosine();
+	test_sample_cosine();
 	test_errors();
 	test_checks();
 	test_cancel();
 	test_threads();
+	test_threads_f64_cosine();
 	UNIT_DONE();
 }
