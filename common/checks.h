@@ -128,26 +128,6 @@ gc_check_input(const char *algorithm, gc_dtype dtype, gc_metric metric, gc_error
 	return GC_OK;
 }
 
-/*
- * TEMPORARY: what a back end cannot run yet (double precision, the cosine
- * metric); removed per algorithm as each back end learns them.
- */
-static inline gc_status
-gc_check_not_yet(const char *algorithm, gc_dtype dtype, gc_metric metric, gc_error *e)
-{
-	gc_status	st = gc_check_input(algorithm, dtype, metric, e);
-
-	if (st != GC_OK)
-		return st;
-	if (dtype == GC_F64)
-		return gc_error_set(e, GC_ERR_INVALID_ARGUMENT,
-							"%s in double precision is not supported yet", algorithm);
-	if (metric == GC_METRIC_COSINE)
-		return gc_error_set(e, GC_ERR_INVALID_ARGUMENT,
-							"%s with the cosine metric is not supported yet", algorithm);
-	return GC_OK;
-}
-
 /* ---------------------------------------------------------------- DBSCAN */
 
 static inline gc_status
