@@ -265,20 +265,20 @@ static const db_case db_cases[] = {
 	 * outliers and two decimals moved to the origin, whose directions then
 	 * form clusters on the circle and the sphere.
 	 */
-	{"wide", 200000, 8, 0.02, 5, F32, COS},
-	{"wide", 200000, 8, 0.02, 5, F64, COS},
-	{"wide", 100000, 8, 0.05, 20, F64, COS},
+	{"wide", 60000, 8, 0.02, 5, F32, COS},
+	{"wide", 60000, 8, 0.02, 5, F64, COS},
+	{"wide", 40000, 8, 0.05, 20, F64, COS},
 	{"wide", 20000, 64, 0.05, 5, F32, COS},
 	{"wide", 20000, 64, 0.05, 5, F64, COS},
 	{"wide", 3000, 768, 0.1, 4, F32, COS},
 	{"blobs", 1000000, 2, 1e-4, 5, F32, COS, 0, -50},
 	{"blobs", 1000000, 2, 1e-4, 5, F64, COS, 1e6, -50},
-	{"blobs", 1000000, 3, 2e-4, 5, F32, COS, 0, -50},
-	{"blobs", 1000000, 3, 2e-4, 5, F64, COS, 1e6, -50},
-	{"round2", 1000000, 2, 1e-4, 5, F64, COS, 100, -50},
-	{"dups", 1000000, 3, 1e-3, 10, F32, COS, 0, -50},
-	{"dups", 1000000, 3, 1e-3, 10, F64, COS, 1e6, -50},
-	{"far", 1000000, 2, 1e-4, 5, F64, COS, 100, -50},
+	{"blobs", 300000, 3, 2e-4, 5, F32, COS, 0, -50},
+	{"blobs", 300000, 3, 2e-4, 5, F64, COS, 1e6, -50},
+	{"round2", 300000, 2, 1e-4, 5, F64, COS, 100, -50},
+	{"dups", 300000, 3, 1e-3, 10, F32, COS, 0, -50},
+	{"dups", 300000, 3, 1e-3, 10, F64, COS, 1e6, -50},
+	{"far", 300000, 2, 1e-4, 5, F64, COS, 100, -50},
 	{"blobs", 100000, 8, 1e-3, 5, F64, COS, 1e6, -50},
 };
 
