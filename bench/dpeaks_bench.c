@@ -249,20 +249,6 @@ best_of_3(const gc_backend_api *api, const float *x, int64_t n, gc_dpeaks_params
 
 /* ---------------------------------------------------------------- precision and metric */
 
-/* f moved by less than half a float step, by a function of f alone. */
-static double
-refine(float f)
-{
-	float		a = fabsf(f);
-	double		step = (double) nextafterf(a, INFINITY) - (double) a;
-	uint32_t	bits;
-
-	memcpy(&bits, &f, sizeof(bits));
-	if (!isfinite(step) || a == 0.0f)
-		return (double) f;
-	return (double) f + step * ((double) (gc_mix64(bits) >> 11) / 9007199254740992.0 - 0.5) * 0.9;
-}
-
 /* n D31-like 2-D rows of element type t, unit rows for cosine; the caller frees. */
 static void *
 rows_of(int64_t n, gc_dtype t, gc_metric m)
@@ -280,7 +266,7 @@ rows_of(int64_t n, gc_dtype t, gc_metric m)
 			exit(2);
 		}
 		for (int64_t i = 0; i < n * 2; i++)
-			y[i] = refine(f[i]);
+			y[i] = gc_td_refine(f[i]);
 		free(f);
 		x = y;
 	}

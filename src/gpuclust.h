@@ -242,7 +242,7 @@ extern void GcFeatureOpen(GcFeatureType kind, Oid typid, Datum value,
 						  const GcRowRef *row, MemoryContext tmpcxt, GcFeature *out);
 extern void GcFeatureCopy(const GcFeature *f, void *dst, gc_dtype dtype, const GcRowRef *row);
 extern gc_dtype GcFeatureDtype(GcFeatureType ft, Oid typid);
-extern void GcZeroRowError(const char *title, const GcRowRef *row) pg_attribute_noreturn();
+extern void GcZeroRowError(const char *title, const GcRowRef *row);
 extern void GcUnitRows(GcInput *in, const char *title);
 
 /* gpu.c: the lazily loaded GPU back end. */

@@ -18,7 +18,8 @@ from conftest import connect, dbscan, load_matrix
 
 TIMING_RE = re.compile(
     r"gpuclust: dbscan n=(\d+) d=(\d+) device=(cpu|gpu)(?: threads=\d+)? gather=[0-9.]+ "
-    r"(to_device=[0-9.]+ from_device=[0-9.]+ )?compute=[0-9.]+ output=[0-9.]+ total=[0-9.]+")
+    r"(to_device=[0-9.]+ from_device=[0-9.]+ )?compute=[0-9.]+ output=[0-9.]+ total=[0-9.]+ "
+    r"precision=(single|double)(?: metric=cosine)?")
 
 def gpuclust_notices(conn):
     """The gpuclust NOTICE texts received on conn, without the 'NOTICE:  ' prefix."""

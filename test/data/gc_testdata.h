@@ -76,6 +76,23 @@
 /* ---------------------------------------------------------------- draws */
 
 /* A standard normal draw (Box-Muller, one of the pair). */
+/*
+ * A double of the float f moved by less than half a float step, by a function
+ * of f alone: double-precision data whose rounding to float is f.
+ */
+static inline double
+gc_td_refine(float f)
+{
+	float		a = fabsf(f);
+	double		step = (double) nextafterf(a, INFINITY) - (double) a;
+	uint32_t	bits;
+
+	memcpy(&bits, &f, sizeof(bits));
+	if (!isfinite(step) || a == 0.0f)
+		return (double) f;
+	return (double) f + step * ((double) (gc_mix64(bits) >> 11) / 9007199254740992.0 - 0.5) * 0.9;
+}
+
 static inline double
 gc_td_normal(gc_rng *rng)
 {

@@ -178,20 +178,6 @@ dp_sphere(int64_t n, int32_t d, uint64_t seed)
 	return x;
 }
 
-/* v moved by less than half a float step, by a function of v alone. */
-static double
-dp_refine(float f)
-{
-	float		a = fabsf(f);
-	double		step = (double) nextafterf(a, INFINITY) - (double) a;
-	uint32_t	bits;
-
-	memcpy(&bits, &f, sizeof(bits));
-	if (!isfinite(step) || a == 0.0f)
-		return (double) f;
-	return (double) f + step * ((double) (gc_mix64(bits) >> 11) / 9007199254740992.0 - 0.5) * 0.9;
-}
-
 /*
  * The rows of case c (n rows) in its element type and metric: *bytes
  * allocated, the caller frees.
@@ -218,7 +204,7 @@ dp_data(const dp_case *c, int64_t n)
 		}
 		for (size_t i = 0; i < m; i++)
 			x64[i] = strcmp(c->shape, "latlon") == 0 ? nearbyint((double) f[i] * 1e5) / 1e5 :
-				strcmp(c->shape, "round2") == 0 ? nearbyint((double) f[i] * 1e2) / 1e2 : dp_refine(f[i]);
+				strcmp(c->shape, "round2") == 0 ? nearbyint((double) f[i] * 1e2) / 1e2 : gc_td_refine(f[i]);
 		free(f);
 	}
 	if (x64 && c->dtype == GC_F32)

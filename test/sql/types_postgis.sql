@@ -34,11 +34,16 @@ FROM gpu_kmeans_centroids($$SELECT * FROM (VALUES (1, 'POINT Z (1 2 3)'::geometr
 SELECT cluster_id, centroid, size
 FROM gpu_kmeans_centroids($$SELECT * FROM (VALUES (1, 'POINT M (1 2 3)'::geometry),
                                                   (2, 'POINT M (3 4 -50)')) v$$, 1);
--- coordinates are kept in single precision, as every feature
+-- coordinates are kept in double precision, as PostGIS keeps them ...
 SELECT centroid FROM gpu_kmeans_centroids($$SELECT 1, 'POINT(0.1 16777217)'::geometry$$, 1);
+-- ... or rounded to real with gpuclust.precision = single
+SET gpuclust.precision = single;
+SELECT centroid FROM gpu_kmeans_centroids($$SELECT 1, 'POINT(0.1 16777217)'::geometry$$, 1);
+RESET gpuclust.precision;
 
 -- refused with the row's id: empty points, other geometry types, NULL in a query,
--- points of different dimensions, values real cannot hold
+-- points of different dimensions, values beyond 1e150 (in single precision:
+-- values real cannot hold)
 SELECT * FROM gpu_dbscan($$SELECT * FROM (VALUES (1, 'POINT(1 2)'::geometry), (7, 'POINT EMPTY')) v$$, 1, 2);
 \echo :SQLSTATE
 SELECT * FROM gpu_dbscan($$SELECT * FROM (VALUES (1, 'POINT(1 2)'::geometry), (8, 'LINESTRING(0 0, 1 1)')) v$$, 1, 2);
@@ -48,8 +53,11 @@ SELECT * FROM gpu_dbscan($$SELECT 10, 'POLYGON((0 0, 1 0, 1 1, 0 0))'::geometry$
 SELECT * FROM gpu_dbscan($$SELECT 11, 'GEOMETRYCOLLECTION(POINT(0 0))'::geometry$$, 1, 2);
 SELECT * FROM gpu_dbscan($$SELECT * FROM (VALUES (1, 'POINT(1 2)'::geometry), (12, NULL)) v$$, 1, 2);
 SELECT * FROM gpu_dbscan($$SELECT * FROM (VALUES (1, 'POINT(1 2)'::geometry), (13, 'POINT Z (1 2 3)')) v$$, 1, 2);
+SELECT * FROM gpu_dbscan($$SELECT 14, 'POINT(1e151 0)'::geometry$$, 1, 2);
+SET gpuclust.precision = single;
 SELECT * FROM gpu_dbscan($$SELECT 14, 'POINT(1e39 0)'::geometry$$, 1, 2);
 SELECT * FROM gpu_dbscan($$SELECT 15, 'POINT(0 1e-50)'::geometry$$, 1, 2);
+RESET gpuclust.precision;
 -- a geometry is the only feature column; geography is not a feature type
 SELECT * FROM gpu_dbscan($$SELECT 16, 'POINT(1 2)'::geometry, 3.0$$, 1, 2);
 SELECT * FROM gpu_dbscan($$SELECT 17, 'POINT(1 2)'::geography$$, 1, 2);
