@@ -105,22 +105,23 @@ $$;
 -- cluster.
 
 CREATE FUNCTION gpu_cluster_dbscan(feature anyelement, eps double precision, min_pts integer,
-                                   device text DEFAULT NULL)
+                                   device text DEFAULT NULL, metric text DEFAULT 'euclidean')
 RETURNS integer
 AS 'MODULE_PATHNAME', 'gpu_cluster_dbscan'
 LANGUAGE C WINDOW STABLE PARALLEL SAFE;
 
-COMMENT ON FUNCTION gpu_cluster_dbscan(anyelement, double precision, integer, text) IS
+COMMENT ON FUNCTION gpu_cluster_dbscan(anyelement, double precision, integer, text, text) IS
 'DBSCAN per window partition (ST_ClusterDBSCAN compatible): the row''s cluster, NULL for noise and NULL features';
 
 CREATE FUNCTION gpu_cluster_kmeans(feature anyelement, k integer, max_iter integer DEFAULT 300,
                                    tol double precision DEFAULT 1e-4, seed integer DEFAULT 0,
-                                   init text DEFAULT 'k-means++', device text DEFAULT NULL)
+                                   init text DEFAULT 'k-means++', device text DEFAULT NULL,
+                                   metric text DEFAULT 'euclidean')
 RETURNS integer
 AS 'MODULE_PATHNAME', 'gpu_cluster_kmeans'
 LANGUAGE C WINDOW STABLE PARALLEL SAFE;
 
-COMMENT ON FUNCTION gpu_cluster_kmeans(anyelement, integer, integer, double precision, integer, text, text) IS
+COMMENT ON FUNCTION gpu_cluster_kmeans(anyelement, integer, integer, double precision, integer, text, text, text) IS
 'k-means per window partition: the row''s cluster, NULL for NULL features';
 
 CREATE FUNCTION gpu_cluster_density_peaks(feature anyelement, n_clusters integer DEFAULT NULL,
@@ -129,10 +130,10 @@ CREATE FUNCTION gpu_cluster_density_peaks(feature anyelement, n_clusters integer
                                           kernel text DEFAULT 'gaussian',
                                           rho_min double precision DEFAULT NULL,
                                           delta_min double precision DEFAULT NULL,
-                                          device text DEFAULT NULL)
+                                          device text DEFAULT NULL, metric text DEFAULT 'euclidean')
 RETURNS integer
 AS 'MODULE_PATHNAME', 'gpu_cluster_density_peaks'
 LANGUAGE C WINDOW STABLE PARALLEL SAFE;
 
-COMMENT ON FUNCTION gpu_cluster_density_peaks(anyelement, integer, double precision, double precision, text, double precision, double precision, text) IS
+COMMENT ON FUNCTION gpu_cluster_density_peaks(anyelement, integer, double precision, double precision, text, double precision, double precision, text, text) IS
 'density peaks clustering per window partition: the row''s cluster, NULL for NULL features';

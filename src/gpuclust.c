@@ -236,11 +236,17 @@ GcArgInt32(FunctionCallInfo fcinfo, int argno, const char *name)
 gc_metric
 GcArgMetric(FunctionCallInfo fcinfo, int argno, const char *title)
 {
-	char	   *s;
-
 	if (PG_NARGS() <= argno || PG_ARGISNULL(argno))
 		return GC_METRIC_EUCLIDEAN;
-	s = text_to_cstring(PG_GETARG_TEXT_PP(argno));
+	return GcMetricFromText(PG_GETARG_TEXT_PP(argno), title);
+}
+
+/* A metric argument's text: 'euclidean' or 'cosine', case-insensitive. */
+gc_metric
+GcMetricFromText(text *arg, const char *title)
+{
+	char	   *s = text_to_cstring(arg);
+
 	if (pg_strcasecmp(s, "euclidean") == 0)
 		return GC_METRIC_EUCLIDEAN;
 	if (pg_strcasecmp(s, "cosine") == 0)

@@ -150,6 +150,7 @@ extern text *GcArgText(FunctionCallInfo fcinfo, int argno, const char *name);
 extern double GcArgFloat8(FunctionCallInfo fcinfo, int argno, const char *name);
 extern int32 GcArgInt32(FunctionCallInfo fcinfo, int argno, const char *name);
 extern gc_metric GcArgMetric(FunctionCallInfo fcinfo, int argno, const char *title);
+extern gc_metric GcMetricFromText(text *arg, const char *title);
 
 /* The value of a device argument (gpuclust.c). */
 extern GcDevice GcDeviceFromText(text *arg);

@@ -99,6 +99,7 @@ WinErrorContext(void *arg)
 static void
 WinGather(WindowObject winobj, WinState *ws, GcCall *call, int32 *rowof)
 {
+	bool		unit = call->metric == GC_METRIC_COSINE;
 	int64		n = ws->rows;
 	int64		m = 0;
 	int32		d = 0;
@@ -139,6 +140,12 @@ WinGather(WindowObject winobj, WinState *ws, GcCall *call, int32 *rowof)
 						 errhint("Every row of a partition must have the same number of features.")));
 			GcFeatureCopy(&f, (char *) call->in.x + (Size) m * d * gc_dtype_size(call->in.dtype),
 						  call->in.dtype, &ref);
+			/* the cosine metric: the row to unit length, a zero row named */
+			if (unit &&
+				!(call->in.dtype == GC_F64 ?
+				  gc_unit_row_f64((double *) call->in.x + (Size) m * d, d) :
+				  gc_unit_row_f32((float *) call->in.x + (Size) m * d, d)))
+				GcZeroRowError(call->algorithm->title, &ref);
 			rowof[i] = (int32) m;
 			m++;
 		}
@@ -222,15 +229,29 @@ WinArgOpt(FunctionCallInfo fcinfo, WindowObject winobj, int argno, bool *isnull)
 	return WinGetFuncArgCurrent(winobj, argno, isnull);
 }
 
-/* Starts the partition's call: the device from the argument or the setting. */
+/* The metric argument (after device) of the partition's first row; NULL: Euclidean. */
+static gc_metric
+WinMetric(FunctionCallInfo fcinfo, WindowObject winobj, int argno, const GcAlgorithm *algorithm)
+{
+	bool		isnull;
+	Datum		v = WinArgOpt(fcinfo, winobj, argno, &isnull);
+
+	return isnull ? GC_METRIC_EUCLIDEAN : GcMetricFromText(DatumGetTextPP(v), algorithm->title);
+}
+
+/*
+ * Starts the partition's call: the device from the argument or the setting,
+ * the metric (for the gather and the NOTICE).
+ */
 static void
 WinCallBegin(FunctionCallInfo fcinfo, WindowObject winobj, GcCall *call,
-			 const GcAlgorithm *algorithm, int device_argno)
+			 const GcAlgorithm *algorithm, int device_argno, gc_metric metric)
 {
 	bool		isnull;
 	Datum		device = WinArgOpt(fcinfo, winobj, device_argno, &isnull);
 
 	GcCallBegin(call, fcinfo, algorithm, -1);
+	call->metric = metric;
 	if (!isnull)
 		call->requested = GcDeviceFromText(DatumGetTextPP(device));
 }
@@ -253,6 +274,7 @@ WinCallGather(WindowObject winobj, WinState *ws, GcCall *call, int32 *rowof)
 #define DB_ARG_EPS		1
 #define DB_ARG_MIN_PTS	2
 #define DB_ARG_DEVICE	3
+#define DB_ARG_METRIC	4
 
 /* DBSCAN of one partition. */
 static void
@@ -267,13 +289,14 @@ WinDbscanPartition(FunctionCallInfo fcinfo, WindowObject winobj, WinState *ws, i
 	job.params.struct_size = sizeof(job.params);
 	job.params.eps = DatumGetFloat8(WinArg(winobj, DB_ARG_EPS, "eps"));
 	job.params.min_pts = DatumGetInt32(WinArg(winobj, DB_ARG_MIN_PTS, "min_pts"));
+	job.params.metric = WinMetric(fcinfo, winobj, DB_ARG_METRIC, &GcDbscan);
 	if (isnan(job.params.eps))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("eps must not be NaN")));
 	GcReportCheck(gc_check_dbscan(&job.params, -1, 0, &err), &err);
 
-	WinCallBegin(fcinfo, winobj, &call, &GcDbscan, DB_ARG_DEVICE);
+	WinCallBegin(fcinfo, winobj, &call, &GcDbscan, DB_ARG_DEVICE, job.params.metric);
 	rowof = GcAlloc(&call, sizeof(int32) * ws->rows, "row map");
 	WinCallGather(winobj, ws, &call, rowof);
 	if (call.in.n > 0)
@@ -289,7 +312,7 @@ WinDbscanPartition(FunctionCallInfo fcinfo, WindowObject winobj, WinState *ws, i
 	GcCallEnd(&call, NULL);
 }
 
-/* gpu_cluster_dbscan(feature anyelement, eps float8, min_pts int, device text) */
+/* gpu_cluster_dbscan(feature anyelement, eps float8, min_pts int, device text, metric text) */
 Datum
 gpu_cluster_dbscan(PG_FUNCTION_ARGS)
 {
@@ -302,6 +325,7 @@ gpu_cluster_dbscan(PG_FUNCTION_ARGS)
 #define KW_ARG_SEED		4
 #define KW_ARG_INIT		5
 #define KW_ARG_DEVICE	6
+#define KW_ARG_METRIC	7
 
 /* k-means of one partition. */
 static void
@@ -329,9 +353,10 @@ WinKmeansPartition(FunctionCallInfo fcinfo, WindowObject winobj, WinState *ws, i
 	p->init = isnull ? GC_KMEANS_INIT_PLUSPLUS : GcKmeansInitFromText(DatumGetTextPP(v));
 	p->precision = (gc_precision) gc_kmeans_precision_guc;
 	p->n_init = 1;
+	p->metric = WinMetric(fcinfo, winobj, KW_ARG_METRIC, &GcKmeans);
 	GcReportCheck(gc_check_kmeans(p, -1, 0, &err), &err);
 
-	WinCallBegin(fcinfo, winobj, &call, &GcKmeans, KW_ARG_DEVICE);
+	WinCallBegin(fcinfo, winobj, &call, &GcKmeans, KW_ARG_DEVICE, p->metric);
 	rowof = GcAlloc(&call, sizeof(int32) * ws->rows, "row map");
 	WinCallGather(winobj, ws, &call, rowof);
 	if (call.in.n > 0)
@@ -363,7 +388,7 @@ WinKmeansPartition(FunctionCallInfo fcinfo, WindowObject winobj, WinState *ws, i
 	GcCallEnd(&call, extra);
 }
 
-/* gpu_cluster_kmeans(feature anyelement, k int, max_iter, tol, seed, init, device) */
+/* gpu_cluster_kmeans(feature anyelement, k int, max_iter, tol, seed, init, device, metric) */
 Datum
 gpu_cluster_kmeans(PG_FUNCTION_ARGS)
 {
@@ -371,6 +396,7 @@ gpu_cluster_kmeans(PG_FUNCTION_ARGS)
 }
 
 #define DW_ARG_DEVICE	7
+#define DW_ARG_METRIC	8
 
 /* Density peaks of one partition. */
 static void
@@ -387,8 +413,9 @@ WinDpeaksPartition(FunctionCallInfo fcinfo, WindowObject winobj, WinState *ws, i
 	for (int i = 0; i < GC_DP_NARGS; i++)
 		args.value[i] = WinArgOpt(fcinfo, winobj, 1 + i, &args.isnull[i]);
 	GcDpeaksParams(&args, &job.params);
+	job.params.metric = WinMetric(fcinfo, winobj, DW_ARG_METRIC, &GcDpeaks);
 
-	WinCallBegin(fcinfo, winobj, &call, &GcDpeaks, DW_ARG_DEVICE);
+	WinCallBegin(fcinfo, winobj, &call, &GcDpeaks, DW_ARG_DEVICE, job.params.metric);
 	rowof = GcAlloc(&call, sizeof(int32) * ws->rows, "row map");
 	WinCallGather(winobj, ws, &call, rowof);
 	if (call.in.n > 0)
@@ -407,7 +434,7 @@ WinDpeaksPartition(FunctionCallInfo fcinfo, WindowObject winobj, WinState *ws, i
 }
 
 /* gpu_cluster_density_peaks(feature anyelement, n_clusters, dc, neighbor_rate, kernel,
- * rho_min, delta_min, device) */
+ * rho_min, delta_min, device, metric) */
 Datum
 gpu_cluster_density_peaks(PG_FUNCTION_ARGS)
 {

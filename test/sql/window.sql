@@ -165,3 +165,16 @@ SELECT gpu_cluster_density_peaks(f) OVER () FROM wpts;
 SELECT gpu_cluster_density_peaks(f, 2, rho_min => 1) OVER () FROM wpts;
 SELECT gpu_cluster_density_peaks(f, 2, kernel => 'box') OVER () FROM wpts;
 SELECT id, gpu_cluster_density_peaks(f, 2, dc => 0.5) OVER (PARTITION BY g ORDER BY id) FROM wpts;
+
+-- the cosine metric per partition: directions, whatever the lengths; a zero
+-- feature is named by its place in the partition
+SELECT id, g,
+       gpu_cluster_dbscan(f, 0.01, 2, metric => 'cosine') OVER w AS dbscan,
+       gpu_cluster_kmeans(f, 2, metric => 'cosine', seed => 1) OVER w AS kmeans,
+       gpu_cluster_density_peaks(f, 2, dc => 0.01, kernel => 'cutoff', metric => 'cosine') OVER w AS dpeaks
+FROM (VALUES (1, 1, '{1,0}'::float8[]), (2, 1, '{100,1}'), (3, 1, '{0,2}'), (4, 1, '{0.1,20}'),
+             (5, 2, '{-1,-1}'), (6, 2, '{-3,-3.01}'), (7, 2, '{1,-1}'), (8, 2, NULL)) v(id, g, f)
+WINDOW w AS (PARTITION BY g ORDER BY id) ORDER BY id;
+SELECT id, gpu_cluster_dbscan(f, 0.01, 2, metric => 'cosine') OVER (PARTITION BY g ORDER BY id)
+FROM (VALUES (1, 1, '{1,0}'::real[]), (2, 2, '{1,1}'), (3, 2, '{0,0}')) v(id, g, f);
+SELECT gpu_cluster_kmeans(f, 1, metric => 'taxicab') OVER () FROM wpts;
