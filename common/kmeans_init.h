@@ -262,6 +262,80 @@ gc_kmeans_stats_row2_f64(const double *GC_RESTRICT row, int32_t d, const double 
 }
 
 /*
+ * Rows [from, to) into the sums of the first pass (pass 1: m, lo, hi) or of
+ * the second (pass 2: s, around the mean m), each feature's sum in row
+ * order.  Inlined with a constant d for narrow rows, so that the sums stay
+ * in registers (the same additions in the same order).
+ */
+static inline __attribute__((always_inline)) void
+gc_kmeans_stats_rows(const void *x, gc_dtype dtype, int64_t from, int64_t to, int32_t d, int pass,
+					 double *GC_RESTRICT m, double *GC_RESTRICT lo, double *GC_RESTRICT hi,
+					 double *GC_RESTRICT s)
+{
+	if (pass == 1)
+	{
+		if (dtype == GC_F64)
+			for (int64_t i = from; i < to; i++)
+				gc_kmeans_stats_row1_f64((const double *) x + i * d, d, m, lo, hi);
+		else
+			for (int64_t i = from; i < to; i++)
+				gc_kmeans_stats_row1((const float *) x + i * d, d, m, lo, hi);
+	}
+	else
+	{
+		if (dtype == GC_F64)
+			for (int64_t i = from; i < to; i++)
+				gc_kmeans_stats_row2_f64((const double *) x + i * d, d, m, s);
+		else
+			for (int64_t i = from; i < to; i++)
+				gc_kmeans_stats_row2((const float *) x + i * d, d, m, s);
+	}
+}
+
+/* The same for any d, with d of one to four in registers. */
+static inline void
+gc_kmeans_stats_chunk(const void *x, gc_dtype dtype, int64_t from, int64_t to, int32_t d, int pass,
+					  double *m, double *lo, double *hi, double *s)
+{
+	double		mm[4], ll[4], hh[4], ss[4];
+
+	if (d > 4)
+	{
+		gc_kmeans_stats_rows(x, dtype, from, to, d, pass, m, lo, hi, s);
+		return;
+	}
+	for (int32_t j = 0; j < d; j++)
+	{
+		mm[j] = m[j];
+		ll[j] = lo[j];
+		hh[j] = hi[j];
+		ss[j] = s[j];
+	}
+	switch (d)
+	{
+		case 1:
+			gc_kmeans_stats_rows(x, dtype, from, to, 1, pass, mm, ll, hh, ss);
+			break;
+		case 2:
+			gc_kmeans_stats_rows(x, dtype, from, to, 2, pass, mm, ll, hh, ss);
+			break;
+		case 3:
+			gc_kmeans_stats_rows(x, dtype, from, to, 3, pass, mm, ll, hh, ss);
+			break;
+		default:
+			gc_kmeans_stats_rows(x, dtype, from, to, 4, pass, mm, ll, hh, ss);
+			break;
+	}
+	for (int32_t j = 0; j < d; j++)
+	{
+		m[j] = mm[j];
+		lo[j] = ll[j];
+		hi[j] = hh[j];
+		s[j] = ss[j];
+	}
+}
+
+/*
  * Mean per-feature variance (population variance, as numpy.var) of the data,
  * the unit of tol as in scikit-learn; also the per-feature mean and, when
  * asked (lo, hi not NULL), the smallest and largest value of each feature.
@@ -289,29 +363,21 @@ gc_kmeans_stats(const void *x, gc_dtype dtype,	/* [n, d] */
 		m[j] = 0.0;
 		l[j] = HUGE_VAL;
 		h[j] = -HUGE_VAL;
-	}
-	for (int64_t i = 0; i < n; i++)
-	{
-		if (i % every == 0 && cancel && cancel(cancel_arg))
-			return -1;
-		if (dtype == GC_F64)
-			gc_kmeans_stats_row1_f64((const double *) x + i * d, d, m, l, h);
-		else
-			gc_kmeans_stats_row1((const float *) x + i * d, d, m, l, h);
-	}
-	for (int32_t j = 0; j < d; j++)
-	{
-		m[j] /= (double) n;
 		scratch[j] = 0.0;
 	}
-	for (int64_t i = 0; i < n; i++)
+	for (int64_t from = 0; from < n; from += every)
 	{
-		if (i % every == 0 && cancel && cancel(cancel_arg))
+		if (cancel && cancel(cancel_arg))
 			return -1;
-		if (dtype == GC_F64)
-			gc_kmeans_stats_row2_f64((const double *) x + i * d, d, m, scratch);
-		else
-			gc_kmeans_stats_row2((const float *) x + i * d, d, m, scratch);
+		gc_kmeans_stats_chunk(x, dtype, from, n - from > every ? from + every : n, d, 1, m, l, h, scratch);
+	}
+	for (int32_t j = 0; j < d; j++)
+		m[j] /= (double) n;
+	for (int64_t from = 0; from < n; from += every)
+	{
+		if (cancel && cancel(cancel_arg))
+			return -1;
+		gc_kmeans_stats_chunk(x, dtype, from, n - from > every ? from + every : n, d, 2, m, l, h, scratch);
 	}
 	for (int32_t j = 0; j < d; j++)
 		total += scratch[j] / (double) n;

@@ -41,10 +41,10 @@
  *
  * With several threads (pool.h) the rows are assigned in blocks on every
  * thread, and the sums of a cluster are still taken over its rows in row
- * order: the clusters are cut into ranges of about equal rows, and one
- * thread per range reads the rows in order and sums those of its clusters.  The centroids, labels and
- * inertia are therefore those of one thread, bit for bit, whatever the
- * number of threads.
+ * order: a stable counting sort of the labels (in blocks fixed by n) groups
+ * the rows by cluster, and each cluster's rows are summed in that order on
+ * some thread.  The centroids, labels and inertia are therefore those of
+ * one thread, bit for bit, whatever the number of threads.
  * Lloyd's iteration and its GPU counterpart follow Li, Zhao and Chu,
  * "Speeding up K-Means Algorithm by GPUs"; k-means++ is Arthur and
  * Vassilvitskii's, "k-means++: The Advantages of Careful Seeding".
@@ -99,6 +99,21 @@ typedef struct km_moves
 	double		second;			/* the largest move of the others */
 } km_moves;
 
+/*
+ * What group_rows places in order: row numbers (rows of many features are
+ * read back through them), the rows themselves (narrow rows: the sums then
+ * read memory in order), or the rows' d2 (the inertia).
+ */
+typedef enum
+{
+	GROUP_INDEX,
+	GROUP_ROWS,
+	GROUP_D2
+} group_what;
+
+/* Rows of at most this many features are grouped by value rather than by number. */
+#define KM_NARROW 8
+
 /* Everything one k-means call holds; freed by kmeans_ws_free. */
 typedef struct kmeans_ws
 {
@@ -140,10 +155,12 @@ typedef struct kmeans_ws
 
 	/* several threads */
 	int			threads;		/* of the pool */
-	double	   *tdist;			/* [threads, k] distances of one row, per thread */
-	int32_t    *range_start;	/* [threads + 1] clusters of each range of the sums */
-	int32_t		nranges;
-	int64_t    *block_hist;		/* [blocks, k] rows per cluster of each block of the count */
+	double	   *tdist;			/* [threads, tdist_stride] distances of one row, per thread */
+	int64_t		tdist_stride;	/* k rounded up to a cache line of doubles */
+	char	   *gbuf;			/* [n] what group_rows placed: row numbers, narrow rows or d2 */
+	group_what	group;
+	int64_t    *cluster_start;	/* [k + 1] cluster j's rows in order */
+	int64_t    *block_hist;		/* [blocks, k] rows per cluster of each block, then its offsets */
 	int64_t		group_blocks;
 	int64_t		group_chunk;	/* rows per block of the count */
 } kmeans_ws;
@@ -560,7 +577,7 @@ assign_bounded(kmeans_ws *ws, const km_moves *moves, km_acc *acc)
 static inline double *
 thread_dist(const kmeans_ws *ws, const gc_worker *w)
 {
-	return ws->tdist + (int64_t) w->id * ws->k;
+	return ws->tdist + (int64_t) w->id * ws->tdist_stride;
 }
 
 /* What a parallel assignment does to each block of rows. */
@@ -570,15 +587,24 @@ typedef struct assign_job
 	double	   *second;			/* assign_all: squared distance to the second nearest, or NULL */
 	const km_moves *moves;		/* assign_bounded */
 	int			bounded;
+	int			count;			/* the rows per cluster of each block into block_hist */
 	int64_t		changed;		/* atomic: rows that changed cluster */
 } assign_job;
 
+/*
+ * Group block gb of the rows (group_chunk rows; see group_rows): labels and
+ * d2 or bounds, and with job->count the block's rows per cluster into its
+ * row of block_hist.
+ */
 static gc_status
-assign_block(void *arg, gc_worker *w, int64_t b, int64_t e)
+assign_block(void *arg, gc_worker *w, int64_t gb, int64_t ge)
 {
 	assign_job *job = arg;
 	kmeans_ws  *ws = job->ws;
 	int64_t		changed = 0;
+	int64_t		b = gb * ws->group_chunk;
+	int64_t		e = ws->n - b > ws->group_chunk ? b + ws->group_chunk : ws->n;
+	int64_t    *h = ws->block_hist + gb * ws->k;
 
 	if (!job->bounded)
 	{
@@ -610,6 +636,12 @@ assign_block(void *arg, gc_worker *w, int64_t b, int64_t e)
 			if (gc_worker_tick(w, work, CANCEL_WORK))
 				return GC_ERR_CANCELLED;
 		}
+	if (job->count)
+	{
+		memset(h, 0, sizeof(int64_t) * (size_t) ws->k);
+		for (int64_t i = b; i < e; i++)
+			h[ws->labels[i]]++;
+	}
 	__atomic_fetch_add(&job->changed, changed, __ATOMIC_RELAXED);
 	return GC_OK;
 }
@@ -629,42 +661,114 @@ count_block(void *arg, gc_worker *w, int64_t b, int64_t e)
 	return gc_worker_tick(w, hi - lo, CANCEL_WORK) ? GC_ERR_CANCELLED : GC_OK;
 }
 
+/* The rows of a block to their places in order, each block's offsets in its row of block_hist. */
+static gc_status
+scatter_block(void *arg, gc_worker *w, int64_t b, int64_t e)
+{
+	kmeans_ws  *ws = arg;
+	int64_t    *off = ws->block_hist + b * ws->k;
+	int64_t		lo = b * ws->group_chunk;
+	int64_t		hi = ws->n - lo > ws->group_chunk ? lo + ws->group_chunk : ws->n;
+	size_t		rb = gc_dtype_size(ws->dtype) * (size_t) ws->d;
+
+	switch (ws->group)
+	{
+		case GROUP_INDEX:
+			for (int64_t i = lo; i < hi; i++)
+				((int64_t *) ws->gbuf)[off[ws->labels[i]]++] = i;
+			break;
+		case GROUP_D2:
+			for (int64_t i = lo; i < hi; i++)
+				((double *) ws->gbuf)[off[ws->labels[i]]++] = ws->d2[i];
+			break;
+		case GROUP_ROWS:
+			if (rb == 8)
+				for (int64_t i = lo; i < hi; i++)
+					memcpy(ws->gbuf + 8 * off[ws->labels[i]]++, (const char *) ws->x + 8 * i, 8);
+			else
+				for (int64_t i = lo; i < hi; i++)
+					memcpy(ws->gbuf + rb * off[ws->labels[i]]++, (const char *) ws->x + rb * i, rb);
+			break;
+	}
+	return gc_worker_tick(w, (hi - lo) * (ws->group == GROUP_ROWS ? ws->d : 1), CANCEL_WORK) ?
+		GC_ERR_CANCELLED : GC_OK;
+}
+
 /*
- * The counts of the clusters, and the ranges of clusters of the sums: as
- * many as threads (at most k), each of about n / threads rows.
+ * The rows grouped by cluster, a stable counting sort of the labels: the
+ * counts of the clusters, and in gbuf from cluster_start[j] to
+ * cluster_start[j + 1] what is placed (group_what) of cluster j's rows, in
+ * row order: each block's rows land after those of the blocks before it,
+ * so the order does not depend on the blocks or the threads.
  */
 static gc_status
-count_rows(kmeans_ws *ws)
+group_rows(kmeans_ws *ws, group_what what, int counted)
 {
-	int64_t		per;
-	int64_t		acc = 0;
-	int32_t		r = 0;
+	int64_t		start = 0;
 	gc_status	st;
 
-	if ((st = gc_pool_for(ws->ctx->pool, ws->group_blocks, 1, count_block, ws)) != GC_OK)
+	ws->group = what;
+	if (!counted && (st = gc_pool_for(ws->ctx->pool, ws->group_blocks, 1, count_block, ws)) != GC_OK)
 		return st;
 	for (int32_t j = 0; j < ws->k; j++)
 	{
 		int64_t		c = 0;
 
+		ws->cluster_start[j] = start;
 		for (int64_t b = 0; b < ws->group_blocks; b++)
-			c += ws->block_hist[b * ws->k + j];
-		ws->counts[j] = c;
-	}
-	per = (ws->n + ws->threads - 1) / ws->threads;
-	ws->range_start[0] = 0;
-	for (int32_t j = 0; j < ws->k; j++)
-	{
-		acc += ws->counts[j];
-		if (acc >= per && j + 1 < ws->k && r + 1 < ws->threads)
 		{
-			ws->range_start[++r] = j + 1;
-			acc = 0;
+			int64_t    *h = ws->block_hist + b * ws->k + j;
+			int64_t		rows = *h;
+
+			*h = start + c;
+			c += rows;
 		}
+		ws->counts[j] = c;
+		start += c;
 	}
-	ws->range_start[++r] = ws->k;
-	ws->nranges = r;
-	return GC_OK;
+	ws->cluster_start[ws->k] = start;
+	return gc_pool_for(ws->ctx->pool, ws->group_blocks, 1, scatter_block, ws);
+}
+
+/*
+ * s [d] += rows [from, to) of x, each feature summed in row order: for one
+ * to four features in registers (the same additions in the same order as
+ * row_add, without the round trip through memory).
+ */
+#define NARROW_SUM(T, D) \
+	do { \
+		const T *GC_RESTRICT r_ = (const T *) x + from * (D); \
+		double		a_[4] = {0}; \
+		for (int32_t t_ = 0; t_ < (D); t_++) \
+			a_[t_] = s[t_]; \
+		for (int64_t i_ = 0; i_ < to - from; i_++) \
+			for (int32_t t_ = 0; t_ < (D); t_++) \
+				a_[t_] += (double) r_[i_ * (D) + t_]; \
+		for (int32_t t_ = 0; t_ < (D); t_++) \
+			s[t_] = a_[t_]; \
+	} while (0)
+
+static void
+narrow_sum(double *GC_RESTRICT s, const void *x, gc_dtype dt, int64_t from, int64_t to, int32_t d)
+{
+	if (dt == GC_F32)
+		switch (d)
+		{
+			case 1: NARROW_SUM(float, 1); return;
+			case 2: NARROW_SUM(float, 2); return;
+			case 3: NARROW_SUM(float, 3); return;
+			case 4: NARROW_SUM(float, 4); return;
+		}
+	else
+		switch (d)
+		{
+			case 1: NARROW_SUM(double, 1); return;
+			case 2: NARROW_SUM(double, 2); return;
+			case 3: NARROW_SUM(double, 3); return;
+			case 4: NARROW_SUM(double, 4); return;
+		}
+	for (int64_t i = from; i < to; i++)
+		row_add(s, x, dt, i, d);
 }
 
 /* Per cluster, in row order: the sums of the rows (sums != NULL) or of d2 (inertia != NULL). */
@@ -675,94 +779,67 @@ typedef struct sum_job
 	double	   *inertia;
 } sum_job;
 
-/* Rows of at most this many features are summed without a branch. */
-#define KM_NARROW 8
-
-/* One range of clusters: every row read in order, those of the range summed. */
+/* Clusters [jb, je): each sums its rows in row order (as group_rows placed them). */
 static gc_status
-sum_block(void *arg, gc_worker *w, int64_t rb, int64_t re)
+sum_block(void *arg, gc_worker *w, int64_t jb, int64_t je)
 {
 	sum_job    *job = arg;
 	kmeans_ws  *ws = job->ws;
 	int32_t		d = ws->d;
-	int32_t		jlo = ws->range_start[rb];
-	int32_t		jhi = ws->range_start[re];
-	int64_t		stride = cancel_stride(d + 1);
 
-	if (job->sums)
-		memset(job->sums + (int64_t) jlo * d, 0, sizeof(double) * (size_t) (jhi - jlo) * d);
-	else
-		for (int32_t j = jlo; j < jhi; j++)
-			job->inertia[j] = 0.0;
-	for (int64_t from = 0; from < ws->n; from += stride)
+	for (int64_t j = jb; j < je; j++)
 	{
-		int64_t		to = from + stride < ws->n ? from + stride : ws->n;
+		int64_t		first = ws->cluster_start[j];
+		int64_t		m = ws->cluster_start[j + 1] - first;
+		int64_t		stride = cancel_stride(d + 1);
 
-		if (job->sums && d <= KM_NARROW && ws->dtype == GC_F64)
+		if (job->sums)
 		{
-			/* the same for rows of double precision */
-			double		junk[KM_NARROW];
-			double	   *base[2] = {junk, job->sums};
+			double	   *s = job->sums + j * d;
 
-			for (int64_t i = from; i < to; i++)
+			memset(s, 0, sizeof(double) * (size_t) d);
+			for (int64_t from = 0; from < m; from += stride)
 			{
-				int32_t		j = ws->labels[i];
-				int			in = (uint32_t) (j - jlo) < (uint32_t) (jhi - jlo);
-				double	   *acc = base[in] + (int64_t) (in ? j : 0) * d;
-				const double *row = (const double *) ws->x + i * d;
+				int64_t		to = from + stride < m ? from + stride : m;
 
-				for (int32_t t = 0; t < d; t++)
-					acc[t] += row[t];
-			}
-		}
-		else if (job->sums && d <= KM_NARROW)
-		{
-			/*
-			 * Narrow rows without a branch: the rows of other ranges go to
-			 * junk, those of this range to their cluster, in row order.
-			 */
-			double		junk[KM_NARROW];
-			double	   *base[2] = {junk, job->sums};
-
-			for (int64_t i = from; i < to; i++)
-			{
-				int32_t		j = ws->labels[i];
-				int			in = (uint32_t) (j - jlo) < (uint32_t) (jhi - jlo);
-				double	   *acc = base[in] + (int64_t) (in ? j : 0) * d;
-				const float *row = (const float *) ws->x + i * d;
-
-				for (int32_t t = 0; t < d; t++)
-					acc[t] += (double) row[t];
+				if (ws->group == GROUP_ROWS)
+					narrow_sum(s, ws->gbuf, ws->dtype, first + from, first + to, d);
+				else
+					for (int64_t r = from; r < to; r++)
+						row_add(s, ws->x, ws->dtype, ((const int64_t *) ws->gbuf)[first + r], d);
+				if (gc_worker_tick(w, (to - from) * (int64_t) d, CANCEL_WORK))
+					return GC_ERR_CANCELLED;
 			}
 		}
 		else
-			for (int64_t i = from; i < to; i++)
-			{
-				int32_t		j = ws->labels[i];
+		{
+			const double *v = (const double *) ws->gbuf + first;
+			double		s = 0.0;
 
-				if ((uint32_t) (j - jlo) >= (uint32_t) (jhi - jlo))
-					continue;
-				if (job->sums)
-					row_add(job->sums + (int64_t) j * d, ws->x, ws->dtype, i, d);
-				else
-					job->inertia[j] += ws->d2[i];
-			}
-		if (gc_worker_tick(w, to - from, CANCEL_WORK))
-			return GC_ERR_CANCELLED;
+			for (int64_t r = 0; r < m; r++)
+				s += v[r];
+			job->inertia[j] = s;
+			if (gc_worker_tick(w, m, CANCEL_WORK))
+				return GC_ERR_CANCELLED;
+		}
 	}
 	return GC_OK;
 }
 
-/* The sums (or inertia) and counts of the clusters from the labels, each cluster in row order. */
+/*
+ * The sums (or inertia) and counts of the clusters from the labels, each
+ * cluster in row order; counted: block_hist holds the blocks' counts already.
+ */
 static gc_status
-sums_by_cluster(kmeans_ws *ws, double *sums, double *inertia)
+sums_by_cluster(kmeans_ws *ws, double *sums, double *inertia, int counted)
 {
 	sum_job		job = {ws, sums, inertia};
 	gc_status	st;
 
-	if ((st = count_rows(ws)) != GC_OK)
+	if ((st = group_rows(ws, sums ? (ws->d <= KM_NARROW ? GROUP_ROWS : GROUP_INDEX) : GROUP_D2,
+						 counted)) != GC_OK)
 		return st;
-	return gc_pool_for(ws->ctx->pool, ws->nranges, 1, sum_block, &job);
+	return gc_pool_for(ws->ctx->pool, ws->k, gc_pool_grain(ws->ctx->pool, ws->k, 1), sum_block, &job);
 }
 
 /* Squared distance of each row of a block to its assigned centroid. */
@@ -837,17 +914,50 @@ bounds_half_parallel(kmeans_ws *ws)
 static gc_status
 assign_parallel(kmeans_ws *ws, double *second, const km_moves *moves, int bounded, km_acc *acc)
 {
-	assign_job	job = {ws, second, moves, bounded, 0};
+	assign_job	job = {ws, second, moves, bounded, acc != NULL, 0};
 	gc_status	st;
 
-	st = gc_pool_for(ws->ctx->pool, ws->n, gc_pool_grain(ws->ctx->pool, ws->n, 1024),
-					 assign_block, &job);
+	st = gc_pool_for(ws->ctx->pool, ws->group_blocks, 1, assign_block, &job);
 	if (st == GC_OK && acc)
 	{
 		acc->changed = job.changed;
-		st = sums_by_cluster(ws, acc->sums, NULL);
+		st = sums_by_cluster(ws, acc->sums, NULL, 1);
 	}
 	return st;
+}
+
+/* A loop over the rows in blocks on every thread. */
+static gc_status
+per_row(kmeans_ws *ws, gc_pool_fn fn)
+{
+	if (ws->threads > 1)
+		return gc_pool_for(ws->ctx->pool, ws->n, gc_pool_grain(ws->ctx->pool, ws->n, 4096), fn, ws);
+	return fn(ws, NULL, 0, ws->n);
+}
+
+/* The first bounds of a block of rows: the distances to the nearest and second nearest centroid. */
+static gc_status
+bounds_from_d2_block(void *arg, gc_worker *w, int64_t b, int64_t e)
+{
+	kmeans_ws  *ws = arg;
+
+	for (int64_t i = b; i < e; i++)
+	{
+		ws->bound_u[i] = sqrt(ws->d2[i]);
+		ws->bound_l[i] = sqrt(ws->bound_l[i]);
+	}
+	return GC_OK;
+}
+
+/* The output distances of a block of rows. */
+static gc_status
+distance_block(void *arg, gc_worker *w, int64_t b, int64_t e)
+{
+	kmeans_ws  *ws = arg;
+
+	for (int64_t i = b; i < e; i++)
+		ws->result->distance[i] = gc_metric_distance(ws->metric, ws->d2[i]);
+	return GC_OK;
 }
 
 /* ---------------------------------------------------------------- workspace */
@@ -903,8 +1013,8 @@ kmeans_ws_alloc(kmeans_ws *ws)
 						   (long long) ws->n, ws->k);
 	if (ws->threads > 1)
 	{
-		/* blocks of the count: a few per thread, at most 2^22 counters in all */
-		int64_t		blocks = (int64_t) ws->threads * 4;
+		/* blocks of the assignment and count: several per thread, at most 2^22 counters in all */
+		int64_t		blocks = (int64_t) ws->threads * 8;
 
 		if (blocks > ws->n / 4096)
 			blocks = ws->n / 4096;
@@ -914,12 +1024,16 @@ kmeans_ws_alloc(kmeans_ws *ws)
 			blocks = 1;
 		ws->group_chunk = (ws->n + blocks - 1) / blocks;
 		ws->group_blocks = (ws->n + ws->group_chunk - 1) / ws->group_chunk;
-		ws->tdist = malloc(sizeof(double) * k * (size_t) ws->threads);
-		ws->range_start = malloc(sizeof(int32_t) * ((size_t) ws->threads + 1));
+		/* each thread's distances on cache lines of their own: they are written for every row */
+		ws->tdist_stride = (int64_t) (k + 7) / 8 * 8;
+		ws->tdist = aligned_alloc(64, sizeof(double) * (size_t) ws->tdist_stride * (size_t) ws->threads);
+		ws->gbuf = malloc(ws->d <= KM_NARROW && gc_dtype_size(ws->dtype) * ws->d > 8 ?
+						  gc_dtype_size(ws->dtype) * ws->d * n : 8 * n);
+		ws->cluster_start = malloc(sizeof(int64_t) * (k + 1));
 		ws->block_hist = malloc(sizeof(int64_t) * k * (size_t) ws->group_blocks);
-		if (!ws->tdist || !ws->range_start || !ws->block_hist)
-			return gc_core_oom(ws->ctx, sizeof(double) * k * (size_t) ws->threads +
-							   sizeof(int32_t) * ((size_t) ws->threads + 1) +
+		if (!ws->tdist || !ws->gbuf || !ws->cluster_start || !ws->block_hist)
+			return gc_core_oom(ws->ctx, sizeof(double) * (size_t) ws->tdist_stride * (size_t) ws->threads +
+							   sizeof(int64_t) * (n + k + 1) +
 							   sizeof(int64_t) * k * (size_t) ws->group_blocks,
 							   "out of memory for k-means on %d threads (%lld rows, k = %d)",
 							   ws->threads, (long long) ws->n, ws->k);
@@ -942,7 +1056,8 @@ kmeans_ws_free(kmeans_ws *ws)
 	free(ws->delta);
 	free(ws->counts);
 	free(ws->tdist);
-	free(ws->range_start);
+	free(ws->gbuf);
+	free(ws->cluster_start);
 	free(ws->block_hist);
 	memset(ws, 0, sizeof(*ws));
 }
@@ -1035,11 +1150,7 @@ kmeans_assign(kmeans_ws *ws, int32_t it)
 	ws->d2_valid = 1;
 	st = assign_all(ws, ws->bounds ? ws->bound_l : NULL, &ws->acc);
 	if (st == GC_OK && ws->bounds)
-		for (int64_t i = 0; i < ws->n; i++)
-		{
-			ws->bound_u[i] = sqrt(ws->d2[i]);
-			ws->bound_l[i] = sqrt(ws->bound_l[i]);
-		}
+		st = per_row(ws, bounds_from_d2_block);
 	return st;
 }
 
@@ -1177,16 +1288,14 @@ kmeans_final(kmeans_ws *ws)
 	if (ws->threads > 1)
 	{
 		/* the inertia of each cluster over its rows in row order, as below */
-		if ((st = sums_by_cluster(ws, NULL, result->inertia)) != GC_OK)
+		if ((st = sums_by_cluster(ws, NULL, result->inertia, 0)) != GC_OK)
 			return st;
 		for (int32_t j = 0; j < ws->k; j++)
 		{
 			result->sizes[j] = ws->counts[j];
 			result->inertia[j] = km_inertia(ws->metric, result->inertia[j]);
 		}
-		for (int64_t i = 0; i < ws->n; i++)
-			result->distance[i] = gc_metric_distance(ws->metric, ws->d2[i]);
-		return GC_OK;
+		return per_row(ws, distance_block);
 	}
 	for (int32_t j = 0; j < ws->k; j++)
 	{

@@ -1214,6 +1214,27 @@ test_threads(void)
 		threads_case("5-D given centroids with a duplicate", x, n, d, &p);
 	}
 	free(x);
+	/* one, three and four features (the sums of narrow rows in registers), float and double */
+	for (d = 1; d <= 4; d += (d == 1 ? 2 : 1))
+	{
+		double	   *y;
+		char		what[64];
+
+		n = 50000;
+		x = blobs(12, (int) (n / 12), d, centres, 9);
+		y = malloc(sizeof(double) * n * d);
+		for (int64_t i = 0; i < n * d; i++)
+			y[i] = (double) x[i] + 1e-9 * (double) (i % 7);
+		p = params(12, GC_KMEANS_INIT_RANDOM, NULL);
+		p.seed = 11;
+		p.tol = 0.0;
+		snprintf(what, sizeof(what), "%d-D k = 12 random, float", d);
+		threads_case(what, x, n, d, &p);
+		snprintf(what, sizeof(what), "%d-D k = 12 random, double", d);
+		threads_case_dt(what, y, GC_F64, n, d, &p);
+		free(y);
+		free(x);
+	}
 	free(centres);
 }
 
