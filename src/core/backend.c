@@ -239,7 +239,10 @@ cpu_kmeans_assign(const gc_exec *exec, const void *x, gc_dtype dtype, int64_t n,
 	if (n == 0)
 		return GC_OK;
 	t0 = gc_core_now_ms();
+	if ((st = cpu_pool_start(&ctx, GC_POOL_MAX_THREADS)) != GC_OK)
+		return st;
 	st = gc_core_kmeans_assign(&ctx, x, dtype, n, d, params, result);
+	cpu_pool_end(&ctx);
 	ctx.timing->compute_ms = gc_core_now_ms() - t0;
 	return st;
 }

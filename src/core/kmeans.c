@@ -54,7 +54,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "blas.h"
 #include "core.h"
+#include "kmeans_gemm.h"
 #include "kmeans_init.h"
 #include "metric.h"
 
@@ -71,6 +73,13 @@
  * (the centroid-to-centroid distances cost k * k * d per iteration).
  */
 #define BOUND_SLACK 1e-9
+
+/*
+ * The full searches go through the checked matrix product (kmeans_gemm.h)
+ * from this many features and centroids on, when OpenBLAS is installed.
+ */
+#define KM_GEMM_MIN_D 16
+#define KM_GEMM_MIN_K 16
 
 /*
  * Work between two questions to the cancel callback, counted in products of
@@ -153,8 +162,25 @@ typedef struct kmeans_ws
 	int			strict;			/* stopped because nothing changed */
 	int64_t		work_done;		/* work units since the last cancel question */
 
+	/*
+	 * The checked product (kmeans_gemm.h) for the full searches, when
+	 * OpenBLAS is there and d and k are large enough: prepared per
+	 * assignment; each thread its scratch and a batch of rows.
+	 */
+	int			use_gemm;		/* the call may use it */
+	int			gemm;			/* this assignment uses it */
+	gc_kmg	   *kmg;
+	gc_kmg_scratch **kscratch;	/* [threads] */
+	int32_t		batch;			/* rows per product */
+	int64_t    *brows;			/* [threads, batch] rows waiting for the product */
+	int32_t    *blabel;			/* [threads, batch] its answers */
+	double	   *bbest;
+	double	   *bsecond;
+	double	   *mean;			/* [d] the data mean, the centre of the product */
+
 	/* several threads */
 	int			threads;		/* of the pool */
+	int			par;			/* the blocked (parallel) assignment and sums: threads > 1 or gemm */
 	double	   *tdist;			/* [threads, tdist_stride] distances of one row, per thread */
 	int64_t		tdist_stride;	/* k rounded up to a cache line of doubles */
 	char	   *gbuf;			/* [n] what group_rows placed: row numbers, narrow rows or d2 */
@@ -438,7 +464,8 @@ assign_all(kmeans_ws *ws, double *second, km_acc *acc)
 	double	   *dist = ws->work + (int64_t) ws->k * ws->d;
 
 	transpose_centroids(ws->cen, ws->k, ws->d, cent);
-	if (ws->threads > 1)
+	ws->gemm = ws->use_gemm && gc_kmg_prepare(ws->kmg, ws->cen, ws->mean);
+	if (ws->par)
 		return assign_parallel(ws, second, NULL, 0, acc);
 	for (int64_t from = 0; from < ws->n; from += stride)
 	{
@@ -507,21 +534,19 @@ bounds_half(kmeans_ws *ws)
 
 /*
  * Row i under Hamerly's bounds: moves its bounds by the last centroid moves
- * (when moves is not NULL), keeps its cluster when the bounds allow, else
- * gets the full search.  Returns the work done (work_cancelled's units).
+ * (when moves is not NULL) and tells whether the bounds keep its cluster
+ * (1), after computing its distance to it when they need it, or whether it
+ * needs the full search (0).  Adds the work done (work_cancelled's units).
  */
-static int64_t
-bounded_row_in(kmeans_ws *ws, int64_t i, const km_moves *moves, km_acc *acc, double *dist)
+static int
+bounded_keep(kmeans_ws *ws, int64_t i, const km_moves *moves, int64_t *work)
 {
-	int32_t		d = ws->d;
 	int32_t		a = ws->labels[i];
 	double	   *u = ws->bound_u;
 	double	   *l = ws->bound_l;
-	double		m,
-				best,
-				next;
-	int64_t		work = 1;
+	double		m;
 
+	*work += 1;
 	if (moves)
 	{
 		u[i] += moves->delta[a];
@@ -530,18 +555,33 @@ bounded_row_in(kmeans_ws *ws, int64_t i, const km_moves *moves, km_acc *acc, dou
 	m = ws->half[a] > l[i] ? ws->half[a] : l[i];
 	if (u[i] * (1.0 + BOUND_SLACK) >= m)
 	{
-		u[i] = sqrt(row_d2(ws->x, ws->dtype, i, d, ws->cen + (int64_t) a * d));
-		work += d;
+		u[i] = sqrt(row_d2(ws->x, ws->dtype, i, ws->d, ws->cen + (int64_t) a * ws->d));
+		*work += ws->d;
 	}
-	if (u[i] * (1.0 + BOUND_SLACK) < m)
+	return u[i] * (1.0 + BOUND_SLACK) < m;
+}
+
+/*
+ * Row i under Hamerly's bounds: keeps its cluster when the bounds allow,
+ * else gets the full search.  Returns the work done.
+ */
+static int64_t
+bounded_row_in(kmeans_ws *ws, int64_t i, const km_moves *moves, km_acc *acc, double *dist)
+{
+	int32_t		d = ws->d;
+	double		best,
+				next;
+	int64_t		work = 0;
+
+	if (bounded_keep(ws, i, moves, &work))
 	{
 		if (acc)
-			acc_add(acc, ws->x, ws->dtype, i, d, a, a);
+			acc_add(acc, ws->x, ws->dtype, i, d, ws->labels[i], ws->labels[i]);
 		return work;
 	}
 	assign_rows(ws->x, ws->dtype, i, i + 1, d, ws->work, ws->k, ws->labels, &best, &next, dist, acc);
-	u[i] = sqrt(best);
-	l[i] = sqrt(next);
+	ws->bound_u[i] = sqrt(best);
+	ws->bound_l[i] = sqrt(next);
 	return work + (int64_t) ws->k * d;
 }
 
@@ -563,7 +603,8 @@ assign_bounded(kmeans_ws *ws, const km_moves *moves, km_acc *acc)
 	transpose_centroids(ws->cen, ws->k, ws->d, ws->work);
 	if ((st = bounds_half(ws)) != GC_OK)
 		return st;
-	if (ws->threads > 1)
+	ws->gemm = ws->use_gemm && gc_kmg_prepare(ws->kmg, ws->cen, ws->mean);
+	if (ws->par)
 		return assign_parallel(ws, NULL, moves, 1, acc);
 	for (int64_t i = 0; i < ws->n; i++)
 		if (work_cancelled(ws, bounded_row(ws, i, moves, acc)))
@@ -592,6 +633,89 @@ typedef struct assign_job
 } assign_job;
 
 /*
+ * Rows brows[0 .. nb) of worker w through the checked product: labels, and
+ * the bounds (bounded) or d2 and second.  Returns the rows that changed
+ * cluster, or -1 when the loop must stop.
+ */
+static int64_t
+gemm_flush(kmeans_ws *ws, gc_worker *w, const assign_job *job, const int64_t *rows, int64_t from,
+		   int32_t nb)
+{
+	int32_t    *lab = ws->blabel + (int64_t) w->id * ws->batch;
+	double	   *best = ws->bbest + (int64_t) w->id * ws->batch;
+	double	   *second = ws->bsecond + (int64_t) w->id * ws->batch;
+	int64_t		changed = 0;
+	int64_t		work;
+
+	if (job->bounded)
+	{
+		work = gc_kmg_assign(ws->kmg, ws->kscratch[w->id], ws->x, rows, 0, nb, lab, best, second, NULL);
+		for (int32_t q = 0; q < nb; q++)
+		{
+			int64_t		i = rows[q];
+
+			changed += ws->labels[i] != lab[q];
+			ws->labels[i] = lab[q];
+			ws->bound_u[i] = sqrt(best[q]);
+			ws->bound_l[i] = sqrt(second[q]);
+		}
+	}
+	else
+	{
+		work = gc_kmg_assign(ws->kmg, ws->kscratch[w->id], ws->x, NULL, from, nb, lab, ws->d2 + from,
+							 job->second ? job->second + from : NULL, NULL);
+		for (int32_t q = 0; q < nb; q++)
+		{
+			changed += ws->labels[from + q] != lab[q];
+			ws->labels[from + q] = lab[q];
+		}
+	}
+	return gc_worker_tick(w, work, CANCEL_WORK) ? -1 : changed;
+}
+
+/*
+ * Rows [b, e) through the checked product, in batches: every row
+ * (assign_all), or under the bounds those the bounds do not keep.  Returns
+ * the rows that changed cluster, or -1 when the loop must stop.
+ */
+static int64_t
+gemm_block(kmeans_ws *ws, gc_worker *w, const assign_job *job, int64_t b, int64_t e)
+{
+	int64_t    *rows = ws->brows + (int64_t) w->id * ws->batch;
+	int64_t		changed = 0;
+	int64_t		c;
+	int32_t		nb = 0;
+
+	if (!job->bounded)
+	{
+		for (int64_t from = b; from < e; from += ws->batch)
+		{
+			if ((c = gemm_flush(ws, w, job, NULL, from, (int32_t) (e - from < ws->batch ? e - from : ws->batch))) < 0)
+				return -1;
+			changed += c;
+		}
+		return changed;
+	}
+	for (int64_t i = b; i < e; i++)
+	{
+		int64_t		work = 0;
+
+		if (!bounded_keep(ws, i, job->moves, &work))
+			rows[nb++] = i;
+		if (gc_worker_tick(w, work, CANCEL_WORK))
+			return -1;
+		if (nb == ws->batch || (i + 1 == e && nb > 0))
+		{
+			if ((c = gemm_flush(ws, w, job, rows, 0, nb)) < 0)
+				return -1;
+			changed += c;
+			nb = 0;
+		}
+	}
+	return changed;
+}
+
+/*
  * Group block gb of the rows (group_chunk rows; see group_rows): labels and
  * d2 or bounds, and with job->count the block's rows per cluster into its
  * row of block_hist.
@@ -606,7 +730,12 @@ assign_block(void *arg, gc_worker *w, int64_t gb, int64_t ge)
 	int64_t		e = ws->n - b > ws->group_chunk ? b + ws->group_chunk : ws->n;
 	int64_t    *h = ws->block_hist + gb * ws->k;
 
-	if (!job->bounded)
+	if (ws->gemm)
+	{
+		if ((changed = gemm_block(ws, w, job, b, e)) < 0)
+			return GC_ERR_CANCELLED;
+	}
+	else if (!job->bounded)
 	{
 		int64_t		stride = cancel_stride((int64_t) ws->k * ws->d);
 
@@ -982,6 +1111,9 @@ kmeans_ws_init(kmeans_ws *ws, gc_core_ctx *ctx, const void *x, gc_dtype dtype, g
 	ws->bounds = ws->k >= 3 && (int64_t) ws->k * ws->k <= n;
 	/* a small input is done sooner on one thread than the threads are started */
 	ws->threads = n >= 4096 ? gc_pool_threads(ctx->pool) : 1;
+	/* the checked product pays from a few dozen products per row (OpenBLAS opened here, on the caller's thread) */
+	ws->use_gemm = d >= KM_GEMM_MIN_D && ws->k >= KM_GEMM_MIN_K && gc_blas_available();
+	ws->par = ws->threads > 1 || ws->use_gemm;
 }
 
 /* Allocates the working arrays. */
@@ -1011,7 +1143,7 @@ kmeans_ws_alloc(kmeans_ws *ws)
 		return gc_core_oom(ws->ctx, bytes,
 						   "out of memory for k-means working arrays (%lld rows, k = %d)",
 						   (long long) ws->n, ws->k);
-	if (ws->threads > 1)
+	if (ws->par)
 	{
 		/* blocks of the assignment and count: several per thread, at most 2^22 counters in all */
 		int64_t		blocks = (int64_t) ws->threads * 8;
@@ -1038,6 +1170,29 @@ kmeans_ws_alloc(kmeans_ws *ws)
 							   "out of memory for k-means on %d threads (%lld rows, k = %d)",
 							   ws->threads, (long long) ws->n, ws->k);
 	}
+	if (ws->use_gemm)
+	{
+		size_t		t = (size_t) ws->threads;
+		int			ok;
+
+		ws->kmg = gc_kmg_create(ws->k, ws->d, ws->dtype);
+		ws->batch = gc_kmg_default_batch(ws->k);
+		ws->kscratch = calloc(t, sizeof(gc_kmg_scratch *));
+		ws->brows = malloc(sizeof(int64_t) * t * (size_t) ws->batch);
+		ws->blabel = malloc(sizeof(int32_t) * t * (size_t) ws->batch);
+		ws->bbest = malloc(sizeof(double) * t * (size_t) ws->batch);
+		ws->bsecond = malloc(sizeof(double) * t * (size_t) ws->batch);
+		ws->mean = calloc((size_t) ws->d, sizeof(double));
+		ok = ws->kmg && ws->kscratch && ws->brows && ws->blabel && ws->bbest && ws->bsecond && ws->mean;
+		for (size_t i = 0; ok && i < t; i++)
+			ok = (ws->kscratch[i] = gc_kmg_scratch_create(ws->kmg, ws->batch)) != NULL;
+		if (!ok)
+			return gc_core_oom(ws->ctx, gc_kmg_bytes(ws->k, ws->d, ws->dtype) +
+							   t * (gc_kmg_scratch_bytes(ws->k, ws->d, ws->dtype, ws->batch) +
+									(size_t) ws->batch * 28),
+							   "out of memory for the k-means matrix product (k = %d, d = %d, %d threads)",
+							   ws->k, ws->d, ws->threads);
+	}
 	return GC_OK;
 }
 
@@ -1059,6 +1214,16 @@ kmeans_ws_free(kmeans_ws *ws)
 	free(ws->gbuf);
 	free(ws->cluster_start);
 	free(ws->block_hist);
+	if (ws->kscratch)
+		for (int i = 0; i < ws->threads; i++)
+			gc_kmg_scratch_free(ws->kscratch[i]);
+	free(ws->kscratch);
+	gc_kmg_free(ws->kmg);
+	free(ws->brows);
+	free(ws->blabel);
+	free(ws->bbest);
+	free(ws->bsecond);
+	free(ws->mean);
 	memset(ws, 0, sizeof(*ws));
 }
 
@@ -1117,6 +1282,8 @@ kmeans_init(kmeans_ws *ws)
 						ws->scratch + ws->d, ws->ctx->cancel, ws->ctx->cancel_arg) != 0)
 		return gc_core_cancel_status(ws->ctx);
 	ws->tol_abs = ws->params->tol * mean_var;
+	if (ws->use_gemm)
+		memcpy(ws->mean, ws->scratch, sizeof(double) * (size_t) ws->d);
 	if ((st = initial_centroids(ws)) != GC_OK)
 		return st;
 
@@ -1285,7 +1452,7 @@ kmeans_final(kmeans_ws *ws)
 		return st;
 
 	memcpy(result->centroids, ws->cen, sizeof(double) * ws->kd);
-	if (ws->threads > 1)
+	if (ws->par)
 	{
 		/* the inertia of each cluster over its rows in row order, as below */
 		if ((st = sums_by_cluster(ws, NULL, result->inertia, 0)) != GC_OK)
@@ -1443,22 +1610,22 @@ gc_core_kmeans_assign(gc_core_ctx *ctx, const void *x, gc_dtype dtype, int64_t n
 	kmeans_ws	ws;
 	gc_status	st = GC_OK;
 	double		t0 = gc_core_now_ms();
+	double		mean_var;
 
 	memset(&kp, 0, sizeof(kp));
 	memset(&kr, 0, sizeof(kr));
 	kp.k = params->k;
 	kr.labels = result->labels;
+	kr.distance = result->distance;
 	km_pick_kernel();
 	kmeans_ws_init(&ws, ctx, x, dtype, params->metric, n, d, &kp, &kr);
 	ws.bounds = 0;
-	ws.cen = malloc(sizeof(double) * ws.kd);
-	ws.d2 = malloc(sizeof(double) * (size_t) n);
-	ws.work = malloc(sizeof(double) * (ws.kd + (size_t) ws.k));
-	if (!ws.cen || !ws.d2 || !ws.work)
-		st = gc_core_oom(ctx, sizeof(double) * (2 * ws.kd + (size_t) ws.k + (size_t) n),
-						 "out of memory for k-means assignment (%lld rows, k = %d)",
-						 (long long) n, ws.k);
-	else
+	st = kmeans_ws_alloc(&ws);
+	if (st == GC_OK && ws.use_gemm &&
+		gc_kmeans_stats(x, dtype, n, d, &mean_var, ws.mean, NULL, NULL, ws.scratch,
+						ctx->cancel, ctx->cancel_arg) != 0)
+		st = gc_core_cancel_status(ctx);
+	if (st == GC_OK)
 	{
 		memcpy(ws.cen, params->centroids, sizeof(double) * ws.kd);
 		ctx->timing->phase_ms[0] = gc_core_now_ms() - t0;
@@ -1469,8 +1636,7 @@ gc_core_kmeans_assign(gc_core_ctx *ctx, const void *x, gc_dtype dtype, int64_t n
 	if (st == GC_OK)
 	{
 		t0 = gc_core_now_ms();
-		for (int64_t i = 0; i < n; i++)
-			result->distance[i] = gc_metric_distance(params->metric, ws.d2[i]);
+		st = per_row(&ws, distance_block);
 		ctx->timing->phase_ms[2] = gc_core_now_ms() - t0;
 	}
 	kmeans_ws_free(&ws);

@@ -1880,6 +1880,81 @@ test_cosine_reference(void)
 	free(w32);
 }
 
+/*
+ * Rows of many features and many centroids, whose full searches go through
+ * the checked matrix product when OpenBLAS is installed: the reference's
+ * answer bit for bit on one and three threads, float and double rows, far
+ * from the origin with two decimals (many near ties), Euclidean and cosine,
+ * with Hamerly's bounds (k^2 <= n) and without.
+ */
+static void
+test_product_reference(void)
+{
+	int32_t		d = 40;
+	int64_t		n = 6000;
+	double	   *x64 = malloc(sizeof(double) * n * d);
+	float	   *x32 = malloc(sizeof(float) * n * d);
+	double	   *w32;
+	double	   *init = malloc(sizeof(double) * 90 * d);
+	uint64_t	s = 77;
+
+	for (int64_t i = 0; i < n; i++)
+	{
+		int			blob = (int) (unif(&s) * 30);
+
+		for (int32_t t = 0; t < d; t++)
+			x64[i * d + t] = round((1000.0 + 0.3 * blob + (t % 3) * 0.1 * blob + 2.0 * unif(&s)) * 100.0) / 100.0;
+	}
+	for (int m = 0; m < 2; m++)
+	{
+		gc_metric	metric = m ? GC_METRIC_COSINE : GC_METRIC_EUCLIDEAN;
+
+		if (m)
+		{
+			for (int64_t i = 0; i < n * d; i++)
+				x64[i] -= 1001.0;
+			gc_unit_rows(x64, GC_F64, n, d);
+		}
+		for (int64_t i = 0; i < n * d; i++)
+			x32[i] = (float) x64[i];
+		if (m)
+			gc_unit_rows(x32, GC_F32, n, d);
+		w32 = widen(x32, n * d);
+		for (int kk = 20; kk <= 90; kk += 70)
+			for (int prec = 0; prec < 2; prec++)
+			{
+				const double *y = prec ? w32 : x64;
+				gc_kmeans_params p = params(kk, GC_KMEANS_INIT_GIVEN, init);
+				RefOut		o;
+
+				for (int32_t j = 0; j < kk; j++)
+					memcpy(init + (int64_t) j * d, y + (int64_t) (j * 61) * d, sizeof(double) * d);
+				p.metric = metric;
+				p.max_iter = 30;
+				ref_lloyd(y, n, d, kk, init, 30, 1e-4, metric, &o);
+				for (int th = 1; th <= 3; th += 2)
+				{
+					Run			r;
+					char		what[128];
+
+					unit_threads = th;
+					run_kmeans_dt(&r, prec ? (const void *) x32 : (const void *) x64, prec ? GC_F32 : GC_F64,
+								  n, d, &p);
+					snprintf(what, sizeof(what), "%d-D %s %s, k = %d, %d threads", d,
+							 prec ? "float" : "double", m ? "cosine" : "euclidean", kk, th);
+					check_against_ref(what, &r, &o, n, d, kk);
+					free_run(&r);
+				}
+				unit_threads = 0;
+				ref_free(&o);
+			}
+		free(w32);
+	}
+	free(x64);
+	free(x32);
+	free(init);
+}
+
 /* The assignment in both precisions and metrics against a brute-force search, bit for bit. */
 static void
 test_assign_both(void)
@@ -2082,6 +2157,7 @@ main(void)
 	test_cosine_known();
 	test_cosine_reference();
 	test_assign_both();
+	test_product_reference();
 	test_n_init_both();
 	test_threads_both();
 	UNIT_DONE();
