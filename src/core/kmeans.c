@@ -41,10 +41,12 @@
  *
  * With several threads (pool.h) the rows are assigned in blocks on every
  * thread, and the sums of a cluster are still taken over its rows in row
- * order: a stable counting sort of the labels (in blocks fixed by n) groups
- * the rows by cluster, and each cluster's rows are summed in that order on
- * some thread.  The centroids, labels and inertia are therefore those of
- * one thread, bit for bit, whatever the number of threads.
+ * order: a stable counting sort of the labels groups the rows (narrow ones)
+ * or their numbers (wide ones) by cluster, and each cluster's rows are
+ * summed in that order on some thread; on one or two threads wide rows are
+ * summed by ranges of clusters, each thread reading every row in order.
+ * The centroids, labels and inertia are therefore those of one thread, bit
+ * for bit, whatever the number of threads.
  * Lloyd's iteration and its GPU counterpart follow Li, Zhao and Chu,
  * "Speeding up K-Means Algorithm by GPUs"; k-means++ is Arthur and
  * Vassilvitskii's, "k-means++: The Advantages of Careful Seeding".
@@ -109,9 +111,8 @@ typedef struct km_moves
 } km_moves;
 
 /*
- * What group_rows places in order: row numbers (rows of many features are
- * read back through them), the rows themselves (narrow rows: the sums then
- * read memory in order), or the rows' d2 (the inertia).
+ * What group_rows places in order: the rows themselves (narrow rows: the
+ * sums then read memory in order) or the rows' d2 (the inertia).
  */
 typedef enum
 {
@@ -120,7 +121,9 @@ typedef enum
 	GROUP_D2
 } group_what;
 
-/* Rows of at most this many features are grouped by value rather than by number. */
+/*
+ * Rows of at most this many features are grouped by value rather than by number.
+ */
 #define KM_NARROW 8
 
 /* Everything one k-means call holds; freed by kmeans_ws_free. */
@@ -186,6 +189,7 @@ typedef struct kmeans_ws
 	char	   *gbuf;			/* [n] what group_rows placed: row numbers, narrow rows or d2 */
 	group_what	group;
 	int64_t    *cluster_start;	/* [k + 1] cluster j's rows in order */
+	int32_t    *range_start;	/* [threads + 1] ranges of clusters of sum_ranges */
 	int64_t    *block_hist;		/* [blocks, k] rows per cluster of each block, then its offsets */
 	int64_t		group_blocks;
 	int64_t		group_chunk;	/* rows per block of the count */
@@ -956,6 +960,89 @@ sum_block(void *arg, gc_worker *w, int64_t jb, int64_t je)
 }
 
 /*
+ * Wide rows on one or two threads: the clusters cut into as many ranges of
+ * about equal rows, one thread per range reading every row in order and
+ * summing those of its range (on more threads the rows are grouped by
+ * number instead, so that no thread reads them all).
+ */
+typedef struct range_job
+{
+	kmeans_ws  *ws;
+	double	   *sums;
+	int32_t		nranges;
+	int32_t    *range;			/* [nranges + 1] first cluster of each range */
+} range_job;
+
+static gc_status
+range_block(void *arg, gc_worker *w, int64_t rb, int64_t re)
+{
+	range_job  *job = arg;
+	kmeans_ws  *ws = job->ws;
+	int32_t		d = ws->d;
+	int64_t		stride = cancel_stride(d + 1);
+
+	for (int64_t r = rb; r < re; r++)
+	{
+		int32_t		jlo = job->range[r];
+		int32_t		jhi = job->range[r + 1];
+
+		memset(job->sums + (int64_t) jlo * d, 0, sizeof(double) * (size_t) (jhi - jlo) * d);
+		for (int64_t from = 0; from < ws->n; from += stride)
+		{
+			int64_t		to = from + stride < ws->n ? from + stride : ws->n;
+
+			for (int64_t i = from; i < to; i++)
+			{
+				int32_t		j = ws->labels[i];
+
+				if ((uint32_t) (j - jlo) < (uint32_t) (jhi - jlo))
+					row_add(job->sums + (int64_t) j * d, ws->x, ws->dtype, i, d);
+			}
+			if (gc_worker_tick(w, (to - from) * (d + 1), CANCEL_WORK))
+				return GC_ERR_CANCELLED;
+		}
+	}
+	return GC_OK;
+}
+
+/* The sums of wide rows from the labels and the counts, on one range per thread. */
+static gc_status
+sum_ranges(kmeans_ws *ws, double *sums)
+{
+	range_job	job = {ws, sums, 0, ws->range_start};
+	int32_t		want = ws->threads < ws->k ? ws->threads : ws->k;
+	int64_t		per = (ws->n + want - 1) / want;
+	int64_t		acc = 0;
+
+	job.range[0] = 0;
+	for (int32_t j = 0; j < ws->k; j++)
+	{
+		acc += ws->counts[j];
+		if (acc >= per && j + 1 < ws->k && job.nranges + 1 < want)
+		{
+			job.range[++job.nranges] = j + 1;
+			acc = 0;
+		}
+	}
+	job.range[++job.nranges] = ws->k;
+	return gc_pool_for(ws->ctx->pool, job.nranges, 1, range_block, &job);
+}
+
+/* The counts of the clusters from block_hist (the blocks' counts). */
+static void
+counts_from_blocks(kmeans_ws *ws)
+{
+	for (int32_t j = 0; j < ws->k; j++)
+	{
+		int64_t		c = 0;
+
+		for (int64_t b = 0; b < ws->group_blocks; b++)
+			c += ws->block_hist[b * ws->k + j];
+		ws->counts[j] = c;
+	}
+}
+
+/*
  * The sums (or inertia) and counts of the clusters from the labels, each
  * cluster in row order; counted: block_hist holds the blocks' counts already.
  */
@@ -965,7 +1052,14 @@ sums_by_cluster(kmeans_ws *ws, double *sums, double *inertia, int counted)
 	sum_job		job = {ws, sums, inertia};
 	gc_status	st;
 
-	if ((st = group_rows(ws, sums ? (ws->d <= KM_NARROW ? GROUP_ROWS : GROUP_INDEX) : GROUP_D2,
+	if (sums && ws->d > KM_NARROW && ws->threads <= 2)
+	{
+		if (!counted && (st = gc_pool_for(ws->ctx->pool, ws->group_blocks, 1, count_block, ws)) != GC_OK)
+			return st;
+		counts_from_blocks(ws);
+		return sum_ranges(ws, sums);
+	}
+	if ((st = group_rows(ws, !sums ? GROUP_D2 : ws->d <= KM_NARROW ? GROUP_ROWS : GROUP_INDEX,
 						 counted)) != GC_OK)
 		return st;
 	return gc_pool_for(ws->ctx->pool, ws->k, gc_pool_grain(ws->ctx->pool, ws->k, 1), sum_block, &job);
@@ -1162,8 +1256,9 @@ kmeans_ws_alloc(kmeans_ws *ws)
 		ws->gbuf = malloc(ws->d <= KM_NARROW && gc_dtype_size(ws->dtype) * ws->d > 8 ?
 						  gc_dtype_size(ws->dtype) * ws->d * n : 8 * n);
 		ws->cluster_start = malloc(sizeof(int64_t) * (k + 1));
+		ws->range_start = malloc(sizeof(int32_t) * ((size_t) ws->threads + 1));
 		ws->block_hist = malloc(sizeof(int64_t) * k * (size_t) ws->group_blocks);
-		if (!ws->tdist || !ws->gbuf || !ws->cluster_start || !ws->block_hist)
+		if (!ws->tdist || !ws->gbuf || !ws->cluster_start || !ws->range_start || !ws->block_hist)
 			return gc_core_oom(ws->ctx, sizeof(double) * (size_t) ws->tdist_stride * (size_t) ws->threads +
 							   sizeof(int64_t) * (n + k + 1) +
 							   sizeof(int64_t) * k * (size_t) ws->group_blocks,
@@ -1213,6 +1308,7 @@ kmeans_ws_free(kmeans_ws *ws)
 	free(ws->tdist);
 	free(ws->gbuf);
 	free(ws->cluster_start);
+	free(ws->range_start);
 	free(ws->block_hist);
 	if (ws->kscratch)
 		for (int i = 0; i < ws->threads; i++)
