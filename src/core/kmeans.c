@@ -1372,8 +1372,10 @@ kmeans_init(kmeans_ws *ws)
 		return GC_ERR_CANCELLED;
 	if ((st = kmeans_ws_alloc(ws)) != GC_OK)
 		return st;
-	gc_core_debug(ws->ctx, "k-means: %lld rows, d = %d, k = %d, Hamerly's bounds %s",
-				  (long long) ws->n, ws->d, ws->k, ws->bounds ? "on" : "off");
+	gc_core_debug(ws->ctx, "k-means: %lld rows, d = %d, k = %d, Hamerly's bounds %s, full searches %s%s",
+				  (long long) ws->n, ws->d, ws->k, ws->bounds ? "on" : "off",
+				  ws->use_gemm ? "through the checked product of " : "exact",
+				  ws->use_gemm ? gc_blas_describe() : "");
 	if (gc_kmeans_stats(ws->x, ws->dtype, ws->n, ws->d, &mean_var, ws->scratch, NULL, NULL,
 						ws->scratch + ws->d, ws->ctx->cancel, ws->ctx->cancel_arg) != 0)
 		return gc_core_cancel_status(ws->ctx);
