@@ -83,7 +83,7 @@ CORE_SRCS  = $(sort $(wildcard src/core/*.c))
 UNIT_TESTS = $(patsubst %.c,%,$(sort $(wildcard test/unit/test_*.c)))
 test/unit/test_%: test/unit/test_%.c test/unit/unit.h $(CORE_SRCS) $(wildcard src/core/*.h common/*.h)
 	$(CC) -std=gnu11 -O2 -g $(GC_WARN_CFLAGS) $(GC_EXACT_CFLAGS) -Isrc/core $(GC_INCLUDES) -Itest/unit \
-	    -o $@ $< $(CORE_SRCS) -lm -pthread
+	    -o $@ $< $(CORE_SRCS) -ldl -lm -pthread
 
 unittest: $(UNIT_TESTS)
 	@set -e; for t in $(UNIT_TESTS); do echo "== $$t"; ./$$t; done
