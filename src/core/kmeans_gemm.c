@@ -48,6 +48,15 @@
 #include "blas.h"
 #include "kmeans_gemm.h"
 
+#define GC_KMG_RESTRICT __restrict__
+
+/* GCC vectorizes the loops over centroids below only when told (as kmeans.c's kernels). */
+#if defined(__GNUC__) && !defined(__clang__)
+#define KMG_VECTORIZE __attribute__((optimize("tree-vectorize", "vect-cost-model=dynamic")))
+#else
+#define KMG_VECTORIZE
+#endif
+
 /* Rows whose scaled norm exceeds this get the exact search (the float product would overflow). */
 #define KMG_ROW_LIMIT 0x1p50
 /* Above this d the single-precision bound is not worth using (g_d nears 1). */
@@ -71,6 +80,10 @@ struct gc_kmg
 				fb,
 				fc,
 				fd;				/* the bound's coefficients */
+	/* E_j = e0 nx^2 + e1[j] nx + e2[j], the same bound expanded in nx */
+	double		e0;
+	double	   *e1;				/* [k] */
+	double	   *e2;				/* [k] */
 };
 
 struct gc_kmg_scratch
@@ -87,6 +100,7 @@ struct gc_kmg_scratch
 	int32_t    *cand_j;			/* [batch k] */
 	double	   *cand_d;			/* [batch k] their exact distances */
 	double	   *lo;				/* [k] A - E of one row */
+	double	   *hi;				/* [k] A + E of one row */
 	double	   *nclo;			/* [batch] least A - E of a row's other centroids */
 	unsigned char *full;		/* [batch] the row gets the exact search */
 	double	   *dist;			/* [k] the exact search of one row */
@@ -114,7 +128,7 @@ size_t
 gc_kmg_bytes(int32_t k, int32_t d, gc_dtype dtype)
 {
 	return sizeof(gc_kmg) + sizeof(double) * (size_t) d
-		+ (size_t) k * d * elem_size(dtype) + 2 * sizeof(double) * (size_t) k;
+		+ (size_t) k * d * elem_size(dtype) + 4 * sizeof(double) * (size_t) k;
 }
 
 size_t
@@ -125,7 +139,7 @@ gc_kmg_scratch_bytes(int32_t k, int32_t d, gc_dtype dtype, int32_t batch)
 	return sizeof(gc_kmg_scratch) + b * (size_t) d * elem_size(dtype)
 		+ b * (size_t) k * (elem_size(dtype) + 2 * sizeof(int32_t) + sizeof(double))
 		+ b * (2 * sizeof(double) + sizeof(void *) + sizeof(int32_t) + 1)
-		+ sizeof(int32_t) + 2 * sizeof(double) * (size_t) k;
+		+ sizeof(int32_t) + 3 * sizeof(double) * (size_t) k;
 }
 
 gc_kmg *
@@ -145,7 +159,9 @@ gc_kmg_create(int32_t k, int32_t d, gc_dtype dtype)
 	p->cs = malloc((size_t) k * d * elem_size(dtype));
 	p->cn2 = malloc(sizeof(double) * (size_t) k);
 	p->cn = malloc(sizeof(double) * (size_t) k);
-	if (!p->mu || !p->cs || !p->cn2 || !p->cn)
+	p->e1 = malloc(sizeof(double) * (size_t) k);
+	p->e2 = malloc(sizeof(double) * (size_t) k);
+	if (!p->mu || !p->cs || !p->cn2 || !p->cn || !p->e1 || !p->e2)
 	{
 		gc_kmg_free(p);
 		return NULL;
@@ -162,6 +178,8 @@ gc_kmg_free(gc_kmg *p)
 	free(p->cs);
 	free(p->cn2);
 	free(p->cn);
+	free(p->e1);
+	free(p->e2);
 	free(p);
 }
 
@@ -262,6 +280,20 @@ gc_kmg_prepare(gc_kmg *p, const double *cen, const double *mu)
 			+ 2.0 * d * 0x1p-1074	/* in the norms */
 			+ 4.0 * ((double) d + 2.0) * 0x1p-1074 * s2;	/* in the exact search */
 	}
+
+	/*
+	 * 2 (fa nx nc + fb (nx + nc)^2 + fc (nx + nc) + fd) as a polynomial in nx
+	 * (every term is positive: the order of the roundings changes E by a few
+	 * units in the last place, well inside its factor 2)
+	 */
+	p->e0 = 2.0 * p->fb;
+	for (int32_t j = 0; j < k; j++)
+	{
+		double		c = p->cn[j];
+
+		p->e1[j] = 2.0 * (p->fa * c + 2.0 * p->fb * c + p->fc);
+		p->e2[j] = 2.0 * (p->fb * c * c + p->fc * c + p->fd);
+	}
 	p->usable = 1;
 	return 1;
 }
@@ -290,11 +322,12 @@ gc_kmg_scratch_create(const gc_kmg *p, int32_t batch)
 	s->cand_j = malloc(b * p->k * sizeof(int32_t));
 	s->cand_d = malloc(b * p->k * sizeof(double));
 	s->lo = malloc((size_t) p->k * sizeof(double));
+	s->hi = malloc((size_t) p->k * sizeof(double));
 	s->nclo = malloc(b * sizeof(double));
 	s->full = malloc(b);
 	s->dist = malloc((size_t) p->k * sizeof(double));
 	if (!s->xs || !s->prod || !s->xn2 || !s->rowp || !s->cstart || !s->cand_q || !s->cand_j ||
-		!s->cand_d || !s->lo || !s->nclo || !s->full || !s->dist)
+		!s->cand_d || !s->lo || !s->hi || !s->nclo || !s->full || !s->dist)
 	{
 		gc_kmg_scratch_free(s);
 		return NULL;
@@ -316,6 +349,7 @@ gc_kmg_scratch_free(gc_kmg_scratch *s)
 	free(s->cand_j);
 	free(s->cand_d);
 	free(s->lo);
+	free(s->hi);
 	free(s->nclo);
 	free(s->full);
 	free(s->dist);
@@ -450,7 +484,9 @@ gather(const gc_kmg *p, gc_kmg_scratch *s, int32_t m)
 
 	for (int32_t q = 0; q < m; q++)
 	{
-		double		n2 = 0.0;
+		/* four partial sums: the bound on ||xf||^2 holds for any order of the sum */
+		double		n4[4] = {0.0, 0.0, 0.0, 0.0};
+		double		n2;
 
 		if (p->dtype == GC_F64)
 		{
@@ -460,7 +496,7 @@ gather(const gc_kmg *p, gc_kmg_scratch *s, int32_t m)
 			for (int32_t t = 0; t < d; t++)
 			{
 				o[t] = (r[t] - p->mu[t]) * sc;
-				n2 += o[t] * o[t];
+				n4[t & 3] += o[t] * o[t];
 			}
 		}
 		else
@@ -471,9 +507,10 @@ gather(const gc_kmg *p, gc_kmg_scratch *s, int32_t m)
 			for (int32_t t = 0; t < d; t++)
 			{
 				o[t] = (float) (((double) r[t] - p->mu[t]) * sc);
-				n2 += (double) o[t] * (double) o[t];
+				n4[t & 3] += (double) o[t] * (double) o[t];
 			}
 		}
+		n2 = (n4[0] + n4[1]) + (n4[2] + n4[3]);
 		s->xn2[q] = n2;
 		s->full[q] = !(n2 <= KMG_ROW_LIMIT * KMG_ROW_LIMIT);	/* also NaN */
 		if (s->full[q])
@@ -487,41 +524,91 @@ gather(const gc_kmg *p, gc_kmg_scratch *s, int32_t m)
 	}
 }
 
-/* Candidates of row q from its products: fills s->lo, appends to cand_q/cand_j; returns their number. */
+/* lo = A - E and hi = A + E of one row against every centroid, from its products pr [k]. */
+#define LOHI_BODY(T) \
+	for (int32_t j = 0; j < k; j++) \
+	{ \
+		double		a = (xn2 + cn2[j]) - 2.0 * (double) pr[j]; \
+		double		e = (e0 + e1[j] * nx) + e2[j]; \
+\
+		lo[j] = a - e; \
+		hi[j] = a + e; \
+	}
+
+KMG_VECTORIZE static void
+lohi_f32(const float *GC_KMG_RESTRICT pr, int32_t k, double xn2, double nx, double e0,
+		 const double *GC_KMG_RESTRICT cn2, const double *GC_KMG_RESTRICT e1,
+		 const double *GC_KMG_RESTRICT e2, double *GC_KMG_RESTRICT lo, double *GC_KMG_RESTRICT hi)
+{
+	LOHI_BODY(float)
+}
+
+KMG_VECTORIZE static void
+lohi_f64(const double *GC_KMG_RESTRICT pr, int32_t k, double xn2, double nx, double e0,
+		 const double *GC_KMG_RESTRICT cn2, const double *GC_KMG_RESTRICT e1,
+		 const double *GC_KMG_RESTRICT e2, double *GC_KMG_RESTRICT lo, double *GC_KMG_RESTRICT hi)
+{
+	LOHI_BODY(double)
+}
+
+/*
+ * The least of v [k], leaving out the values <= *skip when skip is not NULL
+ * (none: none_value); in eight independent runs, not one chain.
+ */
+KMG_VECTORIZE static double
+least(const double *GC_KMG_RESTRICT v, int32_t k, const double *skip, double none_value)
+{
+	double		m[8] = {HUGE_VAL, HUGE_VAL, HUGE_VAL, HUGE_VAL, HUGE_VAL, HUGE_VAL, HUGE_VAL, HUGE_VAL};
+	const double lim = skip ? *skip : -HUGE_VAL;
+	int32_t		j = 0;
+	double		r;
+
+	for (; j + 8 <= k; j += 8)
+		for (int u = 0; u < 8; u++)
+		{
+			double		x = v[j + u] > lim ? v[j + u] : HUGE_VAL;
+
+			m[u] = x < m[u] ? x : m[u];
+		}
+	for (; j < k; j++)
+	{
+		double		x = v[j] > lim ? v[j] : HUGE_VAL;
+
+		m[0] = x < m[0] ? x : m[0];
+	}
+	r = m[0];
+	for (int u = 1; u < 8; u++)
+		r = m[u] < r ? m[u] : r;
+	return r < HUGE_VAL ? r : none_value;
+}
+
+/* Candidates of row q from its products: appends them to cand_q/cand_j; returns their number. */
 static int32_t
 candidates(const gc_kmg *p, gc_kmg_scratch *s, int32_t q, int32_t at)
 {
 	const int32_t k = p->k;
 	const double xn2 = s->xn2[q];
 	const double nx = sqrt(xn2);
+	const double e0 = p->e0 * xn2;
 	double		minhi = HUGE_VAL,
 				nclo = HUGE_VAL;
 	int32_t		c = 0;
 
+	if (p->dtype == GC_F64)
+		lohi_f64((const double *) s->prod + (int64_t) q * k, k, xn2, nx, e0, p->cn2, p->e1, p->e2,
+				 s->lo, s->hi);
+	else
+		lohi_f32((const float *) s->prod + (int64_t) q * k, k, xn2, nx, e0, p->cn2, p->e1, p->e2,
+				 s->lo, s->hi);
+	minhi = least(s->hi, k, NULL, HUGE_VAL);
 	for (int32_t j = 0; j < k; j++)
-	{
-		double		pj = p->dtype == GC_F64 ? ((const double *) s->prod)[(int64_t) q * k + j]
-			: (double) ((const float *) s->prod)[(int64_t) q * k + j];
-		double		a = (xn2 + p->cn2[j]) - 2.0 * pj;
-		double		sum = nx + p->cn[j];
-		double		e = 2.0 * (p->fa * nx * p->cn[j] + p->fb * sum * sum + p->fc * sum + p->fd);
-		double		hi = a + e;
-
-		s->lo[j] = a - e;
-		if (hi < minhi)
-			minhi = hi;
-	}
-	for (int32_t j = 0; j < k; j++)
-	{
 		if (s->lo[j] <= minhi)
 		{
 			s->cand_q[at + c] = q;
 			s->cand_j[at + c] = j;
 			c++;
 		}
-		else if (s->lo[j] < nclo)
-			nclo = s->lo[j];
-	}
+	nclo = least(s->lo, k, &minhi, HUGE_VAL);
 	s->nclo[q] = nclo;
 	return c;
 }
