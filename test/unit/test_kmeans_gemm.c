@@ -311,6 +311,35 @@ test_ties(void)
 	free(x);
 }
 
+/*
+ * Centroids in pairs a hair apart (1e-9 and 1e-13 of their scale): the
+ * product cannot tell the two apart, the exact distances must.
+ */
+static void
+test_near_duplicates(void)
+{
+	int32_t		d = 7,
+				k = 40;
+	int64_t		n = 2000;
+	double	   *cen = malloc(sizeof(double) * (size_t) k * d);
+	double	   *x = blob_rows(n, d, 20, 3.0, 2.0, 0.3, cen, 20, 0.0);
+	Outcome		o;
+
+	for (int32_t j = 20; j < k; j++)
+		for (int32_t t = 0; t < d; t++)
+			cen[j * d + t] = cen[(j - 20) * d + t] * (1.0 + (j % 2 ? 1e-9 : 1e-13) * normal());
+	for (int a = 0; a < 2; a++)
+	{
+		o = run_case("near-duplicate centroids", x, n, d, cen, k, a ? GC_F64 : GC_F32, 0, 0, 0);
+		expect_product(&o, "near-duplicate centroids");
+		if (have_blas)
+			CHECK(o.st.multi > (a ? n / 4 : n / 2), "near-duplicate centroids: only %lld rows with two candidates",
+				  (long long) o.st.multi);
+	}
+	free(x);
+	free(cen);
+}
+
 /* Blobs far from the origin: 1e4 + small noise, 1e6 offsets. */
 static void
 test_far(void)
@@ -659,6 +688,7 @@ main(void)
 	CHECK(have_blas == (gc_blas_state_get() == GC_BLAS_READY), "state");
 
 	test_ties();
+	test_near_duplicates();
 	test_far();
 	test_decimals();
 	test_overlap();
