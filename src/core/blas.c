@@ -79,8 +79,15 @@ blas_open(void)
 		return;
 	}
 	set_threads(1);
-	snprintf(blas_text, sizeof(blas_text), "OpenBLAS %s (%s)",
-			 get_config ? get_config() : "of unknown configuration", name);
+	{
+		const char *config = get_config ? get_config() : NULL;
+
+		if (config && strncmp(config, "OpenBLAS", 8) == 0)
+			snprintf(blas_text, sizeof(blas_text), "%s (%s)", config, name);
+		else
+			snprintf(blas_text, sizeof(blas_text), "OpenBLAS %s (%s)",
+					 config ? config : "of unknown configuration", name);
+	}
 	blas_state = GC_BLAS_READY;
 }
 

@@ -20,8 +20,9 @@
  *   fb = G_d + 8 u + e2 (2 + e2) + 2 G_{d+2} (1 + e2)^2
  *   fc = 3 t2,   fd = t2^2 (1 + 2 G_{d+2}) + the underflow terms
  * where u = 2^-53, G_n = n u / (1 - n u); g_d is G_d for the product's
- * unit roundoff (2^-24 for SGEMM, 2^-53 for DGEMM): Higham's bound on a
- * dot product of d terms, |p - xf.cf| <= g_d sum |xf_t| |cf_t|
+ * unit roundoff (2^-24 for SGEMM, 2^-53 for DGEMM): the bound on a dot
+ * product of d terms (Higham, "Accuracy and Stability of Numerical
+ * Algorithms", section 3.1), |p - xf.cf| <= g_d sum |xf_t| |cf_t|
  * <= g_d nx nc, holds whatever the order of the sums and with or without
  * fused multiply-adds, so for any kernel OpenBLAS picks.
  *   - G_d S^2 covers the two norms (sums of d squares in double), 8 u S^2
@@ -31,8 +32,10 @@
  *     absolute part of that error (underflow) over d coordinates of both:
  *     ||xf - (x - mu) s|| + ||cf - (c - mu) s|| <= e2 S + t2 =: delta, and
  *     | ||xf - cf||^2 - s^2 D | <= delta (2 S + delta);
- *   - the exact search's own rounding, |R - D| <= G_{d+2} D (d sums of d
- *     terms each rounded twice), with s^2 D <= (S + delta)^2;
+ *   - the exact search's own rounding, |R - D| <= G_{d+2} D (each of its d
+ *     positive terms carries at most d + 2 roundings: the difference, which
+ *     counts twice once squared, the square and up to d - 1 sums), with
+ *     s^2 D <= (S + delta)^2;
  *   - the factor 2 covers the rounding of nx, nc and of E itself.
  * Every centroid j with A_j - E_j <= min_i (A_i + E_i) is a candidate; the
  * nearest ones (least R) are all candidates, so the least R among the

@@ -23,6 +23,10 @@
  * thread), then on every thread of the pool its own gc_kmg_scratch and
  * gc_kmg_assign over batches of at most gc_kmg_batch() rows, the caller
  * ticking its cancel counter with the work units each batch returns.
+ * When gc_kmg_prepare answers 0, the caller's own exact loop is the faster
+ * way (kmeans.c's runs over the centroids in vector registers; the one
+ * here, one pair at a time, is there so that the answers never depend on
+ * OpenBLAS); the same for d below about 32, where the product does not pay.
  */
 #ifndef GPUCLUST_KMEANS_GEMM_H
 #define GPUCLUST_KMEANS_GEMM_H

@@ -11,6 +11,7 @@
  * the product's checks are counted as skipped, visibly.
  */
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -310,6 +311,35 @@ test_ties(void)
 	free(x);
 }
 
+/*
+ * Centroids in pairs a hair apart (1e-9 and 1e-13 of their scale): the
+ * product cannot tell the two apart, the exact distances must.
+ */
+static void
+test_near_duplicates(void)
+{
+	int32_t		d = 7,
+				k = 40;
+	int64_t		n = 2000;
+	double	   *cen = malloc(sizeof(double) * (size_t) k * d);
+	double	   *x = blob_rows(n, d, 20, 3.0, 2.0, 0.3, cen, 20, 0.0);
+	Outcome		o;
+
+	for (int32_t j = 20; j < k; j++)
+		for (int32_t t = 0; t < d; t++)
+			cen[j * d + t] = cen[(j - 20) * d + t] * (1.0 + (j % 2 ? 1e-9 : 1e-13) * normal());
+	for (int a = 0; a < 2; a++)
+	{
+		o = run_case("near-duplicate centroids", x, n, d, cen, k, a ? GC_F64 : GC_F32, 0, 0, 0);
+		expect_product(&o, "near-duplicate centroids");
+		if (have_blas)
+			CHECK(o.st.multi > (a ? n / 4 : n / 2), "near-duplicate centroids: only %lld rows with two candidates",
+				  (long long) o.st.multi);
+	}
+	free(x);
+	free(cen);
+}
+
 /* Blobs far from the origin: 1e4 + small noise, 1e6 offsets. */
 static void
 test_far(void)
@@ -492,6 +522,110 @@ test_extremes(void)
 	free(cy);
 }
 
+/* One thread's share of test_threads: rows [from, to) with its own scratch. */
+typedef struct ThreadJob
+{
+	const gc_kmg *p;
+	const float *x;
+	int64_t		from,
+				to;
+	int32_t    *label;
+	double	   *best;
+	double	   *lb;
+	int			failed;
+} ThreadJob;
+
+static void *
+thread_main(void *arg)
+{
+	ThreadJob  *j = arg;
+	gc_kmg_scratch *s = gc_kmg_scratch_create(j->p, 0);
+
+	if (!s)
+	{
+		j->failed = 1;
+		return NULL;
+	}
+	for (int64_t i = j->from; i < j->to; i += gc_kmg_batch(s))
+	{
+		int32_t		m = (int32_t) (j->to - i < gc_kmg_batch(s) ? j->to - i : gc_kmg_batch(s));
+
+		gc_kmg_assign(j->p, s, j->x, NULL, i, m, j->label + i, j->best + i, j->lb + i, NULL);
+	}
+	gc_kmg_scratch_free(s);
+	return NULL;
+}
+
+/*
+ * Four threads calling the product at once on their own blocks of rows and
+ * scratch, one gc_kmg shared, as the back end's pool runs it: the labels
+ * and distances of one thread, bit for bit.
+ */
+static void
+test_threads(void)
+{
+	int32_t		d = 64,
+				k = 100;
+	int64_t		n = 8000;
+	double	   *cen = malloc(sizeof(double) * (size_t) k * d);
+	double	   *x0 = blob_rows(n, d, 120, 0.0, 1.0, 1.0, cen, k, 0.1);
+	float	   *x = malloc(sizeof(float) * (size_t) n * d);
+	int32_t    *l1 = malloc(sizeof(int32_t) * n),
+			   *l4 = malloc(sizeof(int32_t) * n);
+	double	   *b1 = malloc(sizeof(double) * n),
+			   *b4 = malloc(sizeof(double) * n),
+			   *s1 = malloc(sizeof(double) * n),
+			   *s4 = malloc(sizeof(double) * n);
+	gc_kmg	   *p = gc_kmg_create(k, d, GC_F32);
+	ThreadJob	jobs[4];
+	pthread_t	tid[4];
+	int			started = 0;
+
+	for (int64_t i = 0; i < n * d; i++)
+		x[i] = (float) x0[i];
+	gc_kmg_prepare(p, cen, NULL);
+	{
+		ThreadJob	one = {p, x, 0, n, l1, b1, s1, 0};
+
+		thread_main(&one);
+		CHECK(!one.failed, "threads: one thread's scratch");
+	}
+	for (int t = 0; t < 4; t++)
+	{
+		jobs[t] = (ThreadJob) {p, x, n * t / 4, n * (t + 1) / 4, l4, b4, s4, 0};
+		started += pthread_create(&tid[t], NULL, thread_main, &jobs[t]) == 0;
+	}
+	CHECK(started == 4, "threads: %d of 4 started", started);
+	for (int t = 0; t < started; t++)
+		pthread_join(tid[t], NULL);
+	CHECK(memcmp(l1, l4, sizeof(int32_t) * n) == 0 && memcmp(b1, b4, sizeof(double) * n) == 0,
+		  "threads: four threads differ from one");
+	/*
+	 * second_lb rests on the product, whose rounding may depend on where a
+	 * row sits in its batch: not compared bit for bit, only checked to be a
+	 * lower bound of every other centroid's distance
+	 */
+	{
+		int64_t		bad = 0;
+
+		for (int64_t i = 0; i < n; i++)
+			for (int32_t j = 0; j < k; j++)
+				if (j != l4[i] && !(s4[i] >= 0 && s4[i] <= ref_d2(x, GC_F32, i, d, cen + (int64_t) j * d)))
+					bad++;
+		CHECK(bad == 0, "threads: %lld second_lb above another distance", (long long) bad);
+	}
+	gc_kmg_free(p);
+	free(cen);
+	free(x0);
+	free(x);
+	free(l1);
+	free(l4);
+	free(b1);
+	free(b4);
+	free(s1);
+	free(s4);
+}
+
 /*
  * GPUCLUST_BLAS=off: the loader reports the fallback, prepare refuses the
  * product, the answers are the exact search's.  In a child process, as the
@@ -554,11 +688,13 @@ main(void)
 	CHECK(have_blas == (gc_blas_state_get() == GC_BLAS_READY), "state");
 
 	test_ties();
+	test_near_duplicates();
 	test_far();
 	test_decimals();
 	test_overlap();
 	test_shapes();
 	test_extremes();
+	test_threads();
 
 	if (skipped)
 		printf("%d product checks SKIPPED (no OpenBLAS)\n", skipped);
