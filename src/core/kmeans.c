@@ -80,7 +80,7 @@
  * The full searches go through the checked matrix product (kmeans_gemm.h)
  * from this many features and centroids on, when OpenBLAS is installed.
  */
-#define KM_GEMM_MIN_D 16
+#define KM_GEMM_MIN_D 64
 #define KM_GEMM_MIN_K 16
 
 /*

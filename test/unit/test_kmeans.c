@@ -1881,7 +1881,7 @@ test_cosine_reference(void)
 }
 
 /*
- * Rows of many features and many centroids, whose full searches go through
+ * Rows of many features (64) and many centroids, whose full searches go through
  * the checked matrix product when OpenBLAS is installed: the reference's
  * answer bit for bit on one and three threads, float and double rows, far
  * from the origin with two decimals (many near ties), Euclidean and cosine,
@@ -1890,7 +1890,7 @@ test_cosine_reference(void)
 static void
 test_product_reference(void)
 {
-	int32_t		d = 40;
+	int32_t		d = 64;
 	int64_t		n = 6000;
 	double	   *x64 = malloc(sizeof(double) * n * d);
 	float	   *x32 = malloc(sizeof(float) * n * d);
