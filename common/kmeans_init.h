@@ -292,7 +292,7 @@ gc_kmeans_stats_rows(const void *x, gc_dtype dtype, int64_t from, int64_t to, in
 	}
 }
 
-/* The same for any d, with d of one to four in registers. */
+/* The same for any d, with d of one to four in registers (pass 1 reads and writes m, lo, hi; pass 2 reads m and s, writes s). */
 static inline void
 gc_kmeans_stats_chunk(const void *x, gc_dtype dtype, int64_t from, int64_t to, int32_t d, int pass,
 					  double *m, double *lo, double *hi, double *s)
@@ -307,9 +307,9 @@ gc_kmeans_stats_chunk(const void *x, gc_dtype dtype, int64_t from, int64_t to, i
 	for (int32_t j = 0; j < d; j++)
 	{
 		mm[j] = m[j];
-		ll[j] = lo[j];
-		hh[j] = hi[j];
-		ss[j] = s[j];
+		ll[j] = pass == 1 ? lo[j] : 0.0;
+		hh[j] = pass == 1 ? hi[j] : 0.0;
+		ss[j] = pass == 1 ? 0.0 : s[j];
 	}
 	switch (d)
 	{
@@ -328,10 +328,14 @@ gc_kmeans_stats_chunk(const void *x, gc_dtype dtype, int64_t from, int64_t to, i
 	}
 	for (int32_t j = 0; j < d; j++)
 	{
-		m[j] = mm[j];
-		lo[j] = ll[j];
-		hi[j] = hh[j];
-		s[j] = ss[j];
+		if (pass == 1)
+		{
+			m[j] = mm[j];
+			lo[j] = ll[j];
+			hi[j] = hh[j];
+		}
+		else
+			s[j] = ss[j];
 	}
 }
 

@@ -1323,6 +1323,113 @@ kmeans_ws_free(kmeans_ws *ws)
 	memset(ws, 0, sizeof(*ws));
 }
 
+/* ---------------------------------------------------------------- statistics */
+
+/*
+ * The data statistics (common/kmeans_init.h's rules: per-feature mean,
+ * population variance, their mean as the unit of tol) in fixed blocks of
+ * KM_STATS_BLOCK rows: each block's sums in row order, the blocks' sums
+ * added in block order, so the values depend on n alone, not on the
+ * threads.
+ */
+#define KM_STATS_BLOCK 16384
+
+typedef struct stats_job
+{
+	kmeans_ws  *ws;
+	int			pass;			/* 1: sums, 2: squared deviations from mean */
+	double	   *part;			/* [blocks, d] */
+	double	   *lo;				/* [blocks, d] pass 1 */
+	double	   *hi;
+	const double *mean;			/* pass 2 */
+} stats_job;
+
+static gc_status
+stats_block(void *arg, gc_worker *w, int64_t bb, int64_t be)
+{
+	stats_job  *job = arg;
+	kmeans_ws  *ws = job->ws;
+	int32_t		d = ws->d;
+
+	for (int64_t b = bb; b < be; b++)
+	{
+		int64_t		from = b * KM_STATS_BLOCK;
+		int64_t		to = ws->n - from > KM_STATS_BLOCK ? from + KM_STATS_BLOCK : ws->n;
+		double	   *part = job->part + b * d;
+
+		for (int32_t t = 0; t < d; t++)
+			part[t] = 0.0;
+		if (job->pass == 1)
+		{
+			double	   *lo = job->lo + b * d;
+			double	   *hi = job->hi + b * d;
+
+			for (int32_t t = 0; t < d; t++)
+			{
+				lo[t] = HUGE_VAL;
+				hi[t] = -HUGE_VAL;
+			}
+			gc_kmeans_stats_chunk(ws->x, ws->dtype, from, to, d, 1, part, lo, hi, NULL);
+		}
+		else
+			gc_kmeans_stats_chunk(ws->x, ws->dtype, from, to, d, 2, (double *) job->mean, NULL, NULL, part);
+		if (gc_worker_tick(w, (to - from) * d, CANCEL_WORK))
+			return GC_ERR_CANCELLED;
+	}
+	return GC_OK;
+}
+
+/* The mean [d] of the rows and, when mean_var is not NULL, the mean per-feature variance. */
+static gc_status
+km_stats(kmeans_ws *ws, double *mean, double *mean_var)
+{
+	int32_t		d = ws->d;
+	int64_t		blocks = (ws->n + KM_STATS_BLOCK - 1) / KM_STATS_BLOCK;
+	size_t		bytes = sizeof(double) * (size_t) blocks * d * 3;
+	stats_job	job;
+	gc_status	st;
+
+	memset(&job, 0, sizeof(job));
+	job.ws = ws;
+	job.part = malloc(bytes);
+	if (!job.part)
+		return gc_core_oom(ws->ctx, bytes, "out of memory for the k-means data statistics");
+	job.lo = job.part + blocks * d;
+	job.hi = job.lo + blocks * d;
+	job.pass = 1;
+	st = gc_pool_for(ws->ctx->pool, blocks, 1, stats_block, &job);
+	if (st == GC_OK)
+	{
+		for (int32_t t = 0; t < d; t++)
+		{
+			double		m = 0.0;
+
+			for (int64_t b = 0; b < blocks; b++)
+				m += job.part[b * d + t];
+			mean[t] = m / (double) ws->n;
+		}
+		if (mean_var)
+		{
+			double		total = 0.0;
+
+			job.pass = 2;
+			job.mean = mean;
+			st = gc_pool_for(ws->ctx->pool, blocks, 1, stats_block, &job);
+			for (int32_t t = 0; st == GC_OK && t < d; t++)
+			{
+				double		v = 0.0;
+
+				for (int64_t b = 0; b < blocks; b++)
+					v += job.part[b * d + t];
+				total += v / (double) ws->n;
+			}
+			*mean_var = total / (double) d;
+		}
+	}
+	free(job.part);
+	return st;
+}
+
 /* ---------------------------------------------------------------- init */
 
 /* The initial centroids [k, d] as the shared rules pick them (d2 as scratch). */
@@ -1376,9 +1483,8 @@ kmeans_init(kmeans_ws *ws)
 				  (long long) ws->n, ws->d, ws->k, ws->bounds ? "on" : "off",
 				  ws->use_gemm ? "through the checked product of " : "exact",
 				  ws->use_gemm ? gc_blas_describe() : "");
-	if (gc_kmeans_stats(ws->x, ws->dtype, ws->n, ws->d, &mean_var, ws->scratch, NULL, NULL,
-						ws->scratch + ws->d, ws->ctx->cancel, ws->ctx->cancel_arg) != 0)
-		return gc_core_cancel_status(ws->ctx);
+	if ((st = km_stats(ws, ws->scratch, &mean_var)) != GC_OK)
+		return st;
 	ws->tol_abs = ws->params->tol * mean_var;
 	if (ws->use_gemm)
 		memcpy(ws->mean, ws->scratch, sizeof(double) * (size_t) ws->d);
@@ -1708,7 +1814,6 @@ gc_core_kmeans_assign(gc_core_ctx *ctx, const void *x, gc_dtype dtype, int64_t n
 	kmeans_ws	ws;
 	gc_status	st = GC_OK;
 	double		t0 = gc_core_now_ms();
-	double		mean_var;
 
 	memset(&kp, 0, sizeof(kp));
 	memset(&kr, 0, sizeof(kr));
@@ -1719,10 +1824,8 @@ gc_core_kmeans_assign(gc_core_ctx *ctx, const void *x, gc_dtype dtype, int64_t n
 	kmeans_ws_init(&ws, ctx, x, dtype, params->metric, n, d, &kp, &kr);
 	ws.bounds = 0;
 	st = kmeans_ws_alloc(&ws);
-	if (st == GC_OK && ws.use_gemm &&
-		gc_kmeans_stats(x, dtype, n, d, &mean_var, ws.mean, NULL, NULL, ws.scratch,
-						ctx->cancel, ctx->cancel_arg) != 0)
-		st = gc_core_cancel_status(ctx);
+	if (st == GC_OK && ws.use_gemm)
+		st = km_stats(&ws, ws.mean, NULL);
 	if (st == GC_OK)
 	{
 		memcpy(ws.cen, params->centroids, sizeof(double) * ws.kd);
