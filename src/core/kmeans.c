@@ -968,10 +968,9 @@ initial_centroids(kmeans_ws *ws)
 						   "out of memory for k-means initialization");
 	if (p->init == GC_KMEANS_INIT_RANDOM)
 		rc = gc_kmeans_random_rows(ws->n, p->k, p->seed, rows) == 0 ? 0 : 1;
-	else
-		rc = gc_kmeans_plusplus_rows(ws->x, ws->dtype, ws->n, ws->d, p->k, p->seed,
-									 gc_kmeans_init_trials(p->init, p->k), rows, ws->d2,
-									 ws->ctx->cancel, ws->ctx->cancel_arg) == 0 ? 0 : 2;
+	else if ((rc = gc_core_kmeans_plusplus_rows(ws->ctx, ws->x, ws->dtype, ws->n, ws->d, p->k, p->seed,
+												gc_kmeans_init_trials(p->init, p->k), rows, ws->d2)) != GC_OK)
+		rc = rc == GC_ERR_CANCELLED ? 2 : 1;
 	if (rc == 0)
 		for (int32_t j = 0; j < p->k; j++)
 			for (int32_t t = 0; t < ws->d; t++)

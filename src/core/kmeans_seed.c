@@ -1,0 +1,313 @@
+/*
+ * kmeans_seed.c
+ *    k-means++ seeding (greedy and plain) on the call's threads: the rows
+ *    that gc_kmeans_plusplus_rows of common/kmeans_init.h picks, the same
+ *    for every thread count.
+ *
+ * The rows are cut into fixed blocks of SEED_BLOCK rows (the cut does not
+ * depend on the thread count).  Each pass over the rows runs the blocks on
+ * the pool's threads, and each block writes its own partial results: the
+ * sum of its rows' integer weights, its largest squared distance, its part
+ * of every candidate's potential.  Integer sums and maxima do not depend on
+ * the order in which they are combined, so the totals are those of the
+ * one-thread reference.  A draw target r is found in two steps: the block
+ * whose running weight sum (the prefix sums of the block totals) first
+ * exceeds r, then the row inside that block (gc_kmpp_pick), which is the row
+ * the reference's walk from row 0 reaches.  The generator is read on the
+ * caller's thread in the reference's order.
+ *
+ * Per step of k-means++ the passes are:
+ *
+ *   weights     the block totals of the weights under the step's scale;
+ *               skipped when the previous step's update pass already summed
+ *               them under the same scale (the scale only changes when the
+ *               largest distance drops below a power of two);
+ *   potentials  (greedy only) the distances to all candidates in one pass
+ *               over the rows, each row read once;
+ *   update      the new centre's distances folded into mind2, with the
+ *               block maxima and the block totals of the new weights under
+ *               the step's scale, in the same pass.
+ *
+ * When every row sits on a centre (the largest distance is 0, as with many
+ * duplicates) the total weight is 0: the candidates are drawn uniformly,
+ * their potentials are all 0 (the first is kept) and no update can change
+ * mind2, so those passes are skipped.  With a zero total and a finite
+ * largest distance (every weight truncated to 0) the potentials are 0 as
+ * well and are skipped.
+ *
+ * The blocks ask the pool's stop flag (gc_worker_tick) every few
+ * milliseconds of work, counted in coordinates read.
+ */
+#include <float.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core.h"
+#include "kmeans_init.h"
+
+/* Rows per block of the passes (fixed: the blocks' partial sums combine the same whatever the threads). */
+#define SEED_BLOCK 1024
+
+/* Work between two looks at cancel, in coordinates read. */
+#define SEED_CANCEL_WORK (INT64_C(1) << 22)
+
+typedef enum seed_pass
+{
+	SEED_WEIGHTS,
+	SEED_POTENTIALS,
+	SEED_UPDATE
+} seed_pass;
+
+typedef struct seed_job
+{
+	const void *x;				/* [n, d] */
+	gc_dtype	dtype;
+	int64_t		n;
+	int32_t		d;
+	double	   *mind2;			/* [n] squared distance to the nearest centre */
+	int64_t		nblocks;
+
+	seed_pass	pass;
+	double		scale;			/* the step's factor of the weights */
+	int64_t		cen;			/* SEED_UPDATE: the new centre */
+	int			first;			/* SEED_UPDATE: the first centre (no scale yet) */
+	const int64_t *cand;		/* SEED_POTENTIALS: [ntrials] */
+	int32_t		ntrials;
+
+	uint64_t   *bw;				/* [nblocks] sums of the weights under scale */
+	double	   *bmax;			/* [nblocks] largest mind2 */
+	uint64_t   *bpot;			/* [nblocks, ntrials] parts of the potentials */
+} seed_job;
+
+/* One block's part of the current pass, rows of element type dtype. */
+static inline gc_status
+seed_rows(seed_job *job, gc_worker *w, int64_t b, gc_dtype dtype)
+{
+	int64_t		lo = b * SEED_BLOCK;
+	int64_t		hi = job->n - lo > SEED_BLOCK ? lo + SEED_BLOCK : job->n;
+	const void *x = job->x;
+	int32_t		d = job->d;
+	double	   *mind2 = job->mind2;
+	double		scale = job->scale;
+
+	switch (job->pass)
+	{
+		case SEED_WEIGHTS:
+			{
+				uint64_t	s = 0;
+
+				for (int64_t i = lo; i < hi; i++)
+					s += gc_kmpp_weight(mind2[i], scale);
+				job->bw[b] = s;
+				if (gc_worker_tick(w, hi - lo, SEED_CANCEL_WORK))
+					return GC_ERR_CANCELLED;
+				break;
+			}
+		case SEED_POTENTIALS:
+			{
+				uint64_t   *pot = job->bpot + b * job->ntrials;
+				int64_t		units = (int64_t) d * job->ntrials;
+
+				memset(pot, 0, sizeof(uint64_t) * (size_t) job->ntrials);
+				for (int64_t i = lo; i < hi; i++)
+				{
+					gc_kmpp_potential_row(x, dtype, d, i, mind2[i], scale, job->cand, job->ntrials, pot);
+					if (gc_worker_tick(w, units, SEED_CANCEL_WORK))
+						return GC_ERR_CANCELLED;
+				}
+				break;
+			}
+		case SEED_UPDATE:
+			{
+				double		mx = 0.0;
+				uint64_t	s = 0;
+
+				for (int64_t i = lo; i < hi; i++)
+				{
+					double		m = gc_kmpp_update_row(x, dtype, d, i, job->cen, job->first, mind2[i]);
+
+					mind2[i] = m;
+					if (m > mx)
+						mx = m;
+					s += gc_kmpp_weight(m, scale);
+					if (gc_worker_tick(w, d, SEED_CANCEL_WORK))
+						return GC_ERR_CANCELLED;
+				}
+				job->bmax[b] = mx;
+				job->bw[b] = s;
+				break;
+			}
+	}
+	return GC_OK;
+}
+
+/* The blocks [b, e) of the current pass. */
+static gc_status
+seed_block(void *arg, gc_worker *w, int64_t b, int64_t e)
+{
+	seed_job   *job = arg;
+
+	for (; b < e; b++)
+	{
+		gc_status	st = job->dtype == GC_F64 ? seed_rows(job, w, b, GC_F64) : seed_rows(job, w, b, GC_F32);
+
+		if (st != GC_OK)
+			return st;
+	}
+	return GC_OK;
+}
+
+/* Runs one pass over every block. */
+static gc_status
+seed_pass_run(gc_core_ctx *ctx, seed_job *job, seed_pass pass)
+{
+	job->pass = pass;
+	return gc_pool_for(ctx->pool, job->nblocks, gc_pool_grain(ctx->pool, job->nblocks, 1), seed_block, job);
+}
+
+/*
+ * The row of draw target r (0 <= r < the sum of bw): the block by the
+ * prefix sums of the block totals, then the row inside it.  -1 only if the
+ * totals disagree with mind2 (a bug).
+ */
+static int64_t
+seed_pick(const seed_job *job, uint64_t r)
+{
+	uint64_t	acc = 0;
+	int64_t		b = 0;
+	int64_t		lo;
+	int64_t		hi;
+
+	while (b < job->nblocks - 1 && acc + job->bw[b] <= r)
+		acc += job->bw[b++];
+	lo = b * SEED_BLOCK;
+	hi = job->n - lo > SEED_BLOCK ? lo + SEED_BLOCK : job->n;
+	return gc_kmpp_pick(job->mind2 + lo, lo, hi, job->scale, r, &acc);
+}
+
+gc_status
+gc_core_kmeans_plusplus_rows(gc_core_ctx *ctx, const void *x, gc_dtype dtype, int64_t n, int32_t d,
+							 int32_t k, uint64_t seed, int32_t ntrials,
+							 int64_t *rows, double *mind2)
+{
+	seed_job	job;
+	gc_rng		rng;
+	double		maxd2 = 0.0;
+	double		bw_scale = 0.0; /* the scale of the sums in bw */
+	int			bw_valid = 0;
+	int64_t		cand[GC_KMPP_MAX_TRIALS];
+	uint64_t	pot[GC_KMPP_MAX_TRIALS];
+	size_t		bytes;
+	gc_status	st = GC_OK;
+
+	if (ntrials < 1)
+		ntrials = 1;
+	if (ntrials > GC_KMPP_MAX_TRIALS)
+		ntrials = GC_KMPP_MAX_TRIALS;
+	memset(&job, 0, sizeof(job));
+	job.x = x;
+	job.dtype = dtype;
+	job.n = n;
+	job.d = d;
+	job.mind2 = mind2;
+	job.nblocks = (n + SEED_BLOCK - 1) / SEED_BLOCK;
+	job.ntrials = ntrials;
+	job.cand = cand;
+	bytes = sizeof(uint64_t) * (size_t) job.nblocks * (size_t) (ntrials + 1) +
+		sizeof(double) * (size_t) job.nblocks;
+	job.bw = malloc(sizeof(uint64_t) * (size_t) job.nblocks);
+	job.bmax = malloc(sizeof(double) * (size_t) job.nblocks);
+	job.bpot = ntrials > 1 ? malloc(sizeof(uint64_t) * (size_t) job.nblocks * (size_t) ntrials) : NULL;
+	if (!job.bw || !job.bmax || (ntrials > 1 && !job.bpot))
+	{
+		st = gc_core_oom(ctx, bytes, "out of memory for k-means initialization");
+		goto done;
+	}
+
+	gc_rng_seed(&rng, seed);
+	rows[0] = (int64_t) gc_rng_below(&rng, (uint64_t) n);
+	if (k < 2)
+		goto done;
+	job.cen = rows[0];
+	job.first = 1;
+	if ((st = seed_pass_run(ctx, &job, SEED_UPDATE)) != GC_OK)
+		goto done;
+	job.first = 0;
+	for (int64_t b = 0; b < job.nblocks; b++)
+		maxd2 = job.bmax[b] > maxd2 ? job.bmax[b] : maxd2;
+
+	for (int32_t c = 1; c < k; c++)
+	{
+		uint64_t	total = 0;
+		int32_t		best = 0;
+
+		if (gc_core_cancelled(ctx))
+		{
+			st = GC_ERR_CANCELLED;
+			goto done;
+		}
+		job.scale = gc_kmpp_scale(maxd2, n);
+		if (maxd2 == 0.0)
+		{
+			/* every row on a centre: every weight is 0 */
+			memset(job.bw, 0, sizeof(uint64_t) * (size_t) job.nblocks);
+			bw_valid = 1;
+			bw_scale = job.scale;
+		}
+		else if (!bw_valid || bw_scale != job.scale)
+		{
+			if ((st = seed_pass_run(ctx, &job, SEED_WEIGHTS)) != GC_OK)
+				goto done;
+			bw_valid = 1;
+			bw_scale = job.scale;
+		}
+		for (int64_t b = 0; b < job.nblocks; b++)
+			total += job.bw[b];
+
+		/* the candidates, drawn as gc_kmpp_draw_candidates draws them */
+		for (int32_t l = 0; l < ntrials; l++)
+		{
+			int64_t		target = gc_kmpp_draw(&rng, total, n);
+
+			cand[l] = target < 0 ? -1 - target : seed_pick(&job, (uint64_t) target);
+			if (cand[l] < 0)
+			{
+				st = gc_error_set(ctx->err, GC_ERR_INTERNAL,
+								  "k-means++ weights disagree with their sums, please report a bug");
+				goto done;
+			}
+		}
+
+		/* a zero total with a finite largest distance: every potential is 0, the first is kept */
+		if (ntrials > 1 && !(total == 0 && maxd2 <= DBL_MAX))
+		{
+			if ((st = seed_pass_run(ctx, &job, SEED_POTENTIALS)) != GC_OK)
+				goto done;
+			memset(pot, 0, sizeof(pot));
+			for (int64_t b = 0; b < job.nblocks; b++)
+				for (int32_t l = 0; l < ntrials; l++)
+					pot[l] += job.bpot[b * ntrials + l];
+			best = gc_kmpp_best_trial(pot, ntrials);
+		}
+		rows[c] = cand[best];
+
+		/* every row on a centre: nothing moves (and the last centre needs no update) */
+		if (maxd2 == 0.0 || c == k - 1)
+			continue;
+		job.cen = rows[c];
+		if ((st = seed_pass_run(ctx, &job, SEED_UPDATE)) != GC_OK)
+			goto done;
+		/* bw now holds the new weights under this step's scale */
+		bw_valid = 1;
+		bw_scale = job.scale;
+		maxd2 = 0.0;
+		for (int64_t b = 0; b < job.nblocks; b++)
+			maxd2 = job.bmax[b] > maxd2 ? job.bmax[b] : maxd2;
+	}
+
+done:
+	free(job.bw);
+	free(job.bmax);
+	free(job.bpot);
+	return st;
+}
