@@ -79,6 +79,15 @@ typedef struct seed_job
 	uint64_t   *bpot;			/* [nblocks, ntrials] parts of the potentials */
 } seed_job;
 
+/* Rows between two looks at cancel when each row costs units coordinates: at least 1. */
+static inline int64_t
+seed_stride(int64_t units)
+{
+	int64_t		r = SEED_CANCEL_WORK / (units > 0 ? units : 1);
+
+	return r < 1 ? 1 : r;
+}
+
 /* One block's part of the current pass, rows of element type dtype. */
 static inline gc_status
 seed_rows(seed_job *job, gc_worker *w, int64_t b, gc_dtype dtype)
@@ -105,32 +114,48 @@ seed_rows(seed_job *job, gc_worker *w, int64_t b, gc_dtype dtype)
 			}
 		case SEED_POTENTIALS:
 			{
-				uint64_t   *pot = job->bpot + b * job->ntrials;
-				int64_t		units = (int64_t) d * job->ntrials;
+				int32_t		ntrials = job->ntrials;
+				int64_t		cand[GC_KMPP_MAX_TRIALS];
+				uint64_t	pot[GC_KMPP_MAX_TRIALS];
+				int64_t		units = (int64_t) d * ntrials;
+				int64_t		stride = seed_stride(units);
 
-				memset(pot, 0, sizeof(uint64_t) * (size_t) job->ntrials);
-				for (int64_t i = lo; i < hi; i++)
+				memcpy(cand, job->cand, sizeof(int64_t) * (size_t) ntrials);
+				memset(pot, 0, sizeof(uint64_t) * (size_t) ntrials);
+				for (int64_t from = lo; from < hi; from += stride)
 				{
-					gc_kmpp_potential_row(x, dtype, d, i, mind2[i], scale, job->cand, job->ntrials, pot);
-					if (gc_worker_tick(w, units, SEED_CANCEL_WORK))
+					int64_t		to = hi - from > stride ? from + stride : hi;
+
+					for (int64_t i = from; i < to; i++)
+						gc_kmpp_potential_row(x, dtype, d, i, mind2[i], scale, cand, ntrials, pot);
+					if (gc_worker_tick(w, (to - from) * units, SEED_CANCEL_WORK))
 						return GC_ERR_CANCELLED;
 				}
+				memcpy(job->bpot + b * ntrials, pot, sizeof(uint64_t) * (size_t) ntrials);
 				break;
 			}
 		case SEED_UPDATE:
 			{
+				int64_t		cen = job->cen;
+				int			first = job->first;
+				int64_t		stride = seed_stride(d);
 				double		mx = 0.0;
 				uint64_t	s = 0;
 
-				for (int64_t i = lo; i < hi; i++)
+				for (int64_t from = lo; from < hi; from += stride)
 				{
-					double		m = gc_kmpp_update_row(x, dtype, d, i, job->cen, job->first, mind2[i]);
+					int64_t		to = hi - from > stride ? from + stride : hi;
 
-					mind2[i] = m;
-					if (m > mx)
-						mx = m;
-					s += gc_kmpp_weight(m, scale);
-					if (gc_worker_tick(w, d, SEED_CANCEL_WORK))
+					for (int64_t i = from; i < to; i++)
+					{
+						double		m = gc_kmpp_update_row(x, dtype, d, i, cen, first, mind2[i]);
+
+						mind2[i] = m;
+						if (m > mx)
+							mx = m;
+						s += gc_kmpp_weight(m, scale);
+					}
+					if (gc_worker_tick(w, (to - from) * d, SEED_CANCEL_WORK))
 						return GC_ERR_CANCELLED;
 				}
 				job->bmax[b] = mx;
