@@ -35,6 +35,20 @@
  * largest distance (every weight truncated to 0) the potentials are 0 as
  * well and are skipped.
  *
+ * Most rows are far from a new candidate: with near[i] the centre that
+ * gives row i its distance m = mind2[i], a candidate c with
+ * dist2(c, near[i]) > 4 m (1 + 2^-10) is farther from the row than that
+ * centre by the triangle inequality, |x - c| >= |c - a| - |x - a| > |x - a|,
+ * so min(m, dist2(x, c)) = m and the row's distance to c need not be
+ * computed.  The margin 2^-10 covers the rounding of the three computed
+ * squared distances (each within (d + 3) 2^-53 of the exact one, relative),
+ * and the rule is used only for m in [2^-930, 2^995], where no square
+ * underflows to matter and no bound overflows.  So the skipped rows add
+ * exactly what the reference adds (the weight of m; no change in the
+ * update).  The distances from the step's candidates to the centres so far
+ * are computed once per step; the rule is used while there are at most
+ * n / 16 centres (that table stays small beside a pass over the rows).
+ *
  * The blocks ask the pool's stop flag (gc_worker_tick) every few
  * milliseconds of work, counted in coordinates read.
  */
@@ -50,6 +64,13 @@
 
 /* Work between two looks at cancel, in coordinates read. */
 #define SEED_CANCEL_WORK (INT64_C(1) << 22)
+
+/* The triangle rule: dist2(c, near) > SEED_PRUNE_FACTOR * m, for m in [SEED_PRUNE_MIN, SEED_PRUNE_MAX]. */
+#define SEED_PRUNE_FACTOR (4.0 * (1.0 + 1.0 / 1024.0))
+#define SEED_PRUNE_MIN 0x1p-930
+#define SEED_PRUNE_MAX 0x1p995
+/* The most centres the candidates' distance table holds (ntrials x this doubles at most). */
+#define SEED_PRUNE_CENTRES 65536
 
 typedef enum seed_pass
 {
@@ -73,6 +94,11 @@ typedef struct seed_job
 	int			first;			/* SEED_UPDATE: the first centre (no scale yet) */
 	const int64_t *cand;		/* SEED_POTENTIALS: [ntrials] */
 	int32_t		ntrials;
+
+	int32_t    *near;			/* [n] the centre (index into rows) at mind2, or NULL: no triangle rule */
+	const double *table;		/* [centre, ntrials] dist2 of the candidates to the centres, or NULL */
+	int32_t		cidx;			/* SEED_UPDATE: the new centre's index */
+	int32_t		tl;				/* SEED_UPDATE: the new centre's column of table */
 
 	uint64_t   *bw;				/* [nblocks] sums of the weights under scale */
 	double	   *bmax;			/* [nblocks] largest mind2 */
@@ -127,7 +153,22 @@ seed_rows(seed_job *job, gc_worker *w, int64_t b, gc_dtype dtype)
 					int64_t		to = hi - from > stride ? from + stride : hi;
 
 					for (int64_t i = from; i < to; i++)
-						gc_kmpp_potential_row(x, dtype, d, i, mind2[i], scale, cand, ntrials, pot);
+					{
+						double		m = mind2[i];
+
+						if (job->table && m >= SEED_PRUNE_MIN && m <= SEED_PRUNE_MAX)
+						{
+							const double *tc = job->table + (int64_t) job->near[i] * ntrials;
+							double		lim = m * SEED_PRUNE_FACTOR;
+							uint64_t	wm = gc_kmpp_weight(m, scale);
+
+							for (int32_t l = 0; l < ntrials; l++)
+								pot[l] += tc[l] > lim ? wm :
+									gc_kmpp_trial_weight(m, gc_kmeans_x_dist2(x, dtype, d, i, cand[l], 1, m), scale);
+						}
+						else
+							gc_kmpp_potential_row(x, dtype, d, i, m, scale, cand, ntrials, pot);
+					}
 					if (gc_worker_tick(w, (to - from) * units, SEED_CANCEL_WORK))
 						return GC_ERR_CANCELLED;
 				}
@@ -148,9 +189,18 @@ seed_rows(seed_job *job, gc_worker *w, int64_t b, gc_dtype dtype)
 
 					for (int64_t i = from; i < to; i++)
 					{
-						double		m = gc_kmpp_update_row(x, dtype, d, i, cen, first, mind2[i]);
+						double		m = mind2[i];
 
-						mind2[i] = m;
+						if (!(job->table && m >= SEED_PRUNE_MIN && m <= SEED_PRUNE_MAX &&
+							  job->table[(int64_t) job->near[i] * job->ntrials + job->tl] > m * SEED_PRUNE_FACTOR))
+						{
+							double		t = gc_kmpp_update_row(x, dtype, d, i, cen, first, m);
+
+							if (job->near && (first || t < m))
+								job->near[i] = job->cidx;
+							m = t;
+							mind2[i] = m;
+						}
 						if (m > mx)
 							mx = m;
 						s += gc_kmpp_weight(m, scale);
@@ -210,6 +260,32 @@ seed_pick(const seed_job *job, uint64_t r)
 	return gc_kmpp_pick(job->mind2 + lo, lo, hi, job->scale, r, &acc);
 }
 
+/*
+ * The triangle rule's table for step c: dist2 of each candidate to each of
+ * the centres rows[0 .. c), into table [c, ntrials]; job->table set, or
+ * left NULL when the rule is off for this step.
+ */
+static gc_status
+seed_table(gc_core_ctx *ctx, seed_job *job, double *table, const int64_t *rows, int32_t c,
+		   const int64_t *cand, int32_t ntrials)
+{
+	int64_t		work = 0;
+
+	job->table = NULL;
+	if (!table || c > SEED_PRUNE_CENTRES || (int64_t) c * 16 > job->n)
+		return GC_OK;
+	for (int32_t j = 0; j < c; j++)
+	{
+		for (int32_t l = 0; l < ntrials; l++)
+			table[(int64_t) j * ntrials + l] =
+				gc_kmeans_x_dist2(job->x, job->dtype, job->d, cand[l], rows[j], 0, 0.0);
+		if (gc_core_work(ctx, &work, (int64_t) ntrials * job->d, SEED_CANCEL_WORK))
+			return GC_ERR_CANCELLED;
+	}
+	job->table = table;
+	return GC_OK;
+}
+
 gc_status
 gc_core_kmeans_plusplus_rows(gc_core_ctx *ctx, const void *x, gc_dtype dtype, int64_t n, int32_t d,
 							 int32_t k, uint64_t seed, int32_t ntrials,
@@ -222,6 +298,7 @@ gc_core_kmeans_plusplus_rows(gc_core_ctx *ctx, const void *x, gc_dtype dtype, in
 	int			bw_valid = 0;
 	int64_t		cand[GC_KMPP_MAX_TRIALS];
 	uint64_t	pot[GC_KMPP_MAX_TRIALS];
+	double	   *table = NULL;
 	size_t		bytes;
 	gc_status	st = GC_OK;
 
@@ -248,12 +325,28 @@ gc_core_kmeans_plusplus_rows(gc_core_ctx *ctx, const void *x, gc_dtype dtype, in
 		st = gc_core_oom(ctx, bytes, "out of memory for k-means initialization");
 		goto done;
 	}
+	/* the triangle rule's arrays: without them (no memory, or never used) every distance is computed */
+	if (k >= 2 && n >= 16)
+	{
+		int32_t		kt = k < SEED_PRUNE_CENTRES ? k : SEED_PRUNE_CENTRES;
+
+		job.near = malloc(sizeof(int32_t) * (size_t) n);
+		table = malloc(sizeof(double) * (size_t) kt * (size_t) ntrials);
+		if (!job.near || !table)
+		{
+			free(job.near);
+			free(table);
+			job.near = NULL;
+			table = NULL;
+		}
+	}
 
 	gc_rng_seed(&rng, seed);
 	rows[0] = (int64_t) gc_rng_below(&rng, (uint64_t) n);
 	if (k < 2)
 		goto done;
 	job.cen = rows[0];
+	job.cidx = 0;
 	job.first = 1;
 	if ((st = seed_pass_run(ctx, &job, SEED_UPDATE)) != GC_OK)
 		goto done;
@@ -304,9 +397,11 @@ gc_core_kmeans_plusplus_rows(gc_core_ctx *ctx, const void *x, gc_dtype dtype, in
 		}
 
 		/* a zero total with a finite largest distance: every potential is 0, the first is kept */
+		job.table = NULL;
 		if (ntrials > 1 && !(total == 0 && maxd2 <= DBL_MAX))
 		{
-			if ((st = seed_pass_run(ctx, &job, SEED_POTENTIALS)) != GC_OK)
+			if ((st = seed_table(ctx, &job, table, rows, c, cand, ntrials)) != GC_OK ||
+				(st = seed_pass_run(ctx, &job, SEED_POTENTIALS)) != GC_OK)
 				goto done;
 			memset(pot, 0, sizeof(pot));
 			for (int64_t b = 0; b < job.nblocks; b++)
@@ -320,6 +415,10 @@ gc_core_kmeans_plusplus_rows(gc_core_ctx *ctx, const void *x, gc_dtype dtype, in
 		if (maxd2 == 0.0 || c == k - 1)
 			continue;
 		job.cen = rows[c];
+		job.cidx = c;
+		job.tl = best;
+		if (!job.table && (st = seed_table(ctx, &job, table, rows, c, cand, ntrials)) != GC_OK)
+			goto done;
 		if ((st = seed_pass_run(ctx, &job, SEED_UPDATE)) != GC_OK)
 			goto done;
 		/* bw now holds the new weights under this step's scale */
@@ -334,5 +433,7 @@ done:
 	free(job.bw);
 	free(job.bmax);
 	free(job.bpot);
+	free(job.near);
+	free(table);
 	return st;
 }

@@ -4,8 +4,9 @@
  *    against the one-thread reference gc_kmeans_plusplus_rows of
  *    common/kmeans_init.h: the same rows for every thread count, greedy and
  *    plain, float and double rows, on data shaped like real inputs (blobs,
- *    duplicates, few decimals, far outliers, wide rows, tiny inputs, k = n);
- *    and the cancel callback stops it.
+ *    duplicates, few decimals, exact ties on a grid, far outliers, values
+ *    near the top of the double range, wide rows, tiny inputs, k = n); and
+ *    the cancel callback stops it.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -65,11 +66,13 @@ enum
 	SHAPE_K_EQ_N,				/* k = n, with duplicate rows */
 	SHAPE_WIDE,					/* d = 128 */
 	SHAPE_BOUNDARY,				/* one row past a block boundary */
+	SHAPE_GRID,					/* integer grid: exact ties of distances, many rows midway between two */
+	SHAPE_LARGE,				/* double rows near 1e150: squared distances near the top of the range */
 	NSHAPES
 };
 
 static const char *const shape_name[NSHAPES] = {
-	"blobs", "same", "half same", "decimals", "outliers", "tiny", "k = n", "wide", "boundary"
+	"blobs", "same", "half same", "decimals", "outliers", "tiny", "k = n", "wide", "boundary", "grid", "large"
 };
 
 /* The rows [n, d] (double) and k of a shape. */
@@ -108,6 +111,12 @@ make_shape(int shape, int64_t *n_out, int32_t *d_out, int32_t *k_out)
 		case SHAPE_WIDE:
 			n = 3000, d = 128, k = 16;
 			break;
+		case SHAPE_GRID:
+			n = 20000, d = 2, k = 60;
+			break;
+		case SHAPE_LARGE:
+			n = 8000, d = 3, k = 30;
+			break;
 		default:
 			n = 2049, d = 3, k = 10;
 			break;
@@ -135,6 +144,12 @@ make_shape(int shape, int64_t *n_out, int32_t *d_out, int32_t *k_out)
 					break;
 				case SHAPE_K_EQ_N:
 					*v = (double) ((i % 23) + t);
+					break;
+				case SHAPE_GRID:
+					*v = (double) ((int) (unif(&s) * 12.0) * 2);
+					break;
+				case SHAPE_LARGE:
+					*v = (centre + unif(&s) - 0.5) * 1e148;
 					break;
 				default:
 					*v = centre + unif(&s) - 0.5;
@@ -173,6 +188,8 @@ test_same_rows(void)
 					int32_t		ntrials = greedy ? gc_kmpp_trials(k) : 1;
 					int64_t		distinct = 0;
 
+					if (shape == SHAPE_LARGE && dtype == GC_F32)
+						continue;	/* beyond float */
 					CHECK(gc_kmeans_plusplus_rows(x, dtype, n, d, k, seed, ntrials, ref, mind2, NULL, NULL) == 0,
 						  "%s reference", shape_name[shape]);
 					/* the reference picks distinct rows while some row is off every centre */
