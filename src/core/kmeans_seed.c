@@ -62,6 +62,9 @@
 /* Rows per block of the passes (fixed: the blocks' partial sums combine the same whatever the threads). */
 #define SEED_BLOCK 1024
 
+/* Passes of less work than this, in coordinates read, run on the caller's thread alone. */
+#define SEED_PARALLEL_WORK (INT64_C(1) << 15)
+
 /* Work between two looks at cancel, in coordinates read. */
 #define SEED_CANCEL_WORK (INT64_C(1) << 22)
 
@@ -232,12 +235,19 @@ seed_block(void *arg, gc_worker *w, int64_t b, int64_t e)
 	return GC_OK;
 }
 
-/* Runs one pass over every block. */
+/*
+ * Runs one pass over every block: on the caller's thread alone when the
+ * pass is too small to pay for waking the others (the answer is the same).
+ */
 static gc_status
 seed_pass_run(gc_core_ctx *ctx, seed_job *job, seed_pass pass)
 {
+	int64_t		units = pass == SEED_WEIGHTS ? 1 : (int64_t) job->d * (pass == SEED_POTENTIALS ? job->ntrials : 1);
+	int64_t		grain = job->n * units < SEED_PARALLEL_WORK ? job->nblocks :
+		gc_pool_grain(ctx->pool, job->nblocks, 1);
+
 	job->pass = pass;
-	return gc_pool_for(ctx->pool, job->nblocks, gc_pool_grain(ctx->pool, job->nblocks, 1), seed_block, job);
+	return gc_pool_for(ctx->pool, job->nblocks, grain, seed_block, job);
 }
 
 /*

@@ -54,7 +54,10 @@ unif(uint64_t *s)
 	return (double) (*s >> 11) * (1.0 / 9007199254740992.0);
 }
 
-/* The data shapes. */
+/*
+ * The data shapes.  All but tiny and k = n (one block) have enough rows times
+ * features that the passes run on the pool's threads.
+ */
 enum
 {
 	SHAPE_BLOBS,				/* many close clusters, n not a multiple of the block */
@@ -94,7 +97,7 @@ make_shape(int shape, int64_t *n_out, int32_t *d_out, int32_t *k_out)
 			n = 5000, d = 3, k = 30;
 			break;
 		case SHAPE_HALF_SAME:
-			n = 6000, d = 3, k = 25;
+			n = 12000, d = 3, k = 25;
 			break;
 		case SHAPE_DECIMALS:
 			n = 30000, d = 2, k = 50;
@@ -115,10 +118,10 @@ make_shape(int shape, int64_t *n_out, int32_t *d_out, int32_t *k_out)
 			n = 20000, d = 2, k = 60;
 			break;
 		case SHAPE_LARGE:
-			n = 8000, d = 3, k = 30;
+			n = 12000, d = 3, k = 30;
 			break;
 		default:
-			n = 2049, d = 3, k = 10;
+			n = 2049, d = 16, k = 10;
 			break;
 	}
 	x = malloc(sizeof(double) * (size_t) n * d);
@@ -221,6 +224,11 @@ test_same_rows(void)
 							  shape_name[shape], dt ? "double" : "float", greedy ? "greedy" : "plain", (int) seed,
 							  unit_thread_counts[t], (int) st, bad, bad < 0 ? -1LL : (long long) got[bad],
 							  bad < 0 ? -1LL : (long long) ref[bad]);
+						/* the passes ran on several threads (one block, or no pass at all, runs on one) */
+						if (unit_thread_counts[t] > 1 && shape != SHAPE_TINY && shape != SHAPE_K_EQ_N &&
+							shape != SHAPE_SAME)
+							CHECK(gc_pool_threads_used(ctx.pool) > 1, "%s threads %d: ran on %d",
+								  shape_name[shape], unit_thread_counts[t], gc_pool_threads_used(ctx.pool));
 						gc_pool_free(ctx.pool);
 					}
 				}
