@@ -563,7 +563,8 @@ gc_kmpp_potentials(const void *x, gc_dtype dtype, int64_t n, int32_t d, const do
  * ntrials candidates per step (gc_kmpp_trials(k) for greedy k-means++, 1
  * for plain k-means++).  mind2 is scratch [n].  The GPU back end follows
  * exactly these steps with the distance, sum and potential passes on the
- * device.  Returns 0, or -1 when cancelled.
+ * device, the CPU back end on its threads (src/core/kmeans_seed.c, whose
+ * tests compare its rows with these).  Returns 0, or -1 when cancelled.
  */
 static inline int
 gc_kmeans_plusplus_rows(const void *x, gc_dtype dtype,	/* [n, d] */
