@@ -489,6 +489,22 @@ gc_kmpp_draw(gc_rng *rng, uint64_t total, int64_t n)
 }
 
 /*
+ * One row of a k-means++ distance pass: m, the row's squared distance to
+ * the nearest centre so far, after the row cen of x becomes a centre too
+ * (first: there was none, m is ignored).  A row on a centre (m = 0) stays.
+ */
+static inline double
+gc_kmpp_update_row(const void *x, gc_dtype dtype, int32_t d, int64_t i, int64_t cen, int first, double m)
+{
+	double		t;
+
+	if (!first && m == 0.0)
+		return m;
+	t = gc_kmeans_x_dist2(x, dtype, d, i, cen, !first, first ? 0.0 : m);
+	return first || t < m ? t : m;
+}
+
+/*
  * The k-means++ distances to a new centre, row cen of x: mind2 =
  * min(mind2, dist2) (first: mind2 = dist2), and their largest value.
  * Returns 0, or -1 when cancelled (asked every gc_kmeans_cancel_rows(d) rows).
@@ -502,12 +518,9 @@ gc_kmpp_update(const void *x, gc_dtype dtype, int64_t n, int32_t d, int64_t cen,
 
 	for (int64_t i = 0; i < n; i++)
 	{
-		double		t = gc_kmeans_x_dist2(x, dtype, d, i, cen, !first, first ? 0.0 : mind2[i]);
-
 		if (i % every == 0 && cancel && cancel(cancel_arg))
 			return -1;
-		if (first || t < mind2[i])
-			mind2[i] = t;
+		mind2[i] = gc_kmpp_update_row(x, dtype, d, i, cen, first, mind2[i]);
 		if (mind2[i] > mx)
 			mx = mind2[i];
 	}
@@ -579,6 +592,21 @@ gc_kmpp_best_trial(const uint64_t *pot, int32_t ntrials)
 }
 
 /*
+ * Row i's part of the potentials of the candidates cand[0 .. ntrials), m
+ * its squared distance to the nearest centre so far, added to pot.  A row
+ * on a centre (m = 0) adds nothing to any.
+ */
+static inline void
+gc_kmpp_potential_row(const void *x, gc_dtype dtype, int32_t d, int64_t i, double m, double scale,
+					  const int64_t *cand, int32_t ntrials, uint64_t *pot /* [ntrials] in/out */ )
+{
+	if (m == 0.0)
+		return;
+	for (int32_t l = 0; l < ntrials; l++)
+		pot[l] += gc_kmpp_trial_weight(m, gc_kmeans_x_dist2(x, dtype, d, i, cand[l], 1, m), scale);
+}
+
+/*
  * The potentials pot[l] of the candidates rows cand[0 .. ntrials) under the
  * step's scale, on the host.  Returns 0, or -1 when cancelled.
  */
@@ -595,9 +623,7 @@ gc_kmpp_potentials(const void *x, gc_dtype dtype, int64_t n, int32_t d, const do
 	{
 		if (i % every == 0 && cancel && cancel(cancel_arg))
 			return -1;
-		for (int32_t l = 0; l < ntrials; l++)
-			pot[l] += gc_kmpp_trial_weight(mind2[i], gc_kmeans_x_dist2(x, dtype, d, i, cand[l], 1, mind2[i]),
-										   scale);
+		gc_kmpp_potential_row(x, dtype, d, i, mind2[i], scale, cand, ntrials, pot);
 	}
 	return 0;
 }
@@ -607,7 +633,8 @@ gc_kmpp_potentials(const void *x, gc_dtype dtype, int64_t n, int32_t d, const do
  * ntrials candidates per step (gc_kmpp_trials(k) for greedy k-means++, 1
  * for plain k-means++).  mind2 is scratch [n].  The GPU back end follows
  * exactly these steps with the distance, sum and potential passes on the
- * device.  Returns 0, or -1 when cancelled.
+ * device, the CPU back end on its threads (src/core/kmeans_seed.c, whose
+ * tests compare its rows with these).  Returns 0, or -1 when cancelled.
  */
 static inline int
 gc_kmeans_plusplus_rows(const void *x, gc_dtype dtype,	/* [n, d] */

@@ -97,6 +97,18 @@ gc_status	gc_core_kmeans_assign(gc_core_ctx *ctx, const void *x, gc_dtype dtype,
 								  const gc_kmeans_assign_params *params,
 								  gc_kmeans_assign_result *result);
 
+/*
+ * k-means++ seeding on the call's threads (kmeans_seed.c): into rows [k] the
+ * rows gc_kmeans_plusplus_rows of common/kmeans_init.h picks with ntrials
+ * candidates per step, the same for every thread count; mind2 [n] is
+ * scratch.  Returns GC_OK, GC_ERR_CANCELLED or GC_ERR_OUT_OF_MEMORY
+ * (ctx->err set).
+ */
+gc_status	gc_core_kmeans_plusplus_rows(gc_core_ctx *ctx, const void *x, /* [n, d] of element type dtype */
+										 gc_dtype dtype, int64_t n, int32_t d, int32_t k, uint64_t seed,
+										 int32_t ntrials, int64_t *rows /* [k] out */ ,
+										 double *mind2 /* [n] scratch */ );
+
 /* Density peaks (dpeaks.c); timing phase_ms as for gc_dpeaks_params. */
 gc_status	gc_core_dpeaks(gc_core_ctx *ctx, const void *x, /* [n, d] of element type dtype */
 						   gc_dtype dtype, int64_t n, int32_t d,

@@ -1452,9 +1452,18 @@ initial_centroids(kmeans_ws *ws)
 	if (p->init == GC_KMEANS_INIT_RANDOM)
 		rc = gc_kmeans_random_rows(ws->n, p->k, p->seed, rows) == 0 ? 0 : 1;
 	else
-		rc = gc_kmeans_plusplus_rows(ws->x, ws->dtype, ws->n, ws->d, p->k, p->seed,
-									 gc_kmeans_init_trials(p->init, p->k), rows, ws->d2,
-									 ws->ctx->cancel, ws->ctx->cancel_arg) == 0 ? 0 : 2;
+	{
+		/* the seeding's own status, its error already in ctx */
+		gc_status	st = gc_core_kmeans_plusplus_rows(ws->ctx, ws->x, ws->dtype, ws->n, ws->d, p->k, p->seed,
+													  gc_kmeans_init_trials(p->init, p->k), rows, ws->d2);
+
+		if (st != GC_OK)
+		{
+			free(rows);
+			return st;
+		}
+		rc = 0;
+	}
 	if (rc == 0)
 		for (int32_t j = 0; j < p->k; j++)
 			for (int32_t t = 0; t < ws->d; t++)

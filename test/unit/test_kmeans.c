@@ -853,29 +853,34 @@ test_reseed_many_empty(void)
 	free(init);
 }
 
-/* Cancel stops the work and reports it. */
+/*
+ * Cancel stops the work and reports it: uniform rows, which Lloyd's
+ * iterations take many steps to settle, each step asking at least once.
+ */
 static void
 test_cancel(void)
 {
-	const double centres[] = {0, 0, 3, 0};
-	float	   *x = blobs(2, 50000, 2, centres, 9);
-	gc_kmeans_params p = params(2, GC_KMEANS_INIT_PLUSPLUS, NULL);
+	float	   *x = malloc(sizeof(float) * 1000000 * 2);
+	gc_kmeans_params p = params(20, GC_KMEANS_INIT_RANDOM, NULL);
 	gc_kmeans_result res;
-	int32_t    *labels = malloc(sizeof(int32_t) * 100000);
-	double	   *dist = malloc(sizeof(double) * 100000);
-	double		cen[4],
-				inertia[2];
-	int64_t		sizes[2];
+	int32_t    *labels = malloc(sizeof(int32_t) * 1000000);
+	double	   *dist = malloc(sizeof(double) * 1000000);
+	double		cen[40],
+				inertia[20];
+	int64_t		sizes[20];
 	gc_exec		e = unit_exec(cancel_after_three, NULL);
 	gc_status	st;
+	uint64_t	s = 12;
 
+	for (int64_t i = 0; i < 2000000; i++)
+		x[i] = (float) unif(&s);
 	res.labels = labels;
 	res.distance = dist;
 	res.centroids = cen;
 	res.sizes = sizes;
 	res.inertia = inertia;
 	p.tol = 0;
-	st = gc_cpu_api()->kmeans(&e, x, GC_F32, 100000, 2, &p, &res);
+	st = gc_cpu_api()->kmeans(&e, x, GC_F32, 1000000, 2, &p, &res);
 	CHECK(st == GC_ERR_CANCELLED, "cancel: status %d", st);
 	CHECK(strcmp(unit_error(), "canceled") == 0, "cancel: message %s", unit_error());
 	free(labels);
