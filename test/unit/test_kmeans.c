@@ -1225,7 +1225,7 @@ test_threads(void)
 		double	   *y;
 		char		what[64];
 
-		n = 50000;
+		n = 48000;
 		x = blobs(12, (int) (n / 12), d, centres, 9);
 		y = malloc(sizeof(double) * n * d);
 		for (int64_t i = 0; i < n * d; i++)
