@@ -43,8 +43,9 @@
  * thread, and the sums of a cluster are still taken over its rows in row
  * order: a stable counting sort of the labels groups the rows (narrow ones)
  * or their numbers (wide ones) by cluster, and each cluster's rows are
- * summed in that order on some thread; on one or two threads wide rows are
- * summed by ranges of clusters, each thread reading every row in order.
+ * summed in that order on some thread; on few threads wide rows are summed
+ * in slices of features, each thread reading its slice of every row in
+ * order.
  * The centroids, labels and inertia are therefore those of one thread, bit
  * for bit, whatever the number of threads.
  * Lloyd's iteration and its GPU counterpart follow Li, Zhao and Chu,
@@ -189,7 +190,6 @@ typedef struct kmeans_ws
 	char	   *gbuf;			/* [n] what group_rows placed: row numbers, narrow rows or d2 */
 	group_what	group;
 	int64_t    *cluster_start;	/* [k + 1] cluster j's rows in order */
-	int32_t    *range_start;	/* [threads + 1] ranges of clusters of sum_ranges */
 	int64_t    *block_hist;		/* [blocks, k] rows per cluster of each block, then its offsets */
 	int64_t		group_blocks;
 	int64_t		group_chunk;	/* rows per block of the count */
@@ -501,38 +501,42 @@ exact_d2(kmeans_ws *ws)
 	return GC_OK;
 }
 
-/* half[j]: half the distance from centroid j to the nearest other centroid. */
+/*
+ * half[j] for centroids [jb, je): the distances of centroid j to all
+ * centroids by the row kernel over the transposed centroids (ws->work), so
+ * each pair's dist2 is summed over the features in order; (a - b)^2 and
+ * (b - a)^2 are the same number, so the value of a pair is the same from
+ * either end, and half[j] the same whatever the blocks.  dist: k doubles.
+ */
+static int64_t
+half_rows(kmeans_ws *ws, int64_t jb, int64_t je, double *dist)
+{
+	for (int64_t j = jb; j < je; j++)
+	{
+		double		h = HUGE_VAL;
+
+		dist_to_centroids_f64(ws->cen + j * ws->d, ws->d, ws->work, ws->k, dist);
+		for (int32_t j2 = 0; j2 < ws->k; j2++)
+		{
+			double		v = 0.5 * sqrt(dist[j2]);
+
+			if (j2 != j && v < h)
+				h = v;
+		}
+		ws->half[j] = h;
+	}
+	return (je - jb) * (int64_t) ws->k * ws->d;
+}
+
+/* half[j]: half the distance from centroid j to the nearest other centroid (ws->work transposed). */
 static gc_status
 bounds_half(kmeans_ws *ws)
 {
-	const double *cen = ws->cen;
-	int32_t		d = ws->d;
-
 	if (ws->threads > 1)
 		return bounds_half_parallel(ws);
 	for (int32_t j = 0; j < ws->k; j++)
-		ws->half[j] = HUGE_VAL;
-	for (int32_t j = 0; j < ws->k; j++)
-	{
-		if (work_cancelled(ws, (int64_t) (ws->k - j) * d))
+		if (work_cancelled(ws, half_rows(ws, j, j + 1, ws->work + ws->kd)))
 			return GC_ERR_CANCELLED;
-		for (int32_t j2 = j + 1; j2 < ws->k; j2++)
-		{
-			double		s = 0.0;
-
-			for (int32_t t = 0; t < d; t++)
-			{
-				double		diff = cen[(int64_t) j * d + t] - cen[(int64_t) j2 * d + t];
-
-				s += diff * diff;
-			}
-			s = 0.5 * sqrt(s);
-			if (s < ws->half[j])
-				ws->half[j] = s;
-			if (s < ws->half[j2])
-				ws->half[j2] = s;
-		}
-	}
 	return GC_OK;
 }
 
@@ -960,72 +964,74 @@ sum_block(void *arg, gc_worker *w, int64_t jb, int64_t je)
 }
 
 /*
- * Wide rows on one or two threads: the clusters cut into as many ranges of
- * about equal rows, one thread per range reading every row in order and
- * summing those of its range (on more threads the rows are grouped by
- * number instead, so that no thread reads them all).
+ * Wide rows on few threads: the features cut into one slice per thread (of
+ * at least KM_SLICE_MIN features, so that each thread reads runs of whole
+ * cache lines), each thread reading every row in order and summing its
+ * slice of the row into the row's cluster.  Each feature's sums are thus in
+ * row order, and the rows are read from memory once in all.  On more
+ * threads the rows are grouped by number instead.
  */
-typedef struct range_job
+#define KM_SLICE_MIN 64
+
+typedef struct slice_job
 {
 	kmeans_ws  *ws;
 	double	   *sums;
-	int32_t		nranges;
-	int32_t    *range;			/* [nranges + 1] first cluster of each range */
-} range_job;
+	int32_t		width;			/* features per slice */
+} slice_job;
 
 static gc_status
-range_block(void *arg, gc_worker *w, int64_t rb, int64_t re)
+slice_block(void *arg, gc_worker *w, int64_t sb, int64_t se)
 {
-	range_job  *job = arg;
+	slice_job  *job = arg;
 	kmeans_ws  *ws = job->ws;
 	int32_t		d = ws->d;
-	int64_t		stride = cancel_stride(d + 1);
+	int64_t		stride = cancel_stride(job->width + 1);
 
-	for (int64_t r = rb; r < re; r++)
+	for (int64_t sl = sb; sl < se; sl++)
 	{
-		int32_t		jlo = job->range[r];
-		int32_t		jhi = job->range[r + 1];
+		int32_t		f0 = (int32_t) sl * job->width;
+		int32_t		f1 = f0 + job->width < d ? f0 + job->width : d;
 
-		memset(job->sums + (int64_t) jlo * d, 0, sizeof(double) * (size_t) (jhi - jlo) * d);
+		for (int32_t j = 0; j < ws->k; j++)
+			memset(job->sums + (int64_t) j * d + f0, 0, sizeof(double) * (size_t) (f1 - f0));
 		for (int64_t from = 0; from < ws->n; from += stride)
 		{
 			int64_t		to = from + stride < ws->n ? from + stride : ws->n;
 
 			for (int64_t i = from; i < to; i++)
 			{
-				int32_t		j = ws->labels[i];
+				double	   *GC_RESTRICT acc = job->sums + (int64_t) ws->labels[i] * d;
 
-				if ((uint32_t) (j - jlo) < (uint32_t) (jhi - jlo))
-					row_add(job->sums + (int64_t) j * d, ws->x, ws->dtype, i, d);
+				if (ws->dtype == GC_F64)
+				{
+					const double *row = (const double *) ws->x + i * d;
+
+					for (int32_t t = f0; t < f1; t++)
+						acc[t] += row[t];
+				}
+				else
+				{
+					const float *row = (const float *) ws->x + i * d;
+
+					for (int32_t t = f0; t < f1; t++)
+						acc[t] += (double) row[t];
+				}
 			}
-			if (gc_worker_tick(w, (to - from) * (d + 1), CANCEL_WORK))
+			if (gc_worker_tick(w, (to - from) * (f1 - f0 + 1), CANCEL_WORK))
 				return GC_ERR_CANCELLED;
 		}
 	}
 	return GC_OK;
 }
 
-/* The sums of wide rows from the labels and the counts, on one range per thread. */
-static gc_status
-sum_ranges(kmeans_ws *ws, double *sums)
+/* The slices of wide rows on this many threads, or 0 when they would be too narrow. */
+static int32_t
+slice_width(const kmeans_ws *ws)
 {
-	range_job	job = {ws, sums, 0, ws->range_start};
-	int32_t		want = ws->threads < ws->k ? ws->threads : ws->k;
-	int64_t		per = (ws->n + want - 1) / want;
-	int64_t		acc = 0;
+	int32_t		w = (ws->d + ws->threads - 1) / ws->threads;
 
-	job.range[0] = 0;
-	for (int32_t j = 0; j < ws->k; j++)
-	{
-		acc += ws->counts[j];
-		if (acc >= per && j + 1 < ws->k && job.nranges + 1 < want)
-		{
-			job.range[++job.nranges] = j + 1;
-			acc = 0;
-		}
-	}
-	job.range[++job.nranges] = ws->k;
-	return gc_pool_for(ws->ctx->pool, job.nranges, 1, range_block, &job);
+	return w >= KM_SLICE_MIN || ws->threads == 1 ? w : 0;
 }
 
 /* The counts of the clusters from block_hist (the blocks' counts). */
@@ -1052,12 +1058,14 @@ sums_by_cluster(kmeans_ws *ws, double *sums, double *inertia, int counted)
 	sum_job		job = {ws, sums, inertia};
 	gc_status	st;
 
-	if (sums && ws->d > KM_NARROW && ws->threads <= 2)
+	if (sums && ws->d > KM_NARROW && slice_width(ws) > 0)
 	{
+		slice_job	sj = {ws, sums, slice_width(ws)};
+
 		if (!counted && (st = gc_pool_for(ws->ctx->pool, ws->group_blocks, 1, count_block, ws)) != GC_OK)
 			return st;
 		counts_from_blocks(ws);
-		return sum_ranges(ws, sums);
+		return gc_pool_for(ws->ctx->pool, (ws->d + sj.width - 1) / sj.width, 1, slice_block, &sj);
 	}
 	if ((st = group_rows(ws, !sums ? GROUP_D2 : ws->d <= KM_NARROW ? GROUP_ROWS : GROUP_INDEX,
 						 counted)) != GC_OK)
@@ -1084,43 +1092,15 @@ exact_d2_parallel(kmeans_ws *ws)
 					   exact_d2_block, ws);
 }
 
-/*
- * half[j] of a block of centroids, each over all the others: the distance
- * of a pair is the same both ways round and the minimum does not depend on
- * the order, so the one-thread values come out.
- */
+/* half[j] of a block of centroids. */
 static gc_status
 half_block(void *arg, gc_worker *w, int64_t jb, int64_t je)
 {
 	kmeans_ws  *ws = arg;
-	const double *cen = ws->cen;
-	int32_t		d = ws->d;
 
 	for (int64_t j = jb; j < je; j++)
-	{
-		double		h = HUGE_VAL;
-
-		for (int32_t j2 = 0; j2 < ws->k; j2++)
-		{
-			double		s = 0.0;
-
-			if (j2 == j)
-				continue;
-			for (int32_t t = 0; t < d; t++)
-			{
-				double		diff = cen[(int64_t) (j < j2 ? j : j2) * d + t] -
-					cen[(int64_t) (j < j2 ? j2 : j) * d + t];
-
-				s += diff * diff;
-			}
-			s = 0.5 * sqrt(s);
-			if (s < h)
-				h = s;
-		}
-		ws->half[j] = h;
-		if (gc_worker_tick(w, (int64_t) ws->k * d, CANCEL_WORK))
+		if (gc_worker_tick(w, half_rows(ws, j, j + 1, thread_dist(ws, w)), CANCEL_WORK))
 			return GC_ERR_CANCELLED;
-	}
 	return GC_OK;
 }
 
@@ -1256,9 +1236,8 @@ kmeans_ws_alloc(kmeans_ws *ws)
 		ws->gbuf = malloc(ws->d <= KM_NARROW && gc_dtype_size(ws->dtype) * ws->d > 8 ?
 						  gc_dtype_size(ws->dtype) * ws->d * n : 8 * n);
 		ws->cluster_start = malloc(sizeof(int64_t) * (k + 1));
-		ws->range_start = malloc(sizeof(int32_t) * ((size_t) ws->threads + 1));
 		ws->block_hist = malloc(sizeof(int64_t) * k * (size_t) ws->group_blocks);
-		if (!ws->tdist || !ws->gbuf || !ws->cluster_start || !ws->range_start || !ws->block_hist)
+		if (!ws->tdist || !ws->gbuf || !ws->cluster_start || !ws->block_hist)
 			return gc_core_oom(ws->ctx, sizeof(double) * (size_t) ws->tdist_stride * (size_t) ws->threads +
 							   sizeof(int64_t) * (n + k + 1) +
 							   sizeof(int64_t) * k * (size_t) ws->group_blocks,
@@ -1308,7 +1287,6 @@ kmeans_ws_free(kmeans_ws *ws)
 	free(ws->tdist);
 	free(ws->gbuf);
 	free(ws->cluster_start);
-	free(ws->range_start);
 	free(ws->block_hist);
 	if (ws->kscratch)
 		for (int i = 0; i < ws->threads; i++)

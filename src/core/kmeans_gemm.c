@@ -53,8 +53,16 @@
 
 #define GC_KMG_RESTRICT __restrict__
 
-/* GCC vectorizes the loops over centroids below only when told (as kmeans.c's kernels). */
-#if defined(__GNUC__) && !defined(__clang__)
+/*
+ * GCC vectorizes the loops over centroids below only when told (as kmeans.c's
+ * kernels); on x86-64 they are also built for AVX2 and AVX-512 and the
+ * loader picks the clone the CPU runs (no multiply-add is contracted in any
+ * of them: -ffp-contract=off).
+ */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__)
+#define KMG_VECTORIZE __attribute__((optimize("tree-vectorize", "vect-cost-model=dynamic"), \
+									 target_clones("avx512f", "avx2", "default")))
+#elif defined(__GNUC__) && !defined(__clang__)
 #define KMG_VECTORIZE __attribute__((optimize("tree-vectorize", "vect-cost-model=dynamic")))
 #else
 #define KMG_VECTORIZE
@@ -585,6 +593,43 @@ least(const double *GC_KMG_RESTRICT v, int32_t k, const double *skip, double non
 	return r < HUGE_VAL ? r : none_value;
 }
 
+/*
+ * The j with lo[j] <= lim, in order, into cj (and q into cq); returns their
+ * number.  Few are: blocks of eight are tested at once and only a block
+ * holding one is looked at value by value.
+ */
+KMG_VECTORIZE static int32_t
+below(const double *GC_KMG_RESTRICT lo, int32_t k, double lim, int32_t q,
+	  int32_t *GC_KMG_RESTRICT cq, int32_t *GC_KMG_RESTRICT cj)
+{
+	int32_t		c = 0;
+	int32_t		j = 0;
+
+	for (; j + 8 <= k; j += 8)
+	{
+		int			any = 0;
+
+		for (int u = 0; u < 8; u++)
+			any |= lo[j + u] <= lim;
+		if (any)
+			for (int u = 0; u < 8; u++)
+				if (lo[j + u] <= lim)
+				{
+					cq[c] = q;
+					cj[c] = j + u;
+					c++;
+				}
+	}
+	for (; j < k; j++)
+		if (lo[j] <= lim)
+		{
+			cq[c] = q;
+			cj[c] = j;
+			c++;
+		}
+	return c;
+}
+
 /* Candidates of row q from its products: appends them to cand_q/cand_j; returns their number. */
 static int32_t
 candidates(const gc_kmg *p, gc_kmg_scratch *s, int32_t q, int32_t at)
@@ -604,13 +649,7 @@ candidates(const gc_kmg *p, gc_kmg_scratch *s, int32_t q, int32_t at)
 		lohi_f32((const float *) s->prod + (int64_t) q * k, k, xn2, nx, e0, p->cn2, p->e1, p->e2,
 				 s->lo, s->hi);
 	minhi = least(s->hi, k, NULL, HUGE_VAL);
-	for (int32_t j = 0; j < k; j++)
-		if (s->lo[j] <= minhi)
-		{
-			s->cand_q[at + c] = q;
-			s->cand_j[at + c] = j;
-			c++;
-		}
+	c = below(s->lo, k, minhi, q, s->cand_q + at, s->cand_j + at);
 	nclo = least(s->lo, k, &minhi, HUGE_VAL);
 	s->nclo[q] = nclo;
 	return c;
