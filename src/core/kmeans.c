@@ -40,8 +40,10 @@
  * assignment and the output).  Distances are accumulated in double.
  *
  * With several threads (pool.h) the rows are assigned in blocks on every
- * thread, and the sums of a cluster are still taken over its rows in row
- * order: a stable counting sort of the labels groups the rows (narrow ones)
+ * thread.  When k * d is small and n large the sums are taken per block of
+ * KM_SUM_BLOCK rows as each block is assigned and added in block order (on
+ * one thread too); otherwise the sums of a cluster are taken over its rows
+ * in row order: a stable counting sort of the labels groups the rows (narrow ones)
  * or their numbers (wide ones) by cluster, and each cluster's rows are
  * summed in that order on some thread; on few threads wide rows are summed
  * in slices of features, each thread reading its slice of every row in
@@ -83,6 +85,17 @@
  */
 #define KM_GEMM_MIN_D 64
 #define KM_GEMM_MIN_K 16
+
+/*
+ * Sums in blocks: when k * d is at most KM_BLOCKED_KD, the sums of each
+ * block of KM_SUM_BLOCK rows are taken while the block is assigned (each
+ * cluster's rows of the block in row order), and a cluster's sum is the sum
+ * of its blocks' sums in block order.  The blocks are fixed by n, so the
+ * sums are the same whatever the threads; inputs of at most KM_SUM_BLOCK
+ * rows are one block, summed in row order.
+ */
+#define KM_SUM_BLOCK 16384
+#define KM_BLOCKED_KD 4096
 
 /*
  * Work between two questions to the cancel callback, counted in products of
@@ -184,7 +197,9 @@ typedef struct kmeans_ws
 
 	/* several threads */
 	int			threads;		/* of the pool */
-	int			par;			/* the blocked (parallel) assignment and sums: threads > 1 or gemm */
+	int			par;			/* the blocked (parallel) assignment and sums: threads > 1, gemm or blocked */
+	int			blocked;		/* sums in blocks of KM_SUM_BLOCK rows (bpart) */
+	double	   *bpart;			/* [group_blocks, k, d] each block's sums */
 	double	   *tdist;			/* [threads, tdist_stride] distances of one row, per thread */
 	int64_t		tdist_stride;	/* k rounded up to a cache line of doubles */
 	char	   *gbuf;			/* [n] what group_rows placed: row numbers, narrow rows or d2 */
@@ -778,6 +793,14 @@ assign_block(void *arg, gc_worker *w, int64_t gb, int64_t ge)
 		memset(h, 0, sizeof(int64_t) * (size_t) ws->k);
 		for (int64_t i = b; i < e; i++)
 			h[ws->labels[i]]++;
+		if (ws->blocked)
+		{
+			double	   *part = ws->bpart + gb * (int64_t) ws->kd;
+
+			memset(part, 0, sizeof(double) * ws->kd);
+			for (int64_t i = b; i < e; i++)
+				row_add(part + (int64_t) ws->labels[i] * ws->d, ws->x, ws->dtype, i, ws->d);
+		}
 	}
 	__atomic_fetch_add(&job->changed, changed, __ATOMIC_RELAXED);
 	return GC_OK;
@@ -1048,6 +1071,24 @@ counts_from_blocks(kmeans_ws *ws)
 	}
 }
 
+/* Sums [b, e) of the clusters from the blocks' sums, in block order. */
+static gc_status
+combine_block(void *arg, gc_worker *w, int64_t b, int64_t e)
+{
+	sum_job    *job = arg;
+	kmeans_ws  *ws = job->ws;
+
+	for (int64_t q = b; q < e; q++)
+	{
+		double		v = 0.0;
+
+		for (int64_t g = 0; g < ws->group_blocks; g++)
+			v += ws->bpart[g * (int64_t) ws->kd + q];
+		job->sums[q] = v;
+	}
+	return GC_OK;
+}
+
 /*
  * The sums (or inertia) and counts of the clusters from the labels, each
  * cluster in row order; counted: block_hist holds the blocks' counts already.
@@ -1058,6 +1099,12 @@ sums_by_cluster(kmeans_ws *ws, double *sums, double *inertia, int counted)
 	sum_job		job = {ws, sums, inertia};
 	gc_status	st;
 
+	if (sums && ws->blocked && counted)
+	{
+		counts_from_blocks(ws);
+		return gc_pool_for(ws->ctx->pool, (int64_t) ws->kd, gc_pool_grain(ws->ctx->pool, (int64_t) ws->kd, 256),
+						   combine_block, &job);
+	}
 	if (sums && ws->d > KM_NARROW && slice_width(ws) > 0)
 	{
 		slice_job	sj = {ws, sums, slice_width(ws)};
@@ -1187,7 +1234,8 @@ kmeans_ws_init(kmeans_ws *ws, gc_core_ctx *ctx, const void *x, gc_dtype dtype, g
 	ws->threads = n >= 4096 ? gc_pool_threads(ctx->pool) : 1;
 	/* the checked product pays from a few dozen products per row (OpenBLAS opened here, on the caller's thread) */
 	ws->use_gemm = d >= KM_GEMM_MIN_D && ws->k >= KM_GEMM_MIN_K && gc_blas_available();
-	ws->par = ws->threads > 1 || ws->use_gemm;
+	ws->blocked = (int64_t) ws->k * d <= KM_BLOCKED_KD && n > KM_SUM_BLOCK;
+	ws->par = ws->threads > 1 || ws->use_gemm || ws->blocked;
 }
 
 /* Allocates the working arrays. */
@@ -1228,7 +1276,7 @@ kmeans_ws_alloc(kmeans_ws *ws)
 			blocks = (INT64_C(1) << 22) / (int64_t) k;
 		if (blocks < 1)
 			blocks = 1;
-		ws->group_chunk = (ws->n + blocks - 1) / blocks;
+		ws->group_chunk = ws->blocked ? KM_SUM_BLOCK : (ws->n + blocks - 1) / blocks;
 		ws->group_blocks = (ws->n + ws->group_chunk - 1) / ws->group_chunk;
 		/* each thread's distances on cache lines of their own: they are written for every row */
 		ws->tdist_stride = (int64_t) (k + 7) / 8 * 8;
@@ -1237,6 +1285,14 @@ kmeans_ws_alloc(kmeans_ws *ws)
 						  gc_dtype_size(ws->dtype) * ws->d * n : 8 * n);
 		ws->cluster_start = malloc(sizeof(int64_t) * (k + 1));
 		ws->block_hist = malloc(sizeof(int64_t) * k * (size_t) ws->group_blocks);
+		if (ws->blocked)
+		{
+			ws->bpart = malloc(sizeof(double) * ws->kd * (size_t) ws->group_blocks);
+			if (!ws->bpart)
+				return gc_core_oom(ws->ctx, sizeof(double) * ws->kd * (size_t) ws->group_blocks,
+								   "out of memory for the k-means sums (%lld rows, k = %d)",
+								   (long long) ws->n, ws->k);
+		}
 		if (!ws->tdist || !ws->gbuf || !ws->cluster_start || !ws->block_hist)
 			return gc_core_oom(ws->ctx, sizeof(double) * (size_t) ws->tdist_stride * (size_t) ws->threads +
 							   sizeof(int64_t) * (n + k + 1) +
@@ -1288,6 +1344,7 @@ kmeans_ws_free(kmeans_ws *ws)
 	free(ws->gbuf);
 	free(ws->cluster_start);
 	free(ws->block_hist);
+	free(ws->bpart);
 	if (ws->kscratch)
 		for (int i = 0; i < ws->threads; i++)
 			gc_kmg_scratch_free(ws->kscratch[i]);

@@ -1249,7 +1249,8 @@ test_threads(void)
  * The reference of Lloyd's algorithm, written here from the rules of
  * src/core/kmeans.c in the plainest way: the rows as doubles (float rows
  * converted exactly), dist2 summed over the features in order, the nearest
- * centroid the lowest number on a tie, sums in row order, with metric
+ * centroid the lowest number on a tie, sums in row order (in blocks of
+ * 16384 rows added in block order when k d <= 4096 and n > 16384), with metric
  * cosine every centroid holding rows scaled to unit length, the stopping
  * rules, the final assignment, and the outputs.  Cases that leave a cluster
  * empty are not for this reference (empty is set).
@@ -1322,6 +1323,8 @@ ref_lloyd(const double *x, int64_t n, int32_t d, int32_t k, const double *init, 
 {
 	double	   *cen = malloc(sizeof(double) * k * d);
 	double	   *sums = malloc(sizeof(double) * k * d);
+	double	   *bsum = malloc(sizeof(double) * k * d);
+	int			blocked = (int64_t) k * d <= 4096 && n > 16384;
 	double	   *v = malloc(sizeof(double) * d);
 	double	   *m = calloc(d, sizeof(double));
 	double	   *var = calloc(d, sizeof(double));
@@ -1359,6 +1362,7 @@ ref_lloyd(const double *x, int64_t n, int32_t d, int32_t k, const double *init, 
 		double		shift = 0.0;
 
 		memset(sums, 0, sizeof(double) * k * d);
+		memset(bsum, 0, sizeof(double) * k * d);
 		memset(cnt, 0, sizeof(int64_t) * k);
 		for (int64_t i = 0; i < n; i++)
 		{
@@ -1368,7 +1372,14 @@ ref_lloyd(const double *x, int64_t n, int32_t d, int32_t k, const double *init, 
 			o->labels[i] = j;
 			cnt[j]++;
 			for (int32_t t = 0; t < d; t++)
-				sums[j * d + t] += x[i * d + t];
+				(blocked ? bsum : sums)[j * d + t] += x[i * d + t];
+			/* sums in blocks of 16384 rows, added in block order, when k d <= 4096 and n > 16384 */
+			if (blocked && ((i + 1) % 16384 == 0 || i + 1 == n))
+				for (int64_t q = 0; q < (int64_t) k * d; q++)
+				{
+					sums[q] += bsum[q];
+					bsum[q] = 0.0;
+				}
 		}
 		for (int32_t j = 0; j < k; j++)
 		{
@@ -1404,6 +1415,7 @@ ref_lloyd(const double *x, int64_t n, int32_t d, int32_t k, const double *init, 
 		for (int32_t j = 0; j < k; j++)
 			o->inertia[j] /= 2;
 	free(sums);
+	free(bsum);
 	free(v);
 	free(m);
 	free(var);
