@@ -683,6 +683,21 @@ gc_kmeans_plusplus_rows(const void *x, gc_dtype dtype,	/* [n, d] */
 }
 
 /*
+ * n_init: whether a run of total inertia v beats the best so far, best: it
+ * must be lower by more than GC_KMEANS_RUN_TIE of best.  Closer totals are
+ * a tie and the earlier run is kept: two runs that end in the same
+ * clustering, numbered differently, differ by rounding alone, and the CPU
+ * and the GPU sum the inertia in different orders.
+ */
+#define GC_KMEANS_RUN_TIE 1e-12
+
+static inline int
+gc_kmeans_run_better(double v, double best)
+{
+	return v < best - GC_KMEANS_RUN_TIE * fabs(best);
+}
+
+/*
  * The seed of run r (0-based) of n_init runs: the seed itself for the first
  * run, so that n_init = 1 is one run with the seed; for the others
  * splitmix64's finaliser of seed + r * 0xD1B54A32D192ED03.

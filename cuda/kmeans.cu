@@ -615,7 +615,7 @@ double total_inertia(const gc_kmeans_result *r, int k)
 /*
  * The n_init runs over the same data on the device: run r from the seed
  * gc_kmeans_run_seed(seed, r), the run of lowest total inertia kept (the
- * first on a tie), as the CPU back end does.
+ * first on a tie, gc_kmeans_run_better), as the CPU back end does.
  */
 void KMeans::run(gc_kmeans_result *result)
 {
@@ -656,7 +656,7 @@ void KMeans::run(gc_kmeans_result *result)
 			p_.seed = gc_kmeans_run_seed(seed, r);
 			one_run(&tmp);
 			iters += tmp.iterations;
-			if (total_inertia(&tmp, k) < best)
+			if (gc_kmeans_run_better(total_inertia(&tmp, k), best))
 			{
 				best = total_inertia(&tmp, k);
 				std::copy(labels.begin(), labels.end(), result->labels);

@@ -1784,7 +1784,7 @@ copy_result(gc_kmeans_result *dst, const gc_kmeans_result *src, int64_t n, int32
 /*
  * k-means of n >= 1 rows; see the rules at the top of this file.  With
  * n_init > 1, run r starts from the seed gc_kmeans_run_seed(seed, r) and the
- * run of lowest total inertia is kept, the first on a tie.
+ * run of lowest total inertia is kept, the first on a tie (gc_kmeans_run_better).
  */
 gc_status
 gc_core_kmeans(gc_core_ctx *ctx, const void *x, gc_dtype dtype, int64_t n, int32_t d,
@@ -1825,7 +1825,7 @@ gc_core_kmeans(gc_core_ctx *ctx, const void *x, gc_dtype dtype, int64_t n, int32
 		if (st != GC_OK)
 			break;
 		iters += tmp.iterations;
-		if (total_inertia(&tmp, k) < best)
+		if (gc_kmeans_run_better(total_inertia(&tmp, k), best))
 		{
 			best = total_inertia(&tmp, k);
 			copy_result(result, &tmp, n, d, k);
