@@ -1114,7 +1114,7 @@ sums_by_cluster(kmeans_ws *ws, double *sums, double *inertia, int counted)
 		counts_from_blocks(ws);
 		return gc_pool_for(ws->ctx->pool, (ws->d + sj.width - 1) / sj.width, 1, slice_block, &sj);
 	}
-	if ((st = group_rows(ws, !sums ? GROUP_D2 : ws->d <= KM_NARROW ? GROUP_ROWS : GROUP_INDEX,
+	if ((st = group_rows(ws, !sums ? GROUP_D2 : ws->d <= KM_NARROW && !ws->blocked ? GROUP_ROWS : GROUP_INDEX,
 						 counted)) != GC_OK)
 		return st;
 	return gc_pool_for(ws->ctx->pool, ws->k, gc_pool_grain(ws->ctx->pool, ws->k, 1), sum_block, &job);
@@ -1269,6 +1269,7 @@ kmeans_ws_alloc(kmeans_ws *ws)
 	{
 		/* blocks of the assignment and count: several per thread, at most 2^22 counters in all */
 		int64_t		blocks = (int64_t) ws->threads * 8;
+		size_t		gbytes;
 
 		if (blocks > ws->n / 4096)
 			blocks = ws->n / 4096;
@@ -1281,8 +1282,10 @@ kmeans_ws_alloc(kmeans_ws *ws)
 		/* each thread's distances on cache lines of their own: they are written for every row */
 		ws->tdist_stride = (int64_t) (k + 7) / 8 * 8;
 		ws->tdist = aligned_alloc(64, sizeof(double) * (size_t) ws->tdist_stride * (size_t) ws->threads);
-		ws->gbuf = malloc(ws->d <= KM_NARROW && gc_dtype_size(ws->dtype) * ws->d > 8 ?
-						  gc_dtype_size(ws->dtype) * ws->d * n : 8 * n);
+		/* narrow rows are grouped by value only where the sums are not taken in blocks */
+		gbytes = !ws->blocked && ws->d <= KM_NARROW && gc_dtype_size(ws->dtype) * ws->d > 8 ?
+			gc_dtype_size(ws->dtype) * ws->d * n : 8 * n;
+		ws->gbuf = malloc(gbytes);
 		ws->cluster_start = malloc(sizeof(int64_t) * (k + 1));
 		ws->block_hist = malloc(sizeof(int64_t) * k * (size_t) ws->group_blocks);
 		if (ws->blocked)
@@ -1295,7 +1298,7 @@ kmeans_ws_alloc(kmeans_ws *ws)
 		}
 		if (!ws->tdist || !ws->gbuf || !ws->cluster_start || !ws->block_hist)
 			return gc_core_oom(ws->ctx, sizeof(double) * (size_t) ws->tdist_stride * (size_t) ws->threads +
-							   sizeof(int64_t) * (n + k + 1) +
+							   gbytes + sizeof(int64_t) * (k + 1) +
 							   sizeof(int64_t) * k * (size_t) ws->group_blocks,
 							   "out of memory for k-means on %d threads (%lld rows, k = %d)",
 							   ws->threads, (long long) ws->n, ws->k);
