@@ -1086,7 +1086,7 @@ combine_block(void *arg, gc_worker *w, int64_t b, int64_t e)
 			v += ws->bpart[g * (int64_t) ws->kd + q];
 		job->sums[q] = v;
 	}
-	return GC_OK;
+	return gc_worker_tick(w, (e - b) * ws->group_blocks, CANCEL_WORK) ? GC_ERR_CANCELLED : GC_OK;
 }
 
 /*
@@ -1180,9 +1180,7 @@ assign_parallel(kmeans_ws *ws, double *second, const km_moves *moves, int bounde
 static gc_status
 per_row(kmeans_ws *ws, gc_pool_fn fn)
 {
-	if (ws->threads > 1)
-		return gc_pool_for(ws->ctx->pool, ws->n, gc_pool_grain(ws->ctx->pool, ws->n, 4096), fn, ws);
-	return fn(ws, NULL, 0, ws->n);
+	return gc_pool_for(ws->ctx->pool, ws->n, gc_pool_grain(ws->ctx->pool, ws->n, 4096), fn, ws);
 }
 
 /* The first bounds of a block of rows: the distances to the nearest and second nearest centroid. */
@@ -1196,7 +1194,7 @@ bounds_from_d2_block(void *arg, gc_worker *w, int64_t b, int64_t e)
 		ws->bound_u[i] = sqrt(ws->d2[i]);
 		ws->bound_l[i] = sqrt(ws->bound_l[i]);
 	}
-	return GC_OK;
+	return gc_worker_tick(w, e - b, CANCEL_WORK) ? GC_ERR_CANCELLED : GC_OK;
 }
 
 /* The output distances of a block of rows. */
@@ -1207,7 +1205,7 @@ distance_block(void *arg, gc_worker *w, int64_t b, int64_t e)
 
 	for (int64_t i = b; i < e; i++)
 		ws->result->distance[i] = gc_metric_distance(ws->metric, ws->d2[i]);
-	return GC_OK;
+	return gc_worker_tick(w, e - b, CANCEL_WORK) ? GC_ERR_CANCELLED : GC_OK;
 }
 
 /* ---------------------------------------------------------------- workspace */
