@@ -77,7 +77,7 @@ class KMeans
 	/* the plan and the buffers */
 	void plan();
 	void size_chunks(size_t free_b);
-	void allocate();
+	void allocate(bool assign_only);
 
 	/* the rows on the device */
 	void load_chunk(int64_t c);
@@ -87,6 +87,7 @@ class KMeans
 
 	/* the phases */
 	void init_stats(bool mean_only);
+	void upload_centre();
 	void init_centroids();
 	void one_run(gc_kmeans_result *result);
 	int32_t iterate(int32_t *&labels, bool &strict);
@@ -99,7 +100,7 @@ class KMeans
 	void pass(bool with_sums, int32_t *labels, const int32_t *labels_old);
 	void assign_chunk(int64_t off, int64_t rows, bool with_sums, int32_t *labels, const int32_t *labels_old);
 	void counts_to_timing();
-	void distances_to_host(gc_kmeans_result *result, const int32_t *labels);
+	void distances_to_host(double *distance, const int32_t *labels, bool as_metric);
 	void results_to_host(gc_kmeans_result *result, const int32_t *labels);
 
 	const gc_exec &exec_;
@@ -166,7 +167,7 @@ void KMeans::size_chunks(size_t free_b)
 		(size_t) d * 16 + (64u << 20);
 	size_t		per_row = 4 + 4 + 4 + 8;	/* two label arrays, d2, mind2 / exact d2 */
 	size_t		per_chunk_row = (size_t) d * gc_dtype_size(plan_.dtype) + (fused ? 0 : 4 * 3 + 16 + 8) +
-		(gemm ? (size_t) d * vs + 8 : 0);
+		(gemm ? (size_t) d * vs + 8 : 0) + (maxd == 0 ? 4 * 4 + 8 : 0);
 	size_t		budget = (size_t) (free_b * 0.9);
 
 	if (gemm)
@@ -178,6 +179,9 @@ void KMeans::size_chunks(size_t free_b)
 		if (tuning_.kmeans_tile_rows >= 32)
 			plan_.gemm_tile = tuning_.kmeans_tile_rows;
 		fixed += (size_t) plan_.gemm_tile * k * vs + (maxd == 0 ? (size_t) plan_.gemm_tile * d * 4 : 0);
+		/* the tile mode's centroids, norms and centre, rows' norms; its per-row arrays below */
+		if (maxd == 0)
+			fixed += kd * 4 + (size_t) k * 12 + (size_t) d * 8 + (size_t) plan_.gemm_tile * 4;
 	}
 	if (!fused)
 		fixed += (size_t) (k + 1) * d * 8;	/* partial sums, beyond the per-slice rows */
@@ -216,8 +220,11 @@ void KMeans::size_chunks(size_t free_b)
 		plan_.gemm_tile = std::min<int64_t>(plan_.gemm_tile, plan_.chunk_rows);
 }
 
-/* The device buffers of the plan, for the whole call. */
-void KMeans::allocate()
+/*
+ * The device buffers of the plan, for the whole call; assign_only leaves out
+ * those of the update (an assignment to given centroids).
+ */
+void KMeans::allocate(bool assign_only)
 {
 	const int64_t n = plan_.n;
 	const int	d = plan_.d;
@@ -231,13 +238,16 @@ void KMeans::allocate()
 	else
 		rows_.x.reset((size_t) chunk * d, "k-means data");
 	rows_.lab_a.reset(n, "k-means labels");
-	rows_.lab_b.reset(n, "k-means labels");
+	if (!assign_only)
+		rows_.lab_b.reset(n, "k-means labels");
 	rows_.d2.reset(n, "k-means distances");
 	cen_.cen.reset(kd, "centroids");
-	cen_.cen_new.reset(kd, "centroids");
+	if (!assign_only)
+		cen_.cen_new.reset(kd, "centroids");
 	cen_.cen_f.reset(kd, "centroids");
 	cen_.mean_d.reset(d, "data mean");
-	sums_.sums.reset(kd, "centroid sums");
+	if (!assign_only)
+		sums_.sums.reset(kd, "centroid sums");
 	rep_.k = k;
 	rep_.dev.reset(rep_.len(), "cluster sizes and moves");
 	rep_.host = std::vector<unsigned long long>(rep_.len());
@@ -253,13 +263,15 @@ void KMeans::allocate()
 	{
 		cen_.cen_cf.reset(kd, "centroids");
 		cen_.cval.reset(k, "centroid norms");
-		cen_.cmax.reset(1, "centroid norms");
+		cen_.cnrm.reset(k, "centroid norms");
 		prod_.xc.reset((size_t) chunk * d, "centred data");
 		prod_.xnorm.reset(chunk, "row norms");
 		prod_.dots.reset((size_t) plan_.gemm_tile * k, "distance tile");
 		prod_.xg.reset((size_t) plan_.gemm_tile * d, "rows for the FP32 product");
 		prod_.unres.reset(chunk, "rows for the FP32 product");
 		prod_.unres_n.reset(1, "rows for the FP32 product");
+		if (!assign_only && prod_.two_level)
+			product_tile_buffers(plan_, prod_);
 	}
 	if (plan_.f64_gemm)
 	{
@@ -270,6 +282,8 @@ void KMeans::allocate()
 		prod_.xnorm64.reset(chunk, "row norms");
 		prod_.dots64.reset((size_t) plan_.gemm_tile * k, "distance tile");
 	}
+	if (assign_only)
+		return;
 	if (plan_.fused)
 		sums_.fx.reset(kd, "fixed-point sums");
 	else
@@ -342,6 +356,19 @@ void KMeans::init_stats(bool mean_only)
 	}
 	else
 		stats_host(plan_, hx_, stats_, exec_);
+	upload_centre();
+	if (plan_.resident)
+	{
+		prepare_chunk(plan_.n);
+		rows_.loaded = 0;
+	}
+}
+
+/* stats_.mean, the point the product forms and d > 16 centre on, to the device. */
+void KMeans::upload_centre()
+{
+	const int	d = plan_.d;
+
 	CUDA_TRY(cudaMemcpy(cen_.mean_d.get(), stats_.mean.data(), sizeof(double) * d, cudaMemcpyHostToDevice));
 	if (plan_.maxd >= 32)
 	{
@@ -350,11 +377,6 @@ void KMeans::init_stats(bool mean_only)
 		for (int t = 0; t < d; t++)
 			mf[t] = (float) stats_.mean[t];
 		CUDA_TRY(cudaMemcpy(cen_.mean_f.get(), mf.data(), sizeof(float) * plan_.maxd, cudaMemcpyHostToDevice));
-	}
-	if (plan_.resident)
-	{
-		prepare_chunk(plan_.n);
-		rows_.loaded = 0;
 	}
 }
 
@@ -456,7 +478,7 @@ void KMeans::assign_chunk(int64_t off, int64_t rows, bool with_sums, int32_t *la
 	else if (plan_.maxd > 0)
 		assign_lowd(plan_, with_sums && plan_.fused, rows_.x.get(), rows, cen_, sums_, rep_, lab, old, d2);
 	else
-		assign_product(plan_, prod_, cen_, rep_, rows_.x.get(), rows, lab, old, d2, exec_);
+		assign_product(plan_, prod_, cen_, rep_, rows_.x.get(), rows, lab, old, d2, exec_, old ? old : lab);
 }
 
 /*
@@ -508,11 +530,10 @@ void KMeans::finish(gc_kmeans_result *result, int32_t *labels, bool strict)
 	if (!strict)
 		assign(false, labels, nullptr);
 	counts_to_timing();
-	distances_to_host(result, labels);
+	distances_to_host(result->distance, labels, false);
 	results_to_host(result, labels);
 }
 
-/* Each row's squared distance to its centroid, in double, into result->distance. */
 /* The product's counts (decided in double, candidates, sent to FP32) into the timing record. */
 void KMeans::counts_to_timing()
 {
@@ -528,7 +549,11 @@ void KMeans::counts_to_timing()
 	}
 }
 
-void KMeans::distances_to_host(gc_kmeans_result *result, const int32_t *labels)
+/*
+ * Each row's squared distance to its centroid, in double, into distance[n];
+ * as_metric: the metric's distance of it (gc_metric_distance, on the device).
+ */
+void KMeans::distances_to_host(double *distance, const int32_t *labels, bool as_metric)
 {
 	DeviceBuffer<double> d2x(plan_.chunk_rows, "distances");
 
@@ -541,13 +566,13 @@ void KMeans::distances_to_host(gc_kmeans_result *result, const int32_t *labels)
 			gc::check_cancel(exec_);
 		load_chunk(c);
 		if (plan_.dtype == GC_F64)
-			exact_distances(plan_, rows_.x64.get(), rows, labels + off, cen_.cen.get(), d2x.get());
+			exact_distances(plan_, rows_.x64.get(), rows, labels + off, cen_.cen.get(), d2x.get(), as_metric);
 		else
-			exact_distances(plan_, rows_.x.get(), rows, labels + off, cen_.cen.get(), d2x.get());
+			exact_distances(plan_, rows_.x.get(), rows, labels + off, cen_.cen.get(), d2x.get(), as_metric);
 
 		gc::Stopwatch cp;
 
-		CUDA_TRY(cudaMemcpy(result->distance + off, d2x.get(), sizeof(double) * rows, cudaMemcpyDeviceToHost));
+		CUDA_TRY(cudaMemcpy(distance + off, d2x.get(), sizeof(double) * rows, cudaMemcpyDeviceToHost));
 		timing_.from_device_ms += cp.ms();
 	}
 }
@@ -589,6 +614,7 @@ void KMeans::one_run(gc_kmeans_result *result)
 	bool		strict = false;
 
 	init_centroids();
+	prod_.ranked = false;
 	CUDA_TRY(cudaDeviceSynchronize());
 	timing_.phase_ms[0] += sw.ms();
 
@@ -629,8 +655,8 @@ void KMeans::run(gc_kmeans_result *result)
 	double		best;
 
 	plan();
-	CUBLAS_TRY(cublasCreate(&prod_.blas.h));
-	allocate();
+	prod_.blas.open();
+	allocate(false);
 	init_stats(false);
 	CUDA_TRY(cudaDeviceSynchronize());
 	timing_.phase_ms[0] = sw.ms();
@@ -675,28 +701,44 @@ void KMeans::run(gc_kmeans_result *result)
 
 /*
  * Assignment to given centroids: the final pass of a run (assign without
- * sums, the exact distances) for these centroids, on the rows centred on
- * the data mean as in run where the kernels centre (d > 16).
+ * sums, the exact distances) for these centroids.  The checked product
+ * forms give the labels of the double distances whatever point they centre
+ * on, so they centre on the centroids' mean (no pass over the data); the
+ * unchecked forms that centre (d 17 to 32 in single precision, 'tf32')
+ * centre on the data mean as a run does, so that the labels are the run's.
  */
 void KMeans::assign_to(const double *centroids, gc_kmeans_assign_result *result)
 {
 	gc::Stopwatch total;
 	gc::Stopwatch sw;
-	const int64_t n = plan_.n;
-	int32_t    *labels = rows_.lab_a.get();
+	const int	k = plan_.k;
+	const int	d = plan_.d;
+	int32_t    *labels = nullptr;
 
 	plan();
-	if (plan_.maxd == 0 || plan_.f64_gemm)
-		CUBLAS_TRY(cublasCreate(&prod_.blas.h));
-	allocate();
+
+	const bool	product = plan_.maxd == 0 || plan_.f64_gemm;
+	const bool	checked = plan_.f64_gemm || (plan_.maxd == 0 && prod_.refine);
+
+	if (product)
+		prod_.blas.open();
+	allocate(true);
 	labels = rows_.lab_a.get();
-	/* the data mean, where the kernels centre on it (the product forms and d > 16) */
-	if (plan_.maxd == 0 || plan_.maxd >= 32 || plan_.f64_gemm)
+	if (checked)
+	{
+		stats_.mean.assign(d, 0.0);
+		for (int j = 0; j < k; j++)
+			for (int t = 0; t < d; t++)
+				stats_.mean[t] += centroids[(size_t) j * d + t];
+		for (int t = 0; t < d; t++)
+			stats_.mean[t] /= k;
+		upload_centre();
+	}
+	else if (product || plan_.maxd >= 32)
 		init_stats(true);
 	else
-		CUDA_TRY(cudaMemset(cen_.mean_d.get(), 0, sizeof(double) * (size_t) plan_.d));
-	CUDA_TRY(cudaMemcpy(cen_.cen.get(), centroids, sizeof(double) * (size_t) plan_.k * plan_.d,
-						cudaMemcpyHostToDevice));
+		CUDA_TRY(cudaMemset(cen_.mean_d.get(), 0, sizeof(double) * (size_t) d));
+	CUDA_TRY(cudaMemcpy(cen_.cen.get(), centroids, sizeof(double) * (size_t) k * d, cudaMemcpyHostToDevice));
 	CUDA_TRY(cudaDeviceSynchronize());
 	timing_.phase_ms[0] = sw.ms();
 
@@ -707,20 +749,12 @@ void KMeans::assign_to(const double *centroids, gc_kmeans_assign_result *result)
 	timing_.phase_ms[1] = sw.ms();
 
 	sw.restart();
-	{
-		gc_kmeans_result r;
-
-		memset(&r, 0, sizeof(r));
-		r.distance = result->distance;
-		distances_to_host(&r, labels);
-	}
+	distances_to_host(result->distance, labels, true);
 
 	gc::Stopwatch cp;
 
-	CUDA_TRY(cudaMemcpy(result->labels, labels, sizeof(int32_t) * n, cudaMemcpyDeviceToHost));
+	CUDA_TRY(cudaMemcpy(result->labels, labels, sizeof(int32_t) * plan_.n, cudaMemcpyDeviceToHost));
 	timing_.from_device_ms += cp.ms();
-	for (int64_t i = 0; i < n; i++)
-		result->distance[i] = gc_metric_distance(plan_.metric, result->distance[i]);
 	timing_.phase_ms[2] = sw.ms();
 	timing_.compute_ms = total.ms() - timing_.to_device_ms - timing_.from_device_ms;
 }

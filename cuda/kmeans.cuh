@@ -50,18 +50,16 @@ constexpr size_t TILE_SMEM_MAX = 32 * 1024;	/* shared memory of a low-d centroid
 					   "%s failed: cuBLAS status %d at %s:%d", #call, (int) gc_cb_, __FILE__, __LINE__); \
 	} while (0)
 
-/* Owns a cuBLAS handle. */
+/*
+ * The cuBLAS handle of the current device, created at its first use and
+ * kept for the life of the process (a handle costs about a millisecond to
+ * create and a few megabytes of device memory, which stay with it).
+ */
 struct Cublas
 {
 	cublasHandle_t h = nullptr;
-	Cublas() = default;
-	Cublas(const Cublas &) = delete;
-	Cublas &operator=(const Cublas &) = delete;
-	~Cublas()
-	{
-		if (h)
-			cublasDestroy(h);
-	}
+
+	void open();
 };
 
 /* Blocks for work items of per_block each, at least 1 and at most cap. */
@@ -137,7 +135,7 @@ struct Centroids
 	DeviceBuffer<float> cen_pad;		/* [k, maxd] zero-padded (low-d form; centred for maxd 32) */
 	DeviceBuffer<float> cnorm;			/* [k] ||c'||^2 (maxd == 32) */
 	DeviceBuffer<float> cval;			/* [k] ||c'||^2 (product form) */
-	DeviceBuffer<float> cmax;			/* [1] max ||c'||^2 (product form) */
+	DeviceBuffer<float> cnrm;			/* [k] ||c'|| (product form, for the check's bound) */
 	DeviceBuffer<double> mean_d;		/* [d] data mean */
 	DeviceBuffer<double> cen_cd;		/* [k, d] centred, double (DGEMM form) */
 	DeviceBuffer<double> cval64;		/* [k] ||c'||^2 (DGEMM form) */
@@ -178,6 +176,7 @@ struct Product
 	bool		refine = true;			/* the product checked, candidates compared in double */
 	bool		two_level = false;		/* rows the TF32 check leaves open go to an FP32 product */
 	float		wfac = 2.5f;			/* the candidate window, 2.5 E (1.25 of 2 E) */
+	bool		tile_mode = false;		/* rows by their last label, each tile centred on its own */
 	int64_t		escalated = 0;			/* rows of this pass sent to the FP32 product */
 	int64_t		escalated_total = 0;	/* ... over the call */
 	Cublas		blas;
@@ -187,6 +186,16 @@ struct Product
 	DeviceBuffer<float> xg;				/* [gemm_tile, d] rows gathered for the FP32 product */
 	DeviceBuffer<int32_t> unres;		/* [chunk_rows] rows the TF32 check left open */
 	DeviceBuffer<unsigned int> unres_n; /* [1] how many */
+	/* tile mode: the rows of a chunk ordered by label, each tile's rows and centroids centred on the tile */
+	DeviceBuffer<int32_t> perm, pkin, pkeys, piota;	/* [chunk_rows] rows by label, keys, sorted keys, 0.. */
+	DeviceBuffer<int32_t> rank;			/* [k] the centroids' place in a spatial order */
+	bool		ranked = false;			/* rank is of this run's centroids */
+	DeviceBuffer<unsigned char> psort_tmp;	/* CUB workspace */
+	size_t		psort_bytes = 0;
+	DeviceBuffer<double> tmean;			/* [d] the tile's centre */
+	DeviceBuffer<float> xtn;			/* [gemm_tile] ||x - centre||^2 of the tile's rows (in xg) */
+	DeviceBuffer<float> cen_t;			/* [k, d] centroids - centre */
+	DeviceBuffer<float> cval_t, cnrm_t; /* [k] their squared norms and norms */
 	DeviceBuffer<double> xc64;			/* [chunk_rows, d] centred rows (DGEMM form) */
 	DeviceBuffer<double> xnorm64;		/* [chunk_rows] ||x'||^2 (DGEMM form) */
 	DeviceBuffer<double> dots64;		/* [gemm_tile, k] x'.c' of one tile (DGEMM form) */
@@ -246,17 +255,29 @@ void assign_dgemm(const Plan &plan, Product &pr, const Centroids &cen, const Rep
 /* The product to run for these parameters on a device of compute capability cc_major. */
 void product_choose(Product &pr, const gc_kmeans_params &p, const gc_tuning &tuning, int cc_major);
 
-/* After a pass of an iteration: when most rows needed the FP32 product, go straight to it. */
+/*
+ * After a pass of an iteration: when many rows needed the FP32 product, the
+ * next passes take tiles of rows ordered by label, each centred on its own
+ * (tile mode); when most still did, they go straight to the FP32 product.
+ */
 void product_settle(Product &pr, int64_t n);
+
+/* The tile mode's buffers for chunks of plan.chunk_rows rows. */
+void product_tile_buffers(const Plan &plan, Product &pr);
 
 /* The centred rows xc and their norms xnorm of the chunk's rows. */
 void center_rows(const Plan &plan, const float *x /* [rows, d] */, int64_t rows,
 				 const double *mean /* [d] */, Product &pr);
 
-/* Nearest centroid (d > 32) for the `rows` rows of x, as assign_lowd. */
+/*
+ * Nearest centroid (d > 32) for the `rows` rows of x, as assign_lowd; in
+ * tile mode the rows go in the order of hint (their labels of the last
+ * pass), which changes only the speed.
+ */
 void assign_product(const Plan &plan, Product &pr, const Centroids &cen, const Report &rep,
 					const float *x /* [rows, d] */, int64_t rows,
-					int32_t *labels, const int32_t *labels_old, float *d2, const gc_exec &exec);
+					int32_t *labels, const int32_t *labels_old, float *d2, const gc_exec &exec,
+					const int32_t *hint /* [rows] */);
 
 /* ---------------------------------------------------------------- kmeans_update.cu */
 
@@ -294,13 +315,16 @@ int32_t reseed_empty(const Plan &plan, const void *hx /* [n, d] host, plan.dtype
 					 const int32_t *labels /* [n] device */, const float *d2 /* [n] device */,
 					 const Centroids &cen, Sums &sums, Report &rep, const gc_exec &exec);
 
-/* d2 = squared distance of each row of x to its centroid, in double as on the CPU. */
+/*
+ * d2 = squared distance of each row of x to its centroid, in double as on
+ * the CPU; as_metric: gc_metric_distance(plan.metric, ·) of it.
+ */
 void exact_distances(const Plan &plan, const float *x /* [rows, d] */, int64_t rows,
 					 const int32_t *labels /* [rows] */, const double *cen /* [k, d] */,
-					 double *d2 /* [rows] out */);
+					 double *d2 /* [rows] out */, bool as_metric);
 void exact_distances(const Plan &plan, const double *x /* [rows, d] */, int64_t rows,
 					 const int32_t *labels /* [rows] */, const double *cen /* [k, d] */,
-					 double *d2 /* [rows] out */);
+					 double *d2 /* [rows] out */, bool as_metric);
 
 /* ---------------------------------------------------------------- kmeans_init.cu */
 

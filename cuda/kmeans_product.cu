@@ -15,7 +15,12 @@
  * the cost of one TF32 GEMM.  Elsewhere the one product is FP32, checked.
  * 'tf32' runs the TF32 product unchecked: about 1e-3 relative error in x'.c'.
  */
+#include <algorithm>
 #include <cmath>
+#include <utility>
+#include <vector>
+
+#include <cub/cub.cuh>
 
 #include "kmeans.cuh"
 
@@ -24,26 +29,30 @@ namespace km {
 
 namespace {
 
-/* The GEMM form's operand: x' = x - mean in float, and ||x'||^2. */
+/* The GEMM form's operand: x' = x - mean in float, and ||x'||^2; a warp per row. */
 __global__ void center_rows_kernel(const float *__restrict__ x,	/* [rows, d] */
 								   int64_t rows, int d,
 								   const double *__restrict__ mean,	/* [d] */
 								   float *__restrict__ xc,	/* [rows, d] out */
 								   float *__restrict__ xnorm /* [rows] out */ )
 {
-	for (int64_t i = (int64_t) blockIdx.x * BLOCK + threadIdx.x; i < rows;
-		 i += (int64_t) gridDim.x * BLOCK)
+	for (int64_t i = ((int64_t) blockIdx.x * BLOCK + threadIdx.x) / 32; i < rows;
+		 i += (int64_t) gridDim.x * (BLOCK / 32))
 	{
+		int			lane = threadIdx.x & 31;
 		double		s = 0.0;
 
-		for (int j = 0; j < d; j++)
+		for (int j = lane; j < d; j += 32)
 		{
 			float		t = (float) ((double) x[i * d + j] - mean[j]);
 
 			xc[i * d + j] = t;
 			s += (double) t * (double) t;
 		}
-		xnorm[i] = (float) s;
+		for (int o = 16; o > 0; o >>= 1)
+			s += __shfl_xor_sync(0xffffffffu, s, o);
+		if (lane == 0)
+			xnorm[i] = (float) s;
 	}
 }
 
@@ -51,7 +60,7 @@ __global__ void center_rows_kernel(const float *__restrict__ x,	/* [rows, d] */
 
 void center_rows(const Plan &plan, const float *x, int64_t rows, const double *mean, Product &pr)
 {
-	center_rows_kernel<<<grid_for(rows, BLOCK, (unsigned) plan.sms * 32), BLOCK>>>(
+	center_rows_kernel<<<grid_for(rows * 32, BLOCK, (unsigned) plan.sms * 32), BLOCK>>>(
 		x, rows, plan.d, mean, pr.xc.get(), pr.xnorm.get());
 	CHECK_LAUNCH("center_rows_kernel");
 }
@@ -141,25 +150,28 @@ __device__ inline void keep_candidate(float (&cv)[CAND_CAP], int (&cj)[CAND_CAP]
 
 /*
  * Argmin over a tile of the GEMM, one warp per row: dots[q, j] = x'_r . c'_j
- * with x' = x - mean and c' = c - mean, so ||x_r - c_j||^2 is
- * ||x'_r||^2 + v_j with v_j = ||c'_j||^2 - 2 dots[q, j].  Without REFINE
- * the smallest v wins (lowest j on a tie).
+ * with x' = x - m and c' = c - m for a centre m (the data mean, or in tile
+ * mode the tile's own), so ||x_r - c_j||^2 is ||x'_r||^2 + v_j with
+ * v_j = ||c'_j||^2 - 2 dots[q, j].  Without REFINE the smallest v wins
+ * (lowest j on a tie).
  *
- * With REFINE the product's error is bounded: |v_j + ||x'_r||^2 - D_j| <= E
- * where D_j is the distance the CPU computes (double, from x and c) and
- * E = 2 delta ||x'_r|| max_j ||c'_j|| + 2^-20 (||x'_r|| + max_j ||c'_j||)^2,
+ * With REFINE the product's error is bounded for each centroid:
+ * |v_j + ||x'_r||^2 - D_j| <= E_j, where D_j is the distance the CPU
+ * computes (double, from x and c) and
+ * E_j = 2 delta ||x'_r|| ||c'_j|| + 2^-20 (||x'_r|| + ||c'_j||)^2,
  * delta the relative error of the product (rounding of the operands and the
  * accumulation over d terms) and the second term every float rounding of
  * the centring, the norms and v.  The nearest centroid is then among the
- * candidates with v_j <= min v + 2E (W below, with a 25% margin), and those
- * are compared by D_j in double.  Each lane keeps the candidates of its own
- * columns, at most CAND_CAP smallest; a row where a lane had to let go of
- * one inside the final window goes to the list unres for the next, more
- * exact product, or, at the last level, is scanned again with every
- * candidate compared in double.
+ * candidates with v_j - E_j <= min_i (v_i + E_i) (each E with a 25% margin),
+ * and those are compared by D_j in double.  Each lane keeps the candidates
+ * of its own columns, at most CAND_CAP of the lowest v_j - E_j; a row where a
+ * lane had to let go of one inside the final window goes to the list unres
+ * for the next, more exact product, or, at the last level, is scanned again
+ * with every candidate compared in double.
  *
- * rowmap (or null) gives the chunk row of tile row q.  stats[0] counts the
- * rows decided in double, stats[1] the candidates compared.
+ * rowmap (or null) gives the chunk row of tile row q; xnorm is indexed by q
+ * when xnorm_by_q, else by the chunk row.  stats[0] counts the rows decided
+ * in double, stats[1] the candidates compared.
  * One function: split, the scan's candidates would leave registers.
  */
 template <bool REFINE>
@@ -167,9 +179,10 @@ __global__ void __launch_bounds__(BLOCK)
 argmin_rows_kernel(const float *__restrict__ dots,	/* [tr, k] */
 				   int64_t tr, int k,
 				   const float *__restrict__ cval,	/* [k] ||c'||^2 */
-				   const float *__restrict__ xnorm, /* [rows] ||x'||^2 */
+				   const float *__restrict__ xnorm, /* [tr] or [rows] ||x'||^2 */
+				   bool xnorm_by_q,
 				   const int32_t *__restrict__ rowmap,	/* [tr] or null */
-				   const float *__restrict__ cmax2, /* [1] max ||c'||^2 (REFINE) */
+				   const float *__restrict__ cnrm,	/* [k] ||c'|| (REFINE) */
 				   float delta, float wfac, bool last_level,
 				   const float *__restrict__ x, int d,	/* [rows, d] raw rows (REFINE) */
 				   const double *__restrict__ cen,	/* [k, d] (REFINE) */
@@ -193,26 +206,31 @@ argmin_rows_kernel(const float *__restrict__ dots,	/* [tr, k] */
 	{
 		int64_t		row = rowmap ? rowmap[q] : q;
 		const float *dr = dots + q * k;
-		float		w = 0.0f;
+		float		xn = xnorm[xnorm_by_q ? q : row];
+		float		r = 0.0f,
+					ea = 0.0f,
+					eb = 0.0f;
 		float		m = INFINITY;
 		int			mj = 0x7fffffff;
 		float		cv[CAND_CAP];
 		int			cj[CAND_CAP];
 		int			nc = 0;
 		float		dropped = INFINITY;	/* the smallest value let go for want of room */
-		float		mw = INFINITY;	/* the warp's minimum at the last look */
+		float		mh = INFINITY;	/* this lane's smallest v + E */
+		float		mwh = INFINITY; /* the warp's, at the last look */
 		bool		over;
 
 		if (REFINE)
 		{
-			float		r = sqrtf(xnorm[row]),
-						c = sqrtf(*cmax2);
-
-			w = wfac * (2.0f * delta * r * c + ldexpf((r + c) * (r + c), -20));
+			/* E_j with its margin: ea ||c'_j|| + eb (r + ||c'_j||)^2 */
+			r = sqrtf(xn);
+			ea = 0.5f * wfac * 2.0f * delta * r;
+			eb = 0.5f * wfac * ldexpf(1.0f, -20);
 		}
 		for (int j0 = 0; j0 < k; j0 += 32 * SCAN_BATCH)
 		{
 			float		v[SCAN_BATCH];
+			float		e[SCAN_BATCH];
 
 			/* the loads of a batch first, so that they are in flight together */
 #pragma unroll
@@ -221,6 +239,13 @@ argmin_rows_kernel(const float *__restrict__ dots,	/* [tr, k] */
 				int			j = j0 + 32 * u + lane;
 
 				v[u] = j < k ? __fmaf_rn(-2.0f, dr[j], cval[j]) : INFINITY;
+				if (REFINE)
+				{
+					float		c = j < k ? cnrm[j] : 0.0f;
+					float		t = r + c;
+
+					e[u] = j < k ? ea * c + eb * t * t : 0.0f;
+				}
 			}
 #pragma unroll
 			for (int u = 0; u < SCAN_BATCH; u++)
@@ -231,19 +256,23 @@ argmin_rows_kernel(const float *__restrict__ dots,	/* [tr, k] */
 				}
 			if (REFINE)
 			{
-				/* the window from the lowest value seen by this lane or, at the last look, the warp */
-				float		lim_now = fminf(m, mw) + w;
+#pragma unroll
+				for (int u = 0; u < SCAN_BATCH; u++)
+					mh = fminf(mh, v[u] + e[u]);
+
+				/* the window from the lowest v + E seen by this lane or, at the last look, the warp */
+				float		lim_now = fminf(mh, mwh);
 
 #pragma unroll
 				for (int u = 0; u < SCAN_BATCH; u++)
-					if (v[u] <= lim_now)
-						keep_candidate(cv, cj, nc, dropped, v[u], j0 + 32 * u + lane);
+					if (v[u] - e[u] <= lim_now)
+						keep_candidate(cv, cj, nc, dropped, v[u] - e[u], j0 + 32 * u + lane);
 
-				float		wm = m;
+				float		wm = mh;
 
 				for (int o = 16; o > 0; o >>= 1)
 					wm = fminf(wm, __shfl_xor_sync(full, wm, o));
-				mw = wm;
+				mwh = wm;
 			}
 		}
 		for (int o = 16; o > 0; o >>= 1)
@@ -261,12 +290,13 @@ argmin_rows_kernel(const float *__restrict__ dots,	/* [tr, k] */
 			mj = 0;				/* every value NaN: cannot happen with finite data */
 
 		int			bj = mj;
-		float		bd2 = fmaxf(xnorm[row] + m, 0.0f);
+		float		bd2 = fmaxf(xn + m, 0.0f);
 		bool		resolved = true;
 
 		if (REFINE)
 		{
-			float		lim = m + w;
+			/* mwh: the warp's smallest v + E over every column (the last look came after the last batch) */
+			float		lim = mwh;
 			unsigned int pend = 0;
 			int			total;
 
@@ -327,7 +357,15 @@ argmin_rows_kernel(const float *__restrict__ dots,	/* [tr, k] */
 					for (int j0 = 0; j0 < k; j0 += 32)
 					{
 						int			j = j0 + lane;
-						bool		cand = j < k && __fmaf_rn(-2.0f, dr[j], cval[j]) <= lim;
+						bool		cand = false;
+
+						if (j < k)
+						{
+							float		c = cnrm[j];
+							float		t = r + c;
+
+							cand = __fmaf_rn(-2.0f, dr[j], cval[j]) - (ea * c + eb * t * t) <= lim;
+						}
 						unsigned int bal = __ballot_sync(full, cand);
 
 						while (bal)
@@ -371,18 +409,210 @@ argmin_rows_kernel(const float *__restrict__ dots,	/* [tr, k] */
 	}
 }
 
-/* dots [rows, k] = xrows [rows, d] . cen_cf [k, d]^T, in TF32 or FP32. */
-void gemm(const Plan &plan, Product &pr, const Centroids &cen, bool tf32,
+/*
+ * Tile mode.  The tile's centre: the mean of (at most) 64 of its rows spread
+ * evenly over it, in double; any centre gives the same labels (the check's
+ * bound holds for any), a near one a narrow window.
+ */
+constexpr int TILE_SAMPLE = 64;
+
+__global__ void tile_centre_kernel(const float *__restrict__ x, int d,	/* [rows, d] */
+								   const int32_t *__restrict__ perm, int tr,	/* [tr] the tile's rows */
+								   double *__restrict__ centre /* [d] out */ )
+{
+	int			t = blockIdx.x * blockDim.x + threadIdx.x;
+
+	if (t >= d)
+		return;
+	int			s = min(tr, TILE_SAMPLE);
+	double		sum = 0.0;
+
+	for (int i = 0; i < s; i++)
+		sum += (double) x[(int64_t) perm[(int64_t) i * tr / s] * d + t];
+	centre[t] = sum / s;
+}
+
+/* A warp per row: xt = float(x - centre) of the tile's rows in order, xtn = ||xt||^2. */
+__global__ void center_tile_rows_kernel(const float *__restrict__ x, int d,	/* [rows, d] */
+										const int32_t *__restrict__ perm, int tr,	/* [tr] */
+										const double *__restrict__ centre,	/* [d] */
+										float *__restrict__ xt, /* [tr, d] out */
+										float *__restrict__ xtn /* [tr] out */ )
+{
+	int64_t		q = ((int64_t) blockIdx.x * BLOCK + threadIdx.x) / 32;
+	int			lane = threadIdx.x & 31;
+
+	if (q >= tr)
+		return;
+	const float *xr = x + (int64_t) perm[q] * d;
+	double		s = 0.0;
+
+	for (int t = lane; t < d; t += 32)
+	{
+		float		v = (float) ((double) xr[t] - centre[t]);
+
+		xt[q * d + t] = v;
+		s += (double) v * (double) v;
+	}
+	for (int o = 16; o > 0; o >>= 1)
+		s += __shfl_xor_sync(0xffffffffu, s, o);
+	if (lane == 0)
+		xtn[q] = (float) s;
+}
+
+/* A warp per centroid: ct = float(c - centre), cval = ||ct||^2, cnrm = ||ct||. */
+__global__ void center_tile_centroids_kernel(const double *__restrict__ cen, int k, int d,	/* [k, d] */
+											 const double *__restrict__ centre, /* [d] */
+											 float *__restrict__ ct,	/* [k, d] out */
+											 float *__restrict__ cval,	/* [k] out */
+											 float *__restrict__ cnrm /* [k] out */ )
+{
+	int64_t		j = ((int64_t) blockIdx.x * BLOCK + threadIdx.x) / 32;
+	int			lane = threadIdx.x & 31;
+
+	if (j >= k)
+		return;
+	double		s = 0.0;
+
+	for (int t = lane; t < d; t += 32)
+	{
+		float		v = (float) (cen[j * d + t] - centre[t]);
+
+		ct[j * d + t] = v;
+		s += (double) v * (double) v;
+	}
+	for (int o = 16; o > 0; o >>= 1)
+		s += __shfl_xor_sync(0xffffffffu, s, o);
+	if (lane == 0)
+	{
+		cval[j] = (float) s;
+		cnrm[j] = (float) sqrt(s);
+	}
+}
+
+/* Tile mode's sort keys: each row's label's rank (rows without a label last), and 0, 1, ... */
+__global__ void rank_keys_kernel(const int32_t *__restrict__ hint, int64_t n,	/* [n] labels */
+								 const int32_t *__restrict__ rank, int k,	/* [k] */
+								 uint32_t *__restrict__ keys,	/* [n] out */
+								 int32_t *__restrict__ iota /* [n] out */ )
+{
+	for (int64_t i = (int64_t) blockIdx.x * BLOCK + threadIdx.x; i < n; i += (int64_t) gridDim.x * BLOCK)
+	{
+		int32_t		h = hint[i];
+
+		keys[i] = h >= 0 && h < k ? (uint32_t) rank[h] : 0xffffffffu;
+		iota[i] = (int32_t) i;
+	}
+}
+
+/* Squared distance of centroids a and b of c [k, d], on the host. */
+double host_d2(const std::vector<double> &c, int d, int a, int b)
+{
+	double		s = 0.0;
+
+	for (int t = 0; t < d; t++)
+	{
+		double		u = c[(size_t) a * d + t] - c[(size_t) b * d + t];
+
+		s += u * u;
+	}
+	return s;
+}
+
+/*
+ * Tile mode: a spatial order of the k centroids c [k, d] (rank[j] = place
+ * of centroid j): each part is halved at the median of its projection on
+ * the line through two far-apart centroids of it (the farthest from its
+ * first one, and the farthest from that), down to parts of 16, so that
+ * centroids of consecutive ranks lie close together.  Only the speed of
+ * tile mode depends on it.
+ */
+void centroid_ranks(const std::vector<double> &c, int k, int d, std::vector<int32_t> &rank)
+{
+	std::vector<int32_t> idx(k);
+	std::vector<double> proj(k);
+	std::vector<std::pair<int, int>> parts;
+
+	for (int j = 0; j < k; j++)
+		idx[j] = j;
+	parts.push_back({0, k});
+	while (!parts.empty())
+	{
+		auto [lo, hi] = parts.back();
+
+		parts.pop_back();
+		if (hi - lo <= 16)
+			continue;
+
+		int			a = idx[lo],
+					b = a;
+		double		far = -1.0;
+
+		for (int p = lo; p < hi; p++)
+		{
+			double		v = host_d2(c, d, a, idx[p]);
+
+			if (v > far)
+			{
+				far = v;
+				b = idx[p];
+			}
+		}
+		a = b;
+		far = -1.0;
+		for (int p = lo; p < hi; p++)
+		{
+			double		v = host_d2(c, d, b, idx[p]);
+
+			if (v > far)
+			{
+				far = v;
+				a = idx[p];
+			}
+		}
+		for (int p = lo; p < hi; p++)
+		{
+			double		s = 0.0;
+
+			for (int t = 0; t < d; t++)
+				s += c[(size_t) idx[p] * d + t] * (c[(size_t) a * d + t] - c[(size_t) b * d + t]);
+			proj[idx[p]] = s;
+		}
+
+		int			mid = lo + (hi - lo) / 2;
+
+		std::nth_element(idx.begin() + lo, idx.begin() + mid, idx.begin() + hi, [&](int32_t u, int32_t v) {
+			return proj[u] < proj[v] || (proj[u] == proj[v] && u < v);
+		});
+		parts.push_back({lo, mid});
+		parts.push_back({mid, hi});
+	}
+	rank.assign(k, 0);
+	for (int p = 0; p < k; p++)
+		rank[idx[p]] = p;
+}
+
+/* dots [rows, k] = xrows [rows, d] . cen [k, d]^T, in TF32 or FP32. */
+void gemm(const Plan &plan, Product &pr, const float *cen /* [k, d] */, bool tf32,
 		  const float *xrows /* [rows, d] */, int rows)
 {
 	const float one = 1.0f,
 				zero = 0.0f;
 
 	CUBLAS_TRY(cublasGemmEx(pr.blas.h, CUBLAS_OP_T, CUBLAS_OP_N, plan.k, rows, plan.d, &one,
-							cen.cen_cf.get(), CUDA_R_32F, plan.d, xrows, CUDA_R_32F, plan.d, &zero,
+							cen, CUDA_R_32F, plan.d, xrows, CUDA_R_32F, plan.d, &zero,
 							pr.dots.get(), CUDA_R_32F, plan.k,
 							tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
 }
+
+/* The operands' norms of one product: ||c'||^2 and ||c'|| of the centroids, ||x'||^2 of the rows. */
+struct Norms
+{
+	const float *cval;					/* [k] */
+	const float *cnrm;					/* [k] */
+	const float *xnorm;					/* [tr] when by_q, else [chunk rows] */
+	bool		by_q;
+};
 
 /*
  * Argmin over the product in pr.dots for tr rows (rows rowmap[q] of the
@@ -392,7 +622,7 @@ void gemm(const Plan &plan, Product &pr, const Centroids &cen, bool tf32,
  * d terms loses at most 2^-22 (two units of FP32 rounding) per term, tensor
  * cores included, of the sum of |x'_t c'_t| <= ||x'|| ||c'||.
  */
-void argmin_tile(const Plan &plan, Product &pr, const Centroids &cen, const Report &rep,
+void argmin_tile(const Plan &plan, Product &pr, const Centroids &cen, const Report &rep, const Norms &nm,
 				 const float *x /* [chunk rows, d] */, bool tf32, int64_t tr,
 				 const int32_t *rowmap /* [tr] or null */, int64_t off,
 				 int32_t *labels, const int32_t *labels_old, float *d2, bool last)
@@ -400,11 +630,12 @@ void argmin_tile(const Plan &plan, Product &pr, const Centroids &cen, const Repo
 	unsigned int grid = grid_for(tr * 32, BLOCK, 1u << 30);
 	int32_t    *lab = labels + off;
 	const int32_t *old = labels_old ? labels_old + off : nullptr;
+	const float *xn = nm.by_q ? nm.xnorm : nm.xnorm + off;
 
 	if (!pr.refine)
 	{
 		argmin_rows_kernel<false><<<grid, BLOCK>>>(
-			pr.dots.get(), tr, plan.k, cen.cval.get(), pr.xnorm.get() + off, rowmap, nullptr, 0.0f, 0.0f, true,
+			pr.dots.get(), tr, plan.k, nm.cval, xn, nm.by_q, rowmap, nullptr, 0.0f, 0.0f, true,
 			nullptr, plan.d, nullptr, lab, old, d2 + off, rep.changed(), nullptr, nullptr, nullptr, 0);
 		CHECK_LAUNCH("argmin_rows_kernel");
 		return;
@@ -413,10 +644,54 @@ void argmin_tile(const Plan &plan, Product &pr, const Centroids &cen, const Repo
 		(tf32 ? std::ldexp(1.0, -9) + std::ldexp(1.0, -20) : 0.0);
 
 	argmin_rows_kernel<true><<<grid, BLOCK>>>(
-		pr.dots.get(), tr, plan.k, cen.cval.get(), pr.xnorm.get() + off, rowmap, cen.cmax.get(), (float) delta,
+		pr.dots.get(), tr, plan.k, nm.cval, xn, nm.by_q, rowmap, nm.cnrm, (float) delta,
 		pr.wfac, last, x + off * plan.d, plan.d, cen.cen.get(), lab, old, d2 + off, rep.changed(),
 		rep.checked(), pr.unres.get(), pr.unres_n.get(), off);
 	CHECK_LAUNCH("argmin_rows_kernel");
+}
+
+/*
+ * Tile mode: pr.perm = the chunk's rows ordered by the rank of their label
+ * in hint (stable: by row within a label); the ranks of the run's
+ * centroids are taken at the first pass in tile mode.
+ */
+void order_rows(const Plan &plan, Product &pr, const Centroids &cen, const int32_t *hint, int64_t rows)
+{
+	size_t		bytes = pr.psort_bytes;
+
+	if (!pr.ranked)
+	{
+		std::vector<double> c((size_t) plan.k * plan.d);
+		std::vector<int32_t> rank;
+
+		CUDA_TRY(cudaMemcpy(c.data(), cen.cen.get(), sizeof(double) * c.size(), cudaMemcpyDeviceToHost));
+		centroid_ranks(c, plan.k, plan.d, rank);
+		CUDA_TRY(cudaMemcpy(pr.rank.get(), rank.data(), sizeof(int32_t) * plan.k, cudaMemcpyHostToDevice));
+		pr.ranked = true;
+	}
+	rank_keys_kernel<<<grid_for(rows, BLOCK, (unsigned) plan.sms * 32), BLOCK>>>(
+		hint, rows, pr.rank.get(), plan.k, reinterpret_cast<uint32_t *>(pr.pkin.get()), pr.piota.get());
+	CHECK_LAUNCH("rank_keys_kernel");
+	CUDA_TRY(cub::DeviceRadixSort::SortPairs(pr.psort_tmp.get(), bytes,
+											 reinterpret_cast<const uint32_t *>(pr.pkin.get()),
+											 reinterpret_cast<uint32_t *>(pr.pkeys.get()),
+											 pr.piota.get(), pr.perm.get(), (int) rows));
+}
+
+/* Tile mode: the operands of the tile of rows perm[0 .. tr), centred on the tile's centre. */
+void center_tile(const Plan &plan, Product &pr, const Centroids &cen, const float *x,
+				 const int32_t *perm, int tr)
+{
+	const int	d = plan.d;
+
+	tile_centre_kernel<<<(d + 127) / 128, 128>>>(x, d, perm, tr, pr.tmean.get());
+	CHECK_LAUNCH("tile_centre_kernel");
+	center_tile_rows_kernel<<<grid_for((int64_t) tr * 32, BLOCK, 1u << 30), BLOCK>>>(
+		x, d, perm, tr, pr.tmean.get(), pr.xg.get(), pr.xtn.get());
+	CHECK_LAUNCH("center_tile_rows_kernel");
+	center_tile_centroids_kernel<<<grid_for((int64_t) plan.k * 32, BLOCK, 1u << 30), BLOCK>>>(
+		cen.cen.get(), plan.k, d, pr.tmean.get(), pr.cen_t.get(), pr.cval_t.get(), pr.cnrm_t.get());
+	CHECK_LAUNCH("center_tile_centroids_kernel");
 }
 
 } // namespace
@@ -438,9 +713,29 @@ void product_choose(Product &pr, const gc_kmeans_params &p, const gc_tuning &tun
 		pr.wfac = (float) (2.5 * tuning.kmeans_window);
 }
 
+void Cublas::open()
+{
+	static cublasHandle_t handles[64];
+	int			dev = 0;
+
+	CUDA_TRY(cudaGetDevice(&dev));
+	if (dev < 0 || dev >= 64)
+		gc::fail(GC_ERR_INTERNAL, "device %d: gpuclust keeps cuBLAS handles for devices 0 to 63", dev);
+	if (!handles[dev])
+		CUBLAS_TRY(cublasCreate(&handles[dev]));
+	h = handles[dev];
+}
+
 void product_settle(Product &pr, int64_t n)
 {
-	if (pr.two_level && pr.escalated > n / 4)
+	if (!pr.two_level)
+		return;
+	if (!pr.tile_mode && pr.escalated > n / 32)
+	{
+		/* rows far from the data mean next to close centroids: centre each tile on its own */
+		pr.tile_mode = true;
+	}
+	else if (pr.escalated > n / 4)
 	{
 		/* most rows need the FP32 product: go straight to it from now on */
 		pr.two_level = false;
@@ -448,23 +743,72 @@ void product_settle(Product &pr, int64_t n)
 	}
 }
 
+void product_tile_buffers(const Plan &plan, Product &pr)
+{
+	const int64_t chunk = plan.chunk_rows;
+	const size_t kd = (size_t) plan.k * plan.d;
+	size_t		bytes = 0;
+
+	pr.perm.reset(chunk, "rows by label");
+	pr.pkin.reset(chunk, "rows by label");
+	pr.pkeys.reset(chunk, "rows by label");
+	pr.rank.reset(plan.k, "centroid order");
+	pr.piota.reset(chunk, "rows by label");
+	CUDA_TRY(cub::DeviceRadixSort::SortPairs(nullptr, bytes, (const uint32_t *) nullptr, (uint32_t *) nullptr,
+											 (const int32_t *) nullptr, (int32_t *) nullptr, (int) chunk));
+	pr.psort_bytes = bytes;
+	pr.psort_tmp.reset(bytes, "rows by label");
+	pr.tmean.reset(plan.d, "tile centre");
+	pr.xtn.reset(plan.gemm_tile, "row norms");
+	pr.cen_t.reset(kd, "centroids");
+	pr.cval_t.reset(plan.k, "centroid norms");
+	pr.cnrm_t.reset(plan.k, "centroid norms");
+}
+
 void assign_product(const Plan &plan, Product &pr, const Centroids &cen, const Report &rep,
 					const float *x, int64_t rows,
-					int32_t *labels, const int32_t *labels_old, float *d2, const gc_exec &exec)
+					int32_t *labels, const int32_t *labels_old, float *d2, const gc_exec &exec,
+					const int32_t *hint)
 {
 	const int	d = plan.d;
+	const bool	tiles = pr.tile_mode && pr.perm.get() != nullptr;
+	const Norms global = {cen.cval.get(), cen.cnrm.get(), pr.xnorm.get(), false};
 
 	if (pr.two_level)
 		CUDA_TRY(cudaMemsetAsync(pr.unres_n.get(), 0, sizeof(unsigned int)));
-	for (int64_t t0 = 0; t0 < rows; t0 += plan.gemm_tile)
-	{
-		int			tr = (int) std::min<int64_t>(plan.gemm_tile, rows - t0);
+	/*
+	 * Tile mode: tiles of about 4 clusters' rows (at least 4,096, so that a
+	 * GEMM is not too small; the centroids are centred again for each tile),
+	 * cancel asked every 8 tiles.
+	 */
+	const int64_t step = tiles ? std::min<int64_t>(plan.gemm_tile, std::max<int64_t>(4096, 4 * plan.n / plan.k))
+		: plan.gemm_tile;
+	const int64_t ask_every = tiles ? 8 * step : step;
 
-		if (t0 > 0)
+	if (tiles)
+		order_rows(plan, pr, cen, hint, rows);
+	for (int64_t t0 = 0; t0 < rows; t0 += step)
+	{
+		int			tr = (int) std::min<int64_t>(step, rows - t0);
+
+		if (t0 > 0 && t0 % ask_every == 0)
 			gc::check_cancel_synced(exec);
-		gemm(plan, pr, cen, pr.tf32_first, pr.xc.get() + t0 * d, tr);
-		argmin_tile(plan, pr, cen, rep, x, pr.tf32_first, tr, nullptr, t0, labels, labels_old, d2,
-					!pr.two_level);
+		if (tiles)
+		{
+			const int32_t *perm = pr.perm.get() + t0;
+			const Norms local = {pr.cval_t.get(), pr.cnrm_t.get(), pr.xtn.get(), true};
+
+			center_tile(plan, pr, cen, x, perm, tr);
+			gemm(plan, pr, pr.cen_t.get(), pr.tf32_first, pr.xg.get(), tr);
+			argmin_tile(plan, pr, cen, rep, local, x, pr.tf32_first, tr, perm, 0, labels, labels_old, d2,
+						!pr.two_level);
+		}
+		else
+		{
+			gemm(plan, pr, cen.cen_cf.get(), pr.tf32_first, pr.xc.get() + t0 * d, tr);
+			argmin_tile(plan, pr, cen, rep, global, x, pr.tf32_first, tr, nullptr, t0, labels, labels_old, d2,
+						!pr.two_level);
+		}
 	}
 	if (pr.two_level)
 	{
@@ -480,8 +824,9 @@ void assign_product(const Plan &plan, Product &pr, const Centroids &cen, const R
 			gather_rows_kernel<<<grid_for((int64_t) sm * d, BLOCK, (unsigned) plan.sms * 32), BLOCK>>>(
 				pr.xc.get(), d, pr.unres.get() + s0, sm, pr.xg.get());
 			CHECK_LAUNCH("gather_rows_kernel");
-			gemm(plan, pr, cen, false, pr.xg.get(), sm);
-			argmin_tile(plan, pr, cen, rep, x, false, sm, pr.unres.get() + s0, 0, labels, labels_old, d2, true);
+			gemm(plan, pr, cen.cen_cf.get(), false, pr.xg.get(), sm);
+			argmin_tile(plan, pr, cen, rep, global, x, false, sm, pr.unres.get() + s0, 0, labels, labels_old, d2,
+						true);
 		}
 		pr.escalated += m;
 	}

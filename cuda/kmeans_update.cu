@@ -31,7 +31,7 @@ __global__ void prep_centroids_kernel(const double *__restrict__ cen,	/* [k, d] 
 									  float *__restrict__ cen_pad,	/* [k, maxd] out or null */
 									  int maxd, int pad_centred,
 									  float *__restrict__ cnorm,	/* [k] ||c'||^2 out or null */
-									  float *__restrict__ cmax2 /* [1] max ||c'||^2, in/out, or null */ )
+									  float *__restrict__ cnrm /* [k] ||c'|| out or null */ )
 {
 	int			j = blockIdx.x * blockDim.x + threadIdx.x;
 
@@ -57,11 +57,8 @@ __global__ void prep_centroids_kernel(const double *__restrict__ cen,	/* [k, d] 
 			cen_pad[(size_t) j * maxd + t] = 0.0f;
 	if (cnorm)
 		cnorm[j] = (float) nn;
-	if (cmax2)
-	{
-		/* non-negative floats order as their bit patterns */
-		atomicMax(reinterpret_cast<unsigned int *>(cmax2), __float_as_uint((float) nn));
-	}
+	if (cnrm)
+		cnrm[j] = (float) sqrt(nn);
 }
 
 } // namespace
@@ -70,14 +67,12 @@ void prep_centroids(const Plan &plan, Centroids &cen)
 {
 	const int	maxd = plan.maxd;
 
-	if (maxd == 0)
-		CUDA_TRY(cudaMemsetAsync(cen.cmax.get(), 0, sizeof(float)));
 	prep_centroids_kernel<<<grid_for(plan.k, 128, 1u << 30), 128>>>(
 		cen.cen.get(), plan.k, plan.d, cen.mean_d.get(), cen.cen_f.get(),
 		maxd == 0 ? cen.cen_cf.get() : nullptr,
 		maxd > 0 ? cen.cen_pad.get() : nullptr, maxd, maxd >= 32,
 		maxd >= 32 ? cen.cnorm.get() : maxd == 0 ? cen.cval.get() : nullptr,
-		maxd == 0 ? cen.cmax.get() : nullptr);
+		maxd == 0 ? cen.cnrm.get() : nullptr);
 	CHECK_LAUNCH("prep_centroids_kernel");
 }
 
@@ -406,12 +401,16 @@ int32_t reseed_empty(const Plan &plan, const void *hx, const int32_t *labels, co
 
 namespace {
 
-/* Squared distance of every row to its centroid, in double as on the CPU. */
+/*
+ * Squared distance of every row to its centroid, in double as on the CPU;
+ * with as_metric the metric's distance of it instead.
+ */
 template <typename T>
 __global__ void exact_d2_kernel(const T *__restrict__ x,	/* [rows, d] */
 								int64_t rows, int d,
 								const int32_t *__restrict__ labels,	/* [rows] */
 								const double *__restrict__ cen,	/* [k, d] */
+								bool as_metric, gc_metric metric,
 								double *__restrict__ d2 /* [rows] out */ )
 {
 	for (int64_t i = (int64_t) blockIdx.x * BLOCK + threadIdx.x; i < rows;
@@ -426,26 +425,86 @@ __global__ void exact_d2_kernel(const T *__restrict__ x,	/* [rows, d] */
 
 			s = __dadd_rn(s, __dmul_rn(t, t));
 		}
-		d2[i] = s;
+		d2[i] = as_metric ? gc_metric_distance(metric, s) : s;
 	}
+}
+
+/*
+ * The same for wide rows: a block's 128 rows pass through shared memory 32
+ * features at a time (read by whole rows, so that the loads coalesce), and
+ * each thread sums its row's features in order as above.
+ */
+constexpr int XD_ROWS = 128;
+
+template <typename T>
+__global__ void __launch_bounds__(XD_ROWS)
+exact_d2_wide_kernel(const T *__restrict__ x,	/* [rows, d] */
+					 int64_t rows, int d,
+					 const int32_t *__restrict__ labels,	/* [rows] */
+					 const double *__restrict__ cen,	/* [k, d] */
+					 bool as_metric, gc_metric metric,
+					 double *__restrict__ d2 /* [rows] out */ )
+{
+	__shared__ T sx[XD_ROWS][33];
+	const int	lane = threadIdx.x & 31;
+	const int	warp = threadIdx.x / 32;
+
+	for (int64_t base = (int64_t) blockIdx.x * XD_ROWS; base < rows; base += (int64_t) gridDim.x * XD_ROWS)
+	{
+		int64_t		i = base + threadIdx.x;
+		const double *c = i < rows ? cen + (size_t) labels[i] * d : nullptr;
+		double		s = 0.0;
+
+		for (int j0 = 0; j0 < d; j0 += 32)
+		{
+			int			w = min(32, d - j0);
+
+			__syncthreads();
+			for (int r = warp; r < XD_ROWS; r += XD_ROWS / 32)
+				if (base + r < rows && lane < w)
+					sx[r][lane] = x[(base + r) * d + j0 + lane];
+			__syncthreads();
+			if (i < rows)
+				for (int j = 0; j < w; j++)
+				{
+					double		t = __dsub_rn((double) sx[threadIdx.x][j], c[j0 + j]);
+
+					s = __dadd_rn(s, __dmul_rn(t, t));
+				}
+		}
+		if (i < rows)
+			d2[i] = as_metric ? gc_metric_distance(metric, s) : s;
+	}
+}
+
+template <typename T>
+void exact_distances_t(const Plan &plan, const T *x, int64_t rows, const int32_t *labels,
+					   const double *cen, double *d2, bool as_metric)
+{
+	if (plan.d > 16)
+	{
+		exact_d2_wide_kernel<T><<<grid_for(rows, XD_ROWS, (unsigned) plan.sms * 64), XD_ROWS>>>(
+			x, rows, plan.d, labels, cen, as_metric, plan.metric, d2);
+		CHECK_LAUNCH("exact_d2_wide_kernel");
+		return;
+	}
+	exact_d2_kernel<T><<<grid_for(rows, BLOCK, (unsigned) plan.sms * 32), BLOCK>>>(x, rows, plan.d, labels,
+																				cen, as_metric, plan.metric, d2);
+	CHECK_LAUNCH("exact_d2_kernel");
 }
 
 } // namespace
 
 void exact_distances(const Plan &plan, const float *x, int64_t rows, const int32_t *labels,
-					 const double *cen, double *d2)
+					 const double *cen, double *d2, bool as_metric)
 {
-	exact_d2_kernel<float><<<grid_for(rows, BLOCK, (unsigned) plan.sms * 32), BLOCK>>>(x, rows, plan.d, labels,
-																						cen, d2);
-	CHECK_LAUNCH("exact_d2_kernel");
+	exact_distances_t(plan, x, rows, labels, cen, d2, as_metric);
 }
 
 void exact_distances(const Plan &plan, const double *x, int64_t rows, const int32_t *labels,
-					 const double *cen, double *d2)
+					 const double *cen, double *d2, bool as_metric)
 {
-	exact_d2_kernel<double><<<grid_for(rows, BLOCK, (unsigned) plan.sms * 32), BLOCK>>>(x, rows, plan.d, labels,
-																						 cen, d2);
-	CHECK_LAUNCH("exact_d2_kernel");
+	exact_distances_t(plan, x, rows, labels, cen, d2, as_metric);
 }
 
 } // namespace km
