@@ -167,7 +167,7 @@ void KMeans::size_chunks(size_t free_b)
 		(size_t) d * 16 + (64u << 20);
 	size_t		per_row = 4 + 4 + 4 + 8;	/* two label arrays, d2, mind2 / exact d2 */
 	size_t		per_chunk_row = (size_t) d * gc_dtype_size(plan_.dtype) + (fused ? 0 : 4 * 3 + 16 + 8) +
-		(gemm ? (size_t) d * vs + 8 : 0) + (maxd == 0 ? 4 * 4 + 8 : 0);
+		(gemm ? (size_t) d * vs + 8 : 0) + (maxd == 0 ? 4 * 5 + 8 : 0);
 	size_t		budget = (size_t) (free_b * 0.9);
 
 	if (gemm)
@@ -181,7 +181,8 @@ void KMeans::size_chunks(size_t free_b)
 		fixed += (size_t) plan_.gemm_tile * k * vs + (maxd == 0 ? (size_t) plan_.gemm_tile * d * 4 : 0);
 		/* the tile mode's centroids, norms and centre, rows' norms; its per-row arrays below */
 		if (maxd == 0)
-			fixed += kd * 4 + (size_t) k * 12 + (size_t) d * 8 + (size_t) plan_.gemm_tile * 4;
+			fixed += kd * 4 + (size_t) k * 12 + (size_t) d * 8 + (size_t) plan_.gemm_tile * 4 +
+				(size_t) (plan_.gemm_tile / 4096 + 1) * ((size_t) k * (d + 2) * 4 + (size_t) d * 8);
 	}
 	if (!fused)
 		fixed += (size_t) (k + 1) * d * 8;	/* partial sums, beyond the per-slice rows */
@@ -268,6 +269,7 @@ void KMeans::allocate(bool assign_only)
 		prod_.xnorm.reset(chunk, "row norms");
 		prod_.dots.reset((size_t) plan_.gemm_tile * k, "distance tile");
 		prod_.xg.reset((size_t) plan_.gemm_tile * d, "rows for the FP32 product");
+		prod_.xg_norm.reset(plan_.gemm_tile, "rows for the FP32 product");
 		prod_.unres.reset(chunk, "rows for the FP32 product");
 		prod_.unres_n.reset(1, "rows for the FP32 product");
 		if (!assign_only && prod_.two_level)

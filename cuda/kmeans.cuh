@@ -184,6 +184,7 @@ struct Product
 	DeviceBuffer<float> xnorm;			/* [chunk_rows] ||x'||^2 */
 	DeviceBuffer<float> dots;			/* [gemm_tile, k] x'.c' of one tile */
 	DeviceBuffer<float> xg;				/* [gemm_tile, d] rows gathered for the FP32 product */
+	DeviceBuffer<float> xg_norm;		/* [gemm_tile] their ||x'||^2 */
 	DeviceBuffer<int32_t> unres;		/* [chunk_rows] rows the TF32 check left open */
 	DeviceBuffer<unsigned int> unres_n; /* [1] how many */
 	/* tile mode: the rows of a chunk ordered by label, each tile's rows and centroids centred on the tile */
@@ -192,10 +193,12 @@ struct Product
 	bool		ranked = false;			/* rank is of this run's centroids */
 	DeviceBuffer<unsigned char> psort_tmp;	/* CUB workspace */
 	size_t		psort_bytes = 0;
-	DeviceBuffer<double> tmean;			/* [d] the tile's centre */
-	DeviceBuffer<float> xtn;			/* [gemm_tile] ||x - centre||^2 of the tile's rows (in xg) */
-	DeviceBuffer<float> cen_t;			/* [k, d] centroids - centre */
-	DeviceBuffer<float> cval_t, cnrm_t; /* [k] their squared norms and norms */
+	int64_t		tile_step = 0;			/* rows per tile */
+	int			group_tiles = 1;		/* tiles per batched GEMM */
+	DeviceBuffer<double> tmean;			/* [group_tiles, d] the tiles' centres */
+	DeviceBuffer<float> xtn;			/* [chunk_rows] ||x - centre||^2 of the rows in perm order (in xc) */
+	DeviceBuffer<float> cen_t;			/* [group_tiles, k, d] centroids - centre */
+	DeviceBuffer<float> cval_t, cnrm_t; /* [group_tiles, k] their squared norms and norms */
 	DeviceBuffer<double> xc64;			/* [chunk_rows, d] centred rows (DGEMM form) */
 	DeviceBuffer<double> xnorm64;		/* [chunk_rows] ||x'||^2 (DGEMM form) */
 	DeviceBuffer<double> dots64;		/* [gemm_tile, k] x'.c' of one tile (DGEMM form) */

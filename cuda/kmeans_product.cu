@@ -67,14 +67,36 @@ void center_rows(const Plan &plan, const float *x, int64_t rows, const double *m
 
 namespace {
 
-/* Rows list[0], ..., list[m - 1] of src side by side in dst, for the second product. */
-__global__ void gather_rows_kernel(const float *__restrict__ src, int d,	/* [rows, d] */
-								   const int32_t *__restrict__ list, int m,	/* [m] rows of src */
-								   float *__restrict__ dst /* [m, d] out */ )
+/*
+ * Rows list[0], ..., list[m - 1] of x centred on mean, side by side in dst
+ * with their squared norms, for the second product; a warp per row (the
+ * same values as center_rows_kernel gives).
+ */
+__global__ void gather_center_rows_kernel(const float *__restrict__ x, int d,	/* [rows, d] */
+										  const int32_t *__restrict__ list, int m,	/* [m] rows of x */
+										  const double *__restrict__ mean,	/* [d] */
+										  float *__restrict__ dst,	/* [m, d] out */
+										  float *__restrict__ dnorm /* [m] out */ )
 {
-	for (int64_t i = (int64_t) blockIdx.x * BLOCK + threadIdx.x; i < (int64_t) m * d;
-		 i += (int64_t) gridDim.x * BLOCK)
-		dst[i] = src[(int64_t) list[i / d] * d + i % d];
+	int64_t		q = ((int64_t) blockIdx.x * BLOCK + threadIdx.x) / 32;
+	int			lane = threadIdx.x & 31;
+
+	if (q >= m)
+		return;
+	const float *xr = x + (int64_t) list[q] * d;
+	double		s = 0.0;
+
+	for (int t = lane; t < d; t += 32)
+	{
+		float		v = (float) ((double) xr[t] - mean[t]);
+
+		dst[q * d + t] = v;
+		s += (double) v * (double) v;
+	}
+	for (int o = 16; o > 0; o >>= 1)
+		s += __shfl_xor_sync(0xffffffffu, s, o);
+	if (lane == 0)
+		dnorm[q] = (float) s;
 }
 
 /*
@@ -178,11 +200,12 @@ template <bool REFINE>
 __global__ void __launch_bounds__(BLOCK)
 argmin_rows_kernel(const float *__restrict__ dots,	/* [tr, k] */
 				   int64_t tr, int k,
-				   const float *__restrict__ cval,	/* [k] ||c'||^2 */
+				   const float *__restrict__ cval,	/* [k] ||c'||^2, or [tr / tile_rows, k] */
 				   const float *__restrict__ xnorm, /* [tr] or [rows] ||x'||^2 */
 				   bool xnorm_by_q,
+				   int64_t tile_rows,	/* > 0: cval and cnrm per tile of that many rows */
 				   const int32_t *__restrict__ rowmap,	/* [tr] or null */
-				   const float *__restrict__ cnrm,	/* [k] ||c'|| (REFINE) */
+				   const float *__restrict__ cnrm,	/* [k] ||c'|| (REFINE), or per tile */
 				   float delta, float wfac, bool last_level,
 				   const float *__restrict__ x, int d,	/* [rows, d] raw rows (REFINE) */
 				   const double *__restrict__ cen,	/* [k, d] (REFINE) */
@@ -207,6 +230,13 @@ argmin_rows_kernel(const float *__restrict__ dots,	/* [tr, k] */
 		int64_t		row = rowmap ? rowmap[q] : q;
 		const float *dr = dots + q * k;
 		float		xn = xnorm[xnorm_by_q ? q : row];
+
+		if (tile_rows > 0)
+		{
+			cval += (q / tile_rows) * k;
+			if (REFINE)
+				cnrm += (q / tile_rows) * k;
+		}
 		float		r = 0.0f,
 					ea = 0.0f,
 					eb = 0.0f;
@@ -410,46 +440,61 @@ argmin_rows_kernel(const float *__restrict__ dots,	/* [tr, k] */
 }
 
 /*
- * Tile mode.  The tile's centre: the mean of (at most) 64 of its rows spread
- * evenly over it, in double; any centre gives the same labels (the check's
- * bound holds for any), a near one a narrow window.
+ * Tile mode.  Each tile's centre: the mean of (at most) 64 of its rows
+ * spread evenly over it, in double, summed in a fixed order; any centre
+ * gives the same labels (the check's bound holds for any), a near one a
+ * narrow window.  Block (32 features, 8 groups of samples) per tile and 32
+ * features.
  */
 constexpr int TILE_SAMPLE = 64;
 
-__global__ void tile_centre_kernel(const float *__restrict__ x, int d,	/* [rows, d] */
-								   const int32_t *__restrict__ perm, int tr,	/* [tr] the tile's rows */
-								   double *__restrict__ centre /* [d] out */ )
+__global__ void tile_centres_kernel(const float *__restrict__ x, int d,	/* [rows, d] */
+									const int32_t *__restrict__ perm, int64_t rows,	/* [rows] */
+									int64_t step,	/* rows per tile */
+									double *__restrict__ centre /* [tiles, d] out */ )
 {
-	int			t = blockIdx.x * blockDim.x + threadIdx.x;
-
-	if (t >= d)
-		return;
-	int			s = min(tr, TILE_SAMPLE);
+	__shared__ double part[8][32];
+	int			t = blockIdx.y * 32 + threadIdx.x;
+	int64_t		t0 = (int64_t) blockIdx.x * step;
+	int64_t		tr = rows - t0 < step ? rows - t0 : step;
+	int			s = tr < TILE_SAMPLE ? (int) tr : TILE_SAMPLE;
 	double		sum = 0.0;
 
-	for (int i = 0; i < s; i++)
-		sum += (double) x[(int64_t) perm[(int64_t) i * tr / s] * d + t];
-	centre[t] = sum / s;
+	if (t < d)
+		for (int i = threadIdx.y; i < s; i += 8)
+			sum += (double) x[(int64_t) perm[t0 + (int64_t) i * tr / s] * d + t];
+	part[threadIdx.y][threadIdx.x] = sum;
+	__syncthreads();
+	if (threadIdx.y == 0 && t < d)
+	{
+		double		total = 0.0;
+
+		for (int g = 0; g < 8; g++)
+			total += part[g][threadIdx.x];
+		centre[(int64_t) blockIdx.x * d + t] = total / s;
+	}
 }
 
-/* A warp per row: xt = float(x - centre) of the tile's rows in order, xtn = ||xt||^2. */
+/* A warp per row: xt = float(x - its tile's centre) of the rows in perm order, xtn = ||xt||^2. */
 __global__ void center_tile_rows_kernel(const float *__restrict__ x, int d,	/* [rows, d] */
-										const int32_t *__restrict__ perm, int tr,	/* [tr] */
-										const double *__restrict__ centre,	/* [d] */
-										float *__restrict__ xt, /* [tr, d] out */
-										float *__restrict__ xtn /* [tr] out */ )
+										const int32_t *__restrict__ perm, int64_t rows,	/* [rows] */
+										int64_t step,
+										const double *__restrict__ centre,	/* [tiles, d] */
+										float *__restrict__ xt, /* [rows, d] out */
+										float *__restrict__ xtn /* [rows] out */ )
 {
 	int64_t		q = ((int64_t) blockIdx.x * BLOCK + threadIdx.x) / 32;
 	int			lane = threadIdx.x & 31;
 
-	if (q >= tr)
+	if (q >= rows)
 		return;
 	const float *xr = x + (int64_t) perm[q] * d;
+	const double *m = centre + (q / step) * d;
 	double		s = 0.0;
 
 	for (int t = lane; t < d; t += 32)
 	{
-		float		v = (float) ((double) xr[t] - centre[t]);
+		float		v = (float) ((double) xr[t] - m[t]);
 
 		xt[q * d + t] = v;
 		s += (double) v * (double) v;
@@ -460,33 +505,38 @@ __global__ void center_tile_rows_kernel(const float *__restrict__ x, int d,	/* [
 		xtn[q] = (float) s;
 }
 
-/* A warp per centroid: ct = float(c - centre), cval = ||ct||^2, cnrm = ||ct||. */
+/*
+ * A warp per (tile, centroid) of a group of tiles: ct = float(c - the
+ * tile's centre), cval = ||ct||^2, cnrm = ||ct||.
+ */
 __global__ void center_tile_centroids_kernel(const double *__restrict__ cen, int k, int d,	/* [k, d] */
-											 const double *__restrict__ centre, /* [d] */
-											 float *__restrict__ ct,	/* [k, d] out */
-											 float *__restrict__ cval,	/* [k] out */
-											 float *__restrict__ cnrm /* [k] out */ )
+											 const double *__restrict__ centre, int tiles,	/* [tiles, d] */
+											 float *__restrict__ ct,	/* [tiles, k, d] out */
+											 float *__restrict__ cval,	/* [tiles, k] out */
+											 float *__restrict__ cnrm /* [tiles, k] out */ )
 {
-	int64_t		j = ((int64_t) blockIdx.x * BLOCK + threadIdx.x) / 32;
+	int64_t		w = ((int64_t) blockIdx.x * BLOCK + threadIdx.x) / 32;
 	int			lane = threadIdx.x & 31;
 
-	if (j >= k)
+	if (w >= (int64_t) tiles * k)
 		return;
+	int64_t		j = w % k;
+	const double *m = centre + (w / k) * d;
 	double		s = 0.0;
 
 	for (int t = lane; t < d; t += 32)
 	{
-		float		v = (float) (cen[j * d + t] - centre[t]);
+		float		v = (float) (cen[j * d + t] - m[t]);
 
-		ct[j * d + t] = v;
+		ct[w * d + t] = v;
 		s += (double) v * (double) v;
 	}
 	for (int o = 16; o > 0; o >>= 1)
 		s += __shfl_xor_sync(0xffffffffu, s, o);
 	if (lane == 0)
 	{
-		cval[j] = (float) s;
-		cnrm[j] = (float) sqrt(s);
+		cval[w] = (float) s;
+		cnrm[w] = (float) sqrt(s);
 	}
 }
 
@@ -605,6 +655,24 @@ void gemm(const Plan &plan, Product &pr, const float *cen /* [k, d] */, bool tf3
 							tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
 }
 
+/*
+ * dots [tiles, step, k] = xrows [tiles, step, d] . cen [tiles, k, d]^T, tile
+ * by tile, in TF32 or FP32 (tile mode).
+ */
+void gemm_tiles(const Plan &plan, Product &pr, const float *cen, bool tf32, const float *xrows, int step,
+				int tiles)
+{
+	const float one = 1.0f,
+				zero = 0.0f;
+
+	CUBLAS_TRY(cublasGemmStridedBatchedEx(pr.blas.h, CUBLAS_OP_T, CUBLAS_OP_N, plan.k, step, plan.d, &one,
+										  cen, CUDA_R_32F, plan.d, (long long) plan.k * plan.d,
+										  xrows, CUDA_R_32F, plan.d, (long long) step * plan.d, &zero,
+										  pr.dots.get(), CUDA_R_32F, plan.k, (long long) step * plan.k, tiles,
+										  tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F,
+										  CUBLAS_GEMM_DEFAULT));
+}
+
 /* The operands' norms of one product: ||c'||^2 and ||c'|| of the centroids, ||x'||^2 of the rows. */
 struct Norms
 {
@@ -612,6 +680,7 @@ struct Norms
 	const float *cnrm;					/* [k] */
 	const float *xnorm;					/* [tr] when by_q, else [chunk rows] */
 	bool		by_q;
+	int64_t		tile_rows;				/* > 0: cval and cnrm per tile of that many rows */
 };
 
 /*
@@ -635,7 +704,7 @@ void argmin_tile(const Plan &plan, Product &pr, const Centroids &cen, const Repo
 	if (!pr.refine)
 	{
 		argmin_rows_kernel<false><<<grid, BLOCK>>>(
-			pr.dots.get(), tr, plan.k, nm.cval, xn, nm.by_q, rowmap, nullptr, 0.0f, 0.0f, true,
+			pr.dots.get(), tr, plan.k, nm.cval, xn, nm.by_q, nm.tile_rows, rowmap, nullptr, 0.0f, 0.0f, true,
 			nullptr, plan.d, nullptr, lab, old, d2 + off, rep.changed(), nullptr, nullptr, nullptr, 0);
 		CHECK_LAUNCH("argmin_rows_kernel");
 		return;
@@ -644,7 +713,7 @@ void argmin_tile(const Plan &plan, Product &pr, const Centroids &cen, const Repo
 		(tf32 ? std::ldexp(1.0, -9) + std::ldexp(1.0, -20) : 0.0);
 
 	argmin_rows_kernel<true><<<grid, BLOCK>>>(
-		pr.dots.get(), tr, plan.k, nm.cval, xn, nm.by_q, rowmap, nm.cnrm, (float) delta,
+		pr.dots.get(), tr, plan.k, nm.cval, xn, nm.by_q, nm.tile_rows, rowmap, nm.cnrm, (float) delta,
 		pr.wfac, last, x + off * plan.d, plan.d, cen.cen.get(), lab, old, d2 + off, rep.changed(),
 		rep.checked(), pr.unres.get(), pr.unres_n.get(), off);
 	CHECK_LAUNCH("argmin_rows_kernel");
@@ -676,22 +745,6 @@ void order_rows(const Plan &plan, Product &pr, const Centroids &cen, const int32
 											 reinterpret_cast<const uint32_t *>(pr.pkin.get()),
 											 reinterpret_cast<uint32_t *>(pr.pkeys.get()),
 											 pr.piota.get(), pr.perm.get(), (int) rows));
-}
-
-/* Tile mode: the operands of the tile of rows perm[0 .. tr), centred on the tile's centre. */
-void center_tile(const Plan &plan, Product &pr, const Centroids &cen, const float *x,
-				 const int32_t *perm, int tr)
-{
-	const int	d = plan.d;
-
-	tile_centre_kernel<<<(d + 127) / 128, 128>>>(x, d, perm, tr, pr.tmean.get());
-	CHECK_LAUNCH("tile_centre_kernel");
-	center_tile_rows_kernel<<<grid_for((int64_t) tr * 32, BLOCK, 1u << 30), BLOCK>>>(
-		x, d, perm, tr, pr.tmean.get(), pr.xg.get(), pr.xtn.get());
-	CHECK_LAUNCH("center_tile_rows_kernel");
-	center_tile_centroids_kernel<<<grid_for((int64_t) plan.k * 32, BLOCK, 1u << 30), BLOCK>>>(
-		cen.cen.get(), plan.k, d, pr.tmean.get(), pr.cen_t.get(), pr.cval_t.get(), pr.cnrm_t.get());
-	CHECK_LAUNCH("center_tile_centroids_kernel");
 }
 
 } // namespace
@@ -746,23 +799,24 @@ void product_settle(Product &pr, int64_t n)
 void product_tile_buffers(const Plan &plan, Product &pr)
 {
 	const int64_t chunk = plan.chunk_rows;
-	const size_t kd = (size_t) plan.k * plan.d;
 	size_t		bytes = 0;
 
+	pr.tile_step = std::min<int64_t>(plan.gemm_tile, std::max<int64_t>(4096, 4 * plan.n / plan.k));
+	pr.group_tiles = (int) std::max<int64_t>(1, plan.gemm_tile / pr.tile_step);
 	pr.perm.reset(chunk, "rows by label");
 	pr.pkin.reset(chunk, "rows by label");
 	pr.pkeys.reset(chunk, "rows by label");
-	pr.rank.reset(plan.k, "centroid order");
 	pr.piota.reset(chunk, "rows by label");
+	pr.rank.reset(plan.k, "centroid order");
 	CUDA_TRY(cub::DeviceRadixSort::SortPairs(nullptr, bytes, (const uint32_t *) nullptr, (uint32_t *) nullptr,
 											 (const int32_t *) nullptr, (int32_t *) nullptr, (int) chunk));
 	pr.psort_bytes = bytes;
 	pr.psort_tmp.reset(bytes, "rows by label");
-	pr.tmean.reset(plan.d, "tile centre");
-	pr.xtn.reset(plan.gemm_tile, "row norms");
-	pr.cen_t.reset(kd, "centroids");
-	pr.cval_t.reset(plan.k, "centroid norms");
-	pr.cnrm_t.reset(plan.k, "centroid norms");
+	pr.tmean.reset((size_t) pr.group_tiles * plan.d, "tile centres");
+	pr.xtn.reset(chunk, "row norms");
+	pr.cen_t.reset((size_t) pr.group_tiles * plan.k * plan.d, "centroids");
+	pr.cval_t.reset((size_t) pr.group_tiles * plan.k, "centroid norms");
+	pr.cnrm_t.reset((size_t) pr.group_tiles * plan.k, "centroid norms");
 }
 
 void assign_product(const Plan &plan, Product &pr, const Centroids &cen, const Report &rep,
@@ -771,40 +825,73 @@ void assign_product(const Plan &plan, Product &pr, const Centroids &cen, const R
 					const int32_t *hint)
 {
 	const int	d = plan.d;
+	const int	k = plan.k;
 	const bool	tiles = pr.tile_mode && pr.perm.get() != nullptr;
-	const Norms global = {cen.cval.get(), cen.cnrm.get(), pr.xnorm.get(), false};
 
 	if (pr.two_level)
 		CUDA_TRY(cudaMemsetAsync(pr.unres_n.get(), 0, sizeof(unsigned int)));
-	/*
-	 * Tile mode: tiles of about 4 clusters' rows (at least 4,096, so that a
-	 * GEMM is not too small; the centroids are centred again for each tile),
-	 * cancel asked every 8 tiles.
-	 */
-	const int64_t step = tiles ? std::min<int64_t>(plan.gemm_tile, std::max<int64_t>(4096, 4 * plan.n / plan.k))
-		: plan.gemm_tile;
-	const int64_t ask_every = tiles ? 8 * step : step;
-
 	if (tiles)
-		order_rows(plan, pr, cen, hint, rows);
-	for (int64_t t0 = 0; t0 < rows; t0 += step)
 	{
-		int			tr = (int) std::min<int64_t>(step, rows - t0);
+		/*
+		 * Tile mode: the rows by their labels' spatial order, in tiles of
+		 * about 4 clusters' rows (at least 4,096), each tile's rows and
+		 * centroids centred on the tile; the tiles of a group of
+		 * pr.group_tiles go through one batched GEMM.
+		 */
+		const int64_t step = pr.tile_step;
+		const int64_t group_rows = step * pr.group_tiles;
+		const int32_t *perm = pr.perm.get();
 
-		if (t0 > 0 && t0 % ask_every == 0)
-			gc::check_cancel_synced(exec);
-		if (tiles)
+		order_rows(plan, pr, cen, hint, rows);
+		for (int64_t g0 = 0; g0 < rows; g0 += group_rows)
 		{
-			const int32_t *perm = pr.perm.get() + t0;
-			const Norms local = {pr.cval_t.get(), pr.cnrm_t.get(), pr.xtn.get(), true};
+			int64_t		gr = std::min<int64_t>(group_rows, rows - g0);
+			int			ntiles = (int) ((gr + step - 1) / step);
+			int			full = (int) (gr / step);
+			dim3		cb(32, 8);
 
-			center_tile(plan, pr, cen, x, perm, tr);
-			gemm(plan, pr, pr.cen_t.get(), pr.tf32_first, pr.xg.get(), tr);
-			argmin_tile(plan, pr, cen, rep, local, x, pr.tf32_first, tr, perm, 0, labels, labels_old, d2,
+			if (g0 > 0)
+				gc::check_cancel_synced(exec);
+			tile_centres_kernel<<<dim3(ntiles, (d + 31) / 32), cb>>>(x, d, perm + g0, gr, step, pr.tmean.get());
+			CHECK_LAUNCH("tile_centres_kernel");
+			center_tile_rows_kernel<<<grid_for(gr * 32, BLOCK, 1u << 30), BLOCK>>>(
+				x, d, perm + g0, gr, step, pr.tmean.get(), pr.xc.get() + g0 * d, pr.xtn.get() + g0);
+			CHECK_LAUNCH("center_tile_rows_kernel");
+			center_tile_centroids_kernel<<<grid_for((int64_t) ntiles * k * 32, BLOCK, 1u << 30), BLOCK>>>(
+				cen.cen.get(), k, d, pr.tmean.get(), ntiles, pr.cen_t.get(), pr.cval_t.get(), pr.cnrm_t.get());
+			CHECK_LAUNCH("center_tile_centroids_kernel");
+			if (full > 0)
+				gemm_tiles(plan, pr, pr.cen_t.get(), pr.tf32_first, pr.xc.get() + g0 * d, (int) step, full);
+			if (full < ntiles)
+			{
+				/* the chunk's last tile, shorter */
+				const float one = 1.0f,
+							zero = 0.0f;
+
+				CUBLAS_TRY(cublasGemmEx(pr.blas.h, CUBLAS_OP_T, CUBLAS_OP_N, k, (int) (gr - full * step), d, &one,
+										pr.cen_t.get() + (size_t) full * k * d, CUDA_R_32F, d,
+										pr.xc.get() + (g0 + full * step) * d, CUDA_R_32F, d, &zero,
+										pr.dots.get() + (size_t) full * step * k, CUDA_R_32F, k,
+										pr.tf32_first ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F,
+										CUBLAS_GEMM_DEFAULT));
+			}
+
+			const Norms local = {pr.cval_t.get(), pr.cnrm_t.get(), pr.xtn.get() + g0, true, step};
+
+			argmin_tile(plan, pr, cen, rep, local, x, pr.tf32_first, gr, perm + g0, 0, labels, labels_old, d2,
 						!pr.two_level);
 		}
-		else
+	}
+	else
+	{
+		const Norms global = {cen.cval.get(), cen.cnrm.get(), pr.xnorm.get(), false, 0};
+
+		for (int64_t t0 = 0; t0 < rows; t0 += plan.gemm_tile)
 		{
+			int			tr = (int) std::min<int64_t>(plan.gemm_tile, rows - t0);
+
+			if (t0 > 0)
+				gc::check_cancel_synced(exec);
 			gemm(plan, pr, cen.cen_cf.get(), pr.tf32_first, pr.xc.get() + t0 * d, tr);
 			argmin_tile(plan, pr, cen, rep, global, x, pr.tf32_first, tr, nullptr, t0, labels, labels_old, d2,
 						!pr.two_level);
@@ -812,18 +899,19 @@ void assign_product(const Plan &plan, Product &pr, const Centroids &cen, const R
 	}
 	if (pr.two_level)
 	{
-		/* the rows the TF32 check left open, through the FP32 product */
+		/* the rows the TF32 check left open, through the FP32 product, centred on the data mean */
 		unsigned int m = 0;
 
 		CUDA_TRY(cudaMemcpy(&m, pr.unres_n.get(), sizeof(m), cudaMemcpyDeviceToHost));
 		for (int64_t s0 = 0; s0 < (int64_t) m; s0 += plan.gemm_tile)
 		{
 			int			sm = (int) std::min<int64_t>(plan.gemm_tile, (int64_t) m - s0);
+			const Norms global = {cen.cval.get(), cen.cnrm.get(), pr.xg_norm.get(), true, 0};
 
 			gc::check_cancel_synced(exec);
-			gather_rows_kernel<<<grid_for((int64_t) sm * d, BLOCK, (unsigned) plan.sms * 32), BLOCK>>>(
-				pr.xc.get(), d, pr.unres.get() + s0, sm, pr.xg.get());
-			CHECK_LAUNCH("gather_rows_kernel");
+			gather_center_rows_kernel<<<grid_for((int64_t) sm * 32, BLOCK, 1u << 30), BLOCK>>>(
+				x, d, pr.unres.get() + s0, sm, cen.mean_d.get(), pr.xg.get(), pr.xg_norm.get());
+			CHECK_LAUNCH("gather_center_rows_kernel");
 			gemm(plan, pr, cen.cen_cf.get(), false, pr.xg.get(), sm);
 			argmin_tile(plan, pr, cen, rep, global, x, false, sm, pr.unres.get() + s0, 0, labels, labels_old, d2,
 						true);
