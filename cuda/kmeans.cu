@@ -109,6 +109,7 @@ class KMeans
 	gc_kmeans_params p_;				/* the seed is the current run's */
 	gc_timing  &timing_;
 
+	bool		assign_only_ = false;	/* assign_to: one pass, no update */
 	Plan		plan_;
 	DataStats	stats_;
 	std::vector<double> h_cen_;			/* [k, d] initial centroids */
@@ -176,6 +177,9 @@ void KMeans::size_chunks(size_t free_b)
 		size_t		dots_bytes = std::min<size_t>(size_t(1) << 30, free_b / 8);
 
 		plan_.gemm_tile = std::max<int64_t>(1024, (int64_t) (dots_bytes / ((size_t) k * vs)));
+		/* one pass (an assignment): tiles of at most 65,536 rows, less memory to map */
+		if (assign_only_)
+			plan_.gemm_tile = std::min<int64_t>(plan_.gemm_tile, 65536);
 		if (tuning_.kmeans_tile_rows >= 32)
 			plan_.gemm_tile = tuning_.kmeans_tile_rows;
 		fixed += (size_t) plan_.gemm_tile * k * vs + (maxd == 0 ? (size_t) plan_.gemm_tile * d * 4 : 0);
@@ -717,6 +721,7 @@ void KMeans::assign_to(const double *centroids, gc_kmeans_assign_result *result)
 	const int	d = plan_.d;
 	int32_t    *labels = nullptr;
 
+	assign_only_ = true;
 	plan();
 
 	const bool	product = plan_.maxd == 0 || plan_.f64_gemm;
