@@ -45,7 +45,7 @@ import subprocess
 import sys
 
 TIME = re.compile(r"^Time: ([0-9.]+) ms")
-NOTICE = re.compile(r"gpuclust: \S+ n=(\d+) d=(\d+) device=(\S+) gather=([0-9.]+)"
+NOTICE = re.compile(r"gpuclust: \S+ n=(\d+) d=(\d+) device=(\S+)(?: threads=\d+)? gather=([0-9.]+)"
                     r"(?: to_device=[0-9.]+ from_device=[0-9.]+)? compute=([0-9.]+) "
                     r"output=([0-9.]+) total=([0-9.]+)")
 
