@@ -291,6 +291,8 @@ typedef struct Prefault
 	char	   *start;			/* page-aligned */
 	Size		bytes;			/* whole pages from start */
 	pg_atomic_uint64 written;	/* bytes from start the gather has reached */
+	pg_atomic_uint64 skip;		/* bytes from start the gather faulted in itself */
+	pg_atomic_uint64 done;		/* bytes from start the thread has faulted in */
 	pg_atomic_uint32 stop;
 } Prefault;
 
@@ -313,16 +315,26 @@ PrefaultMain(void *arg)
 
 	while (done < pf->bytes && pg_atomic_read_u32(&pf->stop) == 0)
 	{
-		Size		len = Min(PREFAULT_STEP, pf->bytes - done);
+		Size		len;
+		Size		skip = (Size) pg_atomic_read_u64(&pf->skip);
 
+		/* where the gather caught up and faulted in pages itself, go on after them */
+		if (skip > done)
+		{
+			done = Min(skip, pf->bytes);
+			pg_atomic_write_u64(&pf->done, done);
+			continue;
+		}
 		if (done > pg_atomic_read_u64(&pf->written) + PREFAULT_AHEAD)
 		{
 			usleep(100);
 			continue;
 		}
+		len = Min(PREFAULT_STEP, pf->bytes - done);
 		if (madvise(pf->start + done, len, MADV_POPULATE_WRITE) != 0)
 			break;
 		done += len;
+		pg_atomic_write_u64(&pf->done, done);
 	}
 	return NULL;
 }
@@ -345,6 +357,8 @@ StartPrefault(Prefault *pf, void *x, Size bytes)
 	pf->start = (char *) a;
 	pf->bytes = b - a;
 	pg_atomic_init_u64(&pf->written, 0);
+	pg_atomic_init_u64(&pf->skip, 0);
+	pg_atomic_init_u64(&pf->done, 0);
 	pg_atomic_init_u32(&pf->stop, 0);
 	/* signals are the backend's: the thread takes none */
 	sigfillset(&all);
@@ -536,12 +550,34 @@ MakeRoom(GatherReceiver *st)
 	upto = Min(st->cap, in->n + window);
 	pf = &st->buffers->prefault;
 	PrefaultProgress(pf, (char *) in->x, (Size) in->n * rowsize);
-	/* the features here unless the prefault thread does them, the row ids here */
-	if (!st->no_populate && upto > in->n &&
-		!((pf->running || Populate((char *) in->x + (Size) in->n * rowsize,
-								   (char *) in->x + (Size) upto * rowsize)) &&
-		  Populate(in->ids + in->n, in->ids + upto)))
-		st->no_populate = true;
+	if (!st->no_populate && upto > in->n)
+	{
+		char	   *from = (char *) in->x + (Size) in->n * rowsize;
+		char	   *to = (char *) in->x + (Size) upto * rowsize;
+		bool		ok = true;
+
+		/*
+		 * The features where the prefault thread has not been yet (where it
+		 * runs: it keeps ahead when a core is free, else the gather does
+		 * them and the thread goes on after them), the row ids here.
+		 */
+		if (pf->running)
+		{
+			char	   *ahead = pf->start + pg_atomic_read_u64(&pf->done);
+
+			if (ahead > from)
+				from = ahead;
+		}
+		if (from < to)
+		{
+			ok = Populate(from, to);
+			if (ok && pf->running && to > pf->start)
+				pg_atomic_write_u64(&pf->skip,
+									TYPEALIGN_DOWN((Size) sysconf(_SC_PAGESIZE), (Size) (to - pf->start)));
+		}
+		if (!(ok && Populate(in->ids + in->n, in->ids + upto)))
+			st->no_populate = true;
+	}
 	st->populated = upto;
 }
 
