@@ -75,8 +75,14 @@
 #define GATHER_RESET_EVERY 1024
 /* the block detoasted values go to, kept over resets: they are not faulted in anew */
 #define GATHER_TMP_BYTES ((Size) 4 << 20)
-/* the row buffers are faulted in this many bytes ahead of the rows written */
-#define GATHER_POPULATE_BYTES (INT64CONST(8) << 20)
+/*
+ * the row buffers are faulted in this many bytes ahead of the rows written:
+ * few enough that the lines the kernel has just zeroed are still in the
+ * core's cache when the rows are written to them (8MB ahead, they had left
+ * it and were read back from memory), many enough that the madvise calls
+ * cost nothing
+ */
+#define GATHER_POPULATE_BYTES (INT64CONST(256) << 10)
 /* a planner's estimate of more rows than this many bytes hold is not trusted for the first size */
 #define GATHER_PRESIZE_MAX_BYTES (INT64CONST(4) << 30)
 
