@@ -1205,6 +1205,62 @@ HalfToFloat(uint16 h)
 	return f;
 }
 
+#ifdef GC_GATHER_X86
+/*
+ * Converts n halves at src (any alignment) to reals at dst, exactly (as
+ * HalfToFloat; the conversion instruction is exact for every half, subnormal
+ * ones included), 8 a step, and says whether every one is finite.
+ */
+__attribute__((target("avx2,f16c")))
+static bool
+HalfToFloatFiniteF16c(float *dst, const char *src, int32 n)
+{
+	const __m128i exp = _mm_set1_epi16(0x7c00);
+	__m128i		bad = _mm_setzero_si128();
+	uint32		tail = 0;
+	int32		k = 0;
+
+	for (; k + 8 <= n; k += 8)
+	{
+		__m128i		h = _mm_loadu_si128((const __m128i *) (src + 2 * k));
+
+		bad = _mm_or_si128(bad, _mm_cmpeq_epi16(_mm_and_si128(h, exp), exp));
+		_mm256_storeu_ps(dst + k, _mm256_cvtph_ps(h));
+	}
+	for (; k < n; k++)
+	{
+		uint16		h;
+
+		memcpy(&h, src + 2 * k, sizeof(h));
+		dst[k] = HalfToFloat(h);
+		tail |= (uint32) ((h & 0x7c00) == 0x7c00);
+	}
+	return (_mm_movemask_epi8(bad) == 0) & (tail == 0);
+}
+#endif
+
+/*
+ * Converts n halves at src to reals at dst where the processor has an
+ * instruction for it, saying whether every one is finite; false, having done
+ * nothing or part, where it has not (the caller then goes value by value).
+ */
+static bool
+HalfToFloatFinite(float *dst, const char *src, int32 n)
+{
+#ifdef GC_GATHER_X86
+	static int	have_f16c = -1;
+
+	if (unlikely(have_f16c < 0))
+	{
+		__builtin_cpu_init();
+		have_f16c = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
+	}
+	if (have_f16c)
+		return HalfToFloatFiniteF16c(dst, src, n);
+#endif
+	return false;
+}
+
 /*
  * Refuses a value that is not finite or that real cannot hold (beyond its
  * range, or not zero but zero as a real), naming the row.  finite_source: a
@@ -1401,6 +1457,9 @@ GcFeatureCopy(const GcFeature *f, void *dst, gc_dtype dtype, const GcRowRef *row
 						BadFeatureValue(row, dst4[k], dst4[k], false);
 			break;
 		case FORMAT_HALF:
+			/* at once where the processor converts halves; value by value for the message */
+			if (dtype == GC_F32 && HalfToFloatFinite(dst4, f->data, d))
+				break;
 			for (int32 k = 0; k < d; k++)
 			{
 				uint16		h;
