@@ -77,9 +77,9 @@
 #define GATHER_TMP_BYTES ((Size) 4 << 20)
 /*
  * the row buffers are faulted in this many bytes ahead of the rows written:
- * few enough that the lines the kernel has just zeroed are still in the
- * core's cache when the rows are written to them (8MB ahead, they had left
- * it and were read back from memory), many enough that the madvise calls
+ * few enough that the lines the kernel has just zeroed can still be in the
+ * core's cache when the rows are written to them (8MB ahead, the gather of
+ * wide rows took about a tenth longer), many enough that the madvise calls
  * cost nothing
  */
 #define GATHER_POPULATE_BYTES (INT64CONST(256) << 10)
