@@ -36,6 +36,7 @@
 #include <sys/mman.h>
 #endif
 #if defined(__x86_64__) && defined(__GNUC__)
+#include <cpuid.h>
 #include <immintrin.h>
 #endif
 
@@ -783,8 +784,10 @@ CopyFinite4Sse2(float *dst, const char *src, int32 n)
 		bad0 = _mm_or_si128(bad0, _mm_cmpeq_epi32(_mm_and_si128(a, exp), exp));
 		bad1 = _mm_or_si128(bad1, _mm_cmpeq_epi32(_mm_and_si128(b, exp), exp));
 	}
-	return (_mm_movemask_epi8(_mm_or_si128(bad0, bad1)) == 0) &
-		CopyFinite4Plain(dst + k, src + sizeof(float) * k, n - k);
+	/* the rest, copied whatever the steps found */
+	if (!CopyFinite4Plain(dst + k, src + sizeof(float) * k, n - k))
+		return false;
+	return _mm_movemask_epi8(_mm_or_si128(bad0, bad1)) == 0;
 }
 
 __attribute__((target("avx2")))
@@ -821,8 +824,10 @@ CopyFinite4Avx2(float *dst, const char *src, int32 n)
 		bad0 = _mm256_or_si256(bad0, _mm256_cmpeq_epi32(_mm256_and_si256(a, exp), exp));
 	}
 	bad0 = _mm256_or_si256(bad0, bad1);
-	return (_mm256_testz_si256(bad0, bad0) != 0) &
-		CopyFinite4Plain(dst + k, src + sizeof(float) * k, n - k);
+	/* the rest, copied whatever the steps found */
+	if (!CopyFinite4Plain(dst + k, src + sizeof(float) * k, n - k))
+		return false;
+	return _mm256_testz_si256(bad0, bad0) != 0;
 }
 #endif
 
@@ -1235,7 +1240,7 @@ HalfToFloatFiniteF16c(float *dst, const char *src, int32 n)
 		dst[k] = HalfToFloat(h);
 		tail |= (uint32) ((h & 0x7c00) == 0x7c00);
 	}
-	return (_mm_movemask_epi8(bad) == 0) & (tail == 0);
+	return _mm_movemask_epi8(bad) == 0 && tail == 0;
 }
 #endif
 
@@ -1252,8 +1257,15 @@ HalfToFloatFinite(float *dst, const char *src, int32 n)
 
 	if (unlikely(have_f16c < 0))
 	{
+		unsigned int a,
+					b,
+					c,
+					d;
+
+		/* F16C from CPUID (not every compiler's __builtin_cpu_supports knows it) */
 		__builtin_cpu_init();
-		have_f16c = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
+		have_f16c = __builtin_cpu_supports("avx2") &&
+			__get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C) != 0;
 	}
 	if (have_f16c)
 		return HalfToFloatFiniteF16c(dst, src, n);
