@@ -31,8 +31,10 @@ For the wide tables (--wide-rows rows of --dim features, one table per type
 of --wide-types: real for real[], float8 for double precision[], vector for
 pgvector's vector, skipped where pgvector is not installed): the gather of
 gpu_kmeans_centroids(k 8, one iteration) in GB/s of feature data (4 bytes a
-feature, whatever the type), next to the read of the table, in parallel as
-the planner chooses and serial (max_parallel_workers_per_gather 0).  Each figure is the median of --repeat runs in one session,
+feature, whatever the type) and in ns per row, next to the read of the table,
+in parallel as the planner chooses and serial (max_parallel_workers_per_gather
+0), and the gather against the serial read, the floor of a gather in one
+process.  Each figure is the median of --repeat runs in one session,
 after one warm-up call (which loads the GPU back end).  Tables are unlogged,
 named rowpath_bench_*, and dropped at the end unless --keep.
 """
@@ -45,7 +47,7 @@ import subprocess
 import sys
 
 TIME = re.compile(r"^Time: ([0-9.]+) ms")
-NOTICE = re.compile(r"gpuclust: \S+ n=(\d+) d=(\d+) device=(\S+) gather=([0-9.]+)"
+NOTICE = re.compile(r"gpuclust: \S+ n=(\d+) d=(\d+) device=(\S+)(?: threads=\d+)? gather=([0-9.]+)"
                     r"(?: to_device=[0-9.]+ from_device=[0-9.]+)? compute=([0-9.]+) "
                     r"output=([0-9.]+) total=([0-9.]+)")
 
@@ -216,20 +218,25 @@ def main():
         r["case"] = f"k-means {a.wide_rows:,} x {a.dim} {WIDE_TYPES[w]}"
         if "gather_ms" in r:
             r["gather_gb_s"] = a.wide_rows * a.dim * 4 / (r["gather_ms"] * 1e6)
+            r["gather_ns_row"] = r["gather_ms"] * 1e6 / a.wide_rows
+            r["gather_serial_read_ratio"] = r["gather_ms"] / r["serial_read_ms"]
         results.append(r)
 
     hdr = ("| case | work_mem | read ms | serial read ms | statement ms | statement / read | total | "
-           "gather | compute | output | temp file | gather GB/s | SRF floor ms | (read + floor) / read |")
+           "gather | compute | output | temp file | gather GB/s | gather ns/row | gather / serial read | "
+           "SRF floor ms | (read + floor) / read |")
     print(hdr)
-    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|")
     for r in results:
         gbs = f"{r['gather_gb_s']:.2f}" if "gather_gb_s" in r else ""
+        nsr = f"{r['gather_ns_row']:.0f}" if "gather_ns_row" in r else ""
+        gsr = f"{r['gather_serial_read_ratio']:.2f}" if "gather_serial_read_ratio" in r else ""
         flo = f"{r['srf_floor_ms']:.0f}" if "srf_floor_ms" in r else ""
         flr = f"{r['floor_ratio']:.2f}" if "floor_ratio" in r else ""
         print(f"| {r['case']} | {r['work_mem']} | {r['read_ms']:.0f} | {r['serial_read_ms']:.0f} | "
               f"{r['statement_ms']:.0f} | {r['ratio']:.2f} | {r.get('total_ms', 0):.0f} | "
               f"{r.get('gather_ms', 0):.0f} | {r.get('compute_ms', 0):.1f} | {r.get('output_ms', 0):.0f} | "
-              f"{'yes' if r['temp_file'] else 'no'} | {gbs} | {flo} | {flr} |")
+              f"{'yes' if r['temp_file'] else 'no'} | {gbs} | {nsr} | {gsr} | {flo} | {flr} |")
     if a.json:
         with open(a.json, "w") as f:
             json.dump({"server": info[0], "gpuclust": info[1], "gpus": info[2],

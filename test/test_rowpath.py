@@ -246,3 +246,71 @@ def test_gather_reads_values_exactly(conn, sqltype):
     got = got[np.argsort(got[:, 0])]
     want = X32.astype(np.float64) if sqltype == "real" else X
     assert np.array_equal(got, want)
+
+
+# lengths around the steps of the copy of real[] and vector values (8 and 32 values)
+EDGE_LENGTHS = list(range(1, 41)) + [63, 64, 65, 95, 96, 97, 257]
+
+
+def edge_rows(n, d, seed):
+    """n distinct rows of d reals: decimals, subnormals, zeros, large values."""
+    rng = np.random.default_rng(seed)
+    X = rng.normal(0, 10, size=(n, d)).round(3).astype(np.float32)
+    X[:, 0] = np.arange(n) * 1.5
+    special = np.array([1.4e-45, -2.5e-40, -0.0, 3e15, -7e-20, 1e-30], dtype=np.float32)
+    for i in range(n):
+        for j in range(1, d):
+            if (i + j) % 5 == 0:
+                X[i, j] = special[(i * 7 + j) % len(special)]
+    return X
+
+
+def exact_centroids(conn, table, n):
+    with conn.cursor() as cur:
+        cur.execute(f"""SELECT centroid FROM gpu_kmeans_centroids('SELECT id, f FROM {table}',
+                                                                   %s, max_iter => 1, device => 'cpu')""", (n,))
+        got = np.array([r[0] for r in cur.fetchall()], dtype=np.float64)
+    return got[np.argsort(got[:, 0])]
+
+
+def test_gather_reads_real_arrays_exactly_at_every_length(conn):
+    """Each row its own centroid, for lengths around the copy's steps: the rows, value for value."""
+    n = 6
+    for d in EDGE_LENGTHS:
+        X = edge_rows(n, d, d)
+        load_matrix(conn, "rowpath_edge", X, sqltype="real")
+        got = exact_centroids(conn, "rowpath_edge", n)
+        assert got.shape == (n, d)
+        want = X.astype(np.float64)
+        assert np.array_equal(got, want[np.argsort(want[:, 0])]), d
+
+
+def test_non_finite_element_found_at_every_position(conn):
+    """NaN and infinities anywhere in a row: the same error, naming the first bad value."""
+    names = {"NaN": "NaN", "Infinity": "Infinity", "-Infinity": "-Infinity"}
+    with conn.cursor() as cur:
+        for d in [1, 2, 7, 8, 9, 31, 32, 33, 40, 64, 257]:
+            for pos in sorted({0, d // 2, d - 1, max(0, d - 9)}):
+                for bad, name in names.items():
+                    f = ["1.5"] * d
+                    f[pos] = f"'{bad}'"
+                    if pos + 1 < d:
+                        # a later bad value of another kind: the first is named
+                        f[d - 1] = "'NaN'" if bad != "NaN" else "'Infinity'"
+                    arr = f"ARRAY[{','.join(f)}]::real[]"
+                    good = f"ARRAY[{','.join(['2'] * d)}]::real[]"
+                    q = (f"SELECT id, f FROM (VALUES (1, {good}), (2, {good}), (3, {arr}), (4, {good})) v(id, f)"
+                         .replace("'", "''"))
+                    with pytest.raises(psycopg2.errors.DataException) as e:
+                        cur.execute(f"SELECT * FROM gpu_kmeans_centroids('{q}', 1, device => 'cpu')")
+                    assert e.value.pgerror.splitlines()[0] == (
+                        f"ERROR:  an element of the feature array of the row with id 3 is {name}"), (d, pos, bad)
+    # a bad row after thousands of good ones (past the first size of the buffers)
+    with conn.cursor() as cur:
+        with pytest.raises(psycopg2.errors.DataException) as e:
+            cur.execute("""SELECT * FROM gpu_kmeans_centroids(
+                'SELECT g, CASE WHEN g = 5000 THEN array_fill(''1''::real, ARRAY[70]) || ''-Infinity''::real
+                                ELSE array_fill(g::real, ARRAY[71]) END FROM generate_series(1, 6000) g',
+                1, device => 'cpu')""")
+        assert e.value.pgerror.splitlines()[0] == (
+            "ERROR:  an element of the feature array of the row with id 5000 is -Infinity")

@@ -126,3 +126,46 @@ def test_type_lookup_follows_the_extension(vector_conn):
         finally:
             cur.execute("ROLLBACK")
     assert rows(conn, q) == before
+
+
+def test_vector_read_exactly_at_every_length(vector_conn):
+    """Each row its own centroid, for lengths around the steps of the copy (8 and 32
+    values): the vectors, value for value, as from the same values in real[]."""
+    conn = vector_conn
+    n = 5
+    for d in list(range(1, 41)) + [63, 64, 65, 95, 96, 97, 257]:
+        rng = np.random.default_rng(d)
+        X = rng.normal(0, 10, size=(n, d)).round(3).astype(np.float32)
+        X[:, 0] = np.arange(n) * 2.5
+        X[1, d // 2] = np.float32(1.4e-45)
+        X[2, d - 1] = np.float32(-3e15)
+        load_vectors(conn, "pgv_edge", X)
+        got = rows(conn, """SELECT centroid FROM gpu_kmeans_centroids('SELECT id, v FROM pgv_edge',
+                            %s, max_iter => 1, device => 'cpu')""", n)
+        got = np.array([r[0] for r in got], dtype=np.float64)
+        got = got[np.argsort(got[:, 0])]
+        want = X.astype(np.float64)
+        assert np.array_equal(got, want[np.argsort(want[:, 0])]), d
+
+
+def test_halfvec_read_exactly_at_every_length(vector_conn):
+    """The same for halfvec, with values that halves hold exactly: subnormal halves,
+    the largest half, zeros and decimals rounded to halves."""
+    conn = vector_conn
+    n = 5
+    for d in list(range(1, 41)) + [63, 64, 65, 257]:
+        rng = np.random.default_rng(1000 + d)
+        X = rng.normal(0, 10, size=(n, d)).astype(np.float16).astype(np.float32)
+        X[:, 0] = np.arange(n) * 2.5
+        special = np.array([2.0 ** -24, -(2.0 ** -20), 65504.0, 0.0, 6.103515625e-05], dtype=np.float32)
+        for i in range(n):
+            for j in range(1, d):
+                if (i + 2 * j) % 3 == 0:
+                    X[i, j] = special[(i + j) % len(special)]
+        load_vectors(conn, "pgv_edge", X)
+        got = rows(conn, """SELECT centroid FROM gpu_kmeans_centroids('SELECT id, v::halfvec FROM pgv_edge',
+                            %s, max_iter => 1, device => 'cpu')""", n)
+        got = np.array([r[0] for r in got], dtype=np.float64)
+        got = got[np.argsort(got[:, 0])]
+        want = X.astype(np.float64)
+        assert np.array_equal(got, want[np.argsort(want[:, 0])]), d
