@@ -14,6 +14,14 @@
  * labels are those of the double distances to the current centroids, at
  * the cost of one TF32 GEMM.  Elsewhere the one product is FP32, checked.
  * 'tf32' runs the TF32 product unchecked: about 1e-3 relative error in x'.c'.
+ *
+ * The bound is per centroid and grows with the norms after centring; where
+ * many rows lie far from the data mean next to close centroids (clustered
+ * data), an iteration that sends many rows to FP32 switches the next ones
+ * to tile mode: rows ordered by their labels' place in a spatial order of
+ * the centroids, each tile of rows centred, with the centroids, on its own
+ * centre (the mean of a sample of its rows), through one batched GEMM per
+ * group of tiles.
  */
 #include <algorithm>
 #include <cmath>
