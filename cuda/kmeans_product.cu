@@ -37,6 +37,28 @@ namespace km {
 
 namespace {
 
+/*
+ * A warp centres one row: dst = float(src - centre), feature by feature;
+ * returns ||dst||^2, summed in double, on every lane.
+ */
+template <typename T>
+__device__ inline double warp_center(const T *__restrict__ src, const double *__restrict__ centre, int d, int lane,
+									 float *__restrict__ dst)
+{
+	double		s = 0.0;
+
+	for (int t = lane; t < d; t += 32)
+	{
+		float		v = (float) ((double) src[t] - centre[t]);
+
+		dst[t] = v;
+		s += (double) v * (double) v;
+	}
+	for (int o = 16; o > 0; o >>= 1)
+		s += __shfl_xor_sync(0xffffffffu, s, o);
+	return s;
+}
+
 /* The GEMM form's operand: x' = x - mean in float, and ||x'||^2; a warp per row. */
 __global__ void center_rows_kernel(const float *__restrict__ x,	/* [rows, d] */
 								   int64_t rows, int d,
@@ -47,19 +69,9 @@ __global__ void center_rows_kernel(const float *__restrict__ x,	/* [rows, d] */
 	for (int64_t i = ((int64_t) blockIdx.x * BLOCK + threadIdx.x) / 32; i < rows;
 		 i += (int64_t) gridDim.x * (BLOCK / 32))
 	{
-		int			lane = threadIdx.x & 31;
-		double		s = 0.0;
+		double		s = warp_center(x + i * d, mean, d, threadIdx.x & 31, xc + i * d);
 
-		for (int j = lane; j < d; j += 32)
-		{
-			float		t = (float) ((double) x[i * d + j] - mean[j]);
-
-			xc[i * d + j] = t;
-			s += (double) t * (double) t;
-		}
-		for (int o = 16; o > 0; o >>= 1)
-			s += __shfl_xor_sync(0xffffffffu, s, o);
-		if (lane == 0)
+		if ((threadIdx.x & 31) == 0)
 			xnorm[i] = (float) s;
 	}
 }
@@ -91,18 +103,8 @@ __global__ void gather_center_rows_kernel(const float *__restrict__ x, int d,	/*
 
 	if (q >= m)
 		return;
-	const float *xr = x + (int64_t) list[q] * d;
-	double		s = 0.0;
+	double		s = warp_center(x + (int64_t) list[q] * d, mean, d, lane, dst + q * d);
 
-	for (int t = lane; t < d; t += 32)
-	{
-		float		v = (float) ((double) xr[t] - mean[t]);
-
-		dst[q * d + t] = v;
-		s += (double) v * (double) v;
-	}
-	for (int o = 16; o > 0; o >>= 1)
-		s += __shfl_xor_sync(0xffffffffu, s, o);
 	if (lane == 0)
 		dnorm[q] = (float) s;
 }
@@ -496,19 +498,8 @@ __global__ void center_tile_rows_kernel(const float *__restrict__ x, int d,	/* [
 
 	if (q >= rows)
 		return;
-	const float *xr = x + (int64_t) perm[q] * d;
-	const double *m = centre + (q / step) * d;
-	double		s = 0.0;
+	double		s = warp_center(x + (int64_t) perm[q] * d, centre + (q / step) * d, d, lane, xt + q * d);
 
-	for (int t = lane; t < d; t += 32)
-	{
-		float		v = (float) ((double) xr[t] - m[t]);
-
-		xt[q * d + t] = v;
-		s += (double) v * (double) v;
-	}
-	for (int o = 16; o > 0; o >>= 1)
-		s += __shfl_xor_sync(0xffffffffu, s, o);
 	if (lane == 0)
 		xtn[q] = (float) s;
 }
@@ -528,19 +519,8 @@ __global__ void center_tile_centroids_kernel(const double *__restrict__ cen, int
 
 	if (w >= (int64_t) tiles * k)
 		return;
-	int64_t		j = w % k;
-	const double *m = centre + (w / k) * d;
-	double		s = 0.0;
+	double		s = warp_center(cen + (w % k) * d, centre + (w / k) * d, d, lane, ct + w * d);
 
-	for (int t = lane; t < d; t += 32)
-	{
-		float		v = (float) (cen[j * d + t] - m[t]);
-
-		ct[w * d + t] = v;
-		s += (double) v * (double) v;
-	}
-	for (int o = 16; o > 0; o >>= 1)
-		s += __shfl_xor_sync(0xffffffffu, s, o);
 	if (lane == 0)
 	{
 		cval[w] = (float) s;
