@@ -206,14 +206,14 @@ __device__ inline void keep_candidate(float (&cv)[CAND_CAP], int (&cj)[CAND_CAP]
  * in double, stats[1] the candidates compared.
  * One function: split, the scan's candidates would leave registers.
  */
-template <bool REFINE>
+template <bool REFINE, bool TILED>
 __global__ void __launch_bounds__(BLOCK)
 argmin_rows_kernel(const float *__restrict__ dots,	/* [tr, k] */
 				   int64_t tr, int k,
 				   const float *__restrict__ cval,	/* [k] ||c'||^2, or [tr / tile_rows, k] */
 				   const float *__restrict__ xnorm, /* [tr] or [rows] ||x'||^2 */
 				   bool xnorm_by_q,
-				   int64_t tile_rows,	/* > 0: cval and cnrm per tile of that many rows */
+				   int64_t tile_rows,	/* TILED: cval and cnrm per tile of that many rows */
 				   const int32_t *__restrict__ rowmap,	/* [tr] or null */
 				   const float *__restrict__ cnrm,	/* [k] ||c'|| (REFINE), or per tile */
 				   float delta, float wfac, bool last_level,
@@ -241,7 +241,7 @@ argmin_rows_kernel(const float *__restrict__ dots,	/* [tr, k] */
 		const float *dr = dots + q * k;
 		float		xn = xnorm[xnorm_by_q ? q : row];
 
-		if (tile_rows > 0)
+		if (TILED)
 		{
 			cval += (q / tile_rows) * k;
 			if (REFINE)
@@ -689,9 +689,13 @@ void argmin_tile(const Plan &plan, Product &pr, const Centroids &cen, const Repo
 	const int32_t *old = labels_old ? labels_old + off : nullptr;
 	const float *xn = nm.by_q ? nm.xnorm : nm.xnorm + off;
 
+	/* the kernel without tiles stays as lean as it was: the scan is bound by its loads */
+	auto		kern_plain = nm.tile_rows > 0 ? argmin_rows_kernel<false, true> : argmin_rows_kernel<false, false>;
+	auto		kern_refine = nm.tile_rows > 0 ? argmin_rows_kernel<true, true> : argmin_rows_kernel<true, false>;
+
 	if (!pr.refine)
 	{
-		argmin_rows_kernel<false><<<grid, BLOCK>>>(
+		kern_plain<<<grid, BLOCK>>>(
 			pr.dots.get(), tr, plan.k, nm.cval, xn, nm.by_q, nm.tile_rows, rowmap, nullptr, 0.0f, 0.0f, true,
 			nullptr, plan.d, nullptr, lab, old, d2 + off, rep.changed(), nullptr, nullptr, nullptr, 0);
 		CHECK_LAUNCH("argmin_rows_kernel");
@@ -700,7 +704,7 @@ void argmin_tile(const Plan &plan, Product &pr, const Centroids &cen, const Repo
 	double		delta = std::ldexp((double) plan.d + 2.0, -22) +
 		(tf32 ? std::ldexp(1.0, -9) + std::ldexp(1.0, -20) : 0.0);
 
-	argmin_rows_kernel<true><<<grid, BLOCK>>>(
+	kern_refine<<<grid, BLOCK>>>(
 		pr.dots.get(), tr, plan.k, nm.cval, xn, nm.by_q, nm.tile_rows, rowmap, nm.cnrm, (float) delta,
 		pr.wfac, last, x + off * plan.d, plan.d, cen.cen.get(), lab, old, d2 + off, rep.changed(),
 		rep.checked(), pr.unres.get(), pr.unres_n.get(), off);
