@@ -84,7 +84,7 @@ typedef struct dbscan_ws
 	int64_t    *perm;			/* [n] sorted position -> row */
 	int64_t		ncells;
 	int64_t    *cell_start;		/* [ncells + 1] */
-	uint64_t   *cell_key;		/* [ncells], ascending */
+	uint64_t   *cell_key;		/* [ncells + 1], ascending, then UINT64_MAX (no key is that high) */
 
 	uint8_t    *dense;			/* [ncells] all members core and one cluster (dbscan_dense) */
 
@@ -328,13 +328,13 @@ dbscan_cells(dbscan_ws *ws, const uint64_t *key, const int64_t *row)
 	int64_t		n = ws->n;
 	int32_t		d = ws->d;
 	size_t		bytes = ws->esize * (size_t) n * d + sizeof(int64_t) * (size_t) n +
-		sizeof(int64_t) * (size_t) (n + 1) + sizeof(uint64_t) * (size_t) n;
+		sizeof(int64_t) * (size_t) (n + 1) + sizeof(uint64_t) * (size_t) (n + 1);
 	int64_t		c = -1;
 
 	ws->xs = malloc(ws->esize * (size_t) n * d);
 	ws->perm = malloc(sizeof(int64_t) * (size_t) n);
 	ws->cell_start = malloc(sizeof(int64_t) * (size_t) (n + 1));
-	ws->cell_key = malloc(sizeof(uint64_t) * (size_t) n);
+	ws->cell_key = malloc(sizeof(uint64_t) * (size_t) (n + 1));
 	if (!ws->xs || !ws->perm || !ws->cell_start || !ws->cell_key)
 		return gc_core_oom(ws->ctx, bytes,
 						   "out of memory for the grid of %lld points", (long long) n);
@@ -356,6 +356,7 @@ dbscan_cells(dbscan_ws *ws, const uint64_t *key, const int64_t *row)
 		return st;
 	ws->ncells = c + 1;
 	ws->cell_start[ws->ncells] = n;
+	ws->cell_key[ws->ncells] = UINT64_MAX;
 	return GC_OK;
 }
 
@@ -472,11 +473,13 @@ grid_neighbours(const dbscan_ws *ws, dbscan_nbrs *nb, int64_t c, int64_t *out)
 	int64_t		last_extent = plan->extent[pre];
 	int32_t		m = 0;
 
-	for (int k = plan->g - 1; k >= 0; k--)
+	/* the key's coordinates; the first is what is left (keys are below the extents' product) */
+	for (int k = plan->g - 1; k > 0; k--)
 	{
 		coord[k] = (int64_t) (key % (uint64_t) plan->extent[k]);
 		key /= (uint64_t) plan->extent[k];
 	}
+	coord[0] = (int64_t) key;
 	for (int32_t t = 0; t < plan->nrows; t++)
 	{
 		int64_t		half = plan->row_half[t];
@@ -505,10 +508,11 @@ grid_neighbours(const dbscan_ws *ws, dbscan_nbrs *nb, int64_t c, int64_t *out)
 		j = nb->cursor[t];
 		if (j < 0)
 			j = grid_lower_bound(ws, lo);
-		while (j < ws->ncells && ws->cell_key[j] < lo)
+		/* the key after the last stops both walks */
+		while (ws->cell_key[j] < lo)
 			j++;
 		nb->cursor[t] = j;
-		for (; j < ws->ncells && ws->cell_key[j] <= hi; j++)
+		for (; ws->cell_key[j] <= hi; j++)
 			out[m++] = j;
 	}
 	return m;
