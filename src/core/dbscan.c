@@ -84,7 +84,7 @@ typedef struct dbscan_ws
 	int64_t    *perm;			/* [n] sorted position -> row */
 	int64_t		ncells;
 	int64_t    *cell_start;		/* [ncells + 1] */
-	uint64_t   *cell_key;		/* [ncells + 1], ascending, then UINT64_MAX (no key is that high) */
+	uint64_t   *cell_key;		/* [ncells + DBSCAN_KEY_PAD], ascending, then UINT64_MAX (no key is that high) */
 
 	uint8_t    *dense;			/* [ncells] all members core and one cluster (dbscan_dense) */
 
@@ -114,6 +114,8 @@ typedef struct dbscan_nbrs
 
 /* Cells (or rows) per block of a parallel loop, whatever the thread count. */
 #define DBSCAN_CELL_GRAIN 256
+/* Keys of UINT64_MAX past the last cell: a neighbour row's widest span. */
+#define DBSCAN_KEY_PAD (2 * GC_GRID_MAX_REACH + 1)
 #define DBSCAN_ROW_GRAIN 65536
 /* Most entries of the table of neighbour cells (dbscan_nbr_table): 16 MB. */
 #ifndef DBSCAN_NBR_TABLE_MAX
@@ -328,13 +330,13 @@ dbscan_cells(dbscan_ws *ws, const uint64_t *key, const int64_t *row)
 	int64_t		n = ws->n;
 	int32_t		d = ws->d;
 	size_t		bytes = ws->esize * (size_t) n * d + sizeof(int64_t) * (size_t) n +
-		sizeof(int64_t) * (size_t) (n + 1) + sizeof(uint64_t) * (size_t) (n + 1);
+		sizeof(int64_t) * (size_t) (n + 1) + sizeof(uint64_t) * (size_t) (n + DBSCAN_KEY_PAD);
 	int64_t		c = -1;
 
 	ws->xs = malloc(ws->esize * (size_t) n * d);
 	ws->perm = malloc(sizeof(int64_t) * (size_t) n);
 	ws->cell_start = malloc(sizeof(int64_t) * (size_t) (n + 1));
-	ws->cell_key = malloc(sizeof(uint64_t) * (size_t) (n + 1));
+	ws->cell_key = malloc(sizeof(uint64_t) * (size_t) (n + DBSCAN_KEY_PAD));
 	if (!ws->xs || !ws->perm || !ws->cell_start || !ws->cell_key)
 		return gc_core_oom(ws->ctx, bytes,
 						   "out of memory for the grid of %lld points", (long long) n);
@@ -356,7 +358,8 @@ dbscan_cells(dbscan_ws *ws, const uint64_t *key, const int64_t *row)
 		return st;
 	ws->ncells = c + 1;
 	ws->cell_start[ws->ncells] = n;
-	ws->cell_key[ws->ncells] = UINT64_MAX;
+	for (int k = 0; k < DBSCAN_KEY_PAD; k++)
+		ws->cell_key[ws->ncells + k] = UINT64_MAX;
 	return GC_OK;
 }
 
@@ -508,12 +511,19 @@ grid_neighbours(const dbscan_ws *ws, dbscan_nbrs *nb, int64_t c, int64_t *out)
 		j = nb->cursor[t];
 		if (j < 0)
 			j = grid_lower_bound(ws, lo);
-		/* the key after the last stops both walks */
+		/* the key after the last stops the walk */
 		while (ws->cell_key[j] < lo)
 			j++;
 		nb->cursor[t] = j;
-		for (; ws->cell_key[j] <= hi; j++)
-			out[m++] = j;
+		/*
+		 * At most hi - lo + 1 cells lie in [lo, hi], the first ones from j
+		 * (keys ascend): each is written, and counted when it is in.
+		 */
+		for (uint64_t q = 0; q <= hi - lo; q++)
+		{
+			out[m] = j + (int64_t) q;
+			m += ws->cell_key[j + (int64_t) q] <= hi;
+		}
 	}
 	return m;
 }
