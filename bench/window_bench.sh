@@ -13,6 +13,10 @@
 #       from a real[] column: the gather time of the timing NOTICE and the
 #       feature bytes per second.
 #
+#    The DBSCAN window's timing NOTICEs (one per partition, gpuclust.timing)
+#    are summed over one run: what the partitions themselves cost (reading
+#    their rows, clustering them) next to the window's own cost (row_number).
+#
 #    bench/window_bench.sh [DEVICE]      DEVICE: cpu (default), gpu or auto
 #
 # Environment: NGROUPS, GROUP_ROWS, VEC_ROWS, VEC_DIM, REPS (best of, default 3),
@@ -85,8 +89,14 @@ if [ "$HAVE_POSTGIS" = 1 ]; then
 	win_geom=$(best "SELECT count(c) FROM (SELECT gpu_cluster_dbscan(geom, 0.155, 5) OVER (PARTITION BY g ORDER BY id) c FROM bench_win) s")
 	echo "| gpu_cluster_dbscan(geom) OVER (PARTITION BY g ORDER BY id) | $n | $win_geom | $(ratio "$win_geom" "$one_db") |"
 fi
+# the partitions' own share: the timing NOTICE of every partition, summed over one run
+parts=$("${PSQL[@]}" -At -c "SET gpuclust.device = '$DEVICE'; SET gpuclust.timing = on" \
+	-c "SELECT count(c) FROM (SELECT gpu_cluster_dbscan(f, 0.155, 5) OVER (PARTITION BY g ORDER BY id) c FROM bench_win) s" 2>&1 \
+	| awk '/NOTICE:  gpuclust: dbscan/ { for (i = 1; i <= NF; i++) { split($i, a, "="); if (a[1] == "gather") g += a[2]; if (a[1] == "compute") c += a[2]; if (a[1] == "total") t += a[2] } n++ }
+		END { if (n > 0) printf "%d partitions, summed: gather %.1f ms, compute %.1f ms, total %.1f ms (%.3f ms a partition)", n, g, c, t, t / n }')
 rn=$(best "SELECT count(c) FROM (SELECT row_number() OVER (PARTITION BY g ORDER BY id) c FROM bench_win) s")
 echo "| row_number() over the same window (the window's own cost) | $n | $rn | $(ratio "$rn" "$one_db") |"
+echo "| (the DBSCAN window's timing NOTICEs: $parts) | | | |"
 if [ "${SKIP_POSTGIS:-0}" != 1 ]; then
 	pg_db=$(best "SELECT count(c) FROM (SELECT ST_ClusterDBSCAN(geom, 0.155, 5) OVER (PARTITION BY g ORDER BY id) c FROM bench_win) s")
 	echo "| ST_ClusterDBSCAN(geom) OVER (PARTITION BY g ORDER BY id) | $n | $pg_db | $(ratio "$pg_db" "$one_db") |"

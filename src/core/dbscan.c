@@ -84,9 +84,13 @@ typedef struct dbscan_ws
 	int64_t    *perm;			/* [n] sorted position -> row */
 	int64_t		ncells;
 	int64_t    *cell_start;		/* [ncells + 1] */
-	uint64_t   *cell_key;		/* [ncells], ascending */
+	uint64_t   *cell_key;		/* [ncells + DBSCAN_KEY_PAD], ascending, then UINT64_MAX (no key is that high) */
 
 	uint8_t    *dense;			/* [ncells] all members core and one cluster (dbscan_dense) */
+
+	/* the neighbour cells of every cell, listed once (dbscan_nbr_table); NULL: listed per visit */
+	int64_t    *nbr_tab;		/* [ncells][plan.max_cells] */
+	int32_t    *nbr_count;		/* [ncells] */
 
 	/* by sorted position */
 	uint8_t    *core;			/* [n] */
@@ -110,7 +114,13 @@ typedef struct dbscan_nbrs
 
 /* Cells (or rows) per block of a parallel loop, whatever the thread count. */
 #define DBSCAN_CELL_GRAIN 256
+/* Keys of UINT64_MAX past the last cell: a neighbour row's widest span. */
+#define DBSCAN_KEY_PAD (2 * GC_GRID_MAX_REACH + 1)
 #define DBSCAN_ROW_GRAIN 65536
+/* Most entries of the table of neighbour cells (dbscan_nbr_table): 16 MB. */
+#ifndef DBSCAN_NBR_TABLE_MAX
+#define DBSCAN_NBR_TABLE_MAX ((size_t) 1 << 21)
+#endif
 
 /* Fills the workspace with the input, no buffer yet. */
 static void
@@ -153,6 +163,8 @@ dbscan_ws_free(dbscan_ws *ws)
 	free(ws->cell_start);
 	free(ws->cell_key);
 	free(ws->dense);
+	free(ws->nbr_tab);
+	free(ws->nbr_count);
 	free(ws->core);
 	free(ws->parent);
 	gc_grid_maps_free(&ws->maps);
@@ -318,13 +330,13 @@ dbscan_cells(dbscan_ws *ws, const uint64_t *key, const int64_t *row)
 	int64_t		n = ws->n;
 	int32_t		d = ws->d;
 	size_t		bytes = ws->esize * (size_t) n * d + sizeof(int64_t) * (size_t) n +
-		sizeof(int64_t) * (size_t) (n + 1) + sizeof(uint64_t) * (size_t) n;
+		sizeof(int64_t) * (size_t) (n + 1) + sizeof(uint64_t) * (size_t) (n + DBSCAN_KEY_PAD);
 	int64_t		c = -1;
 
 	ws->xs = malloc(ws->esize * (size_t) n * d);
 	ws->perm = malloc(sizeof(int64_t) * (size_t) n);
 	ws->cell_start = malloc(sizeof(int64_t) * (size_t) (n + 1));
-	ws->cell_key = malloc(sizeof(uint64_t) * (size_t) n);
+	ws->cell_key = malloc(sizeof(uint64_t) * (size_t) (n + DBSCAN_KEY_PAD));
 	if (!ws->xs || !ws->perm || !ws->cell_start || !ws->cell_key)
 		return gc_core_oom(ws->ctx, bytes,
 						   "out of memory for the grid of %lld points", (long long) n);
@@ -346,6 +358,8 @@ dbscan_cells(dbscan_ws *ws, const uint64_t *key, const int64_t *row)
 		return st;
 	ws->ncells = c + 1;
 	ws->cell_start[ws->ncells] = n;
+	for (int k = 0; k < DBSCAN_KEY_PAD; k++)
+		ws->cell_key[ws->ncells + k] = UINT64_MAX;
 	return GC_OK;
 }
 
@@ -449,11 +463,11 @@ grid_lower_bound(const dbscan_ws *ws, uint64_t key)
 
 /*
  * Lists the existing neighbour cells of cell c (c itself included) into
- * nb->nbr and returns their number.  Calls between two rewinds must come
- * in ascending c.
+ * out[plan.max_cells], in ascending order of the rows of the plan, and
+ * returns their number.  Calls between two rewinds must come in ascending c.
  */
 static int32_t
-grid_neighbours(const dbscan_ws *ws, dbscan_nbrs *nb, int64_t c)
+grid_neighbours(const dbscan_ws *ws, dbscan_nbrs *nb, int64_t c, int64_t *out)
 {
 	const gc_grid_plan *plan = &ws->plan;
 	int64_t		coord[GC_GRID_MAX_DIMS];
@@ -462,11 +476,13 @@ grid_neighbours(const dbscan_ws *ws, dbscan_nbrs *nb, int64_t c)
 	int64_t		last_extent = plan->extent[pre];
 	int32_t		m = 0;
 
-	for (int k = plan->g - 1; k >= 0; k--)
+	/* the key's coordinates; the first is what is left (keys are below the extents' product) */
+	for (int k = plan->g - 1; k > 0; k--)
 	{
 		coord[k] = (int64_t) (key % (uint64_t) plan->extent[k]);
 		key /= (uint64_t) plan->extent[k];
 	}
+	coord[0] = (int64_t) key;
 	for (int32_t t = 0; t < plan->nrows; t++)
 	{
 		int64_t		half = plan->row_half[t];
@@ -495,13 +511,82 @@ grid_neighbours(const dbscan_ws *ws, dbscan_nbrs *nb, int64_t c)
 		j = nb->cursor[t];
 		if (j < 0)
 			j = grid_lower_bound(ws, lo);
-		while (j < ws->ncells && ws->cell_key[j] < lo)
+		/* the key after the last stops the walk */
+		while (ws->cell_key[j] < lo)
 			j++;
 		nb->cursor[t] = j;
-		for (; j < ws->ncells && ws->cell_key[j] <= hi; j++)
-			nb->nbr[m++] = j;
+		/*
+		 * At most hi - lo + 1 cells lie in [lo, hi], the first ones from j
+		 * (keys ascend): each is written, and counted when it is in.
+		 */
+		for (uint64_t q = 0; q <= hi - lo; q++)
+		{
+			out[m] = j + (int64_t) q;
+			m += ws->cell_key[j + (int64_t) q] <= hi;
+		}
 	}
 	return m;
+}
+
+/*
+ * The neighbour cells of cell c: from the table when there is one, else
+ * listed into nb->nbr (calls between two rewinds in ascending c).
+ */
+static inline int32_t
+cell_nbrs(const dbscan_ws *ws, dbscan_nbrs *nb, int64_t c, const int64_t **list)
+{
+	if (ws->nbr_tab != NULL)
+	{
+		*list = ws->nbr_tab + (size_t) c * (size_t) ws->plan.max_cells;
+		return ws->nbr_count[c];
+	}
+	*list = nb->nbr;
+	return grid_neighbours(ws, nb, c, nb->nbr);
+}
+
+/* One block of cells of the neighbour table. */
+static gc_status
+dbscan_nbr_block(void *arg, gc_worker *w, int64_t cb, int64_t ce)
+{
+	dbscan_ws  *ws = arg;
+	dbscan_nbrs nb;
+	int64_t		listed = 0;
+
+	grid_rewind(&nb);
+	for (int64_t c = cb; c < ce; c++)
+	{
+		ws->nbr_count[c] = grid_neighbours(ws, &nb, c,
+										   ws->nbr_tab + (size_t) c * (size_t) ws->plan.max_cells);
+		listed += ws->nbr_count[c];
+	}
+	return dbscan_tick(ws, w, listed / ws->d) ? GC_ERR_CANCELLED : GC_OK;
+}
+
+/*
+ * The neighbour cells of every cell, listed once for the three phases that
+ * visit them (core, union, border) when the table is small
+ * (DBSCAN_NBR_TABLE_MAX entries): a grid of few points per cell spends most
+ * of its time finding neighbour cells.  Without memory for it, or larger,
+ * each phase lists them as it goes; the lists are the same either way.
+ */
+static gc_status
+dbscan_nbr_table(dbscan_ws *ws)
+{
+	size_t		entries = (size_t) ws->ncells * (size_t) ws->plan.max_cells;
+
+	if (ws->ncells < 2 || entries > DBSCAN_NBR_TABLE_MAX)
+		return GC_OK;
+	ws->nbr_tab = malloc(sizeof(int64_t) * entries);
+	ws->nbr_count = malloc(sizeof(int32_t) * (size_t) ws->ncells);
+	if (!ws->nbr_tab || !ws->nbr_count)
+	{
+		free(ws->nbr_tab);
+		free(ws->nbr_count);
+		ws->nbr_tab = NULL;
+		ws->nbr_count = NULL;
+		return GC_OK;
+	}
+	return gc_pool_for(ws->ctx->pool, ws->ncells, DBSCAN_CELL_GRAIN, dbscan_nbr_block, ws);
 }
 
 /* ---------------------------------------------------------------- core */
@@ -555,6 +640,7 @@ dbscan_core_block(void *arg, gc_worker *w, int64_t cb, int64_t ce)
 	int32_t		d = ws->d;
 	int			dense_ok = ws->plan.dense_ok;
 	dbscan_nbrs nb;
+	const int64_t *nbr;
 	double	   *lo = NULL;
 	double	   *hi = NULL;
 	gc_status	st = GC_OK;
@@ -589,7 +675,7 @@ dbscan_core_block(void *arg, gc_worker *w, int64_t cb, int64_t ce)
 			memset(ws->core + s, 1, (size_t) size);
 			continue;
 		}
-		m = grid_neighbours(ws, &nb, c);
+		m = cell_nbrs(ws, &nb, c, &nbr);
 		for (int64_t i = s; i < s + size && st == GC_OK; i++)
 		{
 			const void *xi = ws_point(ws, i);
@@ -598,7 +684,7 @@ dbscan_core_block(void *arg, gc_worker *w, int64_t cb, int64_t ce)
 
 			for (int32_t t = 0; t < m && count < ws->min_pts && st == GC_OK; t++)
 			{
-				int64_t		nc = nb.nbr[t];
+				int64_t		nc = nbr[t];
 
 				if (dense_ok && nc == c)
 					continue;
@@ -789,15 +875,16 @@ dbscan_union_block(void *arg, gc_worker *w, int64_t cb, int64_t ce)
 {
 	dbscan_ws  *ws = arg;
 	dbscan_nbrs nb;
+	const int64_t *nbr;
 
 	grid_rewind(&nb);
 	for (int64_t c = cb; c < ce; c++)
 	{
-		int32_t		m = grid_neighbours(ws, &nb, c);
+		int32_t		m = cell_nbrs(ws, &nb, c, &nbr);
 
 		for (int32_t t = 0; t < m; t++)
 		{
-			int64_t		nc = nb.nbr[t];
+			int64_t		nc = nbr[t];
 
 			if (nc < c)
 				continue;
@@ -841,14 +928,14 @@ dbscan_union(dbscan_ws *ws)
  * cell's best.  *evals: the points looked at.
  */
 static int64_t
-border_best(const dbscan_ws *ws, const dbscan_nbrs *nb, int64_t i, int32_t m, int64_t *evals)
+border_best(const dbscan_ws *ws, const int64_t *nbr, int64_t i, int32_t m, int64_t *evals)
 {
 	const void *xi = ws_point(ws, i);
 	int64_t		best = -1;
 
 	for (int32_t t = 0; t < m; t++)
 	{
-		int64_t		nc = nb->nbr[t];
+		int64_t		nc = nbr[t];
 
 		for (int64_t j = ws->cell_start[nc]; j < ws->cell_start[nc + 1]; j++)
 		{
@@ -876,6 +963,7 @@ dbscan_border_block(void *arg, gc_worker *w, int64_t cb, int64_t ce)
 {
 	dbscan_ws  *ws = arg;
 	dbscan_nbrs nb;
+	const int64_t *nbr = NULL;
 
 	grid_rewind(&nb);
 	for (int64_t c = cb; c < ce; c++)
@@ -890,9 +978,9 @@ dbscan_border_block(void *arg, gc_worker *w, int64_t cb, int64_t ce)
 			if (ws->core[i])
 				continue;
 			if (m < 0)
-				m = grid_neighbours(ws, &nb, c);
+				m = cell_nbrs(ws, &nb, c, &nbr);
 			evals = m;
-			best = border_best(ws, &nb, i, m, &evals);
+			best = border_best(ws, nbr, i, m, &evals);
 			ws->parent[i] = best >= 0 ? uf_find(ws->parent, best) : -1;
 			if (dbscan_tick(ws, w, evals))
 				return GC_ERR_CANCELLED;
@@ -1059,6 +1147,7 @@ gc_core_dbscan(gc_core_ctx *ctx, const void *x, gc_dtype dtype, int64_t n, int32
 
 	dbscan_ws_init(&ws, ctx, x, dtype, n, d, params);
 	if ((st = dbscan_index(&ws)) == GC_OK &&
+		(st = dbscan_nbr_table(&ws)) == GC_OK &&
 		(st = dbscan_core(&ws)) == GC_OK &&
 		(st = dbscan_union(&ws)) == GC_OK &&
 		(st = dbscan_border(&ws)) == GC_OK)

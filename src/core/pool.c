@@ -375,6 +375,8 @@ typedef struct psort_job
 
 /* The largest block of rows between two looks at cancel. */
 #define PSORT_MAX_CHUNK ((int64_t) 1 << 22)
+/* Most pairs sorted by psort_small. */
+#define PSORT_SMALL 4096
 
 static gc_status
 psort_block(void *arg, gc_worker *w, int64_t b, int64_t e)
@@ -420,6 +422,67 @@ psort_block(void *arg, gc_worker *w, int64_t b, int64_t e)
 	return gc_worker_tick(w, (hi - lo) * 4, 1) ? GC_ERR_CANCELLED : GC_OK;
 }
 
+/*
+ * Few pairs (at most PSORT_SMALL): the same stable sort by digits of 8 bits,
+ * only those below the highest bit set in any key, so that counting does
+ * not cost more than the pairs (common/sort.h counts every 11-bit digit of
+ * 64).  A stable sort's result is unique: the pairs end as gc_radix_sort
+ * leaves them.  Takes microseconds, so it does not ask cancel.
+ */
+static void
+psort_small(uint64_t *keys, int64_t *vals, uint64_t *tk, int64_t *tv, int64_t n)
+{
+	uint64_t	bits = 0;
+	uint64_t   *src_k = keys,
+			   *dst_k = tk;
+	int64_t    *src_v = vals,
+			   *dst_v = tv;
+
+	for (int64_t i = 0; i < n; i++)
+		bits |= keys[i];
+	for (int shift = 0; shift < 64 && (bits >> shift) != 0; shift += 8)
+	{
+		int64_t		count[256];
+		int64_t		sum = 0;
+		int			trivial = 0;
+
+		memset(count, 0, sizeof(count));
+		for (int64_t i = 0; i < n; i++)
+			count[(src_k[i] >> shift) & 255]++;
+		for (int b = 0; b < 256; b++)
+		{
+			int64_t		c = count[b];
+
+			trivial |= c == n;
+			count[b] = sum;
+			sum += c;
+		}
+		if (trivial)
+			continue;			/* every key has the same digit: nothing moves */
+		for (int64_t i = 0; i < n; i++)
+		{
+			int64_t		at = count[(src_k[i] >> shift) & 255]++;
+
+			dst_k[at] = src_k[i];
+			dst_v[at] = src_v[i];
+		}
+		{
+			uint64_t   *sk = src_k;
+			int64_t    *sv = src_v;
+
+			src_k = dst_k;
+			src_v = dst_v;
+			dst_k = sk;
+			dst_v = sv;
+		}
+	}
+	if (src_k != keys)
+	{
+		memcpy(keys, src_k, sizeof(uint64_t) * (size_t) n);
+		memcpy(vals, src_v, sizeof(int64_t) * (size_t) n);
+	}
+}
+
 gc_status
 gc_pool_radix_sort(gc_pool *pool, uint64_t *keys, int64_t *vals, uint64_t *tk, int64_t *tv,
 				   int64_t n)
@@ -434,6 +497,11 @@ gc_pool_radix_sort(gc_pool *pool, uint64_t *keys, int64_t *vals, uint64_t *tk, i
 
 	if (n <= 1)
 		return GC_OK;
+	if (n <= PSORT_SMALL)
+	{
+		psort_small(keys, vals, tk, tv, n);
+		return GC_OK;
+	}
 	/*
 	 * Blocks of at least 2^16 rows and at most 2^22 (a block asks cancel
 	 * when it ends); the sorted order does not depend on them.  One block is

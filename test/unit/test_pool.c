@@ -108,7 +108,7 @@ make_ctx(gc_cancel_fn cancel)
 static void
 test_sort(void)
 {
-	static const int64_t sizes[] = {0, 1, 2, 3, 1000, 65535, 65536, 65537, 131072, 200003, 600001};
+	static const int64_t sizes[] = {0, 1, 2, 3, 1000, 4095, 4096, 4097, 65535, 65536, 65537, 131072, 200003, 600001};
 	int64_t		maxn = 600001;
 	uint64_t   *k0 = malloc(sizeof(uint64_t) * maxn);
 	uint64_t   *k1 = malloc(sizeof(uint64_t) * maxn);
