@@ -482,7 +482,9 @@ Grow(GatherReceiver *st)
 			in->ids = st->buffers->ids = ids;
 			if (gc_gather_huge_pages_guc)
 				AdviseHugePages(x, (Size) est * in->d * esize);
-			if (gc_gather_prefault_guc && (Size) est * in->d * esize >= PREFAULT_MIN_BYTES)
+			/* a thread beside the backend's, where the backend may run on more than one CPU */
+			if (gc_gather_prefault_guc && gc_tuning_gucs.cpu_threads > 1 &&
+				(Size) est * in->d * esize >= PREFAULT_MIN_BYTES)
 				(void) StartPrefault(&st->buffers->prefault, x, (Size) est * in->d * esize);
 			st->cap = est;
 			return;

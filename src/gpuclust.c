@@ -29,7 +29,7 @@ int			gc_kmeans_precision_guc = GC_PRECISION_FP32;
 int			gc_precision_guc = GC_PRECISION_AUTO;
 int			gc_output_mem_guc = 1024 * 1024;	/* kB */
 bool		gc_gather_huge_pages_guc = false;
-bool		gc_gather_prefault_guc = false;
+bool		gc_gather_prefault_guc = true;
 static int	cpu_threads_guc = 1;
 gc_tuning	gc_tuning_gucs;
 
@@ -125,8 +125,8 @@ DefineTuningGucs(void)
 							 NULL, &gc_gather_huge_pages_guc, false,
 							 PGC_USERSET, flags, NULL, NULL, NULL);
 	DefineCustomBoolVariable("gpuclust.gather_prefault",
-							 "A thread faults in the gather's feature buffer ahead of the rows (Linux 5.14, 64 MB and more).",
-							 NULL, &gc_gather_prefault_guc, false,
+							 "A thread faults in the gather's feature buffer ahead of the rows (Linux 5.14, 64 MB and more, gpuclust.cpu_threads above 1).",
+							 NULL, &gc_gather_prefault_guc, true,
 							 PGC_USERSET, flags, NULL, NULL, NULL);
 	DefineCustomIntVariable("gpuclust.kmeans_chunk_rows",
 							"Caps the rows the GPU k-means keeps on the device at once (0: no cap; at least 1024 otherwise).",

@@ -130,25 +130,28 @@ SELECT (SELECT count(DISTINCT cluster_id) FROM toasted_f) AS clusters_f,
        (SELECT count(*) FROM ((TABLE toasted_g EXCEPT TABLE plain_g) UNION ALL (TABLE plain_g EXCEPT TABLE toasted_g)) d) AS differing_g;
 DROP TABLE rowpath_toast;
 
--- the developer setting gpuclust.gather_prefault (a thread faults in feature
--- buffers of 64 MB and more) changes no answer, also when the rows outgrow
--- the estimate or an error stops the gather
+-- gpuclust.gather_prefault (on by default: a thread faults in feature buffers
+-- of 64 MB and more where cpu_threads is above 1) changes no answer, also
+-- when the rows outgrow the estimate or an error stops the gather
 CREATE FUNCTION rowpath_big(n int, bad int) RETURNS TABLE (id int, f real[])
   LANGUAGE plpgsql ROWS 17000 AS $$
 BEGIN RETURN QUERY SELECT g, array_append(array_fill((g % 5)::real, ARRAY[999]), CASE WHEN g = bad THEN 'Infinity'::real ELSE (g % 3)::real END)
   FROM generate_series(1, n) g; END $$;
 SET gpuclust.gather_prefault = on;
+SET gpuclust.cpu_threads = 2;
 SHOW gpuclust.gather_prefault;
 CREATE TEMP TABLE prefault AS SELECT * FROM gpu_kmeans('SELECT g, array_fill((g % 7)::real, ARRAY[1000]) FROM generate_series(1, 17000) g', 4, seed => 1, device => 'cpu');
 CREATE TEMP TABLE prefault_grown AS SELECT * FROM gpu_kmeans('SELECT id, f FROM rowpath_big(20000, 0)', 4, seed => 1, device => 'cpu');
 SELECT count(*) FROM gpu_kmeans('SELECT id, f FROM rowpath_big(17000, 16500)', 4, seed => 1, device => 'cpu');
-RESET gpuclust.gather_prefault;
+SET gpuclust.gather_prefault = off;
 CREATE TEMP TABLE no_prefault AS SELECT * FROM gpu_kmeans('SELECT g, array_fill((g % 7)::real, ARRAY[1000]) FROM generate_series(1, 17000) g', 4, seed => 1, device => 'cpu');
 CREATE TEMP TABLE no_prefault_grown AS SELECT * FROM gpu_kmeans('SELECT id, f FROM rowpath_big(20000, 0)', 4, seed => 1, device => 'cpu');
 SELECT (SELECT count(*) FROM prefault) AS rows,
        (SELECT count(*) FROM ((TABLE prefault EXCEPT TABLE no_prefault) UNION ALL (TABLE no_prefault EXCEPT TABLE prefault)) d) AS differing,
        (SELECT count(*) FROM prefault_grown) AS rows_grown,
        (SELECT count(*) FROM ((TABLE prefault_grown EXCEPT TABLE no_prefault_grown) UNION ALL (TABLE no_prefault_grown EXCEPT TABLE prefault_grown)) d) AS differing_grown;
+RESET gpuclust.gather_prefault;
+RESET gpuclust.cpu_threads;
 DROP FUNCTION rowpath_big(int, int);
 
 DROP TABLE rowpath_t;
