@@ -177,8 +177,12 @@ void KMeans::size_chunks(size_t free_b)
 		size_t		dots_bytes = std::min<size_t>(size_t(1) << 30, free_b / 8);
 
 		plan_.gemm_tile = std::max<int64_t>(1024, (int64_t) (dots_bytes / ((size_t) k * vs)));
-		/* one pass (an assignment): tiles of at most 65,536 rows, less memory to map */
-		if (assign_only_)
+		/*
+		 * one pass (an assignment) of the checked product, whose labels do not
+		 * depend on the tiles: at most 65,536 rows, less memory to map ('tf32'
+		 * keeps the run's tiles, so that it gives the run's labels)
+		 */
+		if (assign_only_ && (prod_.refine || plan_.f64_gemm))
 			plan_.gemm_tile = std::min<int64_t>(plan_.gemm_tile, 65536);
 		if (tuning_.kmeans_tile_rows >= 32)
 			plan_.gemm_tile = tuning_.kmeans_tile_rows;
