@@ -77,7 +77,7 @@ class KMeans
 	/* the plan and the buffers */
 	void plan();
 	void size_chunks(size_t free_b);
-	void allocate(bool assign_only);
+	void allocate();
 
 	/* the rows on the device */
 	void load_chunk(int64_t c);
@@ -230,11 +230,13 @@ void KMeans::size_chunks(size_t free_b)
 }
 
 /*
- * The device buffers of the plan, for the whole call; assign_only leaves out
- * those of the update (an assignment to given centroids).
+ * The device buffers of the plan, for the whole call; an assignment to
+ * given centroids (assign_only_) leaves out those of the update.  Tile
+ * mode's come when it starts (assign_product).
  */
-void KMeans::allocate(bool assign_only)
+void KMeans::allocate()
 {
+	const bool	assign_only = assign_only_;
 	const int64_t n = plan_.n;
 	const int	d = plan_.d;
 	const int	k = plan_.k;
@@ -280,8 +282,6 @@ void KMeans::allocate(bool assign_only)
 		prod_.xg_norm.reset(plan_.gemm_tile, "rows for the FP32 product");
 		prod_.unres.reset(chunk, "rows for the FP32 product");
 		prod_.unres_n.reset(1, "rows for the FP32 product");
-		if (!assign_only && prod_.two_level)
-			product_tile_buffers(plan_, prod_);
 	}
 	if (plan_.f64_gemm)
 	{
@@ -666,7 +666,7 @@ void KMeans::run(gc_kmeans_result *result)
 
 	plan();
 	prod_.blas.open();
-	allocate(false);
+	allocate();
 	init_stats(false);
 	CUDA_TRY(cudaDeviceSynchronize());
 	timing_.phase_ms[0] = sw.ms();
@@ -733,7 +733,7 @@ void KMeans::assign_to(const double *centroids, gc_kmeans_assign_result *result)
 
 	if (product)
 		prod_.blas.open();
-	allocate(true);
+	allocate();
 	labels = rows_.lab_a.get();
 	if (checked)
 	{

@@ -265,9 +265,6 @@ void product_choose(Product &pr, const gc_kmeans_params &p, const gc_tuning &tun
  */
 void product_settle(Product &pr, int64_t n);
 
-/* The tile mode's buffers for chunks of plan.chunk_rows rows. */
-void product_tile_buffers(const Plan &plan, Product &pr);
-
 /* The centred rows xc and their norms xnorm of the chunk's rows. */
 void center_rows(const Plan &plan, const float *x /* [rows, d] */, int64_t rows,
 				 const double *mean /* [d] */, Product &pr);

@@ -565,8 +565,10 @@ double host_d2(const std::vector<double> &c, int d, int a, int b)
  * centroids of consecutive ranks lie close together.  Only the speed of
  * tile mode depends on it.
  */
-void centroid_ranks(const std::vector<double> &c, int k, int d, std::vector<int32_t> &rank)
+void centroid_ranks(const std::vector<double> &c, int k, int d, std::vector<int32_t> &rank, const gc_exec &exec)
 {
+	int64_t		work = 0;			/* coordinates read since the last look at cancel */
+
 	std::vector<int32_t> idx(k);
 	std::vector<double> proj(k);
 	std::vector<std::pair<int, int>> parts;
@@ -581,6 +583,12 @@ void centroid_ranks(const std::vector<double> &c, int k, int d, std::vector<int3
 		parts.pop_back();
 		if (hi - lo <= 16)
 			continue;
+		work += (int64_t) 3 * (hi - lo) * d;
+		if (work >= (int64_t) 1 << 24)
+		{
+			gc::check_cancel(exec);
+			work = 0;
+		}
 
 		int			a = idx[lo],
 					b = a;
@@ -716,7 +724,8 @@ void argmin_tile(const Plan &plan, Product &pr, const Centroids &cen, const Repo
  * in hint (stable: by row within a label); the ranks of the run's
  * centroids are taken at the first pass in tile mode.
  */
-void order_rows(const Plan &plan, Product &pr, const Centroids &cen, const int32_t *hint, int64_t rows)
+void order_rows(const Plan &plan, Product &pr, const Centroids &cen, const int32_t *hint, int64_t rows,
+				const gc_exec &exec)
 {
 	size_t		bytes = pr.psort_bytes;
 
@@ -726,7 +735,7 @@ void order_rows(const Plan &plan, Product &pr, const Centroids &cen, const int32
 		std::vector<int32_t> rank;
 
 		CUDA_TRY(cudaMemcpy(c.data(), cen.cen.get(), sizeof(double) * c.size(), cudaMemcpyDeviceToHost));
-		centroid_ranks(c, plan.k, plan.d, rank);
+		centroid_ranks(c, plan.k, plan.d, rank, exec);
 		CUDA_TRY(cudaMemcpy(pr.rank.get(), rank.data(), sizeof(int32_t) * plan.k, cudaMemcpyHostToDevice));
 		pr.ranked = true;
 	}
@@ -788,7 +797,8 @@ void product_settle(Product &pr, int64_t n)
 	}
 }
 
-void product_tile_buffers(const Plan &plan, Product &pr)
+/* The tile mode's buffers for chunks of plan.chunk_rows rows, when it starts. */
+static void product_tile_buffers(const Plan &plan, Product &pr)
 {
 	const int64_t chunk = plan.chunk_rows;
 	size_t		bytes = 0;
@@ -818,7 +828,7 @@ void assign_product(const Plan &plan, Product &pr, const Centroids &cen, const R
 {
 	const int	d = plan.d;
 	const int	k = plan.k;
-	const bool	tiles = pr.tile_mode && pr.perm.get() != nullptr;
+	const bool	tiles = pr.tile_mode;
 
 	if (pr.two_level)
 		CUDA_TRY(cudaMemsetAsync(pr.unres_n.get(), 0, sizeof(unsigned int)));
@@ -834,7 +844,9 @@ void assign_product(const Plan &plan, Product &pr, const Centroids &cen, const R
 		const int64_t group_rows = step * pr.group_tiles;
 		const int32_t *perm = pr.perm.get();
 
-		order_rows(plan, pr, cen, hint, rows);
+		if (!pr.perm.get())
+			product_tile_buffers(plan, pr);
+		order_rows(plan, pr, cen, hint, rows, exec);
 		for (int64_t g0 = 0; g0 < rows; g0 += group_rows)
 		{
 			int64_t		gr = std::min<int64_t>(group_rows, rows - g0);
