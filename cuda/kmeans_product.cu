@@ -840,12 +840,13 @@ void assign_product(const Plan &plan, Product &pr, const Centroids &cen, const R
 		 * centroids centred on the tile; the tiles of a group of
 		 * pr.group_tiles go through one batched GEMM.
 		 */
+		if (!pr.perm.get())
+			product_tile_buffers(plan, pr);
+
 		const int64_t step = pr.tile_step;
 		const int64_t group_rows = step * pr.group_tiles;
 		const int32_t *perm = pr.perm.get();
 
-		if (!pr.perm.get())
-			product_tile_buffers(plan, pr);
 		order_rows(plan, pr, cen, hint, rows, exec);
 		for (int64_t g0 = 0; g0 < rows; g0 += group_rows)
 		{
