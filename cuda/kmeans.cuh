@@ -306,8 +306,10 @@ void unfix_sums(const Plan &plan, Sums &sums);
 void finalize_centroids(const Plan &plan, const Centroids &cen, const Sums &sums, const Report &rep);
 
 /*
- * Re-seeds the empty clusters on the host with the shared rule and moves
- * the centroids again.  rep.host holds the counts and moves of the pass
+ * Re-seeds the empty clusters with the shared rule (the walk's order sorted
+ * on the device, the walk over its first rows on the host; all of it on the
+ * host when the device has no room for the sort) and moves the centroids
+ * again.  rep.host holds the counts and moves of the pass
  * and is updated.  Asks exec's cancel callback (GC_ERR_CANCELLED).  Returns
  * the number of clusters re-seeded.
  */

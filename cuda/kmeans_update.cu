@@ -356,9 +356,60 @@ void finalize_centroids(const Plan &plan, const Centroids &cen, const Sums &sums
 	CHECK_LAUNCH("finalize_kernel");
 }
 
-/* Rare: every buffer here is the size of the data, on the host, for one iteration. */
-int32_t reseed_empty(const Plan &plan, const void *hx, const int32_t *labels, const float *d2,
-					 const Centroids &cen, Sums &sums, Report &rep, const gc_exec &exec)
+namespace {
+
+/* The walk's order of every row (gc_reseed_key of its d2 as a double) and the row numbers. */
+__global__ void reseed_keys_kernel(const float *__restrict__ d2, int64_t n,
+								   unsigned long long *__restrict__ keys, int32_t *__restrict__ rows)
+{
+	for (int64_t i = (int64_t) blockIdx.x * BLOCK + threadIdx.x; i < n; i += (int64_t) gridDim.x * BLOCK)
+	{
+		keys[i] = ~gc_order_key((double) d2[i]);
+		rows[i] = (int32_t) i;
+	}
+}
+
+/* The labels of the first m rows of the order. */
+__global__ void gather_labels_kernel(const int32_t *__restrict__ labels, const int32_t *__restrict__ rows,
+									 int64_t m, int32_t *__restrict__ out)
+{
+	for (int64_t t = (int64_t) blockIdx.x * BLOCK + threadIdx.x; t < m; t += (int64_t) gridDim.x * BLOCK)
+		out[t] = labels[rows[t]];
+}
+
+/*
+ * gc_reseed_apply on the device: the rows taken leave their clusters' sums
+ * and become the new clusters' sums, in the walk's order (one thread per
+ * coordinate, so each sum sees the same operations in the same order as on
+ * the host).
+ */
+__global__ void reseed_apply_kernel(const double *__restrict__ xt,	/* [taken, d] */
+									const int32_t *__restrict__ from, const int32_t *__restrict__ to,
+									int taken, int d, const float *__restrict__ ref,	/* [k, d] */
+									double *__restrict__ sums /* [k, d] in/out */ )
+{
+	int			c = blockIdx.x * blockDim.x + threadIdx.x;
+
+	if (c >= d)
+		return;
+	for (int t = 0; t < taken; t++)
+	{
+		size_t		o = (size_t) from[t] * d + c;
+		size_t		j = (size_t) to[t] * d + c;
+		double		v = xt[(size_t) t * d + c];
+
+		sums[o] -= v - (double) ref[o];
+		sums[j] = v - (double) ref[j];
+	}
+}
+
+/*
+ * Re-seeding on the host (gc_kmeans_reseed_empty over copies of the labels,
+ * distances, sums and float centroids): when the device has no room for the
+ * sort of reseed_empty, or the rows do not fit its 32-bit row numbers.
+ */
+int32_t reseed_on_host(const Plan &plan, const void *hx, const int32_t *labels, const float *d2,
+					   const Centroids &cen, Sums &sums, Report &rep, const gc_exec &exec)
 {
 	const int64_t n = plan.n;
 	const int	k = plan.k;
@@ -393,6 +444,141 @@ int32_t reseed_empty(const Plan &plan, const void *hx, const int32_t *labels, co
 	for (int j = 0; j < k; j++)
 		h_stat[j] = (unsigned long long) h_cnt[j];
 	CUDA_TRY(cudaMemcpy(sums.sums.get(), h_sums.data(), sizeof(double) * kd, cudaMemcpyHostToDevice));
+	return reseeded;
+}
+
+/*
+ * The walk of gc_kmeans_reseed_empty over the rows sorted on the device:
+ * the first m rows of the walk's order (d2 descending, row ascending: a
+ * stable CUB radix sort of every row's key) and their labels come to the
+ * host, the walk runs there on them (all n rows should it run out, as on
+ * the host), and the few rows it takes are applied to the sums on the
+ * device.  No copy of the size of the data crosses, and nothing O(n) runs
+ * on the host.  Returns -1 when the device has no room for the sort.
+ */
+int32_t reseed_on_device(const Plan &plan, const void *hx, const int32_t *labels, const float *d2,
+						 const Centroids &cen, Sums &sums, Report &rep)
+{
+	const int64_t n = plan.n;
+	const int	k = plan.k;
+	const int	d = plan.d;
+	std::vector<unsigned long long> &h_stat = rep.host;
+	size_t		tmp_bytes = 0;
+	size_t		free_b = 0,
+				total_b = 0;
+
+	if (n > INT32_MAX)
+		return -1;
+	CUDA_TRY(cub::DeviceRadixSort::SortPairs(nullptr, tmp_bytes, (const unsigned long long *) nullptr,
+											 (unsigned long long *) nullptr, (const int32_t *) nullptr,
+											 (int32_t *) nullptr, (int) n));
+	CUDA_TRY(cudaMemGetInfo(&free_b, &total_b));
+	if ((size_t) n * 2 * (sizeof(unsigned long long) + sizeof(int32_t)) + tmp_bytes > free_b / 2)
+		return -1;
+
+	DeviceBuffer<unsigned long long> kin(n, "re-seeding order"), kout(n, "re-seeding order");
+	DeviceBuffer<int32_t> rin(n, "re-seeding order"), rout(n, "re-seeding order");
+	DeviceBuffer<char> tmp(tmp_bytes, "re-seeding order");
+	DeviceBuffer<int32_t> lab_m;
+	std::vector<int32_t> rows, lab;
+	std::vector<int64_t> cnt(k), w_rows, w_tv;
+	std::vector<uint64_t> w_tk;
+	gc_reseed_work w;
+	int64_t		m = k < n ? k : n;
+	int32_t		taken = 0;
+
+	reseed_keys_kernel<<<grid_for(n, BLOCK, (unsigned) plan.sms * 32), BLOCK>>>(d2, n, kin.get(), rin.get());
+	CHECK_LAUNCH("reseed_keys_kernel");
+	CUDA_TRY(cub::DeviceRadixSort::SortPairs(tmp.get(), tmp_bytes, kin.get(), kout.get(), rin.get(), rout.get(),
+											 (int) n));
+	for (int j = 0; j < k; j++)
+		cnt[j] = (int64_t) h_stat[j];
+	for (;;)
+	{
+		int			ran_out = 0;
+
+		/* the first m rows of the order and their labels; the walk's rows are their places in it */
+		rows.resize(m);
+		lab.resize(m);
+		lab_m.reset(m, "re-seeding order");
+		gather_labels_kernel<<<grid_for(m, BLOCK, (unsigned) plan.sms * 32), BLOCK>>>(labels, rout.get(), m,
+																				  lab_m.get());
+		CHECK_LAUNCH("gather_labels_kernel");
+		CUDA_TRY(cudaMemcpy(rows.data(), rout.get(), sizeof(int32_t) * m, cudaMemcpyDeviceToHost));
+		CUDA_TRY(cudaMemcpy(lab.data(), lab_m.get(), sizeof(int32_t) * m, cudaMemcpyDeviceToHost));
+		w_rows.resize(m);
+		w_tk.resize(m);
+		w_tv.resize(m);
+		for (int64_t t = 0; t < m; t++)
+			w_rows[t] = t;
+		memset(&w, 0, sizeof(w));
+		w.m = m;
+		w.rows = w_rows.data();
+		w.tk = w_tk.data();
+		w.tv = w_tv.data();
+		taken = gc_reseed_walk(k, lab.data(), cnt.data(), &w, &ran_out);
+		if (!ran_out || m == n)
+			break;
+		/* the counts disagree with the labels: undo, and walk over every row */
+		for (int32_t t = taken - 1; t >= 0; t--)
+		{
+			cnt[lab[w.tv[t]]]++;
+			cnt[w.tk[t]] = 0;
+		}
+		m = n;
+	}
+
+	/* the rows taken, from the host rows, and where they go */
+	std::vector<double> xt((size_t) taken * d);
+	std::vector<int32_t> from(taken), to(taken);
+
+	for (int32_t t = 0; t < taken; t++)
+	{
+		int64_t		at = w.tv[t];
+		int64_t		row = rows[at];
+
+		from[t] = lab[at];
+		to[t] = (int32_t) w.tk[t];
+		for (int c = 0; c < d; c++)
+			xt[(size_t) t * d + c] = gc_kmeans_x_at(hx, plan.dtype, row * d + c);
+	}
+	if (taken > 0)
+	{
+		DeviceBuffer<double> xt_d(xt.size(), "re-seeding rows");
+		DeviceBuffer<int32_t> from_d(taken, "re-seeding rows"), to_d(taken, "re-seeding rows");
+
+		CUDA_TRY(cudaMemcpy(xt_d.get(), xt.data(), sizeof(double) * xt.size(), cudaMemcpyHostToDevice));
+		CUDA_TRY(cudaMemcpy(from_d.get(), from.data(), sizeof(int32_t) * taken, cudaMemcpyHostToDevice));
+		CUDA_TRY(cudaMemcpy(to_d.get(), to.data(), sizeof(int32_t) * taken, cudaMemcpyHostToDevice));
+		reseed_apply_kernel<<<(d + 127) / 128, 128>>>(xt_d.get(), from_d.get(), to_d.get(), taken, d,
+													  cen.cen_f.get(), sums.sums.get());
+		CHECK_LAUNCH("reseed_apply_kernel");
+		CUDA_TRY(cudaDeviceSynchronize());
+	}
+	for (int j = 0; j < k; j++)
+		h_stat[j] = (unsigned long long) cnt[j];
+	return taken;
+}
+
+} // namespace
+
+/*
+ * Every empty cluster re-seeded by the rule of gc_kmeans_reseed_empty
+ * (common/kmeans_init.h), the same rows as on the CPU; then the new
+ * centroids again from the sums.  Rare (an iteration that empties a
+ * cluster).
+ */
+int32_t reseed_empty(const Plan &plan, const void *hx, const int32_t *labels, const float *d2,
+					 const Centroids &cen, Sums &sums, Report &rep, const gc_exec &exec)
+{
+	const int	k = plan.k;
+	std::vector<unsigned long long> &h_stat = rep.host;
+	int32_t		reseeded;
+
+	check_cancel(exec);
+	reseeded = reseed_on_device(plan, hx, labels, d2, cen, sums, rep);
+	if (reseeded < 0)
+		reseeded = reseed_on_host(plan, hx, labels, d2, cen, sums, rep, exec);
 	CUDA_TRY(cudaMemcpy(rep.counts(), h_stat.data(), sizeof(unsigned long long) * k, cudaMemcpyHostToDevice));
 	finalize_centroids(plan, cen, sums, rep);
 	CUDA_TRY(cudaMemcpy(h_stat.data() + k, rep.shifts(), sizeof(double) * k, cudaMemcpyDeviceToHost));
