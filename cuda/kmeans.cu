@@ -624,7 +624,9 @@ void KMeans::one_run(gc_kmeans_result *result)
 	bool		strict = false;
 
 	init_centroids();
+	/* a run starts without labels: its first pass decides again whether it needs tile mode */
 	prod_.ranked = false;
+	prod_.tile_mode = false;
 	CUDA_TRY(cudaDeviceSynchronize());
 	timing_.phase_ms[0] += sw.ms();
 

@@ -187,6 +187,7 @@ struct Product
 	DeviceBuffer<float> xg_norm;		/* [gemm_tile] their ||x'||^2 */
 	DeviceBuffer<int32_t> unres;		/* [chunk_rows] rows the TF32 check left open */
 	DeviceBuffer<unsigned int> unres_n; /* [1] how many */
+	DeviceBuffer<unsigned long long> counts_before; /* [3] the pass's changed and checked counts before a chunk */
 	/* tile mode: the rows of a chunk ordered by label, each tile's rows and centroids centred on the tile */
 	DeviceBuffer<int32_t> perm, pkin, pkeys, piota;	/* [chunk_rows] rows by label, keys, sorted keys, 0.. */
 	DeviceBuffer<int32_t> rank;			/* [k] the centroids' place in a spatial order */

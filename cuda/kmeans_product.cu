@@ -432,7 +432,11 @@ argmin_rows_kernel(const float *__restrict__ dots,	/* [tr, k] */
 		if (lane == 0)
 		{
 			if (!resolved)
+			{
+				/* the label of the product, for the order of tile mode should it start in this pass */
 				unres[atomicAdd(unres_n, 1u)] = (int32_t) (unres_base + row);
+				labels[row] = bj;
+			}
 			else
 			{
 				labels[row] = bj;
@@ -543,18 +547,43 @@ __global__ void rank_keys_kernel(const int32_t *__restrict__ hint, int64_t n,	/*
 	}
 }
 
-/* Squared distance of centroids a and b of c [k, d], on the host. */
-double host_d2(const std::vector<double> &c, int d, int a, int b)
+/*
+ * Sums over d terms in eight interleaved single-precision partial sums (the
+ * host compiler vectorizes them): the order only guides tile mode, so its
+ * arithmetic need not be the CPU's, only the same from one run to the next.
+ */
+static float host_d2f(const float *a, const float *b, int d)
 {
-	double		s = 0.0;
+	float		acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+	int			t = 0;
 
-	for (int t = 0; t < d; t++)
+	for (; t + 8 <= d; t += 8)
+		for (int u = 0; u < 8; u++)
+		{
+			float		v = a[t + u] - b[t + u];
+
+			acc[u] += v * v;
+		}
+	for (; t < d; t++)
 	{
-		double		u = c[(size_t) a * d + t] - c[(size_t) b * d + t];
+		float		v = a[t] - b[t];
 
-		s += u * u;
+		acc[0] += v * v;
 	}
-	return s;
+	return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+}
+
+static float host_dotf(const float *a, const float *b, int d)
+{
+	float		acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+	int			t = 0;
+
+	for (; t + 8 <= d; t += 8)
+		for (int u = 0; u < 8; u++)
+			acc[u] += a[t + u] * b[t + u];
+	for (; t < d; t++)
+		acc[0] += a[t] * b[t];
+	return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
 }
 
 /*
@@ -563,15 +592,18 @@ double host_d2(const std::vector<double> &c, int d, int a, int b)
  * the line through two far-apart centroids of it (the farthest from its
  * first one, and the farthest from that), down to parts of 16, so that
  * centroids of consecutive ranks lie close together.  Only the speed of
- * tile mode depends on it.
+ * tile mode depends on it; it works on single-precision copies.
  */
 void centroid_ranks(const std::vector<double> &c, int k, int d, std::vector<int32_t> &rank, const gc_exec &exec)
 {
 	int64_t		work = 0;			/* coordinates read since the last look at cancel */
 
+	std::vector<float> cf(c.begin(), c.end());
+	std::vector<float> dir(d);
 	std::vector<int32_t> idx(k);
-	std::vector<double> proj(k);
+	std::vector<float> proj(k);
 	std::vector<std::pair<int, int>> parts;
+	auto		row = [&](int j) { return cf.data() + (size_t) j * d; };
 
 	for (int j = 0; j < k; j++)
 		idx[j] = j;
@@ -584,7 +616,7 @@ void centroid_ranks(const std::vector<double> &c, int k, int d, std::vector<int3
 		if (hi - lo <= 16)
 			continue;
 		work += (int64_t) 3 * (hi - lo) * d;
-		if (work >= (int64_t) 1 << 24)
+		if (work >= (int64_t) 1 << 26)
 		{
 			gc::check_cancel(exec);
 			work = 0;
@@ -592,11 +624,11 @@ void centroid_ranks(const std::vector<double> &c, int k, int d, std::vector<int3
 
 		int			a = idx[lo],
 					b = a;
-		double		far = -1.0;
+		float		far = -1.0f;
 
 		for (int p = lo; p < hi; p++)
 		{
-			double		v = host_d2(c, d, a, idx[p]);
+			float		v = host_d2f(row(a), row(idx[p]), d);
 
 			if (v > far)
 			{
@@ -605,10 +637,10 @@ void centroid_ranks(const std::vector<double> &c, int k, int d, std::vector<int3
 			}
 		}
 		a = b;
-		far = -1.0;
+		far = -1.0f;
 		for (int p = lo; p < hi; p++)
 		{
-			double		v = host_d2(c, d, b, idx[p]);
+			float		v = host_d2f(row(b), row(idx[p]), d);
 
 			if (v > far)
 			{
@@ -616,14 +648,10 @@ void centroid_ranks(const std::vector<double> &c, int k, int d, std::vector<int3
 				a = idx[p];
 			}
 		}
+		for (int t = 0; t < d; t++)
+			dir[t] = row(a)[t] - row(b)[t];
 		for (int p = lo; p < hi; p++)
-		{
-			double		s = 0.0;
-
-			for (int t = 0; t < d; t++)
-				s += c[(size_t) idx[p] * d + t] * (c[(size_t) a * d + t] - c[(size_t) b * d + t]);
-			proj[idx[p]] = s;
-		}
+			proj[idx[p]] = host_dotf(row(idx[p]), dir.data(), d);
 
 		int			mid = lo + (hi - lo) / 2;
 
@@ -832,6 +860,14 @@ void assign_product(const Plan &plan, Product &pr, const Centroids &cen, const R
 
 	if (pr.two_level)
 		CUDA_TRY(cudaMemsetAsync(pr.unres_n.get(), 0, sizeof(unsigned int)));
+	if (pr.two_level && !tiles)
+	{
+		/* the pass's counts before this chunk, should tile mode start in it (below) */
+		if (!pr.counts_before.get())
+			pr.counts_before.reset(3, "k-means counts");
+		CUDA_TRY(cudaMemcpyAsync(pr.counts_before.get(), rep.changed(), 3 * sizeof(unsigned long long),
+								 cudaMemcpyDeviceToDevice));
+	}
 	if (tiles)
 	{
 		/*
@@ -908,6 +944,22 @@ void assign_product(const Plan &plan, Product &pr, const Centroids &cen, const R
 		unsigned int m = 0;
 
 		CUDA_TRY(cudaMemcpy(&m, pr.unres_n.get(), sizeof(m), cudaMemcpyDeviceToHost));
+		if (!tiles && plan.resident && (int64_t) m > rows / 4)
+		{
+			/*
+			 * Most rows left open (rows far from the data mean next to close
+			 * centroids, typically the first pass on clustered data): tile
+			 * mode from this pass on, ordered by the labels of the product
+			 * just taken (every row has one), costs less than the FP32
+			 * product for those rows.  The pass's counts go back to what
+			 * they were before the chunk, and the chunk runs again.
+			 */
+			CUDA_TRY(cudaMemcpyAsync(rep.changed(), pr.counts_before.get(), 3 * sizeof(unsigned long long),
+									 cudaMemcpyDeviceToDevice));
+			pr.tile_mode = true;
+			assign_product(plan, pr, cen, rep, x, rows, labels, labels_old, d2, exec, labels);
+			return;
+		}
 		for (int64_t s0 = 0; s0 < (int64_t) m; s0 += plan.gemm_tile)
 		{
 			int			sm = (int) std::min<int64_t>(plan.gemm_tile, (int64_t) m - s0);
