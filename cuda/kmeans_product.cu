@@ -651,7 +651,12 @@ void centroid_ranks(const std::vector<double> &c, int k, int d, std::vector<int3
 		for (int t = 0; t < d; t++)
 			dir[t] = row(a)[t] - row(b)[t];
 		for (int p = lo; p < hi; p++)
-			proj[idx[p]] = host_dotf(row(idx[p]), dir.data(), d);
+		{
+			float		v = host_dotf(row(idx[p]), dir.data(), d);
+
+			/* coordinates near the float limit overflow: a NaN sorts last, so the order stays strict */
+			proj[idx[p]] = std::isnan(v) ? INFINITY : v;
+		}
 
 		int			mid = lo + (hi - lo) / 2;
 
