@@ -38,6 +38,8 @@
  * [0] rows decided among several candidates in double, [1] candidates
  * compared, [2] rows sent from the TF32 to the FP32 product (0 for DGEMM).
  */
+#include <cfloat>
+#include <cmath>
 #include <cstring>
 
 #include "entry.cuh"
@@ -87,6 +89,8 @@ class KMeans
 
 	/* the phases */
 	void init_stats(bool mean_only);
+	void check_single_range(const DataStats &st) const;
+	void check_single_range_of_rows();
 	void upload_centre();
 	void init_centroids();
 	void one_run(gc_kmeans_result *result);
@@ -390,6 +394,58 @@ void KMeans::upload_centre()
 	}
 }
 
+/*
+ * The single-precision kernels square the rows' coordinates (or their
+ * offsets from a centre or a centroid) and sum d of them: rows whose squared
+ * norm could pass the float limit would give infinities and wrong labels, so
+ * they are refused with a way out.  The CPU, and the GPU on rows of double
+ * precision, have no such limit.  With m the largest |coordinate| per
+ * feature, every offset is at most 2 m and a product of two at most 4 m^2
+ * per feature: 16 sum(m^2) must stay below 2^126.
+ */
+void KMeans::check_single_range(const DataStats &st) const
+{
+	double		r2 = 0.0;
+
+	if (plan_.dtype != GC_F32)
+		return;
+	for (int t = 0; t < plan_.d; t++)
+	{
+		double		m = std::max(std::fabs(st.lo[t]), std::fabs(st.hi[t]));
+
+		r2 += m * m;
+	}
+	if (!(16.0 * r2 < std::ldexp(1.0, 126)))
+		gc::fail(GC_ERR_INVALID_ARGUMENT,
+				 "the rows are too large for the GPU's single-precision k-means: their squared norm "
+				 "reaches %.3g, and single precision ends at %.3g. Set gpuclust.precision = 'double' "
+				 "(the GPU then computes in double precision), or use device => 'cpu'",
+				 r2, (double) FLT_MAX);
+}
+
+/* check_single_range for an assignment, which takes no statistics of its own where it can do without. */
+void KMeans::check_single_range_of_rows()
+{
+	const int	d = plan_.d;
+	DataStats	range;
+
+	if (plan_.dtype != GC_F32)
+		return;
+	range.mean.assign(d, 0.0);
+	range.lo.assign(d, 0.0);
+	range.hi.assign(d, 0.0);
+	if (plan_.resident)
+	{
+		DeviceBuffer<double> scratch(d, "statistics");
+
+		load_chunk(0);
+		stats_device(plan_, rows_.x.get(), range, scratch.get(), true);
+	}
+	else
+		stats_host(plan_, hx_, range, exec_);
+	check_single_range(range);
+}
+
 /* Phase init, once per run: the initial centroids of the run's seed on the device. */
 void KMeans::init_centroids()
 {
@@ -670,6 +726,7 @@ void KMeans::run(gc_kmeans_result *result)
 	prod_.blas.open();
 	allocate();
 	init_stats(false);
+	check_single_range(stats_);
 	CUDA_TRY(cudaDeviceSynchronize());
 	timing_.phase_ms[0] = sw.ms();
 
@@ -752,6 +809,7 @@ void KMeans::assign_to(const double *centroids, gc_kmeans_assign_result *result)
 	else
 		CUDA_TRY(cudaMemset(cen_.mean_d.get(), 0, sizeof(double) * (size_t) d));
 	CUDA_TRY(cudaMemcpy(cen_.cen.get(), centroids, sizeof(double) * (size_t) k * d, cudaMemcpyHostToDevice));
+	check_single_range_of_rows();
 	CUDA_TRY(cudaDeviceSynchronize());
 	timing_.phase_ms[0] = sw.ms();
 

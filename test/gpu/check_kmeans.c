@@ -824,6 +824,41 @@ km_error_paths(void)
 			   a.status == GC_ERR_INVALID_ARGUMENT ? "GC_ERR_INVALID_ARGUMENT" : "UNEXPECTED", detail,
 			   h_memory_text(before, after, mem, sizeof(mem)));
 	}
+	{
+		/*
+		 * Rows whose squared norms pass the float limit (the rows times
+		 * 2^62): the GPU's single-precision kernels refuse them, fit and
+		 * assignment; the CPU computes them.
+		 */
+		float	   *big = (float *) malloc(sizeof(float) * (size_t) D.n * 2);
+		double		cen[4] = {0.0, 0.0, ldexp(1.0, 62), ldexp(1.0, 62)};
+		gc_kmeans_params p2 = km_params(2, GC_KMEANS_INIT_PLUSPLUS, NULL, 300, 1e-4, GC_PRECISION_FP32);
+		gc_status	want = H.cpu_only ? GC_OK : GC_ERR_INVALID_ARGUMENT;
+		const char *want_name = H.cpu_only ? "GC_OK" : "GC_ERR_INVALID_ARGUMENT";
+
+		if (!big)
+		{
+			fprintf(stderr, "gpu_vs_cpu: out of host memory\n");
+			exit(2);
+		}
+		for (size_t i = 0; i < (size_t) D.n * 2; i++)
+			big[i] = ldexpf(D.x[i], 62);
+		km_run(H.test, &a, big, D.n, 2, &p2, NULL, NULL);
+		after = h_free_device_memory();
+		snprintf(detail, sizeof(detail), "status %s (%s)", gc_h_status_name(a.status), a.error);
+		h_check(a.status == want, "kmeans rows beyond single precision", detail);
+		if (!H.cpu_only)
+			h_check(after == before, "kmeans device memory after rows beyond single precision", detail);
+		printf("| rows x 2^62 | %s | %s | %s |\n", a.status == want ? want_name : "UNEXPECTED", detail,
+			   h_memory_text(before, after, mem, sizeof(mem)));
+		km_assign_run(H.test, &a, big, GC_F32, GC_METRIC_EUCLIDEAN, D.n, 2, 2, cen, NULL);
+		after = h_free_device_memory();
+		snprintf(detail, sizeof(detail), "status %s (%s)", gc_h_status_name(a.status), a.error);
+		h_check(a.status == want, "kmeans assignment of rows beyond single precision", detail);
+		printf("| assignment, rows x 2^62 | %s | %s | %s |\n", a.status == want ? want_name : "UNEXPECTED",
+			   detail, h_memory_text(before, after, mem, sizeof(mem)));
+		free(big);
+	}
 	km_free(&a);
 	km_data_free(&D);
 }
