@@ -89,8 +89,8 @@ class KMeans
 
 	/* the phases */
 	void init_stats(bool mean_only);
-	void check_single_range(const DataStats &st) const;
-	void check_single_range_of_rows();
+	void check_single_range(double max_abs) const;
+	double max_abs_rows();
 	void upload_centre();
 	void init_centroids();
 	void one_run(gc_kmeans_result *result);
@@ -399,51 +399,59 @@ void KMeans::upload_centre()
  * offsets from a centre or a centroid) and sum d of them: rows whose squared
  * norm could pass the float limit would give infinities and wrong labels, so
  * they are refused with a way out.  The CPU, and the GPU on rows of double
- * precision, have no such limit.  With m the largest |coordinate| per
- * feature, every offset is at most 2 m and a product of two at most 4 m^2
- * per feature: 16 sum(m^2) must stay below 2^126.
+ * precision, have no such limit.  With m the largest |coordinate|, every
+ * offset is at most 2 m and a product of two at most 4 m^2 per feature:
+ * 16 d m^2 must stay below 2^126.  m: from the statistics of a fit, or one
+ * pass over the rows for an assignment (max_abs_rows).
  */
-void KMeans::check_single_range(const DataStats &st) const
+void KMeans::check_single_range(double m) const
 {
-	double		r2 = 0.0;
+	double		r2 = (double) plan_.d * m * m;
 
 	if (plan_.dtype != GC_F32)
 		return;
-	for (int t = 0; t < plan_.d; t++)
-	{
-		double		m = std::max(std::fabs(st.lo[t]), std::fabs(st.hi[t]));
-
-		r2 += m * m;
-	}
 	if (!(16.0 * r2 < std::ldexp(1.0, 126)))
 		gc::fail(GC_ERR_INVALID_ARGUMENT,
-				 "the rows are too large for the GPU's single-precision k-means: their squared norm "
-				 "reaches %.3g, and single precision ends at %.3g. Set gpuclust.precision = 'double' "
-				 "(the GPU then computes in double precision), or use device => 'cpu'",
-				 r2, (double) FLT_MAX);
+				 "the rows are too large for the GPU's single-precision k-means: a coordinate reaches "
+				 "%.3g, so a squared distance could reach %.3g, past %.3g where single precision ends. Set "
+				 "gpuclust.precision = 'double' (the GPU then computes in double precision), or use "
+				 "device => 'cpu'",
+				 m, 4.0 * r2, (double) FLT_MAX);
 }
 
-/* check_single_range for an assignment, which takes no statistics of its own where it can do without. */
-void KMeans::check_single_range_of_rows()
+/* The largest |coordinate| of the statistics. */
+static double stats_max_abs(const DataStats &st)
 {
-	const int	d = plan_.d;
-	DataStats	range;
+	double		m = 0.0;
 
-	if (plan_.dtype != GC_F32)
-		return;
-	range.mean.assign(d, 0.0);
-	range.lo.assign(d, 0.0);
-	range.hi.assign(d, 0.0);
+	for (size_t t = 0; t < st.lo.size(); t++)
+		m = std::max(m, std::max(std::fabs(st.lo[t]), std::fabs(st.hi[t])));
+	return m;
+}
+
+/* The largest |coordinate| of the rows (single precision), for check_single_range. */
+double KMeans::max_abs_rows()
+{
+	float		m = 0.0f;
+
 	if (plan_.resident)
 	{
-		DeviceBuffer<double> scratch(d, "statistics");
-
 		load_chunk(0);
-		stats_device(plan_, rows_.x.get(), range, scratch.get(), true);
+		m = max_abs_device(rows_.x.get(), (size_t) plan_.n * plan_.d);
 	}
 	else
-		stats_host(plan_, hx_, range, exec_);
-	check_single_range(range);
+	{
+		const float *x = static_cast<const float *>(hx_);
+		const size_t count = (size_t) plan_.n * plan_.d;
+
+		for (size_t i = 0; i < count; i++)
+		{
+			if ((i & (((size_t) 1 << 24) - 1)) == 0)
+				gc::check_cancel(exec_);
+			m = std::max(m, std::fabs(x[i]));
+		}
+	}
+	return m;
 }
 
 /* Phase init, once per run: the initial centroids of the run's seed on the device. */
@@ -726,7 +734,7 @@ void KMeans::run(gc_kmeans_result *result)
 	prod_.blas.open();
 	allocate();
 	init_stats(false);
-	check_single_range(stats_);
+	check_single_range(stats_max_abs(stats_));
 	CUDA_TRY(cudaDeviceSynchronize());
 	timing_.phase_ms[0] = sw.ms();
 
@@ -809,7 +817,8 @@ void KMeans::assign_to(const double *centroids, gc_kmeans_assign_result *result)
 	else
 		CUDA_TRY(cudaMemset(cen_.mean_d.get(), 0, sizeof(double) * (size_t) d));
 	CUDA_TRY(cudaMemcpy(cen_.cen.get(), centroids, sizeof(double) * (size_t) k * d, cudaMemcpyHostToDevice));
-	check_single_range_of_rows();
+	if (plan_.dtype == GC_F32)
+		check_single_range(max_abs_rows());
 	CUDA_TRY(cudaDeviceSynchronize());
 	timing_.phase_ms[0] = sw.ms();
 

@@ -333,6 +333,8 @@ void exact_distances(const Plan &plan, const double *x /* [rows, d] */, int64_t 
 
 /* Statistics of the host rows (chunked data), as the CPU computes them. */
 void stats_host(const Plan &plan, const void *hx /* [n, d], plan.dtype */, DataStats &st, const gc_exec &exec);
+/* The largest |x| of count values on the device (rows of single precision). */
+float max_abs_device(const float *x, size_t count);
 
 /*
  * Statistics of the resident rows x on the device; also leaves the mean in

@@ -169,6 +169,37 @@ void stats_device_t(const Plan &plan, const T *x, DataStats &st, double *mean_d,
 
 } // namespace
 
+namespace {
+
+/* The largest |x| of count values: their bit patterns without the sign compare as the values. */
+__global__ void max_abs_kernel(const float *__restrict__ x, size_t count, unsigned int *__restrict__ out)
+{
+	unsigned int m = 0;
+
+	for (size_t i = (size_t) blockIdx.x * BLOCK + threadIdx.x; i < count; i += (size_t) gridDim.x * BLOCK)
+		m = max(m, __float_as_uint(x[i]) & 0x7fffffffu);
+	for (int o = 16; o > 0; o >>= 1)
+		m = max(m, __shfl_xor_sync(0xffffffffu, m, o));
+	if ((threadIdx.x & 31) == 0)
+		atomicMax(out, m);
+}
+
+} // namespace
+
+float max_abs_device(const float *x, size_t count)
+{
+	DeviceBuffer<unsigned int> out(1, "statistics");
+	unsigned int h = 0;
+	float		m;
+
+	CUDA_TRY(cudaMemset(out.get(), 0, sizeof(unsigned int)));
+	max_abs_kernel<<<grid_for((int64_t) count, BLOCK, 1u << 16), BLOCK>>>(x, count, out.get());
+	CHECK_LAUNCH("max_abs_kernel");
+	CUDA_TRY(cudaMemcpy(&h, out.get(), sizeof(h), cudaMemcpyDeviceToHost));
+	memcpy(&m, &h, sizeof(m));
+	return m;
+}
+
 void stats_device(const Plan &plan, const float *x, DataStats &st, double *mean_d, bool mean_only)
 {
 	stats_device_t(plan, x, st, mean_d, mean_only);
