@@ -67,6 +67,19 @@ gc_desc_key(double v)
 	return ~gc_order_key(v);
 }
 
+/* After a pass of a radix sort: the pass's output becomes the next pass's input. */
+static inline void
+gc_sort_swap(uint64_t **src_k, int64_t **src_v, uint64_t **dst_k, int64_t **dst_v)
+{
+	uint64_t   *k = *src_k;
+	int64_t    *v = *src_v;
+
+	*src_k = *dst_k;
+	*src_v = *dst_v;
+	*dst_k = k;
+	*dst_v = v;
+}
+
 /* Bits a pass of the radix select, and its buckets. */
 #define GC_SELECT_BITS			16
 #define GC_SELECT_BUCKETS		(1 << GC_SELECT_BITS)
@@ -166,15 +179,7 @@ gc_radix_sort(uint64_t *keys, int64_t *vals, uint64_t *tk, int64_t *tv, int64_t 
 			dst_k[at] = src_k[i];
 			dst_v[at] = src_v[i];
 		}
-		{
-			uint64_t   *sk = src_k;
-			int64_t    *sv = src_v;
-
-			src_k = dst_k;
-			src_v = dst_v;
-			dst_k = sk;
-			dst_v = sv;
-		}
+		gc_sort_swap(&src_k, &src_v, &dst_k, &dst_v);
 	}
 	if (src_k != keys && n > 0)
 	{

@@ -88,28 +88,6 @@ void center_rows(const Plan &plan, const float *x, int64_t rows, const double *m
 namespace {
 
 /*
- * Rows list[0], ..., list[m - 1] of x centred on mean, side by side in dst
- * with their squared norms, for the second product; a warp per row (the
- * same values as center_rows_kernel gives).
- */
-__global__ void gather_center_rows_kernel(const float *__restrict__ x, int d,	/* [rows, d] */
-										  const int32_t *__restrict__ list, int m,	/* [m] rows of x */
-										  const double *__restrict__ mean,	/* [d] */
-										  float *__restrict__ dst,	/* [m, d] out */
-										  float *__restrict__ dnorm /* [m] out */ )
-{
-	int64_t		q = ((int64_t) blockIdx.x * BLOCK + threadIdx.x) / 32;
-	int			lane = threadIdx.x & 31;
-
-	if (q >= m)
-		return;
-	double		s = warp_center(x + (int64_t) list[q] * d, mean, d, lane, dst + q * d);
-
-	if (lane == 0)
-		dnorm[q] = (float) s;
-}
-
-/*
  * Squared distance of a row to a centroid in double, as the CPU sums it but
  * across the lanes of a warp in a fixed order; every lane gets the value.
  */
@@ -489,7 +467,12 @@ __global__ void tile_centres_kernel(const float *__restrict__ x, int d,	/* [rows
 	}
 }
 
-/* A warp per row: xt = float(x - its tile's centre) of the rows in perm order, xtn = ||xt||^2. */
+/*
+ * A warp per row: xt = float(x - its tile's centre) of the rows in perm
+ * order, xtn = ||xt||^2.  With step = rows, one centre for all: the rows
+ * the TF32 check left open, gathered for the FP32 product (the same values
+ * as center_rows_kernel gives).
+ */
 __global__ void center_tile_rows_kernel(const float *__restrict__ x, int d,	/* [rows, d] */
 										const int32_t *__restrict__ perm, int64_t rows,	/* [rows] */
 										int64_t step,
@@ -971,9 +954,9 @@ void assign_product(const Plan &plan, Product &pr, const Centroids &cen, const R
 			const Norms global = {cen.cval.get(), cen.cnrm.get(), pr.xg_norm.get(), true, 0};
 
 			gc::check_cancel_synced(exec);
-			gather_center_rows_kernel<<<grid_for((int64_t) sm * 32, BLOCK, 1u << 30), BLOCK>>>(
-				x, d, pr.unres.get() + s0, sm, cen.mean_d.get(), pr.xg.get(), pr.xg_norm.get());
-			CHECK_LAUNCH("gather_center_rows_kernel");
+			center_tile_rows_kernel<<<grid_for((int64_t) sm * 32, BLOCK, 1u << 30), BLOCK>>>(
+				x, d, pr.unres.get() + s0, sm, sm, cen.mean_d.get(), pr.xg.get(), pr.xg_norm.get());
+			CHECK_LAUNCH("center_tile_rows_kernel");
 			gemm(plan, pr, cen.cen_cf.get(), false, pr.xg.get(), sm);
 			argmin_tile(plan, pr, cen, rep, global, x, false, sm, pr.unres.get() + s0, 0, labels, labels_old, d2,
 						true);

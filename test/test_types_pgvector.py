@@ -128,6 +128,19 @@ def test_type_lookup_follows_the_extension(vector_conn):
     assert rows(conn, q) == before
 
 
+def assert_rows_read_exactly(conn, X, column):
+    """Each of the n rows of X as its own cluster (k = n, one pass): the centroids are
+    the rows as gpuclust read them from pgv_edge through column, to the bit."""
+    n, d = X.shape
+    load_vectors(conn, "pgv_edge", X)
+    got = rows(conn, f"""SELECT centroid FROM gpu_kmeans_centroids('SELECT id, {column} FROM pgv_edge',
+                         %s, max_iter => 1, device => 'cpu')""", n)
+    got = np.array([r[0] for r in got], dtype=np.float64)
+    got = got[np.argsort(got[:, 0])]
+    want = X.astype(np.float64)
+    assert np.array_equal(got, want[np.argsort(want[:, 0])]), d
+
+
 def test_vector_read_exactly_at_every_length(vector_conn):
     """Each row its own centroid, for lengths around the steps of the copy (8 and 32
     values): the vectors, value for value, as from the same values in real[]."""
@@ -139,13 +152,7 @@ def test_vector_read_exactly_at_every_length(vector_conn):
         X[:, 0] = np.arange(n) * 2.5
         X[1, d // 2] = np.float32(1.4e-45)
         X[2, d - 1] = np.float32(-3e15)
-        load_vectors(conn, "pgv_edge", X)
-        got = rows(conn, """SELECT centroid FROM gpu_kmeans_centroids('SELECT id, v FROM pgv_edge',
-                            %s, max_iter => 1, device => 'cpu')""", n)
-        got = np.array([r[0] for r in got], dtype=np.float64)
-        got = got[np.argsort(got[:, 0])]
-        want = X.astype(np.float64)
-        assert np.array_equal(got, want[np.argsort(want[:, 0])]), d
+        assert_rows_read_exactly(conn, X, "v")
 
 
 def test_halfvec_read_exactly_at_every_length(vector_conn):
@@ -162,10 +169,4 @@ def test_halfvec_read_exactly_at_every_length(vector_conn):
             for j in range(1, d):
                 if (i + 2 * j) % 3 == 0:
                     X[i, j] = special[(i + j) % len(special)]
-        load_vectors(conn, "pgv_edge", X)
-        got = rows(conn, """SELECT centroid FROM gpu_kmeans_centroids('SELECT id, v::halfvec FROM pgv_edge',
-                            %s, max_iter => 1, device => 'cpu')""", n)
-        got = np.array([r[0] for r in got], dtype=np.float64)
-        got = got[np.argsort(got[:, 0])]
-        want = X.astype(np.float64)
-        assert np.array_equal(got, want[np.argsort(want[:, 0])]), d
+        assert_rows_read_exactly(conn, X, "v::halfvec")

@@ -466,15 +466,7 @@ psort_small(uint64_t *keys, int64_t *vals, uint64_t *tk, int64_t *tv, int64_t n)
 			dst_k[at] = src_k[i];
 			dst_v[at] = src_v[i];
 		}
-		{
-			uint64_t   *sk = src_k;
-			int64_t    *sv = src_v;
-
-			src_k = dst_k;
-			src_v = dst_v;
-			dst_k = sk;
-			dst_v = sv;
-		}
+		gc_sort_swap(&src_k, &src_v, &dst_k, &dst_v);
 	}
 	if (src_k != keys)
 	{
@@ -566,15 +558,7 @@ gc_pool_radix_sort(gc_pool *pool, uint64_t *keys, int64_t *vals, uint64_t *tk, i
 		job.dst_k = dst_k;
 		job.dst_v = dst_v;
 		st = gc_pool_for(pool, blocks, 1, psort_block, &job);
-		{
-			uint64_t   *sk = src_k;
-			int64_t    *sv = src_v;
-
-			src_k = dst_k;
-			src_v = dst_v;
-			dst_k = sk;
-			dst_v = sv;
-		}
+		gc_sort_swap(&src_k, &src_v, &dst_k, &dst_v);
 	}
 	free(job.hist);
 	if (st == GC_OK && src_k != keys)
