@@ -1293,6 +1293,35 @@ kmeans_checks(void)
 	}
 
 	{
+		/*
+		 * All the initial centroids equal: every row goes to the first, and
+		 * the first update re-seeds 499 empty clusters at once, from rows
+		 * with many duplicates (small integers, so that every squared
+		 * distance of the first pass is exact in float as in double and the
+		 * rows' order by it is the CPU's): 2-D and 40-D (the product form).
+		 */
+		km_data		A = km_named("round2", 200000, 2);
+		km_data		W = km_named("round2", 50000, 40);
+		double	   *c0 = (double *) calloc((size_t) 500 * 40, sizeof(double));
+		gc_kmeans_params g2 = km_params(500, GC_KMEANS_INIT_GIVEN, c0, 5, 1e-4, F);
+		gc_kmeans_params g40 = km_params(500, GC_KMEANS_INIT_GIVEN, c0, 5, 1e-4, F);
+
+		if (!c0)
+		{
+			fprintf(stderr, "gpu_vs_cpu: out of host memory\n");
+			exit(2);
+		}
+		for (size_t i = 0; i < (size_t) A.n * A.d; i++)
+			A.x[i] = (float) (((int64_t) i * 7919) % 13);
+		for (size_t i = 0; i < (size_t) W.n * W.d; i++)
+			W.x[i] = (float) (((int64_t) (i / W.d) * 7919 + (int64_t) (i % W.d) * 31) % 5);
+		km_case(&A, "identical start, duplicates", &g2, dflt, 1, KM_NEAR_TIES, 1e-6);
+		km_case(&W, "identical start, duplicates", &g40, dflt, 1, KM_NEAR_TIES, 1e-6);
+		free(c0);
+		km_data_free(&A);
+		km_data_free(&W);
+	}
+	{
 		/* the hard case of the checked product: 997 clusters on a line, k above and near that */
 		km_data		D = km_line(10000, 256);
 		km_variant	both[2] = {km_v_default(), km_v_sgemm()};
