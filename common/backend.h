@@ -108,6 +108,7 @@ typedef struct gc_tuning
 	int64_t		kmeans_tile_rows;	/* rows per GPU product (>= 32); 0: chosen from free memory */
 	int64_t		kmeans_chunk_rows;	/* cap on GPU rows per chunk (>= 1024); 0: no cap */
 	int32_t		cpu_threads;	/* CPU back end threads; 0: the CPUs the process may run on (ignored by the GPU) */
+	int32_t		dbscan_sweep;	/* CPU DBSCAN of few rows: 0 the back end chooses, -1 always the grid */
 } gc_tuning;
 
 static inline gc_tuning
@@ -124,6 +125,7 @@ gc_tuning_defaults(void)
 	t.kmeans_tile_rows = 0;
 	t.kmeans_chunk_rows = 0;
 	t.cpu_threads = 0;
+	t.dbscan_sweep = 0;
 	return t;
 }
 

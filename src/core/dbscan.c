@@ -1137,6 +1137,260 @@ dbscan_number(dbscan_ws *ws, gc_dbscan_result *result)
 	return st;
 }
 
+/* ---------------------------------------------------------------- sweep */
+
+/*
+ * Few rows (a partition of a window function, a small table) skip the
+ * grid, whose fixed costs (its plan, the cell table, the neighbour cells of
+ * every cell) are most of a small call.  The points are sorted along the
+ * dimension of widest range, stably, and each point is compared with the
+ * points after it whose difference along that dimension, squared as
+ * gc_dist2 squares it, is at most bound.  A pair's dist2 is at least that
+ * square (a sum of non-negative rounded terms only grows), so no neighbour
+ * is skipped; and the difference only grows along the sorted points, so
+ * the walk stops at the first point past it.  Two walks over those pairs:
+ * the first counts every point's neighbours (each pair once, for both
+ * points), the second joins core points and gives each other point its
+ * lowest-row core neighbour; the clusters are numbered by their lowest
+ * row, as phase number numbers them.  So the answer is the grid's, by the
+ * same rules.  Where the sorted values leave
+ * more than DBSCAN_SWEEP_PAIRS pairs per point to compare (values crowded
+ * along every dimension, duplicates), the grid is used instead.
+ */
+#define DBSCAN_SWEEP_ROWS 4096		/* fewer rows: the sweep (one thread, CPU_ROWS_PER_THREAD_DBSCAN) */
+#define DBSCAN_SWEEP_PAIRS 32		/* most pairs compared per point */
+
+/* Whether b, after a along the sweep's dimension, is within reach of a. */
+static inline int
+sweep_within(const dbscan_ws *ws, double a, double b)
+{
+	double		t = b - a;
+
+	return t * t <= ws->bound;
+}
+
+/* The sweep's dimension: the widest range (the lower feature on a tie). */
+static int32_t
+sweep_dimension(const dbscan_ws *ws)
+{
+	int32_t		best = 0;
+	double		best_range = -1.0;
+
+	for (int32_t k = 0; k < ws->d; k++)
+	{
+		double		lo = INFINITY;
+		double		hi = -INFINITY;
+
+		for (int64_t i = 0; i < ws->n; i++)
+		{
+			double		v = gc_grid_x(ws->x, ws->dtype, (size_t) (i * ws->d + k));
+
+			lo = v < lo ? v : lo;
+			hi = v > hi ? v : hi;
+		}
+		if (hi - lo > best_range)
+		{
+			best = k;
+			best_range = hi - lo;
+		}
+	}
+	return best;
+}
+
+/*
+ * The first walk: the neighbours after each point i within [i + 1, end[i])
+ * into nbr from first[i] (first[n]: their number), and every point's count
+ * of neighbours, itself included as dist2 counts it (nbr has room for
+ * one more than the pairs: every candidate is written, and kept when
+ * near, without a branch).  Inlined for each
+ * element type and small d, so that the distance loop is unrolled.
+ * Returns 1 when cancelled.
+ */
+static inline __attribute__((always_inline)) int
+sweep_pairs(dbscan_ws *ws, gc_dtype dtype, int32_t d, const int32_t *end, int32_t *first,
+			int32_t *nbr, int32_t *count)
+{
+	int64_t		work = 0;
+	int32_t		m = 0;
+
+	for (int64_t i = 0; i < ws->n; i++)
+	{
+		first[i] = m;
+		if (dtype == GC_F64)
+		{
+			const double *xi = (const double *) ws->xs + (size_t) i * d;
+
+			count[i] += gc_dist2_f64(xi, xi, d) <= ws->bound;
+			for (int64_t j = i + 1; j < end[i]; j++)
+			{
+				nbr[m] = (int32_t) j;
+				m += gc_dist2_f64(xi, (const double *) ws->xs + (size_t) j * d, d) <= ws->bound;
+			}
+		}
+		else
+		{
+			const float *xi = (const float *) ws->xs + (size_t) i * d;
+
+			count[i] += gc_dist2(xi, xi, d) <= ws->bound;
+			for (int64_t j = i + 1; j < end[i]; j++)
+			{
+				nbr[m] = (int32_t) j;
+				m += gc_dist2(xi, (const float *) ws->xs + (size_t) j * d, d) <= ws->bound;
+			}
+		}
+		count[i] += m - first[i];
+		for (int32_t t = first[i]; t < m; t++)
+			count[nbr[t]]++;
+		if (gc_core_work(ws->ctx, &work, (end[i] - i) * d, DBSCAN_CANCEL_EVERY))
+			return 1;
+	}
+	first[ws->n] = m;
+	return 0;
+}
+
+/*
+ * DBSCAN by the sweep above.  *taken: 0 when the sweep declined (too many
+ * pairs, or no memory for it), and the grid should run; the workspace is
+ * then as dbscan_ws_init left it.
+ */
+static gc_status
+dbscan_sweep(dbscan_ws *ws, gc_dbscan_result *result, int *taken)
+{
+	int64_t		n = ws->n;
+	int32_t		d = ws->d;
+	size_t		rowbytes = ws->esize * (size_t) d;
+	int32_t		dim = sweep_dimension(ws);
+	uint64_t   *key = malloc(sizeof(uint64_t) * (size_t) n);
+	uint64_t   *tkey = malloc(sizeof(uint64_t) * (size_t) n);
+	int64_t    *tval = malloc(sizeof(int64_t) * (size_t) n);
+	double	   *v = malloc(sizeof(double) * (size_t) n);
+	int32_t    *end = malloc(sizeof(int32_t) * (size_t) n);
+	int32_t    *first = malloc(sizeof(int32_t) * (size_t) (n + 1));
+	int32_t    *count = calloc((size_t) n, sizeof(int32_t));
+	int32_t    *nbr = malloc(sizeof(int32_t) * (size_t) (DBSCAN_SWEEP_PAIRS * n + 1));
+	int64_t    *best = malloc(sizeof(int64_t) * (size_t) n);
+	int64_t		pairs = 0;
+	int			cancelled;
+	gc_status	st = GC_OK;
+
+	*taken = 0;
+	ws->perm = malloc(sizeof(int64_t) * (size_t) n);
+	ws->xs = malloc(rowbytes * (size_t) n);
+	ws->core = malloc((size_t) n);
+	ws->parent = malloc(sizeof(int64_t) * (size_t) n);
+	if (!key || !tkey || !tval || !v || !end || !first || !count || !nbr || !best ||
+		!ws->perm || !ws->xs || !ws->core || !ws->parent)
+		goto out;
+
+	/* sorted along dim, rows in order among equal values */
+	for (int64_t i = 0; i < n; i++)
+	{
+		key[i] = gc_order_key(gc_grid_x(ws->x, ws->dtype, (size_t) (i * d + dim)));
+		ws->perm[i] = i;
+	}
+	gc_pool_radix_sort(ws->ctx->pool, key, ws->perm, tkey, tval, n);
+	for (int64_t i = 0; i < n; i++)
+	{
+		memcpy((char *) ws->xs + (size_t) i * rowbytes,
+			   (const char *) ws->x + (size_t) ws->perm[i] * rowbytes, rowbytes);
+		v[i] = gc_grid_x(ws->xs, ws->dtype, (size_t) (i * d + dim));
+	}
+	/* how far each point reaches; declined when that makes too many pairs */
+	for (int64_t i = 0, e = 0; i < n; i++)
+	{
+		if (e <= i)
+			e = i + 1;
+		while (e < n && sweep_within(ws, v[i], v[e]))
+			e++;
+		end[i] = (int32_t) e;
+		pairs += e - i - 1;
+	}
+	gc_core_debug(ws->ctx, "DBSCAN sweep along dimension %d: %lld pairs to compare, %s", dim,
+				  (long long) pairs, pairs > DBSCAN_SWEEP_PAIRS * n ? "the grid instead" : "taken");
+	if (pairs > DBSCAN_SWEEP_PAIRS * n)
+		goto out;
+	*taken = 1;
+
+	if (ws->dtype == GC_F32 && d == 2)
+		cancelled = sweep_pairs(ws, GC_F32, 2, end, first, nbr, count);
+	else if (ws->dtype == GC_F32 && d == 3)
+		cancelled = sweep_pairs(ws, GC_F32, 3, end, first, nbr, count);
+	else if (ws->dtype == GC_F64 && d == 2)
+		cancelled = sweep_pairs(ws, GC_F64, 2, end, first, nbr, count);
+	else
+		cancelled = sweep_pairs(ws, ws->dtype, d, end, first, nbr, count);
+	if (cancelled)
+	{
+		st = GC_ERR_CANCELLED;
+		goto out;
+	}
+
+	/* core points joined; each other point's lowest-row core neighbour */
+	for (int64_t i = 0; i < n; i++)
+	{
+		ws->core[i] = count[i] >= ws->min_pts;
+		ws->parent[i] = i;
+		best[i] = -1;
+	}
+	for (int64_t i = 0; i < n; i++)
+		for (int32_t t = first[i]; t < first[i + 1]; t++)
+		{
+			int64_t		j = nbr[t];
+			int64_t		b = ws->core[i] ? j : i;
+			int64_t		c = ws->core[i] ? i : j;
+
+			if (ws->core[i] && ws->core[j])
+				uf_union(ws->parent, i, j);
+			else if (ws->core[c] && (best[b] < 0 || ws->perm[c] < ws->perm[best[b]]))
+				best[b] = c;
+		}
+	/*
+	 * numbered as phase number numbers them, by their lowest row, in one
+	 * walk over the rows (key: row -> sorted position, best: root -> id)
+	 */
+	for (int64_t i = 0; i < n; i++)
+	{
+		key[ws->perm[i]] = (uint64_t) i;
+		tval[i] = ws->core[i] ? uf_find(ws->parent, i) :
+			best[i] >= 0 ? uf_find(ws->parent, best[i]) : -1;
+		best[i] = -1;
+	}
+	result->n_clusters = 0;
+	for (int64_t row = 0; row < n; row++)
+	{
+		int64_t		i = (int64_t) key[row];
+		int64_t		root = tval[i];
+
+		if (root >= 0 && best[root] < 0)
+			best[root] = result->n_clusters++;
+		result->cluster[row] = root < 0 ? -1 : (int32_t) best[root];
+		result->is_core[row] = ws->core[i];
+	}
+
+out:
+	free(key);
+	free(tkey);
+	free(tval);
+	free(v);
+	free(end);
+	free(first);
+	free(count);
+	free(nbr);
+	free(best);
+	if (!*taken)
+	{
+		free(ws->perm);
+		free(ws->xs);
+		free(ws->core);
+		free(ws->parent);
+		ws->perm = NULL;
+		ws->xs = NULL;
+		ws->core = NULL;
+		ws->parent = NULL;
+	}
+	return st;
+}
+
 /* DBSCAN of n >= 1 points of dimension d: the five phases over one workspace. */
 gc_status
 gc_core_dbscan(gc_core_ctx *ctx, const void *x, gc_dtype dtype, int64_t n, int32_t d,
@@ -1144,8 +1398,18 @@ gc_core_dbscan(gc_core_ctx *ctx, const void *x, gc_dtype dtype, int64_t n, int32
 {
 	dbscan_ws	ws;
 	gc_status	st;
+	int			taken = 0;
 
 	dbscan_ws_init(&ws, ctx, x, dtype, n, d, params);
+	if (n < DBSCAN_SWEEP_ROWS && ctx->tuning->dbscan_sweep >= 0)
+	{
+		st = dbscan_sweep(&ws, result, &taken);
+		if (taken)
+		{
+			dbscan_ws_free(&ws);
+			return st;
+		}
+	}
 	if ((st = dbscan_index(&ws)) == GC_OK &&
 		(st = dbscan_nbr_table(&ws)) == GC_OK &&
 		(st = dbscan_core(&ws)) == GC_OK &&

@@ -153,13 +153,18 @@ compare_t(const char *name, const void *x, gc_dtype t, gc_metric m, int64_t n, i
 			nref = c2[i] + 1;
 	if (ref_clusters)
 		*ref_clusters = nref;
-	/* the same answer whatever the number of threads */
-	for (int th = 0; th < UNIT_THREAD_COUNTS && ok; th++)
+	/*
+	 * the same answer whatever the number of threads, and with the grid
+	 * where few rows would be swept (the first runs, the sweep's and the
+	 * grid's, on one thread)
+	 */
+	for (int th = -1; th < UNIT_THREAD_COUNTS && ok; th++)
 	{
 		gc_status	st;
 		int64_t		bad = -1;
 
-		unit_threads = unit_thread_counts[th];
+		unit_threads = unit_thread_counts[th < 0 ? 0 : th];
+		unit_dbscan_sweep = th < 0 ? -1 : 0;
 		st = run_dbscan_t(x, t, n, d, &p, &r, NULL);
 		ok = st == GC_OK && r.n_clusters == nref;
 		for (int64_t i = 0; ok && i < n; i++)
@@ -168,13 +173,14 @@ compare_t(const char *name, const void *x, gc_dtype t, gc_metric m, int64_t n, i
 				ok = 0;
 				bad = i;
 			}
-		CHECK(ok, "%s (%s, %s, n=%lld d=%d eps=%g min_pts=%d, %d threads): status %d %s, "
+		CHECK(ok, "%s (%s, %s, n=%lld d=%d eps=%g min_pts=%d, %d threads%s): status %d %s, "
 			  "%lld clusters against %d, first difference at %lld",
 			  name, t == GC_F64 ? "double" : "float", m == GC_METRIC_COSINE ? "cosine" : "euclidean",
-			  (long long) n, d, eps, min_pts, unit_threads, st, unit_error(),
+			  (long long) n, d, eps, min_pts, unit_threads, th < 0 ? ", grid" : "", st, unit_error(),
 			  (long long) r.n_clusters, nref, (long long) bad);
 	}
 	unit_threads = 0;
+	unit_dbscan_sweep = 0;
 	free(c1);
 	free(c2);
 	free(k1);
@@ -440,6 +446,116 @@ test_random_sets(void)
 		compare("huge range", x, n, 2, 1e-4, 3);
 		compare("huge range, big eps", x, n, 2, 1e29, 3);
 		free(x);
+	}
+}
+
+/*
+ * Sets of fewer rows than the sweep's limit (4,096) against the reference:
+ * ties and both zeros along the sweep's dimension, a line along it and one
+ * across it (the sweep declines: every pair would be compared), pairs at
+ * exactly eps with round coordinates, double rows whose differences
+ * overflow, one to seven dimensions, and the sizes on either side of the
+ * limit.  compare_t also runs each with the grid alone.
+ */
+static void
+test_sweep(void)
+{
+	/* two decimals: about two rows share each value of either coordinate */
+	{
+		int64_t		n = 2000;
+		float	   *x = malloc(sizeof(float) * n * 2);
+
+		for (int64_t i = 0; i < n * 2; i++)
+			x[i] = (float) (floor(urand() * 1000.0) / 100.0);
+		compare("sweep, ties", x, n, 2, 0.03, 3);
+		compare("sweep, ties, eps 0.05", x, n, 2, 0.05, 2);
+		free(x);
+	}
+	/* -0 and +0 among the values of the sweep's dimension, rows 0.001 apart across it */
+	{
+		int64_t		n = 300;
+		float	   *x = malloc(sizeof(float) * n * 2);
+
+		for (int64_t i = 0; i < n; i++)
+		{
+			x[2 * i] = i % 10 ? (float) i * 0.01f : (i % 20 ? 0.0f : -0.0f);
+			x[2 * i + 1] = i % 10 ? 0.0f : (float) i * 0.001f;
+		}
+		compare("sweep, signed zeros", x, n, 2, 0.015, 2);
+		compare("sweep, signed zeros, min_pts 3", x, n, 2, 0.015, 3);
+		free(x);
+	}
+	/*
+	 * a line along the sweep's dimension; the same line across it, two far
+	 * rows making the other dimension the widest (the sweep declines: every
+	 * pair would be compared)
+	 */
+	for (int k = 0; k < 2; k++)
+	{
+		int64_t		n = 1500;
+		float	   *x = malloc(sizeof(float) * n * 2);
+
+		for (int64_t i = 0; i < n; i++)
+		{
+			x[2 * i + k] = (float) (i / 3) * 0.01f;
+			x[2 * i + 1 - k] = (float) (i % 7 == 0) * 0.001f;
+		}
+		if (k)
+		{
+			x[0] = -100.0f;
+			x[2] = 100.0f;
+		}
+		compare(k ? "sweep, line across" : "sweep, line along", x, n, 2, 0.01, 4);
+		free(x);
+	}
+	/* a lattice of step 0.05 in float, 400 x 4, with eps 0.05: pairs at eps, decided by the rounding */
+	{
+		int64_t		n = 400 * 4;
+		float	   *x = malloc(sizeof(float) * n * 2);
+
+		for (int64_t i = 0; i < n; i++)
+		{
+			x[2 * i] = (float) (i % 400) * 0.05f;
+			x[2 * i + 1] = (float) (i / 400) * 0.05f;
+		}
+		compare("sweep, lattice at eps", x, n, 2, 0.05, 5);
+		compare("sweep, lattice at eps, min_pts 4", x, n, 2, 0.05, 4);
+		free(x);
+	}
+	/* double rows at +-1e308 beside small ones: differences along the sweep overflow */
+	{
+		int64_t		n = 500;
+		double	   *x = malloc(sizeof(double) * n * 2);
+
+		for (int64_t i = 0; i < n * 2; i++)
+			x[i] = urand();
+		for (int64_t i = 0; i < 20; i++)
+		{
+			x[2 * i] = i % 2 ? 1e308 : -1e308;
+			x[2 * i + 1] = (double) (i / 4);
+		}
+		compare_t("sweep, double, +-1e308", x, GC_F64, GC_METRIC_EUCLIDEAN, n, 2, 0.05, 3, NULL);
+		free(x);
+	}
+	/* one to seven dimensions, and the sizes on either side of the limit */
+	{
+		int32_t		dims[] = {1, 2, 3, 5, 7};
+		int64_t		sizes[] = {1, 2, 4095, 4096};
+
+		for (int a = 0; a < 5; a++)
+		{
+			float	   *x = random_set(1200, dims[a], 6, 0.05, 0.1);
+
+			compare("sweep, dimensions", x, 1200, dims[a], 0.004 * sqrt((double) dims[a]), 3);
+			free(x);
+		}
+		for (int b = 0; b < 4; b++)
+		{
+			float	   *x = random_set(sizes[b], 2, 6, 0.05, 0.1);
+
+			compare("sweep, size", x, sizes[b], 2, 0.002, 4);
+			free(x);
+		}
 	}
 }
 
@@ -1103,6 +1219,7 @@ main(void)
 	test_checks();
 	test_hand_made();
 	test_random_sets();
+	test_sweep();
 	test_skewed_sets();
 	test_double_line();
 	test_rule_edge();

@@ -18,6 +18,8 @@ static int	unit_failed = 0;
 
 /* Threads of the CPU back end for the calls of unit_exec (0: its default, every CPU). */
 static int	unit_threads = 0;
+/* tuning.dbscan_sweep of the calls of unit_exec (-1: the CPU DBSCAN always builds its grid) */
+static int	unit_dbscan_sweep = 0;
 static gc_tuning unit_tuning;
 
 #define CHECK(cond, ...) \
@@ -40,7 +42,8 @@ static gc_tuning unit_tuning;
 	} while (0)
 
 /*
- * An exec record for the CPU back end: default tuning but for unit_threads,
+ * An exec record for the CPU back end: default tuning but for unit_threads
+ * and unit_dbscan_sweep,
  * the cancel callback and timing given (or NULL).
  */
 static inline gc_exec
@@ -51,6 +54,7 @@ unit_exec(gc_cancel_fn cancel, gc_timing *timing)
 	memset(&e, 0, sizeof(e));
 	unit_tuning = gc_tuning_defaults();
 	unit_tuning.cpu_threads = unit_threads;
+	unit_tuning.dbscan_sweep = unit_dbscan_sweep;
 	e.struct_size = sizeof(e);
 	e.device_id = 0;
 	e.tuning = &unit_tuning;
