@@ -280,6 +280,16 @@ static const db_case db_cases[] = {
 	{"dups", 300000, 3, 1e-3, 10, F64, COS, 1e6, -50},
 	{"far", 300000, 2, 1e-4, 5, F64, COS, 100, -50},
 	{"blobs", 100000, 8, 1e-3, 5, F64, COS, 1e6, -50},
+	/* fewer than 4,096 rows: the CPU sorts and sweeps them instead of building its grid */
+	{"blobs", 1000, 2, 0.8, 5},
+	{"blobs", 4095, 2, 0.25, 4},
+	{"uniform", 1500, 1, 0.05, 3},
+	{"close", 3000, 2, 0.3, 5},
+	{"speck", 2000, 2, 1e-5, 5},
+	{"round2", 2000, 2, 0.5, 5, F64, EUC, 100},
+	{"latlon", 3000, 2, 0.002, 4, F64, EUC, 1e5},
+	{"blobs", 3000, 3, 0.8, 5, F64, EUC, 1e6},
+	{"wide", 2000, 8, 0.05, 5, F32, COS},
 };
 
 /*
