@@ -1097,6 +1097,49 @@ dbscan_number_block(void *arg, gc_worker *w, int64_t b, int64_t e)
 	return dbscan_tick(ws, w, (e - b) / ws->d) ? GC_ERR_CANCELLED : GC_OK;
 }
 
+/*
+ * The same numbering for one block of rows, in one walk over the rows in
+ * order: a cluster's number is given at its first row met, its lowest
+ * (the loops above spend more time starting and synchronizing than
+ * numbering a small call's rows).
+ */
+static gc_status
+dbscan_number_walk(dbscan_ws *ws, gc_dbscan_result *result)
+{
+	int64_t		n = ws->n;
+	int64_t    *pos = malloc(sizeof(int64_t) * (size_t) n);	/* row -> sorted position */
+	int64_t    *id = malloc(sizeof(int64_t) * (size_t) n);	/* root position -> cluster id */
+	int64_t		nclusters = 0;
+
+	if (!pos || !id)
+	{
+		free(pos);
+		free(id);
+		return gc_core_oom(ws->ctx, 2 * sizeof(int64_t) * (size_t) n, "out of memory numbering clusters");
+	}
+	for (int64_t i = 0; i < n; i++)
+	{
+		if (ws->core[i])
+			ws->parent[i] = uf_find(ws->parent, i);
+		pos[ws->perm[i]] = i;
+		id[i] = -1;
+	}
+	for (int64_t row = 0; row < n; row++)
+	{
+		int64_t		i = pos[row];
+		int64_t		root = ws->parent[i];
+
+		if (root >= 0 && id[root] < 0)
+			id[root] = nclusters++;
+		result->cluster[row] = root < 0 ? -1 : (int32_t) id[root];
+		result->is_core[row] = ws->core[i];
+	}
+	result->n_clusters = nclusters;
+	free(pos);
+	free(id);
+	return GC_OK;
+}
+
 /* Phase number: numbers the clusters by their lowest-row member and writes the result. */
 static gc_status
 dbscan_number(dbscan_ws *ws, gc_dbscan_result *result)
@@ -1109,6 +1152,8 @@ dbscan_number(dbscan_ws *ws, gc_dbscan_result *result)
 
 	if (gc_core_cancelled(ws->ctx))
 		return GC_ERR_CANCELLED;
+	if (blocks == 1)
+		return dbscan_number_walk(ws, result);
 	job.ws = ws;
 	job.result = result;
 	job.pos = malloc(sizeof(int64_t) * (size_t) n);
@@ -1151,11 +1196,10 @@ dbscan_number(dbscan_ws *ws, gc_dbscan_result *result)
  * the walk stops at the first point past it.  Two walks over those pairs:
  * the first counts every point's neighbours (each pair once, for both
  * points), the second joins core points and gives each other point its
- * lowest-row core neighbour; the clusters are numbered by their lowest
- * row, as phase number numbers them.  So the answer is the grid's, by the
- * same rules.  Where the sorted values leave
- * more than DBSCAN_SWEEP_PAIRS pairs per point to compare (values crowded
- * along every dimension, duplicates), the grid is used instead.
+ * lowest-row core neighbour; then phase number.  So the answer is the
+ * grid's, by the same rules.  Where the sorted values leave more than
+ * DBSCAN_SWEEP_PAIRS pairs per point to compare (values crowded along
+ * every dimension, duplicates), the grid is used instead.
  */
 #define DBSCAN_SWEEP_ROWS 4096		/* fewer rows: the sweep (one thread, CPU_ROWS_PER_THREAD_DBSCAN) */
 #define DBSCAN_SWEEP_PAIRS 32		/* most pairs compared per point */
@@ -1344,28 +1388,10 @@ dbscan_sweep(dbscan_ws *ws, gc_dbscan_result *result, int *taken)
 			else if (ws->core[c] && (best[b] < 0 || ws->perm[c] < ws->perm[best[b]]))
 				best[b] = c;
 		}
-	/*
-	 * numbered as phase number numbers them, by their lowest row, in one
-	 * walk over the rows (key: row -> sorted position, best: root -> id)
-	 */
 	for (int64_t i = 0; i < n; i++)
-	{
-		key[ws->perm[i]] = (uint64_t) i;
-		tval[i] = ws->core[i] ? uf_find(ws->parent, i) :
-			best[i] >= 0 ? uf_find(ws->parent, best[i]) : -1;
-		best[i] = -1;
-	}
-	result->n_clusters = 0;
-	for (int64_t row = 0; row < n; row++)
-	{
-		int64_t		i = (int64_t) key[row];
-		int64_t		root = tval[i];
-
-		if (root >= 0 && best[root] < 0)
-			best[root] = result->n_clusters++;
-		result->cluster[row] = root < 0 ? -1 : (int32_t) best[root];
-		result->is_core[row] = ws->core[i];
-	}
+		if (!ws->core[i])
+			ws->parent[i] = best[i] >= 0 ? uf_find(ws->parent, best[i]) : -1;
+	st = dbscan_number(ws, result);
 
 out:
 	free(key);
