@@ -137,3 +137,19 @@ LANGUAGE C WINDOW STABLE PARALLEL SAFE;
 
 COMMENT ON FUNCTION gpu_cluster_density_peaks(anyelement, integer, double precision, double precision, text, double precision, double precision, text, text) IS
 'density peaks clustering per window partition: the row''s cluster, NULL for NULL features';
+
+-- ---------------------------------------------------------------- HDBSCAN
+-- (gpu_hdbscan, gpu_hdbscan_tree, gpu_cluster_hdbscan)
+
+-- end of HDBSCAN
+
+
+-- ---------------------------------------------------------------- k-means on distributed tables
+-- (gpu_kmeans_step, gpu_kmeans_predict and what they need)
+
+-- end of k-means on distributed tables
+
+
+-- ---------------------------------------------------------------- other additions
+
+-- end of other additions
