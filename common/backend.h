@@ -33,7 +33,7 @@ extern "C" {
 #endif
 
 /* Bumped whenever a struct or the api table changes incompatibly. */
-#define GC_ABI_VERSION 5
+#define GC_ABI_VERSION 6
 
 typedef enum gc_status
 {
@@ -315,6 +315,75 @@ typedef struct gc_dpeaks_result
 	int64_t		n_centers;		/* out */
 } gc_dpeaks_result;
 
+/* ---------------------------------------------------------------- HDBSCAN
+ * Campello, Moulavi & Sander, "Density-based clustering based on
+ * hierarchical density estimates" (2013), with scikit-learn's HDBSCAN
+ * semantics; common/hdbscan.h holds the exact rules and the part both back
+ * ends share (everything after the minimum spanning tree).  In short:
+ *  - dist(a, b) = gc_metric_distance(metric, dist2(a, b)) of common/metric.h;
+ *  - core(a) = the min_samples-th smallest dist(a, b) over all rows b, a
+ *    itself included (so min_samples = 1 gives 0);
+ *  - mutual reachability w(a, b) = max(core(a), core(b), dist(a, b));
+ *  - the MST is the unique minimum spanning tree under the order (w, lower
+ *    row, higher row), and single linkage merges its edges in that order;
+ *  - then the condensed tree, stability, EOM or leaf selection, labels,
+ *    probabilities and GLOSH outlier scores (gc_hdbscan_finish).
+ * Clusters are numbered 0, 1, ... by their lowest-index member; noise is -1.
+ * timing.phase_ms: [0] core distances, [1] minimum spanning tree,
+ * [2] hierarchy, condensed tree and selection; timing.counts: [0] Boruvka
+ * rounds, [1] distance evaluations.
+ */
+typedef enum gc_hdbscan_method
+{
+	GC_HDBSCAN_EOM = 0,			/* excess of mass */
+	GC_HDBSCAN_LEAF = 1			/* the leaves of the condensed tree */
+} gc_hdbscan_method;
+
+typedef struct gc_hdbscan_params
+{
+	uint32_t	struct_size;	/* sizeof(gc_hdbscan_params) */
+	int32_t		min_cluster_size;	/* >= 2 */
+	int32_t		min_samples;	/* 1 <= min_samples <= n */
+	double		cluster_selection_epsilon;	/* >= 0, finite, in the metric's units */
+	gc_hdbscan_method method;
+	int32_t		allow_single_cluster;	/* non-zero: the root may be selected */
+	int64_t		max_cluster_size;	/* 0: no limit (EOM only, as scikit-learn) */
+	gc_metric	metric;
+} gc_hdbscan_params;
+
+/*
+ * The condensed tree, optional: the caller passes arrays of capacity 2 n
+ * (every row once, every cluster node but the root once) or NULL.  Cluster
+ * nodes are numbered 0 (the root), 1, 2, ... in the order they are made;
+ * a row of the tree has a cluster node as parent and either a cluster node
+ * (child >= 0, child_row -1) or a row (child -1, child_row its index) as
+ * child.  Per cluster node: selected and its cluster number (-1 when not
+ * selected).
+ */
+typedef struct gc_hdbscan_tree
+{
+	int64_t		capacity;		/* rows the arrays below hold (>= 2 n) */
+	int64_t	   *parent;			/* [capacity] out: cluster node */
+	int64_t	   *child;			/* [capacity] out: cluster node, or -1 */
+	int64_t	   *child_row;		/* [capacity] out: row index, or -1 */
+	double	   *lambda_val;		/* [capacity] out: 1 / distance at which the child leaves */
+	int64_t	   *child_size;		/* [capacity] out: rows under the child */
+	int64_t		rows;			/* out: rows written */
+	uint8_t    *node_selected;	/* [capacity] out: per cluster node */
+	int32_t    *node_cluster;	/* [capacity] out: per cluster node, -1 unless selected */
+	int64_t		nodes;			/* out: cluster nodes */
+} gc_hdbscan_tree;
+
+typedef struct gc_hdbscan_result
+{
+	int32_t    *cluster;		/* [n] out: cluster id or -1 for noise */
+	double	   *probability;	/* [n] out: scikit-learn's probabilities_ */
+	double	   *outlier_score;	/* [n] out: GLOSH, as the hdbscan library's outlier_scores_ */
+	double	   *core_distance;	/* [n] out, NULL: not wanted */
+	gc_hdbscan_tree *tree;		/* NULL: not wanted */
+	int64_t		n_clusters;		/* out */
+} gc_hdbscan_result;
+
 /* ---------------------------------------------------------------- the api table */
 typedef struct gc_backend_api
 {
@@ -356,6 +425,12 @@ typedef struct gc_backend_api
 								  int64_t n, int32_t d,
 								  const gc_kmeans_assign_params *params,
 								  gc_kmeans_assign_result *result);
+
+	gc_status	(*hdbscan) (const gc_exec *exec,
+							const void *x, gc_dtype dtype, /* [n, d] row-major */
+							int64_t n, int32_t d,
+							const gc_hdbscan_params *params,
+							gc_hdbscan_result *result);
 } gc_backend_api;
 
 /* The CPU back end (src/core/backend.c), linked into gpuclust.so and every harness. */
