@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "core.h"
+#include "hdbscan.h"
 
 /* The last failure of the CPU back end in this thread. */
 static _Thread_local gc_error cpu_error;
@@ -282,6 +283,45 @@ cpu_density_peaks(const gc_exec *exec, const void *x, gc_dtype dtype, int64_t n,
 	return st;
 }
 
+/* Rows per thread below which an HDBSCAN call starts fewer threads. */
+#define CPU_ROWS_PER_THREAD_HDBSCAN 2048
+
+/* HDBSCAN entry of the table. */
+static gc_status
+cpu_hdbscan(const gc_exec *exec, const void *x, gc_dtype dtype, int64_t n, int32_t d,
+			const gc_hdbscan_params *params, gc_hdbscan_result *result)
+{
+	gc_tuning	defaults = gc_tuning_defaults();
+	int			result_ok = result != NULL &&
+		(n == 0 || (result->cluster != NULL && result->probability != NULL &&
+					result->outlier_score != NULL));
+	gc_timing	scratch;
+	gc_core_ctx ctx;
+	gc_status	st;
+	double		t0;
+
+	if ((st = cpu_begin(exec, &ctx, &scratch, &defaults)) != GC_OK ||
+		(st = gc_check_hdbscan(params, n, d, &cpu_error)) != GC_OK ||
+		(st = gc_check_input("HDBSCAN", dtype, params->metric, &cpu_error)) != GC_OK ||
+		(st = cpu_check_buffers("HDBSCAN", x, n, result_ok)) != GC_OK)
+		return st;
+	result->n_clusters = 0;
+	if (result->tree != NULL)
+	{
+		result->tree->rows = 0;
+		result->tree->nodes = 0;
+	}
+	if (n == 0)
+		return GC_OK;
+	t0 = gc_core_now_ms();
+	if ((st = cpu_pool_start(&ctx, 1 + n / CPU_ROWS_PER_THREAD_HDBSCAN)) != GC_OK)
+		return st;
+	st = gc_core_hdbscan(&ctx, x, dtype, n, d, params, result);
+	cpu_pool_end(&ctx);
+	ctx.timing->compute_ms = gc_core_now_ms() - t0;
+	return st;
+}
+
 /* The table gc_cpu_api() hands out. */
 static const gc_backend_api cpu_api = {
 	.abi_version = GC_ABI_VERSION,
@@ -295,6 +335,7 @@ static const gc_backend_api cpu_api = {
 	.kmeans = cpu_kmeans,
 	.density_peaks = cpu_density_peaks,
 	.kmeans_assign = cpu_kmeans_assign,
+	.hdbscan = cpu_hdbscan,
 };
 
 /* The CPU back end's table of entry points. */

@@ -114,4 +114,9 @@ gc_status	gc_core_dpeaks(gc_core_ctx *ctx, const void *x, /* [n, d] of element t
 						   gc_dtype dtype, int64_t n, int32_t d,
 						   const gc_dpeaks_params *params, gc_dpeaks_result *result);
 
+/* HDBSCAN (hdbscan.c); timing phase_ms and counts as for gc_hdbscan_params. */
+gc_status	gc_core_hdbscan(gc_core_ctx *ctx, const void *x, /* [n, d] of element type dtype */
+							gc_dtype dtype, int64_t n, int32_t d,
+							const gc_hdbscan_params *params, gc_hdbscan_result *result);
+
 #endif							/* GPUCLUST_CORE_H */

@@ -1,0 +1,788 @@
+/*
+ * hdbscan.c
+ *    HDBSCAN on the CPU: core distances by exact k-nearest-neighbour search
+ *    on a k-d tree, the minimum spanning tree of the mutual reachability
+ *    graph by Boruvka rounds on the same tree, and the rest by
+ *    gc_hdbscan_finish of common/hdbscan.h, which the GPU back end shares.
+ *
+ * The tree: Bentley, "Multidimensional binary search trees used for
+ * associative searching" (CACM 1975), split at the median position along
+ * the widest side of each node's box, so that it is balanced whatever the
+ * data (duplicates included).  The spanning tree: Boruvka's rounds with a
+ * single-tree nearest-other-component query per row, as in March, Ram &
+ * Gray, "Fast Euclidean minimum spanning tree" (KDD 2010) and Wang, Yu,
+ * Gu & Shun, "Fast parallel algorithms for Euclidean minimum spanning tree
+ * and hierarchical spatial clustering" (SIGMOD 2021).
+ *
+ * Exactness: the bound of a box is the squared distance to the box summed
+ * over every dimension in order, each term no larger than the same term of
+ * any row in the box (rounding is monotone), so it never exceeds the dist2
+ * of gc_dist2 for any row in it: pruning is exact, and both the core
+ * distances and the tree are the exact ones.  Ties: the query keeps the
+ * least edge under (w, lower row, higher row), and a node whose bound key
+ * is not below the best key found is skipped, with the node's lowest row
+ * in the key's bound, so that many equal weights (duplicate rows, lattices)
+ * do not make every node a candidate.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core.h"
+#include "hdbscan.h"
+#include "metric.h"
+
+/* Rows per leaf of the tree. */
+#define HDB_LEAF 16
+/* Rows a thread takes at once; cancel is asked every HDB_CANCEL_EVERY coordinates of work. */
+#define HDB_GRAIN 1024
+#define HDB_CANCEL_EVERY ((int64_t) 1 << 22)
+/* Depth bound of a traversal's stack: the tree is balanced, depth <= log2(n / HDB_LEAF) + 1. */
+#define HDB_STACK 128
+
+typedef struct hdb_tree
+{
+	int64_t		n;
+	int32_t		d;
+	gc_dtype	dtype;
+	const void *xs;				/* [n, d] the rows in tree order */
+	int32_t    *row;			/* [n] tree position -> row index */
+	int64_t		nodes;
+	int64_t    *start;			/* [nodes] first position */
+	int64_t    *end;			/* [nodes] one past the last */
+	int64_t    *kid;			/* [nodes] left child (right = kid + 1), -1 for a leaf */
+	double	   *lo;				/* [nodes, d] box */
+	double	   *hi;
+	double	   *min_core;		/* [nodes] least core distance in the node */
+	int32_t    *min_row;		/* [nodes] least row index in the node */
+	int32_t    *comp;			/* [nodes] component of all its rows, or -1 */
+} hdb_tree;
+
+typedef struct hdb_ws
+{
+	gc_core_ctx *ctx;
+	const gc_hdbscan_params *p;
+	hdb_tree	t;
+	void	   *xs_buf;
+	double	   *core;			/* [n] by tree position */
+	int32_t    *pcomp;			/* [n] component of each position */
+	double	   *best_w;			/* [n] per position: its least edge to another component */
+	int32_t    *best_lo;		/* row indices */
+	int32_t    *best_hi;
+	int32_t    *best_q;			/* the other end's position */
+	int64_t		dist_evals;
+	int64_t    *evals;			/* [threads] */
+} hdb_ws;
+
+/* Coordinate k of position i, in double. */
+static inline double
+hdb_coord(const hdb_tree *t, int64_t i, int32_t k)
+{
+	if (t->dtype == GC_F64)
+		return ((const double *) t->xs)[i * t->d + k];
+	return (double) ((const float *) t->xs)[i * t->d + k];
+}
+
+/* dist2 of positions a and b, as gc_dist2 computes it. */
+static inline double
+hdb_dist2(const hdb_tree *t, int64_t a, int64_t b)
+{
+	if (t->dtype == GC_F64)
+		return gc_dist2_f64((const double *) t->xs + a * t->d, (const double *) t->xs + b * t->d, t->d);
+	return gc_dist2((const float *) t->xs + a * t->d, (const float *) t->xs + b * t->d, t->d);
+}
+
+/* A lower bound of dist2 from position q to any row of node: never above their dist2. */
+static inline double
+hdb_box2(const hdb_tree *t, int64_t q, int64_t node)
+{
+	const double *lo = t->lo + node * t->d,
+			   *hi = t->hi + node * t->d;
+	double		s = 0.0;
+
+	for (int32_t k = 0; k < t->d; k++)
+	{
+		double		x = hdb_coord(t, q, k),
+					g = 0.0;
+
+		if (x < lo[k])
+			g = lo[k] - x;
+		else if (x > hi[k])
+			g = x - hi[k];
+		s += g * g;
+	}
+	return s;
+}
+
+/* ---------------------------------------------------------------- the tree */
+
+/* Box of positions [b, e) of the original rows order[b..e). */
+static void
+hdb_box(const void *x, gc_dtype dtype, int32_t d, const int32_t *order, int64_t b, int64_t e,
+		double *lo, double *hi)
+{
+	for (int32_t k = 0; k < d; k++)
+	{
+		lo[k] = INFINITY;
+		hi[k] = -INFINITY;
+	}
+	for (int64_t i = b; i < e; i++)
+	{
+		int64_t		r = order[i];
+
+		for (int32_t k = 0; k < d; k++)
+		{
+			double		v = dtype == GC_F64 ? ((const double *) x)[r * d + k]
+				: (double) ((const float *) x)[r * d + k];
+
+			lo[k] = v < lo[k] ? v : lo[k];
+			hi[k] = v > hi[k] ? v : hi[k];
+		}
+	}
+}
+
+/* Value of original row r along dimension k. */
+static inline double
+hdb_val(const void *x, gc_dtype dtype, int32_t d, int64_t r, int32_t k)
+{
+	return dtype == GC_F64 ? ((const double *) x)[r * d + k] : (double) ((const float *) x)[r * d + k];
+}
+
+/*
+ * Puts the order[m] that a sort of order[b..e) by (value along k, row)
+ * would put there, the smaller before it and the larger after it
+ * (quickselect with a median-of-three pivot; the row breaks ties, so the
+ * split is unique and no input is a worst case by duplicates).
+ */
+static void
+hdb_select(const void *x, gc_dtype dtype, int32_t d, int32_t *order, int64_t b, int64_t e,
+		   int64_t m, int32_t k)
+{
+#define HDB_LESS(ra, rb) (hdb_val(x, dtype, d, ra, k) < hdb_val(x, dtype, d, rb, k) || \
+	(hdb_val(x, dtype, d, ra, k) == hdb_val(x, dtype, d, rb, k) && (ra) < (rb)))
+	while (e - b > 1)
+	{
+		int64_t		mid = b + (e - b) / 2,
+					i,
+					j;
+		int32_t		a = order[b],
+					c = order[mid],
+					z = order[e - 1],
+					pivot,
+					tmp;
+
+		/* median of three */
+		if (HDB_LESS(c, a))
+		{
+			tmp = a;
+			a = c;
+			c = tmp;
+		}
+		if (HDB_LESS(z, c))
+		{
+			c = z;
+			if (HDB_LESS(c, a))
+				c = a;
+		}
+		pivot = c;
+		i = b;
+		j = e - 1;
+		while (i <= j)
+		{
+			while (HDB_LESS(order[i], pivot))
+				i++;
+			while (HDB_LESS(pivot, order[j]))
+				j--;
+			if (i <= j)
+			{
+				tmp = order[i];
+				order[i] = order[j];
+				order[j] = tmp;
+				i++;
+				j--;
+			}
+		}
+		if (m <= j)
+			e = j + 1;
+		else if (m >= i)
+			b = i;
+		else
+			return;
+	}
+#undef HDB_LESS
+}
+
+/* Builds the tree over x [n, d]: positions, boxes, rows in tree order. */
+static gc_status
+hdb_build(hdb_ws *ws, const void *x, gc_dtype dtype, int64_t n, int32_t d)
+{
+	hdb_tree   *t = &ws->t;
+	/* leaves hold more than HDB_LEAF / 2 rows, or all n */
+	int64_t		cap = 2 * (n / (HDB_LEAF / 2) + 1) + 1,
+				work = 0;
+	size_t		esize = gc_dtype_size(dtype);
+	int64_t		stack_n = 0;
+	int64_t    *stack;
+
+	t->n = n;
+	t->d = d;
+	t->dtype = dtype;
+	t->row = (int32_t *) malloc(sizeof(int32_t) * (size_t) n);
+	t->start = (int64_t *) malloc(sizeof(int64_t) * (size_t) cap);
+	t->end = (int64_t *) malloc(sizeof(int64_t) * (size_t) cap);
+	t->kid = (int64_t *) malloc(sizeof(int64_t) * (size_t) cap);
+	t->lo = (double *) malloc(sizeof(double) * (size_t) cap * (size_t) d);
+	t->hi = (double *) malloc(sizeof(double) * (size_t) cap * (size_t) d);
+	t->min_core = (double *) malloc(sizeof(double) * (size_t) cap);
+	t->min_row = (int32_t *) malloc(sizeof(int32_t) * (size_t) cap);
+	t->comp = (int32_t *) malloc(sizeof(int32_t) * (size_t) cap);
+	ws->xs_buf = malloc(esize * (size_t) n * (size_t) d);
+	stack = (int64_t *) malloc(sizeof(int64_t) * (size_t) cap);
+	if (!t->row || !t->start || !t->end || !t->kid || !t->lo || !t->hi || !t->min_core ||
+		!t->min_row || !t->comp || !ws->xs_buf || !stack)
+	{
+		free(stack);
+		return gc_core_oom(ws->ctx, (size_t) cap * (size_t) d * 16 + esize * (size_t) n * (size_t) d,
+						   "out of memory for HDBSCAN's tree of %lld rows", (long long) n);
+	}
+	for (int64_t i = 0; i < n; i++)
+		t->row[i] = (int32_t) i;
+
+	t->nodes = 1;
+	t->start[0] = 0;
+	t->end[0] = n;
+	stack[stack_n++] = 0;
+	while (stack_n > 0)
+	{
+		int64_t		node = stack[--stack_n],
+					b = t->start[node],
+					e = t->end[node],
+					m;
+		double	   *lo = t->lo + node * d,
+				   *hi = t->hi + node * d,
+					wide = -1.0;
+		int32_t		k = 0;
+
+		if (gc_core_work(ws->ctx, &work, (e - b) * d, HDB_CANCEL_EVERY))
+		{
+			free(stack);
+			return GC_ERR_CANCELLED;
+		}
+		hdb_box(x, dtype, d, t->row, b, e, lo, hi);
+		t->kid[node] = -1;
+		if (e - b <= HDB_LEAF)
+			continue;
+		for (int32_t j = 0; j < d; j++)
+		{
+			if (hi[j] - lo[j] > wide)
+			{
+				wide = hi[j] - lo[j];
+				k = j;
+			}
+		}
+		m = b + (e - b) / 2;
+		hdb_select(x, dtype, d, t->row, b, e, m, k);
+		t->kid[node] = t->nodes;
+		t->start[t->nodes] = b;
+		t->end[t->nodes] = m;
+		t->start[t->nodes + 1] = m;
+		t->end[t->nodes + 1] = e;
+		stack[stack_n++] = t->nodes;
+		stack[stack_n++] = t->nodes + 1;
+		t->nodes += 2;
+	}
+	free(stack);
+
+	/* the rows in tree order, and each node's lowest row (children after parents) */
+	for (int64_t i = 0; i < n; i++)
+		memcpy((char *) ws->xs_buf + (size_t) i * d * esize,
+			   (const char *) x + (size_t) t->row[i] * d * esize, (size_t) d * esize);
+	t->xs = ws->xs_buf;
+	for (int64_t node = t->nodes - 1; node >= 0; node--)
+	{
+		if (t->kid[node] < 0)
+		{
+			int32_t		mr = INT32_MAX;
+
+			for (int64_t i = t->start[node]; i < t->end[node]; i++)
+				mr = t->row[i] < mr ? t->row[i] : mr;
+			t->min_row[node] = mr;
+		}
+		else
+		{
+			int32_t		a = t->min_row[t->kid[node]],
+						c = t->min_row[t->kid[node] + 1];
+
+			t->min_row[node] = a < c ? a : c;
+		}
+	}
+	return GC_OK;
+}
+
+static void
+hdb_free(hdb_ws *ws)
+{
+	hdb_tree   *t = &ws->t;
+
+	free(t->row);
+	free(t->start);
+	free(t->end);
+	free(t->kid);
+	free(t->lo);
+	free(t->hi);
+	free(t->min_core);
+	free(t->min_row);
+	free(t->comp);
+	free(ws->xs_buf);
+	free(ws->core);
+	free(ws->pcomp);
+	free(ws->best_w);
+	free(ws->best_lo);
+	free(ws->best_hi);
+	free(ws->best_q);
+	free(ws->evals);
+}
+
+/* ---------------------------------------------------------------- core distances */
+
+/* Sifts a max-heap of dist2 values down from its top. */
+static inline void
+hdb_heap_down(double *h, int32_t k)
+{
+	int32_t		i = 0;
+
+	for (;;)
+	{
+		int32_t		l = 2 * i + 1,
+					r = l + 1,
+					m = i;
+		double		tmp;
+
+		if (l < k && h[l] > h[m])
+			m = l;
+		if (r < k && h[r] > h[m])
+			m = r;
+		if (m == i)
+			return;
+		tmp = h[i];
+		h[i] = h[m];
+		h[m] = tmp;
+		i = m;
+	}
+}
+
+/* Core distances of positions [b, e): the k-th smallest dist2 to any row, itself included. */
+static gc_status
+hdb_core_block(void *arg, gc_worker *w, int64_t b, int64_t e)
+{
+	hdb_ws	   *ws = (hdb_ws *) arg;
+	const hdb_tree *t = &ws->t;
+	int32_t		k = ws->p->min_samples;
+	double	   *heap = (double *) malloc(sizeof(double) * (size_t) k);
+	int64_t		evals = 0;
+
+	if (heap == NULL)
+		return gc_error_set(&w->err, GC_ERR_OUT_OF_MEMORY,
+							"out of memory for HDBSCAN's neighbour search");
+	for (int64_t q = b; q < e; q++)
+	{
+		int64_t		stack[HDB_STACK];
+		double		sbound[HDB_STACK];
+		int			sn = 0;
+		int32_t		filled = 0;
+		int64_t		before = evals;
+
+		stack[sn] = 0;
+		sbound[sn++] = 0.0;
+		while (sn > 0)
+		{
+			int64_t		node = stack[--sn];
+			double		bound = sbound[sn];
+
+			if (filled == k && bound >= heap[0])
+				continue;
+			if (t->kid[node] < 0)
+			{
+				for (int64_t i = t->start[node]; i < t->end[node]; i++)
+				{
+					double		d2 = hdb_dist2(t, q, i);
+
+					evals++;
+					if (filled < k)
+					{
+						/* push, then restore the heap upwards */
+						int32_t		c = filled++;
+
+						heap[c] = d2;
+						while (c > 0 && heap[(c - 1) / 2] < heap[c])
+						{
+							double		tmp = heap[c];
+
+							heap[c] = heap[(c - 1) / 2];
+							heap[(c - 1) / 2] = tmp;
+							c = (c - 1) / 2;
+						}
+					}
+					else if (d2 < heap[0])
+					{
+						heap[0] = d2;
+						hdb_heap_down(heap, k);
+					}
+				}
+			}
+			else
+			{
+				int64_t		a = t->kid[node],
+							c = a + 1;
+				double		ba = hdb_box2(t, q, a),
+							bc = hdb_box2(t, q, c);
+
+				/* the nearer child on top */
+				if (ba <= bc)
+				{
+					stack[sn] = c;
+					sbound[sn++] = bc;
+					stack[sn] = a;
+					sbound[sn++] = ba;
+				}
+				else
+				{
+					stack[sn] = a;
+					sbound[sn++] = ba;
+					stack[sn] = c;
+					sbound[sn++] = bc;
+				}
+			}
+		}
+		ws->core[q] = gc_metric_distance(ws->p->metric, heap[0]);
+		if (gc_worker_tick(w, (evals - before + 1) * t->d, HDB_CANCEL_EVERY))
+		{
+			free(heap);
+			return GC_ERR_CANCELLED;
+		}
+	}
+	ws->evals[w->id] += evals;
+	free(heap);
+	return GC_OK;
+}
+
+/* ---------------------------------------------------------------- Boruvka */
+
+/* Each node's component when all its rows share one, else -1 (children after parents). */
+static void
+hdb_node_comp(hdb_ws *ws)
+{
+	hdb_tree   *t = &ws->t;
+
+	for (int64_t node = t->nodes - 1; node >= 0; node--)
+	{
+		if (t->kid[node] < 0)
+		{
+			int32_t		c = ws->pcomp[t->start[node]];
+
+			for (int64_t i = t->start[node] + 1; i < t->end[node] && c >= 0; i++)
+				if (ws->pcomp[i] != c)
+					c = -1;
+			t->comp[node] = c;
+		}
+		else
+		{
+			int32_t		a = t->comp[t->kid[node]],
+						c = t->comp[t->kid[node] + 1];
+
+			t->comp[node] = a == c ? a : -1;
+		}
+	}
+}
+
+/* Can an edge (w, lo, hi) of node's rows with bound key (bw, blo, bhi) beat the best? */
+static inline int
+hdb_may_beat(double bw, int32_t blo, int32_t bhi, double w, int32_t lo, int32_t hi)
+{
+	return gc_hdbscan_edge_less(bw, blo, bhi, w, lo, hi);
+}
+
+/* For positions [b, e): the least edge to a row of another component. */
+static gc_status
+hdb_nearest_block(void *arg, gc_worker *w, int64_t b, int64_t e)
+{
+	hdb_ws	   *ws = (hdb_ws *) arg;
+	const hdb_tree *t = &ws->t;
+	gc_metric	metric = ws->p->metric;
+	int64_t		evals = 0;
+
+	for (int64_t q = b; q < e; q++)
+	{
+		int64_t		stack[HDB_STACK];
+		int			sn = 0;
+		int32_t		cq = ws->pcomp[q],
+					rq = t->row[q],
+					blo = INT32_MAX,
+					bhi = INT32_MAX,
+					bq = -1;
+		double		bw = INFINITY,
+					cq_core = ws->core[q];
+		int64_t		before = evals;
+
+		stack[sn++] = 0;
+		while (sn > 0)
+		{
+			int64_t		node = stack[--sn];
+
+			if (t->comp[node] == cq)
+				continue;
+			if (t->kid[node] < 0)
+			{
+				for (int64_t i = t->start[node]; i < t->end[node]; i++)
+				{
+					double		wt;
+					int32_t		ri,
+								lo,
+								hi;
+
+					if (ws->pcomp[i] == cq)
+						continue;
+					ri = t->row[i];
+					lo = ri < rq ? ri : rq;
+					hi = ri < rq ? rq : ri;
+					/* the cores alone already above the best weight: no need of the distance */
+					if (ws->core[i] > bw || cq_core > bw)
+						continue;
+					wt = gc_hdbscan_mrd(cq_core, ws->core[i],
+										gc_metric_distance(metric, hdb_dist2(t, q, i)));
+					evals++;
+					if (gc_hdbscan_edge_less(wt, lo, hi, bw, blo, bhi))
+					{
+						bw = wt;
+						blo = lo;
+						bhi = hi;
+						bq = (int32_t) i;
+					}
+				}
+			}
+			else
+			{
+				int64_t		kids[2] = {t->kid[node], t->kid[node] + 1};
+				double		kw[2];
+				int32_t		klo[2],
+							khi[2];
+				int			pushed = 0;
+				int64_t		order[2];
+
+				for (int j = 0; j < 2; j++)
+				{
+					int64_t		c = kids[j];
+					int32_t		mr = t->min_row[c];
+
+					if (t->comp[c] == cq)
+						continue;
+					/* the least key an edge from q into c can have */
+					kw[pushed] = gc_hdbscan_mrd(cq_core, t->min_core[c],
+												gc_metric_distance(metric, hdb_box2(t, q, c)));
+					klo[pushed] = mr < rq ? mr : rq;
+					khi[pushed] = mr < rq ? rq : mr;
+					if (!hdb_may_beat(kw[pushed], klo[pushed], khi[pushed], bw, blo, bhi))
+						continue;
+					order[pushed++] = c;
+				}
+				/*
+				 * The child of the lesser bound key on top: the nearer one, and
+				 * on equal weights the one holding the lower row, so that ties
+				 * (duplicates, lattices) lead straight to the least edge.
+				 */
+				if (pushed == 2 && gc_hdbscan_edge_less(kw[0], klo[0], khi[0], kw[1], klo[1], khi[1]))
+				{
+					stack[sn++] = order[1];
+					stack[sn++] = order[0];
+				}
+				else
+					for (int j = 0; j < pushed; j++)
+						stack[sn++] = order[j];
+			}
+		}
+		ws->best_w[q] = bw;
+		ws->best_lo[q] = blo;
+		ws->best_hi[q] = bhi;
+		ws->best_q[q] = bq;
+		if (gc_worker_tick(w, (evals - before + 1) * t->d, HDB_CANCEL_EVERY))
+			return GC_ERR_CANCELLED;
+	}
+	ws->evals[w->id] += evals;
+	return GC_OK;
+}
+
+/* The root of position x in the union-find of components, with path halving. */
+static inline int32_t
+hdb_uf_find(int32_t *uf, int32_t x)
+{
+	while (uf[x] != x)
+	{
+		uf[x] = uf[uf[x]];
+		x = uf[x];
+	}
+	return x;
+}
+
+/* The minimum spanning tree into mst [n - 1]; counts[0] gets the rounds. */
+static gc_status
+hdb_boruvka(hdb_ws *ws, gc_hdbscan_edge *mst)
+{
+	hdb_tree   *t = &ws->t;
+	int64_t		n = t->n,
+				edges = 0,
+				rounds = 0;
+	int32_t    *uf = (int32_t *) malloc(sizeof(int32_t) * (size_t) n),
+			   *cbest = (int32_t *) malloc(sizeof(int32_t) * (size_t) n);
+	gc_status	st = GC_OK;
+
+	if (uf == NULL || cbest == NULL)
+	{
+		free(uf);
+		free(cbest);
+		return gc_core_oom(ws->ctx, sizeof(int32_t) * 2 * (size_t) n,
+						   "out of memory for HDBSCAN's spanning tree of %lld rows", (long long) n);
+	}
+	for (int64_t i = 0; i < n; i++)
+	{
+		uf[i] = (int32_t) i;
+		ws->pcomp[i] = (int32_t) i;
+	}
+	/* each node's least core distance */
+	for (int64_t node = t->nodes - 1; node >= 0; node--)
+	{
+		double		m = INFINITY;
+
+		if (t->kid[node] < 0)
+			for (int64_t i = t->start[node]; i < t->end[node]; i++)
+				m = ws->core[i] < m ? ws->core[i] : m;
+		else
+		{
+			double		a = t->min_core[t->kid[node]],
+						c = t->min_core[t->kid[node] + 1];
+
+			m = a < c ? a : c;
+		}
+		t->min_core[node] = m;
+	}
+	while (edges < n - 1)
+	{
+		int64_t		added = 0;
+
+		rounds++;
+		hdb_node_comp(ws);
+		st = gc_pool_for(ws->ctx->pool, n, HDB_GRAIN, hdb_nearest_block, ws);
+		if (st != GC_OK)
+			break;
+		/* each component's least edge, positions indexed by the component's root */
+		for (int64_t i = 0; i < n; i++)
+			cbest[i] = -1;
+		for (int64_t i = 0; i < n; i++)
+		{
+			int32_t		c = ws->pcomp[i],
+						j = cbest[c];
+
+			if (ws->best_q[i] < 0)
+				continue;
+			if (j < 0 || gc_hdbscan_edge_less(ws->best_w[i], ws->best_lo[i], ws->best_hi[i],
+											  ws->best_w[j], ws->best_lo[j], ws->best_hi[j]))
+				cbest[c] = (int32_t) i;
+		}
+		for (int64_t c = 0; c < n; c++)
+		{
+			int32_t		i = cbest[c],
+						a,
+						b;
+
+			if (i < 0)
+				continue;
+			a = hdb_uf_find(uf, (int32_t) i);
+			b = hdb_uf_find(uf, ws->best_q[i]);
+			if (a == b)
+				continue;		/* the same edge, chosen by both its components */
+			uf[a < b ? b : a] = a < b ? a : b;
+			mst[edges].w = ws->best_w[i];
+			mst[edges].lo = ws->best_lo[i];
+			mst[edges].hi = ws->best_hi[i];
+			edges++;
+			added++;
+		}
+		if (added == 0)
+		{
+			st = gc_error_set(ws->ctx->err, GC_ERR_INTERNAL,
+							  "HDBSCAN's spanning tree stopped at %lld of %lld edges, please report a bug",
+							  (long long) edges, (long long) (n - 1));
+			break;
+		}
+		for (int64_t i = 0; i < n; i++)
+			ws->pcomp[i] = hdb_uf_find(uf, (int32_t) i);
+		if (gc_core_cancelled(ws->ctx))
+		{
+			st = GC_ERR_CANCELLED;
+			break;
+		}
+	}
+	ws->ctx->timing->counts[0] = rounds;
+	free(uf);
+	free(cbest);
+	return st;
+}
+
+gc_status
+gc_core_hdbscan(gc_core_ctx *ctx, const void *x, gc_dtype dtype, int64_t n, int32_t d,
+				const gc_hdbscan_params *params, gc_hdbscan_result *result)
+{
+	hdb_ws		ws;
+	gc_hdbscan_edge *mst = NULL;
+	double	   *core_rows = NULL;
+	gc_status	st;
+	double		t0 = gc_core_now_ms();
+	int			threads = gc_pool_threads(ctx->pool);
+
+	memset(&ws, 0, sizeof(ws));
+	ws.ctx = ctx;
+	ws.p = params;
+	ws.core = (double *) malloc(sizeof(double) * (size_t) n);
+	ws.pcomp = (int32_t *) malloc(sizeof(int32_t) * (size_t) n);
+	ws.best_w = (double *) malloc(sizeof(double) * (size_t) n);
+	ws.best_lo = (int32_t *) malloc(sizeof(int32_t) * (size_t) n);
+	ws.best_hi = (int32_t *) malloc(sizeof(int32_t) * (size_t) n);
+	ws.best_q = (int32_t *) malloc(sizeof(int32_t) * (size_t) n);
+	ws.evals = (int64_t *) calloc((size_t) threads, sizeof(int64_t));
+	mst = (gc_hdbscan_edge *) malloc(sizeof(gc_hdbscan_edge) * (size_t) (n > 1 ? n - 1 : 1));
+	core_rows = (double *) malloc(sizeof(double) * (size_t) n);
+	if (!ws.core || !ws.pcomp || !ws.best_w || !ws.best_lo || !ws.best_hi || !ws.best_q ||
+		!ws.evals || !mst || !core_rows)
+	{
+		st = gc_core_oom(ctx, (size_t) n * 64, "out of memory for HDBSCAN of %lld rows",
+						 (long long) n);
+		goto done;
+	}
+	if ((st = hdb_build(&ws, x, dtype, n, d)) != GC_OK)
+		goto done;
+	if ((st = gc_pool_for(ctx->pool, n, HDB_GRAIN, hdb_core_block, &ws)) != GC_OK)
+		goto done;
+	ctx->timing->phase_ms[0] = gc_core_now_ms() - t0;
+
+	t0 = gc_core_now_ms();
+	if ((st = hdb_boruvka(&ws, mst)) != GC_OK)
+		goto done;
+	ctx->timing->phase_ms[1] = gc_core_now_ms() - t0;
+	for (int i = 0; i < threads; i++)
+		ctx->timing->counts[1] += ws.evals[i];
+
+	t0 = gc_core_now_ms();
+	for (int64_t i = 0; i < n; i++)
+		core_rows[ws.t.row[i]] = ws.core[i];
+	if (result->core_distance != NULL)
+		memcpy(result->core_distance, core_rows, sizeof(double) * (size_t) n);
+	st = gc_hdbscan_finish(params, n, core_rows, mst, result, ctx->cancel, ctx->cancel_arg,
+						   ctx->err);
+	ctx->timing->phase_ms[2] = gc_core_now_ms() - t0;
+done:
+	if (st == GC_ERR_CANCELLED)
+		st = gc_core_cancel_status(ctx);
+	hdb_free(&ws);
+	free(mst);
+	free(core_rows);
+	return st;
+}
