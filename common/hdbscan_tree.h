@@ -601,7 +601,7 @@ gc_hdb_label(gc_hdb_work *w, const gc_hdbscan_params *p, gc_hdbscan_result *res,
 	{
 		int64_t		r = row_top[i],
 					t = top[w->c_parent[r]];
-		int			lab = -1;
+		int			lab = 0;
 
 		if (t != 0)
 			lab = 1;

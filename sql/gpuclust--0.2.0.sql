@@ -143,6 +143,60 @@ COMMENT ON FUNCTION gpu_cluster_density_peaks(anyelement, integer, double precis
 -- ---------------------------------------------------------------- HDBSCAN
 -- (gpu_hdbscan, gpu_hdbscan_tree, gpu_cluster_hdbscan)
 
+CREATE FUNCTION gpu_hdbscan(query text, min_cluster_size integer DEFAULT 5,
+                            min_samples integer DEFAULT NULL,
+                            cluster_selection_epsilon double precision DEFAULT 0,
+                            cluster_selection_method text DEFAULT 'eom',
+                            allow_single_cluster boolean DEFAULT false,
+                            max_cluster_size integer DEFAULT NULL,
+                            metric text DEFAULT 'euclidean', device text DEFAULT NULL)
+RETURNS TABLE (id bigint, cluster_id integer, probability double precision,
+               outlier_score double precision)
+AS 'MODULE_PATHNAME', 'gpu_hdbscan'
+LANGUAGE C VOLATILE PARALLEL UNSAFE SUPPORT gpuclust_support;
+
+COMMENT ON FUNCTION gpu_hdbscan(text, integer, integer, double precision, text, boolean, integer, text, text) IS
+'HDBSCAN (scikit-learn compatible): one row per input row with its cluster (NULL for noise), membership probability and GLOSH outlier score';
+
+CREATE FUNCTION gpu_hdbscan_tree(query text, min_cluster_size integer DEFAULT 5,
+                                 min_samples integer DEFAULT NULL,
+                                 cluster_selection_epsilon double precision DEFAULT 0,
+                                 cluster_selection_method text DEFAULT 'eom',
+                                 allow_single_cluster boolean DEFAULT false,
+                                 max_cluster_size integer DEFAULT NULL,
+                                 metric text DEFAULT 'euclidean', device text DEFAULT NULL)
+RETURNS TABLE (parent integer, child integer, child_id bigint, lambda_val double precision,
+               child_size bigint, selected boolean, cluster_id integer)
+AS 'MODULE_PATHNAME', 'gpu_hdbscan_tree'
+LANGUAGE C VOLATILE PARALLEL UNSAFE SUPPORT gpuclust_support;
+
+COMMENT ON FUNCTION gpu_hdbscan_tree(text, integer, integer, double precision, text, boolean, integer, text, text) IS
+'HDBSCAN''s condensed tree: the root, then one row per cluster node and per input row, with lambda, size, selection and cluster';
+
+CREATE FUNCTION gpu_cluster_hdbscan(feature anyelement, min_cluster_size integer DEFAULT 5,
+                                    min_samples integer DEFAULT NULL,
+                                    cluster_selection_epsilon double precision DEFAULT 0,
+                                    cluster_selection_method text DEFAULT 'eom',
+                                    allow_single_cluster boolean DEFAULT false,
+                                    max_cluster_size integer DEFAULT NULL,
+                                    metric text DEFAULT 'euclidean', device text DEFAULT NULL)
+RETURNS integer
+AS 'MODULE_PATHNAME', 'gpu_cluster_hdbscan'
+LANGUAGE C WINDOW STABLE PARALLEL SAFE;
+
+COMMENT ON FUNCTION gpu_cluster_hdbscan(anyelement, integer, integer, double precision, text, boolean, integer, text, text) IS
+'HDBSCAN per window partition: the row''s cluster, NULL for noise and NULL features';
+
+-- PARALLEL RESTRICTED from PostgreSQL 17 on, as the other clustering functions
+DO $$
+BEGIN
+  IF current_setting('server_version_num')::integer >= 170000 THEN
+    ALTER FUNCTION gpu_hdbscan(text, integer, integer, double precision, text, boolean, integer, text, text) PARALLEL RESTRICTED;
+    ALTER FUNCTION gpu_hdbscan_tree(text, integer, integer, double precision, text, boolean, integer, text, text) PARALLEL RESTRICTED;
+  END IF;
+END
+$$;
+
 -- end of HDBSCAN
 
 

@@ -25,8 +25,10 @@
 #include "windowapi.h"
 
 #include "gpuclust.h"
+#include "hdbscan_sql.h"
 
 PG_FUNCTION_INFO_V1(gpu_cluster_dbscan);
+PG_FUNCTION_INFO_V1(gpu_cluster_hdbscan);
 PG_FUNCTION_INFO_V1(gpu_cluster_kmeans);
 PG_FUNCTION_INFO_V1(gpu_cluster_density_peaks);
 
@@ -317,6 +319,47 @@ Datum
 gpu_cluster_dbscan(PG_FUNCTION_ARGS)
 {
 	return WinResult(fcinfo, "gpu_cluster_dbscan", WinDbscanPartition);
+}
+
+/* HDBSCAN of one partition: the arguments after the feature as gpu_hdbscan's after the query. */
+static void
+WinHdbscanPartition(FunctionCallInfo fcinfo, WindowObject winobj, WinState *ws, int32 *cluster)
+{
+	GcHdbscanJob job;
+	GcHdbscanArgs a;
+	gc_error	err;
+	GcCall		call;
+	int32	   *rowof;
+	char		extra[256];
+
+	for (int i = 0; i < GC_HDB_NARGS; i++)
+		a.value[i] = WinArgOpt(fcinfo, winobj, i + 1, &a.isnull[i]);
+	memset(&job, 0, sizeof(job));
+	GcHdbscanParams(&a, &job);
+
+	WinCallBegin(fcinfo, winobj, &call, &GcHdbscan, 1 + GC_HDB_DEVICE, job.params.metric);
+	rowof = GcAlloc(&call, sizeof(int32) * ws->rows, "row map");
+	WinCallGather(winobj, ws, &call, rowof);
+	if (call.in.n > 0)
+	{
+		GcReportCheck(gc_check_hdbscan(&job.params, call.in.n, call.in.d, &err), &err);
+		job.result.cluster = GcAlloc(&call, sizeof(int32) * call.in.n, "cluster ids");
+		job.result.probability = GcAlloc(&call, sizeof(double) * call.in.n, "probabilities");
+		job.result.outlier_score = GcAlloc(&call, sizeof(double) * call.in.n, "outlier scores");
+		GcCallCompute(&call, GcRunHdbscan, &job);
+	}
+	INSTR_TIME_SET_CURRENT(call.t_phase);
+	for (int64 i = 0; i < ws->rows; i++)
+		cluster[i] = rowof[i] < 0 ? -1 : job.result.cluster[rowof[i]];
+	GcHdbscanExtra(&call, &job, extra, sizeof(extra));
+	GcCallEnd(&call, extra);
+}
+
+/* gpu_cluster_hdbscan(feature anyelement, min_cluster_size, ...): as gpu_hdbscan's arguments */
+Datum
+gpu_cluster_hdbscan(PG_FUNCTION_ARGS)
+{
+	return WinResult(fcinfo, "gpu_cluster_hdbscan", WinHdbscanPartition);
 }
 
 #define KW_ARG_K		1
