@@ -69,7 +69,8 @@ typedef struct hdb_ws
 	double	   *best_w;			/* [n] per position: its least edge to another component */
 	int32_t    *best_lo;		/* row indices */
 	int32_t    *best_hi;
-	int32_t    *best_q;			/* the other end's position */
+	int32_t    *best_q;			/* the other end's position, -1: none better than its component's */
+	uint64_t   *comp_bound;		/* [n] per component: bits of the least weight found this round */
 	int64_t		dist_evals;
 	int64_t    *evals;			/* [threads] */
 } hdb_ws;
@@ -103,6 +104,28 @@ hdb_box2(const hdb_tree *t, int64_t q, int64_t node)
 	for (int32_t k = 0; k < t->d; k++)
 	{
 		double		x = hdb_coord(t, q, k),
+					g = 0.0;
+
+		if (x < lo[k])
+			g = lo[k] - x;
+		else if (x > hi[k])
+			g = x - hi[k];
+		s += g * g;
+	}
+	return s;
+}
+
+/* hdb_box2 for a query given as doubles qv [d]. */
+static inline double
+hdb_box2v(const hdb_tree *t, const double *qv, int64_t node)
+{
+	const double *lo = t->lo + node * t->d,
+			   *hi = t->hi + node * t->d;
+	double		s = 0.0;
+
+	for (int32_t k = 0; k < t->d; k++)
+	{
+		double		x = qv[k],
 					g = 0.0;
 
 		if (x < lo[k])
@@ -340,6 +363,7 @@ hdb_free(hdb_ws *ws)
 	free(ws->best_lo);
 	free(ws->best_hi);
 	free(ws->best_q);
+	free(ws->comp_bound);
 	free(ws->evals);
 }
 
@@ -502,7 +526,51 @@ hdb_may_beat(double bw, int32_t blo, int32_t bhi, double w, int32_t lo, int32_t 
 	return gc_hdbscan_edge_less(bw, blo, bhi, w, lo, hi);
 }
 
-/* For positions [b, e): the least edge to a row of another component. */
+/*
+ * The bits of a weight w >= 0, whose unsigned order is the order of the
+ * weights, and back.
+ */
+static inline uint64_t
+hdb_wbits(double w)
+{
+	uint64_t	b;
+
+	memcpy(&b, &w, sizeof(b));
+	return b;
+}
+
+static inline double
+hdb_wval(uint64_t b)
+{
+	double		w;
+
+	memcpy(&w, &b, sizeof(w));
+	return w;
+}
+
+/* Lowers the component's weight bound to w (atomically, from any thread). */
+static inline void
+hdb_bound_lower(uint64_t *bound, double w)
+{
+	uint64_t	nb = hdb_wbits(w),
+				cur = __atomic_load_n(bound, __ATOMIC_RELAXED);
+
+	while (nb < cur &&
+		   !__atomic_compare_exchange_n(bound, &cur, nb, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+		;
+}
+
+/*
+ * For positions [b, e): each row's least edge to a row of another
+ * component, where it can beat what its component already has.  Only each
+ * component's least edge is wanted, so a row's search starts from the best
+ * edge found for its component by the rows before it in the block (rows
+ * next to each other in the tree are mostly of one component), and skips
+ * what weighs more than the least weight any row of its component found so
+ * far (comp_bound, shared by the threads).  A row that finds nothing better
+ * answers -1.  The least edge of each component is still found: the row
+ * that has it cannot be pruned by a bound above or at it.
+ */
 static gc_status
 hdb_nearest_block(void *arg, gc_worker *w, int64_t b, int64_t e)
 {
@@ -510,7 +578,15 @@ hdb_nearest_block(void *arg, gc_worker *w, int64_t b, int64_t e)
 	const hdb_tree *t = &ws->t;
 	gc_metric	metric = ws->p->metric;
 	int64_t		evals = 0;
+	double	   *qv = (double *) malloc(sizeof(double) * (size_t) t->d);
+	int32_t		last_c = -1,
+				last_lo = INT32_MAX,
+				last_hi = INT32_MAX;
+	double		last_w = INFINITY;
 
+	if (qv == NULL)
+		return gc_error_set(&w->err, GC_ERR_OUT_OF_MEMORY,
+							"out of memory for HDBSCAN's neighbour search");
 	for (int64_t q = b; q < e; q++)
 	{
 		int64_t		stack[HDB_STACK];
@@ -521,9 +597,25 @@ hdb_nearest_block(void *arg, gc_worker *w, int64_t b, int64_t e)
 					bhi = INT32_MAX,
 					bq = -1;
 		double		bw = INFINITY,
+					gw,
+					t2,			/* dist2 at most this: distance at most min(bw, gw) */
 					cq_core = ws->core[q];
 		int64_t		before = evals;
 
+		if (cq == last_c)
+		{
+			bw = last_w;
+			blo = last_lo;
+			bhi = last_hi;
+		}
+		gw = hdb_wval(__atomic_load_n(&ws->comp_bound[cq], __ATOMIC_RELAXED));
+		ws->best_q[q] = -1;
+		/* every edge of q weighs at least its core distance */
+		if (cq_core > bw || cq_core > gw)
+			continue;
+		t2 = gc_metric_dist2_le(metric, bw < gw ? bw : gw);
+		for (int32_t k = 0; k < t->d; k++)
+			qv[k] = hdb_coord(t, q, k);
 		stack[sn++] = 0;
 		while (sn > 0)
 		{
@@ -535,28 +627,30 @@ hdb_nearest_block(void *arg, gc_worker *w, int64_t b, int64_t e)
 			{
 				for (int64_t i = t->start[node]; i < t->end[node]; i++)
 				{
-					double		wt;
+					double		wt,
+								d2,
+								ci = ws->core[i];
 					int32_t		ri,
 								lo,
 								hi;
 
-					if (ws->pcomp[i] == cq)
+					if (ws->pcomp[i] == cq || ci > bw || ci > gw)
 						continue;
+					d2 = hdb_dist2(t, q, i);
+					evals++;
+					if (d2 > t2)
+						continue;	/* its distance alone is above the bound */
 					ri = t->row[i];
 					lo = ri < rq ? ri : rq;
 					hi = ri < rq ? rq : ri;
-					/* the cores alone already above the best weight: no need of the distance */
-					if (ws->core[i] > bw || cq_core > bw)
-						continue;
-					wt = gc_hdbscan_mrd(cq_core, ws->core[i],
-										gc_metric_distance(metric, hdb_dist2(t, q, i)));
-					evals++;
-					if (gc_hdbscan_edge_less(wt, lo, hi, bw, blo, bhi))
+					wt = gc_hdbscan_mrd(cq_core, ci, gc_metric_distance(metric, d2));
+					if (wt <= gw && gc_hdbscan_edge_less(wt, lo, hi, bw, blo, bhi))
 					{
 						bw = wt;
 						blo = lo;
 						bhi = hi;
 						bq = (int32_t) i;
+						t2 = gc_metric_dist2_le(metric, bw < gw ? bw : gw);
 					}
 				}
 			}
@@ -573,15 +667,19 @@ hdb_nearest_block(void *arg, gc_worker *w, int64_t b, int64_t e)
 				{
 					int64_t		c = kids[j];
 					int32_t		mr = t->min_row[c];
+					double		b2;
 
 					if (t->comp[c] == cq)
 						continue;
+					b2 = hdb_box2v(t, qv, c);
+					if (b2 > t2)
+						continue;	/* farther than the bound */
 					/* the least key an edge from q into c can have */
-					kw[pushed] = gc_hdbscan_mrd(cq_core, t->min_core[c],
-												gc_metric_distance(metric, hdb_box2(t, q, c)));
+					kw[pushed] = gc_hdbscan_mrd(cq_core, t->min_core[c], gc_metric_distance(metric, b2));
 					klo[pushed] = mr < rq ? mr : rq;
 					khi[pushed] = mr < rq ? rq : mr;
-					if (!hdb_may_beat(kw[pushed], klo[pushed], khi[pushed], bw, blo, bhi))
+					if (kw[pushed] > gw ||
+						!hdb_may_beat(kw[pushed], klo[pushed], khi[pushed], bw, blo, bhi))
 						continue;
 					order[pushed++] = c;
 				}
@@ -600,14 +698,26 @@ hdb_nearest_block(void *arg, gc_worker *w, int64_t b, int64_t e)
 						stack[sn++] = order[j];
 			}
 		}
-		ws->best_w[q] = bw;
-		ws->best_lo[q] = blo;
-		ws->best_hi[q] = bhi;
-		ws->best_q[q] = bq;
+		if (bq >= 0)
+		{
+			ws->best_w[q] = bw;
+			ws->best_lo[q] = blo;
+			ws->best_hi[q] = bhi;
+			ws->best_q[q] = bq;
+			last_c = cq;
+			last_w = bw;
+			last_lo = blo;
+			last_hi = bhi;
+			hdb_bound_lower(&ws->comp_bound[cq], bw);
+		}
 		if (gc_worker_tick(w, (evals - before + 1) * t->d, HDB_CANCEL_EVERY))
+		{
+			free(qv);
 			return GC_ERR_CANCELLED;
+		}
 	}
 	ws->evals[w->id] += evals;
+	free(qv);
 	return GC_OK;
 }
 
@@ -670,6 +780,8 @@ hdb_boruvka(hdb_ws *ws, gc_hdbscan_edge *mst)
 
 		rounds++;
 		hdb_node_comp(ws);
+		for (int64_t i = 0; i < n; i++)
+			ws->comp_bound[i] = hdb_wbits(INFINITY);
 		st = gc_pool_for(ws->ctx->pool, n, HDB_GRAIN, hdb_nearest_block, ws);
 		if (st != GC_OK)
 			break;
@@ -747,10 +859,11 @@ gc_core_hdbscan(gc_core_ctx *ctx, const void *x, gc_dtype dtype, int64_t n, int3
 	ws.best_lo = (int32_t *) malloc(sizeof(int32_t) * (size_t) n);
 	ws.best_hi = (int32_t *) malloc(sizeof(int32_t) * (size_t) n);
 	ws.best_q = (int32_t *) malloc(sizeof(int32_t) * (size_t) n);
+	ws.comp_bound = (uint64_t *) malloc(sizeof(uint64_t) * (size_t) n);
 	ws.evals = (int64_t *) calloc((size_t) threads, sizeof(int64_t));
 	mst = (gc_hdbscan_edge *) malloc(sizeof(gc_hdbscan_edge) * (size_t) (n > 1 ? n - 1 : 1));
 	core_rows = (double *) malloc(sizeof(double) * (size_t) n);
-	if (!ws.core || !ws.pcomp || !ws.best_w || !ws.best_lo || !ws.best_hi || !ws.best_q ||
+	if (!ws.core || !ws.pcomp || !ws.best_w || !ws.best_lo || !ws.best_hi || !ws.best_q || !ws.comp_bound ||
 		!ws.evals || !mst || !core_rows)
 	{
 		st = gc_core_oom(ctx, (size_t) n * 64, "out of memory for HDBSCAN of %lld rows",
