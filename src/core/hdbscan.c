@@ -235,17 +235,119 @@ hdb_select(const void *x, gc_dtype dtype, int32_t d, int32_t *order, int64_t b, 
 #undef HDB_LESS
 }
 
-/* Builds the tree over x [n, d]: positions, boxes, rows in tree order. */
+/* Node ids a subtree of m rows may use: leaves hold more than HDB_LEAF / 2 rows, or all m. */
+static inline int64_t
+hdb_node_cap(int64_t m)
+{
+	return 2 * (m / (HDB_LEAF / 2) + 1) + 1;
+}
+
+/*
+ * Makes node (rows [start, end) of t->row) a leaf or splits it at the
+ * median position along the widest side of its box into two children with
+ * the ids *next and *next + 1.  Returns 1 when it split.
+ */
+static int
+hdb_split(hdb_tree *t, const void *x, int64_t node, int64_t *next)
+{
+	int32_t		d = t->d,
+				k = 0;
+	int64_t		b = t->start[node],
+				e = t->end[node],
+				m;
+	double	   *lo = t->lo + node * d,
+			   *hi = t->hi + node * d,
+				wide = -1.0;
+
+	hdb_box(x, t->dtype, d, t->row, b, e, lo, hi);
+	t->kid[node] = -1;
+	if (e - b <= HDB_LEAF)
+		return 0;
+	for (int32_t j = 0; j < d; j++)
+	{
+		if (hi[j] - lo[j] > wide)
+		{
+			wide = hi[j] - lo[j];
+			k = j;
+		}
+	}
+	m = b + (e - b) / 2;
+	hdb_select(x, t->dtype, d, t->row, b, e, m, k);
+	t->kid[node] = *next;
+	t->start[*next] = b;
+	t->end[*next] = m;
+	t->start[*next + 1] = m;
+	t->end[*next + 1] = e;
+	*next += 2;
+	return 1;
+}
+
+/* The subtrees below the top levels, one per item, each in its own range of node ids. */
+typedef struct hdb_build_job
+{
+	hdb_ws	   *ws;
+	const void *x;
+	const int64_t *roots;		/* [count] subtree roots */
+	const int64_t *first_id;	/* [count] the first id of each subtree's range */
+} hdb_build_job;
+
+static gc_status
+hdb_build_block(void *arg, gc_worker *w, int64_t b, int64_t e)
+{
+	hdb_build_job *job = (hdb_build_job *) arg;
+	hdb_tree   *t = &job->ws->t;
+
+	for (int64_t s = b; s < e; s++)
+	{
+		int64_t		root = job->roots[s],
+					next = job->first_id[s],
+					stack[HDB_STACK];
+		int			sn = 0;
+
+		stack[sn++] = root;
+		while (sn > 0)
+		{
+			int64_t		node = stack[--sn];
+
+			if (gc_worker_tick(w, (t->end[node] - t->start[node]) * t->d, HDB_CANCEL_EVERY))
+				return GC_ERR_CANCELLED;
+			if (hdb_split(t, job->x, node, &next))
+			{
+				stack[sn++] = t->kid[node];
+				stack[sn++] = t->kid[node] + 1;
+			}
+		}
+	}
+	return GC_OK;
+}
+
+/*
+ * Builds the tree over x [n, d]: positions, boxes, rows in tree order.  The
+ * top levels are split on the caller's thread until there are a few
+ * subtrees per thread; the subtrees are built in parallel, each in a range
+ * of ids reserved for its size, so that children always have larger ids
+ * than their parents (ids of a range left unused are empty leaves that no
+ * node points to).
+ */
 static gc_status
 hdb_build(hdb_ws *ws, const void *x, gc_dtype dtype, int64_t n, int32_t d)
 {
 	hdb_tree   *t = &ws->t;
-	/* leaves hold more than HDB_LEAF / 2 rows, or all n */
-	int64_t		cap = 2 * (n / (HDB_LEAF / 2) + 1) + 1,
+	int			threads = gc_pool_threads(ws->ctx->pool);
+	int64_t		want = threads > 1 ? 8 * (int64_t) threads : 1,
+				cap = hdb_node_cap(n) + 2 * want + 2,
+				top_next = 1,
+				head = 0,
+				tail = 0,
+				count = 0,
+				total,
 				work = 0;
 	size_t		esize = gc_dtype_size(dtype);
-	int64_t		stack_n = 0;
-	int64_t    *stack;
+	int64_t    *queue = NULL,
+			   *roots = NULL,
+			   *first = NULL;
+	hdb_build_job job;
+	gc_status	st;
 
 	t->n = n;
 	t->d = d;
@@ -254,67 +356,123 @@ hdb_build(hdb_ws *ws, const void *x, gc_dtype dtype, int64_t n, int32_t d)
 	t->start = (int64_t *) malloc(sizeof(int64_t) * (size_t) cap);
 	t->end = (int64_t *) malloc(sizeof(int64_t) * (size_t) cap);
 	t->kid = (int64_t *) malloc(sizeof(int64_t) * (size_t) cap);
-	t->lo = (double *) malloc(sizeof(double) * (size_t) cap * (size_t) d);
-	t->hi = (double *) malloc(sizeof(double) * (size_t) cap * (size_t) d);
-	t->min_core = (double *) malloc(sizeof(double) * (size_t) cap);
-	t->min_row = (int32_t *) malloc(sizeof(int32_t) * (size_t) cap);
-	t->comp = (int32_t *) malloc(sizeof(int32_t) * (size_t) cap);
-	ws->xs_buf = malloc(esize * (size_t) n * (size_t) d);
-	stack = (int64_t *) malloc(sizeof(int64_t) * (size_t) cap);
-	if (!t->row || !t->start || !t->end || !t->kid || !t->lo || !t->hi || !t->min_core ||
-		!t->min_row || !t->comp || !ws->xs_buf || !stack)
+	queue = (int64_t *) malloc(sizeof(int64_t) * (size_t) cap);
+	if (!t->row || !t->start || !t->end || !t->kid || !queue)
 	{
-		free(stack);
-		return gc_core_oom(ws->ctx, (size_t) cap * (size_t) d * 16 + esize * (size_t) n * (size_t) d,
+		free(queue);
+		return gc_core_oom(ws->ctx, sizeof(int64_t) * 4 * (size_t) cap,
+						   "out of memory for HDBSCAN's tree of %lld rows", (long long) n);
+	}
+	/* boxes of the top levels go to a scratch area first: the final count is known below */
+	t->lo = (double *) malloc(sizeof(double) * (size_t) (4 * want + 4) * (size_t) d);
+	t->hi = (double *) malloc(sizeof(double) * (size_t) (4 * want + 4) * (size_t) d);
+	if (!t->lo || !t->hi)
+	{
+		free(queue);
+		return gc_core_oom(ws->ctx, sizeof(double) * 8 * (size_t) want * (size_t) d,
 						   "out of memory for HDBSCAN's tree of %lld rows", (long long) n);
 	}
 	for (int64_t i = 0; i < n; i++)
 		t->row[i] = (int32_t) i;
 
-	t->nodes = 1;
+	/* the top levels, breadth first, until want subtrees are pending */
 	t->start[0] = 0;
 	t->end[0] = n;
-	stack[stack_n++] = 0;
-	while (stack_n > 0)
+	queue[tail++] = 0;
+	while (head < tail && tail - head < want)
 	{
-		int64_t		node = stack[--stack_n],
-					b = t->start[node],
-					e = t->end[node],
-					m;
-		double	   *lo = t->lo + node * d,
-				   *hi = t->hi + node * d,
-					wide = -1.0;
-		int32_t		k = 0;
+		int64_t		node = queue[head++];
 
-		if (gc_core_work(ws->ctx, &work, (e - b) * d, HDB_CANCEL_EVERY))
+		if (gc_core_work(ws->ctx, &work, (t->end[node] - t->start[node]) * d, HDB_CANCEL_EVERY))
 		{
-			free(stack);
+			free(queue);
 			return GC_ERR_CANCELLED;
 		}
-		hdb_box(x, dtype, d, t->row, b, e, lo, hi);
-		t->kid[node] = -1;
-		if (e - b <= HDB_LEAF)
-			continue;
-		for (int32_t j = 0; j < d; j++)
+		if (hdb_split(t, x, node, &top_next))
 		{
-			if (hi[j] - lo[j] > wide)
-			{
-				wide = hi[j] - lo[j];
-				k = j;
-			}
+			queue[tail++] = t->kid[node];
+			queue[tail++] = t->kid[node] + 1;
 		}
-		m = b + (e - b) / 2;
-		hdb_select(x, dtype, d, t->row, b, e, m, k);
-		t->kid[node] = t->nodes;
-		t->start[t->nodes] = b;
-		t->end[t->nodes] = m;
-		t->start[t->nodes + 1] = m;
-		t->end[t->nodes + 1] = e;
-		stack[stack_n++] = t->nodes;
-		stack[stack_n++] = t->nodes + 1;
-		t->nodes += 2;
 	}
-	free(stack);
+	/* the pending subtrees' ranges of ids, after the top ids */
+	count = tail - head;
+	roots = (int64_t *) malloc(sizeof(int64_t) * (size_t) (count + 1));
+	first = (int64_t *) malloc(sizeof(int64_t) * (size_t) (count + 1));
+	if (!roots || !first)
+	{
+		free(queue);
+		free(roots);
+		free(first);
+		return gc_core_oom(ws->ctx, sizeof(int64_t) * 2 * (size_t) count,
+						   "out of memory for HDBSCAN's tree of %lld rows", (long long) n);
+	}
+	total = top_next;
+	for (int64_t s = 0; s < count; s++)
+	{
+		roots[s] = queue[head + s];
+		first[s] = total;
+		total += hdb_node_cap(t->end[roots[s]] - t->start[roots[s]]);
+	}
+	free(queue);
+	{
+		/* the final arrays, with the top levels' boxes moved over */
+		double	   *lo = (double *) malloc(sizeof(double) * (size_t) total * (size_t) d),
+				   *hi = (double *) malloc(sizeof(double) * (size_t) total * (size_t) d);
+		int64_t    *st_ = (int64_t *) realloc(t->start, sizeof(int64_t) * (size_t) total),
+				   *en_ = NULL,
+				   *kd_ = NULL;
+
+		if (st_)
+			t->start = st_;
+		en_ = (int64_t *) realloc(t->end, sizeof(int64_t) * (size_t) total);
+		if (en_)
+			t->end = en_;
+		kd_ = (int64_t *) realloc(t->kid, sizeof(int64_t) * (size_t) total);
+		if (kd_)
+			t->kid = kd_;
+		if (!lo || !hi || !st_ || !en_ || !kd_)
+		{
+			free(lo);
+			free(hi);
+			free(roots);
+			free(first);
+			return gc_core_oom(ws->ctx, sizeof(double) * 2 * (size_t) total * (size_t) d,
+							   "out of memory for HDBSCAN's tree of %lld rows", (long long) n);
+		}
+		memcpy(lo, t->lo, sizeof(double) * (size_t) top_next * (size_t) d);
+		memcpy(hi, t->hi, sizeof(double) * (size_t) top_next * (size_t) d);
+		free(t->lo);
+		free(t->hi);
+		t->lo = lo;
+		t->hi = hi;
+	}
+	for (int64_t id = top_next; id < total; id++)
+	{
+		t->start[id] = 0;
+		t->end[id] = 0;
+		t->kid[id] = -1;
+	}
+	t->nodes = total;
+	t->min_core = (double *) malloc(sizeof(double) * (size_t) total);
+	t->min_row = (int32_t *) malloc(sizeof(int32_t) * (size_t) total);
+	t->comp = (int32_t *) malloc(sizeof(int32_t) * (size_t) total);
+	ws->xs_buf = malloc(esize * (size_t) n * (size_t) d);
+	if (!t->min_core || !t->min_row || !t->comp || !ws->xs_buf)
+	{
+		free(roots);
+		free(first);
+		return gc_core_oom(ws->ctx, esize * (size_t) n * (size_t) d + 16 * (size_t) total,
+						   "out of memory for HDBSCAN's tree of %lld rows", (long long) n);
+	}
+	job.ws = ws;
+	job.x = x;
+	job.roots = roots;
+	job.first_id = first;
+	st = gc_pool_for(ws->ctx->pool, count, 1, hdb_build_block, &job);
+	free(roots);
+	free(first);
+	if (st != GC_OK)
+		return st;
 
 	/* the rows in tree order, and each node's lowest row (children after parents) */
 	for (int64_t i = 0; i < n; i++)
@@ -500,7 +658,9 @@ hdb_node_comp(hdb_ws *ws)
 
 	for (int64_t node = t->nodes - 1; node >= 0; node--)
 	{
-		if (t->kid[node] < 0)
+		if (t->kid[node] < 0 && t->start[node] == t->end[node])
+			t->comp[node] = -2;	/* an unused id */
+		else if (t->kid[node] < 0)
 		{
 			int32_t		c = ws->pcomp[t->start[node]];
 
@@ -839,6 +999,53 @@ hdb_boruvka(hdb_ws *ws, gc_hdbscan_edge *mst)
 	return st;
 }
 
+/*
+ * Sorts the tree's m edges by (w, lo, hi) on the call's threads (two stable
+ * radix sorts: by (lo, hi), then by the weight), so that gc_hdbscan_finish
+ * finds them in order.
+ */
+static gc_status
+hdb_sort_edges(gc_core_ctx *ctx, gc_hdbscan_edge *mst, int64_t m)
+{
+	uint64_t   *keys = (uint64_t *) malloc(sizeof(uint64_t) * (size_t) (m + 1)),
+			   *tk = (uint64_t *) malloc(sizeof(uint64_t) * (size_t) (m + 1));
+	int64_t    *vals = (int64_t *) malloc(sizeof(int64_t) * (size_t) (m + 1)),
+			   *tv = (int64_t *) malloc(sizeof(int64_t) * (size_t) (m + 1));
+	gc_hdbscan_edge *copy = (gc_hdbscan_edge *) malloc(sizeof(gc_hdbscan_edge) * (size_t) (m + 1));
+	gc_status	st = GC_OK;
+
+	if (!keys || !tk || !vals || !tv || !copy)
+		st = gc_core_oom(ctx, (size_t) m * 56, "out of memory for HDBSCAN's %lld tree edges",
+						 (long long) m);
+	else
+	{
+		for (int64_t i = 0; i < m; i++)
+		{
+			keys[i] = ((uint64_t) (uint32_t) mst[i].lo << 32) | (uint32_t) mst[i].hi;
+			vals[i] = i;
+		}
+		st = gc_pool_radix_sort(ctx->pool, keys, vals, tk, tv, m);
+		if (st == GC_OK)
+		{
+			for (int64_t i = 0; i < m; i++)
+				keys[i] = gc_order_key(mst[vals[i]].w);
+			st = gc_pool_radix_sort(ctx->pool, keys, vals, tk, tv, m);
+		}
+		if (st == GC_OK)
+		{
+			memcpy(copy, mst, sizeof(gc_hdbscan_edge) * (size_t) m);
+			for (int64_t i = 0; i < m; i++)
+				mst[i] = copy[vals[i]];
+		}
+	}
+	free(keys);
+	free(tk);
+	free(vals);
+	free(tv);
+	free(copy);
+	return st;
+}
+
 gc_status
 gc_core_hdbscan(gc_core_ctx *ctx, const void *x, gc_dtype dtype, int64_t n, int32_t d,
 				const gc_hdbscan_params *params, gc_hdbscan_result *result)
@@ -872,6 +1079,8 @@ gc_core_hdbscan(gc_core_ctx *ctx, const void *x, gc_dtype dtype, int64_t n, int3
 	}
 	if ((st = hdb_build(&ws, x, dtype, n, d)) != GC_OK)
 		goto done;
+	gc_core_debug(ctx, "hdbscan: tree of %lld nodes built in %.1f ms", (long long) ws.t.nodes,
+				  gc_core_now_ms() - t0);
 	if ((st = gc_pool_for(ctx->pool, n, HDB_GRAIN, hdb_core_block, &ws)) != GC_OK)
 		goto done;
 	ctx->timing->phase_ms[0] = gc_core_now_ms() - t0;
@@ -884,6 +1093,8 @@ gc_core_hdbscan(gc_core_ctx *ctx, const void *x, gc_dtype dtype, int64_t n, int3
 		ctx->timing->counts[1] += ws.evals[i];
 
 	t0 = gc_core_now_ms();
+	if ((st = hdb_sort_edges(ctx, mst, n - 1)) != GC_OK)
+		goto done;
 	for (int64_t i = 0; i < n; i++)
 		core_rows[ws.t.row[i]] = ws.core[i];
 	if (result->core_distance != NULL)
