@@ -27,6 +27,9 @@ CASES = {
     "kmeans_reseed": ("500k sorted 1-D, k 1000 identical initial centroids",
                       "SELECT count(*) FROM gpu_kmeans('SELECT id, x FROM cancel_sorted ORDER BY id', 1000, "
                       "initial_centroids => array_fill(0::float8, ARRAY[1000, 1]), device => '{device}')"),
+    "hdbscan_wide": ("20k x 500-D: the trees prune nothing, every pair is a distance",
+                     "SELECT count(*) FROM gpu_hdbscan('SELECT id, f FROM cancel_w500', 5, "
+                     "device => '{device}')"),
     "window_partitions": ("20 window partitions of 15k x 10-D uniform, eps 1, min_pts 5",
                           "SELECT count(c) FROM (SELECT gpu_cluster_dbscan(f, 1, 5, device => '{device}') "
                           "OVER (PARTITION BY id % 20 ORDER BY id) AS c FROM cancel_u10) s"),
