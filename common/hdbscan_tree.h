@@ -157,57 +157,74 @@ gc_hdb_order_edges(gc_hdbscan_edge *mst, int64_t m, gc_cancel_fn cancel, void *c
 	return gc_error_set(e, GC_ERR_CANCELLED, "canceling statement due to user request");
 }
 
-/* The top of node x in the hierarchy so far (sklearn's UnionFind.fast_find). */
+/* The representative of row x among the rows merged so far (union-find with path halving). */
 static inline int64_t
 gc_hdb_find(int64_t *uf, int64_t x)
 {
-	int64_t		top = x,
-				p = x;
-
-	while (uf[top] != -1)
-		top = uf[top];
-	while (p != top && uf[p] != top)
+	while (uf[x] != x)
 	{
-		int64_t		next = uf[p];
-
-		uf[p] = top;
-		p = next;
+		uf[x] = uf[uf[x]];
+		x = uf[x];
 	}
-	return top;
+	return x;
 }
 
-/* Single linkage over the sorted tree (make_single_linkage): merge i is node n + i. */
+/*
+ * Single linkage over the sorted tree (make_single_linkage): merge i is
+ * node n + i, joining the hierarchy nodes that hold its two rows.  The
+ * union-find runs over the rows (union by size, path halving), with the
+ * hierarchy node of each set at its representative (w->uf[n + r]); the
+ * nodes are those of scikit-learn's UnionFind.fast_find.
+ */
 static inline gc_status
 gc_hdb_linkage(gc_hdb_work *w, const gc_hdbscan_edge *mst, gc_cancel_fn cancel, void *carg,
 			   gc_error *e)
 {
 	int64_t		n = w->n;
+	int64_t    *uf = w->uf,		/* [n] rows' parents */
+			   *node = w->uf + n;	/* [n] per representative: its hierarchy node */
 
-	for (int64_t i = 0; i < 2 * n - 1; i++)
-		w->uf[i] = -1;
+	for (int64_t i = 0; i < n; i++)
+	{
+		uf[i] = i;
+		node[i] = i;
+	}
 	for (int64_t i = 0; i < n - 1; i++)
 	{
-		int64_t		a,
+		int64_t		ra,
+					rb,
+					a,
 					b,
 					sa,
 					sb;
 
 		if (gc_hdb_cancelled(cancel, carg, i))
 			return gc_error_set(e, GC_ERR_CANCELLED, "canceling statement due to user request");
-		a = gc_hdb_find(w->uf, mst[i].lo);
-		b = gc_hdb_find(w->uf, mst[i].hi);
-		if (a == b)
+		ra = gc_hdb_find(uf, mst[i].lo);
+		rb = gc_hdb_find(uf, mst[i].hi);
+		if (ra == rb)
 			return gc_error_set(e, GC_ERR_INTERNAL,
 								"HDBSCAN's spanning tree has a cycle at edge %lld, please report a bug",
 								(long long) i);
+		a = node[ra];
+		b = node[rb];
 		sa = a < n ? 1 : w->size[a - n];
 		sb = b < n ? 1 : w->size[b - n];
 		w->left[i] = a;
 		w->right[i] = b;
 		w->dist[i] = mst[i].w;
 		w->size[i] = sa + sb;
-		w->uf[a] = n + i;
-		w->uf[b] = n + i;
+		/* the smaller set under the larger */
+		if (sa < sb)
+		{
+			uf[ra] = rb;
+			node[rb] = n + i;
+		}
+		else
+		{
+			uf[rb] = ra;
+			node[ra] = n + i;
+		}
 	}
 	return GC_OK;
 }
