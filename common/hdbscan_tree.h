@@ -92,10 +92,38 @@ gc_hdb_free(gc_hdb_work *w)
 	free(w->sub);
 }
 
-/* The edges in the order (w, lo, hi): already so (the GPU sorts them), or sorted here. */
+/*
+ * A stable sort of m (key, value) pairs with scratch tk, tv [m]: 0, or -1
+ * when cancelled.  gc_radix_sort of common/sort.h, or the CPU back end's
+ * sort on its threads.
+ */
+typedef int (*gc_hdb_sort_fn) (uint64_t *keys, int64_t *vals, uint64_t *tk, int64_t *tv,
+							   int64_t m, void *arg);
+
+/* The caller's thread: gc_radix_sort, asking cancel (arg: the gc_hdb_cancel_arg). */
+typedef struct gc_hdb_cancel_arg
+{
+	gc_cancel_fn cancel;
+	void	   *arg;
+} gc_hdb_cancel_arg;
+
+static inline int
+gc_hdb_radix_sort(uint64_t *keys, int64_t *vals, uint64_t *tk, int64_t *tv, int64_t m, void *arg)
+{
+	gc_hdb_cancel_arg *c = (gc_hdb_cancel_arg *) arg;
+
+	return gc_radix_sort(keys, vals, tk, tv, m, c->cancel, c->arg);
+}
+
+/*
+ * Puts the m edges in the order (w, lo, hi) unless they are so already
+ * (the GPU sorts them): two stable sorts, by (lo, hi) and then by the
+ * weight, with sort.  Returns GC_OK, GC_ERR_CANCELLED or
+ * GC_ERR_OUT_OF_MEMORY with e filled.
+ */
 static inline gc_status
-gc_hdb_order_edges(gc_hdbscan_edge *mst, int64_t m, gc_cancel_fn cancel, void *carg,
-				   gc_error *e)
+gc_hdbscan_sort_edges(gc_hdbscan_edge *mst, int64_t m, gc_hdb_sort_fn sort, void *sort_arg,
+					  gc_error *e)
 {
 	uint64_t   *keys,
 			   *tk;
@@ -103,7 +131,8 @@ gc_hdb_order_edges(gc_hdbscan_edge *mst, int64_t m, gc_cancel_fn cancel, void *c
 			   *tv;
 	gc_hdbscan_edge *copy;
 	int64_t		i;
-	int			sorted = 1;
+	int			sorted = 1,
+				rc;
 
 	for (i = 1; i < m && sorted; i++)
 		sorted = gc_hdbscan_edge_less(mst[i - 1].w, mst[i - 1].lo, mst[i - 1].hi,
@@ -115,46 +144,39 @@ gc_hdb_order_edges(gc_hdbscan_edge *mst, int64_t m, gc_cancel_fn cancel, void *c
 	vals = (int64_t *) malloc(sizeof(int64_t) * (size_t) m);
 	tv = (int64_t *) malloc(sizeof(int64_t) * (size_t) m);
 	copy = (gc_hdbscan_edge *) malloc(sizeof(gc_hdbscan_edge) * (size_t) m);
-	if (!keys || !tk || !vals || !tv || !copy)
+	rc = (!keys || !tk || !vals || !tv || !copy) ? -2 : 0;
+	if (rc == 0)
 	{
-		free(keys);
-		free(tk);
-		free(vals);
-		free(tv);
-		free(copy);
-		gc_error_set(e, GC_ERR_OUT_OF_MEMORY, "out of memory for HDBSCAN's %lld tree edges",
-					 (long long) m);
-		return GC_ERR_OUT_OF_MEMORY;
+		for (i = 0; i < m; i++)
+		{
+			keys[i] = ((uint64_t) (uint32_t) mst[i].lo << 32) | (uint32_t) mst[i].hi;
+			vals[i] = i;
+		}
+		rc = sort(keys, vals, tk, tv, m, sort_arg);
 	}
-	/* (lo, hi) first, then the weight: LSD order, both sorts stable */
-	for (i = 0; i < m; i++)
-	{
-		keys[i] = ((uint64_t) (uint32_t) mst[i].lo << 32) | (uint32_t) mst[i].hi;
-		vals[i] = i;
-	}
-	if (gc_radix_sort(keys, vals, tk, tv, m, cancel, carg) == 0)
+	if (rc == 0)
 	{
 		for (i = 0; i < m; i++)
 			keys[i] = gc_order_key(mst[vals[i]].w);
-		if (gc_radix_sort(keys, vals, tk, tv, m, cancel, carg) == 0)
-		{
-			memcpy(copy, mst, sizeof(gc_hdbscan_edge) * (size_t) m);
-			for (i = 0; i < m; i++)
-				mst[i] = copy[vals[i]];
-			free(keys);
-			free(tk);
-			free(vals);
-			free(tv);
-			free(copy);
-			return GC_OK;
-		}
+		rc = sort(keys, vals, tk, tv, m, sort_arg);
+	}
+	if (rc == 0)
+	{
+		memcpy(copy, mst, sizeof(gc_hdbscan_edge) * (size_t) m);
+		for (i = 0; i < m; i++)
+			mst[i] = copy[vals[i]];
 	}
 	free(keys);
 	free(tk);
 	free(vals);
 	free(tv);
 	free(copy);
-	return gc_error_set(e, GC_ERR_CANCELLED, "canceling statement due to user request");
+	if (rc == -2)
+		return gc_error_set(e, GC_ERR_OUT_OF_MEMORY, "out of memory for HDBSCAN's %lld tree edges",
+							(long long) m);
+	if (rc != 0)
+		return gc_error_set(e, GC_ERR_CANCELLED, "canceling statement due to user request");
+	return GC_OK;
 }
 
 /* The representative of row x among the rows merged so far (union-find with path halving). */
@@ -754,8 +776,12 @@ gc_hdbscan_finish(const gc_hdbscan_params *p, int64_t n, const double *core,
 		}
 		return GC_OK;
 	}
-	if ((st = gc_hdb_order_edges(mst, n - 1, cancel, cancel_arg, e)) != GC_OK)
-		return st;
+	{
+		gc_hdb_cancel_arg ca = {cancel, cancel_arg};
+
+		if ((st = gc_hdbscan_sort_edges(mst, n - 1, gc_hdb_radix_sort, &ca, e)) != GC_OK)
+			return st;
+	}
 
 	h = (size_t) (2 * n);
 	w.left = (int64_t *) malloc(sizeof(int64_t) * (size_t) n);

@@ -93,29 +93,10 @@ hdb_dist2(const hdb_tree *t, int64_t a, int64_t b)
 	return gc_dist2((const float *) t->xs + a * t->d, (const float *) t->xs + b * t->d, t->d);
 }
 
-/* A lower bound of dist2 from position q to any row of node: never above their dist2. */
-static inline double
-hdb_box2(const hdb_tree *t, int64_t q, int64_t node)
-{
-	const double *lo = t->lo + node * t->d,
-			   *hi = t->hi + node * t->d;
-	double		s = 0.0;
-
-	for (int32_t k = 0; k < t->d; k++)
-	{
-		double		x = hdb_coord(t, q, k),
-					g = 0.0;
-
-		if (x < lo[k])
-			g = lo[k] - x;
-		else if (x > hi[k])
-			g = x - hi[k];
-		s += g * g;
-	}
-	return s;
-}
-
-/* hdb_box2 for a query given as doubles qv [d]. */
+/*
+ * A lower bound of dist2 from the query qv [d] (its coordinates in double)
+ * to any row of node: never above their dist2 (see the file header).
+ */
 static inline double
 hdb_box2v(const hdb_tree *t, const double *qv, int64_t node)
 {
@@ -560,7 +541,8 @@ hdb_core_block(void *arg, gc_worker *w, int64_t b, int64_t e)
 	hdb_ws	   *ws = (hdb_ws *) arg;
 	const hdb_tree *t = &ws->t;
 	int32_t		k = ws->p->min_samples;
-	double	   *heap = (double *) malloc(sizeof(double) * (size_t) k);
+	double	   *heap = (double *) malloc(sizeof(double) * ((size_t) k + (size_t) t->d));
+	double	   *qv = heap + k;
 	int64_t		evals = 0;
 
 	if (heap == NULL)
@@ -574,6 +556,8 @@ hdb_core_block(void *arg, gc_worker *w, int64_t b, int64_t e)
 		int32_t		filled = 0;
 		int64_t		before = evals;
 
+		for (int32_t j = 0; j < t->d; j++)
+			qv[j] = hdb_coord(t, q, j);
 		stack[sn] = 0;
 		sbound[sn++] = 0.0;
 		while (sn > 0)
@@ -616,8 +600,8 @@ hdb_core_block(void *arg, gc_worker *w, int64_t b, int64_t e)
 			{
 				int64_t		a = t->kid[node],
 							c = a + 1;
-				double		ba = hdb_box2(t, q, a),
-							bc = hdb_box2(t, q, c);
+				double		ba = hdb_box2v(t, qv, a),
+							bc = hdb_box2v(t, qv, c);
 
 				/* the nearer child on top */
 				if (ba <= bc)
@@ -881,18 +865,6 @@ hdb_nearest_block(void *arg, gc_worker *w, int64_t b, int64_t e)
 	return GC_OK;
 }
 
-/* The root of position x in the union-find of components, with path halving. */
-static inline int32_t
-hdb_uf_find(int32_t *uf, int32_t x)
-{
-	while (uf[x] != x)
-	{
-		uf[x] = uf[uf[x]];
-		x = uf[x];
-	}
-	return x;
-}
-
 /* The minimum spanning tree into mst [n - 1]; counts[0] gets the rounds. */
 static gc_status
 hdb_boruvka(hdb_ws *ws, gc_hdbscan_edge *mst)
@@ -901,20 +873,20 @@ hdb_boruvka(hdb_ws *ws, gc_hdbscan_edge *mst)
 	int64_t		n = t->n,
 				edges = 0,
 				rounds = 0;
-	int32_t    *uf = (int32_t *) malloc(sizeof(int32_t) * (size_t) n),
-			   *cbest = (int32_t *) malloc(sizeof(int32_t) * (size_t) n);
+	int64_t    *uf = (int64_t *) malloc(sizeof(int64_t) * (size_t) n);
+	int32_t    *cbest = (int32_t *) malloc(sizeof(int32_t) * (size_t) n);
 	gc_status	st = GC_OK;
 
 	if (uf == NULL || cbest == NULL)
 	{
 		free(uf);
 		free(cbest);
-		return gc_core_oom(ws->ctx, sizeof(int32_t) * 2 * (size_t) n,
+		return gc_core_oom(ws->ctx, (sizeof(int64_t) + sizeof(int32_t)) * (size_t) n,
 						   "out of memory for HDBSCAN's spanning tree of %lld rows", (long long) n);
 	}
 	for (int64_t i = 0; i < n; i++)
 	{
-		uf[i] = (int32_t) i;
+		uf[i] = i;
 		ws->pcomp[i] = (int32_t) i;
 	}
 	/* each node's least core distance */
@@ -961,14 +933,14 @@ hdb_boruvka(hdb_ws *ws, gc_hdbscan_edge *mst)
 		}
 		for (int64_t c = 0; c < n; c++)
 		{
-			int32_t		i = cbest[c],
-						a,
+			int32_t		i = cbest[c];
+			int64_t		a,
 						b;
 
 			if (i < 0)
 				continue;
-			a = hdb_uf_find(uf, (int32_t) i);
-			b = hdb_uf_find(uf, ws->best_q[i]);
+			a = gc_hdb_find(uf, i);
+			b = gc_hdb_find(uf, ws->best_q[i]);
 			if (a == b)
 				continue;		/* the same edge, chosen by both its components */
 			uf[a < b ? b : a] = a < b ? a : b;
@@ -986,7 +958,7 @@ hdb_boruvka(hdb_ws *ws, gc_hdbscan_edge *mst)
 			break;
 		}
 		for (int64_t i = 0; i < n; i++)
-			ws->pcomp[i] = hdb_uf_find(uf, (int32_t) i);
+			ws->pcomp[i] = (int32_t) gc_hdb_find(uf, i);
 		if (gc_core_cancelled(ws->ctx))
 		{
 			st = GC_ERR_CANCELLED;
@@ -999,51 +971,14 @@ hdb_boruvka(hdb_ws *ws, gc_hdbscan_edge *mst)
 	return st;
 }
 
-/*
- * Sorts the tree's m edges by (w, lo, hi) on the call's threads (two stable
- * radix sorts: by (lo, hi), then by the weight), so that gc_hdbscan_finish
- * finds them in order.
- */
-static gc_status
-hdb_sort_edges(gc_core_ctx *ctx, gc_hdbscan_edge *mst, int64_t m)
+/* gc_hdb_sort_fn on the call's threads (arg: the call's context). */
+static int
+hdb_pool_sort(uint64_t *keys, int64_t *vals, uint64_t *tk, int64_t *tv, int64_t m, void *arg)
 {
-	uint64_t   *keys = (uint64_t *) malloc(sizeof(uint64_t) * (size_t) (m + 1)),
-			   *tk = (uint64_t *) malloc(sizeof(uint64_t) * (size_t) (m + 1));
-	int64_t    *vals = (int64_t *) malloc(sizeof(int64_t) * (size_t) (m + 1)),
-			   *tv = (int64_t *) malloc(sizeof(int64_t) * (size_t) (m + 1));
-	gc_hdbscan_edge *copy = (gc_hdbscan_edge *) malloc(sizeof(gc_hdbscan_edge) * (size_t) (m + 1));
-	gc_status	st = GC_OK;
+	gc_core_ctx *ctx = (gc_core_ctx *) arg;
+	gc_status	st = gc_pool_radix_sort(ctx->pool, keys, vals, tk, tv, m);
 
-	if (!keys || !tk || !vals || !tv || !copy)
-		st = gc_core_oom(ctx, (size_t) m * 56, "out of memory for HDBSCAN's %lld tree edges",
-						 (long long) m);
-	else
-	{
-		for (int64_t i = 0; i < m; i++)
-		{
-			keys[i] = ((uint64_t) (uint32_t) mst[i].lo << 32) | (uint32_t) mst[i].hi;
-			vals[i] = i;
-		}
-		st = gc_pool_radix_sort(ctx->pool, keys, vals, tk, tv, m);
-		if (st == GC_OK)
-		{
-			for (int64_t i = 0; i < m; i++)
-				keys[i] = gc_order_key(mst[vals[i]].w);
-			st = gc_pool_radix_sort(ctx->pool, keys, vals, tk, tv, m);
-		}
-		if (st == GC_OK)
-		{
-			memcpy(copy, mst, sizeof(gc_hdbscan_edge) * (size_t) m);
-			for (int64_t i = 0; i < m; i++)
-				mst[i] = copy[vals[i]];
-		}
-	}
-	free(keys);
-	free(tk);
-	free(vals);
-	free(tv);
-	free(copy);
-	return st;
+	return st == GC_OK ? 0 : st == GC_ERR_OUT_OF_MEMORY ? -2 : -1;
 }
 
 gc_status
@@ -1093,7 +1028,8 @@ gc_core_hdbscan(gc_core_ctx *ctx, const void *x, gc_dtype dtype, int64_t n, int3
 		ctx->timing->counts[1] += ws.evals[i];
 
 	t0 = gc_core_now_ms();
-	if ((st = hdb_sort_edges(ctx, mst, n - 1)) != GC_OK)
+	/* sorted on the call's threads, so that the shared tail finds them in order */
+	if ((st = gc_hdbscan_sort_edges(mst, n - 1, hdb_pool_sort, ctx, ctx->err)) != GC_OK)
 		goto done;
 	for (int64_t i = 0; i < n; i++)
 		core_rows[ws.t.row[i]] = ws.core[i];
