@@ -391,6 +391,7 @@ GkmTrans(FunctionCallInfo fcinfo, Oid typid)
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 				 errmsg("the k-means step's transition function can only be called by its aggregate"),
+				 errdetail("It changes its state in place, which only an aggregate may hand it."),
 				 errhint("Call gpu_kmeans_step(feature, centroids).")));
 	if (PG_NARGS() > 4)
 	{
@@ -426,6 +427,8 @@ GkmTrans(FunctionCallInfo fcinfo, Oid typid)
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 					 errmsg("the metric of a k-means step changed within a group"),
+					 errdetail("The group's first row chose the %s metric.",
+							   s->metric == GC_METRIC_COSINE ? "cosine" : "Euclidean"),
 					 errhint("Pass the same metric for every row of a group.")));
 		if (cdatum != s->seen)
 		{
@@ -1584,8 +1587,21 @@ gpu_kmeans_fit_distributed(PG_FUNCTION_ARGS)
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
 	KfCheckQuery(&f, query);
-	f.sql_state = MemoryContextStrdup(f.cxt, psprintf(
-		"SELECT %s.gpu_kmeans_step_state(q.f, $1, $2, $3) FROM (%s) AS q(id, f)", schema, query));
+	/*
+	 * Citus pushes down only a step over real[] or double precision[]
+	 * (worker_partial_agg refuses polymorphic aggregates): scalar features
+	 * become one-element arrays, pgvector's types real[], each exactly.
+	 */
+	{
+		const char *feature = "q.f";
+
+		if (f.kind == GC_FEATURE_SCALAR)
+			feature = f.ftype == FLOAT4OID ? "ARRAY[q.f]::real[]" : "ARRAY[q.f::double precision]";
+		else if (f.kind == GC_FEATURE_VECTOR || f.kind == GC_FEATURE_HALFVEC)
+			feature = "q.f::real[]";
+		f.sql_state = MemoryContextStrdup(f.cxt, psprintf(
+			"SELECT %s.gpu_kmeans_step_state(%s, $1, $2, $3) FROM (%s) AS q(id, f)", schema, feature, query));
+	}
 	f.sql_first = MemoryContextStrdup(f.cxt, psprintf(
 		"SELECT q.f FROM (%s) AS q(id, f) WHERE q.f IS NOT NULL "
 		"ORDER BY %s.gpu_kmeans_row_hash(q.id, $1, 0), q.id LIMIT $2", query, schema));
@@ -1630,6 +1646,7 @@ gpu_kmeans_fit_distributed(PG_FUNCTION_ARGS)
 						(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 						 errmsg("the feature is NULL in " INT64_FORMAT " row%s of the query",
 								s->nulls, s->nulls == 1 ? "" : "s"),
+						 errdetail("gpu_kmeans_fit_distributed clusters every row of the query, as gpu_kmeans does."),
 						 errhint("Filter such rows out of the query, for example with WHERE f IS NOT NULL.")));
 			if (f.n > 0 && p.tol > 0)
 			{
