@@ -1117,7 +1117,7 @@ KfState(GkmFit *f, const double *cen, int32 k, int32 mode)
 	values[0] = PointerGetDatum(GkmMatrix(cen, k, f->d));
 	values[1] = KfMetricText(f);
 	values[2] = Int32GetDatum(mode);
-	ret = SPI_execute_with_args(f->sql_state, 3, types, values, NULL, false, 0);
+	ret = SPI_execute_with_args(f->sql_state, 3, types, values, NULL, true, 0);
 	if (ret != SPI_OK_SELECT || SPI_processed != 1)
 		elog(ERROR, "the k-means step query returned %d (" UINT64_FORMAT " rows), please report a bug",
 			 ret, SPI_processed);
@@ -1148,7 +1148,7 @@ KfFeatures(GkmFit *f, const char *sql, int nargs, Oid *types, Datum *values,
 	int			ret;
 
 	CHECK_FOR_INTERRUPTS();
-	ret = SPI_execute_with_args(sql, nargs, types, values, NULL, false, 0);
+	ret = SPI_execute_with_args(sql, nargs, types, values, NULL, true, 0);
 	if (ret != SPI_OK_SELECT)
 		elog(ERROR, "a k-means|| query returned %d, please report a bug", ret);
 	f->queries++;
@@ -1616,7 +1616,7 @@ gpu_kmeans_fit_distributed(PG_FUNCTION_ARGS)
 	{
 		char	   *sql = psprintf("SELECT q.f FROM (%s) AS q(id, f) WHERE q.f IS NOT NULL LIMIT 1", query);
 
-		if (SPI_execute(sql, false, 0) != SPI_OK_SELECT)
+		if (SPI_execute(sql, true, 0) != SPI_OK_SELECT)
 			elog(ERROR, "the query could not be read, please report a bug");
 		if (SPI_processed == 1)
 		{
