@@ -214,10 +214,21 @@ gc_kmeans_transpose(const double *cen, int32_t k, int32_t d, double *cent)
 }
 
 /*
+ * Always inlined on the host, so that a caller built for a wider vector unit
+ * (a target attribute, chosen at run time) vectorizes the loop over centroids;
+ * the bits are the same in every build, as no sum is reordered.
+ */
+#if defined(__GNUC__) && !defined(__CUDACC__)
+#define GC_KMS_INLINE static inline __attribute__((always_inline))
+#else
+#define GC_KMS_INLINE static GC_HD
+#endif
+
+/*
  * The nearest of k centroids (transposed, cent [d, k]) to row [d]: its
  * number, and its squared distance in *d2.  dist is scratch of k doubles.
  */
-static GC_HD int32_t
+GC_KMS_INLINE int32_t
 gc_kmeans_nearest(const double *GC_RESTRICT row, int32_t d, const double *GC_RESTRICT cent,
 				  int32_t k, double *GC_RESTRICT dist, double *d2)
 {
@@ -250,24 +261,19 @@ gc_kmeans_nearest(const double *GC_RESTRICT row, int32_t d, const double *GC_RES
 }
 
 /*
- * A Lloyd step's sums of one row: row [d] into its nearest centroid's
- * sums [k, d] (when sums is not NULL), count and sum of squared distances
- * d2sum [k].  Returns the cluster.
+ * A Lloyd step's sums of one row, nearest to centroid j at squared distance
+ * d2: row [d] into the cluster's sums [k, d] (when sums is not NULL), its
+ * count and its sum of squared distances d2sum [k].
  */
-static GC_HD int32_t
-gc_kmeans_step_row(const double *GC_RESTRICT row, int32_t d, const double *GC_RESTRICT cent,
-				   int32_t k, double *GC_RESTRICT dist, gc_sacc *sums, int64_t *counts,
-				   gc_sacc *d2sum)
+static GC_HD void
+gc_kmeans_step_add(const double *GC_RESTRICT row, int32_t d, int32_t j, double d2,
+				   gc_sacc *sums, int64_t *counts, gc_sacc *d2sum)
 {
-	double		d2;
-	int32_t		j = gc_kmeans_nearest(row, d, cent, k, dist, &d2);
-
 	if (sums)
 		for (int32_t t = 0; t < d; t++)
 			gc_sacc_add(&sums[(int64_t) j * d + t], row[t]);
 	counts[j]++;
 	gc_sacc_add(&d2sum[j], d2);
-	return j;
 }
 
 /*

@@ -72,6 +72,61 @@ PG_FUNCTION_INFO_V1(gpu_kmeans_row_hash);
 PG_FUNCTION_INFO_V1(gpu_kmeans_sample);
 PG_FUNCTION_INFO_V1(gpu_kmeans_fit_distributed);
 
+/*
+ * The nearest-centroid search of common/kmeans_step.h, vectorized: built
+ * generic, for AVX2 and for AVX-512, the widest the CPU has chosen at the
+ * first call (every build gives the same bits: each distance is still summed
+ * over the features in order, without multiply-add).
+ */
+typedef int32_t (*GkmNearestFn) (const double *row, int32_t d, const double *cent, int32_t k,
+								 double *dist, double *d2);
+
+#if defined(__GNUC__) && !defined(__clang__)
+#define GKM_VECTORIZE __attribute__((optimize("tree-vectorize", "vect-cost-model=dynamic")))
+#else
+#define GKM_VECTORIZE
+#endif
+
+GKM_VECTORIZE static int32_t
+GkmNearestGeneric(const double *row, int32_t d, const double *cent, int32_t k, double *dist, double *d2)
+{
+	return gc_kmeans_nearest(row, d, cent, k, dist, d2);
+}
+
+#if defined(__GNUC__) && defined(__x86_64__)
+GKM_VECTORIZE __attribute__((target("avx2"))) static int32_t
+GkmNearestAvx2(const double *row, int32_t d, const double *cent, int32_t k, double *dist, double *d2)
+{
+	return gc_kmeans_nearest(row, d, cent, k, dist, d2);
+}
+
+GKM_VECTORIZE __attribute__((target("avx512f"))) static int32_t
+GkmNearestAvx512(const double *row, int32_t d, const double *cent, int32_t k, double *dist, double *d2)
+{
+	return gc_kmeans_nearest(row, d, cent, k, dist, d2);
+}
+#endif
+
+static GkmNearestFn GkmNearestImpl = NULL;
+
+/* The nearest centroid of row [d] among cent [d, k] (gc_kmeans_nearest's rule). */
+static inline int32_t
+GkmNearest(const double *row, int32_t d, const double *cent, int32_t k, double *dist, double *d2)
+{
+	if (unlikely(GkmNearestImpl == NULL))
+	{
+		GkmNearestImpl = GkmNearestGeneric;
+#if defined(__GNUC__) && defined(__x86_64__)
+		__builtin_cpu_init();
+		if (__builtin_cpu_supports("avx512f"))
+			GkmNearestImpl = GkmNearestAvx512;
+		else if (__builtin_cpu_supports("avx2"))
+			GkmNearestImpl = GkmNearestAvx2;
+#endif
+	}
+	return GkmNearestImpl(row, d, cent, k, dist, d2);
+}
+
 /* Features of this magnitude and beyond are refused in double precision (gather.c). */
 #define GKM_MAX_ABS 1e150
 
@@ -455,11 +510,15 @@ GkmTrans(FunctionCallInfo fcinfo, Oid typid)
 		double	   *scratch = GKM_SCRATCH(s);
 		double	   *row = scratch + s->k;
 		double	   *rowx = row + s->d;
+		double		d2;
+		int32		j;
 
 		GkmReadFeature(PG_GETARG_DATUM(1), s->ftype, GcFeatureTypeOf(s->ftype), s->dtype, s->metric,
 					   s->d, row, rowx, "gpu_kmeans_step");
-		gc_kmeans_step_row(row, s->d, GKM_CENT(s), s->k, scratch,
-						   (s->mode & GKM_SUMS) ? GKM_SUMSP(s) : NULL, GKM_COUNTS(s), GKM_D2(s));
+		j = GkmNearest(row, s->d, GKM_CENT(s), s->k, scratch, &d2);
+
+		gc_kmeans_step_add(row, s->d, j, d2, (s->mode & GKM_SUMS) ? GKM_SUMSP(s) : NULL,
+						   GKM_COUNTS(s), GKM_D2(s));
 	}
 	s->rows++;
 	if (++s->pending >= GC_SACC_MAX_PENDING)
@@ -996,7 +1055,7 @@ GkmPredict(FunctionCallInfo fcinfo, const char *funcname, double *d2)
 
 	GkmReadFeature(PG_GETARG_DATUM(0), m->typid, m->kind, GcFeatureDtype(m->kind, m->typid),
 				   m->metric, m->d, m->row, m->rowx, funcname);
-	return gc_kmeans_nearest(m->row, m->d, m->cent, m->k, m->dist, d2);
+	return GkmNearest(m->row, m->d, m->cent, m->k, m->dist, d2);
 }
 
 /*
@@ -1296,7 +1355,7 @@ KfRecluster(GkmFit *f, const double *x, const int64 *w, int64 m, int32 k, double
 		for (int64 i = 0; i < m; i++)
 		{
 			double		d2;
-			int32		j = gc_kmeans_nearest(x + (Size) i * d, d, cent, k, dist, &d2);
+			int32		j = GkmNearest(x + (Size) i * d, d, cent, k, dist, &d2);
 
 			if (it > 0 && j != label[i])
 				changed = true;
