@@ -736,13 +736,7 @@ gpu_kmeans_step_final(PG_FUNCTION_ARGS)
 
 /* ---------------------------------------------------------------- text form */
 
-static void
-PutBytes(StringInfo b, const void *p, int n)
-{
-	/* little-endian on every machine PostgreSQL and CUDA share; checked below */
-	appendBinaryStringInfo(b, p, n);
-}
-
+/* Appends the n low bytes of v, least significant first (the same text on every machine). */
 static void
 PutInt(StringInfo b, int64 v, int n)
 {
@@ -750,7 +744,7 @@ PutInt(StringInfo b, int64 v, int n)
 
 	for (int i = 0; i < n; i++)
 		buf[i] = (unsigned char) ((uint64) v >> (8 * i));
-	PutBytes(b, buf, n);
+	appendBinaryStringInfo(b, (const char *) buf, n);
 }
 
 /* gpu_kmeans_state's output: its exact text form (see the top of this file). */
@@ -831,7 +825,7 @@ gpu_kmeans_state_out(PG_FUNCTION_ARGS)
 	PG_RETURN_CSTRING(out);
 }
 
-/* Reads n little-endian bytes at *p (of end), or errors. */
+/* Reads n bytes at *p (before end), least significant first, or errors. */
 static int64
 GetInt(const unsigned char **p, const unsigned char *end, int n)
 {
@@ -845,11 +839,10 @@ GetInt(const unsigned char **p, const unsigned char *end, int n)
 	for (int i = 0; i < n; i++)
 		v |= (uint64) (*p)[i] << (8 * i);
 	*p += n;
-	if (n == 8)
-		return (int64) v;
 	return (int64) v;
 }
 
+/* The error for a text that is not a state. */
 static void
 BadState(const char *what)
 {
