@@ -201,6 +201,164 @@ $$;
 -- ---------------------------------------------------------------- k-means on distributed tables
 -- (gpu_kmeans_step, gpu_kmeans_predict and what they need)
 
+-- The state of a Lloyd step: per cluster the rows, the exact sums of their
+-- features and of their squared distances, and the centroids of the step.
+-- A plain type (not internal), so that Citus ships a shard's partial state
+-- to the coordinator as its text form, which is the state exactly.
+CREATE TYPE gpu_kmeans_state;
+
+CREATE FUNCTION gpu_kmeans_state_in(cstring)
+RETURNS gpu_kmeans_state
+AS 'MODULE_PATHNAME', 'gpu_kmeans_state_in'
+LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+
+CREATE FUNCTION gpu_kmeans_state_out(gpu_kmeans_state)
+RETURNS cstring
+AS 'MODULE_PATHNAME', 'gpu_kmeans_state_out'
+LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+
+CREATE TYPE gpu_kmeans_state (
+    INPUT = gpu_kmeans_state_in,
+    OUTPUT = gpu_kmeans_state_out,
+    INTERNALLENGTH = VARIABLE,
+    ALIGNMENT = double,
+    STORAGE = extended
+);
+
+COMMENT ON TYPE gpu_kmeans_state IS
+'the partial state of a k-means step (gpu_kmeans_step): counts, exact sums and the centroids of the step';
+
+-- What a step gives: the centroids it moves to (k x d), and per cluster the
+-- rows nearest to the step's centroids and the sum of their distances
+-- (squared Euclidean, or cosine distances).
+CREATE TYPE gpu_kmeans_step_result AS (
+    centroids double precision[],
+    sizes bigint[],
+    inertia double precision[]
+);
+
+CREATE FUNCTION gpu_kmeans_step_trans(gpu_kmeans_state, real[], double precision[])
+RETURNS gpu_kmeans_state AS 'MODULE_PATHNAME', 'gpu_kmeans_step_trans_f4a'
+LANGUAGE C IMMUTABLE PARALLEL SAFE;
+CREATE FUNCTION gpu_kmeans_step_trans(gpu_kmeans_state, real[], double precision[], text)
+RETURNS gpu_kmeans_state AS 'MODULE_PATHNAME', 'gpu_kmeans_step_trans_f4a'
+LANGUAGE C IMMUTABLE PARALLEL SAFE;
+CREATE FUNCTION gpu_kmeans_step_trans(gpu_kmeans_state, real[], double precision[], text, integer)
+RETURNS gpu_kmeans_state AS 'MODULE_PATHNAME', 'gpu_kmeans_step_trans_f4a'
+LANGUAGE C IMMUTABLE PARALLEL SAFE;
+CREATE FUNCTION gpu_kmeans_step_trans(gpu_kmeans_state, double precision[], double precision[])
+RETURNS gpu_kmeans_state AS 'MODULE_PATHNAME', 'gpu_kmeans_step_trans_f8a'
+LANGUAGE C IMMUTABLE PARALLEL SAFE;
+CREATE FUNCTION gpu_kmeans_step_trans(gpu_kmeans_state, double precision[], double precision[], text)
+RETURNS gpu_kmeans_state AS 'MODULE_PATHNAME', 'gpu_kmeans_step_trans_f8a'
+LANGUAGE C IMMUTABLE PARALLEL SAFE;
+CREATE FUNCTION gpu_kmeans_step_trans(gpu_kmeans_state, double precision[], double precision[], text, integer)
+RETURNS gpu_kmeans_state AS 'MODULE_PATHNAME', 'gpu_kmeans_step_trans_f8a'
+LANGUAGE C IMMUTABLE PARALLEL SAFE;
+CREATE FUNCTION gpu_kmeans_step_trans(gpu_kmeans_state, anyelement, double precision[])
+RETURNS gpu_kmeans_state AS 'MODULE_PATHNAME', 'gpu_kmeans_step_trans_any'
+LANGUAGE C IMMUTABLE PARALLEL SAFE;
+CREATE FUNCTION gpu_kmeans_step_trans(gpu_kmeans_state, anyelement, double precision[], text)
+RETURNS gpu_kmeans_state AS 'MODULE_PATHNAME', 'gpu_kmeans_step_trans_any'
+LANGUAGE C IMMUTABLE PARALLEL SAFE;
+CREATE FUNCTION gpu_kmeans_step_trans(gpu_kmeans_state, anyelement, double precision[], text, integer)
+RETURNS gpu_kmeans_state AS 'MODULE_PATHNAME', 'gpu_kmeans_step_trans_any'
+LANGUAGE C IMMUTABLE PARALLEL SAFE;
+
+CREATE FUNCTION gpu_kmeans_step_combine(gpu_kmeans_state, gpu_kmeans_state)
+RETURNS gpu_kmeans_state AS 'MODULE_PATHNAME', 'gpu_kmeans_step_combine'
+LANGUAGE C IMMUTABLE PARALLEL SAFE;
+
+CREATE FUNCTION gpu_kmeans_step_final(gpu_kmeans_state)
+RETURNS gpu_kmeans_step_result AS 'MODULE_PATHNAME', 'gpu_kmeans_step_final'
+LANGUAGE C IMMUTABLE PARALLEL SAFE;
+
+-- gpu_kmeans_step(feature, centroids [, metric]): one Lloyd step over the
+-- group's rows.  Overloads for real[] and double precision[] features, and
+-- anyelement for the other feature types (aggregates take no defaults).
+CREATE AGGREGATE gpu_kmeans_step(real[], double precision[]) (
+    STYPE = gpu_kmeans_state, SFUNC = gpu_kmeans_step_trans,
+    COMBINEFUNC = gpu_kmeans_step_combine, FINALFUNC = gpu_kmeans_step_final, PARALLEL = SAFE);
+CREATE AGGREGATE gpu_kmeans_step(real[], double precision[], text) (
+    STYPE = gpu_kmeans_state, SFUNC = gpu_kmeans_step_trans,
+    COMBINEFUNC = gpu_kmeans_step_combine, FINALFUNC = gpu_kmeans_step_final, PARALLEL = SAFE);
+CREATE AGGREGATE gpu_kmeans_step(double precision[], double precision[]) (
+    STYPE = gpu_kmeans_state, SFUNC = gpu_kmeans_step_trans,
+    COMBINEFUNC = gpu_kmeans_step_combine, FINALFUNC = gpu_kmeans_step_final, PARALLEL = SAFE);
+CREATE AGGREGATE gpu_kmeans_step(double precision[], double precision[], text) (
+    STYPE = gpu_kmeans_state, SFUNC = gpu_kmeans_step_trans,
+    COMBINEFUNC = gpu_kmeans_step_combine, FINALFUNC = gpu_kmeans_step_final, PARALLEL = SAFE);
+CREATE AGGREGATE gpu_kmeans_step(anyelement, double precision[]) (
+    STYPE = gpu_kmeans_state, SFUNC = gpu_kmeans_step_trans,
+    COMBINEFUNC = gpu_kmeans_step_combine, FINALFUNC = gpu_kmeans_step_final, PARALLEL = SAFE);
+CREATE AGGREGATE gpu_kmeans_step(anyelement, double precision[], text) (
+    STYPE = gpu_kmeans_state, SFUNC = gpu_kmeans_step_trans,
+    COMBINEFUNC = gpu_kmeans_step_combine, FINALFUNC = gpu_kmeans_step_final, PARALLEL = SAFE);
+
+COMMENT ON AGGREGATE gpu_kmeans_step(real[], double precision[]) IS
+'one Lloyd step of k-means over the group: the centroids it moves to, the cluster sizes and inertias';
+
+-- gpu_kmeans_step_state(feature, centroids, metric, mode): the state itself
+-- (what gpu_kmeans_fit_distributed reads); mode 1 sums the features, 2 keeps
+-- cosine centroids as given.
+CREATE AGGREGATE gpu_kmeans_step_state(real[], double precision[], text, integer) (
+    STYPE = gpu_kmeans_state, SFUNC = gpu_kmeans_step_trans,
+    COMBINEFUNC = gpu_kmeans_step_combine, PARALLEL = SAFE);
+CREATE AGGREGATE gpu_kmeans_step_state(double precision[], double precision[], text, integer) (
+    STYPE = gpu_kmeans_state, SFUNC = gpu_kmeans_step_trans,
+    COMBINEFUNC = gpu_kmeans_step_combine, PARALLEL = SAFE);
+CREATE AGGREGATE gpu_kmeans_step_state(anyelement, double precision[], text, integer) (
+    STYPE = gpu_kmeans_state, SFUNC = gpu_kmeans_step_trans,
+    COMBINEFUNC = gpu_kmeans_step_combine, PARALLEL = SAFE);
+
+CREATE FUNCTION gpu_kmeans_predict(feature anyelement, centroids double precision[],
+                                   metric text DEFAULT 'euclidean')
+RETURNS integer
+AS 'MODULE_PATHNAME', 'gpu_kmeans_predict'
+LANGUAGE C IMMUTABLE PARALLEL SAFE;
+
+COMMENT ON FUNCTION gpu_kmeans_predict(anyelement, double precision[], text) IS
+'the cluster (0-based) of the nearest centroid, as gpu_kmeans_assign gives it; NULL for a NULL feature';
+
+CREATE FUNCTION gpu_kmeans_distance(feature anyelement, centroids double precision[],
+                                    metric text DEFAULT 'euclidean')
+RETURNS double precision
+AS 'MODULE_PATHNAME', 'gpu_kmeans_distance'
+LANGUAGE C IMMUTABLE PARALLEL SAFE;
+
+COMMENT ON FUNCTION gpu_kmeans_distance(anyelement, double precision[], text) IS
+'the distance to the nearest centroid, as gpu_kmeans_assign gives it; NULL for a NULL feature';
+
+CREATE FUNCTION gpu_kmeans_row_hash(id bigint, seed bigint, round integer)
+RETURNS double precision
+AS 'MODULE_PATHNAME', 'gpu_kmeans_row_hash'
+LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+
+COMMENT ON FUNCTION gpu_kmeans_row_hash(bigint, bigint, integer) IS
+'the draw in [0, 1) of a row id in a round of k-means|| seeding (gpu_kmeans_fit_distributed)';
+
+CREATE FUNCTION gpu_kmeans_sample(feature anyelement, centroids double precision[], metric text,
+                                  id bigint, seed bigint, round integer, scale double precision)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'gpu_kmeans_sample'
+LANGUAGE C IMMUTABLE PARALLEL SAFE;
+
+COMMENT ON FUNCTION gpu_kmeans_sample(anyelement, double precision[], text, bigint, bigint, integer, double precision) IS
+'whether a round of k-means|| seeding draws the row (gpu_kmeans_fit_distributed)';
+
+CREATE FUNCTION gpu_kmeans_fit_distributed(query text, k integer, max_iter integer DEFAULT 300,
+                                           tol double precision DEFAULT 1e-4, seed integer DEFAULT 0,
+                                           initial_centroids double precision[] DEFAULT NULL,
+                                           n_init integer DEFAULT 1, metric text DEFAULT 'euclidean',
+                                           oversampling double precision DEFAULT 2.0,
+                                           rounds integer DEFAULT 5)
+RETURNS TABLE (cluster_id integer, centroid double precision[], size bigint, inertia double precision)
+AS 'MODULE_PATHNAME', 'gpu_kmeans_fit_distributed'
+LANGUAGE C VOLATILE PARALLEL UNSAFE ROWS 10;
+
+COMMENT ON FUNCTION gpu_kmeans_fit_distributed(text, integer, integer, double precision, integer, double precision[], integer, text, double precision, integer) IS
+'k-means without gathering the rows: each Lloyd iteration one aggregate query (gpu_kmeans_step) over the query; k-means|| seeding';
+
 -- end of k-means on distributed tables
 
 

@@ -1092,11 +1092,13 @@ GcFeatureTypeNames(void)
 	return "real[], double precision[], pgvector's vector or halfvec, or PostGIS's geometry (points)";
 }
 
-/* "the row with id 42", or "row 3 of partition 2". */
+/* "the row with id 42", "row 3 of partition 2", or "this row" (partition < 0: one value, no id). */
 void
 GcRowName(const GcRowRef *row, char *buf, size_t len)
 {
-	if (row->partition == 0)
+	if (row->partition < 0)
+		snprintf(buf, len, "this row");
+	else if (row->partition == 0)
 		snprintf(buf, len, "the row with id " INT64_FORMAT, row->id);
 	else
 		snprintf(buf, len, "row " INT64_FORMAT " of partition " INT64_FORMAT,

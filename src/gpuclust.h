@@ -222,7 +222,7 @@ typedef enum GcFeatureType
 typedef struct GcRowRef
 {
 	int64		id;				/* when partition == 0 */
-	int64		partition;		/* 1-based partition of a window, or 0 */
+	int64		partition;		/* 1-based partition of a window, 0, or -1: "this row" */
 	int64		row;			/* 1-based row within the partition */
 } GcRowRef;
 

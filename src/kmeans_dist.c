@@ -1,0 +1,1774 @@
+/*
+ * kmeans_dist.c
+ *    k-means where the rows live: a Lloyd step as an aggregate whose partial
+ *    states combine in any order (gpu_kmeans_step, gpu_kmeans_step_state and
+ *    the type gpu_kmeans_state), the model applied row by row
+ *    (gpu_kmeans_predict, gpu_kmeans_distance), and a fit that never gathers
+ *    the rows (gpu_kmeans_fit_distributed): each Lloyd iteration is one
+ *    aggregate query over the user's query, which Citus splits into a partial
+ *    aggregate on every shard and a combine on the coordinator, and which
+ *    PostgreSQL's parallel aggregation splits over its workers on one node.
+ *
+ * The state holds, per cluster, the number of rows, the exact sum of their
+ * features and the exact sum of their squared distances
+ * (superaccumulators, common/kmeans_step.h), and the centroids it was made
+ * for: whatever the number of shards or workers and whatever the order in
+ * which the partial states are combined, the result is the same bit for bit.
+ * A row goes to its nearest centroid by gpu_kmeans_assign's rule
+ * (gc_kmeans_nearest); the features are read as gpu_kmeans reads them
+ * (GcFeatureOpen and GcFeatureCopy of gather.c, in the element type
+ * gpuclust.precision gives), and with the cosine metric scaled to unit
+ * length before anything else, as are the centroids.
+ *
+ * The state's text form (its output and input functions) is the state
+ * itself, exactly: Citus ships every shard's partial state to the
+ * coordinator as that text.  It is "gkm1:" and the hex of a little-endian
+ * image: k, d, metric, element type, mode, rows, NULL features, the
+ * centroids (IEEE bits), the counts, then every accumulator normalized as a
+ * sign, the index of its lowest nonzero 32-bit digit, the number of digits
+ * and the digits; its size depends on k, d and the spread of the values,
+ * not on the number of rows.
+ *
+ * The distributed fit seeds with k-means|| (Bahmani, Moseley, Vattani,
+ * Kumar and Vassilvitskii, "Scalable K-Means++", VLDB 2012): a first centre
+ * chosen by a hash of the row id and the seed, then rounds in which each row
+ * is drawn with probability min(1, l d^2(x, C) / phi(C)) by comparing that
+ * hash (of the row id, the seed and the round) with it, then the candidates
+ * weighted by the rows nearest to them and reclustered into k by weighted
+ * k-means++ and Lloyd on the coordinator.  The draws depend only on the row
+ * ids, the features and the seed, not on where the rows are stored.
+ */
+#include "postgres.h"
+
+#include <math.h>
+
+#include "access/htup_details.h"
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "funcapi.h"
+#include "lib/stringinfo.h"
+#include "nodes/nodeFuncs.h"
+#include "nodes/primnodes.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+
+#include "gpuclust.h"
+#include "kmeans_init.h"
+#include "kmeans_step.h"
+#include "rng.h"
+
+PG_FUNCTION_INFO_V1(gpu_kmeans_state_in);
+PG_FUNCTION_INFO_V1(gpu_kmeans_state_out);
+PG_FUNCTION_INFO_V1(gpu_kmeans_step_trans_f4a);
+PG_FUNCTION_INFO_V1(gpu_kmeans_step_trans_f8a);
+PG_FUNCTION_INFO_V1(gpu_kmeans_step_trans_any);
+PG_FUNCTION_INFO_V1(gpu_kmeans_step_combine);
+PG_FUNCTION_INFO_V1(gpu_kmeans_step_final);
+PG_FUNCTION_INFO_V1(gpu_kmeans_predict);
+PG_FUNCTION_INFO_V1(gpu_kmeans_distance);
+PG_FUNCTION_INFO_V1(gpu_kmeans_row_hash);
+PG_FUNCTION_INFO_V1(gpu_kmeans_sample);
+PG_FUNCTION_INFO_V1(gpu_kmeans_fit_distributed);
+
+/*
+ * The nearest-centroid search of common/kmeans_step.h, vectorized: built
+ * generic, for AVX2 and for AVX-512, the widest the CPU has chosen at the
+ * first call (every build gives the same bits: each distance is still summed
+ * over the features in order, without multiply-add).
+ */
+typedef int32_t (*GkmNearestFn) (const double *row, int32_t d, const double *cent, int32_t k,
+								 double *dist, double *d2);
+
+#if defined(__GNUC__) && !defined(__clang__)
+#define GKM_VECTORIZE __attribute__((optimize("tree-vectorize", "vect-cost-model=dynamic")))
+#else
+#define GKM_VECTORIZE
+#endif
+
+GKM_VECTORIZE static int32_t
+GkmNearestGeneric(const double *row, int32_t d, const double *cent, int32_t k, double *dist, double *d2)
+{
+	return gc_kmeans_nearest(row, d, cent, k, dist, d2);
+}
+
+#if defined(__GNUC__) && defined(__x86_64__)
+GKM_VECTORIZE __attribute__((target("avx2"))) static int32_t
+GkmNearestAvx2(const double *row, int32_t d, const double *cent, int32_t k, double *dist, double *d2)
+{
+	return gc_kmeans_nearest(row, d, cent, k, dist, d2);
+}
+
+GKM_VECTORIZE __attribute__((target("avx512f"))) static int32_t
+GkmNearestAvx512(const double *row, int32_t d, const double *cent, int32_t k, double *dist, double *d2)
+{
+	return gc_kmeans_nearest(row, d, cent, k, dist, d2);
+}
+#endif
+
+static GkmNearestFn GkmNearestImpl = NULL;
+
+/* The nearest centroid of row [d] among cent [d, k] (gc_kmeans_nearest's rule). */
+static inline int32_t
+GkmNearest(const double *row, int32_t d, const double *cent, int32_t k, double *dist, double *d2)
+{
+	if (unlikely(GkmNearestImpl == NULL))
+	{
+		GkmNearestImpl = GkmNearestGeneric;
+#if defined(__GNUC__) && defined(__x86_64__)
+		__builtin_cpu_init();
+		if (__builtin_cpu_supports("avx512f"))
+			GkmNearestImpl = GkmNearestAvx512;
+		else if (__builtin_cpu_supports("avx2"))
+			GkmNearestImpl = GkmNearestAvx2;
+#endif
+	}
+	return GkmNearestImpl(row, d, cent, k, dist, d2);
+}
+
+/* Features of this magnitude and beyond are refused in double precision (gather.c). */
+#define GKM_MAX_ABS 1e150
+
+/* The mode of a state (gpu_kmeans_step_state's fourth argument). */
+#define GKM_SUMS	1			/* sum the features per cluster */
+#define GKM_RAW		2			/* cosine: the centroids as given, not scaled to unit length */
+#define GKM_MODES	3
+
+#define GKM_MAGIC	0x314d4b47	/* "GKM1" */
+#define GKM_TEXT_PREFIX "gkm1:"
+
+/*
+ * The state in memory: a varlena of this header and, at offsets fixed by k
+ * and d, the centroids as given [k, d], the centroids the rows are assigned
+ * to [d, k] (transposed; unit length for cosine), the counts [k], the sums
+ * of squared distances [k], the sums [k, d] (mode GKM_SUMS), then scratch
+ * for one row.  The transition function changes it in place.
+ */
+typedef struct GkmState
+{
+	int32		vl_len_;
+	int32		magic;
+	int32		k;
+	int32		d;
+	int16		metric;			/* gc_metric */
+	int16		dtype;			/* gc_dtype of the features as read */
+	int32		mode;			/* GKM_SUMS | GKM_RAW */
+	int64		rows;			/* rows with a feature */
+	int64		nulls;			/* rows with a NULL feature */
+	int64		pending;		/* additions since the accumulators were normalized */
+	Datum		seen;			/* the centroids datum last checked (in memory only) */
+	Oid			ftype;			/* the feature's type (in memory only; 0: not known) */
+	int32		pad;
+} GkmState;
+
+#define GKM_CEN(s)		((double *) ((char *) (s) + sizeof(GkmState)))
+#define GKM_CENT(s)		(GKM_CEN(s) + (Size) (s)->k * (s)->d)
+#define GKM_COUNTS(s)	((int64 *) (GKM_CENT(s) + (Size) (s)->k * (s)->d))
+#define GKM_D2(s)		((gc_sacc *) (GKM_COUNTS(s) + (s)->k))
+#define GKM_SUMSP(s)	(GKM_D2(s) + (s)->k)
+#define GKM_NSUMS(s)	(((s)->mode & GKM_SUMS) ? (Size) (s)->k * (s)->d : 0)
+#define GKM_SCRATCH(s)	((double *) (GKM_SUMSP(s) + GKM_NSUMS(s)))	/* [k + 2 d] */
+
+/* Bytes of a state of k clusters of d features in mode, or 0 when too large. */
+static Size
+GkmSize(int32 k, int32 d, int32 mode)
+{
+	double		kd = (double) k * d;
+	double		bytes = sizeof(GkmState) + 2 * kd * sizeof(double) + k * sizeof(int64) +
+		(k + ((mode & GKM_SUMS) ? kd : 0)) * sizeof(gc_sacc) + (k + 2.0 * d) * sizeof(double);
+
+	return bytes > (double) MaxAllocSize ? 0 : (Size) bytes;
+}
+
+/* The error for a state that does not fit in memory. */
+static void
+GkmTooLarge(int32 k, int32 d)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+			 errmsg("a k-means step of %d clusters of %d features is too large", k, d),
+			 errdetail("Its state holds an exact sum of %zu bytes per cluster and feature, and must stay below 1 GB.",
+					   sizeof(gc_sacc)),
+			 errhint("Use fewer clusters or fewer features.")));
+}
+
+/* The centroids of a state [d, k] for the assignment, from its centroids as given. */
+static void
+GkmWorkingCentroids(GkmState *s)
+{
+	int32		k = s->k;
+	int32		d = s->d;
+	double	   *c = palloc(sizeof(double) * (Size) k * d);
+
+	memcpy(c, GKM_CEN(s), sizeof(double) * (Size) k * d);
+	if (s->metric == GC_METRIC_COSINE && !(s->mode & GKM_RAW))
+		for (int32 j = 0; j < k; j++)
+			if (!gc_unit_row_f64(c + (Size) j * d, d))
+				ereport(ERROR,
+						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						 errmsg("row %d of centroids is all zero", j + 1),
+						 errdetail("With the cosine metric every centroid is a direction, and a zero vector has none."),
+						 errhint("Give every centroid a nonzero value, or use metric => 'euclidean'.")));
+	gc_kmeans_transpose(c, k, d, GKM_CENT(s));
+	pfree(c);
+}
+
+/* A new, empty state in cxt. */
+static GkmState *
+GkmNew(MemoryContext cxt, int32 k, int32 d, gc_metric metric, gc_dtype dtype, int32 mode)
+{
+	Size		size = GkmSize(k, d, mode);
+	GkmState   *s;
+
+	if (size == 0)
+		GkmTooLarge(k, d);
+	s = MemoryContextAllocZero(cxt, size);
+	SET_VARSIZE(s, size);
+	s->magic = GKM_MAGIC;
+	s->k = k;
+	s->d = d;
+	s->metric = (int16) metric;
+	s->dtype = (int16) dtype;
+	s->mode = mode;
+	return s;
+}
+
+/* Propagates the carries of every accumulator of s. */
+static void
+GkmNormalize(GkmState *s)
+{
+	gc_sacc    *a = GKM_D2(s);
+	Size		n = s->k + GKM_NSUMS(s);
+
+	for (Size i = 0; i < n; i++)
+		gc_sacc_normalize(&a[i]);
+	s->pending = 0;
+}
+
+/*
+ * Checks a centroids array (k x d float8 without NULL, finite, at most 1e150
+ * in magnitude, as features are) and returns its values row-major.
+ */
+static double *
+GkmCentroidArray(ArrayType *arr, int32 *k_out, int32 *d_out)
+{
+	int			ndim = ARR_NDIM(arr);
+	int		   *dims = ARR_DIMS(arr);
+	Datum	   *elems;
+	bool	   *nulls;
+	int			nelems;
+	double	   *out;
+
+	if (ARR_ELEMTYPE(arr) != FLOAT8OID)
+		elog(ERROR, "centroids is not a float8 array, please report a bug");
+	if (ndim != 2)
+		ereport(ERROR,
+				(errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
+				 errmsg("centroids must be a two-dimensional array"),
+				 errdetail("It has %d dimension%s; it needs one row of features per cluster.",
+						   ndim, ndim == 1 ? "" : "s"),
+				 errhint("Pass array_agg(centroid ORDER BY cluster_id) over gpu_kmeans_centroids, or ARRAY[[x1, y1], [x2, y2], ...], k rows of d values.")));
+	deconstruct_array(arr, FLOAT8OID, sizeof(float8), FLOAT8PASSBYVAL, TYPALIGN_DOUBLE,
+					  &elems, &nulls, &nelems);
+	out = palloc(sizeof(double) * nelems);
+	for (int i = 0; i < nelems; i++)
+	{
+		double		v;
+
+		if (nulls[i])
+			ereport(ERROR,
+					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+					 errmsg("centroids must not contain NULL"),
+					 errdetail("Row %d, column %d is NULL.", i / dims[1] + 1, i % dims[1] + 1),
+					 errhint("Give every feature of every centroid a value.")));
+		v = DatumGetFloat8(elems[i]);
+		if (!isfinite(v))
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("centroids must contain finite numbers"),
+					 errdetail("Row %d, column %d is %g.", i / dims[1] + 1, i % dims[1] + 1, v),
+					 errhint("Replace NaN and infinity with finite coordinates.")));
+		if (!(fabs(v) <= GKM_MAX_ABS))
+			ereport(ERROR,
+					(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
+					 errmsg("centroids are out of range"),
+					 errdetail("Row %d, column %d is %g; features and centroids are at most 1e150 in magnitude, "
+							   "so that squared distances do not overflow double precision.",
+							   i / dims[1] + 1, i % dims[1] + 1, v),
+					 errhint("Scale the features and the centroids, for example by dividing by a constant.")));
+		out[i] = v;
+	}
+	pfree(elems);
+	pfree(nulls);
+	*k_out = dims[0];
+	*d_out = dims[1];
+	return out;
+}
+
+/* The centroids argument: not NULL. */
+static Datum
+GkmCentroidsArg(FunctionCallInfo fcinfo, int argno)
+{
+	if (PG_ARGISNULL(argno))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("centroids must not be NULL"),
+				 errdetail("centroids is the k x d array of a fitted k-means model."),
+				 errhint("Pass array_agg(centroid ORDER BY cluster_id) over gpu_kmeans_centroids.")));
+	return PG_GETARG_DATUM(argno);
+}
+
+/* The error for a feature type no reader knows. */
+static void
+GkmNotFeatureType(Oid typid, const char *funcname)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_DATATYPE_MISMATCH),
+			 errmsg("the feature argument of %s has type %s, which is not a feature type",
+					funcname, format_type_be(typid)),
+			 errdetail("A feature is a value of type %s, or one value of type smallint, "
+					   "integer, bigint, real, double precision or numeric.",
+					   GcFeatureTypeNames()),
+			 errhint("Pass the features as one array, for example ARRAY[x, y]::real[].")));
+}
+
+/*
+ * The type of the feature argument (argno) of an aggregate's transition
+ * function.  Citus calls the transition function of a pushed-down aggregate
+ * without the call's expression (worker_partial_agg); the argument types are
+ * then those of the row expression it aggregates, ROW(feature, ...).
+ */
+static Oid
+GkmAggFeatureType(FunctionCallInfo fcinfo, int argno)
+{
+	Oid			typid = get_fn_expr_argtype(fcinfo->flinfo, argno);
+	Aggref	   *aggref;
+
+	if (OidIsValid(typid))
+		return typid;
+	aggref = AggGetAggref(fcinfo);
+	if (aggref != NULL && list_length(aggref->args) >= 2)
+	{
+		TargetEntry *te = lsecond_node(TargetEntry, aggref->args);
+
+		if (IsA(te->expr, RowExpr) && ((RowExpr *) te->expr)->args != NIL)
+			return exprType(linitial(((RowExpr *) te->expr)->args));
+		if (list_length(aggref->args) == 2)
+			return exprType((Node *) te->expr);
+	}
+	ereport(ERROR,
+			(errcode(ERRCODE_INDETERMINATE_DATATYPE),
+			 errmsg("could not determine the type of the feature of the k-means step"),
+			 errdetail("The aggregate was called in a way that does not tell the types of its arguments."),
+			 errhint("Cast the feature to real[] or double precision[].")));
+	return InvalidOid;
+}
+
+/*
+ * Reads one feature value of type typid into row [d] (double; *d_out its
+ * dimension, at most maxd unless maxd < 0, then row is allocated), in the
+ * element type dtype, scaled to unit length for the cosine metric.  Returns
+ * the row.
+ */
+static double *
+GkmReadFeature(Datum value, Oid typid, GcFeatureType kind, gc_dtype dtype, gc_metric metric,
+			   int32 expect_d, double *row, double *rowx, const char *funcname)
+{
+	GcRowRef	ref = {0, -1, 0};
+	GcFeature	f;
+
+	GcFeatureOpen(kind, typid, value, &ref, CurrentMemoryContext, &f);
+	if (expect_d >= 0 && f.d != expect_d)
+		ereport(ERROR,
+				(errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
+				 errmsg("the feature has %d dimension%s, but the centroids have %d column%s",
+						f.d, f.d == 1 ? "" : "s", expect_d, expect_d == 1 ? "" : "s"),
+				 errdetail("Each centroid needs one value per feature, in the order of the features."),
+				 errhint("Pass the features the model was fitted on, and %s's centroids as a k x %d array.",
+						 funcname, f.d)));
+	if (row == NULL)
+	{
+		row = palloc(sizeof(double) * f.d);
+		rowx = palloc(sizeof(double) * f.d);
+	}
+	GcFeatureCopy(&f, rowx, dtype, &ref);
+	if (dtype == GC_F64)
+	{
+		if (metric == GC_METRIC_COSINE && !gc_unit_row_f64(rowx, f.d))
+			GcZeroRowError("k-means", &ref);
+		memcpy(row, rowx, sizeof(double) * f.d);
+	}
+	else
+	{
+		float	   *r4 = (float *) rowx;
+
+		if (metric == GC_METRIC_COSINE && !gc_unit_row_f32(r4, f.d))
+			GcZeroRowError("k-means", &ref);
+		for (int32 t = 0; t < f.d; t++)
+			row[t] = (double) r4[t];
+	}
+	return row;
+}
+
+/* The feature kind of a type, or an error naming funcname. */
+static GcFeatureType
+GkmFeatureKind(Oid typid, const char *funcname)
+{
+	GcFeatureType kind = GcFeatureTypeOf(typid);
+
+	if (kind == GC_FEATURE_NONE)
+		GkmNotFeatureType(typid, funcname);
+	return kind;
+}
+
+/* The metric of an optional argument, NULL or absent: Euclidean. */
+static gc_metric
+GkmMetricArg(FunctionCallInfo fcinfo, int argno)
+{
+	return GcArgMetric(fcinfo, argno, GcKmeans.title);
+}
+
+/*
+ * The transition function: args (state, feature, centroids [, metric
+ * [, mode]]); typid is the feature's type, or InvalidOid to find it.
+ */
+static Datum
+GkmTrans(FunctionCallInfo fcinfo, Oid typid)
+{
+	MemoryContext aggcxt;
+	GkmState   *s = PG_ARGISNULL(0) ? NULL : (GkmState *) PG_GETARG_POINTER(0);
+	Datum		cdatum = GkmCentroidsArg(fcinfo, 2);
+	gc_metric	metric = GkmMetricArg(fcinfo, 3);
+	int32		mode = GKM_SUMS;
+
+	if (!AggCheckCallContext(fcinfo, &aggcxt))
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("the k-means step's transition function can only be called by its aggregate"),
+				 errdetail("It changes its state in place, which only an aggregate may hand it."),
+				 errhint("Call gpu_kmeans_step(feature, centroids).")));
+	if (PG_NARGS() > 4)
+	{
+		if (PG_ARGISNULL(4) || PG_GETARG_INT32(4) < 0 || PG_GETARG_INT32(4) > GKM_MODES)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("mode of gpu_kmeans_step_state must be 0, 1, 2 or 3"),
+					 errdetail("1 sums the features per cluster, 2 keeps cosine centroids as given."),
+					 errhint("gpu_kmeans_fit_distributed calls it; use gpu_kmeans_step instead.")));
+		mode = PG_GETARG_INT32(4);
+	}
+
+	if (s == NULL)
+	{
+		ArrayType  *arr = DatumGetArrayTypeP(cdatum);
+		int32		k;
+		int32		d;
+		double	   *cen = GkmCentroidArray(arr, &k, &d);
+
+		if (!OidIsValid(typid))
+			typid = GkmAggFeatureType(fcinfo, 1);
+		s = GkmNew(aggcxt, k, d, metric, GcFeatureDtype(GkmFeatureKind(typid, "gpu_kmeans_step"), typid), mode);
+		s->ftype = typid;
+		memcpy(GKM_CEN(s), cen, sizeof(double) * (Size) k * d);
+		GkmWorkingCentroids(s);
+		s->seen = cdatum;
+	}
+	else
+	{
+		if (s->magic != GKM_MAGIC)
+			elog(ERROR, "k-means step state is corrupt, please report a bug");
+		if (metric != s->metric || mode != s->mode)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("the metric of a k-means step changed within a group"),
+					 errdetail("The group's first row chose the %s metric.",
+							   s->metric == GC_METRIC_COSINE ? "cosine" : "Euclidean"),
+					 errhint("Pass the same metric for every row of a group.")));
+		if (cdatum != s->seen)
+		{
+			ArrayType  *arr = DatumGetArrayTypeP(cdatum);
+
+			if (ARR_NDIM(arr) != 2 || ARR_HASNULL(arr) || ARR_ELEMTYPE(arr) != FLOAT8OID ||
+				ARR_DIMS(arr)[0] != s->k || ARR_DIMS(arr)[1] != s->d ||
+				memcmp(ARR_DATA_PTR(arr), GKM_CEN(s), sizeof(double) * (Size) s->k * s->d) != 0)
+				ereport(ERROR,
+						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						 errmsg("the centroids of a k-means step changed within a group"),
+						 errdetail("A step sums the rows nearest to each of one set of centroids."),
+						 errhint("Pass the same centroids for every row of a group, for example a constant or a parameter.")));
+			s->seen = cdatum;
+		}
+	}
+
+	if (PG_ARGISNULL(1))
+	{
+		s->nulls++;
+		PG_RETURN_POINTER(s);
+	}
+	{
+		double	   *scratch = GKM_SCRATCH(s);
+		double	   *row = scratch + s->k;
+		double	   *rowx = row + s->d;
+		double		d2;
+		int32		j;
+
+		GkmReadFeature(PG_GETARG_DATUM(1), s->ftype, GcFeatureTypeOf(s->ftype), s->dtype, s->metric,
+					   s->d, row, rowx, "gpu_kmeans_step");
+		j = GkmNearest(row, s->d, GKM_CENT(s), s->k, scratch, &d2);
+
+		gc_kmeans_step_add(row, s->d, j, d2, (s->mode & GKM_SUMS) ? GKM_SUMSP(s) : NULL,
+						   GKM_COUNTS(s), GKM_D2(s));
+	}
+	s->rows++;
+	if (++s->pending >= GC_SACC_MAX_PENDING)
+		GkmNormalize(s);
+	PG_RETURN_POINTER(s);
+}
+
+/* gpu_kmeans_step's transition function for real[] features */
+Datum
+gpu_kmeans_step_trans_f4a(PG_FUNCTION_ARGS)
+{
+	return GkmTrans(fcinfo, FLOAT4ARRAYOID);
+}
+
+/* ... for double precision[] features */
+Datum
+gpu_kmeans_step_trans_f8a(PG_FUNCTION_ARGS)
+{
+	return GkmTrans(fcinfo, FLOAT8ARRAYOID);
+}
+
+/* ... for any other feature type (anyelement) */
+Datum
+gpu_kmeans_step_trans_any(PG_FUNCTION_ARGS)
+{
+	return GkmTrans(fcinfo, InvalidOid);
+}
+
+/* A state argument, detoasted, checked for its magic. */
+static GkmState *
+GkmArg(FunctionCallInfo fcinfo, int argno)
+{
+	GkmState   *s = (GkmState *) PG_DETOAST_DATUM(PG_GETARG_DATUM(argno));
+
+	if (VARSIZE(s) < sizeof(GkmState) || s->magic != GKM_MAGIC ||
+		VARSIZE(s) != GkmSize(s->k, s->d, s->mode))
+		elog(ERROR, "k-means step state is corrupt, please report a bug");
+	return s;
+}
+
+/*
+ * The combine function: adds state b into a (changed in place when it
+ * belongs to the aggregate, else a copy).  The accumulators are exact, so
+ * the order of combination does not matter.
+ */
+Datum
+gpu_kmeans_step_combine(PG_FUNCTION_ARGS)
+{
+	MemoryContext aggcxt;
+	GkmState   *a;
+	GkmState   *b;
+	gc_sacc    *aa;
+	gc_sacc    *ba;
+	Size		nacc;
+
+	if (PG_ARGISNULL(0) && PG_ARGISNULL(1))
+		PG_RETURN_NULL();
+	if (PG_ARGISNULL(1))
+		PG_RETURN_DATUM(PG_GETARG_DATUM(0));
+	if (PG_ARGISNULL(0))
+	{
+		b = GkmArg(fcinfo, 1);
+		if (AggCheckCallContext(fcinfo, &aggcxt))
+		{
+			a = MemoryContextAlloc(aggcxt, VARSIZE(b));
+			memcpy(a, b, VARSIZE(b));
+			PG_RETURN_POINTER(a);
+		}
+		PG_RETURN_POINTER(b);
+	}
+	b = GkmArg(fcinfo, 1);
+	if (AggCheckCallContext(fcinfo, &aggcxt))
+		a = (GkmState *) PG_GETARG_POINTER(0);
+	else
+	{
+		GkmState   *a0 = GkmArg(fcinfo, 0);
+
+		a = palloc(VARSIZE(a0));
+		memcpy(a, a0, VARSIZE(a0));
+	}
+	if (a->k != b->k || a->d != b->d || a->metric != b->metric || a->mode != b->mode ||
+		memcmp(GKM_CEN(a), GKM_CEN(b), sizeof(double) * (Size) a->k * a->d) != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("cannot combine k-means steps of different centroids or metrics"),
+				 errdetail("One step has %d x %d centroids and the %s metric, the other %d x %d and the %s metric, "
+						   "or their centroids differ.",
+						   a->k, a->d, a->metric == GC_METRIC_COSINE ? "cosine" : "Euclidean",
+						   b->k, b->d, b->metric == GC_METRIC_COSINE ? "cosine" : "Euclidean"),
+				 errhint("Combine only the partial states of one step.")));
+	if (a->dtype != b->dtype)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("cannot combine k-means steps computed in different precisions"),
+				 errdetail("One read the features in single precision, the other in double precision."),
+				 errhint("Set gpuclust.precision alike on every node.")));
+	if (a->pending + b->pending + 1 >= GC_SACC_MAX_PENDING)
+		GkmNormalize(a);
+	if (b->pending + 1 >= GC_SACC_MAX_PENDING)
+		elog(ERROR, "k-means step state has too many pending additions, please report a bug");
+	aa = GKM_D2(a);
+	ba = GKM_D2(b);
+	nacc = a->k + GKM_NSUMS(a);
+	for (Size i = 0; i < nacc; i++)
+		gc_sacc_merge(&aa[i], &ba[i]);
+	a->pending += b->pending + 1;
+	for (int32 j = 0; j < a->k; j++)
+		GKM_COUNTS(a)[j] += GKM_COUNTS(b)[j];
+	a->rows += b->rows;
+	a->nulls += b->nulls;
+	if (a->ftype != b->ftype)
+		a->ftype = InvalidOid;
+	PG_RETURN_POINTER(a);
+}
+
+/* The rounded value of accumulator a (a copy normalized). */
+static double
+GkmRound(const gc_sacc *a)
+{
+	gc_sacc		t = *a;
+
+	gc_sacc_normalize(&t);
+	return gc_sacc_round(&t);
+}
+
+/* Inertia of a sum of squared distances under metric (cosine: halved, exactly). */
+static double
+GkmInertia(gc_metric metric, double d2)
+{
+	return metric == GC_METRIC_COSINE ? d2 * 0.5 : d2;
+}
+
+/*
+ * The centroids a state's step moves to [k, d]: the mean of each cluster's
+ * rows (its exact sum rounded once, divided by the count), scaled to unit
+ * length for cosine; a cluster without rows keeps its centroid.
+ */
+static void
+GkmNewCentroids(const GkmState *s, double *out)
+{
+	int32		k = s->k;
+	int32		d = s->d;
+	const int64 *counts = GKM_COUNTS(s);
+	const double *cent = GKM_CENT(s);
+
+	for (int32 j = 0; j < k; j++)
+	{
+		double	   *c = out + (Size) j * d;
+
+		if (counts[j] > 0 && (s->mode & GKM_SUMS))
+		{
+			for (int32 t = 0; t < d; t++)
+				c[t] = GkmRound(&GKM_SUMSP(s)[(Size) j * d + t]) / (double) counts[j];
+			if (s->metric == GC_METRIC_COSINE)
+				gc_kmeans_unit_centroid(c, d);
+		}
+		else
+			for (int32 t = 0; t < d; t++)
+				c[t] = cent[(Size) t * k + j];
+	}
+}
+
+/* A k x d float8 array of values [k, d]. */
+static ArrayType *
+GkmMatrix(const double *v, int32 k, int32 d)
+{
+	Datum	   *elems = palloc(sizeof(Datum) * (Size) k * d);
+	int			dims[2] = {k, d};
+	int			lbs[2] = {1, 1};
+
+	for (Size i = 0; i < (Size) k * d; i++)
+		elems[i] = Float8GetDatum(v[i]);
+	return construct_md_array(elems, NULL, 2, dims, lbs, FLOAT8OID, sizeof(float8),
+							  FLOAT8PASSBYVAL, TYPALIGN_DOUBLE);
+}
+
+/*
+ * The final function: (centroids, sizes, inertia), the centroids the step
+ * moves to, and per cluster the rows assigned and the sum of their
+ * distances (squared Euclidean, or cosine distances).
+ */
+Datum
+gpu_kmeans_step_final(PG_FUNCTION_ARGS)
+{
+	GkmState   *s;
+	TupleDesc	desc;
+	Datum		values[3];
+	bool		nulls[3] = {false, false, false};
+	double	   *c;
+	Datum	   *sizes;
+	Datum	   *inertia;
+
+	if (PG_ARGISNULL(0))
+		PG_RETURN_NULL();
+	s = GkmArg(fcinfo, 0);
+	if (get_call_result_type(fcinfo, NULL, &desc) != TYPEFUNC_COMPOSITE)
+		elog(ERROR, "gpu_kmeans_step_final must return a composite type, please report a bug");
+	desc = BlessTupleDesc(desc);
+	c = palloc(sizeof(double) * (Size) s->k * s->d);
+	GkmNewCentroids(s, c);
+	sizes = palloc(sizeof(Datum) * s->k);
+	inertia = palloc(sizeof(Datum) * s->k);
+	for (int32 j = 0; j < s->k; j++)
+	{
+		sizes[j] = Int64GetDatum(GKM_COUNTS(s)[j]);
+		inertia[j] = Float8GetDatum(GkmInertia(s->metric, GkmRound(&GKM_D2(s)[j])));
+	}
+	values[0] = PointerGetDatum(GkmMatrix(c, s->k, s->d));
+	values[1] = PointerGetDatum(construct_array(sizes, s->k, INT8OID, sizeof(int64),
+												FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
+	values[2] = PointerGetDatum(construct_array(inertia, s->k, FLOAT8OID, sizeof(float8),
+												FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
+	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(desc, values, nulls)));
+}
+
+/* ---------------------------------------------------------------- text form */
+
+/* Appends the n low bytes of v, least significant first (the same text on every machine). */
+static void
+PutInt(StringInfo b, int64 v, int n)
+{
+	unsigned char buf[8];
+
+	for (int i = 0; i < n; i++)
+		buf[i] = (unsigned char) ((uint64) v >> (8 * i));
+	appendBinaryStringInfo(b, (const char *) buf, n);
+}
+
+/* gpu_kmeans_state's output: its exact text form (see the top of this file). */
+Datum
+gpu_kmeans_state_out(PG_FUNCTION_ARGS)
+{
+	GkmState   *s = GkmArg(fcinfo, 0);
+	StringInfoData b;
+	Size		kd = (Size) s->k * s->d;
+	Size		nacc = s->k + GKM_NSUMS(s);
+	char	   *out;
+	Size		prefix = strlen(GKM_TEXT_PREFIX);
+
+	initStringInfo(&b);
+	PutInt(&b, s->k, 4);
+	PutInt(&b, s->d, 4);
+	PutInt(&b, s->metric, 1);
+	PutInt(&b, s->dtype, 1);
+	PutInt(&b, s->mode, 1);
+	PutInt(&b, s->rows, 8);
+	PutInt(&b, s->nulls, 8);
+	for (Size i = 0; i < kd; i++)
+	{
+		uint64		bits;
+
+		memcpy(&bits, &GKM_CEN(s)[i], 8);
+		PutInt(&b, (int64) bits, 8);
+	}
+	for (int32 j = 0; j < s->k; j++)
+		PutInt(&b, GKM_COUNTS(s)[j], 8);
+	for (Size i = 0; i < nacc; i++)
+	{
+		gc_sacc		t = GKM_D2(s)[i];
+		uint32		u[GC_SACC_CHUNKS];
+		int			negative;
+		int32		lo = -1;
+		int32		hi = -1;
+
+		gc_sacc_normalize(&t);
+		negative = t.c[GC_SACC_CHUNKS - 1] < 0;
+		{
+			uint64		carry = 1;
+
+			for (int32 c = 0; c < GC_SACC_CHUNKS; c++)
+			{
+				if (negative)
+				{
+					uint64		x = (uint64) (uint32) ~(uint32) t.c[c] + carry;
+
+					u[c] = (uint32) x;
+					carry = x >> 32;
+				}
+				else
+					u[c] = (uint32) t.c[c];
+				if (u[c] != 0)
+				{
+					if (lo < 0)
+						lo = c;
+					hi = c;
+				}
+			}
+		}
+		if (lo < 0)
+		{
+			PutInt(&b, 0, 1);
+			continue;
+		}
+		PutInt(&b, 1 + negative, 1);
+		PutInt(&b, lo, 1);
+		PutInt(&b, hi - lo + 1, 1);
+		for (int32 c = lo; c <= hi; c++)
+			PutInt(&b, u[c], 4);
+	}
+	out = palloc(prefix + 2 * (Size) b.len + 1);
+	memcpy(out, GKM_TEXT_PREFIX, prefix);
+	hex_encode(b.data, b.len, out + prefix);
+	out[prefix + 2 * (Size) b.len] = '\0';
+	PG_RETURN_CSTRING(out);
+}
+
+/* Reads n bytes at *p (before end), least significant first, or errors. */
+static int64
+GetInt(const unsigned char **p, const unsigned char *end, int n)
+{
+	uint64		v = 0;
+
+	if (end - *p < n)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_TEXT_REPRESENTATION),
+				 errmsg("invalid k-means step state: too short"),
+				 errhint("Pass the text a k-means step state printed, unchanged.")));
+	for (int i = 0; i < n; i++)
+		v |= (uint64) (*p)[i] << (8 * i);
+	*p += n;
+	return (int64) v;
+}
+
+/* The error for a text that is not a state. */
+static void
+BadState(const char *what)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_INVALID_TEXT_REPRESENTATION),
+			 errmsg("invalid k-means step state: %s", what),
+			 errhint("Pass the text a k-means step state printed, unchanged.")));
+}
+
+/* gpu_kmeans_state's input: the text form back into the state, checked. */
+Datum
+gpu_kmeans_state_in(PG_FUNCTION_ARGS)
+{
+	char	   *str = PG_GETARG_CSTRING(0);
+	Size		prefix = strlen(GKM_TEXT_PREFIX);
+	Size		hexlen;
+	unsigned char *bin;
+	const unsigned char *p;
+	const unsigned char *end;
+	int32		k,
+				d,
+				metric,
+				dtype,
+				mode;
+	int64		rows,
+				nulls,
+				total = 0;
+	GkmState   *s;
+	Size		nacc;
+
+	if (strncmp(str, GKM_TEXT_PREFIX, prefix) != 0)
+		BadState("it does not start with \"" GKM_TEXT_PREFIX "\"");
+	hexlen = strlen(str + prefix);
+	if (hexlen % 2 != 0)
+		BadState("odd number of hex digits");
+	bin = palloc(hexlen / 2 + 1);
+	hex_decode(str + prefix, hexlen, (char *) bin);
+	p = bin;
+	end = bin + hexlen / 2;
+	k = (int32) GetInt(&p, end, 4);
+	d = (int32) GetInt(&p, end, 4);
+	metric = (int32) GetInt(&p, end, 1);
+	dtype = (int32) GetInt(&p, end, 1);
+	mode = (int32) GetInt(&p, end, 1);
+	rows = GetInt(&p, end, 8);
+	nulls = GetInt(&p, end, 8);
+	if (k < 1 || d < 1)
+		BadState("k and d must be at least 1");
+	if (metric != GC_METRIC_EUCLIDEAN && metric != GC_METRIC_COSINE)
+		BadState("unknown metric");
+	if (dtype != GC_F32 && dtype != GC_F64)
+		BadState("unknown element type");
+	if (mode < 0 || mode > GKM_MODES)
+		BadState("unknown mode");
+	if (rows < 0 || nulls < 0)
+		BadState("negative row count");
+	if (GkmSize(k, d, mode) == 0)
+		GkmTooLarge(k, d);
+	s = GkmNew(CurrentMemoryContext, k, d, (gc_metric) metric, (gc_dtype) dtype, mode);
+	s->rows = rows;
+	s->nulls = nulls;
+	for (Size i = 0; i < (Size) k * d; i++)
+	{
+		uint64		bits = (uint64) GetInt(&p, end, 8);
+		double		v;
+
+		memcpy(&v, &bits, 8);
+		if (!(fabs(v) <= GKM_MAX_ABS))
+			BadState("a centroid is not finite or out of range");
+		GKM_CEN(s)[i] = v;
+	}
+	for (int32 j = 0; j < k; j++)
+	{
+		int64		c = GetInt(&p, end, 8);
+
+		if (c < 0 || c > rows - total)
+			BadState("the counts do not add up to the rows");
+		GKM_COUNTS(s)[j] = c;
+		total += c;
+	}
+	if (total != rows)
+		BadState("the counts do not add up to the rows");
+	nacc = k + GKM_NSUMS(s);
+	for (Size i = 0; i < nacc; i++)
+	{
+		gc_sacc    *a = &GKM_D2(s)[i];
+		int32		sign = (int32) GetInt(&p, end, 1);
+		int32		lo,
+					n;
+
+		if (sign == 0)
+			continue;
+		if (sign > 2)
+			BadState("bad sign of an accumulator");
+		lo = (int32) GetInt(&p, end, 1);
+		n = (int32) GetInt(&p, end, 1);
+		if (n < 1 || lo + n > GC_SACC_CHUNKS)
+			BadState("an accumulator is out of range");
+		for (int32 c = 0; c < n; c++)
+		{
+			int64		u = GetInt(&p, end, 4);
+
+			a->c[lo + c] = sign == 2 ? -u : u;
+		}
+	}
+	if (p != end)
+		BadState("trailing bytes");
+	s->pending = 1;
+	/* a state's centroids are checked as the arguments are */
+	GkmWorkingCentroids(s);
+	pfree(bin);
+	PG_RETURN_POINTER(s);
+}
+
+/* ---------------------------------------------------------------- predict */
+
+/* What predict and distance keep between calls: the parsed centroids. */
+typedef struct GkmModel
+{
+	Datum		seen;			/* the centroids datum parsed (stable arguments only) */
+	bool		stable;
+	ArrayType  *raw;			/* a copy of the array parsed */
+	int32		k;
+	int32		d;
+	gc_metric	metric;
+	double	   *cent;			/* [d, k] */
+	double	   *dist;			/* [k] */
+	double	   *row;			/* [d] */
+	double	   *rowx;			/* [d] */
+	Oid			typid;
+	GcFeatureType kind;
+} GkmModel;
+
+/*
+ * The model of a predict or distance call: parsed at the first call and
+ * again only when the centroids or the metric change.
+ */
+static GkmModel *
+GkmGetModel(FunctionCallInfo fcinfo, const char *funcname)
+{
+	GkmModel   *m = (GkmModel *) fcinfo->flinfo->fn_extra;
+	Datum		cdatum = GkmCentroidsArg(fcinfo, 1);
+	gc_metric	metric = GkmMetricArg(fcinfo, 2);
+	MemoryContext old;
+	ArrayType  *arr;
+	double	   *cen;
+
+	if (m != NULL && m->metric == metric)
+	{
+		if (m->stable && cdatum == m->seen)
+			return m;
+		arr = DatumGetArrayTypeP(cdatum);
+		if (VARSIZE(arr) == VARSIZE(m->raw) && memcmp(arr, m->raw, VARSIZE(arr)) == 0)
+			return m;
+	}
+	old = MemoryContextSwitchTo(fcinfo->flinfo->fn_mcxt);
+	if (m == NULL)
+	{
+		m = palloc0(sizeof(GkmModel));
+		m->typid = get_fn_expr_argtype(fcinfo->flinfo, 0);
+		if (!OidIsValid(m->typid))
+			elog(ERROR, "could not determine the feature type of %s, please report a bug", funcname);
+		m->kind = GkmFeatureKind(m->typid, funcname);
+		m->stable = get_fn_expr_arg_stable(fcinfo->flinfo, 1);
+	}
+	else
+	{
+		pfree(m->raw);
+		pfree(m->cent);
+		pfree(m->dist);
+		pfree(m->row);
+		pfree(m->rowx);
+	}
+	arr = DatumGetArrayTypePCopy(cdatum);
+	cen = GkmCentroidArray(arr, &m->k, &m->d);
+	if (metric == GC_METRIC_COSINE)
+		for (int32 j = 0; j < m->k; j++)
+			if (!gc_unit_row_f64(cen + (Size) j * m->d, m->d))
+				ereport(ERROR,
+						(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+						 errmsg("row %d of centroids is all zero", j + 1),
+						 errdetail("With the cosine metric every centroid is a direction, and a zero vector has none."),
+						 errhint("Give every centroid a nonzero value, or use metric => 'euclidean'.")));
+	m->raw = arr;
+	m->cent = palloc(sizeof(double) * (Size) m->k * m->d);
+	gc_kmeans_transpose(cen, m->k, m->d, m->cent);
+	pfree(cen);
+	m->dist = palloc(sizeof(double) * m->k);
+	m->row = palloc(sizeof(double) * m->d);
+	m->rowx = palloc(sizeof(double) * m->d);
+	m->metric = metric;
+	m->seen = cdatum;
+	fcinfo->flinfo->fn_extra = m;
+	MemoryContextSwitchTo(old);
+	return m;
+}
+
+/* The nearest centroid of the feature argument and its squared distance. */
+static int32
+GkmPredict(FunctionCallInfo fcinfo, const char *funcname, double *d2)
+{
+	GkmModel   *m = GkmGetModel(fcinfo, funcname);
+
+	GkmReadFeature(PG_GETARG_DATUM(0), m->typid, m->kind, GcFeatureDtype(m->kind, m->typid),
+				   m->metric, m->d, m->row, m->rowx, funcname);
+	return GkmNearest(m->row, m->d, m->cent, m->k, m->dist, d2);
+}
+
+/*
+ * gpu_kmeans_predict(feature, centroids, metric): the number (0-based) of
+ * the nearest centroid, as gpu_kmeans_assign gives it; NULL for a NULL feature.
+ */
+Datum
+gpu_kmeans_predict(PG_FUNCTION_ARGS)
+{
+	double		d2;
+
+	if (PG_ARGISNULL(0))
+		PG_RETURN_NULL();
+	PG_RETURN_INT32(GkmPredict(fcinfo, "gpu_kmeans_predict", &d2));
+}
+
+/*
+ * gpu_kmeans_distance(feature, centroids, metric): the distance to the
+ * nearest centroid, as gpu_kmeans_assign's distance column gives it.
+ */
+Datum
+gpu_kmeans_distance(PG_FUNCTION_ARGS)
+{
+	double		d2;
+
+	if (PG_ARGISNULL(0))
+		PG_RETURN_NULL();
+	(void) GkmPredict(fcinfo, "gpu_kmeans_distance", &d2);
+	PG_RETURN_FLOAT8(gc_metric_distance(GkmMetricArg(fcinfo, 2), d2));
+}
+
+/* gpu_kmeans_row_hash(id, seed, round): the draw of row id in a round of k-means||, in [0, 1). */
+Datum
+gpu_kmeans_row_hash(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_FLOAT8(gc_kmeans_row_draw((uint64) PG_GETARG_INT64(0), (uint64) PG_GETARG_INT64(1),
+										(uint32) PG_GETARG_INT32(2)));
+}
+
+/*
+ * gpu_kmeans_sample(feature, centroids, metric, id, seed, round, scale):
+ * whether round round of k-means|| draws the row: its draw
+ * (gpu_kmeans_row_hash) is below scale times its squared distance to the
+ * nearest centroid.
+ */
+Datum
+gpu_kmeans_sample(PG_FUNCTION_ARGS)
+{
+	double		d2;
+	double		u;
+
+	for (int i = 0; i < 7; i++)
+		if (i != 2 && PG_ARGISNULL(i))
+			PG_RETURN_BOOL(false);
+	(void) GkmPredict(fcinfo, "gpu_kmeans_sample", &d2);
+	u = gc_kmeans_row_draw((uint64) PG_GETARG_INT64(3), (uint64) PG_GETARG_INT64(4),
+						   (uint32) PG_GETARG_INT32(5));
+	PG_RETURN_BOOL(u < PG_GETARG_FLOAT8(6) * d2);
+}
+
+/* ---------------------------------------------------------------- the distributed fit */
+
+#define KF_ARG_QUERY		0
+#define KF_ARG_K			1
+#define KF_ARG_MAX_ITER		2
+#define KF_ARG_TOL			3
+#define KF_ARG_SEED			4
+#define KF_ARG_CENTROIDS	5
+#define KF_ARG_N_INIT		6
+#define KF_ARG_METRIC		7
+#define KF_ARG_OVERSAMPLING	8
+#define KF_ARG_ROUNDS		9
+
+/* Weighted Lloyd iterations on the k-means|| candidates, at most. */
+#define KF_RECLUSTER_ITER 100
+
+/* One distributed fit: the queries it runs and what it knows of the rows. */
+typedef struct GkmFit
+{
+	MemoryContext cxt;			/* the call's, outlives each query */
+	char	   *sql_state;		/* the step's state over the query */
+	char	   *sql_first;		/* rows in the order of their draws of a round */
+	char	   *sql_sample;		/* the rows a k-means|| round draws */
+	char	   *sql_far;		/* rows farthest from their centroid */
+	Oid			ftype;
+	GcFeatureType kind;
+	gc_dtype	dtype;
+	gc_metric	metric;
+	int32		d;
+	int64		n;
+	int64		seed;			/* of the current run */
+	int64		queries;		/* aggregate queries run */
+} GkmFit;
+
+/* The metric's name, as the SQL functions take it. */
+static Datum
+KfMetricText(const GkmFit *f)
+{
+	return CStringGetTextDatum(f->metric == GC_METRIC_COSINE ? "cosine" : "euclidean");
+}
+
+/*
+ * The state of a step over the query: centroids cen [k, d], mode; copied into
+ * the fit's context.  NULL when the query has no rows.
+ */
+static GkmState *
+KfState(GkmFit *f, const double *cen, int32 k, int32 mode)
+{
+	Oid			types[3] = {FLOAT8ARRAYOID, TEXTOID, INT4OID};
+	Datum		values[3];
+	bool		isnull;
+	Datum		v;
+	GkmState   *s;
+	GkmState   *copy;
+	int			ret;
+
+	CHECK_FOR_INTERRUPTS();
+	values[0] = PointerGetDatum(GkmMatrix(cen, k, f->d));
+	values[1] = KfMetricText(f);
+	values[2] = Int32GetDatum(mode);
+	ret = SPI_execute_with_args(f->sql_state, 3, types, values, NULL, true, 0);
+	if (ret != SPI_OK_SELECT || SPI_processed != 1)
+		elog(ERROR, "the k-means step query returned %d (" UINT64_FORMAT " rows), please report a bug",
+			 ret, SPI_processed);
+	f->queries++;
+	v = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+	if (isnull)
+	{
+		SPI_freetuptable(SPI_tuptable);
+		return NULL;
+	}
+	s = (GkmState *) PG_DETOAST_DATUM(v);
+	copy = MemoryContextAlloc(f->cxt, VARSIZE(s));
+	memcpy(copy, s, VARSIZE(s));
+	SPI_freetuptable(SPI_tuptable);
+	pfree(DatumGetPointer(values[0]));
+	return copy;
+}
+
+/*
+ * Runs a query whose rows are one feature each and appends them, read as
+ * the step reads them (unit length for cosine), to rows [*m, d] of capacity
+ * *cap; returns the rows.
+ */
+static double *
+KfFeatures(GkmFit *f, const char *sql, int nargs, Oid *types, Datum *values,
+		   double *rows, int64 *m, int64 *cap)
+{
+	int			ret;
+
+	CHECK_FOR_INTERRUPTS();
+	ret = SPI_execute_with_args(sql, nargs, types, values, NULL, true, 0);
+	if (ret != SPI_OK_SELECT)
+		elog(ERROR, "a k-means|| query returned %d, please report a bug", ret);
+	f->queries++;
+	for (uint64 i = 0; i < SPI_processed; i++)
+	{
+		bool		isnull;
+		Datum		v = SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull);
+
+		if (isnull)
+			continue;
+		if (*m == *cap)
+		{
+			*cap = *cap * 2 + 16;
+			if ((Size) *cap * f->d * sizeof(double) > MaxAllocSize)
+				ereport(ERROR,
+						(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+						 errmsg("too many k-means|| candidates"),
+						 errhint("Use a smaller oversampling or fewer rounds.")));
+			rows = rows ? repalloc(rows, sizeof(double) * (Size) *cap * f->d)
+				: MemoryContextAlloc(f->cxt, sizeof(double) * (Size) *cap * f->d);
+		}
+		GkmReadFeature(v, f->ftype, f->kind, f->dtype, f->metric, f->d,
+					   rows + (Size) *m * f->d, palloc(sizeof(double) * f->d), "gpu_kmeans_fit_distributed");
+		(*m)++;
+	}
+	SPI_freetuptable(SPI_tuptable);
+	return rows;
+}
+
+/* The first count rows in the order of their draws of round 0 (the seed's). */
+static double *
+KfFirstRows(GkmFit *f, int64 count, double *rows, int64 *m, int64 *cap)
+{
+	Oid			types[2] = {INT8OID, INT8OID};
+	Datum		values[2] = {Int64GetDatum(f->seed), Int64GetDatum(count)};
+
+	return KfFeatures(f, f->sql_first, 2, types, values, rows, m, cap);
+}
+
+/* The total of the squared distances of a state (exact, rounded once). */
+static double
+KfPotential(const GkmState *s)
+{
+	gc_sacc		t;
+
+	memset(&t, 0, sizeof(t));
+	for (int32 j = 0; j < s->k; j++)
+	{
+		gc_sacc		a = GKM_D2(s)[j];
+
+		gc_sacc_normalize(&a);
+		gc_sacc_merge(&t, &a);
+		gc_sacc_normalize(&t);
+	}
+	return gc_sacc_round(&t);
+}
+
+/*
+ * Weighted k-means++ (D^2 sampling, each candidate's chance times its
+ * weight) of m candidates x [m, d] with weights w into k centroids cen
+ * [k, d], then weighted Lloyd iterations on the candidates: the
+ * reclustering step of k-means||.
+ */
+static void
+KfRecluster(GkmFit *f, const double *x, const int64 *w, int64 m, int32 k, double *cen)
+{
+	int32		d = f->d;
+	gc_rng		rng;
+	double	   *mind2 = palloc(sizeof(double) * m);
+	bool	   *chosen = palloc0(sizeof(bool) * m);
+	int32	   *label = palloc(sizeof(int32) * m);
+	double	   *cent = palloc(sizeof(double) * (Size) k * d);
+	double	   *dist = palloc(sizeof(double) * k);
+	double	   *sums = palloc(sizeof(double) * (Size) k * d);
+	double	   *wsum = palloc(sizeof(double) * k);
+	double		total = 0.0;
+	int64		pick = 0;
+
+	gc_rng_seed(&rng, (uint64) f->seed ^ UINT64_C(0x6b6d65616e737c7c));
+	/* the first: by weight alone (a candidate nobody is nearest to has none) */
+	for (int64 i = 0; i < m; i++)
+		total += (double) w[i];
+	if (total > 0)
+	{
+		double		r = gc_rng_uniform(&rng) * total;
+
+		for (pick = 0; pick < m - 1; pick++)
+		{
+			r -= (double) w[pick];
+			if (r < 0)
+				break;
+		}
+	}
+	for (int32 c = 0; c < k; c++)
+	{
+		memcpy(cen + (Size) c * d, x + (Size) pick * d, sizeof(double) * d);
+		chosen[pick] = true;
+		if (c == k - 1)
+			break;
+		total = 0.0;
+		for (int64 i = 0; i < m; i++)
+		{
+			double		d2 = gc_dist2_f64(x + (Size) i * d, cen + (Size) c * d, d);
+
+			if (c == 0 || d2 < mind2[i])
+				mind2[i] = d2;
+			if (!chosen[i])
+				total += mind2[i] * (double) w[i];
+		}
+		if (total > 0)
+		{
+			double		r = gc_rng_uniform(&rng) * total;
+
+			pick = -1;
+			for (int64 i = 0; i < m; i++)
+			{
+				if (chosen[i])
+					continue;
+				pick = i;
+				r -= mind2[i] * (double) w[i];
+				if (r < 0)
+					break;
+			}
+		}
+		else
+		{
+			/* every candidate left is a centre already: the first not chosen */
+			pick = 0;
+			while (pick < m && chosen[pick])
+				pick++;
+		}
+		if (pick < 0 || pick >= m)
+			elog(ERROR, "k-means|| ran out of candidates, please report a bug");
+	}
+
+	/* weighted Lloyd on the candidates */
+	for (int it = 0; it < KF_RECLUSTER_ITER; it++)
+	{
+		bool		changed = it == 0;
+
+		CHECK_FOR_INTERRUPTS();
+		gc_kmeans_transpose(cen, k, d, cent);
+		memset(sums, 0, sizeof(double) * (Size) k * d);
+		memset(wsum, 0, sizeof(double) * k);
+		for (int64 i = 0; i < m; i++)
+		{
+			double		d2;
+			int32		j = GkmNearest(x + (Size) i * d, d, cent, k, dist, &d2);
+
+			if (it > 0 && j != label[i])
+				changed = true;
+			label[i] = j;
+			wsum[j] += (double) w[i];
+			for (int32 t = 0; t < d; t++)
+				sums[(Size) j * d + t] += (double) w[i] * x[(Size) i * d + t];
+		}
+		if (!changed)
+			break;
+		for (int32 j = 0; j < k; j++)
+			if (wsum[j] > 0)
+			{
+				for (int32 t = 0; t < d; t++)
+					cen[(Size) j * d + t] = sums[(Size) j * d + t] / wsum[j];
+				if (f->metric == GC_METRIC_COSINE)
+					gc_kmeans_unit_centroid(cen + (Size) j * d, d);
+			}
+	}
+	pfree(mind2);
+	pfree(chosen);
+	pfree(label);
+	pfree(cent);
+	pfree(dist);
+	pfree(sums);
+	pfree(wsum);
+}
+
+/*
+ * k-means|| (Bahmani et al., "Scalable K-Means++"): k initial centroids
+ * cen [k, d] from rounds of sampling passes over the query.
+ */
+static void
+KfInitParallel(GkmFit *f, int32 k, double oversampling, int32 rounds, double *cen)
+{
+	double	   *cand = NULL;
+	int64		m = 0;
+	int64		cap = 0;
+	double		l = oversampling * k;
+	GkmState   *s;
+
+	cand = KfFirstRows(f, 1, cand, &m, &cap);
+	if (m != 1)
+		elog(ERROR, "k-means|| found no first row, please report a bug");
+	for (int32 r = 1; r <= rounds; r++)
+	{
+		double		phi;
+		Oid			types[5] = {FLOAT8ARRAYOID, TEXTOID, INT8OID, INT4OID, FLOAT8OID};
+		Datum		values[5];
+
+		if (m > INT32_MAX / 2)
+			break;
+		s = KfState(f, cand, (int32) m, GKM_RAW);
+		phi = KfPotential(s);
+		pfree(s);
+		if (!(phi > 0))
+			break;				/* every row is a candidate already */
+		values[0] = PointerGetDatum(GkmMatrix(cand, (int32) m, f->d));
+		values[1] = KfMetricText(f);
+		values[2] = Int64GetDatum(f->seed);
+		values[3] = Int32GetDatum(r);
+		values[4] = Float8GetDatum(l / phi);
+		cand = KfFeatures(f, f->sql_sample, 5, types, values, cand, &m, &cap);
+	}
+	if (m < k)
+	{
+		/* too few candidates (few rows or few distinct rows): the first k rows too */
+		cand = KfFirstRows(f, k, cand, &m, &cap);
+	}
+	if (m > INT32_MAX / 2)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("too many k-means|| candidates"),
+				 errhint("Use a smaller oversampling or fewer rounds.")));
+	s = KfState(f, cand, (int32) m, GKM_RAW);
+	KfRecluster(f, cand, GKM_COUNTS(s), m, k, cen);
+	pfree(s);
+	pfree(cand);
+}
+
+/* The result of one run: centroids [k, d], sizes and inertia [k]. */
+typedef struct KfRun
+{
+	double	   *cen;
+	int64	   *sizes;
+	double	   *inertia;
+	int32		iterations;
+	double		total;
+} KfRun;
+
+/* Lloyd's iterations from cen [k, d] (changed), as gpu_kmeans runs them. */
+static void
+KfLloyd(GkmFit *f, int32 k, int32 max_iter, double tol_abs, double *cen, KfRun *run)
+{
+	int32		d = f->d;
+	double	   *next = MemoryContextAlloc(f->cxt, sizeof(double) * (Size) k * d);
+	GkmState   *s = NULL;
+	bool		strict = false;
+
+	run->iterations = 0;
+	for (int32 it = 1; it <= max_iter; it++)
+	{
+		double		shift = 0.0;
+		int32		empty = 0;
+
+		if (s)
+			pfree(s);
+		s = KfState(f, cen, k, GKM_SUMS);
+		GkmNewCentroids(s, next);
+		for (int32 j = 0; j < k; j++)
+			empty += GKM_COUNTS(s)[j] == 0;
+		if (empty > 0)
+		{
+			/* an empty cluster moves to the row farthest from its centroid */
+			Oid			types[3] = {FLOAT8ARRAYOID, TEXTOID, INT8OID};
+			Datum		values[3];
+			double	   *far = NULL;
+			int64		m = 0;
+			int64		cap = 0;
+			int64		used = 0;
+
+			values[0] = PointerGetDatum(GkmMatrix(cen, k, d));
+			values[1] = KfMetricText(f);
+			values[2] = Int64GetDatum(empty);
+			far = KfFeatures(f, f->sql_far, 3, types, values, far, &m, &cap);
+			for (int32 j = 0; j < k && used < m; j++)
+				if (GKM_COUNTS(s)[j] == 0)
+					memcpy(next + (Size) j * d, far + (Size) used++ * d, sizeof(double) * d);
+			if (far)
+				pfree(far);
+		}
+		for (Size i = 0; i < (Size) k * d; i++)
+		{
+			double		diff = next[i] - cen[i];
+
+			shift += diff * diff;
+		}
+		run->iterations = it;
+		if (shift == 0.0)
+		{
+			/* nothing moved: the step's sizes and inertia are those of cen */
+			strict = true;
+			break;
+		}
+		memcpy(cen, next, sizeof(double) * (Size) k * d);
+		if (shift <= tol_abs)
+			break;
+	}
+	if (!strict)
+	{
+		pfree(s);
+		s = KfState(f, cen, k, 0);
+	}
+	run->cen = cen;
+	run->sizes = MemoryContextAlloc(f->cxt, sizeof(int64) * k);
+	run->inertia = MemoryContextAlloc(f->cxt, sizeof(double) * k);
+	run->total = 0.0;
+	for (int32 j = 0; j < k; j++)
+	{
+		run->sizes[j] = GKM_COUNTS(s)[j];
+		run->inertia[j] = GkmInertia(f->metric, GkmRound(&GKM_D2(s)[j]));
+		run->total += run->inertia[j];
+	}
+	pfree(s);
+	pfree(next);
+}
+
+/* The query's two columns: an integer id and a feature; sets f->ftype. */
+static void
+KfCheckQuery(GkmFit *f, const char *query)
+{
+	char	   *sql = psprintf("SELECT * FROM (%s) AS q LIMIT 0", query);
+	SPIPlanPtr	plan = SPI_prepare(sql, 0, NULL);
+	TupleDesc	desc;
+	Oid			idtype;
+
+	if (plan == NULL)
+		elog(ERROR, "SPI_prepare failed: %s", SPI_result_code_string(SPI_result));
+	if (SPI_execute_plan(plan, NULL, NULL, true, 0) != SPI_OK_SELECT)
+		elog(ERROR, "the query could not be read, please report a bug");
+	desc = SPI_tuptable->tupdesc;
+	if (desc->natts != 2)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATATYPE_MISMATCH),
+				 errmsg("the query of gpu_kmeans_fit_distributed must return two columns, not %d", desc->natts),
+				 errdetail("The first is the row id, the second the feature."),
+				 errhint("Write it as SELECT id, f FROM t, with the features in one column, for example ARRAY[x, y]::real[].")));
+	idtype = TupleDescAttr(desc, 0)->atttypid;
+	if (idtype != INT2OID && idtype != INT4OID && idtype != INT8OID)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATATYPE_MISMATCH),
+				 errmsg("the first column of the query must be the row id, of type smallint, integer or bigint"),
+				 errdetail("It has type %s.", format_type_be(idtype)),
+				 errhint("Select the table's key first: SELECT id, f FROM t.")));
+	f->ftype = TupleDescAttr(desc, 1)->atttypid;
+	f->kind = GkmFeatureKind(f->ftype, "gpu_kmeans_fit_distributed");
+	f->dtype = GcFeatureDtype(f->kind, f->ftype);
+	SPI_freetuptable(SPI_tuptable);
+	SPI_freeplan(plan);
+	pfree(sql);
+}
+
+/*
+ * gpu_kmeans_fit_distributed(query, k, max_iter, tol, seed,
+ * initial_centroids, n_init, metric, oversampling, rounds): k-means of the
+ * query's rows without gathering them; one row per cluster with its
+ * centroid, size and inertia, as gpu_kmeans_centroids.
+ */
+Datum
+gpu_kmeans_fit_distributed(PG_FUNCTION_ARGS)
+{
+	text	   *query_t = GcArgText(fcinfo, KF_ARG_QUERY, "query");
+	char	   *query = text_to_cstring(query_t);
+	ArrayType  *given = PG_ARGISNULL(KF_ARG_CENTROIDS) ? NULL : PG_GETARG_ARRAYTYPE_P(KF_ARG_CENTROIDS);
+	gc_kmeans_params p;
+	gc_error	err;
+	GkmFit		f;
+	double		oversampling;
+	int32		rounds;
+	double	   *init = NULL;
+	int32		given_d = 0;
+	int32		given_k = 0;
+	const char *schema;
+	double	   *e1;
+	double	   *mean;
+	GkmState   *s;
+	double		tol_abs = 0.0;
+	KfRun		best;
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	MemoryContext oldcxt;
+
+	memset(&p, 0, sizeof(p));
+	memset(&f, 0, sizeof(f));
+	memset(&best, 0, sizeof(best));
+	p.struct_size = sizeof(p);
+	p.k = GcArgInt32(fcinfo, KF_ARG_K, "k");
+	p.max_iter = PG_ARGISNULL(KF_ARG_MAX_ITER) ? GC_KM_DEFAULT_MAX_ITER : PG_GETARG_INT32(KF_ARG_MAX_ITER);
+	p.tol = PG_ARGISNULL(KF_ARG_TOL) ? GC_KM_DEFAULT_TOL : PG_GETARG_FLOAT8(KF_ARG_TOL);
+	p.seed = (uint64) (int64) (PG_ARGISNULL(KF_ARG_SEED) ? 0 : PG_GETARG_INT32(KF_ARG_SEED));
+	p.init = GC_KMEANS_INIT_PLUSPLUS;
+	p.n_init = PG_ARGISNULL(KF_ARG_N_INIT) ? 1 : PG_GETARG_INT32(KF_ARG_N_INIT);
+	p.precision = (gc_precision) gc_kmeans_precision_guc;
+	p.metric = GkmMetricArg(fcinfo, KF_ARG_METRIC);
+	oversampling = PG_ARGISNULL(KF_ARG_OVERSAMPLING) ? 2.0 : PG_GETARG_FLOAT8(KF_ARG_OVERSAMPLING);
+	rounds = PG_ARGISNULL(KF_ARG_ROUNDS) ? 5 : PG_GETARG_INT32(KF_ARG_ROUNDS);
+	GcReportCheck(gc_check_kmeans(&p, -1, 0, &err), &err);
+	if (!(oversampling > 0) || isinf(oversampling) || oversampling > 1000)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("oversampling must be above 0 and at most 1000"),
+				 errdetail("oversampling is %g.", oversampling),
+				 errhint("Each round of k-means|| draws about oversampling * k rows; the default is 2.")));
+	if (rounds < 1 || rounds > 100)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("rounds must be between 1 and 100"),
+				 errdetail("rounds is %d.", rounds),
+				 errhint("k-means|| needs a few rounds of sampling; the default is 5.")));
+	if (given)
+	{
+		init = GkmCentroidArray(given, &given_k, &given_d);
+		if (given_k != p.k)
+			ereport(ERROR,
+					(errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
+					 errmsg("initial_centroids has %d rows, but k is %d", given_k, p.k),
+					 errdetail("Each row of initial_centroids is the starting point of one cluster."),
+					 errhint("Pass exactly k rows, or leave initial_centroids NULL to use k-means||.")));
+		p.init = GC_KMEANS_INIT_GIVEN;
+		p.initial_centroids = init;
+		GcReportCheck(gc_check_kmeans(&p, -1, given_d, &err), &err);
+		if (p.metric == GC_METRIC_COSINE)
+			for (int32 j = 0; j < p.k; j++)
+				if (!gc_unit_row_f64(init + (Size) j * given_d, given_d))
+					ereport(ERROR,
+							(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+							 errmsg("row %d of initial_centroids is all zero", j + 1),
+							 errdetail("With the cosine metric every centroid is a direction, and a zero vector has none."),
+							 errhint("Give every centroid a nonzero value, or use metric => 'euclidean'.")));
+	}
+	if (rsinfo == NULL || !IsA(rsinfo, ReturnSetInfo) || (rsinfo->allowedModes & SFRM_Materialize) == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("gpu_kmeans_fit_distributed must be called in the FROM clause")));
+
+	f.cxt = CurrentMemoryContext;
+	f.metric = p.metric;
+	schema = quote_identifier(get_namespace_name(get_func_namespace(fcinfo->flinfo->fn_oid)));
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	KfCheckQuery(&f, query);
+	/*
+	 * Citus pushes down only a step over real[] or double precision[]
+	 * (worker_partial_agg refuses polymorphic aggregates): scalar features
+	 * become one-element arrays, pgvector's types real[], each exactly.
+	 */
+	{
+		const char *feature = "q.f";
+
+		if (f.kind == GC_FEATURE_SCALAR)
+			feature = f.ftype == FLOAT4OID ? "ARRAY[q.f]::real[]" : "ARRAY[q.f::double precision]";
+		else if (f.kind == GC_FEATURE_VECTOR || f.kind == GC_FEATURE_HALFVEC)
+			feature = "q.f::real[]";
+		f.sql_state = MemoryContextStrdup(f.cxt, psprintf(
+			"SELECT %s.gpu_kmeans_step_state(%s, $1, $2, $3) FROM (%s) AS q(id, f)", schema, feature, query));
+	}
+	f.sql_first = MemoryContextStrdup(f.cxt, psprintf(
+		"SELECT q.f FROM (%s) AS q(id, f) WHERE q.f IS NOT NULL "
+		"ORDER BY %s.gpu_kmeans_row_hash(q.id, $1, 0), q.id LIMIT $2", query, schema));
+	f.sql_sample = MemoryContextStrdup(f.cxt, psprintf(
+		"SELECT q.f FROM (%s) AS q(id, f) WHERE %s.gpu_kmeans_sample(q.f, $1, $2, q.id, $3, $4, $5) "
+		"ORDER BY %s.gpu_kmeans_row_hash(q.id, $3, $4), q.id", query, schema, schema));
+	f.sql_far = MemoryContextStrdup(f.cxt, psprintf(
+		"SELECT q.f FROM (%s) AS q(id, f) WHERE q.f IS NOT NULL "
+		"ORDER BY %s.gpu_kmeans_distance(q.f, $1, $2) DESC, q.id LIMIT $3", query, schema));
+
+	/* the dimension, from the first row */
+	{
+		char	   *sql = psprintf("SELECT q.f FROM (%s) AS q(id, f) WHERE q.f IS NOT NULL LIMIT 1", query);
+
+		if (SPI_execute(sql, true, 0) != SPI_OK_SELECT)
+			elog(ERROR, "the query could not be read, please report a bug");
+		if (SPI_processed == 1)
+		{
+			bool		isnull;
+			Datum		v = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+			GcRowRef	ref = {0, -1, 0};
+			GcFeature	feat;
+
+			GcFeatureOpen(f.kind, f.ftype, v, &ref, CurrentMemoryContext, &feat);
+			f.d = feat.d;
+		}
+		SPI_freetuptable(SPI_tuptable);
+	}
+
+	/* the rows: their number, the NULL features, the statistics for tol */
+	f.n = 0;
+	if (f.d > 0)
+	{
+		e1 = palloc0(sizeof(double) * f.d);
+		e1[0] = 1.0;
+		s = KfState(&f, e1, 1, GKM_SUMS | GKM_RAW);
+		if (s != NULL)
+		{
+			f.n = s->rows;
+			if (s->nulls > 0)
+				ereport(ERROR,
+						(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+						 errmsg("the feature is NULL in " INT64_FORMAT " row%s of the query",
+								s->nulls, s->nulls == 1 ? "" : "s"),
+						 errdetail("gpu_kmeans_fit_distributed clusters every row of the query, as gpu_kmeans does."),
+						 errhint("Filter such rows out of the query, for example with WHERE f IS NOT NULL.")));
+			if (f.n > 0 && p.tol > 0)
+			{
+				mean = palloc(sizeof(double) * f.d);
+				for (int32 t = 0; t < f.d; t++)
+					mean[t] = GkmRound(&GKM_SUMSP(s)[t]) / (double) f.n;
+				pfree(s);
+				s = KfState(&f, mean, 1, GKM_RAW);
+				tol_abs = p.tol * (GkmRound(&GKM_D2(s)[0]) / ((double) f.n * f.d));
+			}
+			pfree(s);
+		}
+	}
+	GcReportCheck(gc_check_kmeans(&p, f.n, given ? given_d : f.d, &err), &err);
+	if (given && given_d != f.d)
+		ereport(ERROR,
+				(errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
+				 errmsg("initial_centroids has %d columns, but the query has %d features", given_d, f.d),
+				 errdetail("Each initial centroid needs one value per feature of the query."),
+				 errhint("Pass a k x %d array.", f.d)));
+
+	for (int32 r = 0; r < p.n_init; r++)
+	{
+		double	   *cen = MemoryContextAlloc(f.cxt, sizeof(double) * (Size) p.k * f.d);
+		KfRun		run;
+
+		f.seed = (int64) gc_kmeans_run_seed(p.seed, r);
+		if (given)
+			memcpy(cen, init, sizeof(double) * (Size) p.k * f.d);
+		else
+			KfInitParallel(&f, p.k, oversampling, rounds, cen);
+		KfLloyd(&f, p.k, p.max_iter, tol_abs, cen, &run);
+		if (r == 0 || gc_kmeans_run_better(run.total, best.total))
+			best = run;
+	}
+	SPI_finish();
+
+	/* the model, as gpu_kmeans_centroids gives it */
+	oldcxt = MemoryContextSwitchTo(rsinfo->econtext->ecxt_per_query_memory);
+	{
+		TupleDesc	desc;
+		Tuplestorestate *ts;
+
+		if (get_call_result_type(fcinfo, NULL, &desc) != TYPEFUNC_COMPOSITE)
+			elog(ERROR, "gpu_kmeans_fit_distributed must return a row type, please report a bug");
+		desc = CreateTupleDescCopy(desc);
+		ts = tuplestore_begin_heap(true, false, work_mem);
+		for (int32 j = 0; j < p.k; j++)
+		{
+			Datum		values[4];
+			bool		nulls[4] = {false, false, false, false};
+			Datum	   *elems = palloc(sizeof(Datum) * f.d);
+
+			for (int32 t = 0; t < f.d; t++)
+				elems[t] = Float8GetDatum(best.cen[(Size) j * f.d + t]);
+			values[0] = Int32GetDatum(j);
+			values[1] = PointerGetDatum(construct_array(elems, f.d, FLOAT8OID, sizeof(float8),
+														FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
+			values[2] = Int64GetDatum(best.sizes[j]);
+			values[3] = Float8GetDatum(best.inertia[j]);
+			tuplestore_putvalues(ts, desc, values, nulls);
+		}
+		rsinfo->returnMode = SFRM_Materialize;
+		rsinfo->setResult = ts;
+		rsinfo->setDesc = desc;
+	}
+	MemoryContextSwitchTo(oldcxt);
+	if (gc_timing_guc)
+		ereport(NOTICE,
+				(errmsg("gpuclust: kmeans_distributed rows=" INT64_FORMAT " d=%d k=%d iterations=%d queries=" INT64_FORMAT,
+						f.n, f.d, p.k, best.iterations, f.queries)));
+	return (Datum) 0;
+}
