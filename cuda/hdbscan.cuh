@@ -45,9 +45,6 @@ constexpr int kStack = 112;
 /* Distance evaluations a thread makes between two reads of the abort flag. */
 constexpr int32_t kAbortEvery = 4096;
 
-/* 1 - 2^-40: a bound is shrunk by this before it may prune. */
-constexpr double kShrink = 1.0 - 1.0 / 1099511627776.0;
-
 /* k up to this is kept in a heap in registers / local memory; larger k in global memory. */
 constexpr int kLocalK = 32;
 
@@ -151,9 +148,10 @@ inline unsigned blocks_for(int64_t count, int threads)
  * Runs launch(begin, end) over [0, total) in chunks: waits after each,
  * asking the cancel callback about once a millisecond while it runs (on
  * yes the abort flag stops the kernels), and sizes the chunks to take
- * 10 to 50 ms.  (cuda/hdbscan_search.cu)
+ * 10 to 50 ms, starting from chunk and leaving there the size reached
+ * (for the next search of the same kind).  (cuda/hdbscan_search.cu)
  */
-void run_chunked(Workspace &w, const char *what, int32_t total, int32_t first_chunk,
+void run_chunked(Workspace &w, const char *what, int32_t total, int64_t &chunk,
 				 const std::function<void(int32_t, int32_t)> &launch);
 
 /* Sorts the rows by Morton code, builds the hierarchy and the boxes (cuda/hdbscan_tree.cu). */

@@ -7,9 +7,9 @@
  *   core  the min_samples smallest dist2 of the row in a max-heap (in
  *         local memory for min_samples <= 32, else in global memory, one
  *         column per row of the chunk); a subtree is skipped when the heap
- *         is full and its box distance (shrunk by 2^-40) is at least the
- *         heap's largest: it cannot change the min_samples-th value, so
- *         that identical rows do not make the search quadratic.
+ *         is full and its box distance is at least the heap's largest: it
+ *         cannot change the min_samples-th value, so that identical rows do
+ *         not make the search quadratic.
  *   MST   Boruvka rounds of the single-tree EMST of ArborX (Prokopenko,
  *         Sao and Lebrun-Grandie, ICPP 2022): every row finds its least edge
  *         to another component under the order (w, lo, hi) of
@@ -25,10 +25,18 @@
  *         sides once) and joined in the disjoint-set forest of DBSCAN, and
  *         the component of every node is refreshed bottom up.
  *
- * A box bound is a lower bound of dist2 exactly: it accumulates, for a
- * prefix of the coordinates in order and with the same rounded operations,
- * terms no larger than those of any row in the box; the 2^-40 shrink is a
- * second margin.
+ * The box bound never exceeds the computed dist2 of any row in the box,
+ * rounding included, so it needs no margin: it is accumulated over a prefix
+ * of the coordinates (the first min(d, 8)), in the same order and with the
+ * same correctly rounded operations as dist2, and each of its terms is
+ * round(round(lo - x)^2) (or 0) where dist2 has round(round(p - x)^2) with
+ * |p - x| >= |lo - x| (rounding is monotone and symmetric), and the rest of
+ * dist2 adds terms >= 0.  The distance of the metric is non-decreasing in
+ * dist2 (a correctly rounded sqrt, or an exact halving), so the bound's
+ * distance never exceeds a row's either.  This exactness matters: with a
+ * bound shrunk by a margin, a subtree at exactly the best weight (duplicate
+ * rows at one distance, where the weight is the distance) could never be
+ * pruned by the row tie breaker, and the search would become quadratic.
  */
 #include "hdbscan.cuh"
 
@@ -70,12 +78,13 @@ static void wait_or_cancel(Workspace &w)
 	}
 }
 
-void run_chunked(Workspace &w, const char *what, int32_t total, int32_t first_chunk,
+void run_chunked(Workspace &w, const char *what, int32_t total, int64_t &chunk,
 				 const std::function<void(int32_t, int32_t)> &launch)
 {
-	int64_t		chunk = std::max<int32_t>(first_chunk, 1);
 	int			launches = 0;
 	Stopwatch	all;
+
+	chunk = std::max<int64_t>(chunk, 1);
 
 	for (int64_t begin = 0; begin < total;)
 	{
@@ -86,9 +95,10 @@ void run_chunked(Workspace &w, const char *what, int32_t total, int32_t first_ch
 		launch((int32_t) begin, (int32_t) end);
 		wait_or_cancel(w);
 
-		double		ms = sw.ms();
+		const double ms = sw.ms();
+		const bool	full = end - begin == chunk;	/* a short last chunk says little */
 
-		if (ms < 10.0 && chunk < (1 << 26))
+		if (full && ms < 10.0 && chunk < (1 << 26))
 			chunk *= 2;
 		else if (ms > 50.0 && chunk > 256)
 			chunk /= 2;
@@ -255,7 +265,7 @@ core_kernel(Tree<T> t, int32_t first, int32_t end, int32_t k,
 					kth = cnt == k ? h.at(0) : INFINITY;
 				}
 				else
-					b[s] = __dmul_rn(box_dist2<D, T>(q.p, t.box + (size_t) c[s] * 2 * t.B, t.B), kShrink);
+					b[s] = box_dist2<D, T>(q.p, t.box + (size_t) c[s] * 2 * t.B, t.B);
 			}
 			/* The farther child first on the stack, so the nearer one is searched first. */
 			const int	nearer = (b[1] >= 0 && (b[0] < 0 || b[1] < b[0])) ? 1 : 0;
@@ -375,8 +385,7 @@ boruvka_kernel(Tree<T> t, int32_t first, int32_t end,
 					if (__ldg(t.ncomp + c[s]) == cq)
 						continue;
 
-					const double bd2 = __dmul_rn(box_dist2<D, T>(q.p, t.box + (size_t) c[s] * 2 * t.B, t.B),
-												 kShrink);
+					const double bd2 = box_dist2<D, T>(q.p, t.box + (size_t) c[s] * 2 * t.B, t.B);
 					const double lw = gc_hdbscan_mrd(coreq, __ldg(t.mincore + c[s]),
 													 gc_metric_distance(t.metric, bd2));
 					const int32_t m = __ldg(t.minrow + c[s]);
@@ -537,9 +546,10 @@ void core_phase(Workspace &w)
 		max_chunk = (int32_t) std::min<int64_t>(w.n, rows);
 		heap.reset((size_t) max_chunk * w.k, "the neighbour heaps");
 	}
+	int64_t		chunk = std::min<int32_t>(max_chunk, 1 << 14);
+
 	w.core_s.reset(w.n, "the core distances");
-	run_chunked(w, "core distances", w.n, std::min<int32_t>(max_chunk, 1 << 14),
-				[&](int32_t first, int32_t end) {
+	run_chunked(w, "core distances", w.n, chunk, [&](int32_t first, int32_t end) {
 		for (int32_t b = first; b < end; b += max_chunk)
 		{
 			const int32_t e = (int32_t) std::min<int64_t>((int64_t) b + max_chunk, end);
@@ -567,6 +577,7 @@ void mst_phase(Workspace &w)
 	DeviceBuffer<unsigned long long> cp(n, "the Boruvka edges");
 	DeviceBuffer<int32_t> nedges(1, "the Boruvka edges");
 	int32_t		have = 0;
+	int64_t		chunk = 1 << 14;	/* kept from round to round (later rounds are no slower a row) */
 
 	w.edge_w.reset(n - 1, "the minimum spanning tree");
 	w.edge_pair.reset(n - 1, "the minimum spanning tree");
@@ -581,7 +592,7 @@ void mst_phase(Workspace &w)
 		Stopwatch	sw;
 
 		fill_ncomp(w, comp.get());
-		run_chunked(w, "Boruvka round", n, 1 << 14, [&](int32_t first, int32_t end) {
+		run_chunked(w, "Boruvka round", n, chunk, [&](int32_t first, int32_t end) {
 			by_type(w.dtype, [&](auto tv) {
 				using T = decltype(tv);
 

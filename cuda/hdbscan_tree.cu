@@ -1,7 +1,9 @@
 /*
  * hdbscan_tree.cu
  *    The bounding volume hierarchy of the GPU HDBSCAN (cuda/hdbscan.cuh):
- *    Morton codes on the first min(d, 3) coordinates, a stable CUB radix
+ *    Morton codes on the min(d, 3) coordinates of widest extent among the
+ *    first min(d, 8) (the box dimensions; so that rows spread only in later
+ *    features still get distinct codes), a stable CUB radix
  *    sort of the rows by code, the binary radix tree of Karras (HPG 2012)
  *    with the sorted position as tie breaker, and the per-node data filled
  *    bottom up (boxes and lowest row; smallest core distance; uniform
@@ -21,6 +23,8 @@ namespace {
 
 constexpr int kMortonDims = 3;
 
+static_assert(kMaxBoxDims >= kMortonDims, "the Morton dimensions are chosen among the box dimensions");
+
 /* A double as an unsigned integer of the same order (for atomicMin / atomicMax). */
 __device__ __forceinline__ unsigned long long ord_bits(double v)
 {
@@ -38,28 +42,45 @@ __host__ __device__ inline double ord_value(unsigned long long u)
 	return v;
 }
 
-/* The extent of the rows x [n, d] on their first M coordinates, into lo [M] / hi [M] (order bits). */
+/*
+ * The extent of the rows x [n, d] on their first M coordinates, into lo [M]
+ * / hi [M] (order bits), and the count of non-finite coordinates (all d).
+ */
 template <typename T>
 __global__ void bounds_kernel(const T *x, /* [n, d] */ int32_t n, int32_t d, int M,
 							  unsigned long long *lo, /* [M] in/out */
-							  unsigned long long *hi /* [M] in/out */)
+							  unsigned long long *hi, /* [M] in/out */
+							  unsigned long long *nonfinite /* [1] in/out */)
 {
-	double		mn[kMortonDims], mx[kMortonDims];
+	unsigned long long bad = 0;
 
-	for (int k = 0; k < kMortonDims; k++)
+	double		mn[kMaxBoxDims], mx[kMaxBoxDims];
+
+	for (int k = 0; k < kMaxBoxDims; k++)
 	{
 		mn[k] = DBL_MAX;
 		mx[k] = -DBL_MAX;
 	}
 	for (int64_t i = (int64_t) blockIdx.x * blockDim.x + threadIdx.x; i < n;
 		 i += (int64_t) gridDim.x * blockDim.x)
-		for (int k = 0; k < M; k++)
+	{
+		for (int k = 0; k < d; k++)
 		{
 			double		v = (double) x[(size_t) i * d + k];
 
-			mn[k] = fmin(mn[k], v);
-			mx[k] = fmax(mx[k], v);
+			if (!isfinite(v))
+				bad++;
+			else if (k < M)
+			{
+				mn[k] = fmin(mn[k], v);
+				mx[k] = fmax(mx[k], v);
+			}
 		}
+	}
+	for (int o = 16; o > 0; o >>= 1)
+		bad += __shfl_xor_sync(0xffffffffu, bad, o);
+	if ((threadIdx.x & 31) == 0 && bad)
+		atomicAdd(nonfinite, bad);
 	for (int k = 0; k < M; k++)
 	{
 		for (int o = 16; o > 0; o >>= 1)
@@ -77,6 +98,7 @@ __global__ void bounds_kernel(const T *x, /* [n, d] */ int32_t n, int32_t d, int
 
 struct MortonParams
 {
+	int			dim[kMortonDims];	/* the coordinates coded */
 	double		lo[kMortonDims];
 	double		scale[kMortonDims];
 	double		maxq;
@@ -98,7 +120,7 @@ __global__ void morton_kernel(const T *x, /* [n, d] */ int32_t n, int32_t d, Mor
 		return;
 	for (int k = 0; k < mp.M; k++)
 	{
-		double		f = ((double) x[(size_t) i * d + k] - mp.lo[k]) * mp.scale[k];
+		double		f = ((double) x[(size_t) i * d + mp.dim[k]] - mp.lo[k]) * mp.scale[k];
 
 		q[k] = f > 0 ? (f < mp.maxq ? (unsigned long long) f : (unsigned long long) mp.maxq) : 0;
 	}
@@ -375,25 +397,30 @@ void build_tree(Workspace &w)
 {
 	const int32_t n = w.n;
 	const int	M = std::min<int32_t>(w.d, kMortonDims);
+	const int	E = w.B;		/* the extent is read on the box dimensions */
 
-	/* The extent of the rows on the Morton dimensions. */
-	DeviceBuffer<unsigned long long> ext(2 * kMortonDims, "the extent of the rows");
-	unsigned long long h_ext[2 * kMortonDims];
+	/* The extent of the rows on the box dimensions. */
+	DeviceBuffer<unsigned long long> ext(2 * kMaxBoxDims + 1, "the extent of the rows");
+	unsigned long long h_ext[2 * kMaxBoxDims + 1];
 
-	for (int k = 0; k < kMortonDims; k++)
+	for (int k = 0; k < kMaxBoxDims; k++)
 	{
 		h_ext[k] = ~0ULL;
-		h_ext[kMortonDims + k] = 0;
+		h_ext[kMaxBoxDims + k] = 0;
 	}
+	h_ext[2 * kMaxBoxDims] = 0;
 	CUDA_TRY(cudaMemcpy(ext.get(), h_ext, sizeof(h_ext), cudaMemcpyHostToDevice));
 	by_type(w.dtype, [&](auto tv) {
 		using T = decltype(tv);
 
 		bounds_kernel<T><<<std::min<unsigned>(blocks_for(n, 256), 1024), 256>>>(
-			w.x<T>().get(), n, w.d, M, ext.get(), ext.get() + kMortonDims);
+			w.x<T>().get(), n, w.d, E, ext.get(), ext.get() + kMaxBoxDims, ext.get() + 2 * kMaxBoxDims);
 		CHECK_LAUNCH("bounds_kernel");
 	});
 	CUDA_TRY(cudaMemcpy(h_ext, ext.get(), sizeof(h_ext), cudaMemcpyDeviceToHost));
+	if (h_ext[2 * kMaxBoxDims])
+		fail(GC_ERR_INVALID_ARGUMENT,
+			 "the points hold %llu non-finite coordinates (NaN or infinity)", h_ext[2 * kMaxBoxDims]);
 
 	MortonParams mp;
 
@@ -401,15 +428,44 @@ void build_tree(Workspace &w)
 	mp.M = M;
 	mp.bits = M == 1 ? 52 : (M == 2 ? 31 : 21);
 	mp.maxq = (double) ((1ULL << mp.bits) - 1);
-	for (int k = 0; k < M; k++)
+
+	/* The M widest box dimensions (the first on equal extents), in their order. */
 	{
+		double		span[kMaxBoxDims];
+		bool		taken[kMaxBoxDims] = {false};
+
+		for (int k = 0; k < E; k++)
+		{
+			span[k] = ord_value(h_ext[kMaxBoxDims + k]) - ord_value(h_ext[k]);
+			if (!(span[k] >= 0))
+				span[k] = 0;	/* no rows or NaN */
+		}
+		for (int m = 0; m < M; m++)
+		{
+			int			best = -1;
+
+			for (int k = 0; k < E; k++)
+				if (!taken[k] && (best < 0 || span[k] > span[best]))
+					best = k;
+			taken[best] = true;
+		}
+		for (int k = 0, m = 0; k < E; k++)
+			if (taken[k])
+				mp.dim[m++] = k;
+	}
+	for (int m = 0; m < M; m++)
+	{
+		const int	k = mp.dim[m];
 		double		lo = ord_value(h_ext[k]),
-					hi = ord_value(h_ext[kMortonDims + k]);
+					hi = ord_value(h_ext[kMaxBoxDims + k]);
 		double		span = hi - lo;
 
-		mp.lo[k] = lo;
-		mp.scale[k] = span > 0 && std::isfinite(span) ? mp.maxq / span : 0.0;
+		mp.lo[m] = lo;
+		mp.scale[m] = span > 0 && std::isfinite(span) ? mp.maxq / span : 0.0;
 	}
+	if (w.debug)
+		fprintf(stderr, "gpuclust hdbscan: Morton code on dimensions %d %d %d of %d, %d bits each\n",
+				mp.dim[0], M > 1 ? mp.dim[1] : -1, M > 2 ? mp.dim[2] : -1, w.d, mp.bits);
 
 	/* Codes, sorted stably with the row indices. */
 	{

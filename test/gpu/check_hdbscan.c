@@ -18,8 +18,9 @@
  * above 32 (the searches' heap in global memory) and equal to n, leaf and
  * EOM selection, cluster_selection_epsilon, allow_single_cluster and
  * max_cluster_size.  Then the error paths: cancel at the first questions,
- * a callback that never says yes, a deadline in the middle of the work,
- * bad parameters and an input too large for the device, each followed by a
+ * a callback that never says yes, a deadline in the middle of the work, a
+ * non-finite coordinate, bad parameters, no rows and an input too large for
+ * the device, each followed by a
  * check that the free device memory is what it was.
  */
 #define _GNU_SOURCE
@@ -708,6 +709,21 @@ hd_error_paths(void)
 		snprintf(detail, sizeof(detail), "status %s, asked %d times", gc_h_status_name(a.status), c.calls);
 		h_check(a.status == GC_OK && c.calls >= 5, "hdbscan cancel callback asked during a full run", detail);
 		hd_row("callback never says yes", a.status, GC_OK, detail, before);
+	}
+	/* An error after the upload: a non-finite coordinate (the glue checks it for the CPU). */
+	if (H.cpu_only)
+		printf("| NaN coordinate | skipped | GPU only | |\n");
+	else
+	{
+		float		saved = x[(n / 2) * d + 1];
+
+		x[(n / 2) * d + 1] = NAN;
+		hd_run(H.test, &a, x, GC_F32, GC_METRIC_EUCLIDEAN, n, d, &p, NULL, NULL);
+		x[(n / 2) * d + 1] = saved;
+		snprintf(detail, sizeof(detail), "status %s (%s)", gc_h_status_name(a.status), a.error);
+		h_check(a.status == GC_ERR_INVALID_ARGUMENT, "hdbscan non-finite coordinate", detail);
+		hd_memory_check("device memory after an error", before, detail);
+		hd_row("NaN coordinate", a.status, GC_ERR_INVALID_ARGUMENT, detail, before);
 	}
 	free(x);
 	hd_free(&a);
