@@ -134,6 +134,7 @@ void run(Workspace &w, const void *x, /* [n, d] host */
 
 		w.x<T>() = upload_points(w.call, sw, (const T *) x, w.n, w.d);
 	});
+	w.hx = x;
 	w.evals.reset(1, "a counter");
 	CUDA_TRY(cudaMemset(w.evals.get(), 0, sizeof(unsigned long long)));
 

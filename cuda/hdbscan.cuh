@@ -90,6 +90,7 @@ struct Workspace
 	const gc_metric metric;
 	const bool	debug;
 	AbortFlag	abort;
+	const void *hx = nullptr;	/* the caller's rows [n, d] (host), for a sample */
 
 	/* The rows of the caller (freed once sorted) and sorted (xs), of element type T. */
 	DeviceBuffer<float> x_f, xs_f, box_f;

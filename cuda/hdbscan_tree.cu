@@ -1,9 +1,13 @@
 /*
  * hdbscan_tree.cu
  *    The bounding volume hierarchy of the GPU HDBSCAN (cuda/hdbscan.cuh):
- *    Morton codes on the min(d, 3) coordinates of widest extent among the
+ *    Morton codes on the min(d, 3) coordinates of widest spread among the
  *    first min(d, 8) (the box dimensions; so that rows spread only in later
- *    features still get distinct codes), a stable CUB radix
+ *    features still get distinct codes), each coordinate first mapped
+ *    through the empirical distribution of a sample of the rows (a
+ *    piecewise linear map through 255 sample quantiles between the true
+ *    minimum and maximum), so that far outliers do not crush the bulk of the
+ *    rows into a few codes; then a stable CUB radix
  *    sort of the rows by code, the binary radix tree of Karras (HPG 2012)
  *    with the sorted position as tie breaker, and the per-node data filled
  *    bottom up (boxes and lowest row; smallest core distance; uniform
@@ -14,8 +18,10 @@
 
 #include <cub/cub.cuh>
 
+#include <algorithm>
 #include <cfloat>
 #include <climits>
+#include <vector>
 
 namespace gc {
 namespace hdbscan {
@@ -96,15 +102,44 @@ __global__ void bounds_kernel(const T *x, /* [n, d] */ int32_t n, int32_t d, int
 	}
 }
 
+/* Knots of the map of a coordinate to [0, 1]: the minimum, sample quantiles, the maximum. */
+constexpr int kKnots = 257;
+
+/* Rows of the host sample that places the knots. */
+constexpr int32_t kSample = 16384;
+
 struct MortonParams
 {
 	int			dim[kMortonDims];	/* the coordinates coded */
-	double		lo[kMortonDims];
-	double		scale[kMortonDims];
+	int			nk[kMortonDims];	/* knots of each (strictly increasing), <= kKnots */
+	const double *knots;		/* [kMortonDims, kKnots] on the device */
 	double		maxq;
 	int			bits;
 	int			M;
 };
+
+/* v mapped to [0, 1] through the knots kn [c]: piecewise linear, non-decreasing. */
+__device__ __forceinline__ double knot_map(const double *kn, /* [c] */ int c, double v)
+{
+	if (c < 2 || v <= kn[0])
+		return 0.0;
+	if (v >= kn[c - 1])
+		return 1.0;
+
+	int			lo = 0,
+				hi = c - 1;		/* kn [lo] < v < kn [hi] */
+
+	while (hi - lo > 1)
+	{
+		const int	mid = (lo + hi) / 2;
+
+		if (kn[mid] <= v)
+			lo = mid;
+		else
+			hi = mid;
+	}
+	return ((double) lo + (v - kn[lo]) / (kn[lo + 1] - kn[lo])) / (double) (c - 1);
+}
 
 /* The Morton code of every row, and iota as the values of the sort. */
 template <typename T>
@@ -120,7 +155,8 @@ __global__ void morton_kernel(const T *x, /* [n, d] */ int32_t n, int32_t d, Mor
 		return;
 	for (int k = 0; k < mp.M; k++)
 	{
-		double		f = ((double) x[(size_t) i * d + mp.dim[k]] - mp.lo[k]) * mp.scale[k];
+		double		f = knot_map(mp.knots + k * kKnots, mp.nk[k], (double) x[(size_t) i * d + mp.dim[k]]) *
+			mp.maxq;
 
 		q[k] = f > 0 ? (f < mp.maxq ? (unsigned long long) f : (unsigned long long) mp.maxq) : 0;
 	}
@@ -429,23 +465,46 @@ void build_tree(Workspace &w)
 	mp.bits = M == 1 ? 52 : (M == 2 ? 31 : 21);
 	mp.maxq = (double) ((1ULL << mp.bits) - 1);
 
-	/* The M widest box dimensions (the first on equal extents), in their order. */
+	/*
+	 * A sample of the host rows (every n / kSample-th): per box dimension its
+	 * values sorted; the spread of a dimension is its interquartile range in
+	 * the sample, then its extent (so that outliers do not choose it).
+	 */
+	const int32_t ns = std::min<int32_t>(n, kSample);
+	std::vector<double> sample((size_t) E * ns);
+	std::vector<double> knots((size_t) kMortonDims * kKnots, 0.0);
+
+	for (int32_t j = 0; j < ns; j++)
 	{
-		double		span[kMaxBoxDims];
+		const int64_t r = (int64_t) j * n / ns;
+
+		for (int k = 0; k < E; k++)
+			sample[(size_t) k * ns + j] = w.dtype == GC_F64 ?
+				((const double *) w.hx)[(size_t) r * w.d + k] :
+				(double) ((const float *) w.hx)[(size_t) r * w.d + k];
+	}
+	{
+		double		iqr[kMaxBoxDims],
+					span[kMaxBoxDims];
 		bool		taken[kMaxBoxDims] = {false};
 
 		for (int k = 0; k < E; k++)
 		{
+			double	   *v = sample.data() + (size_t) k * ns;
+
+			std::sort(v, v + ns);
+			iqr[k] = v[(3 * (int64_t) ns) / 4] - v[ns / 4];
 			span[k] = ord_value(h_ext[kMaxBoxDims + k]) - ord_value(h_ext[k]);
 			if (!(span[k] >= 0))
-				span[k] = 0;	/* no rows or NaN */
+				span[k] = 0;
 		}
 		for (int m = 0; m < M; m++)
 		{
 			int			best = -1;
 
 			for (int k = 0; k < E; k++)
-				if (!taken[k] && (best < 0 || span[k] > span[best]))
+				if (!taken[k] &&
+					(best < 0 || iqr[k] > iqr[best] || (iqr[k] == iqr[best] && span[k] > span[best])))
 					best = k;
 			taken[best] = true;
 		}
@@ -453,16 +512,29 @@ void build_tree(Workspace &w)
 			if (taken[k])
 				mp.dim[m++] = k;
 	}
+	/* The knots: the true minimum, kKnots - 2 sample quantiles, the true maximum; strictly increasing. */
 	for (int m = 0; m < M; m++)
 	{
 		const int	k = mp.dim[m];
-		double		lo = ord_value(h_ext[k]),
-					hi = ord_value(h_ext[kMaxBoxDims + k]);
-		double		span = hi - lo;
+		const double *v = sample.data() + (size_t) k * ns;
+		double	   *kn = knots.data() + (size_t) m * kKnots;
+		int			c = 0;
+		auto		add = [&](double t) {
+			if (c == 0 || t > kn[c - 1])
+				kn[c++] = t;
+		};
 
-		mp.lo[m] = lo;
-		mp.scale[m] = span > 0 && std::isfinite(span) ? mp.maxq / span : 0.0;
+		add(ord_value(h_ext[k]));
+		for (int q = 0; q < kKnots - 2; q++)
+			add(v[(int64_t) q * (ns - 1) / (kKnots - 3)]);
+		add(ord_value(h_ext[kMaxBoxDims + k]));
+		mp.nk[m] = c;
 	}
+
+	DeviceBuffer<double> knots_d(knots.size(), "the Morton map");
+
+	CUDA_TRY(cudaMemcpy(knots_d.get(), knots.data(), knots_d.bytes(), cudaMemcpyHostToDevice));
+	mp.knots = knots_d.get();
 	if (w.debug)
 		fprintf(stderr, "gpuclust hdbscan: Morton code on dimensions %d %d %d of %d, %d bits each\n",
 				mp.dim[0], M > 1 ? mp.dim[1] : -1, M > 2 ? mp.dim[2] : -1, w.d, mp.bits);
