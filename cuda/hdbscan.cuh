@@ -42,7 +42,7 @@ constexpr int kMaxBoxDims = 8;
 /* Traversal stack entries: the tree is at most 64 + 32 + 1 levels deep, one entry per level. */
 constexpr int kStack = 112;
 
-/* Distance evaluations a thread makes between two reads of the abort flag. */
+/* Nodes a thread visits between two reads of the abort flag. */
 constexpr int32_t kAbortEvery = 4096;
 
 /* k up to this is kept in a heap in registers / local memory; larger k in global memory. */

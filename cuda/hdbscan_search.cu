@@ -205,6 +205,11 @@ core_kernel(Tree<T> t, int32_t first, int32_t end, int32_t k,
 		while (sp > 0 && !aborted)
 		{
 			sp--;
+			if (++tick >= kAbortEvery)
+			{
+				tick = 0;
+				aborted = *t.abort != 0;
+			}
 
 			const int32_t v = stack[sp];
 
@@ -222,11 +227,6 @@ core_kernel(Tree<T> t, int32_t first, int32_t end, int32_t k,
 					const double d2 = dbscan::dist2<D, T>(q.p, dbscan::point<D, T>(t.xs, ~c[s], d), d);
 
 					count++;
-					if (++tick >= kAbortEvery)
-					{
-						tick = 0;
-						aborted = *t.abort != 0;
-					}
 					if (cnt < k)
 					{
 						int			i = cnt++;
@@ -335,6 +335,11 @@ boruvka_kernel(Tree<T> t, int32_t first, int32_t end,
 		while (sp > 0 && !aborted)
 		{
 			sp--;
+			if (++tick >= kAbortEvery)
+			{
+				tick = 0;
+				aborted = *t.abort != 0;
+			}
 
 			const int32_t v = stack[sp];
 
@@ -368,11 +373,6 @@ boruvka_kernel(Tree<T> t, int32_t first, int32_t end,
 								hi = max(row, rp);
 
 					count++;
-					if (++tick >= kAbortEvery)
-					{
-						tick = 0;
-						aborted = *t.abort != 0;
-					}
 					if (key_less(w, lo, hi, bw, blo, bhi))
 					{
 						bw = w;
