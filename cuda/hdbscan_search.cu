@@ -18,7 +18,10 @@
  *         core under the node, box distance), min(row, m), max(row, m)),
  *         with m the lowest row under the node, is not below the best key:
  *         that key is below every edge into the subtree, so ties of weight
- *         (duplicates, lattices) are pruned by row index as well.  Each
+ *         (duplicates, lattices) are pruned by row index as well; or when its
+ *         weight bound is above the least weight that any row of the
+ *         component has found so far (shared through an atomicMin; the rows
+ *         that hold the component's least edge never prune it).  Each
  *         component then takes the least edge of its rows (atomicMin on the
  *         weight's bits, then on lo << 32 | hi among the rows at that
  *         weight), the components' edges are added (an edge chosen from both
@@ -296,13 +299,19 @@ __device__ __forceinline__ bool key_less(double wa, int32_t la, int32_t ha,
 /*
  * One Boruvka round for the rows at sorted positions [first, end): the
  * least edge (w, lo, hi) from the row to a row of another component, into
- * best_w / best_pair by position (pair ~0 when none).
+ * best_w / best_pair by position (pair ~0 when none), for every row whose
+ * least edge is its component's least weight; the other rows may stop
+ * early, with a heavier edge or none.  cbound [c] is the least weight of an
+ * edge out of component c found so far by any of its rows (the bits of the
+ * weight, ~0 for none), shared while the rows search: a subtree whose bound
+ * is above it holds no edge of the component's least weight.
  */
 template <int D, typename T>
 __global__ void __launch_bounds__(kThreads)
 boruvka_kernel(Tree<T> t, int32_t first, int32_t end,
 			   double *best_w, /* [n] out */
 			   unsigned long long *best_pair, /* [n] out: lo << 32 | hi */
+			   unsigned long long *cbound, /* [n] by root, in/out */
 			   unsigned long long *evals /* [1] in/out */)
 {
 	const int64_t pos = first + (int64_t) blockIdx.x * blockDim.x + threadIdx.x;
@@ -320,6 +329,7 @@ boruvka_kernel(Tree<T> t, int32_t first, int32_t end,
 		double		sbound[kStack];
 		int			sp = 0;
 		double		bw = INFINITY;	/* none yet: (inf, INT_MAX, INT_MAX) is above every edge */
+		double		cbw = INFINITY;	/* cbound [cq], read every 8 nodes */
 		int32_t		blo = INT_MAX,
 					bhi = INT_MAX;
 		int32_t		tick = 0;
@@ -341,13 +351,21 @@ boruvka_kernel(Tree<T> t, int32_t first, int32_t end,
 				aborted = *t.abort != 0;
 			}
 
+			if ((tick & 7) == 0)
+			{
+				const unsigned long long cb = *(volatile unsigned long long *) (cbound + cq);
+
+				if (cb != ~0ULL)
+					cbw = fmin(cbw, __longlong_as_double((long long) cb));
+			}
+
 			const int32_t v = stack[sp];
 
 			{
 				const double lw = sbound[sp];
 				const int32_t m = __ldg(t.minrow + v);
 
-				if (!key_less(lw, min(row, m), max(row, m), bw, blo, bhi))
+				if (lw > cbw || !key_less(lw, min(row, m), max(row, m), bw, blo, bhi))
 					continue;
 			}
 
@@ -378,6 +396,11 @@ boruvka_kernel(Tree<T> t, int32_t first, int32_t end,
 						bw = w;
 						blo = lo;
 						bhi = hi;
+						if (w < cbw)
+						{
+							cbw = w;
+							atomicMin(cbound + cq, (unsigned long long) __double_as_longlong(w));
+						}
 					}
 				}
 				else
@@ -390,7 +413,7 @@ boruvka_kernel(Tree<T> t, int32_t first, int32_t end,
 													 gc_metric_distance(t.metric, bd2));
 					const int32_t m = __ldg(t.minrow + c[s]);
 
-					if (!key_less(lw, min(row, m), max(row, m), bw, blo, bhi))
+					if (lw > cbw || !key_less(lw, min(row, m), max(row, m), bw, blo, bhi))
 						continue;
 					b[s] = lw;
 					bm[s] = m;
@@ -592,6 +615,8 @@ void mst_phase(Workspace &w)
 		Stopwatch	sw;
 
 		fill_ncomp(w, comp.get());
+		/* cw: the shared bound of each component while its rows search, then its least weight */
+		CUDA_TRY(cudaMemset(cw.get(), 0xff, cw.bytes()));
 		run_chunked(w, "Boruvka round", n, chunk, [&](int32_t first, int32_t end) {
 			by_type(w.dtype, [&](auto tv) {
 				using T = decltype(tv);
@@ -602,12 +627,11 @@ void mst_phase(Workspace &w)
 
 					t.comp = comp.get();
 					boruvka_kernel<D, T><<<blocks_for(end - first, kThreads), kThreads>>>(
-						t, first, end, best_w.get(), best_pair.get(), w.evals.get());
+						t, first, end, best_w.get(), best_pair.get(), cw.get(), w.evals.get());
 					CHECK_LAUNCH("boruvka_kernel");
 				});
 			});
 		});
-		CUDA_TRY(cudaMemset(cw.get(), 0xff, cw.bytes()));
 		CUDA_TRY(cudaMemset(cp.get(), 0xff, cp.bytes()));
 		comp_min_w<<<blocks_for(n, 256), 256>>>(best_w.get(), best_pair.get(), comp.get(), n, cw.get());
 		CHECK_LAUNCH("comp_min_w");
