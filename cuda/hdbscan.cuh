@@ -6,7 +6,9 @@
  *
  * The hierarchy is a linear BVH (Karras, "Maximizing parallelism in the
  * construction of BVHs, octrees, and k-d trees", HPG 2012): rows sorted by
- * the Morton code of their first min(d, 3) coordinates, ties broken by the
+ * the Morton code of min(d, 3) of their coordinates (those of widest spread
+ * among the first min(d, 8), each through a sample's quantiles so that far
+ * outliers do not crush the rest into a few codes), ties broken by the
  * sorted position (so that every key is unique and the tree at most 97
  * levels deep), a binary radix tree over them, and per internal node the
  * bounding box of its rows on the first min(d, 8) coordinates, the lowest
