@@ -172,6 +172,7 @@ static const gc_backend_api the_api = {
 	gcu_kmeans,
 	gcu_density_peaks,
 	gcu_kmeans_assign,
+	gcu_hdbscan,
 };
 
 __attribute__((visibility("default"))) const gc_backend_api *gpuclust_cuda_api(void)

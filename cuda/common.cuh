@@ -206,6 +206,8 @@ gc_status gcu_kmeans_assign(const gc_exec *exec, const void *x, gc_dtype dtype, 
 						   const gc_kmeans_assign_params *params, gc_kmeans_assign_result *result);
 gc_status gcu_density_peaks(const gc_exec *exec, const void *x, gc_dtype dtype, int64_t n, int32_t d,
 							const gc_dpeaks_params *params, gc_dpeaks_result *result);
+gc_status gcu_hdbscan(const gc_exec *exec, const void *x, gc_dtype dtype, int64_t n, int32_t d,
+					  const gc_hdbscan_params *params, gc_hdbscan_result *result);
 }
 
 #endif /* GPUCLUST_COMMON_CUH */

@@ -1,7 +1,7 @@
 /*
  * gpu_vs_cpu.c
  *    Every check of the GPU back end against the CPU back end, for the
- *    three algorithms, without PostgreSQL: the same generated inputs
+ *    four algorithms, without PostgreSQL: the same generated inputs
  *    (test/data/gc_testdata.h) go through gc_cpu_api() (linked: the C files
  *    of src/core) and through gpuclust_cuda_api() (gpuclust_cuda.so, opened
  *    with dlopen as the extension opens it), and the answers must agree:
@@ -20,17 +20,23 @@
  *                     path (tuning.kmeans_chunk_rows); cancel (check_kmeans.c);
  *      density peaks  dc, rho, delta, centres and labels exactly equal, with
  *                     exact and sampled dc, both kernels, the grid and the
- *                     scans; cancel (check_dpeaks.c).
+ *                     scans; cancel (check_dpeaks.c);
+ *      HDBSCAN        labels, probabilities, outlier scores, core distances
+ *                     (and the condensed tree where a case asks) identical
+ *                     bit for bit; duplicates, lattices with exact ties, far
+ *                     outliers, float / double, cosine, every selection
+ *                     parameter; cancel, bad parameters, out of device
+ *                     memory (check_hdbscan.c).
  *
  * Usage (from the project root, after `make`):
  *
- *   test/gpu/gpu_vs_cpu [--lib PATH] [--quick] [--max-n N] [dbscan] [kmeans] [dpeaks]
- *       the named algorithms (all three when none is named) against the GPU
+ *   test/gpu/gpu_vs_cpu [--lib PATH] [--quick] [--max-n N] [dbscan] [kmeans] [dpeaks] [hdbscan]
+ *       the named algorithms (all when none is named) against the GPU
  *       back end at PATH (default $GPUCLUST_CUDA_SO, else ./gpuclust_cuda.so);
  *       --quick caps every data set at 200,000 rows, --max-n at N rows.
  *       Without a usable GPU it says so and fails.
  *
- *   test/gpu/gpu_vs_cpu --cpu-only [--max-n N] [dbscan] [kmeans] [dpeaks]
+ *   test/gpu/gpu_vs_cpu --cpu-only [--max-n N] [dbscan] [kmeans] [dpeaks] [hdbscan]
  *       the self-test of the harness: the CPU table against itself, through
  *       the same cases (capped at 4,000 rows, fewer for wide rows, unless
  *       --max-n says otherwise),
@@ -142,7 +148,7 @@ static void
 usage(void)
 {
 	fprintf(stderr,
-			"usage: gpu_vs_cpu [--lib PATH] [--quick] [--max-n N] [--cpu-only] [dbscan] [kmeans] [dpeaks]\n");
+			"usage: gpu_vs_cpu [--lib PATH] [--quick] [--max-n N] [--cpu-only] [dbscan] [kmeans] [dpeaks] [hdbscan]\n");
 	exit(2);
 }
 
@@ -152,7 +158,8 @@ main(int argc, char **argv)
 	const char *lib = NULL;
 	int			want_dbscan = 0,
 				want_kmeans = 0,
-				want_dpeaks = 0;
+				want_dpeaks = 0,
+				want_hdbscan = 0;
 	int			quick = 0;
 	int64_t		max_n = -1;
 	char		why[1024] = "";
@@ -173,6 +180,8 @@ main(int argc, char **argv)
 			want_kmeans = 1;
 		else if (strcmp(argv[i], "dpeaks") == 0 || strcmp(argv[i], "density_peaks") == 0)
 			want_dpeaks = 1;
+		else if (strcmp(argv[i], "hdbscan") == 0)
+			want_hdbscan = 1;
 		else if (strcmp(argv[i], "--bench") == 0)
 		{
 			fprintf(stderr, "gpu_vs_cpu: the DBSCAN timings moved to bench/dbscan_bench "
@@ -182,8 +191,8 @@ main(int argc, char **argv)
 		else
 			usage();
 	}
-	if (!want_dbscan && !want_kmeans && !want_dpeaks)
-		want_dbscan = want_kmeans = want_dpeaks = 1;
+	if (!want_dbscan && !want_kmeans && !want_dpeaks && !want_hdbscan)
+		want_dbscan = want_kmeans = want_dpeaks = want_hdbscan = 1;
 	H.max_n = max_n >= 0 ? max_n : H.cpu_only ? 4000 : quick ? 200000 : 0;
 	H.explicit_max_n = max_n >= 0;
 
@@ -226,6 +235,8 @@ main(int argc, char **argv)
 		kmeans_checks();
 	if (want_dpeaks)
 		dpeaks_checks();
+	if (want_hdbscan)
+		hdbscan_checks();
 
 	printf("\n%d passed, %d failed\n", H.passed, H.failed);
 	return H.failed ? 1 : 0;

@@ -70,5 +70,6 @@ int			h_status_verdict(gc_status ref, const char *ref_error, gc_status test,
 void		dbscan_checks(void);
 void		kmeans_checks(void);
 void		dpeaks_checks(void);
+void		hdbscan_checks(void);
 
 #endif							/* GPUCLUST_TEST_GPU_HARNESS_H */

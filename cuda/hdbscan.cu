@@ -1,0 +1,226 @@
+/*
+ * hdbscan.cu
+ *    HDBSCAN on the GPU (gcu_hdbscan), with exactly the answer of the CPU
+ *    back end: the same core distances, the same minimum spanning tree
+ *    (unique under the order of common/hdbscan.h) and the same host part
+ *    (gc_hdbscan_finish of common/hdbscan.h) after it.  This file is the
+ *    driver: the memory estimate, the upload, the phases, the sort of the
+ *    tree's edges and the entry point.  cuda/hdbscan.cuh lists the parts:
+ *
+ *   tree    a linear BVH over the rows (cuda/hdbscan_tree.cu);
+ *   core    exact k-nearest-neighbour search in it, k = min_samples, one
+ *           thread per row (cuda/hdbscan_search.cu);
+ *   MST     Boruvka rounds of the single-tree EMST of ArborX on the mutual
+ *           reachability distance (cuda/hdbscan_search.cu);
+ *   sort    the n - 1 edges by (w, lo, hi): two stable CUB radix sorts,
+ *           first by lo << 32 | hi, then by the bits of w (which order as
+ *           the weights, all >= 0);
+ *   host    core distances and edges copied back, gc_hdbscan_finish.
+ *
+ * Rows of single or double precision (gc_dtype) are kept in their
+ * precision; dist2 is gc_dist2 / gc_dist2_f64 of common/portable.h bit for
+ * bit (the helper of DBSCAN, cuda/dbscan_device.cuh), the distance
+ * gc_metric_distance of common/metric.h (cosine: the caller passes unit
+ * rows, as for DBSCAN).
+ *
+ * Memory is linear in n: about n (2 d e + 2 min(d, 8) e + 160) bytes with e
+ * bytes an element, plus CUB's temporary storage (and 256 MiB of heaps when
+ * min_samples > 32), estimated before anything is allocated.  The searches
+ * run in chunks of rows sized to take 10 to 50 ms; the cancel callback is
+ * asked while they run, and an abort flag stops a running launch.
+ *
+ * timing->phase_ms: [0] tree and core distances, [1] minimum spanning tree
+ * (with the sort of its edges), [2] the host part; counts: [0] Boruvka
+ * rounds, [1] distance evaluations.  tuning.debug prints each search's
+ * launches and each Boruvka round to stderr.
+ */
+#include "hdbscan.cuh"
+
+#include <cub/cub.cuh>
+
+#include <vector>
+
+namespace gc {
+namespace hdbscan {
+namespace {
+
+size_t sort64_temp_bytes(int32_t n)
+{
+	size_t		bytes = 0;
+	cub::DoubleBuffer<unsigned long long> k(nullptr, nullptr);
+	cub::DoubleBuffer<unsigned long long> v(nullptr, nullptr);
+
+	CUDA_TRY(cub::DeviceRadixSort::SortPairs(nullptr, bytes, k, v, n, 0, 64));
+	return bytes;
+}
+
+int64_t bytes_estimate(int32_t n, int32_t d, size_t esize, int32_t k, size_t sort_tmp)
+{
+	const int64_t nn = n;
+	const int64_t B = std::min<int32_t>(d, kMaxBoxDims);
+	int64_t		need = nn * (2 * d * (int64_t) esize + 2 * B * (int64_t) esize + 160) +
+		(int64_t) sort_tmp + (16 << 20);
+
+	if (k > kLocalK)
+		need += (int64_t) 256 << 20;
+	return need;
+}
+
+/* core_row [perm [pos]] = core_s [pos]. */
+__global__ void scatter_core(const double *core_s, /* [n] */ const int32_t *perm, /* [n] */
+							 int32_t n, double *core_row /* [n] out */)
+{
+	const int64_t pos = (int64_t) blockIdx.x * blockDim.x + threadIdx.x;
+
+	if (pos < n)
+		core_row[perm[pos]] = core_s[pos];
+}
+
+/* The sorted edges as gc_hdbscan_edge. */
+__global__ void pack_edges(const unsigned long long *wbits, /* [m] */
+						   const unsigned long long *pair, /* [m] */
+						   int32_t m, gc_hdbscan_edge *out /* [m] out */)
+{
+	const int64_t i = (int64_t) blockIdx.x * blockDim.x + threadIdx.x;
+
+	if (i >= m)
+		return;
+
+	gc_hdbscan_edge e;
+
+	e.w = __longlong_as_double((long long) wbits[i]);
+	e.lo = (int32_t) (pair[i] >> 32);
+	e.hi = (int32_t) (pair[i] & 0xffffffffULL);
+	out[i] = e;
+}
+
+/* The edges of w sorted by (w, lo, hi), into edges [n - 1] on the device. */
+void sort_edges(Workspace &w, DeviceBuffer<gc_hdbscan_edge> &edges)
+{
+	const int32_t m = w.n - 1;
+	DeviceBuffer<unsigned long long> w2(m, "the sort of the tree's edges");
+	DeviceBuffer<unsigned long long> p2(m, "the sort of the tree's edges");
+	size_t		tmp_bytes = sort64_temp_bytes(m);
+	DeviceBuffer<unsigned char> tmp(tmp_bytes, "the sort of the tree's edges");
+	cub::DoubleBuffer<unsigned long long> kp(w.edge_pair.get(), p2.get());
+	cub::DoubleBuffer<unsigned long long> vw(w.edge_w.get(), w2.get());
+
+	/* By (lo, hi), then stably by w. */
+	CUDA_TRY(cub::DeviceRadixSort::SortPairs(tmp.get(), tmp_bytes, kp, vw, m, 0, 64));
+
+	cub::DoubleBuffer<unsigned long long> kw(vw.Current(), vw.Alternate());
+	cub::DoubleBuffer<unsigned long long> vp(kp.Current(), kp.Alternate());
+
+	CUDA_TRY(cub::DeviceRadixSort::SortPairs(tmp.get(), tmp_bytes, kw, vp, m, 0, 64));
+	edges.reset(m, "the minimum spanning tree");
+	pack_edges<<<blocks_for(m, 256), 256>>>(kw.Current(), vp.Current(), m, edges.get());
+	CHECK_LAUNCH("pack_edges");
+	CUDA_TRY(cudaDeviceSynchronize());
+}
+
+/* The device part: core distances by row into core [n], the sorted tree into mst [n - 1]. */
+void run(Workspace &w, const void *x, /* [n, d] host */
+		 double *core, /* [n] out, host */
+		 gc_hdbscan_edge *mst /* [n - 1] out, host */)
+{
+	gc_timing  *t = w.call.timing;
+	Stopwatch	sw;
+
+	require_device_memory(w.call, bytes_estimate(w.n, w.d, gc_dtype_size(w.dtype), w.k,
+												 sort64_temp_bytes(w.n)),
+						  "HDBSCAN", w.n, w.d);
+	by_type(w.dtype, [&](auto tv) {
+		using T = decltype(tv);
+
+		w.x<T>() = upload_points(w.call, sw, (const T *) x, w.n, w.d);
+	});
+	w.hx = x;
+	w.evals.reset(1, "a counter");
+	CUDA_TRY(cudaMemset(w.evals.get(), 0, sizeof(unsigned long long)));
+
+	Stopwatch	compute;
+	DeviceBuffer<gc_hdbscan_edge> edges;
+
+	timed(t->phase_ms[0], [&] {
+		build_tree(w);
+		core_phase(w);
+		CUDA_TRY(cudaDeviceSynchronize());
+	});
+	timed(t->phase_ms[1], [&] {
+		mst_phase(w);
+		sort_edges(w, edges);
+	});
+	t->compute_ms = compute.ms();
+
+	DeviceBuffer<double> core_row(w.n, "the core distances");
+	unsigned long long evals = 0;
+
+	scatter_core<<<blocks_for(w.n, 256), 256>>>(w.core_s.get(), w.perm.get(), w.n, core_row.get());
+	CHECK_LAUNCH("scatter_core");
+	copy_results(w.call, {{core, core_row.get(), core_row.bytes()},
+						  {mst, edges.get(), edges.bytes()},
+						  {&evals, w.evals.get(), sizeof(evals)}});
+	t->counts[0] = w.rounds;
+	t->counts[1] = (int64_t) evals;
+}
+
+} // namespace
+} // namespace hdbscan
+} // namespace gc
+
+extern "C" gc_status gcu_hdbscan(const gc_exec *exec,
+								 const void *x, gc_dtype dtype, /* [n, d] row-major */
+								 int64_t n, int32_t d, const gc_hdbscan_params *params,
+								 gc_hdbscan_result *result)
+{
+	GC_ENTRY_BEGIN
+	if (!params)
+		return gc::set_error(GC_ERR_INTERNAL, "HDBSCAN called without parameters");
+	gc::require(gc_check_hdbscan(params, n, d, gc::error_record()));
+	gc::require(gc_check_input("HDBSCAN", dtype, params->metric, gc::error_record()));
+
+	gc::Call	call(exec);
+
+	gc::require_buffers("HDBSCAN", x, n,
+						result && (n == 0 || (result->cluster && result->probability &&
+											  result->outlier_score)));
+	if (result->tree && n > 0 && result->tree->capacity < 2 * n)
+		return gc::set_error(GC_ERR_INTERNAL, "HDBSCAN's tree holds %lld rows, not 2 n = %lld",
+							 (long long) result->tree->capacity, (long long) (2 * n));
+	result->n_clusters = 0;
+	if (result->tree)
+	{
+		result->tree->rows = 0;
+		result->tree->nodes = 0;
+	}
+	if (n == 0)
+		return GC_OK;
+
+	/* Host memory for the device's answer, then the device part (its memory freed on every path). */
+	std::vector<double> core((size_t) n);
+	std::vector<gc_hdbscan_edge> mst((size_t) (n - 1));
+
+	if (n == 1)
+		core[0] = 0.0;			/* min_samples is 1: the row itself */
+	else
+		gc::run_on_device(call, [&] {
+			gc::hdbscan::Workspace w(call, dtype, (int32_t) n, d, *params);
+
+			gc::hdbscan::run(w, x, core.data(), mst.data());
+		});
+
+	gc_status	st;
+
+	{
+		gc::Stopwatch sw;
+
+		st = gc_hdbscan_finish(params, n, core.data(), mst.data(), result, call.exec.cancel,
+							   call.exec.cancel_arg, gc::error_record());
+		call.timing->phase_ms[2] = sw.ms();
+	}
+	if (st != GC_OK)
+		return st;
+	if (result->core_distance)
+		memcpy(result->core_distance, core.data(), (size_t) n * sizeof(double));
+	GC_ENTRY_END
+}

@@ -1,0 +1,178 @@
+/*
+ * hdbscan.cuh
+ *    The parts of the GPU HDBSCAN (cuda/hdbscan.cu, cuda/hdbscan_tree.cu,
+ *    cuda/hdbscan_search.cu): the bounding volume hierarchy over the rows,
+ *    its view for kernels, the workspace of one call, and the phases.
+ *
+ * The hierarchy is a linear BVH (Karras, "Maximizing parallelism in the
+ * construction of BVHs, octrees, and k-d trees", HPG 2012): rows sorted by
+ * the Morton code of min(d, 3) of their coordinates (those of widest spread
+ * among the first min(d, 8), each through a sample's quantiles so that far
+ * outliers do not crush the rest into a few codes), ties broken by the
+ * sorted position (so that every key is unique and the tree at most 97
+ * levels deep), a binary radix tree over them, and per internal node the
+ * bounding box of its rows on the first min(d, 8) coordinates, the lowest
+ * row index under it, the smallest core distance under it, and (per
+ * Boruvka round) the component that all its rows belong to, or -1.
+ *
+ * Internal nodes are 0 .. n - 2 (0 is the root); a child c >= 0 is an
+ * internal node, c < 0 the leaf at sorted position ~c.  Everything per row
+ * is stored by sorted position (xs, core_s, comp, ...); perm maps a sorted
+ * position to the row's index in query order, which is the index that the
+ * order of edges (common/hdbscan.h) and the answer use.
+ */
+#ifndef GPUCLUST_HDBSCAN_CUH
+#define GPUCLUST_HDBSCAN_CUH
+
+#include "dbscan_device.cuh"
+#include "entry.cuh"
+#include "hdbscan.h"
+#include "metric.h"
+
+#include <functional>
+
+namespace gc {
+namespace hdbscan {
+
+using dbscan::AbortFlag;
+using dbscan::by_type;
+using dbscan::pick;
+
+/* Box dimensions at most (a box on a prefix of the coordinates bounds dist2 from below). */
+constexpr int kMaxBoxDims = 8;
+
+/* Traversal stack entries: the tree is at most 64 + 32 + 1 levels deep, one entry per level. */
+constexpr int kStack = 112;
+
+/* Nodes a thread visits between two reads of the abort flag. */
+constexpr int32_t kAbortEvery = 4096;
+
+/* k up to this is kept in a heap in registers / local memory; larger k in global memory. */
+constexpr int kLocalK = 32;
+
+/* The kernels' view of the hierarchy and the per-row arrays; passed by value. */
+template <typename T>
+struct Tree
+{
+	const T    *xs;				/* [n, d] rows by sorted position */
+	const int32_t *perm;		/* [n] row index of each sorted position */
+	const int32_t *left;		/* [n - 1] child of each internal node */
+	const int32_t *right;		/* [n - 1] */
+	const T    *box;			/* [n - 1, 2 * B] lo [B] then hi [B] */
+	const int32_t *minrow;		/* [n - 1] lowest row index under the node */
+	const double *mincore;		/* [n - 1] smallest core distance under the node */
+	const int32_t *ncomp;		/* [n - 1] component of all rows under the node, or -1 */
+	const double *core_s;		/* [n] core distance by sorted position */
+	const int32_t *comp;		/* [n] component (a root position) by sorted position */
+	int32_t		n;
+	int32_t		d;
+	int32_t		B;				/* box dimensions: min(d, kMaxBoxDims) */
+	gc_metric	metric;
+	const volatile int32_t *abort;
+};
+
+/*
+ * One HDBSCAN call on the device; the buffers are freed with it, whatever
+ * the way out.
+ */
+struct Workspace
+{
+	Workspace(const Call &c, gc_dtype t, int32_t n_, int32_t d_, const gc_hdbscan_params &p)
+		: call(c), dtype(t), n(n_), d(d_), B(std::min<int32_t>(d_, kMaxBoxDims)),
+		  k(p.min_samples), metric(p.metric), debug(c.tuning.debug != 0)
+	{
+	}
+
+	const Call &call;
+	const gc_dtype dtype;
+	const int32_t n;
+	const int32_t d;
+	const int32_t B;
+	const int32_t k;
+	const gc_metric metric;
+	const bool	debug;
+	AbortFlag	abort;
+	const void *hx = nullptr;	/* the caller's rows [n, d] (host), for a sample */
+
+	/* The rows of the caller (freed once sorted) and sorted (xs), of element type T. */
+	DeviceBuffer<float> x_f, xs_f, box_f;
+	DeviceBuffer<double> x_d, xs_d, box_d;
+	template <typename T> DeviceBuffer<T> &x() { return pick<T>(x_f, x_d); }
+	template <typename T> DeviceBuffer<T> &xs() { return pick<T>(xs_f, xs_d); }
+	template <typename T> DeviceBuffer<T> &box() { return pick<T>(box_f, box_d); }
+
+	DeviceBuffer<int32_t> perm;		/* [n] */
+	DeviceBuffer<int32_t> inv;		/* [n] sorted position of each row */
+	DeviceBuffer<int32_t> left, right;	/* [n - 1] */
+	DeviceBuffer<int32_t> parent_int;	/* [n - 1] parent of each internal node, -1 at the root */
+	DeviceBuffer<int32_t> parent_leaf;	/* [n] parent of each leaf */
+	DeviceBuffer<int32_t> flag;		/* [n - 1] arrivals in the bottom-up passes */
+	DeviceBuffer<int32_t> minrow;	/* [n - 1] */
+	DeviceBuffer<double> mincore;	/* [n - 1] */
+	DeviceBuffer<int32_t> ncomp;	/* [n - 1] */
+	DeviceBuffer<double> core_s;	/* [n] */
+	DeviceBuffer<unsigned long long> evals;	/* [1] distance evaluations */
+
+	/* The minimum spanning tree: n - 1 edges as weight bits and (lo << 32 | hi). */
+	DeviceBuffer<unsigned long long> edge_w;	/* [n - 1] */
+	DeviceBuffer<unsigned long long> edge_pair;	/* [n - 1] */
+	int64_t		rounds = 0;
+
+	template <typename T> Tree<T> tree()
+	{
+		Tree<T>		t;
+
+		t.xs = xs<T>().get();
+		t.perm = perm.get();
+		t.left = left.get();
+		t.right = right.get();
+		t.box = box<T>().get();
+		t.minrow = minrow.get();
+		t.mincore = mincore.get();
+		t.ncomp = ncomp.get();
+		t.core_s = core_s.get();
+		t.comp = nullptr;
+		t.n = n;
+		t.d = d;
+		t.B = B;
+		t.metric = metric;
+		t.abort = abort.device();
+		return t;
+	}
+};
+
+/* Blocks of threads for count items. */
+inline unsigned blocks_for(int64_t count, int threads)
+{
+	return (unsigned) ((count + threads - 1) / threads);
+}
+
+/*
+ * Runs launch(begin, end) over [0, total) in chunks: waits after each,
+ * asking the cancel callback about once a millisecond while it runs (on
+ * yes the abort flag stops the kernels), and sizes the chunks to take
+ * 10 to 50 ms, starting from chunk and leaving there the size reached
+ * (for the next search of the same kind).  (cuda/hdbscan_search.cu)
+ */
+void run_chunked(Workspace &w, const char *what, int32_t total, int64_t &chunk,
+				 const std::function<void(int32_t, int32_t)> &launch);
+
+/* Sorts the rows by Morton code, builds the hierarchy and the boxes (cuda/hdbscan_tree.cu). */
+void build_tree(Workspace &w);
+
+/* The smallest core distance under each node, after the core distances (cuda/hdbscan_tree.cu). */
+void fill_mincore(Workspace &w);
+
+/* The component of each node, -1 where mixed, from comp [n] by position (cuda/hdbscan_tree.cu). */
+void fill_ncomp(Workspace &w, const int32_t *comp);
+
+/* Core distances into w.core_s by k-nearest-neighbour search (cuda/hdbscan_search.cu). */
+void core_phase(Workspace &w);
+
+/* The minimum spanning tree by Boruvka rounds into w.edge_w / w.edge_pair (cuda/hdbscan_search.cu). */
+void mst_phase(Workspace &w);
+
+} // namespace hdbscan
+} // namespace gc
+
+#endif /* GPUCLUST_HDBSCAN_CUH */
