@@ -440,6 +440,24 @@ GcReportCheck(gc_status status, const gc_error *err)
 	elog(ERROR, "gpuclust: %s, please report a bug", err->message);
 }
 
+/*
+ * Raises the error a check of coordinates (gc_check_centroid_values) found,
+ * if any, with the SQLSTATE the same value gets as a feature: data
+ * exception for NaN and infinity, numeric value out of range beyond the
+ * limit of the precision.
+ */
+void
+GcReportValueCheck(gc_status status, const gc_error *err, gc_value_verdict verdict)
+{
+	if (status == GC_OK)
+		return;
+	if (status == GC_ERR_INVALID_ARGUMENT && verdict == GC_VALUE_OUT_OF_RANGE)
+		ReportUserError(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE, err);
+	if (status == GC_ERR_INVALID_ARGUMENT && verdict != GC_VALUE_OK)
+		ReportUserError(ERRCODE_DATA_EXCEPTION, err);
+	GcReportCheck(status, err);
+}
+
 /* Turns a failed back end's status into an ERROR; never returns. */
 static void
 ReportFailure(GcCall *call, const gc_backend_api *api, gc_status status)

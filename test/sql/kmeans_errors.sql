@@ -40,6 +40,26 @@ SELECT pg_temp.report_error($$SELECT * FROM gpu_kmeans_centroids('SELECT id, x, 
 SELECT pg_temp.report_error($$SELECT * FROM gpu_kmeans('SELECT id, x, y FROM kme', 2,
   initial_centroids => '{}'::float8[])$$);
 
+-- centroids follow the features' rules, with their SQLSTATE, DETAIL and HINT:
+-- at most 1e150 in magnitude in double precision (else both squared distances
+-- overflow and a row goes to the farther centroid), within real in single
+-- precision; the same for the features themselves, for comparison
+SELECT pg_temp.report_error($$SELECT * FROM gpu_kmeans_assign('SELECT 1, 0::float8', '{{3e154},{2e154}}')$$);
+SELECT pg_temp.report_error($$SELECT * FROM gpu_kmeans_assign('SELECT 1, 3e154::float8', '{{3},{2}}')$$);
+SELECT cluster_id, distance FROM gpu_kmeans_assign('SELECT 1, 0::float8', '{{1e150},{-9e149}}');
+SELECT pg_temp.report_error($$SELECT * FROM gpu_kmeans_assign('SELECT 1, 0::float8', '{{3},{-2e151}}')$$);
+SELECT pg_temp.report_error($$SELECT * FROM gpu_kmeans_assign('SELECT 1, 0::float8', '{{3},{NaN}}')$$);
+SELECT pg_temp.report_error($$SELECT * FROM gpu_kmeans_assign('SELECT 1, 0::float8', '{{3},{Infinity}}')$$);
+SELECT pg_temp.report_error($$SELECT * FROM gpu_kmeans_assign('SELECT id, x, y FROM kme', '{{0,0},{1e39,5}}')$$);
+SELECT cluster_id FROM gpu_kmeans_assign('SELECT id, x, y FROM kme', '{{0,0},{1e30,5}}') ORDER BY id;
+SELECT cluster_id FROM gpu_kmeans_assign('SELECT id, x::float8, y::float8 FROM kme', '{{0,0},{1e39,5}}') ORDER BY id;
+SELECT pg_temp.report_error($$SELECT * FROM gpu_kmeans('SELECT id, x, y FROM kme', 2,
+  initial_centroids => ARRAY[[0, 0], [1e39, 5]]::float8[])$$);
+SELECT pg_temp.report_error($$SELECT * FROM gpu_kmeans_centroids('SELECT id, x::float8, y::float8 FROM kme', 2,
+  initial_centroids => ARRAY[[0, 0], [5, 2e150]]::float8[])$$);
+SELECT pg_temp.report_error($$SELECT * FROM gpu_kmeans('SELECT id, x::float8, y::float8 FROM kme', 2,
+  initial_centroids => ARRAY[[0, 0], [5, -1e151]]::float8[], device => 'cpu')$$);
+
 -- a NULL query, an unknown device
 SELECT pg_temp.report_error($$SELECT * FROM gpu_kmeans(NULL, 2)$$);
 SELECT pg_temp.report_error($$SELECT * FROM gpu_kmeans('SELECT id, x, y FROM kme', 2, device => 'tpu')$$);
