@@ -321,8 +321,8 @@ gc_check_kmeans(const gc_kmeans_params *p, int64_t n, int32_t d, gc_error *e)
 											GC_F64, e, NULL)) != GC_OK)
 			return st;
 	}
-	if (n < 0)
-		return GC_OK;
+	if (n <= 0)
+		return GC_OK;			/* an empty input: no rows, no centroids */
 	if (p->k > n)
 	{
 		gc_error_set(e, GC_ERR_INVALID_ARGUMENT, "k (%d) is greater than the number of rows (%lld)",

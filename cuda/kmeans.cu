@@ -865,7 +865,7 @@ extern "C" gc_status gcu_kmeans(const gc_exec *exec, const void *xv, gc_dtype dt
 											  result->sizes && result->inertia)));
 	if (n == 0)
 	{
-		/* not reached: the check refuses k > n, and k >= 1 */
+		/* an empty input: no rows, no centroids */
 		result->iterations = 0;
 		return GC_OK;
 	}

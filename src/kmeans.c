@@ -224,9 +224,10 @@ KmOutput(GcCall *call, GcKmeansJob *job, FunctionCallInfo fcinfo, bool per_clust
 		KmRowOutput(call, fcinfo, r->labels, r->distance);
 		return;
 	}
-	ts = GcCallOutputStart(call, fcinfo, &desc, job->params.k);
+	/* an empty input has no clusters */
+	ts = GcCallOutputStart(call, fcinfo, &desc, call->in.n > 0 ? job->params.k : 0);
 	elems = palloc(sizeof(Datum) * d);
-	for (int32 j = 0; j < job->params.k; j++)
+	for (int32 j = 0; call->in.n > 0 && j < job->params.k; j++)
 	{
 		Datum		values[4];
 		bool		nulls[4] = {false, false, false, false};
@@ -300,7 +301,7 @@ KmRun(FunctionCallInfo fcinfo, bool per_cluster)
 	n = call.in.n;
 	d = call.in.d;
 	GcReportCheck(gc_check_kmeans(p, n, given ? given_d : d, &err), &err);
-	if (given && given_d != d)
+	if (given && n > 0 && given_d != d)
 		ereport(ERROR,
 				(errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
 				 errmsg("initial_centroids has %d columns, but the query has %d features", given_d, d),

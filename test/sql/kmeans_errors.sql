@@ -6,13 +6,18 @@
 CREATE TABLE kme (id int, x real, y real);
 INSERT INTO kme VALUES (1, 0, 0), (2, 0, 1), (3, 5, 5), (4, 5, 6);
 
--- k below 1, above the number of rows, NULL; an empty query
+-- k below 1, above the number of rows, NULL; an empty query gives no rows
+-- (no clusters), as for the other functions
 SELECT pg_temp.report_error($$SELECT * FROM gpu_kmeans('SELECT id, x, y FROM kme', 0)$$);
 SELECT pg_temp.report_error($$SELECT * FROM gpu_kmeans('SELECT id, x, y FROM kme', -2)$$);
 SELECT pg_temp.report_error($$SELECT * FROM gpu_kmeans('SELECT id, x, y FROM kme', 5)$$);
 SELECT pg_temp.report_error($$SELECT * FROM gpu_kmeans_centroids('SELECT id, x, y FROM kme', 5)$$);
 SELECT pg_temp.report_error($$SELECT * FROM gpu_kmeans('SELECT id, x, y FROM kme', NULL)$$);
 SELECT pg_temp.report_error($$SELECT * FROM gpu_kmeans('SELECT id, x, y FROM kme WHERE false', 1)$$);
+SELECT count(*) FROM gpu_kmeans('SELECT id, x, y FROM kme WHERE false', 3);
+SELECT count(*) FROM gpu_kmeans_centroids('SELECT id, x, y FROM kme WHERE false', 3);
+SELECT count(*) FROM gpu_kmeans_centroids('SELECT id, ARRAY[x, y] FROM kme WHERE false', 2,
+  initial_centroids => ARRAY[[0, 0], [5, 5]]::float8[]);
 
 -- max_iter below 1; tol negative, not a number, infinite
 SELECT pg_temp.report_error($$SELECT * FROM gpu_kmeans('SELECT id, x, y FROM kme', 2, max_iter => 0)$$);
