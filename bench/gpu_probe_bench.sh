@@ -7,9 +7,11 @@
 # first call must cost no more than a warm one (the GPU probe asks the
 # driver alone, src/gpu.c), and with a GPU it shows the price of loading
 # the back end once per backend.  A 10-row call (on the CPU) comes first,
-# so that the catalog lookups of a new session are not counted.
+# so that the catalog lookups of a new session are not counted; WARM=cpu
+# runs the measured query once on the CPU first instead, leaving the GPU
+# probe as the only difference between the first call and a warm one.
 #
-#   PGHOST=... PGPORT=... PGUSER=postgres bench/gpu_probe_bench.sh [runs] [rows]
+#   PGHOST=... PGPORT=... PGUSER=postgres [WARM=cpu] bench/gpu_probe_bench.sh [runs] [rows]
 #
 # Needs a superuser (pg_read_file of /proc/self/status) and the server on
 # this machine.  Each run is a new connection; prints one table row per run
@@ -33,6 +35,14 @@ END $$;
 SQL
 
 Q="SELECT count(*) FROM gpu_dbscan('SELECT g, ARRAY[g % 200, g / 200]::float8[] FROM generate_series(1, $ROWS) g', 1.5, 4)"
+# the warm-up before the first measured call: 10 rows (default), or with
+# WARM=cpu the measured call itself on the CPU (device => 'cpu'), so that
+# the first measured call differs from a warm one by the GPU probe alone
+if [ "${WARM:-}" = cpu ]; then
+	WARMQ="SELECT count(*) FROM gpu_dbscan('SELECT g, ARRAY[g % 200, g / 200]::float8[] FROM generate_series(1, $ROWS) g', 1.5, 4, device => 'cpu')"
+else
+	WARMQ="SELECT count(*) FROM gpu_dbscan('SELECT g, ARRAY[g]::float8[] FROM generate_series(1, 10) g', 1.5, 4)"
+fi
 MEM="format('%s %s %s', gc_bench_mem('VmRSS') / 1024, gc_bench_mem('RssAnon') / 1024, gc_bench_mem('VmSize') / 1024)"
 echo "| run | first ms | warm ms | RSS MB before / first / warm | private MB before / first / warm | address space MB before / first / warm |"
 echo "| ---: | ---: | ---: | --- | --- | --- |"
@@ -42,7 +52,7 @@ for r in $(seq "$RUNS"); do
 	out=$(psql -X -q -At -d "$DB" -v ON_ERROR_STOP=1 <<SQL
 SET gpuclust.device = auto;
 SET gpuclust.timing = off;
-SELECT gc_bench_ms(\$\$SELECT count(*) FROM gpu_dbscan('SELECT g, ARRAY[g]::float8[] FROM generate_series(1, 10) g', 1.5, 4)\$\$) IS NOT NULL;
+SELECT gc_bench_ms(\$q\$$WARMQ\$q\$) IS NOT NULL;
 SELECT $MEM;
 SELECT gc_bench_ms(\$q\$$Q\$q\$);
 SELECT $MEM;
