@@ -63,17 +63,19 @@
  *  direct  floor((v - lo) / side) has a relative error below 2^-52 of
  *          (v - lo) / side <= 2^31, under 5e-7 cells, for float and double
  *          coordinates alike: within the margins above;
- *  mapped  the raw cell floor(v / side), rounded once, may be off by one
- *          where v / side lies within a few ulps of an integer.  For float
- *          coordinates that never matters (see above).  Distinct double
- *          coordinates can lie a few cells apart however far from the
- *          origin, so for double rows the raw cell is made exact
- *          (gc_grid_raw: the rounded quotient's floor checked against v
- *          with exact fused multiply-adds) wherever |v / side| < 2^52.
- *          Beyond that a raw cell r may be off by E(r) = (|r| + 2) 2^-52
- *          cells: the step between two consecutive raw cells a, b is
- *          shortened by ceil(E(a) + E(b)) (cells only come closer, so no
- *          neighbour is lost), and dense cells are off.
+ *  mapped  while |v / side| < GC_GRID_RAW_EXACT (2^51) the step between
+ *          two consecutive distinct values is the distance of their raw
+ *          cells floor(v / side).  Rounded once, a raw cell may be one too
+ *          high where v / side lies within a few ulps below an integer.  For
+ *          float coordinates that never matters: where that error reaches
+ *          the margins (|v / side| beyond about 1e10), consecutive floats
+ *          are more than 100 cells apart.  Distinct double coordinates can
+ *          lie a few cells apart however far from the origin, so for double
+ *          rows the raw cell is made exact (gc_grid_raw: the rounded
+ *          quotient's floor checked against v with exact fused
+ *          multiply-adds).  From 2^51 on, for both types, the step is the
+ *          lower bound of gc_grid_value_step taken from b - a (cells only
+ *          come closer, so no neighbour is lost), and dense cells are off.
  */
 #ifndef GPUCLUST_DBSCAN_GRID_H
 #define GPUCLUST_DBSCAN_GRID_H
