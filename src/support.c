@@ -21,6 +21,7 @@
 #include "catalog/pg_type.h"
 #include "executor/executor.h"
 #include "executor/spi.h"
+#include "jit/jit.h"
 #include "nodes/nodeFuncs.h"
 #include "nodes/pathnodes.h"
 #include "nodes/supportnodes.h"
@@ -120,6 +121,8 @@ PlannedRows(PlannerInfo *root, const char *query)
 				relids = list_copy(ps->relationOids);
 				invals = copyObject(ps->invalItems);
 				MemoryContextSwitchTo(old);
+				/* the plan is thrown away with the subtransaction: no JIT code for it */
+				ps->jitFlags = PGJIT_NONE;
 				CheckCallerMayRun(ps, query);
 				rows = ps->planTree->plan_rows;
 			}
