@@ -11,6 +11,7 @@
 #ifndef GPUCLUST_CHECKS_H
 #define GPUCLUST_CHECKS_H
 
+#include <float.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -128,6 +129,110 @@ gc_check_input(const char *algorithm, gc_dtype dtype, gc_metric metric, gc_error
 	return GC_OK;
 }
 
+/* ---------------------------------------------------------------- feature values */
+
+/*
+ * In double precision a feature's magnitude is at most this, so that no
+ * squared distance overflows: (2 * 1e150)^2 times any number of features
+ * gpuclust accepts stays far below the largest double.  In single precision
+ * the limit is that of real.
+ */
+#define GC_F64_MAX_ABS 1e150
+
+/* The sentences of a value beyond the limit of its precision, features and centroids alike. */
+#define GC_F64_RANGE_DETAIL "features are at most 1e150 in magnitude, so that squared distances do not overflow double precision."
+#define GC_F64_RANGE_HINT "Scale the features, for example by dividing by a constant."
+#define GC_F32_RANGE_DETAIL "these features are computed in single precision."
+#define GC_F32_RANGE_HINT "Compute in double precision with SET gpuclust.precision = double, or scale the features."
+
+/* What is wrong with one coordinate, if anything. */
+typedef enum gc_value_verdict
+{
+	GC_VALUE_OK = 0,
+	GC_VALUE_NAN,				/* NaN */
+	GC_VALUE_INFINITE,			/* +/- infinity */
+	GC_VALUE_OUT_OF_RANGE		/* finite, beyond the limit of the precision */
+} gc_value_verdict;
+
+/*
+ * The rule for the magnitude of one coordinate, of a row or of a centroid,
+ * computed in precision dtype: finite, and at most GC_F64_MAX_ABS in double
+ * precision, at most FLT_MAX in single precision.  (A row's value that is not
+ * zero but rounds to zero as a real is refused by the gather, which converts
+ * it; centroids stay in double precision, so theirs are kept.)
+ */
+static inline gc_value_verdict
+gc_coordinate_verdict(double v, gc_dtype dtype)
+{
+	if (isnan(v))
+		return GC_VALUE_NAN;
+	if (isinf(v))
+		return GC_VALUE_INFINITE;
+	if (fabs(v) > (dtype == GC_F32 ? (double) FLT_MAX : GC_F64_MAX_ABS))
+		return GC_VALUE_OUT_OF_RANGE;
+	return GC_VALUE_OK;
+}
+
+/* The largest |value| of count doubles (0 for none). */
+static inline double
+gc_max_abs_f64(const double *v, int64_t count)
+{
+	double		m = 0.0;
+
+	for (int64_t i = 0; i < count; i++)
+		if (fabs(v[i]) > m)
+			m = fabs(v[i]);
+	return m;
+}
+
+/*
+ * Checks the k x d centroids c (what: "initial_centroids" or "centroids")
+ * against the rules of the features they are compared with, in precision
+ * dtype (GC_F64 before the rows are known: its limit is the wider one).
+ * *verdict, when not NULL, gets what was wrong, for the caller's SQLSTATE
+ * (the features' one: data exception for NaN and infinity, numeric value
+ * out of range beyond the limit).
+ */
+static inline gc_status
+gc_check_centroid_values(const char *what, const double *c, int32_t k, int32_t d,
+						 gc_dtype dtype, gc_error *e, gc_value_verdict *verdict)
+{
+	if (verdict != NULL)
+		*verdict = GC_VALUE_OK;
+	if (c == NULL || k < 1 || d < 1)
+		return GC_OK;
+	for (int64_t i = 0; i < (int64_t) k * d; i++)
+	{
+		gc_value_verdict v = gc_coordinate_verdict(c[i], dtype);
+		long long	row = (long long) (i / d + 1);
+		long long	col = (long long) (i % d + 1);
+
+		if (v == GC_VALUE_OK)
+			continue;
+		if (verdict != NULL)
+			*verdict = v;
+		if (v == GC_VALUE_NAN || v == GC_VALUE_INFINITE)
+		{
+			gc_error_set(e, GC_ERR_INVALID_ARGUMENT, "row %lld, column %lld of %s is %s", row, col, what,
+						 v == GC_VALUE_NAN ? "NaN" : (c[i] > 0 ? "Infinity" : "-Infinity"));
+			gc_error_detail(e, GC_OK, "Centroids follow the rules of the features: finite numbers only.");
+			return gc_error_hint(e, GC_ERR_INVALID_ARGUMENT,
+								 "Replace NaN and infinity with finite coordinates.");
+		}
+		if (dtype == GC_F32)
+		{
+			gc_error_set(e, GC_ERR_INVALID_ARGUMENT, "row %lld, column %lld of %s is out of range for type real",
+						 row, col, what);
+			gc_error_detail(e, GC_OK, "The value is %g; " GC_F32_RANGE_DETAIL, c[i]);
+			return gc_error_hint(e, GC_ERR_INVALID_ARGUMENT, GC_F32_RANGE_HINT);
+		}
+		gc_error_set(e, GC_ERR_INVALID_ARGUMENT, "row %lld, column %lld of %s is out of range", row, col, what);
+		gc_error_detail(e, GC_OK, "The value is %g; " GC_F64_RANGE_DETAIL, c[i]);
+		return gc_error_hint(e, GC_ERR_INVALID_ARGUMENT, GC_F64_RANGE_HINT);
+	}
+	return GC_OK;
+}
+
 /* ---------------------------------------------------------------- DBSCAN */
 
 static inline gc_status
@@ -212,18 +317,12 @@ gc_check_kmeans(const gc_kmeans_params *p, int64_t n, int32_t d, gc_error *e)
 	{
 		if (p->initial_centroids == NULL)
 			return gc_error_set(e, GC_ERR_INTERNAL, "initial centroids are missing");
-		for (int64_t i = 0; i < (int64_t) p->k * d; i++)
-			if (!isfinite(p->initial_centroids[i]))
-			{
-				gc_error_set(e, GC_ERR_INVALID_ARGUMENT, "initial_centroids must contain finite numbers");
-				gc_error_detail(e, GC_OK, "Row %lld, column %lld is %g.", (long long) (i / d + 1),
-								(long long) (i % d + 1), p->initial_centroids[i]);
-				return gc_error_hint(e, GC_ERR_INVALID_ARGUMENT,
-									 "Replace NaN and infinity with finite coordinates.");
-			}
+		if ((st = gc_check_centroid_values("initial_centroids", p->initial_centroids, p->k, d,
+											GC_F64, e, NULL)) != GC_OK)
+			return st;
 	}
-	if (n < 0)
-		return GC_OK;
+	if (n <= 0)
+		return GC_OK;			/* an empty input: no rows, no centroids */
 	if (p->k > n)
 	{
 		gc_error_set(e, GC_ERR_INVALID_ARGUMENT, "k (%d) is greater than the number of rows (%lld)",
@@ -265,15 +364,8 @@ gc_check_kmeans_assign(const gc_kmeans_assign_params *p, int64_t n, int32_t d, g
 	{
 		if (p->centroids == NULL)
 			return gc_error_set(e, GC_ERR_INTERNAL, "centroids are missing");
-		for (int64_t i = 0; i < (int64_t) p->k * d; i++)
-			if (!isfinite(p->centroids[i]))
-			{
-				gc_error_set(e, GC_ERR_INVALID_ARGUMENT, "centroids must contain finite numbers");
-				gc_error_detail(e, GC_OK, "Row %lld, column %lld is %g.", (long long) (i / d + 1),
-								(long long) (i % d + 1), p->centroids[i]);
-				return gc_error_hint(e, GC_ERR_INVALID_ARGUMENT,
-									 "Replace NaN and infinity with finite coordinates.");
-			}
+		if ((st = gc_check_centroid_values("centroids", p->centroids, p->k, d, GC_F64, e, NULL)) != GC_OK)
+			return st;
 	}
 	if (n < 0)
 		return GC_OK;

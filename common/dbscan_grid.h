@@ -23,23 +23,34 @@
  *          floor((v - lo) / side), computed in double with a relative error
  *          below 1e-6, so the cell side carries a 1e-5 safety margin and the
  *          gap between cells a 4e-6 one;
- *  mapped  otherwise (a few far points, data at very different scales): the
- *          raw cell floor(v / side) of every point, per dimension, sorted and
- *          deduplicated into a table (gc_grid_maps_build), and each raw cell
- *          numbered by its rank with every gap between consecutive raw cells
- *          shortened to at most reach + 1.  Two cells within reach of each
- *          other keep their distance, farther ones stay farther than reach,
- *          so the neighbour rows are unchanged and the side stays eps/sqrt(d)
- *          whatever the extent: one outlier no longer makes the grid coarse.
- *          Raw cells are exact near the origin; far from it the float
- *          coordinates themselves are more than 100 cells apart, so a cell
- *          never holds two different values of a coordinate there.  Only a
- *          raw cell beyond 1e300 (eps below about 1e-262) is clamped, and
- *          then dense cells are off.
+ *  mapped  otherwise (a few far points, data at very different scales, a
+ *          tiny eps): the distinct values of every grid dimension, sorted
+ *          once (gc_grid_maps_build), each numbered by the sum of the steps
+ *          before it; the step between consecutive values a < b is the
+ *          number of raw cells floor(v / side) between them, shortened to at
+ *          most 2 * GC_GRID_MAX_REACH + 1 (gc_grid_value_step).  Two cells
+ *          within reach of each other keep their distance, farther ones stay
+ *          farther than reach, so the neighbour rows are unchanged and the
+ *          side stays eps/sqrt(d) whatever the extent: one outlier no longer
+ *          makes the grid coarse.  Where |v / side| reaches 2^51 (a far
+ *          point, a tiny eps) the raw cells are not computed at all: the step
+ *          is a lower bound of their difference taken from b - a, which
+ *          cannot overflow, and dense cells are off.
  *
  * The grid never changes the answer, it only skips distance computations
  * that cannot matter.  In either way the side doubles while the grid would
- * exceed the 64-bit cell keys (dense cells then off).
+ * exceed the 64-bit cell keys (dense cells then off); a mapped plan finds
+ * the number of doublings by bisection over its sorted values, without
+ * building the tables again (gc_grid_maps_side), so a tiny eps costs a few
+ * scans of the values rather than one sort per doubling.
+ *
+ * A tiny eps: where bound is below DBL_MIN (eps below about 1.5e-154), the
+ * squares that make dist2 underflow, and a pair whose computed dist2 is at
+ * most bound can lie farther apart than eps (at bound 0, up to about
+ * 2^-537 sqrt(d)).  The grid's radius then covers that distance
+ * (gc_grid_radius), and dense cells are off, so that the grid keeps every
+ * pair the rule of common/metric.h makes neighbours, as the sweep and the
+ * brute force do.
  *
  * Rows of either element type (gc_dtype) and either metric: a neighbour is
  * a pair whose dist2 (common/metric.h) is at most bound, computed once on
@@ -52,21 +63,24 @@
  *  direct  floor((v - lo) / side) has a relative error below 2^-52 of
  *          (v - lo) / side <= 2^31, under 5e-7 cells, for float and double
  *          coordinates alike: within the margins above;
- *  mapped  the raw cell floor(v / side), rounded once, may be off by one
- *          where v / side lies within a few ulps of an integer.  For float
- *          coordinates that never matters (see above).  Distinct double
- *          coordinates can lie a few cells apart however far from the
- *          origin, so for double rows the raw cell is made exact
- *          (gc_grid_raw: the rounded quotient's floor checked against v
- *          with exact fused multiply-adds) wherever |v / side| < 2^52.
- *          Beyond that a raw cell r may be off by E(r) = (|r| + 2) 2^-52
- *          cells: the step between two consecutive raw cells a, b is
- *          shortened by ceil(E(a) + E(b)) (cells only come closer, so no
- *          neighbour is lost), and dense cells are off.
+ *  mapped  while |v / side| < GC_GRID_RAW_EXACT (2^51) the step between
+ *          two consecutive distinct values is the distance of their raw
+ *          cells floor(v / side).  Rounded once, a raw cell may be one too
+ *          high where v / side lies within a few ulps below an integer.  For
+ *          float coordinates that never matters: where that error reaches
+ *          the margins (|v / side| beyond about 1e10), consecutive floats
+ *          are more than 100 cells apart.  Distinct double coordinates can
+ *          lie a few cells apart however far from the origin, so for double
+ *          rows the raw cell is made exact (gc_grid_raw: the rounded
+ *          quotient's floor checked against v with exact fused
+ *          multiply-adds).  From 2^51 on, for both types, the step is the
+ *          lower bound of gc_grid_value_step taken from b - a (cells only
+ *          come closer, so no neighbour is lost), and dense cells are off.
  */
 #ifndef GPUCLUST_DBSCAN_GRID_H
 #define GPUCLUST_DBSCAN_GRID_H
 
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -82,6 +96,9 @@
 #define GC_GRID_MAX_EXTENT	2147483648.0	/* cells per dimension */
 #define GC_GRID_MAX_CELLS	4.0e18	/* cells in all, below 2^62 */
 #define GC_GRID_RAW_LIMIT	1.0e300	/* raw cells are clamped to +-this */
+#define GC_GRID_RAW_EXACT	0x1p51	/* raw cells are computed while |v / side| is below this */
+#define GC_GRID_TINY_BOUND	DBL_MIN /* a bound below this: squares may underflow */
+#define GC_GRID_MAX_DOUBLINGS 2200	/* more than the exponent range of double */
 #define GC_GRID_SAMPLE	1024	/* rows of the sample that chooses the dimensions */
 
 typedef struct gc_grid_plan
@@ -99,17 +116,17 @@ typedef struct gc_grid_plan
 	int64_t		extent[GC_GRID_MAX_DIMS];
 
 	/*
-	 * Mapped numbering: per grid dimension, the ascending distinct raw cells
+	 * Mapped numbering: per grid dimension, the ascending distinct values
 	 * and their grid coordinates (host or device memory, as the back end
 	 * put them there).
 	 */
 	int32_t		mapped;
-	int32_t		clamped;		/* some raw cell beyond GC_GRID_RAW_LIMIT: no dense cells */
+	int32_t		tiny;			/* bound below GC_GRID_TINY_BOUND: no dense cells */
 	int32_t		f64;			/* double rows: exact raw cells (gc_grid_raw) */
-	int32_t		raw_inexact;	/* double rows beyond 2^51 cells from the origin: no dense cells */
+	int32_t		raw_inexact;	/* values GC_GRID_RAW_EXACT cells from the origin or more: no dense cells */
 	int64_t		nmap[GC_GRID_MAX_DIMS];
-	const double *map_raw[GC_GRID_MAX_DIMS];
-	const int64_t *map_cell[GC_GRID_MAX_DIMS];
+	const double *map_val[GC_GRID_MAX_DIMS];	/* [nmap] the distinct values, ascending */
+	const int64_t *map_cell[GC_GRID_MAX_DIMS];	/* [nmap] their grid coordinates */
 
 	/*
 	 * The neighbour cells as rows along the last grid dimension: row t is
@@ -123,13 +140,13 @@ typedef struct gc_grid_plan
 	int8_t		row_half[GC_GRID_MAX_ROWS];
 } gc_grid_plan;
 
-/* Separation of two cells |o| apart along a dimension, rounded down safely. */
+/* Separation of two cells |o| apart along a dimension, in sides, rounded down safely. */
 static inline double
-gc_grid_gap(double side, int64_t o)
+gc_grid_gap(int64_t o)
 {
 	int64_t		a = o < 0 ? -o : o;
 
-	return a > 1 ? (double) (a - 1) * side * (1.0 - 4e-6) : 0.0;
+	return a > 1 ? (double) (a - 1) * (1.0 - 4e-6) : 0.0;
 }
 
 /* Element i of rows x of element type t, as a double (exact). */
@@ -141,13 +158,23 @@ gc_grid_x(const void *x, gc_dtype t, size_t i)
 
 /*
  * The Euclidean radius the grid is sized by: one that covers every pair
- * with dist2 <= bound.  Euclidean: eps itself (sqrt(bound) <= eps, as
- * gc_metric_dist2_le makes it; the margins above cover the half ulp by
- * which the exact root may exceed it).  Cosine: sqrt(bound) rounded up.
+ * of d features with dist2 <= bound.  Euclidean: eps itself (sqrt(bound) <=
+ * eps, as gc_metric_dist2_le makes it; the margins above cover the half ulp
+ * by which the exact root may exceed it).  Cosine: sqrt(bound) rounded up.
+ * A bound below GC_GRID_TINY_BOUND: each of the d squares of a computed
+ * dist2 may have lost up to 2^-1075 to underflow, so a pair with dist2 <=
+ * bound is within sqrt(bound + d 2^-1075) (the sum of subnormals is exact),
+ * rounded up.
  */
 static inline double
-gc_grid_radius(gc_metric m, double eps, double bound)
+gc_grid_radius(gc_metric m, double eps, double bound, int32_t d)
 {
+	if (!(bound >= GC_GRID_TINY_BOUND))
+	{
+		double		r = nextafter(sqrt(bound + (double) d * 0x1p-1074), INFINITY);
+
+		return m == GC_METRIC_COSINE || r > eps ? r : eps;
+	}
 	return m == GC_METRIC_COSINE ? nextafter(sqrt(bound), INFINITY) : eps;
 }
 
@@ -198,7 +225,11 @@ gc_grid_plan_rows(gc_grid_plan *gp, gc_error *err)
 	int32_t		width;
 	int32_t		rows = 1;
 
-	gp->reach = (int32_t) floor(gp->radius / gp->side * (1.0 + 4e-6)) + 1;
+	/* the radius in sides, squared, for the gaps of gc_grid_gap */
+	double		lim = gp->radius / gp->side;
+	double		lim2 = lim * lim * (1.0 + 1e-12);
+
+	gp->reach = (int32_t) floor(lim * (1.0 + 4e-6)) + 1;
 	if (gp->reach > GC_GRID_MAX_REACH)
 		return gc_error_set(err, GC_ERR_INTERNAL,
 							"DBSCAN grid reach %d is out of range; please report a bug", gp->reach);
@@ -220,14 +251,14 @@ gc_grid_plan_rows(gc_grid_plan *gp, gc_error *err)
 
 			o[k] = (r % width) - gp->reach;
 			r /= width;
-			gap = gc_grid_gap(gp->side, o[k]);
+			gap = gc_grid_gap(o[k]);
 			gap2 += gap * gap;
 		}
 		for (int32_t a = 0; a <= gp->reach; a++)
 		{
-			double		gap = gc_grid_gap(gp->side, a);
+			double		gap = gc_grid_gap(a);
 
-			if (gap2 + gap * gap <= gp->bound)
+			if (gap2 + gap * gap <= lim2)
 				half = a;
 		}
 		if (half < 0)
@@ -267,7 +298,9 @@ gc_grid_distinct_cells(const void *x, gc_dtype t, int64_t n, int32_t d, int64_t 
 	memset(slots, 0xff, sizeof(uint64_t) * 2 * GC_GRID_SAMPLE);
 	for (int64_t j = 0; j < s; j++)
 	{
-		double		r = gc_grid_raw(side, gc_grid_x(x, t, (size_t) ((j * n / s) * d + f)), t == GC_F64);
+		double		v = gc_grid_x(x, t, (size_t) ((j * n / s) * d + f));
+		/* far from the origin in cells (a tiny radius) every distinct value is a cell of its own */
+		double		r = fabs(v / side) < GC_GRID_RAW_EXACT ? gc_grid_raw(side, v, t == GC_F64) : v;
 		uint64_t	u;
 		uint64_t	h;
 
@@ -357,6 +390,7 @@ gc_grid_plan_make(gc_grid_plan *gp, int32_t d, gc_dtype t, double radius, double
 	gp->fine = d <= GC_GRID_MAX_DIMS && !coarse;
 	gp->radius = radius;
 	gp->bound = bound;
+	gp->tiny = !(bound >= GC_GRID_TINY_BOUND);
 	gp->f64 = t == GC_F64;
 	for (int k = 0; k < gp->g; k++)
 	{
@@ -379,19 +413,12 @@ gc_grid_plan_make(gc_grid_plan *gp, int32_t d, gc_dtype t, double radius, double
 		if (!fits || !(cells < GC_GRID_MAX_CELLS))
 		{
 			gp->mapped = 1;
-			for (int k = 0; k < gp->g; k++)
-			{
-				double		q = fmax(fabs(lo[k]), fabs(hi[k])) / gp->side;
-
-				gp->clamped |= !(q < GC_GRID_RAW_LIMIT);
-				gp->raw_inexact |= gp->f64 && !(q < 0x1p51);
-			}
 			return GC_OK;
 		}
 	}
 	for (int k = 0; k < gp->g; k++)
 		gp->extent[k] = (int64_t) floor((hi[k] - lo[k]) / gp->side) + 1;
-	gp->dense_ok = gp->fine;
+	gp->dense_ok = gp->fine && !gp->tiny;
 	return gc_grid_plan_rows(gp, err);
 }
 
@@ -401,8 +428,7 @@ gc_grid_cell_of(const gc_grid_plan *gp, double v, int k)
 {
 	if (gp->mapped)
 	{
-		const double *t = gp->map_raw[k];
-		double		r = gc_grid_raw(gp->side, v, gp->f64);
+		const double *t = gp->map_val[k];
 		int64_t		a = 0;
 		int64_t		b = gp->nmap[k] - 1;
 
@@ -410,7 +436,7 @@ gc_grid_cell_of(const gc_grid_plan *gp, double v, int k)
 		{
 			int64_t		m = a + (b - a) / 2;
 
-			if (t[m] < r)
+			if (t[m] < v)
 				a = m + 1;
 			else
 				b = m;
@@ -455,11 +481,112 @@ gc_grid_map_step(double a, double b, int f64)
 	return gap < (double) (2 * GC_GRID_MAX_REACH + 1) ? (int64_t) gap : 2 * GC_GRID_MAX_REACH + 1;
 }
 
-/* Finishes a mapped plan whose tables and extents are in place: dense cells, the neighbour rows. */
-static inline gc_status
-gc_grid_maps_done(gc_grid_plan *gp, double side0, gc_error *err)
+/*
+ * The step of the grid coordinate between consecutive distinct values
+ * a < b of a grid dimension at this side, host and device.  Near the origin
+ * (|v / side| below GC_GRID_RAW_EXACT) the distance of their raw cells
+ * (gc_grid_map_step).  Farther, a lower bound of it that cannot overflow:
+ * floor(b / side) - floor(a / side) >= floor((b - a) / side), and the
+ * computed (b - a) / side, two roundings, is within 2^-51 of its size of
+ * the exact quotient, so less 2^-49 of it is below.  A shorter step only
+ * brings cells closer, which the neighbour rows allow.
+ */
+static GC_HD int64_t
+gc_grid_value_step(double a, double b, double side, int f64)
 {
-	gp->dense_ok = gp->fine && gp->side == side0 && !gp->clamped && !gp->raw_inexact;
+	const double cap = (double) (2 * GC_GRID_MAX_REACH + 1);
+	double		q;
+
+	if (fabs(a / side) < GC_GRID_RAW_EXACT && fabs(b / side) < GC_GRID_RAW_EXACT)
+		return gc_grid_map_step(gc_grid_raw(side, a, f64), gc_grid_raw(side, b, f64), f64);
+	q = (b - a) / side;
+	q = floor(q * (1.0 - 0x1p-49));
+	return q < cap ? (q > 0 ? (int64_t) q : 0) : (int64_t) cap;
+}
+
+/*
+ * The extent of a grid dimension whose m distinct values vals are
+ * ascending, at this side: one more than the sum of the steps.
+ */
+static inline int64_t
+gc_grid_values_extent(const double *vals, int64_t m, double side, int f64)
+{
+	int64_t		e = 1;
+
+	for (int64_t j = 1; j < m; j++)
+		e += gc_grid_value_step(vals[j - 1], vals[j], side, f64);
+	return e;
+}
+
+/* Whether the extents of the g dimensions at this side fit the cell keys; the extents into extent. */
+static inline int
+gc_grid_values_fit(const gc_grid_plan *gp, const double *const *vals, const int64_t *m, double side,
+				   int64_t *extent)
+{
+	double		cells = 1.0;
+
+	for (int k = 0; k < gp->g; k++)
+	{
+		extent[k] = gc_grid_values_extent(vals[k], m[k], side, gp->f64);
+		cells *= (double) extent[k];
+	}
+	return cells < GC_GRID_MAX_CELLS;
+}
+
+/*
+ * The side of a mapped plan (host side, both back ends), from the sorted
+ * distinct values vals [g][m] of its grid dimensions: gp->side doubled the
+ * fewest times that makes the cells fit the keys, the number of doublings
+ * found by doubling it and then bisecting (the extents shrink as the side
+ * grows), each try a scan of the values; so a tiny eps, whose side is
+ * doubled hundreds of times, costs a few dozen scans.  Returns the side, or
+ * 0 when cancelled.
+ */
+static inline double
+gc_grid_maps_side(const gc_grid_plan *gp, const double *const *vals, const int64_t *m,
+				  gc_cancel_fn cancel, void *cancel_arg)
+{
+	int64_t		extent[GC_GRID_MAX_DIMS];
+	int			lo = 0;			/* does not fit (after the first try) */
+	int			hi = 1;			/* fits, once found */
+
+	if (gc_grid_values_fit(gp, vals, m, gp->side, extent))
+		return gp->side;
+	for (;;)
+	{
+		if (cancel && cancel(cancel_arg))
+			return 0.0;
+		if (hi >= GC_GRID_MAX_DOUBLINGS ||
+			gc_grid_values_fit(gp, vals, m, ldexp(gp->side, hi), extent))
+			break;
+		lo = hi;
+		hi *= 2;
+	}
+	while (hi - lo > 1)
+	{
+		int			mid = lo + (hi - lo) / 2;
+
+		if (cancel && cancel(cancel_arg))
+			return 0.0;
+		if (gc_grid_values_fit(gp, vals, m, ldexp(gp->side, mid), extent))
+			hi = mid;
+		else
+			lo = mid;
+	}
+	return ldexp(gp->side, hi);
+}
+
+/*
+ * Finishes a mapped plan whose tables and extents are in place and whose
+ * side is final: dense cells, the neighbour rows.
+ */
+static inline gc_status
+gc_grid_maps_done(gc_grid_plan *gp, double side0, const double *lo, const double *hi, gc_error *err)
+{
+	gp->raw_inexact = 0;
+	for (int k = 0; k < gp->g; k++)
+		gp->raw_inexact |= !(fmax(fabs(lo[k]), fabs(hi[k])) / gp->side < GC_GRID_RAW_EXACT);
+	gp->dense_ok = gp->fine && gp->side == side0 && !gp->raw_inexact && !gp->tiny;
 	return gc_grid_plan_rows(gp, err);
 }
 
@@ -469,7 +596,7 @@ gc_grid_maps_done(gc_grid_plan *gp, double side0, gc_error *err)
  */
 typedef struct gc_grid_maps
 {
-	double	   *raw[GC_GRID_MAX_DIMS];	/* [nmap[k]] */
+	double	   *val[GC_GRID_MAX_DIMS];	/* [nmap[k]] */
 	int64_t    *cell[GC_GRID_MAX_DIMS]; /* [nmap[k]] */
 	int64_t    *coord[GC_GRID_MAX_DIMS];	/* [n] */
 } gc_grid_maps;
@@ -479,7 +606,7 @@ gc_grid_maps_free(gc_grid_maps *maps)
 {
 	for (int k = 0; k < GC_GRID_MAX_DIMS; k++)
 	{
-		free(maps->raw[k]);
+		free(maps->val[k]);
 		free(maps->cell[k]);
 		free(maps->coord[k]);
 	}
@@ -487,15 +614,15 @@ gc_grid_maps_free(gc_grid_maps *maps)
 }
 
 /*
- * One grid dimension of a mapped plan from the points x [n, d] of element
- * type t: the points'
- * raw cells sorted, the distinct ones into maps->raw[k], their grid
- * coordinates into maps->cell[k] and each point's into maps->coord[k].
- * Returns the extent, -1 when cancelled, -2 when out of memory.
+ * The distinct values of grid dimension k of the points x [n, d] of element
+ * type t, ascending, into maps->val[k], and each point's index among them
+ * into maps->coord[k] (made grid coordinates by gc_grid_map_cells).  One
+ * radix sort of the values' order keys.  Returns the number of distinct
+ * values, -1 when cancelled, -2 when out of memory.
  */
 static inline int64_t
-gc_grid_map_dim(gc_grid_plan *gp, gc_grid_maps *maps, int k, const void *x, gc_dtype t, int64_t n,
-				gc_cancel_fn cancel, void *cancel_arg)
+gc_grid_map_values(const gc_grid_plan *gp, gc_grid_maps *maps, int k, const void *x, gc_dtype t,
+				   int64_t n, gc_cancel_fn cancel, void *cancel_arg)
 {
 	uint64_t   *key = (uint64_t *) malloc(sizeof(uint64_t) * (size_t) n);
 	int64_t    *row = (int64_t *) malloc(sizeof(int64_t) * (size_t) n);
@@ -504,18 +631,14 @@ gc_grid_map_dim(gc_grid_plan *gp, gc_grid_maps *maps, int k, const void *x, gc_d
 	int64_t		m = 0;
 	int			rc = 0;
 
-	free(maps->raw[k]);
-	free(maps->cell[k]);
-	free(maps->coord[k]);
-	maps->raw[k] = (double *) malloc(sizeof(double) * (size_t) n);
-	maps->cell[k] = (int64_t *) malloc(sizeof(int64_t) * (size_t) n);
+	maps->val[k] = (double *) malloc(sizeof(double) * (size_t) n);
 	maps->coord[k] = (int64_t *) malloc(sizeof(int64_t) * (size_t) n);
-	if (!key || !row || !tkey || !trow || !maps->raw[k] || !maps->cell[k] || !maps->coord[k])
+	if (!key || !row || !tkey || !trow || !maps->val[k] || !maps->coord[k])
 		rc = -2;
 	for (int64_t i = 0; rc == 0 && i < n; i++)
 	{
-		key[i] = gc_order_key(gc_grid_raw(gp->side, gc_grid_x(x, t, (size_t) (i * gp->d + gp->dim[k])),
-										  gp->f64));
+		/* +0 for -0, so that the two zeros are one value */
+		key[i] = gc_order_key(gc_grid_x(x, t, (size_t) (i * gp->d + gp->dim[k])) + 0.0);
 		row[i] = i;
 	}
 	if (rc == 0)
@@ -525,60 +648,81 @@ gc_grid_map_dim(gc_grid_plan *gp, gc_grid_maps *maps, int k, const void *x, gc_d
 	for (int64_t i = 0; rc == 0 && i < n; i++)
 	{
 		if (i == 0 || key[i] != key[i - 1])
-		{
-			maps->raw[k][m] = gc_order_value(key[i]);
-			maps->cell[k][m] = m == 0 ? 0 :
-				maps->cell[k][m - 1] + gc_grid_map_step(maps->raw[k][m - 1], maps->raw[k][m], gp->f64);
-			m++;
-		}
-		maps->coord[k][row[i]] = maps->cell[k][m - 1];
+			maps->val[k][m++] = gc_order_value(key[i]);
+		maps->coord[k][row[i]] = m - 1;
 	}
 	free(key);
 	free(row);
-	if (rc != 0)
-		return rc;
-	gp->nmap[k] = m;
-	gp->map_raw[k] = maps->raw[k];
-	gp->map_cell[k] = maps->cell[k];
-	return maps->cell[k][m - 1] + 1;
+	return rc != 0 ? rc : m;
 }
 
 /*
- * Finishes a mapped plan from the points x [n, d] of element type t (host side; the GPU back
- * end builds the same tables on the device): the maps of each grid
- * dimension, the extents, the side doubled while the cells would exceed
- * the keys, dense cells, the neighbour rows.  maps receives the tables and
- * the points' coordinates, and the plan points at the tables.  Asks cancel
- * between steps.
+ * The grid coordinates of the m distinct values of grid dimension k at the
+ * plan's side into maps->cell[k], and each point's (its index among the
+ * values, in maps->coord[k]) in place; the plan points at the tables.
+ * Returns the extent, or -2 when out of memory.
+ */
+static inline int64_t
+gc_grid_map_cells(gc_grid_plan *gp, gc_grid_maps *maps, int k, int64_t n, int64_t m)
+{
+	const double *v = maps->val[k];
+	int64_t    *c = (int64_t *) malloc(sizeof(int64_t) * (size_t) (m > 0 ? m : 1));
+
+	if (!c)
+		return -2;
+	for (int64_t j = 0; j < m; j++)
+		c[j] = j == 0 ? 0 : c[j - 1] + gc_grid_value_step(v[j - 1], v[j], gp->side, gp->f64);
+	for (int64_t i = 0; i < n; i++)
+		maps->coord[k][i] = c[maps->coord[k][i]];
+	maps->cell[k] = c;
+	gp->nmap[k] = m;
+	gp->map_val[k] = maps->val[k];
+	gp->map_cell[k] = c;
+	return m > 0 ? c[m - 1] + 1 : 1;
+}
+
+/*
+ * Finishes a mapped plan from the points x [n, d] of element type t, whose
+ * grid dimensions span [lo, hi] (host side; the GPU back end builds the
+ * same tables on the device): the sorted distinct values of each grid
+ * dimension, the side (gc_grid_maps_side: doubled while the cells would
+ * exceed the keys), the tables, the extents, dense cells, the neighbour
+ * rows.  maps receives the tables and the points' coordinates, and the
+ * plan points at the tables.  Asks cancel between steps.
  */
 static inline gc_status
 gc_grid_maps_build(gc_grid_plan *gp, gc_grid_maps *maps, const void *x, gc_dtype t, int64_t n,
+				   const double *lo, const double *hi,
 				   gc_cancel_fn cancel, void *cancel_arg, gc_error *err)
 {
 	double		side0 = gp->side;
+	int64_t		m[GC_GRID_MAX_DIMS] = {0, 0, 0};
+	const double *vals[GC_GRID_MAX_DIMS] = {NULL, NULL, NULL};
 
 	memset(maps, 0, sizeof(*maps));
-	for (;;)
+	for (int k = 0; k < gp->g; k++)
 	{
-		double		cells = 1.0;
-
-		for (int k = 0; k < gp->g; k++)
-		{
-			int64_t		e = gc_grid_map_dim(gp, maps, k, x, t, n, cancel, cancel_arg);
-
-			if (e == -1)
-				return GC_ERR_CANCELLED;
-			if (e == -2)
-				return gc_error_set(err, GC_ERR_OUT_OF_MEMORY,
-									"out of memory planning the grid of %lld points", (long long) n);
-			gp->extent[k] = e;
-			cells *= (double) e;
-		}
-		if (cells < GC_GRID_MAX_CELLS)
-			break;
-		gp->side *= 2.0;
+		m[k] = gc_grid_map_values(gp, maps, k, x, t, n, cancel, cancel_arg);
+		if (m[k] == -1)
+			return GC_ERR_CANCELLED;
+		if (m[k] == -2)
+			return gc_error_set(err, GC_ERR_OUT_OF_MEMORY,
+								"out of memory planning the grid of %lld points", (long long) n);
+		vals[k] = maps->val[k];
 	}
-	return gc_grid_maps_done(gp, side0, err);
+	gp->side = gc_grid_maps_side(gp, vals, m, cancel, cancel_arg);
+	if (gp->side == 0.0)
+		return GC_ERR_CANCELLED;
+	for (int k = 0; k < gp->g; k++)
+	{
+		int64_t		e = gc_grid_map_cells(gp, maps, k, n, m[k]);
+
+		if (e == -2)
+			return gc_error_set(err, GC_ERR_OUT_OF_MEMORY,
+								"out of memory planning the grid of %lld points", (long long) n);
+		gp->extent[k] = e;
+	}
+	return gc_grid_maps_done(gp, side0, lo, hi, err);
 }
 
 #endif							/* GPUCLUST_DBSCAN_GRID_H */

@@ -133,7 +133,7 @@ struct Workspace
 {
 	Workspace(const Call &c, gc_dtype t, int32_t n_, int32_t d_, const gc_dbscan_params &p)
 		: call(c), dtype(t), n(n_), d(d_), bound(gc_metric_dist2_le(p.metric, p.eps)),
-		  radius(gc_grid_radius(p.metric, p.eps, bound)), min_pts(p.min_pts)
+		  radius(gc_grid_radius(p.metric, p.eps, bound, d_)), min_pts(p.min_pts)
 	{
 	}
 
@@ -150,7 +150,7 @@ struct Workspace
 	GridParams	gp;
 	int32_t		dims[kMaxGridDims] = {0, 0, 0};	/* the grid dimensions (gc_grid_choose_dims) */
 	AbortFlag	abort;			/* the cancel of a running launch */
-	DeviceBuffer<double> map_raw[kMaxGridDims];	/* a mapped plan's tables */
+	DeviceBuffer<double> map_val[kMaxGridDims];	/* a mapped plan's tables */
 	DeviceBuffer<int64_t> map_cell[kMaxGridDims];
 	double		dense_share = -1.0; /* estimated share of points in dense cells, -1: none */
 	int32_t		ncells = 0;

@@ -13,8 +13,9 @@
  *                   estimate from a sample says, or as tuning.dbscan_grid
  *                   forces; a box too wide for the direct numbering (far
  *                   outliers) gets its maps, built here as the CPU core's
- *                   gc_grid_maps_build builds them (raw cells sorted with
- *                   CUB, made unique, the shortened steps summed);
+ *                   gc_grid_maps_build builds them (values sorted with
+ *                   CUB, made unique, the side chosen on the host by
+ *                   gc_grid_maps_side, the shortened steps summed);
  *    sort           the cell key of each point, a stable CUB radix sort of
  *                   the points by key;
  *    cells          the points gathered in cell order, cells as runs of the
@@ -29,6 +30,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <vector>
 
 namespace gc {
 namespace dbscan {
@@ -254,52 +256,57 @@ double dense_share_estimate(Workspace &w)
 
 /* ------------------------------------------------------------------ maps */
 
-/* The order keys of the raw cells of feature f at this side. */
+/* The order keys of the values of feature f (-0 as +0). */
 template <typename T>
-__global__ void raw_key_kernel(const T *x, /* [n, d] */ int32_t n, int d, int f, double side, int f64,
-							   unsigned long long *key /* [n] */)
+__global__ void value_key_kernel(const T *x, /* [n, d] */ int32_t n, int d, int f,
+								 unsigned long long *key /* [n] */)
 {
 	int32_t		i = blockIdx.x * blockDim.x + threadIdx.x;
 
 	if (i < n)
-		key[i] = gc_order_key(gc_grid_raw(side, (double) x[(size_t) i * d + f], f64));
+		key[i] = gc_order_key((double) x[(size_t) i * d + f] + 0.0);
 }
 
-/* The distinct raw cells from their sorted order keys, and the steps between them. */
-__global__ void map_step_kernel(const unsigned long long *uniq, /* [m] */ int32_t m, int f64,
-								double *raw, /* [m] */ int64_t *step /* [m] */)
+/* The distinct values from their sorted order keys. */
+__global__ void map_value_kernel(const unsigned long long *uniq, /* [m] */ int32_t m, double *val /* [m] */)
 {
 	int32_t		j = blockIdx.x * blockDim.x + threadIdx.x;
 
-	if (j >= m)
-		return;
-	raw[j] = gc_order_value(uniq[j]);
-	step[j] = j == 0 ? 0 : gc_grid_map_step(gc_order_value(uniq[j - 1]), raw[j], f64);
+	if (j < m)
+		val[j] = gc_order_value(uniq[j]);
+}
+
+/* The steps between consecutive distinct values at this side (gc_grid_value_step). */
+__global__ void map_step_kernel(const double *val, /* [m] */ int32_t m, double side, int f64,
+								int64_t *step /* [m] */)
+{
+	int32_t		j = blockIdx.x * blockDim.x + threadIdx.x;
+
+	if (j < m)
+		step[j] = j == 0 ? 0 : gc_grid_value_step(val[j - 1], val[j], side, f64);
 }
 
 /*
- * The map of grid dimension k into w.map_raw[k] / w.map_cell[k] and the
- * plan: the same tables as gc_grid_maps_build.  Returns the extent.
+ * The sorted distinct values of grid dimension k into w.map_val[k] (one
+ * CUB radix sort, then unique), as gc_grid_map_values; returns their
+ * number.
  */
-int64_t build_map(Workspace &w, gc_grid_plan &plan, int k)
+int32_t map_values(Workspace &w, const gc_grid_plan &plan, int k)
 {
 	const int32_t n = w.n;
 	DeviceBuffer<unsigned long long> a(n, "the grid maps");
 	DeviceBuffer<unsigned long long> b(n, "the grid maps");
 	DeviceBuffer<int32_t> count(1, "the grid maps");
 	size_t		sort_bytes = 0,
-				unique_bytes = 0,
-				scan_bytes = 0;
+				unique_bytes = 0;
 	int32_t		m = 0;
-	int64_t		last = 0;
 
 	by_type(w.dtype, [&](auto tv) {
 		using T = decltype(tv);
 
-		raw_key_kernel<T><<<grid_for(n), kBlock>>>(w.x<T>().get(), n, w.d, plan.dim[k], plan.side,
-												   plan.f64, a.get());
+		value_key_kernel<T><<<grid_for(n), kBlock>>>(w.x<T>().get(), n, w.d, plan.dim[k], a.get());
 	});
-	CHECK_LAUNCH("raw_key_kernel");
+	CHECK_LAUNCH("value_key_kernel");
 	CUDA_TRY(cub::DeviceRadixSort::SortKeys(nullptr, sort_bytes, a.get(), b.get(), n));
 	CUDA_TRY(cub::DeviceSelect::Unique(nullptr, unique_bytes, b.get(), a.get(), count.get(), n));
 	{
@@ -310,12 +317,25 @@ int64_t build_map(Workspace &w, gc_grid_plan &plan, int k)
 		CHECK_LAUNCH("the grid maps");
 	}
 	CUDA_TRY(cudaMemcpy(&m, count.get(), sizeof(m), cudaMemcpyDeviceToHost));
-	w.map_raw[k].reset(m, "the grid maps");
-	w.map_cell[k].reset(m, "the grid maps");
+	w.map_val[k].reset(m, "the grid maps");
+	map_value_kernel<<<grid_for(m), kBlock>>>(a.get(), m, w.map_val[k].get());
+	CHECK_LAUNCH("map_value_kernel");
+	return m;
+}
 
+/*
+ * The grid coordinates of the m distinct values of grid dimension k at the
+ * plan's side into w.map_cell[k] (the steps summed with CUB), as
+ * gc_grid_map_cells; returns the extent.
+ */
+int64_t map_cells(Workspace &w, gc_grid_plan &plan, int k, int32_t m)
+{
+	size_t		scan_bytes = 0;
+	int64_t		last = 0;
 	DeviceBuffer<int64_t> step(m, "the grid maps");
 
-	map_step_kernel<<<grid_for(m), kBlock>>>(a.get(), m, plan.f64, w.map_raw[k].get(), step.get());
+	w.map_cell[k].reset(m, "the grid maps");
+	map_step_kernel<<<grid_for(m), kBlock>>>(w.map_val[k].get(), m, plan.side, plan.f64, step.get());
 	CHECK_LAUNCH("map_step_kernel");
 	CUDA_TRY(cub::DeviceScan::InclusiveSum(nullptr, scan_bytes, step.get(), w.map_cell[k].get(), m));
 	{
@@ -326,31 +346,41 @@ int64_t build_map(Workspace &w, gc_grid_plan &plan, int k)
 	}
 	CUDA_TRY(cudaMemcpy(&last, w.map_cell[k].get() + m - 1, sizeof(last), cudaMemcpyDeviceToHost));
 	plan.nmap[k] = m;
-	plan.map_raw[k] = w.map_raw[k].get();
+	plan.map_val[k] = w.map_val[k].get();
 	plan.map_cell[k] = w.map_cell[k].get();
 	return last + 1;
 }
 
-/* Finishes a mapped plan (gc_grid_maps_build's steps on the device). */
-void build_maps(Workspace &w, gc_grid_plan &plan)
+/*
+ * Finishes a mapped plan as gc_grid_maps_build does: the distinct values of
+ * each grid dimension on the device, a copy of them on the host for the
+ * choice of the side (gc_grid_maps_side, shared with the CPU), then the
+ * tables at that side on the device.
+ */
+void build_maps(Workspace &w, gc_grid_plan &plan, const double *lo, const double *hi)
 {
 	const double side0 = plan.side;
+	int32_t		m[kMaxGridDims] = {0, 0, 0};
+	int64_t		m64[GC_GRID_MAX_DIMS] = {0, 0, 0};
+	std::vector<double> hval[GC_GRID_MAX_DIMS];
+	const double *vals[GC_GRID_MAX_DIMS] = {nullptr, nullptr, nullptr};
 
-	for (;;)
+	for (int k = 0; k < plan.g; k++)
 	{
-		double		cells = 1.0;
-
-		for (int k = 0; k < plan.g; k++)
-		{
-			w.call.check_cancel();
-			plan.extent[k] = build_map(w, plan, k);
-			cells *= (double) plan.extent[k];
-		}
-		if (cells < GC_GRID_MAX_CELLS)
-			break;
-		plan.side *= 2.0;
+		w.call.check_cancel();
+		m[k] = map_values(w, plan, k);
+		m64[k] = m[k];
+		hval[k].resize((size_t) m[k]);
+		CUDA_TRY(cudaMemcpy(hval[k].data(), w.map_val[k].get(), sizeof(double) * (size_t) m[k],
+							cudaMemcpyDeviceToHost));
+		vals[k] = hval[k].data();
 	}
-	require(gc_grid_maps_done(&plan, side0, error_record()));
+	plan.side = gc_grid_maps_side(&plan, vals, m64, w.call.exec.cancel, w.call.exec.cancel_arg);
+	if (plan.side == 0.0)
+		fail(GC_ERR_CANCELLED, "cancelled while planning the grid");
+	for (int k = 0; k < plan.g; k++)
+		plan.extent[k] = map_cells(w, plan, k, m[k]);
+	require(gc_grid_maps_done(&plan, side0, lo, hi, error_record()));
 }
 
 /* w.gp: the grid of common/dbscan_grid.h over the box [lo, hi]. */
@@ -361,7 +391,7 @@ void make_grid(Workspace &w, const double *lo, /* [g] */ const double *hi, /* [g
 	require(gc_grid_plan_make(&plan, w.d, w.dtype, w.radius, w.bound, w.dims, lo, hi, coarse ? 1 : 0,
 							  error_record()));
 	if (plan.mapped)
-		build_maps(w, plan);
+		build_maps(w, plan, lo, hi);
 	w.gp = grid_params(plan, w.n, w.min_pts);
 	w.gp.abort = w.abort.device();
 }

@@ -402,7 +402,8 @@ void KMeans::upload_centre()
  * precision, have no such limit.  With m the largest |coordinate|, every
  * offset is at most 2 m and a product of two at most 4 m^2 per feature:
  * 16 d m^2 must stay below 2^126.  m: from the statistics of a fit, or one
- * pass over the rows for an assignment (max_abs_rows).
+ * pass over the rows for an assignment (max_abs_rows), and the given
+ * centroids' largest |coordinate|.
  */
 void KMeans::check_single_range(double m) const
 {
@@ -412,7 +413,7 @@ void KMeans::check_single_range(double m) const
 		return;
 	if (!(16.0 * r2 < std::ldexp(1.0, 126)))
 		gc::fail(GC_ERR_INVALID_ARGUMENT,
-				 "the rows are too large for the GPU's single-precision k-means: a coordinate reaches "
+				 "the rows or centroids are too large for the GPU's single-precision k-means: a coordinate reaches "
 				 "%.3g, so a squared distance could reach %.3g, past %.3g where single precision ends. Set "
 				 "gpuclust.precision = 'double' (the GPU then computes in double precision), or use "
 				 "device => 'cpu'",
@@ -734,7 +735,9 @@ void KMeans::run(gc_kmeans_result *result)
 	prod_.blas.open();
 	allocate();
 	init_stats(false);
-	check_single_range(stats_max_abs(stats_));
+	check_single_range(std::max(stats_max_abs(stats_),
+								p_.init == GC_KMEANS_INIT_GIVEN ?
+								gc_max_abs_f64(p_.initial_centroids, (int64_t) k * plan_.d) : 0.0));
 	CUDA_TRY(cudaDeviceSynchronize());
 	timing_.phase_ms[0] = sw.ms();
 
@@ -818,7 +821,7 @@ void KMeans::assign_to(const double *centroids, gc_kmeans_assign_result *result)
 		CUDA_TRY(cudaMemset(cen_.mean_d.get(), 0, sizeof(double) * (size_t) d));
 	CUDA_TRY(cudaMemcpy(cen_.cen.get(), centroids, sizeof(double) * (size_t) k * d, cudaMemcpyHostToDevice));
 	if (plan_.dtype == GC_F32)
-		check_single_range(max_abs_rows());
+		check_single_range(std::max(max_abs_rows(), gc_max_abs_f64(centroids, (int64_t) k * d)));
 	CUDA_TRY(cudaDeviceSynchronize());
 	timing_.phase_ms[0] = sw.ms();
 
@@ -849,6 +852,9 @@ extern "C" gc_status gcu_kmeans(const gc_exec *exec, const void *xv, gc_dtype dt
 	GC_ENTRY_BEGIN
 	gc::require(gc_check_kmeans(params, n, d, gc::error_record()));
 	gc::require(gc_check_input("k-means", dtype, params->metric, gc::error_record()));
+	gc::require(gc_check_centroid_values("initial_centroids",
+										 params->init == GC_KMEANS_INIT_GIVEN ? params->initial_centroids : nullptr,
+										 params->k, d, dtype, gc::error_record(), nullptr));
 
 	const void *x = xv;
 
@@ -859,7 +865,7 @@ extern "C" gc_status gcu_kmeans(const gc_exec *exec, const void *xv, gc_dtype dt
 											  result->sizes && result->inertia)));
 	if (n == 0)
 	{
-		/* not reached: the check refuses k > n, and k >= 1 */
+		/* an empty input: no rows, no centroids */
 		result->iterations = 0;
 		return GC_OK;
 	}
@@ -877,6 +883,8 @@ extern "C" gc_status gcu_kmeans_assign(const gc_exec *exec, const void *xv, gc_d
 	GC_ENTRY_BEGIN
 	gc::require(gc_check_kmeans_assign(params, n, d, gc::error_record()));
 	gc::require(gc_check_input("k-means assignment", dtype, params->metric, gc::error_record()));
+	gc::require(gc_check_centroid_values("centroids", params->centroids, params->k, d, dtype,
+										 gc::error_record(), nullptr));
 
 	const void *x = xv;
 

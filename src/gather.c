@@ -53,8 +53,10 @@
 #include "commands/extension.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
+#include "nodes/nodeFuncs.h"
 #include "nodes/parsenodes.h"
 #include "nodes/plannodes.h"
+#include "parser/parsetree.h"
 #include "port/atomics.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
@@ -112,6 +114,7 @@ typedef struct GatherReceiver
 	MemoryContext outcxt;		/* in->x and in->ids go with it */
 	MemoryContext tmpcxt;		/* detoasting and numeric conversion */
 	TupleDesc	desc;
+	bool	   *plain;			/* [natts] a column of that name WHERE can test (ColRef), or NULL */
 	FeatureKind kind;
 	GcFeatureType ftype;		/* FEATURES_NATIVE */
 	int			natts;
@@ -130,6 +133,19 @@ static const char *
 ColName(GatherReceiver *st, int i)
 {
 	return NameStr(TupleDescAttr(st->desc, i)->attname);
+}
+
+/*
+ * Column i (0-based) as a hint's WHERE clause can name it: its name when it
+ * is a plain column of the query's FROM (st->plain), else its position, since
+ * an expression's output name (int4, ?column?) is no name WHERE knows.
+ */
+static const char *
+ColRef(GatherReceiver *st, int i)
+{
+	if (st->plain != NULL && st->plain[i])
+		return quote_identifier(ColName(st, i));
+	return psprintf("<the expression of column %d>", i + 1);
 }
 
 static bool
@@ -643,6 +659,7 @@ PutFeature(GatherReceiver *st, void *dst, int32 i, double v, int64 id, const cha
 				(errcode(ERRCODE_DATA_EXCEPTION),
 				 errmsg("%s of the row with id " INT64_FORMAT " is %s", what, id,
 						isnan(v) ? "NaN" : (v > 0 ? "Infinity" : "-Infinity")),
+				 errdetail("Features must be finite numbers, so that every distance is one."),
 				 isnan(v) ?
 				 errhint("Filter such rows out of the query, for example with WHERE NOT (x = 'NaN').") :
 				 errhint("Filter such rows out of the query, for example with WHERE x NOT IN ('Infinity', '-Infinity').")));
@@ -894,12 +911,13 @@ PutArray(GatherReceiver *st, Datum datum, int64 id)
 				 errmsg("the feature array of the row with id " INT64_FORMAT " is empty", id) :
 				 errmsg("the feature array of the row with id " INT64_FORMAT " has %d dimensions", id, ndim),
 				 errdetail("Feature arrays must be one-dimensional and not empty."),
-				 errhint("Filter with WHERE cardinality(%s) > 0, or flatten the array.", ColName(st, 1))));
+				 errhint("Filter with WHERE cardinality(%s) > 0, or flatten the array.", ColRef(st, 1))));
 	if (dataoffset != 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 				 errmsg("the feature array of the row with id " INT64_FORMAT " contains NULL", id),
-				 errhint("Filter with WHERE array_position(%s, NULL) IS NULL.", ColName(st, 1))));
+				 errdetail("Every feature of a row needs a value."),
+				 errhint("Filter with WHERE array_position(%s, NULL) IS NULL.", ColRef(st, 1))));
 	memcpy(&len, body + sizeof(ArrayType) - VARHDRSZ, sizeof(int32));
 
 	if (in->n == 0 && in->d == 0)
@@ -1136,7 +1154,8 @@ MalformedGeometry(const GcRowRef *row, const char *what)
 	ereport(ERROR,
 			(errcode(ERRCODE_DATA_CORRUPTED),
 			 errmsg("the geometry of %s is malformed", RowStr(row)),
-			 errdetail("It is %s.", what)));
+			 errdetail("It is %s.", what),
+			 errhint("Filter the row out of the query; the stored value may be damaged.")));
 }
 
 /*
@@ -1159,7 +1178,8 @@ OpenGeometry(const char *body, Size len, const GcRowRef *row, GcFeature *out)
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 				 errmsg("the geometry of %s has a serialization gpuclust cannot read", RowStr(row)),
-				 errdetail("Its flags are 0x%02x; gpuclust reads the formats of PostGIS 2 and 3.", gflags)));
+				 errdetail("Its flags are 0x%02x; gpuclust reads the formats of PostGIS 2 and 3.", gflags),
+				 errhint("Pass the coordinates as numbers instead: SELECT id, ST_X(geom), ST_Y(geom) FROM ....")));
 	ndims = 2 + ((gflags & GS_FLAG_Z) ? 1 : 0) + ((gflags & GS_FLAG_M) ? 1 : 0);
 	if ((gflags & GS_FLAG_VERSION1) && (gflags & GS2_FLAG_EXTENDED))
 		off += 8;
@@ -1290,6 +1310,7 @@ BadFeatureValue(const GcRowRef *row, double v, float f, bool finite_source)
 				(errcode(ERRCODE_DATA_EXCEPTION),
 				 errmsg("a feature of %s is %s", RowStr(row),
 						isnan(v) ? "NaN" : (v > 0 ? "Infinity" : "-Infinity")),
+				 errdetail("Features must be finite numbers, so that every distance is one."),
 				 errhint("Filter such rows out, or pass a NULL feature for them (its cluster is NULL).")));
 	if (finite_source)
 		ereport(ERROR,
@@ -1402,7 +1423,8 @@ GcFeatureOpen(GcFeatureType kind, Oid typid, Datum value, const GcRowRef *row,
 							(errcode(ERRCODE_DATA_CORRUPTED),
 							 errmsg("the %s of %s is malformed",
 									kind == GC_FEATURE_VECTOR ? "vector" : "halfvec", RowStr(row)),
-							 errdetail("It has %d dimensions in %zu bytes.", dim, len)));
+							 errdetail("It has %d dimensions in %zu bytes.", dim, len),
+							 errhint("Filter the row out of the query; the stored value may be damaged.")));
 				out->d = dim;
 				out->fmt = kind == GC_FEATURE_VECTOR ? FORMAT_FLOAT4 : FORMAT_HALF;
 				out->data = body + 4;
@@ -1426,11 +1448,13 @@ GcFeatureOpen(GcFeatureType kind, Oid typid, Datum value, const GcRowRef *row,
 							 ndim == 0 ?
 							 errmsg("the feature array of %s is empty", RowStr(row)) :
 							 errmsg("the feature array of %s has %d dimensions", RowStr(row), ndim),
-							 errdetail("Feature arrays must be one-dimensional and not empty.")));
+							 errdetail("Feature arrays must be one-dimensional and not empty."),
+							 errhint("Filter such rows out with WHERE cardinality(...) > 0, or flatten the array.")));
 				if (dataoffset != 0)
 					ereport(ERROR,
 							(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 							 errmsg("the feature array of %s contains NULL", RowStr(row)),
+							 errdetail("Every feature of a row needs a value."),
 							 errhint("Filter such rows out, or pass a NULL feature for them (its cluster is NULL).")));
 				memcpy(&n, body + sizeof(ArrayType) - VARHDRSZ, sizeof(int32));
 				out->d = n;
@@ -1522,6 +1546,7 @@ PutNative(GatherReceiver *st, Datum datum, int64 id)
 				(errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
 				 errmsg("the feature of the row with id " INT64_FORMAT " has %d dimensions, but the first row's has %d",
 						id, f.d, in->d),
+				 errdetail("The rows are clustered together, so they share one number of features."),
 				 errhint("Every row must have the same number of features.")));
 	if (unlikely(in->n >= st->populated))
 		MakeRoom(st);
@@ -1545,7 +1570,8 @@ GatherReceive(TupleTableSlot *slot, DestReceiver *self)
 		ereport(ERROR,
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 				 errmsg("the row id is NULL in row " INT64_FORMAT " of the query", in->n + 1),
-				 errhint("Filter with WHERE %s IS NOT NULL.", ColName(st, 0))));
+				 errdetail("Every row needs an id: the result names the rows by it."),
+				 errhint("Filter with WHERE %s IS NOT NULL.", ColRef(st, 0))));
 	switch (st->types[0])
 	{
 		case INT2OID:
@@ -1577,7 +1603,8 @@ GatherReceive(TupleTableSlot *slot, DestReceiver *self)
 				ereport(ERROR,
 						(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 						 errmsg("feature \"%s\" is NULL in the row with id " INT64_FORMAT, ColName(st, i), id),
-						 errhint("Filter with WHERE %s IS NOT NULL.", ColName(st, i))));
+						 errdetail("Every feature of a row needs a value."),
+						 errhint("Filter with WHERE %s IS NOT NULL.", ColRef(st, i))));
 			if (st->types[i] == NUMERICOID)
 			{
 				MemoryContext old = MemoryContextSwitchTo(st->tmpcxt);
@@ -1611,7 +1638,8 @@ GatherReceive(TupleTableSlot *slot, DestReceiver *self)
 					 st->kind == FEATURES_NATIVE ?
 					 errmsg("the feature is NULL in the row with id " INT64_FORMAT, id) :
 					 errmsg("the feature array is NULL in the row with id " INT64_FORMAT, id),
-					 errhint("Filter with WHERE %s IS NOT NULL.", ColName(st, 1))));
+					 errdetail("Every row needs its features."),
+					 errhint("Filter with WHERE %s IS NOT NULL.", ColRef(st, 1))));
 		if (unlikely(VARATT_IS_EXTERNAL(DatumGetPointer(slot->tts_values[1])) ||
 					 VARATT_IS_COMPRESSED(DatumGetPointer(slot->tts_values[1]))))
 		{
@@ -1675,6 +1703,25 @@ CommandName(Query *q, CachedPlanSource *ps)
 	return GetCommandTagName(ps->commandTag);
 }
 
+/*
+ * Whether a query inside node (a subquery, a WITH query, a sublink, a view's
+ * query once the rules expanded it) locks rows: FOR UPDATE or FOR SHARE
+ * anywhere, not only at the top.
+ */
+static bool
+LocksRows(Node *node, void *context)
+{
+	if (node == NULL)
+		return false;
+	if (IsA(node, Query))
+	{
+		if (((Query *) node)->rowMarks != NIL)
+			return true;
+		return query_tree_walker((Query *) node, LocksRows, context, 0);
+	}
+	return expression_tree_walker(node, LocksRows, context);
+}
+
 /* Refuses anything but one read-only SELECT: nothing may change. */
 static void
 CheckReadOnly(SPIPlanPtr plan, const char *query)
@@ -1695,7 +1742,7 @@ CheckReadOnly(SPIPlanPtr plan, const char *query)
 		Query	   *q = lfirst_node(Query, lc);
 
 		if (q->commandType != CMD_SELECT || q->utilityStmt != NULL ||
-			q->hasModifyingCTE || q->rowMarks != NIL)
+			q->hasModifyingCTE || LocksRows((Node *) q, NULL))
 			ereport(ERROR,
 					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 					 errmsg("the query must be read-only"),
@@ -1708,7 +1755,41 @@ CheckReadOnly(SPIPlanPtr plan, const char *query)
 	if (ps->resultDesc == NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-				 errmsg("the query must return rows")));
+				 errmsg("the query must return rows"),
+				 errdetail("It is a statement that returns no result set."),
+				 errhint("Pass a SELECT that returns the row id and the features.")));
+}
+
+/*
+ * Which of the natts result columns of q are plain columns of its FROM
+ * under their own name, so that a hint's WHERE clause can name them
+ * (ColRef).
+ */
+static bool *
+PlainColumns(Query *q, int natts)
+{
+	bool	   *plain = palloc0(sizeof(bool) * natts);
+	int			i = 0;
+	ListCell   *lc;
+
+	foreach(lc, q->targetList)
+	{
+		TargetEntry *te = lfirst_node(TargetEntry, lc);
+		Var		   *v = (Var *) te->expr;
+		RangeTblEntry *rte;
+
+		if (te->resjunk || i >= natts)
+			continue;
+		if (IsA(v, Var) && v->varlevelsup == 0 && v->varattno > 0 && te->resname != NULL &&
+			v->varno >= 1 && v->varno <= list_length(q->rtable))
+		{
+			rte = rt_fetch(v->varno, q->rtable);
+			plain[i] = rte->eref != NULL && v->varattno <= list_length(rte->eref->colnames) &&
+				strcmp(strVal(list_nth(rte->eref->colnames, v->varattno - 1)), te->resname) == 0;
+		}
+		i++;
+	}
+	return plain;
 }
 
 /* Runs the prepared query, streaming its rows into st. */
@@ -1811,6 +1892,7 @@ RunQuery(const char *query, GatherReceiver *st)
 		MemoryContext old = MemoryContextSwitchTo(st->outcxt);
 
 		CheckColumns(st, CreateTupleDescCopy(ps->resultDesc));
+		st->plain = PlainColumns(linitial_node(Query, ps->query_list), st->natts);
 		MemoryContextSwitchTo(old);
 	}
 	XactReadOnly = true;

@@ -7,6 +7,13 @@
  * fork().  A back end that was not built, is not installed, cannot be loaded
  * (no driver library) or finds no device is an ordinary "no GPU" answer with
  * a reason, never a crash.  The answer is kept for the life of the backend.
+ *
+ * The driver is asked first, alone (DriverProbe: libcuda.so.1, cuInit,
+ * cuDeviceGetCount), and the back end, which brings the CUDA runtime and
+ * cuBLAS (about 60 ms and 100 MB of private memory a backend), is loaded
+ * only when a device is there.  So on a server without a driver the first
+ * GPU-sized call of a backend costs one dlopen that fails, and on one with a
+ * driver but no device the driver's own initialization.
  */
 #include "postgres.h"
 
@@ -21,6 +28,68 @@ static bool gpu_tried = false;
 static const gc_backend_api *gpu_api = NULL;
 static gc_status gpu_why = GC_ERR_NOT_BUILT;
 static char gpu_reason[512];
+
+#ifdef GC_HAVE_CUDA
+/* The driver API's entry points the probe uses (cuda.h's signatures; CUresult is an int). */
+typedef int (*GcCuInitFn) (unsigned int flags);
+typedef int (*GcCuDeviceGetCountFn) (int *count);
+typedef int (*GcCuGetErrorStringFn) (int error, const char **text);
+
+#define GC_CUDA_ERROR_NO_DEVICE 100	/* CUDA_ERROR_NO_DEVICE of cuda.h */
+
+/*
+ * Whether the NVIDIA driver sees a device, asked of the driver library alone
+ * (libcuda.so.1), before the back end is loaded.  When it does not, sets
+ * gpu_why and gpu_reason and returns false.  The library stays loaded when
+ * it initialized: the back end's runtime uses the same one.
+ */
+static bool
+DriverProbe(void)
+{
+	void	   *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+	GcCuInitFn	cu_init;
+	GcCuDeviceGetCountFn cu_count;
+	GcCuGetErrorStringFn cu_error;
+	const char *text = NULL;
+	int			count = 0;
+	int			rc;
+
+	if (h == NULL)
+	{
+		gpu_why = GC_ERR_NO_DRIVER;
+		snprintf(gpu_reason, sizeof(gpu_reason),
+				 "No usable NVIDIA driver: the driver library libcuda.so.1 could not be loaded (%s).",
+				 dlerror());
+		return false;
+	}
+	cu_init = (GcCuInitFn) dlsym(h, "cuInit");
+	cu_count = (GcCuDeviceGetCountFn) dlsym(h, "cuDeviceGetCount");
+	cu_error = (GcCuGetErrorStringFn) dlsym(h, "cuGetErrorString");
+	if (cu_init == NULL || cu_count == NULL)
+	{
+		gpu_why = GC_ERR_NO_DRIVER;
+		snprintf(gpu_reason, sizeof(gpu_reason),
+				 "No usable NVIDIA driver: libcuda.so.1 lacks cuInit or cuDeviceGetCount.");
+		dlclose(h);
+		return false;
+	}
+	rc = cu_init(0);
+	if (rc == 0)
+		rc = cu_count(&count);
+	if (rc == 0 && count > 0)
+		return true;
+	if (rc != 0 && cu_error != NULL)
+		cu_error(rc, &text);
+	gpu_why = rc == 0 || rc == GC_CUDA_ERROR_NO_DEVICE ? GC_ERR_NO_DEVICE : GC_ERR_NO_DRIVER;
+	if (rc == 0)
+		snprintf(gpu_reason, sizeof(gpu_reason), "No CUDA device: the NVIDIA driver sees none.");
+	else
+		snprintf(gpu_reason, sizeof(gpu_reason), "%s: the NVIDIA driver answered error %d (%s).",
+				 gpu_why == GC_ERR_NO_DEVICE ? "No CUDA device" : "No usable NVIDIA driver",
+				 rc, text ? text : "no description");
+	return false;
+}
+#endif
 
 /* Opens the back end once and asks it for a device. */
 static void
@@ -46,6 +115,8 @@ GpuLoad(void)
 				 "The GPU back end \"%s\" is not installed.", path);
 		return;
 	}
+	if (!DriverProbe())
+		return;
 	handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
 	if (handle == NULL)
 	{

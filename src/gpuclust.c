@@ -90,6 +90,18 @@ SyncTuning(void)
 	gc_tuning_gucs.cpu_threads = cpu_threads_guc;
 }
 
+/* gpuclust.kmeans_window: 0 (the default window) or a factor of at least 1. */
+static bool
+CheckKmeansWindow(double *newval, void **extra, GucSource source)
+{
+	if (*newval == 0.0 || *newval >= 1.0)
+		return true;
+	GUC_check_errcode(ERRCODE_INVALID_PARAMETER_VALUE);
+	GUC_check_errdetail("gpuclust.kmeans_window is 0 (the default window) or a factor of at least 1 that widens it.");
+	GUC_check_errhint("Use 0, or a value of 1 or more.");
+	return false;
+}
+
 /*
  * The developer settings: knobs of the back ends for tests and benchmarks.
  * None changes an answer.  Hidden from SHOW ALL and the sample file, settable
@@ -115,7 +127,7 @@ DefineTuningGucs(void)
 	DefineCustomRealVariable("gpuclust.kmeans_window",
 							 "Widens the candidate window of the checked GPU k-means product by this factor (0: default).",
 							 NULL, &kmeans_window_guc, 0.0, 0.0, 1e12,
-							 PGC_USERSET, flags, NULL, NULL, NULL);
+							 PGC_USERSET, flags, CheckKmeansWindow, NULL, NULL);
 	DefineCustomIntVariable("gpuclust.kmeans_tile_rows",
 							"Rows per GPU k-means product (0: chosen from the free memory; at least 32 otherwise).",
 							NULL, &kmeans_tile_rows_guc, 0, 0, INT_MAX,
@@ -196,7 +208,9 @@ GcArgText(FunctionCallInfo fcinfo, int argno, const char *name)
 	if (PG_ARGISNULL(argno))
 		ereport(ERROR,
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("%s must not be null", name)));
+				 errmsg("%s must not be null", name),
+				 errdetail("%s is a required argument and has no default.", name),
+				 errhint("Pass a value for %s.", name)));
 	return PG_GETARG_TEXT_PP(argno);
 }
 
@@ -209,12 +223,16 @@ GcArgFloat8(FunctionCallInfo fcinfo, int argno, const char *name)
 	if (PG_ARGISNULL(argno))
 		ereport(ERROR,
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("%s must not be null", name)));
+				 errmsg("%s must not be null", name),
+				 errdetail("%s is a required argument and has no default.", name),
+				 errhint("Pass a value for %s.", name)));
 	v = PG_GETARG_FLOAT8(argno);
 	if (isnan(v))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("%s must not be NaN", name)));
+				 errmsg("%s must not be NaN", name),
+				 errdetail("NaN is not a number, so no distance compares with it."),
+				 errhint("Pass a finite number for %s.", name)));
 	return v;
 }
 
@@ -225,7 +243,9 @@ GcArgInt32(FunctionCallInfo fcinfo, int argno, const char *name)
 	if (PG_ARGISNULL(argno))
 		ereport(ERROR,
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("%s must not be null", name)));
+				 errmsg("%s must not be null", name),
+				 errdetail("%s is a required argument and has no default.", name),
+				 errhint("Pass a value for %s.", name)));
 	return PG_GETARG_INT32(argno);
 }
 
@@ -292,6 +312,7 @@ GcDeviceFromText(text *arg)
 	ereport(ERROR,
 			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 			 errmsg("invalid device \"%s\"", s),
+			 errdetail("device says where the call computes."),
 			 errhint("Use 'auto', 'gpu' or 'cpu', or NULL for the setting of gpuclust.device.")));
 	return GC_DEVICE_AUTO;		/* keep compiler quiet */
 }
@@ -440,6 +461,24 @@ GcReportCheck(gc_status status, const gc_error *err)
 	elog(ERROR, "gpuclust: %s, please report a bug", err->message);
 }
 
+/*
+ * Raises the error a check of coordinates (gc_check_centroid_values) found,
+ * if any, with the SQLSTATE the same value gets as a feature: data
+ * exception for NaN and infinity, numeric value out of range beyond the
+ * limit of the precision.
+ */
+void
+GcReportValueCheck(gc_status status, const gc_error *err, gc_value_verdict verdict)
+{
+	if (status == GC_OK)
+		return;
+	if (status == GC_ERR_INVALID_ARGUMENT && verdict == GC_VALUE_OUT_OF_RANGE)
+		ReportUserError(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE, err);
+	if (status == GC_ERR_INVALID_ARGUMENT && verdict != GC_VALUE_OK)
+		ReportUserError(ERRCODE_DATA_EXCEPTION, err);
+	GcReportCheck(status, err);
+}
+
 /* Turns a failed back end's status into an ERROR; never returns. */
 static void
 ReportFailure(GcCall *call, const gc_backend_api *api, gc_status status)
@@ -461,7 +500,8 @@ ReportFailure(GcCall *call, const gc_backend_api *api, gc_status status)
 						(errcode(ERRCODE_OUT_OF_MEMORY),
 						 errmsg("out of memory in %s of %lld rows", call->algorithm->name,
 								(long long) call->in.n),
-						 errdetail("%s.", err->message)));
+						 errdetail("%s.", err->message),
+						 errhint("Use a smaller input, or fewer threads with gpuclust.cpu_threads.")));
 			ereport(ERROR,
 					(errcode(ERRCODE_OUT_OF_MEMORY),
 					 errmsg("not enough GPU memory for %s of %lld rows",
@@ -664,7 +704,8 @@ GcAlloc(GcCall *call, Size size, const char *what)
 				(errcode(ERRCODE_OUT_OF_MEMORY),
 				 errmsg("out of memory"),
 				 errdetail("Failed to allocate %zu bytes for %s of %lld rows.",
-						   size, what, (long long) call->in.n)));
+						   size, what, (long long) call->in.n),
+				 errhint("Use a smaller input, or give the server more memory.")));
 	return p;
 }
 
@@ -709,7 +750,8 @@ gpuclust_devices(PG_FUNCTION_ARGS)
 			ereport(ERROR,
 					(errcode(ERRCODE_EXTERNAL_ROUTINE_EXCEPTION),
 					 errmsg("could not read the properties of GPU %d", i),
-					 errdetail("%s", api->last_error()->message)));
+					 errdetail("%s", api->last_error()->message),
+					 errhint("Check the GPU with nvidia-smi.")));
 		snprintf(cc, sizeof(cc), "%d.%d", info.cc_major, info.cc_minor);
 		values[0] = Int32GetDatum(info.device_id);
 		values[1] = CStringGetTextDatum(info.name);

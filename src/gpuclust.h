@@ -188,6 +188,7 @@ extern void GcCallEnd(GcCall *call, const char *extra);
 
 /* Raises the error a check of common/checks.h found, if any. */
 extern void GcReportCheck(gc_status status, const gc_error *err);
+extern void GcReportValueCheck(gc_status status, const gc_error *err, gc_value_verdict verdict);
 
 /* Allocation in the call's context, huge when needed, with a clear error. */
 extern void *GcAlloc(GcCall *call, Size size, const char *what);

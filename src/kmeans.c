@@ -154,6 +154,21 @@ KmCentroidArray(ArrayType *arr, const char *what, int32 *k_out, int32 *d_out)
 }
 
 /*
+ * Checks the values of the k x d centroids c (initial_centroids or
+ * centroids, named by what) by the rules of features of precision dtype
+ * (GC_F64 before the rows are gathered), with the features' SQLSTATEs.
+ */
+static void
+KmCheckCentroidValues(const char *what, const double *c, int32 k, int32 d, gc_dtype dtype)
+{
+	gc_error	err;
+	gc_value_verdict verdict;
+	gc_status	st = gc_check_centroid_values(what, c, k, d, dtype, &err, &verdict);
+
+	GcReportValueCheck(st, &err, verdict);
+}
+
+/*
  * Checks initial_centroids, a k x d two-dimensional float8 array without
  * NULLs, and returns its values row-major; *d_out gets its second
  * dimension.
@@ -209,9 +224,10 @@ KmOutput(GcCall *call, GcKmeansJob *job, FunctionCallInfo fcinfo, bool per_clust
 		KmRowOutput(call, fcinfo, r->labels, r->distance);
 		return;
 	}
-	ts = GcCallOutputStart(call, fcinfo, &desc, job->params.k);
+	/* an empty input has no clusters */
+	ts = GcCallOutputStart(call, fcinfo, &desc, call->in.n > 0 ? job->params.k : 0);
 	elems = palloc(sizeof(Datum) * d);
-	for (int32 j = 0; j < job->params.k; j++)
+	for (int32 j = 0; call->in.n > 0 && j < job->params.k; j++)
 	{
 		Datum		values[4];
 		bool		nulls[4] = {false, false, false, false};
@@ -273,6 +289,7 @@ KmRun(FunctionCallInfo fcinfo, bool per_cluster)
 
 		p->initial_centroids = c;
 		p->init = GC_KMEANS_INIT_GIVEN;
+		KmCheckCentroidValues("initial_centroids", c, p->k, given_d, GC_F64);
 		GcReportCheck(gc_check_kmeans(p, -1, given_d, &err), &err);
 		if (p->metric == GC_METRIC_COSINE)
 			KmUnitCentroids(c, p->k, given_d, "initial_centroids");
@@ -284,12 +301,14 @@ KmRun(FunctionCallInfo fcinfo, bool per_cluster)
 	n = call.in.n;
 	d = call.in.d;
 	GcReportCheck(gc_check_kmeans(p, n, given ? given_d : d, &err), &err);
-	if (given && given_d != d)
+	if (given && n > 0 && given_d != d)
 		ereport(ERROR,
 				(errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
 				 errmsg("initial_centroids has %d columns, but the query has %d features", given_d, d),
 				 errdetail("Each initial centroid needs one value per feature of the query."),
 				 errhint("Pass a k x %d array.", d)));
+	if (given)
+		KmCheckCentroidValues("initial_centroids", p->initial_centroids, p->k, d, call.in.dtype);
 
 	job.result.labels = GcAlloc(&call, sizeof(int32) * n, "cluster ids");
 	job.result.distance = GcAlloc(&call, sizeof(double) * n, "distances");
@@ -368,6 +387,7 @@ gpu_kmeans_assign(PG_FUNCTION_ARGS)
 	p->precision = (gc_precision) gc_kmeans_precision_guc;
 	p->centroids = KmCentroidArray(PG_GETARG_ARRAYTYPE_P(KA_ARG_CENTROIDS), "centroids", &p->k, &cd);
 	p->metric = GcArgMetric(fcinfo, KA_ARG_METRIC, GcKmeans.title);
+	KmCheckCentroidValues("centroids", p->centroids, p->k, cd, GC_F64);
 	GcReportCheck(gc_check_kmeans_assign(p, -1, cd, &err), &err);
 	if (p->metric == GC_METRIC_COSINE)
 		KmUnitCentroids((double *) p->centroids, p->k, cd, "centroids");
@@ -384,6 +404,8 @@ gpu_kmeans_assign(PG_FUNCTION_ARGS)
 						cd, cd == 1 ? "" : "s", d, d == 1 ? "" : "s"),
 				 errdetail("Each centroid needs one value per feature of the query."),
 				 errhint("Assign rows with the features the model was fitted on, in the same order.")));
+	if (n > 0)
+		KmCheckCentroidValues("centroids", p->centroids, p->k, d, call.in.dtype);
 	GcReportCheck(gc_check_kmeans_assign(p, n, d, &err), &err);
 
 	job.result.labels = GcAlloc(&call, sizeof(int32) * n, "cluster ids");

@@ -1576,7 +1576,7 @@ gpu_kmeans_fit_distributed(PG_FUNCTION_ARGS)
 	double	   *mean;
 	GkmState   *s;
 	double		tol_abs = 0.0;
-	KfRun		best;
+	KfRun		best = {0};
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	MemoryContext oldcxt;
 
@@ -1720,7 +1720,8 @@ gpu_kmeans_fit_distributed(PG_FUNCTION_ARGS)
 				 errdetail("Each initial centroid needs one value per feature of the query."),
 				 errhint("Pass a k x %d array.", f.d)));
 
-	for (int32 r = 0; r < p.n_init; r++)
+	/* an empty query gives no model rows, as gpu_kmeans_centroids does */
+	for (int32 r = 0; r < p.n_init && f.n > 0; r++)
 	{
 		double	   *cen = MemoryContextAlloc(f.cxt, sizeof(double) * (Size) p.k * f.d);
 		KfRun		run;
@@ -1746,7 +1747,7 @@ gpu_kmeans_fit_distributed(PG_FUNCTION_ARGS)
 			elog(ERROR, "gpu_kmeans_fit_distributed must return a row type, please report a bug");
 		desc = CreateTupleDescCopy(desc);
 		ts = tuplestore_begin_heap(true, false, work_mem);
-		for (int32 j = 0; j < p.k; j++)
+		for (int32 j = 0; j < p.k && f.n > 0; j++)
 		{
 			Datum		values[4];
 			bool		nulls[4] = {false, false, false, false};

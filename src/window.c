@@ -139,6 +139,7 @@ WinGather(WindowObject winobj, WinState *ws, GcCall *call, int32 *rowof)
 						 errmsg("the feature of row " INT64_FORMAT " of partition " INT64_FORMAT
 								" has %d dimensions, but the partition's first has %d",
 								i + 1, ws->partitions, f.d, d),
+						 errdetail("The features of a partition are clustered together, so they share one dimension."),
 						 errhint("Every row of a partition must have the same number of features.")));
 			GcFeatureCopy(&f, (char *) call->in.x + (Size) m * d * gc_dtype_size(call->in.dtype),
 						  call->in.dtype, &ref);
@@ -182,6 +183,7 @@ WinResult(FunctionCallInfo fcinfo, const char *funcname, WinComputeFn compute)
 		ereport(ERROR,
 				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
 				 errmsg("a window partition of " INT64_FORMAT " rows is too large for %s", n, funcname),
+				 errdetail("The answers of a partition are kept in one allocation of at most 1 GB."),
 				 errhint("Partition into groups of fewer than %zu rows.",
 						 (MaxAllocSize - offsetof(WinPartition, cluster)) / sizeof(int32))));
 	part = WinGetPartitionLocalMemory(winobj, offsetof(WinPartition, cluster) + sizeof(int32) * n);
@@ -215,7 +217,9 @@ WinArg(WindowObject winobj, int argno, const char *name)
 	if (isnull)
 		ereport(ERROR,
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("%s must not be null", name)));
+				 errmsg("%s must not be null", name),
+				 errdetail("%s is a required argument and has no default; the partition's first row gives it.", name),
+				 errhint("Pass a value for %s.", name)));
 	return v;
 }
 
@@ -295,7 +299,9 @@ WinDbscanPartition(FunctionCallInfo fcinfo, WindowObject winobj, WinState *ws, i
 	if (isnan(job.params.eps))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("eps must not be NaN")));
+				 errmsg("eps must not be NaN"),
+				 errdetail("NaN is not a number, so no distance compares with it."),
+				 errhint("Pass a finite number for eps.")));
 	GcReportCheck(gc_check_dbscan(&job.params, -1, 0, &err), &err);
 
 	WinCallBegin(fcinfo, winobj, &call, &GcDbscan, DB_ARG_DEVICE, job.params.metric);

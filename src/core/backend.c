@@ -205,6 +205,9 @@ cpu_kmeans(const gc_exec *exec, const void *x, gc_dtype dtype, int64_t n, int32_
 	if ((st = cpu_begin(exec, &ctx, &scratch, &defaults)) != GC_OK ||
 		(st = gc_check_kmeans(params, n, d, &cpu_error)) != GC_OK ||
 		(st = gc_check_input("k-means", dtype, params->metric, &cpu_error)) != GC_OK ||
+		(st = gc_check_centroid_values("initial_centroids",
+										params->init == GC_KMEANS_INIT_GIVEN ? params->initial_centroids : NULL,
+										params->k, d, dtype, &cpu_error, NULL)) != GC_OK ||
 		(st = cpu_check_buffers("k-means", x, n, result_ok)) != GC_OK)
 		return st;
 	result->iterations = 0;
@@ -235,6 +238,8 @@ cpu_kmeans_assign(const gc_exec *exec, const void *x, gc_dtype dtype, int64_t n,
 	if ((st = cpu_begin(exec, &ctx, &scratch, &defaults)) != GC_OK ||
 		(st = gc_check_kmeans_assign(params, n, d, &cpu_error)) != GC_OK ||
 		(st = gc_check_input("k-means assignment", dtype, params->metric, &cpu_error)) != GC_OK ||
+		(st = gc_check_centroid_values("centroids", params->centroids, params->k, d, dtype,
+										&cpu_error, NULL)) != GC_OK ||
 		(st = cpu_check_buffers("k-means assignment", x, n, result_ok)) != GC_OK)
 		return st;
 	if (n == 0)

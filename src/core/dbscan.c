@@ -135,7 +135,7 @@ dbscan_ws_init(dbscan_ws *ws, gc_core_ctx *ctx, const void *x, gc_dtype dtype, i
 	ws->n = n;
 	ws->d = d;
 	ws->bound = gc_metric_dist2_le(params->metric, params->eps);
-	ws->radius = gc_grid_radius(params->metric, params->eps, ws->bound);
+	ws->radius = gc_grid_radius(params->metric, params->eps, ws->bound, d);
 	ws->min_pts = params->min_pts;
 }
 
@@ -278,7 +278,7 @@ dbscan_plan(dbscan_ws *ws)
 	st = gc_grid_plan_make(plan, ws->d, ws->dtype, ws->radius, ws->bound, dims, lo, hi, 0,
 						   ws->ctx->err);
 	if (st == GC_OK && plan->mapped)
-		st = gc_grid_maps_build(plan, &ws->maps, ws->x, ws->dtype, ws->n, ws->ctx->cancel,
+		st = gc_grid_maps_build(plan, &ws->maps, ws->x, ws->dtype, ws->n, lo, hi, ws->ctx->cancel,
 								ws->ctx->cancel_arg, ws->ctx->err);
 	if (st == GC_ERR_CANCELLED)
 		return gc_core_cancel_status(ws->ctx);

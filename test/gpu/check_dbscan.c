@@ -290,6 +290,18 @@ static const db_case db_cases[] = {
 	{"latlon", 3000, 2, 0.002, 4, F64, EUC, 1e5},
 	{"blobs", 3000, 3, 0.8, 5, F64, EUC, 1e6},
 	{"wide", 2000, 8, 0.05, 5, F32, COS},
+	/*
+	 * A tiny eps, down to the smallest subnormal: every distinct value a
+	 * cell of its own (the maps' steps from differences, the side found by
+	 * bisection), duplicates the only neighbours; below 1.5e-154 the
+	 * squares underflow and the grid's radius widens (common/dbscan_grid.h)
+	 */
+	{"dups", 200000, 2, 1e-300, 2, F64, EUC, 0},
+	{"dups", 200000, 2, 4.9406564584124654e-324, 2, F64, EUC, 0},
+	{"dups", 1000000, 4, 1e-100, 2, F64, EUC, 0},
+	{"dups", 1000000, 4, 1e-300, 3, F64, EUC, 0},
+	{"uniform", 1000000, 2, 2.2250738585072014e-308, 2, F32},
+	{"latlon", 200000, 2, 1e-155, 2, F64, EUC, 1e5},
 };
 
 /*

@@ -33,6 +33,8 @@ SELECT * FROM gpu_dbscan('SELECT 7, ''{}''::real[]', 0.2, 3);
 SELECT * FROM gpu_dbscan('SELECT 7, ''{{1,2},{3,4}}''::real[]', 0.2, 3);
 SELECT * FROM gpu_dbscan('SELECT * FROM (VALUES (1, ARRAY[1,2]::real[]), (2, ARRAY[1,2,3]::real[])) v', 0.2, 3);
 SELECT * FROM gpu_dbscan('SELECT 3, 1.0::float8, NULL::float8 AS y', 0.2, 3);
+-- the hint names a column by its name only where WHERE can use it
+SELECT * FROM gpu_dbscan('SELECT id, y FROM (VALUES (1, 1.0::float8), (2, NULL)) v(id, y)', 0.2, 3);
 SELECT * FROM gpu_dbscan('SELECT 4, ''NaN''::numeric AS x', 0.2, 3);
 SELECT * FROM gpu_dbscan('SELECT 5, ''Infinity''::float4 AS x', 0.2, 3);
 
@@ -48,6 +50,13 @@ SELECT * FROM gpu_dbscan('WITH d AS (DELETE FROM epts RETURNING id, f) SELECT * 
 SELECT * FROM gpu_dbscan('UPDATE epts SET f = f RETURNING id, f', 0.2, 3);
 SELECT * FROM gpu_dbscan('INSERT INTO epts VALUES (9, ''{1,1}'') RETURNING id, f', 0.2, 3);
 SELECT * FROM gpu_dbscan('SELECT id, f FROM epts FOR UPDATE', 0.2, 3);
+-- row locks anywhere in the query: a subquery, a WITH query, a view
+SELECT * FROM gpu_dbscan('SELECT id, f FROM (SELECT id, f FROM epts FOR UPDATE) s', 0.2, 3);
+SELECT * FROM gpu_dbscan('WITH l AS (SELECT id, f FROM epts FOR SHARE) SELECT id, f FROM l', 0.2, 3);
+SELECT * FROM gpu_dbscan('SELECT id, f FROM epts WHERE id IN (SELECT id FROM epts FOR KEY SHARE)', 0.2, 3);
+CREATE VIEW epts_locked AS SELECT id, f FROM epts FOR UPDATE;
+SELECT * FROM gpu_dbscan('SELECT id, f FROM epts_locked', 0.2, 3);
+DROP VIEW epts_locked;
 SELECT * FROM gpu_dbscan('CREATE TABLE x AS SELECT id, f FROM epts', 0.2, 3);
 SELECT count(*) FROM epts;
 

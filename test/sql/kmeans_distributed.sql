@@ -174,7 +174,8 @@ SELECT count(*), sum(size) FROM gpu_kmeans_fit_distributed('SELECT i, ARRAY[i % 
 -- errors of the fit
 SELECT pg_temp.report_error($$SELECT * FROM gpu_kmeans_fit_distributed('SELECT id, f FROM kd', 0)$$);
 SELECT pg_temp.report_error($$SELECT * FROM gpu_kmeans_fit_distributed('SELECT id, f FROM kd', 5000)$$);
-SELECT pg_temp.report_error($$SELECT * FROM gpu_kmeans_fit_distributed('SELECT id, f FROM kd WHERE false', 1)$$);
+-- an empty query gives no model rows, as gpu_kmeans_centroids does
+SELECT count(*) AS model_rows FROM gpu_kmeans_fit_distributed('SELECT id, f FROM kd WHERE false', 1);
 SELECT pg_temp.report_error($$SELECT * FROM gpu_kmeans_fit_distributed(NULL, 2)$$);
 SELECT pg_temp.report_error($$SELECT * FROM gpu_kmeans_fit_distributed('SELECT id, f FROM kd', 2, max_iter => 0)$$);
 SELECT pg_temp.report_error($$SELECT * FROM gpu_kmeans_fit_distributed('SELECT id, f FROM kd', 2, tol => -1)$$);

@@ -13,6 +13,12 @@ SHOW gpuclust.kmeans_gemm;
 SET gpuclust.kmeans_window = 1e6;
 SHOW gpuclust.kmeans_window;
 SET gpuclust.kmeans_window = -1;
+-- a factor between 0 and 1 would narrow the window: refused, 0 (the default) and 1 taken
+SET gpuclust.kmeans_window = 0.5;
+SET gpuclust.kmeans_window = 1;
+SHOW gpuclust.kmeans_window;
+SET gpuclust.kmeans_window = 0;
+SET gpuclust.kmeans_window = 1e6;
 SET gpuclust.kmeans_tile_rows = 64;
 SET gpuclust.kmeans_chunk_rows = 2048;
 SET gpuclust.backend_debug = on;

@@ -1212,6 +1212,99 @@ test_threads(void)
 }
 
 /* Runs every test; the exit status says whether all checks passed. */
+/*
+ * A tiny eps, down to the smallest subnormal (the grid once put every point
+ * of such a call in one cell, or rebuilt its maps once per doubling of its
+ * side): the grid and the sweep against the brute-force reference.  Below
+ * eps 1.5e-154 the squares of dist2 underflow, so rows farther apart than
+ * eps can be neighbours by the rule (dist2 <= bound); the grid must find
+ * them too.
+ */
+static void
+test_tiny_eps(void)
+{
+	const double eps[] = {1e-155, 1e-300, 2.2250738585072014e-308, 4.9406564584124654e-324};
+	int64_t		n = 3000;
+	double	   *x = malloc(sizeof(double) * n * 2);
+
+	/* uniform in the unit square, one row in ten repeated */
+	for (int64_t i = 0; i < n; i++)
+	{
+		x[i * 2] = i % 10 == 9 ? x[(i - 1) * 2] : urand();
+		x[i * 2 + 1] = i % 10 == 9 ? x[(i - 1) * 2 + 1] : urand();
+	}
+	for (int e = 0; e < 4; e++)
+		compare_t("tiny eps, uniform", x, GC_F64, GC_METRIC_EUCLIDEAN, n, 2, eps[e], 2, NULL);
+	/* within 1e-6 of (1, 1) */
+	for (int64_t i = 0; i < n * 2; i++)
+		x[i] = i / 2 % 10 == 9 ? x[i - 2] : 1.0 + 1e-6 * urand();
+	for (int e = 0; e < 4; e++)
+		compare_t("tiny eps, tight", x, GC_F64, GC_METRIC_EUCLIDEAN, n, 2, eps[e], 2, NULL);
+	/*
+	 * rows 1e-170 apart along a line: their squared differences underflow
+	 * to 0, so every eps below about 1.5e-162 chains them into one cluster;
+	 * rows 1e-160 apart: 1e-320 is a subnormal square, within bound at eps
+	 * 1e-155 and not at 1e-300
+	 */
+	{
+		const double spacing[] = {1e-170, 1e-160};
+
+		for (int sp = 0; sp < 2; sp++)
+			for (int e = 0; e < 4; e++)
+			{
+				int64_t		clusters = -1;
+
+				for (int64_t i = 0; i < n; i++)
+				{
+					x[i * 2] = (double) i * spacing[sp];
+					x[i * 2 + 1] = 0.5;
+				}
+				compare_t(sp == 0 ? "tiny eps, underflowing squares" : "tiny eps, subnormal squares",
+						  x, GC_F64, GC_METRIC_EUCLIDEAN, n, 2, eps[e], 3, &clusters);
+				CHECK(clusters == (sp == 0 || e == 0 ? 1 : 0),
+					  "tiny eps: spacing %g, eps %g: %lld clusters", spacing[sp], eps[e], (long long) clusters);
+			}
+	}
+	free(x);
+
+	/*
+	 * 400,000 4-D rows with 1,000 rows repeated: the maps of the coarse grid
+	 * exceed the cell keys until the side has been doubled hundreds of
+	 * times.  The answer is known: each repeated row and its copy form a
+	 * cluster, every other row is noise.
+	 */
+	{
+		int64_t		big = 400000;
+		double	   *y = malloc(sizeof(double) * big * 4);
+		int32_t    *c = malloc(sizeof(int32_t) * big);
+		uint8_t    *k = malloc(big);
+
+		for (int64_t i = 0; i < big * 4; i++)
+			y[i] = urand();
+		for (int64_t i = 0; i < 1000; i++)
+			memcpy(y + (i * 397 + 1) * 4, y + i * 397 * 4, sizeof(double) * 4);
+		for (int e = 1; e < 4; e++)
+		{
+			gc_dbscan_params p = {sizeof(gc_dbscan_params), eps[e], 2, GC_METRIC_EUCLIDEAN};
+			gc_dbscan_result r = {c, k, 0};
+			gc_status	st = run_dbscan_t(y, GC_F64, big, 4, &p, &r, NULL);
+			int			ok = st == GC_OK && r.n_clusters == 1000;
+
+			for (int64_t i = 0; ok && i < big; i++)
+			{
+				int			pair = i % 397 <= 1 && i / 397 < 1000;
+
+				ok = pair ? c[i] == (int32_t) (i / 397) && k[i] : c[i] == -1 && !k[i];
+			}
+			CHECK(ok, "tiny eps, 4-D %lld rows, eps %g: status %d %s, %lld clusters",
+				  (long long) big, eps[e], st, unit_error(), (long long) r.n_clusters);
+		}
+		free(y);
+		free(c);
+		free(k);
+	}
+}
+
 int
 main(void)
 {
@@ -1225,6 +1318,7 @@ main(void)
 	test_rule_edge();
 	test_grid_raw();
 	test_double_random();
+	test_tiny_eps();
 	test_cosine_rays();
 	test_cosine_random();
 	test_cancel();

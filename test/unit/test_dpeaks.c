@@ -1385,6 +1385,41 @@ test_threads_f64_cosine(void)
 }
 
 /* Runs every test; the exit status says whether all checks passed. */
+/*
+ * A tiny dc with the cutoff kernel, down to the smallest subnormal, against
+ * the reference (the grid's neighbour counts): rows
+ * 1e-170 apart, whose squared differences underflow to 0 (neighbours by the
+ * rule at any dc below about 1.5e-162), rows 1e-160 apart (a subnormal
+ * square), and uniform rows with repeats.  The grid must count the same
+ * neighbours as the definitions.
+ */
+static void
+test_tiny_dc_cutoff(void)
+{
+	const double dcs[] = {1e-155, 1e-300, 4.9406564584124654e-324};
+	const double spacing[] = {1e-170, 1e-160};
+	int64_t		n = 2000;
+	double	   *x = malloc(sizeof(double) * n * 2);
+
+	for (int sp = 0; sp < 2; sp++)
+	{
+		for (int64_t i = 0; i < n; i++)
+		{
+			x[i * 2] = (double) (i % 500) * spacing[sp] + (double) (i / 500);
+			x[i * 2 + 1] = 0.25;
+		}
+		for (int e = 0; e < 3; e++)
+			check_against_reference_t(sp == 0 ? "tiny dc, underflowing squares" : "tiny dc, subnormal squares",
+									  x, GC_F64, n, 2, params_of(3, dcs[e], 0.02, GC_DP_KERNEL_CUTOFF));
+	}
+	for (int64_t i = 0; i < n * 2; i++)
+		x[i] = i / 2 % 7 == 6 ? x[i - 2] : urand();
+	for (int e = 0; e < 3; e++)
+		check_against_reference_t("tiny dc, uniform with repeats", x, GC_F64, n, 2,
+								  params_of(3, dcs[e], 0.02, GC_DP_KERNEL_CUTOFF));
+	free(x);
+}
+
 int
 main(void)
 {
@@ -1406,5 +1441,6 @@ main(void)
 	test_cancel();
 	test_threads();
 	test_threads_f64_cosine();
+	test_tiny_dc_cutoff();
 	UNIT_DONE();
 }

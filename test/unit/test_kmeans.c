@@ -4,6 +4,7 @@
  *    CPU back end's table (gc_cpu_api), of the shared initialization code
  *    (common/kmeans_init.h) and of the generator (common/rng.h).
  */
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -2152,6 +2153,115 @@ test_threads_both(void)
 	free(w);
 }
 
+/*
+ * Centroids follow the features' rules (common/checks.h): finite, at most
+ * GC_F64_MAX_ABS in double precision and within real in single precision,
+ * with the features' sentences, at the back end's entry as in the glue.
+ * The case of the report: centroids beyond 1e150 whose squared distances
+ * overflowed sent a row to the farther centroid without an error.
+ */
+static void
+test_centroid_checks(void)
+{
+	gc_error	err;
+	gc_value_verdict v;
+	double		big[2] = {3e154, 2e154};
+	double		ok[2] = {3e14, 2e14};
+	double		nan2[2] = {1.0, NAN};
+	double		inf2[2] = {-INFINITY, 1.0};
+	double		real_big[2] = {1.0, 1e39};
+	double		real_ok[2] = {1.0, 1e30};
+	double		x64[3] = {0.0, 1.0, 2.0};
+	float		x32[3] = {0.0f, 1.0f, 2.0f};
+	int32_t		labels[3];
+	double		dist[3];
+
+	/* the rule of one coordinate, at its edges */
+	CHECK(gc_coordinate_verdict(GC_F64_MAX_ABS, GC_F64) == GC_VALUE_OK, "1e150 is a double feature");
+	CHECK(gc_coordinate_verdict(-GC_F64_MAX_ABS, GC_F64) == GC_VALUE_OK, "-1e150 is a double feature");
+	CHECK(gc_coordinate_verdict(nextafter(GC_F64_MAX_ABS, INFINITY), GC_F64) == GC_VALUE_OUT_OF_RANGE,
+		  "just past 1e150");
+	CHECK(gc_coordinate_verdict(FLT_MAX, GC_F32) == GC_VALUE_OK, "FLT_MAX is a real");
+	CHECK(gc_coordinate_verdict(nextafter((double) FLT_MAX, INFINITY), GC_F32) == GC_VALUE_OUT_OF_RANGE,
+		  "just past FLT_MAX");
+	CHECK(gc_coordinate_verdict(1e-300, GC_F32) == GC_VALUE_OK, "a tiny centroid coordinate is kept");
+	CHECK(gc_coordinate_verdict(NAN, GC_F64) == GC_VALUE_NAN, "NaN");
+	CHECK(gc_coordinate_verdict(-INFINITY, GC_F32) == GC_VALUE_INFINITE, "-Infinity");
+
+	/* the check of an array names the row and column, with the features' sentences */
+	CHECK(gc_check_centroid_values("centroids", big, 2, 1, GC_F64, &err, &v) == GC_ERR_INVALID_ARGUMENT &&
+		  v == GC_VALUE_OUT_OF_RANGE &&
+		  strcmp(err.message, "row 1, column 1 of centroids is out of range") == 0 &&
+		  strcmp(err.detail, "The value is 3e+154; " GC_F64_RANGE_DETAIL) == 0 &&
+		  strcmp(err.hint, GC_F64_RANGE_HINT) == 0,
+		  "3e154: %s / %s / %s", err.message, err.detail, err.hint);
+	CHECK(gc_check_centroid_values("initial_centroids", nan2, 1, 2, GC_F64, &err, &v) == GC_ERR_INVALID_ARGUMENT &&
+		  v == GC_VALUE_NAN && strcmp(err.message, "row 1, column 2 of initial_centroids is NaN") == 0,
+		  "NaN: %s", err.message);
+	CHECK(gc_check_centroid_values("centroids", inf2, 2, 1, GC_F64, &err, &v) == GC_ERR_INVALID_ARGUMENT &&
+		  v == GC_VALUE_INFINITE && strcmp(err.message, "row 1, column 1 of centroids is -Infinity") == 0,
+		  "-Infinity: %s", err.message);
+	CHECK(gc_check_centroid_values("centroids", real_big, 1, 2, GC_F32, &err, &v) == GC_ERR_INVALID_ARGUMENT &&
+		  v == GC_VALUE_OUT_OF_RANGE &&
+		  strcmp(err.message, "row 1, column 2 of centroids is out of range for type real") == 0 &&
+		  strcmp(err.hint, GC_F32_RANGE_HINT) == 0,
+		  "1e39 in single precision: %s / %s", err.message, err.hint);
+	CHECK(gc_check_centroid_values("centroids", real_big, 1, 2, GC_F64, &err, &v) == GC_OK && v == GC_VALUE_OK,
+		  "1e39 in double precision");
+	CHECK(gc_check_centroid_values("centroids", real_ok, 1, 2, GC_F32, &err, &v) == GC_OK,
+		  "1e30 in single precision");
+
+	/* the CPU back end refuses them at its entry, for both functions and both precisions */
+	{
+		gc_kmeans_assign_params ap;
+		gc_kmeans_assign_result ar;
+		gc_exec		e = unit_exec(NULL, NULL);
+		gc_status	st;
+
+		memset(&ap, 0, sizeof(ap));
+		ap.struct_size = sizeof(ap);
+		ap.k = 2;
+		ap.centroids = big;
+		ar.labels = labels;
+		ar.distance = dist;
+		st = gc_cpu_api()->kmeans_assign(&e, x64, GC_F64, 3, 1, &ap, &ar);
+		CHECK(st == GC_ERR_INVALID_ARGUMENT &&
+			  strcmp(unit_error(), "row 1, column 1 of centroids is out of range") == 0,
+			  "assign 3e154: status %d, %s", (int) st, unit_error());
+		ap.centroids = real_big;
+		ap.k = 2;
+		st = gc_cpu_api()->kmeans_assign(&e, x32, GC_F32, 3, 1, &ap, &ar);
+		CHECK(st == GC_ERR_INVALID_ARGUMENT, "assign 1e39 to reals: status %d", (int) st);
+		st = gc_cpu_api()->kmeans_assign(&e, x64, GC_F64, 3, 1, &ap, &ar);
+		CHECK(st == GC_OK && labels[2] == 0, "assign 1e39 to doubles: status %d", (int) st);
+		ap.centroids = ok;
+		st = gc_cpu_api()->kmeans_assign(&e, x64, GC_F64, 3, 1, &ap, &ar);
+		CHECK(st == GC_OK && labels[0] == 1 && dist[0] == 2e14,
+			  "assign within range: the nearer centroid (%d, %g)", labels[0], dist[0]);
+	}
+	{
+		Run			r;
+		gc_kmeans_params p = params(2, GC_KMEANS_INIT_GIVEN, big);
+
+		run_kmeans_dt(&r, x64, GC_F64, 3, 1, &p);
+		CHECK(r.st == GC_ERR_INVALID_ARGUMENT &&
+			  strcmp(r.message, "row 1, column 1 of initial_centroids is out of range") == 0,
+			  "k-means from 3e154: status %d, %s", (int) r.st, r.message);
+		free_run(&r);
+		p = params(2, GC_KMEANS_INIT_GIVEN, real_big);
+		run_kmeans_dt(&r, x32, GC_F32, 3, 1, &p);
+		CHECK(r.st == GC_ERR_INVALID_ARGUMENT &&
+			  strcmp(r.message, "row 2, column 1 of initial_centroids is out of range for type real") == 0,
+			  "k-means of reals from 1e39: status %d, %s", (int) r.st, r.message);
+		free_run(&r);
+		p = params(2, GC_KMEANS_INIT_GIVEN, nan2);
+		run_kmeans_dt(&r, x64, GC_F64, 3, 1, &p);
+		CHECK(r.st == GC_ERR_INVALID_ARGUMENT && strstr(r.message, "is NaN") != NULL,
+			  "k-means from NaN: status %d, %s", (int) r.st, r.message);
+		free_run(&r);
+	}
+}
+
 /* Runs every test; the exit status says whether all checks passed. */
 int
 main(void)
@@ -2177,5 +2287,6 @@ main(void)
 	test_product_reference();
 	test_n_init_both();
 	test_threads_both();
+	test_centroid_checks();
 	UNIT_DONE();
 }
