@@ -1,0 +1,52 @@
+#!/bin/bash
+# hdbscan_sql_bench.sh: gpu_hdbscan against gpu_dbscan through SQL on the same
+# table, the whole statement as the user waits for it (gather, compute, output),
+# best of REPS (default 3) after a warm-up call, on the device given (default gpu).
+#
+#   bench/hdbscan_sql_bench.sh [ROWS] [DEVICE]
+#
+# Talks to the server of the libpq environment (PGHOST, PGPORT, ...), where
+# gpuclust is installed; creates and drops the table hdb_sql_bench: 2-D blobs
+# of different spreads with 10 % uniform noise, double precision columns.
+# gpu_dbscan runs with eps 0.5, min_pts 10 (about the density HDBSCAN's
+# min_samples 10 sees in these blobs), gpu_hdbscan with min_cluster_size 10.
+# Prints a table of the best times and their ratio.
+set -euo pipefail
+ROWS=${1:-1000000}
+DEVICE=${2:-gpu}
+REPS=${REPS:-3}
+P="psql -X -q -v ON_ERROR_STOP=1 -v VERBOSITY=terse"
+export PGOPTIONS="${PGOPTIONS:-} -c client_min_messages=warning"
+
+$P -c "CREATE EXTENSION IF NOT EXISTS gpuclust" >/dev/null
+$P <<SQL >/dev/null
+DROP TABLE IF EXISTS hdb_sql_bench;
+SELECT setseed(0.5);
+CREATE TABLE hdb_sql_bench AS
+SELECT g::bigint AS id,
+       CASE WHEN g % 10 = 0 THEN random() * 220 - 110
+            ELSE (g % 30) * 7.0 - 100 + (1 + g % 4) * sqrt(-2 * ln(random())) * cos(2 * pi() * random()) END AS x,
+       CASE WHEN g % 10 = 0 THEN random() * 220 - 110
+            ELSE (g % 17) * 12.0 - 100 + (1 + g % 3) * sqrt(-2 * ln(random())) * cos(2 * pi() * random()) END AS y
+FROM generate_series(1, $ROWS) g;
+VACUUM ANALYZE hdb_sql_bench;
+SQL
+
+best() {
+	local sql=$1 b=""
+	$P -c "$sql" >/dev/null
+	for _ in $(seq "$REPS"); do
+		local t
+		t=$( { $P -c '\timing on' -c "$sql" | sed -n 's/^Time: \([0-9.]*\) ms.*/\1/p'; } )
+		if [ -z "$b" ] || awk -v a="$t" -v b="$b" 'BEGIN { exit !(a < b) }'; then b=$t; fi
+	done
+	echo "$b"
+}
+q="SELECT id, x, y FROM hdb_sql_bench"
+db=$(best "SELECT count(cluster_id) FROM gpu_dbscan('$q', 0.5, 10, device => '$DEVICE')")
+hd=$(best "SELECT count(cluster_id) FROM gpu_hdbscan('$q', 10, device => '$DEVICE')")
+echo "| rows | device | gpu_dbscan ms | gpu_hdbscan ms | hdbscan / dbscan |"
+echo "|---:|---|---:|---:|---:|"
+awk -v n="$ROWS" -v dev="$DEVICE" -v a="$db" -v b="$hd" \
+	'BEGIN { printf "| %d | %s | %.1f | %.1f | %.2f |\n", n, dev, a, b, b / a }'
+$P -c "DROP TABLE hdb_sql_bench" >/dev/null
