@@ -14,9 +14,10 @@ DATA        = $(sort $(wildcard sql/gpuclust--*.sql))
 SRCS        = $(sort $(wildcard src/*.c src/core/*.c))
 OBJS        = $(SRCS:.c=.o)
 
-# pg_regress tests: every test/sql/*.sql, in name order (expected output in test/expected).
-REGRESS     = $(sort $(basename $(notdir $(wildcard test/sql/*.sql))))
-REGRESS_OPTS = --inputdir=test --load-extension=gpuclust
+# pg_regress tests: every sql/*.sql but the install and update scripts, in name
+# order; the expected output is expected/<name>.out (PGXS's default --inputdir=.).
+REGRESS     = $(sort $(basename $(notdir $(filter-out sql/$(EXTENSION)--%,$(wildcard sql/*.sql)))))
+REGRESS_OPTS = --load-extension=gpuclust
 
 PG_CONFIG  ?= pg_config
 
