@@ -12,6 +12,8 @@
 #include "postgres.h"
 
 #include "gpuclust.h"
+#include "output.h"
+#include "dbscan.h"
 
 PG_FUNCTION_INFO_V1(gpu_dbscan);
 

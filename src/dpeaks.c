@@ -15,6 +15,8 @@
 #include "utils/builtins.h"
 
 #include "gpuclust.h"
+#include "output.h"
+#include "dpeaks.h"
 #include "dpeaks_common.h"
 
 PG_FUNCTION_INFO_V1(gpu_density_peaks);

@@ -24,9 +24,20 @@
 #include "catalog/pg_type.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
+#include "utils/guc.h"
 #include "utils/lsyscache.h"
 
 #include "gpuclust.h"
+#include "output.h"
+#include "kmeans.h"
+
+int			gc_kmeans_precision_guc = GC_PRECISION_FP32;
+
+static const struct config_enum_entry precision_options[] = {
+	{"fp32", GC_PRECISION_FP32, false},
+	{"tf32", GC_PRECISION_TF32, false},
+	{NULL, 0, false}
+};
 
 PG_FUNCTION_INFO_V1(gpu_kmeans);
 PG_FUNCTION_INFO_V1(gpu_kmeans_centroids);
@@ -395,4 +406,16 @@ gpu_kmeans_assign(PG_FUNCTION_ARGS)
 	KmProductCounts(&call, p->precision, extra, sizeof(extra));
 	GcCallEnd(&call, extra);
 	return (Datum) 0;
+}
+
+/* Defines gpuclust.kmeans_precision. */
+void
+GcKmeansDefineGucs(void)
+{
+	DefineCustomEnumVariable("gpuclust.kmeans_precision",
+							 "Arithmetic of the k-means distance products on the GPU: fp32 or tf32.",
+							 "fp32 checks the TF32 products of tensor-core GPUs and decides close centroids in double precision; "
+							 "tf32 takes the TF32 products unchecked: a little faster, with about 1e-3 relative error in distances.",
+							 &gc_kmeans_precision_guc, GC_PRECISION_FP32, precision_options,
+							 PGC_USERSET, 0, NULL, NULL, NULL);
 }

@@ -24,7 +24,13 @@
 #include "utils/memutils.h"
 #include "windowapi.h"
 
+#include "feature.h"
+#include "dbscan.h"
+#include "dpeaks.h"
 #include "gpuclust.h"
+#include "kmeans.h"
+#include "precision.h"
+#include "range.h"
 
 PG_FUNCTION_INFO_V1(gpu_cluster_dbscan);
 PG_FUNCTION_INFO_V1(gpu_cluster_kmeans);

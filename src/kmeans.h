@@ -1,0 +1,33 @@
+/*
+ * kmeans.h
+ *    k-means in the glue: one run of it, its defaults, its init argument and
+ *    its setting gpuclust.kmeans_precision (kmeans.c).
+ */
+#ifndef GPUCLUST_KMEANS_H
+#define GPUCLUST_KMEANS_H
+
+#include "gpuclust.h"
+
+typedef struct GcKmeansJob
+{
+	gc_kmeans_params params;
+	gc_kmeans_result result;
+} GcKmeansJob;
+
+extern gc_status GcRunKmeans(const gc_backend_api *api, const gc_exec *exec,
+							 const GcInput *in, void *job);
+extern const GcAlgorithm GcKmeans;
+
+/* k-means' defaults for a NULL max_iter or tol (kmeans.c, window.c). */
+#define GC_KM_DEFAULT_MAX_ITER	300
+#define GC_KM_DEFAULT_TOL		1e-4
+
+/* The value of k-means' init argument (kmeans.c). */
+extern gc_kmeans_init GcKmeansInitFromText(text *arg);
+
+extern int	gc_kmeans_precision_guc;	/* gc_precision */
+
+/* Defines gpuclust.kmeans_precision. */
+extern void GcKmeansDefineGucs(void);
+
+#endif							/* GPUCLUST_KMEANS_H */
