@@ -56,9 +56,9 @@ SELECT (SELECT count(*) FROM huge) AS rows,
        (SELECT count(*) FROM ((TABLE huge EXCEPT TABLE small) UNION ALL (TABLE small EXCEPT TABLE huge)) d) AS differing;
 
 -- parallel labels: RESTRICTED from PostgreSQL 17 (subtransactions in
--- parallel mode), UNSAFE before; gpuclust_devices and the window functions
--- run no query: SAFE
-SELECT proname, proparallel = CASE WHEN proname = 'gpuclust_devices' OR proname LIKE 'gpu_cluster_%' THEN 's'
+-- parallel mode), UNSAFE before; gpuclust_devices, gpuclust_defaults and the
+-- window functions run no query: SAFE
+SELECT proname, proparallel = CASE WHEN proname IN ('gpuclust_devices', 'gpuclust_defaults') OR proname LIKE 'gpu_cluster_%' THEN 's'
                                    WHEN current_setting('server_version_num')::int >= 170000 THEN 'r'
                                    ELSE 'u' END AS label_ok,
        prosupport::regproc AS support

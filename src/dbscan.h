@@ -7,6 +7,7 @@
 #define GPUCLUST_DBSCAN_H
 
 #include "gpuclust.h"
+#include "params.h"
 
 typedef struct GcDbscanJob
 {

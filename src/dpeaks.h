@@ -6,6 +6,7 @@
 #define GPUCLUST_DPEAKS_H
 
 #include "gpuclust.h"
+#include "params.h"
 
 typedef struct GcDpeaksJob
 {

@@ -433,6 +433,13 @@ GcCallEnd(GcCall *call, const char *extra)
 	{
 		char		gpu[128] = "";
 		char		cpu[32] = "";
+		char		phases[256] = "";
+
+		/* the algorithm's named phases, as both back ends fill them */
+		for (int i = 0; call->in.n > 0 && call->algorithm->phases != NULL && i < GC_PHASES; i++)
+			if (call->algorithm->phases[i] != NULL)
+				snprintf(phases + strlen(phases), sizeof(phases) - strlen(phases), " %s_ms=%.3f",
+						 call->algorithm->phases[i], call->timing.phase_ms[i]);
 
 		if (call->used_gpu)
 			snprintf(gpu, sizeof(gpu), " to_device=%.3f from_device=%.3f",
@@ -441,12 +448,12 @@ GcCallEnd(GcCall *call, const char *extra)
 			snprintf(cpu, sizeof(cpu), " threads=%d",
 					 call->timing.threads > 0 ? (int) call->timing.threads : 1);
 		ereport(NOTICE,
-				(errmsg("gpuclust: %s n=%lld d=%d device=%s%s gather=%.3f%s compute=%.3f output=%.3f total=%.3f%s%s precision=%s%s",
+				(errmsg("gpuclust: %s n=%lld d=%d device=%s%s gather=%.3f%s compute=%.3f output=%.3f total=%.3f%s%s%s precision=%s%s",
 						call->algorithm->name, (long long) call->in.n, call->in.d,
 						call->used_gpu ? "gpu" : "cpu", cpu,
 						call->gather_ms, gpu, call->compute_ms, call->output_ms,
 						ElapsedMs(call->t_start),
-						extra && extra[0] ? " " : "", extra ? extra : "",
+						extra && extra[0] ? " " : "", extra ? extra : "", phases,
 						call->in.dtype == GC_F64 ? "double" : "single",
 						call->metric == GC_METRIC_COSINE ? " metric=cosine" : "")));
 	}

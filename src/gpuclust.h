@@ -42,6 +42,7 @@
 #include "checks.h"
 #include "gather.h"
 #include "metric.h"
+#include "phases.h"
 
 /* gpuclust.device and the device argument */
 typedef enum GcDevice
@@ -62,6 +63,7 @@ typedef struct GcAlgorithm
 {
 	const char *name;			/* in the timing NOTICE: "dbscan", "kmeans", ... */
 	const char *title;			/* in messages: "DBSCAN", "k-means", ... */
+	const char *const *phases;	/* [GC_PHASES] names of timing.phase_ms (common/phases.h), NULL: none */
 } GcAlgorithm;
 
 /* One call of a clustering function. */

@@ -43,8 +43,8 @@ PG_FUNCTION_INFO_V1(gpu_kmeans);
 PG_FUNCTION_INFO_V1(gpu_kmeans_centroids);
 PG_FUNCTION_INFO_V1(gpu_kmeans_assign);
 
-const GcAlgorithm GcKmeans = {"kmeans", "k-means"};
-static const GcAlgorithm GcKmeansAssign = {"kmeans_assign", "k-means assignment"};
+const GcAlgorithm GcKmeans = {"kmeans", "k-means", gc_kmeans_phase_names};
+static const GcAlgorithm GcKmeansAssign = {"kmeans_assign", "k-means assignment", gc_kmeans_assign_phase_names};
 
 /* Runs k-means on a back end. */
 gc_status
@@ -71,12 +71,15 @@ GcRunKmeans(const gc_backend_api *api, const gc_exec *exec, const GcInput *in, v
 #define KA_ARG_METRIC		2
 #define KA_ARG_DEVICE		3
 
-/* Parses the init argument (NULL means 'k-means++', the greedy variant). */
+/* Parses the init argument (NULL: the default of common/params.h, greedy 'k-means++'). */
 static gc_kmeans_init
 KmInit(FunctionCallInfo fcinfo)
 {
+	gc_kmeans_params defaults;
+
+	gc_kmeans_params_init(&defaults);
 	if (PG_ARGISNULL(KM_ARG_INIT))
-		return GC_KMEANS_INIT_PLUSPLUS;
+		return defaults.init;
 	return GcKmeansInitFromText(PG_GETARG_TEXT_PP(KM_ARG_INIT));
 }
 
@@ -268,13 +271,17 @@ KmRun(FunctionCallInfo fcinfo, bool per_cluster)
 	int32		d;
 
 	memset(&job, 0, sizeof(job));
-	p->struct_size = sizeof(*p);
+	gc_kmeans_params_init(p);
 	p->k = GcArgInt32(fcinfo, KM_ARG_K, "k");
-	p->max_iter = PG_ARGISNULL(KM_ARG_MAX_ITER) ? GC_KM_DEFAULT_MAX_ITER : PG_GETARG_INT32(KM_ARG_MAX_ITER);
-	p->tol = PG_ARGISNULL(KM_ARG_TOL) ? GC_KM_DEFAULT_TOL : PG_GETARG_FLOAT8(KM_ARG_TOL);
-	p->seed = (uint64) (int64) (PG_ARGISNULL(KM_ARG_SEED) ? 0 : PG_GETARG_INT32(KM_ARG_SEED));
+	if (!PG_ARGISNULL(KM_ARG_MAX_ITER))
+		p->max_iter = PG_GETARG_INT32(KM_ARG_MAX_ITER);
+	if (!PG_ARGISNULL(KM_ARG_TOL))
+		p->tol = PG_GETARG_FLOAT8(KM_ARG_TOL);
+	if (!PG_ARGISNULL(KM_ARG_SEED))
+		p->seed = (uint64) (int64) PG_GETARG_INT32(KM_ARG_SEED);
 	p->init = KmInit(fcinfo);
-	p->n_init = PG_NARGS() <= KM_ARG_N_INIT || PG_ARGISNULL(KM_ARG_N_INIT) ? 1 : PG_GETARG_INT32(KM_ARG_N_INIT);
+	if (PG_NARGS() > KM_ARG_N_INIT && !PG_ARGISNULL(KM_ARG_N_INIT))
+		p->n_init = PG_GETARG_INT32(KM_ARG_N_INIT);
 	p->precision = (gc_precision) gc_kmeans_precision_guc;
 	p->metric = GcArgMetric(fcinfo, KM_ARG_METRIC, GcKmeans.title);
 	GcReportCheck(gc_check_kmeans(p, -1, 0, &err), &err);

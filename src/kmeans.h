@@ -7,6 +7,7 @@
 #define GPUCLUST_KMEANS_H
 
 #include "gpuclust.h"
+#include "params.h"
 
 typedef struct GcKmeansJob
 {
@@ -17,10 +18,6 @@ typedef struct GcKmeansJob
 extern gc_status GcRunKmeans(const gc_backend_api *api, const gc_exec *exec,
 							 const GcInput *in, void *job);
 extern const GcAlgorithm GcKmeans;
-
-/* k-means' defaults for a NULL max_iter or tol (kmeans.c, window.c). */
-#define GC_KM_DEFAULT_MAX_ITER	300
-#define GC_KM_DEFAULT_TOL		1e-4
 
 /* The value of k-means' init argument (kmeans.c). */
 extern gc_kmeans_init GcKmeansInitFromText(text *arg);

@@ -23,6 +23,7 @@ static bool debug_guc = false;
 static double kmeans_window_guc = 0.0;
 static int	kmeans_tile_rows_guc = 0;
 static int	kmeans_chunk_rows_guc = 0;
+static bool cpu_blas_guc = true;
 
 static const struct config_enum_entry grid_options[] = {
 	{"auto", GC_DBSCAN_GRID_AUTO, false},
@@ -49,6 +50,7 @@ SyncTuning(void)
 	gc_tuning_gucs.kmeans_tile_rows = kmeans_tile_rows_guc;
 	gc_tuning_gucs.kmeans_chunk_rows = kmeans_chunk_rows_guc;
 	gc_tuning_gucs.cpu_threads = cpu_threads_guc;
+	gc_tuning_gucs.cpu_blas = cpu_blas_guc ? 0 : -1;
 }
 
 /*
@@ -82,6 +84,10 @@ DefineTuningGucs(void)
 							NULL, &kmeans_tile_rows_guc, 0, 0, INT_MAX,
 							PGC_USERSET, flags, NULL, NULL, NULL);
 	GcBufferDefineGucs(flags);
+	DefineCustomBoolVariable("gpuclust.cpu_blas",
+							 "The CPU k-means takes its full searches from OpenBLAS's matrix product where OpenBLAS is installed (off: the exact loops alone).",
+							 NULL, &cpu_blas_guc, true,
+							 PGC_USERSET, flags, NULL, NULL, NULL);
 	DefineCustomIntVariable("gpuclust.kmeans_chunk_rows",
 							"Caps the rows the GPU k-means keeps on the device at once (0: no cap; at least 1024 otherwise).",
 							NULL, &kmeans_chunk_rows_guc, 0, 0, INT_MAX,
