@@ -21,7 +21,7 @@
 #define F64_MAX_ABS 1e150
 #define F64_OK(v) (fabs(v) <= F64_MAX_ABS)	/* false for NaN and infinities too */
 
-extern void RangeError(const char *what, int64 id, const char *value, bool underflow, gc_dtype dtype) pg_attribute_noreturn();
+extern void RangeError(const char *what, int64 id, const char *value, bool underflow, gc_dtype dtype);
 
 /*
  * Stores one feature value as element i of row dst of the input's element
@@ -66,7 +66,7 @@ PutFeature(GatherReceiver *st, void *dst, int32 i, double v, int64 id, const cha
 }
 
 /* The error for a row without a direction under the cosine metric. */
-extern void GcZeroRowError(const char *title, const GcRowRef *row) pg_attribute_noreturn();
+extern void GcZeroRowError(const char *title, const GcRowRef *row);
 
 /* Scales every gathered row to unit length for the cosine metric. */
 extern void GcUnitRows(GcInput *in, const char *title);
