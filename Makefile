@@ -14,9 +14,10 @@ DATA        = $(sort $(wildcard sql/gpuclust--*.sql))
 SRCS        = $(sort $(wildcard src/*.c src/core/*.c))
 OBJS        = $(SRCS:.c=.o)
 
-# pg_regress tests: every test/sql/*.sql, in name order (expected output in test/expected).
-REGRESS     = $(sort $(basename $(notdir $(wildcard test/sql/*.sql))))
-REGRESS_OPTS = --inputdir=test --load-extension=gpuclust
+# pg_regress tests: every sql/*.sql but the install and update scripts, in name
+# order; the expected output is expected/<name>.out (PGXS's default --inputdir=.).
+REGRESS     = $(sort $(basename $(notdir $(filter-out sql/$(EXTENSION)--%,$(wildcard sql/*.sql)))))
+REGRESS_OPTS = --load-extension=gpuclust
 
 PG_CONFIG  ?= pg_config
 
@@ -56,7 +57,7 @@ all: $(CUDA_SHLIB)
 install: install-cuda
 endif
 
-EXTRA_CLEAN += $(patsubst %.c,%,$(wildcard test/unit/test_*.c)) results regression.diffs regression.out
+EXTRA_CLEAN += $(patsubst %.c,%,$(wildcard test/unit/test_*.c)) test/unit/obj results regression.diffs regression.out
 
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
@@ -79,11 +80,16 @@ install-cuda: $(CUDA_SHLIB)
 
 # Unit tests of the algorithm core, without PostgreSQL: each test/unit/test_*.c
 # is a program linked with the core that exits non-zero on a failed check.
+# The core is compiled once for all of them (test/unit/obj), with their flags.
 CORE_SRCS  = $(sort $(wildcard src/core/*.c))
 UNIT_TESTS = $(patsubst %.c,%,$(sort $(wildcard test/unit/test_*.c)))
-test/unit/test_%: test/unit/test_%.c test/unit/unit.h $(CORE_SRCS) $(wildcard src/core/*.h common/*.h)
-	$(CC) -std=gnu11 -O2 -g $(GC_WARN_CFLAGS) $(GC_EXACT_CFLAGS) -Isrc/core $(GC_INCLUDES) -Itest/unit \
-	    -o $@ $< $(CORE_SRCS) -ldl -lm -pthread
+UNIT_CORE_OBJS = $(patsubst src/core/%.c,test/unit/obj/%.o,$(CORE_SRCS))
+UNIT_CFLAGS = -std=gnu11 -O2 -g $(GC_WARN_CFLAGS) $(GC_EXACT_CFLAGS) -Isrc/core $(GC_INCLUDES) -Itest/unit
+test/unit/obj/%.o: src/core/%.c $(wildcard src/core/*.h common/*.h)
+	@mkdir -p test/unit/obj
+	$(CC) $(UNIT_CFLAGS) -c -o $@ $<
+test/unit/test_%: test/unit/test_%.c test/unit/unit.h $(UNIT_CORE_OBJS) $(wildcard src/core/*.h common/*.h)
+	$(CC) $(UNIT_CFLAGS) -o $@ $< $(UNIT_CORE_OBJS) -ldl -lm -pthread
 
 unittest: $(UNIT_TESTS)
 	@set -e; for t in $(UNIT_TESTS); do echo "== $$t"; ./$$t; done

@@ -19,8 +19,8 @@
  *             the d and k where the product starts to pay
  *   --reps    the best of R timings of each assignment (default 1)
  *
- * GPUCLUST_BLAS=off in the environment times the exact fallback instead of
- * the product.  Built by bench/Makefile (make -C bench kmeans_gemm_bench).
+ * Without OpenBLAS the product's column times its exact fallback.  Built by
+ * bench/Makefile (make -C bench kmeans_gemm_bench).
  */
 #include <math.h>
 #include <stdio.h>

@@ -82,7 +82,7 @@ typedef struct gc_timing
  * harnesses from their arguments.  gc_tuning_defaults() gives the values
  * used when the caller passes no tuning.
  */
-#define GC_TUNING_VERSION 1
+#define GC_TUNING_VERSION 2
 
 typedef enum gc_dbscan_grid
 {
@@ -109,6 +109,7 @@ typedef struct gc_tuning
 	int64_t		kmeans_chunk_rows;	/* cap on GPU rows per chunk (>= 1024); 0: no cap */
 	int32_t		cpu_threads;	/* CPU back end threads; 0: the CPUs the process may run on (ignored by the GPU) */
 	int32_t		dbscan_sweep;	/* CPU DBSCAN of few rows: 0 the back end chooses, -1 always the grid */
+	int32_t		cpu_blas;		/* CPU k-means products: 0 through OpenBLAS where installed, -1 never (exact loops) */
 } gc_tuning;
 
 static inline gc_tuning
@@ -126,6 +127,7 @@ gc_tuning_defaults(void)
 	t.kmeans_chunk_rows = 0;
 	t.cpu_threads = 0;
 	t.dbscan_sweep = 0;
+	t.cpu_blas = 0;
 	return t;
 }
 

@@ -698,6 +698,39 @@ gc_kmeans_run_better(double v, double best)
 }
 
 /*
+ * The total inertia of a run, the number the n_init runs are compared by:
+ * the clusters' inertia [k] summed in cluster order.
+ */
+static inline double
+gc_kmeans_total_inertia(const double *inertia, int32_t k)
+{
+	double		s = 0.0;
+
+	for (int32_t j = 0; j < k; j++)
+		s += inertia[j];
+	return s;
+}
+
+/*
+ * The rule that picks the returned run of n_init, for both back ends: run 0
+ * starts as the best (*best = gc_kmeans_total_inertia of its inertia); each
+ * later run, in order, replaces it when gc_kmeans_run_better says its total
+ * inertia beats *best, and then *best becomes that total.  Returns 1 when
+ * the run of inertia [k] is the new best (the caller keeps its outputs and
+ * sets best_run), 0 when the earlier one stays.
+ */
+static inline int
+gc_kmeans_keep_run(const double *inertia, int32_t k, double *best)
+{
+	double		total = gc_kmeans_total_inertia(inertia, k);
+
+	if (!gc_kmeans_run_better(total, *best))
+		return 0;
+	*best = total;
+	return 1;
+}
+
+/*
  * The seed of run r (0-based) of n_init runs: the seed itself for the first
  * run, so that n_init = 1 is one run with the seed; for the others
  * splitmix64's finaliser of seed + r * 0xD1B54A32D192ED03.

@@ -73,6 +73,7 @@
  * and cluster numbers.
  */
 #include "dbscan.cuh"
+#include "phases.h"
 
 #include <cub/cub.cuh>
 
@@ -140,11 +141,11 @@ void run(Workspace &w, const void *x, /* [n, d] host */ gc_dbscan_result *result
 
 	Stopwatch	compute;
 
-	timed(t->phase_ms[0], [&] { index_phase(w); });
-	timed(t->phase_ms[1], [&] { core_phase(w); });
-	timed(t->phase_ms[2], [&] { union_phase(w); });
-	timed(t->phase_ms[3], [&] { border_phase(w); });
-	timed(t->phase_ms[3], [&] { number_phase(w); });
+	timed(t->phase_ms[GC_DBSCAN_PHASE_INDEX], [&] { index_phase(w); });
+	timed(t->phase_ms[GC_DBSCAN_PHASE_CORE], [&] { core_phase(w); });
+	timed(t->phase_ms[GC_DBSCAN_PHASE_UNION], [&] { union_phase(w); });
+	timed(t->phase_ms[GC_DBSCAN_PHASE_BORDER], [&] { border_phase(w); });
+	timed(t->phase_ms[GC_DBSCAN_PHASE_BORDER], [&] { number_phase(w); });
 	t->compute_ms = compute.ms();
 
 	copy_results(w.call, {{result->cluster, w.cluster.get(), w.cluster.bytes()},

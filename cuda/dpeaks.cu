@@ -34,6 +34,7 @@
  * timing->phase_ms: [0] dc, [1] rho, [2] delta, [3] assignment.
  */
 #include "dpeaks.cuh"
+#include "phases.h"
 
 namespace gc {
 namespace dpeaks {
@@ -80,10 +81,10 @@ void run(Workspace &w, const T *x, /* [n, d] host */ gc_dpeaks_result *result)
 	Stopwatch	compute;
 
 	dc_phase(w);
-	t->phase_ms[0] = dc_sw.ms();
-	timed(t->phase_ms[1], [&] { rho_phase(w); });
-	timed(t->phase_ms[2], [&] { delta_phase(w); });
-	timed(t->phase_ms[3], [&] { assign_phase(w); });
+	t->phase_ms[GC_DPEAKS_PHASE_DC] = dc_sw.ms();
+	timed(t->phase_ms[GC_DPEAKS_PHASE_RHO], [&] { rho_phase(w); });
+	timed(t->phase_ms[GC_DPEAKS_PHASE_DELTA], [&] { delta_phase(w); });
+	timed(t->phase_ms[GC_DPEAKS_PHASE_ASSIGN], [&] { assign_phase(w); });
 	t->compute_ms = compute.ms();
 
 	copy_results(w.call, {{result->cluster, w.cluster.get(), w.cluster.bytes()},

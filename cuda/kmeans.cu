@@ -44,6 +44,7 @@
 
 #include "entry.cuh"
 #include "kmeans.cuh"
+#include "phases.h"
 
 namespace gc {
 namespace km {
@@ -693,32 +694,22 @@ void KMeans::one_run(gc_kmeans_result *result)
 	prod_.ranked = false;
 	prod_.tile_mode = false;
 	CUDA_TRY(cudaDeviceSynchronize());
-	timing_.phase_ms[0] += sw.ms();
+	timing_.phase_ms[GC_KMEANS_PHASE_INIT] += sw.ms();
 
 	sw.restart();
 	result->iterations = iterate(labels, strict);
 	CUDA_TRY(cudaDeviceSynchronize());
-	timing_.phase_ms[1] += sw.ms();
+	timing_.phase_ms[GC_KMEANS_PHASE_ITERATIONS] += sw.ms();
 
 	sw.restart();
 	finish(result, labels, strict);
-	timing_.phase_ms[2] += sw.ms();
-}
-
-/* The total inertia of a result, summed over the clusters in order (as the CPU does). */
-double total_inertia(const gc_kmeans_result *r, int k)
-{
-	double		s = 0.0;
-
-	for (int j = 0; j < k; j++)
-		s += r->inertia[j];
-	return s;
+	timing_.phase_ms[GC_KMEANS_PHASE_FINAL] += sw.ms();
 }
 
 /*
  * The n_init runs over the same data on the device: run r from the seed
- * gc_kmeans_run_seed(seed, r), the run of lowest total inertia kept (the
- * first on a tie, gc_kmeans_run_better), as the CPU back end does.
+ * gc_kmeans_run_seed(seed, r), the run that gc_kmeans_keep_run picks kept
+ * (common/kmeans_init.h, the CPU back end's rule too).
  */
 void KMeans::run(gc_kmeans_result *result)
 {
@@ -739,12 +730,12 @@ void KMeans::run(gc_kmeans_result *result)
 								p_.init == GC_KMEANS_INIT_GIVEN ?
 								gc_max_abs_f64(p_.initial_centroids, (int64_t) k * plan_.d) : 0.0));
 	CUDA_TRY(cudaDeviceSynchronize());
-	timing_.phase_ms[0] = sw.ms();
+	timing_.phase_ms[GC_KMEANS_PHASE_INIT] = sw.ms();
 
 	result->best_run = 0;
 	one_run(result);
 	iters = result->iterations;
-	best = total_inertia(result, k);
+	best = gc_kmeans_total_inertia(result->inertia, k);
 	if (p_.n_init > 1)
 	{
 		std::vector<int32_t> labels(n);
@@ -762,9 +753,8 @@ void KMeans::run(gc_kmeans_result *result)
 			p_.seed = gc_kmeans_run_seed(seed, r);
 			one_run(&tmp);
 			iters += tmp.iterations;
-			if (gc_kmeans_run_better(total_inertia(&tmp, k), best))
+			if (gc_kmeans_keep_run(tmp.inertia, k, &best))
 			{
-				best = total_inertia(&tmp, k);
 				std::copy(labels.begin(), labels.end(), result->labels);
 				std::copy(distance.begin(), distance.end(), result->distance);
 				std::copy(centroids.begin(), centroids.end(), result->centroids);
@@ -775,7 +765,8 @@ void KMeans::run(gc_kmeans_result *result)
 			}
 		}
 	}
-	timing_.phase_ms[3] = iters > 0 ? timing_.phase_ms[1] / (double) iters : 0.0;
+	timing_.phase_ms[GC_KMEANS_PHASE_PER_ITERATION] =
+		iters > 0 ? timing_.phase_ms[GC_KMEANS_PHASE_ITERATIONS] / (double) iters : 0.0;
 	timing_.compute_ms = total.ms() - timing_.to_device_ms - timing_.from_device_ms;
 }
 
@@ -823,13 +814,13 @@ void KMeans::assign_to(const double *centroids, gc_kmeans_assign_result *result)
 	if (plan_.dtype == GC_F32)
 		check_single_range(std::max(max_abs_rows(), gc_max_abs_f64(centroids, (int64_t) k * d)));
 	CUDA_TRY(cudaDeviceSynchronize());
-	timing_.phase_ms[0] = sw.ms();
+	timing_.phase_ms[GC_KMEANS_ASSIGN_PHASE_PREPARE] = sw.ms();
 
 	sw.restart();
 	assign(false, labels, nullptr);
 	counts_to_timing();
 	CUDA_TRY(cudaDeviceSynchronize());
-	timing_.phase_ms[1] = sw.ms();
+	timing_.phase_ms[GC_KMEANS_ASSIGN_PHASE_ASSIGN] = sw.ms();
 
 	sw.restart();
 	distances_to_host(result->distance, labels, true);
@@ -838,7 +829,7 @@ void KMeans::assign_to(const double *centroids, gc_kmeans_assign_result *result)
 
 	CUDA_TRY(cudaMemcpy(result->labels, labels, sizeof(int32_t) * plan_.n, cudaMemcpyDeviceToHost));
 	timing_.from_device_ms += cp.ms();
-	timing_.phase_ms[2] = sw.ms();
+	timing_.phase_ms[GC_KMEANS_ASSIGN_PHASE_DISTANCES] = sw.ms();
 	timing_.compute_ms = total.ms() - timing_.to_device_ms - timing_.from_device_ms;
 }
 

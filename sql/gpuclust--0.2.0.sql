@@ -366,4 +366,12 @@ COMMENT ON FUNCTION gpu_kmeans_fit_distributed(text, integer, integer, double pr
 
 -- ---------------------------------------------------------------- other additions
 
+CREATE FUNCTION gpuclust_defaults()
+RETURNS TABLE (algorithm text, argument text, value text)
+AS 'MODULE_PATHNAME', 'gpuclust_defaults'
+LANGUAGE C IMMUTABLE PARALLEL SAFE ROWS 10;
+
+COMMENT ON FUNCTION gpuclust_defaults() IS
+'the defaults of the clustering functions'' optional arguments, as the C code has them';
+
 -- end of other additions

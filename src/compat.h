@@ -1,7 +1,7 @@
 /*
  * compat.h
  *    The differences between the PostgreSQL versions gpuclust builds
- *    against, in one place.  Tested: 15, 17 and 18.
+ *    against, in one place.  Tested: 15, 16, 17 and 18.
  */
 #ifndef GPUCLUST_COMPAT_H
 #define GPUCLUST_COMPAT_H

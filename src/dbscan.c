@@ -12,10 +12,12 @@
 #include "postgres.h"
 
 #include "gpuclust.h"
+#include "output.h"
+#include "dbscan.h"
 
 PG_FUNCTION_INFO_V1(gpu_dbscan);
 
-const GcAlgorithm GcDbscan = {"dbscan", "DBSCAN"};
+const GcAlgorithm GcDbscan = {"dbscan", "DBSCAN", gc_dbscan_phase_names};
 
 /* Runs DBSCAN on a back end. */
 gc_status
@@ -38,7 +40,7 @@ gpu_dbscan(PG_FUNCTION_ARGS)
 	TupleDesc	desc;
 
 	memset(&job, 0, sizeof(job));
-	job.params.struct_size = sizeof(job.params);
+	gc_dbscan_params_init(&job.params);
 	job.params.eps = GcArgFloat8(fcinfo, 1, "eps");
 	job.params.min_pts = GcArgInt32(fcinfo, 2, "min_pts");
 	job.params.metric = GcArgMetric(fcinfo, 4, GcDbscan.title);

@@ -15,6 +15,8 @@
 #include "utils/builtins.h"
 
 #include "gpuclust.h"
+#include "output.h"
+#include "dpeaks.h"
 #include "dpeaks_common.h"
 
 PG_FUNCTION_INFO_V1(gpu_density_peaks);
@@ -42,7 +44,7 @@ DpKernel(text *arg)
 	return GC_DP_KERNEL_GAUSSIAN;
 }
 
-const GcAlgorithm GcDpeaks = {"density_peaks", "density peaks"};
+const GcAlgorithm GcDpeaks = {"density_peaks", "density peaks", gc_dpeaks_phase_names};
 
 /* Runs density peaks on a back end. */
 gc_status
@@ -66,17 +68,16 @@ GcDpeaksParams(const GcDpeaksArgs *a, gc_dpeaks_params *p)
 	bool		have_delta_min = !a->isnull[GC_DP_DELTA_MIN];
 	gc_error	err;
 
-	memset(p, 0, sizeof(*p));
-	p->struct_size = sizeof(*p);
+	gc_dpeaks_params_init(p);
 	p->n_clusters = have_nc ? DatumGetInt32(a->value[GC_DP_N_CLUSTERS]) : 0;
 	p->derive_dc = a->isnull[GC_DP_DC];
 	p->dc = p->derive_dc ? 0.0 : DatumGetFloat8(a->value[GC_DP_DC]);
-	p->neighbor_rate = a->isnull[GC_DP_RATE] ? 0.02 : DatumGetFloat8(a->value[GC_DP_RATE]);
-	p->kernel = a->isnull[GC_DP_KERNEL] ? GC_DP_KERNEL_GAUSSIAN :
-		DpKernel(DatumGetTextPP(a->value[GC_DP_KERNEL]));
+	if (!a->isnull[GC_DP_RATE])
+		p->neighbor_rate = DatumGetFloat8(a->value[GC_DP_RATE]);
+	if (!a->isnull[GC_DP_KERNEL])
+		p->kernel = DpKernel(DatumGetTextPP(a->value[GC_DP_KERNEL]));
 	p->rho_min = have_rho_min ? DatumGetFloat8(a->value[GC_DP_RHO_MIN]) : 0.0;
 	p->delta_min = have_delta_min ? DatumGetFloat8(a->value[GC_DP_DELTA_MIN]) : 0.0;
-	p->seed = GC_DP_DEFAULT_SEED;
 
 	if (have_nc)
 		GcReportCheck(gc_check_dpeaks_n_clusters(p->n_clusters, &err), &err);
@@ -113,11 +114,10 @@ DpParams(FunctionCallInfo fcinfo, GcDpeaksJob *job)
 	GcDpeaksParams(&a, &job->params);
 }
 
-/* The timing NOTICE's own fields: dc, how it was found, centres, phases. */
+/* The timing NOTICE's own fields: dc, how it was found, centres (GcCallEnd adds the phases). */
 static void
 DpExtra(const GcCall *call, const gc_dpeaks_result *r, char *extra, size_t size)
 {
-	const gc_timing *t = &call->timing;
 	int			len;
 
 	extra[0] = '\0';
@@ -127,10 +127,7 @@ DpExtra(const GcCall *call, const gc_dpeaks_result *r, char *extra, size_t size)
 	if (r->dc_method == GC_DC_SAMPLE)
 		len += snprintf(extra + len, size - len, " dc_method=sample sample=%lld",
 						(long long) r->dc_sample);
-	snprintf(extra + len, size - len,
-			 " centers=%lld dc_ms=%.3f rho_ms=%.3f delta_ms=%.3f assignment_ms=%.3f",
-			 (long long) r->n_centers, t->phase_ms[0], t->phase_ms[1],
-			 t->phase_ms[2], t->phase_ms[3]);
+	snprintf(extra + len, size - len, " centers=%lld", (long long) r->n_centers);
 }
 
 /* gpu_density_peaks(...): see the file header. */

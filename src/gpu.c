@@ -23,6 +23,7 @@
 #include "miscadmin.h"
 
 #include "gpuclust.h"
+#include "gpu.h"
 
 static bool gpu_tried = false;
 static const gc_backend_api *gpu_api = NULL;

@@ -1,23 +1,27 @@
 /*
  * gpuclust.c
- *    Module entry, GUCs, gpuclust_devices(), and the life of one call of a
- *    clustering function: private memory context, gather, running the chosen
- *    back end (and the CPU when the GPU is out of memory under auto), status
- *    to ereport, materialized output and the timing NOTICE.
+ *    Module entry (each module defines its own settings), the settings of a
+ *    call, gpuclust_devices(), and the life of one call of a clustering
+ *    function: private memory context, gather, running the chosen back end
+ *    (and the CPU when the GPU is out of memory under auto), status to
+ *    ereport and the timing NOTICE.
  */
 #include "postgres.h"
 
 #include <math.h>
 
-#include "access/htup_details.h"
-#include "access/tupmacs.h"
 #include "miscadmin.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
 
+#include "gpu.h"
 #include "gpuclust.h"
-#include "pool.h"
+#include "kmeans.h"
+#include "output.h"
+#include "precision.h"
+#include "range.h"
+#include "tuning.h"
 
 PG_MODULE_MAGIC;
 
@@ -25,21 +29,6 @@ int			gc_device_guc = GC_DEVICE_AUTO;
 bool		gc_timing_guc = false;
 int			gc_device_id_guc = 0;
 int			gc_gpu_min_rows_guc = 20000;
-int			gc_kmeans_precision_guc = GC_PRECISION_FP32;
-int			gc_precision_guc = GC_PRECISION_AUTO;
-int			gc_output_mem_guc = 1024 * 1024;	/* kB */
-bool		gc_gather_huge_pages_guc = false;
-bool		gc_gather_prefault_guc = true;
-static int	cpu_threads_guc = 1;
-gc_tuning	gc_tuning_gucs;
-
-/* Developer settings stored as int/double, copied into gc_tuning_gucs by their assign hooks. */
-static int	dbscan_grid_guc = GC_DBSCAN_GRID_AUTO;
-static int	kmeans_gemm_guc = GC_KMEANS_GEMM_AUTO;
-static bool debug_guc = false;
-static double kmeans_window_guc = 0.0;
-static int	kmeans_tile_rows_guc = 0;
-static int	kmeans_chunk_rows_guc = 0;
 
 static const struct config_enum_entry device_options[] = {
 	{"auto", GC_DEVICE_AUTO, false},
@@ -48,104 +37,7 @@ static const struct config_enum_entry device_options[] = {
 	{NULL, 0, false}
 };
 
-static const struct config_enum_entry precision_options[] = {
-	{"fp32", GC_PRECISION_FP32, false},
-	{"tf32", GC_PRECISION_TF32, false},
-	{NULL, 0, false}
-};
-
-static const struct config_enum_entry input_precision_options[] = {
-	{"auto", GC_PRECISION_AUTO, false},
-	{"single", GC_PRECISION_SINGLE, false},
-	{"double", GC_PRECISION_DOUBLE, false},
-	{NULL, 0, false}
-};
-
-static const struct config_enum_entry grid_options[] = {
-	{"auto", GC_DBSCAN_GRID_AUTO, false},
-	{"fine", GC_DBSCAN_GRID_FINE, false},
-	{"coarse", GC_DBSCAN_GRID_COARSE, false},
-	{NULL, 0, false}
-};
-
-static const struct config_enum_entry gemm_options[] = {
-	{"auto", GC_KMEANS_GEMM_AUTO, false},
-	{"sgemm", GC_KMEANS_GEMM_SGEMM, false},
-	{NULL, 0, false}
-};
-
 void		_PG_init(void);
-
-/* Copies the developer settings into gc_tuning_gucs (assign hooks run after the store). */
-static void
-SyncTuning(void)
-{
-	gc_tuning_gucs = gc_tuning_defaults();
-	gc_tuning_gucs.debug = debug_guc;
-	gc_tuning_gucs.dbscan_grid = (gc_dbscan_grid) dbscan_grid_guc;
-	gc_tuning_gucs.kmeans_gemm = (gc_kmeans_gemm) kmeans_gemm_guc;
-	gc_tuning_gucs.kmeans_window = kmeans_window_guc;
-	gc_tuning_gucs.kmeans_tile_rows = kmeans_tile_rows_guc;
-	gc_tuning_gucs.kmeans_chunk_rows = kmeans_chunk_rows_guc;
-	gc_tuning_gucs.cpu_threads = cpu_threads_guc;
-}
-
-/* gpuclust.kmeans_window: 0 (the default window) or a factor of at least 1. */
-static bool
-CheckKmeansWindow(double *newval, void **extra, GucSource source)
-{
-	if (*newval == 0.0 || *newval >= 1.0)
-		return true;
-	GUC_check_errcode(ERRCODE_INVALID_PARAMETER_VALUE);
-	GUC_check_errdetail("gpuclust.kmeans_window is 0 (the default window) or a factor of at least 1 that widens it.");
-	GUC_check_errhint("Use 0, or a value of 1 or more.");
-	return false;
-}
-
-/*
- * The developer settings: knobs of the back ends for tests and benchmarks.
- * None changes an answer.  Hidden from SHOW ALL and the sample file, settable
- * per session like any other setting.
- */
-static void
-DefineTuningGucs(void)
-{
-	const int	flags = GUC_NO_SHOW_ALL | GUC_NOT_IN_SAMPLE;
-
-	DefineCustomEnumVariable("gpuclust.dbscan_grid",
-							 "Grid of the GPU DBSCAN: auto, fine (cells of side eps/sqrt(d)) or coarse (side eps).",
-							 NULL, &dbscan_grid_guc, GC_DBSCAN_GRID_AUTO, grid_options,
-							 PGC_USERSET, flags, NULL, NULL, NULL);
-	DefineCustomBoolVariable("gpuclust.backend_debug",
-							 "The back ends print what they chose (grid, launches) to the server log.",
-							 NULL, &debug_guc, false,
-							 PGC_USERSET, flags, NULL, NULL, NULL);
-	DefineCustomEnumVariable("gpuclust.kmeans_gemm",
-							 "Product of the GPU k-means for d > 32: auto (TF32 first where the GPU has it) or sgemm (FP32 only).",
-							 NULL, &kmeans_gemm_guc, GC_KMEANS_GEMM_AUTO, gemm_options,
-							 PGC_USERSET, flags, NULL, NULL, NULL);
-	DefineCustomRealVariable("gpuclust.kmeans_window",
-							 "Widens the candidate window of the checked GPU k-means product by this factor (0: default).",
-							 NULL, &kmeans_window_guc, 0.0, 0.0, 1e12,
-							 PGC_USERSET, flags, CheckKmeansWindow, NULL, NULL);
-	DefineCustomIntVariable("gpuclust.kmeans_tile_rows",
-							"Rows per GPU k-means product (0: chosen from the free memory; at least 32 otherwise).",
-							NULL, &kmeans_tile_rows_guc, 0, 0, INT_MAX,
-							PGC_USERSET, flags, NULL, NULL, NULL);
-	DefineCustomBoolVariable("gpuclust.gather_huge_pages",
-							 "The gather asks the kernel for transparent huge pages for its row buffers (Linux).",
-							 NULL, &gc_gather_huge_pages_guc, false,
-							 PGC_USERSET, flags, NULL, NULL, NULL);
-	DefineCustomBoolVariable("gpuclust.gather_prefault",
-							 "A thread faults in the gather's feature buffer ahead of the rows (Linux 5.14, 64 MB and more, gpuclust.cpu_threads above 1).",
-							 NULL, &gc_gather_prefault_guc, true,
-							 PGC_USERSET, flags, NULL, NULL, NULL);
-	DefineCustomIntVariable("gpuclust.kmeans_chunk_rows",
-							"Caps the rows the GPU k-means keeps on the device at once (0: no cap; at least 1024 otherwise).",
-							NULL, &kmeans_chunk_rows_guc, 0, 0, INT_MAX,
-							PGC_USERSET, flags, NULL, NULL, NULL);
-	SyncTuning();
-}
 
 /* Defines the GUCs; touches no GPU (CUDA does not survive fork). */
 void
@@ -170,32 +62,10 @@ _PG_init(void)
 							"Inputs with fewer rows are computed on the CPU when gpuclust.device is auto.",
 							NULL, &gc_gpu_min_rows_guc, 20000, 0, INT_MAX,
 							PGC_USERSET, 0, NULL, NULL, NULL);
-	DefineCustomEnumVariable("gpuclust.kmeans_precision",
-							 "Arithmetic of the k-means distance products on the GPU: fp32 or tf32.",
-							 "fp32 checks the TF32 products of tensor-core GPUs and decides close centroids in double precision; "
-							 "tf32 takes the TF32 products unchecked: a little faster, with about 1e-3 relative error in distances.",
-							 &gc_kmeans_precision_guc, GC_PRECISION_FP32, precision_options,
-							 PGC_USERSET, 0, NULL, NULL, NULL);
-	DefineCustomEnumVariable("gpuclust.precision",
-							 "Precision the features are kept and computed in: auto, single or double.",
-							 "auto follows the input: real, real[], vector and halfvec in single precision, "
-							 "double precision, numeric, integer and geometry features in double precision.",
-							 &gc_precision_guc, GC_PRECISION_AUTO, input_precision_options,
-							 PGC_USERSET, 0, NULL, NULL, NULL);
-	DefineCustomIntVariable("gpuclust.output_mem",
-							"Memory a call's result may hold before it goes to a temporary file.",
-							"A result that fits stays in memory up to this size, above work_mem; "
-							"a larger one is written to a temporary file past work_mem, as without this setting.",
-							&gc_output_mem_guc, 1024 * 1024, 64, MAX_KILOBYTES,
-							PGC_USERSET, GUC_UNIT_KB, NULL, NULL, NULL);
-	/* the default: every CPU this server process may run on, at most GC_POOL_DEFAULT_MAX */
-	DefineCustomIntVariable("gpuclust.cpu_threads",
-							"Threads of the CPU back end for one call.",
-							"The default is the number of CPUs this server process may run on, at most 64; "
-							"1 computes on the backend's own thread alone. The answers do not depend on it.",
-							&cpu_threads_guc, gc_pool_default_threads(), 1, GC_POOL_MAX_THREADS,
-							PGC_USERSET, 0, NULL, NULL, NULL);
-	DefineTuningGucs();
+	GcKmeansDefineGucs();
+	GcPrecisionDefineGucs();
+	GcOutputDefineGucs();
+	GcTuningDefineGucs();
 	MarkGUCPrefixReserved("gpuclust");
 }
 
@@ -581,84 +451,6 @@ GcCallCompute(GcCall *call, GcRunFn run, void *job)
 		ReportFailure(call, api, st);
 }
 
-/*
- * The memory, in kB, that a tuplestore takes to hold nrows rows of desc in
- * memory, from above: each row is a MinimalTuple in its own palloc chunk
- * (rounded up to a power of two, with the chunk header) and a pointer in the
- * tuplestore's array, which grows by doubling, and starts at 1024 entries.
- * Variable-length columns are counted at varlena_bytes each.
- */
-static double
-OutputKb(TupleDesc desc, int64 nrows, Size varlena_bytes)
-{
-	Size		len = MAXALIGN(offsetof(MinimalTupleData, t_bits) + BITMAPLEN(desc->natts));
-	Size		chunk;
-
-	for (int i = 0; i < desc->natts; i++)
-	{
-		Form_pg_attribute att = TupleDescAttr(desc, i);
-
-		if (att->attlen > 0)
-			len = att_align_nominal(len, att->attalign) + att->attlen;
-		else
-			len = INTALIGN(len) + varlena_bytes;
-	}
-	for (chunk = 8; chunk < len; chunk *= 2)
-		;
-	return (double) nrows * (chunk + 16 + 2 * sizeof(void *)) / 1024.0 + 16.0;
-}
-
-/*
- * Sets up materialize-mode output of nrows rows (an estimate where the rows
- * vary in width); they go into the returned tuplestore.
- *
- * The tuplestore holds its rows in memory up to a limit and writes them all
- * to a temporary file past it, and the query above reads them back from
- * there.  PostgreSQL's limit is work_mem (4MB by default: 70000 DBSCAN
- * rows).  Knowing the size of the result, the call raises the limit to
- * gpuclust.output_mem when the whole result fits in that, so that it stays
- * in memory; a result that does not fit keeps work_mem and goes to the file
- * from the start instead of after filling output_mem first.
- */
-Tuplestorestate *
-GcCallOutputStart(GcCall *call, FunctionCallInfo fcinfo, TupleDesc *tupdesc, int64 nrows)
-{
-	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
-	MemoryContext oldcxt;
-	Tuplestorestate *ts;
-	TupleDesc	desc;
-	int			max_kb = work_mem;
-	double		need_kb;
-
-	INSTR_TIME_SET_CURRENT(call->t_phase);
-	if (rsinfo == NULL || !IsA(rsinfo, ReturnSetInfo))
-		ereport(ERROR,
-				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-				 errmsg("set-valued function called in context that cannot accept a set")));
-	if (!(rsinfo->allowedModes & SFRM_Materialize))
-		ereport(ERROR,
-				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-				 errmsg("materialize mode required, but it is not allowed in this context")));
-
-	oldcxt = MemoryContextSwitchTo(rsinfo->econtext->ecxt_per_query_memory);
-	if (get_call_result_type(fcinfo, NULL, &desc) != TYPEFUNC_COMPOSITE)
-		elog(ERROR, "return type must be a row type");
-	desc = CreateTupleDescCopy(desc);
-	/* the one variable-length column there is: a centroid, d double precision values */
-	need_kb = OutputKb(desc, nrows, ARR_OVERHEAD_NONULLS(1) + (Size) call->in.d * sizeof(float8));
-	if (need_kb > work_mem && need_kb <= gc_output_mem_guc)
-		max_kb = gc_output_mem_guc;
-	ts = tuplestore_begin_heap(rsinfo->allowedModes & SFRM_Materialize_Random,
-							   false, max_kb);
-	rsinfo->returnMode = SFRM_Materialize;
-	rsinfo->setResult = ts;
-	rsinfo->setDesc = desc;
-	MemoryContextSwitchTo(oldcxt);
-
-	*tupdesc = desc;
-	return ts;
-}
-
 /* Ends a call: the timing NOTICE when asked for, then the context goes. */
 void
 GcCallEnd(GcCall *call, const char *extra)
@@ -669,6 +461,13 @@ GcCallEnd(GcCall *call, const char *extra)
 	{
 		char		gpu[128] = "";
 		char		cpu[32] = "";
+		char		phases[256] = "";
+
+		/* the algorithm's named phases, as both back ends fill them */
+		for (int i = 0; call->in.n > 0 && call->algorithm->phases != NULL && i < GC_PHASES; i++)
+			if (call->algorithm->phases[i] != NULL)
+				snprintf(phases + strlen(phases), sizeof(phases) - strlen(phases), " %s_ms=%.3f",
+						 call->algorithm->phases[i], call->timing.phase_ms[i]);
 
 		if (call->used_gpu)
 			snprintf(gpu, sizeof(gpu), " to_device=%.3f from_device=%.3f",
@@ -677,12 +476,12 @@ GcCallEnd(GcCall *call, const char *extra)
 			snprintf(cpu, sizeof(cpu), " threads=%d",
 					 call->timing.threads > 0 ? (int) call->timing.threads : 1);
 		ereport(NOTICE,
-				(errmsg("gpuclust: %s n=%lld d=%d device=%s%s gather=%.3f%s compute=%.3f output=%.3f total=%.3f%s%s precision=%s%s",
+				(errmsg("gpuclust: %s n=%lld d=%d device=%s%s gather=%.3f%s compute=%.3f output=%.3f total=%.3f%s%s%s precision=%s%s",
 						call->algorithm->name, (long long) call->in.n, call->in.d,
 						call->used_gpu ? "gpu" : "cpu", cpu,
 						call->gather_ms, gpu, call->compute_ms, call->output_ms,
 						ElapsedMs(call->t_start),
-						extra && extra[0] ? " " : "", extra ? extra : "",
+						extra && extra[0] ? " " : "", extra ? extra : "", phases,
 						call->in.dtype == GC_F64 ? "double" : "single",
 						call->metric == GC_METRIC_COSINE ? " metric=cosine" : "")));
 	}

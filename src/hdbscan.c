@@ -18,11 +18,13 @@
 #include "utils/builtins.h"
 
 #include "hdbscan_sql.h"
+#include "output.h"
+#include "params.h"
 
 PG_FUNCTION_INFO_V1(gpu_hdbscan);
 PG_FUNCTION_INFO_V1(gpu_hdbscan_tree);
 
-const GcAlgorithm GcHdbscan = {"hdbscan", "HDBSCAN"};
+const GcAlgorithm GcHdbscan = {"hdbscan", "HDBSCAN", gc_hdbscan_phase_names};
 
 /* A required argument that is NULL. */
 static void
@@ -59,8 +61,7 @@ GcHdbscanParams(const GcHdbscanArgs *a, GcHdbscanJob *job)
 	gc_hdbscan_params *p = &job->params;
 	gc_error	err;
 
-	memset(p, 0, sizeof(*p));
-	p->struct_size = sizeof(*p);
+	gc_hdbscan_params_init(p);
 	if (a->isnull[GC_HDB_MIN_CLUSTER_SIZE])
 		NullArgument("min_cluster_size", "Pass the smallest number of rows a cluster may have, for example 5 (the default).");
 	p->min_cluster_size = DatumGetInt32(a->value[GC_HDB_MIN_CLUSTER_SIZE]);
@@ -111,10 +112,9 @@ GcHdbscanExtra(const GcCall *call, const GcHdbscanJob *job, char *extra, size_t 
 	extra[0] = '\0';
 	if (call->in.n == 0)
 		return;
-	snprintf(extra, size,
-			 "clusters=%lld min_samples=%d core_ms=%.3f mst_ms=%.3f tree_ms=%.3f rounds=%lld distances=%lld",
-			 (long long) job->result.n_clusters, job->params.min_samples, t->phase_ms[0],
-			 t->phase_ms[1], t->phase_ms[2], (long long) t->counts[0], (long long) t->counts[1]);
+	snprintf(extra, size, "clusters=%lld min_samples=%d rounds=%lld distances=%lld",
+			 (long long) job->result.n_clusters, job->params.min_samples,
+			 (long long) t->counts[0], (long long) t->counts[1]);
 }
 
 /* The arguments after the query of the set-returning functions. */

@@ -24,16 +24,27 @@
 #include "catalog/pg_type.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
+#include "utils/guc.h"
 #include "utils/lsyscache.h"
 
 #include "gpuclust.h"
+#include "output.h"
+#include "kmeans.h"
+
+int			gc_kmeans_precision_guc = GC_PRECISION_FP32;
+
+static const struct config_enum_entry precision_options[] = {
+	{"fp32", GC_PRECISION_FP32, false},
+	{"tf32", GC_PRECISION_TF32, false},
+	{NULL, 0, false}
+};
 
 PG_FUNCTION_INFO_V1(gpu_kmeans);
 PG_FUNCTION_INFO_V1(gpu_kmeans_centroids);
 PG_FUNCTION_INFO_V1(gpu_kmeans_assign);
 
-const GcAlgorithm GcKmeans = {"kmeans", "k-means"};
-static const GcAlgorithm GcKmeansAssign = {"kmeans_assign", "k-means assignment"};
+const GcAlgorithm GcKmeans = {"kmeans", "k-means", gc_kmeans_phase_names};
+static const GcAlgorithm GcKmeansAssign = {"kmeans_assign", "k-means assignment", gc_kmeans_assign_phase_names};
 
 /* Runs k-means on a back end. */
 gc_status
@@ -60,12 +71,15 @@ GcRunKmeans(const gc_backend_api *api, const gc_exec *exec, const GcInput *in, v
 #define KA_ARG_METRIC		2
 #define KA_ARG_DEVICE		3
 
-/* Parses the init argument (NULL means 'k-means++', the greedy variant). */
+/* Parses the init argument (NULL: the default of common/params.h, greedy 'k-means++'). */
 static gc_kmeans_init
 KmInit(FunctionCallInfo fcinfo)
 {
+	gc_kmeans_params defaults;
+
+	gc_kmeans_params_init(&defaults);
 	if (PG_ARGISNULL(KM_ARG_INIT))
-		return GC_KMEANS_INIT_PLUSPLUS;
+		return defaults.init;
 	return GcKmeansInitFromText(PG_GETARG_TEXT_PP(KM_ARG_INIT));
 }
 
@@ -273,13 +287,17 @@ KmRun(FunctionCallInfo fcinfo, bool per_cluster)
 	int32		d;
 
 	memset(&job, 0, sizeof(job));
-	p->struct_size = sizeof(*p);
+	gc_kmeans_params_init(p);
 	p->k = GcArgInt32(fcinfo, KM_ARG_K, "k");
-	p->max_iter = PG_ARGISNULL(KM_ARG_MAX_ITER) ? GC_KM_DEFAULT_MAX_ITER : PG_GETARG_INT32(KM_ARG_MAX_ITER);
-	p->tol = PG_ARGISNULL(KM_ARG_TOL) ? GC_KM_DEFAULT_TOL : PG_GETARG_FLOAT8(KM_ARG_TOL);
-	p->seed = (uint64) (int64) (PG_ARGISNULL(KM_ARG_SEED) ? 0 : PG_GETARG_INT32(KM_ARG_SEED));
+	if (!PG_ARGISNULL(KM_ARG_MAX_ITER))
+		p->max_iter = PG_GETARG_INT32(KM_ARG_MAX_ITER);
+	if (!PG_ARGISNULL(KM_ARG_TOL))
+		p->tol = PG_GETARG_FLOAT8(KM_ARG_TOL);
+	if (!PG_ARGISNULL(KM_ARG_SEED))
+		p->seed = (uint64) (int64) PG_GETARG_INT32(KM_ARG_SEED);
 	p->init = KmInit(fcinfo);
-	p->n_init = PG_NARGS() <= KM_ARG_N_INIT || PG_ARGISNULL(KM_ARG_N_INIT) ? 1 : PG_GETARG_INT32(KM_ARG_N_INIT);
+	if (PG_NARGS() > KM_ARG_N_INIT && !PG_ARGISNULL(KM_ARG_N_INIT))
+		p->n_init = PG_GETARG_INT32(KM_ARG_N_INIT);
 	p->precision = (gc_precision) gc_kmeans_precision_guc;
 	p->metric = GcArgMetric(fcinfo, KM_ARG_METRIC, GcKmeans.title);
 	GcReportCheck(gc_check_kmeans(p, -1, 0, &err), &err);
@@ -417,4 +435,16 @@ gpu_kmeans_assign(PG_FUNCTION_ARGS)
 	KmProductCounts(&call, p->precision, extra, sizeof(extra));
 	GcCallEnd(&call, extra);
 	return (Datum) 0;
+}
+
+/* Defines gpuclust.kmeans_precision. */
+void
+GcKmeansDefineGucs(void)
+{
+	DefineCustomEnumVariable("gpuclust.kmeans_precision",
+							 "Arithmetic of the k-means distance products on the GPU: fp32 or tf32.",
+							 "fp32 checks the TF32 products of tensor-core GPUs and decides close centroids in double precision; "
+							 "tf32 takes the TF32 products unchecked: a little faster, with about 1e-3 relative error in distances.",
+							 &gc_kmeans_precision_guc, GC_PRECISION_FP32, precision_options,
+							 PGC_USERSET, 0, NULL, NULL, NULL);
 }

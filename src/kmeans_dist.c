@@ -54,8 +54,13 @@
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 
+#include "feature.h"
 #include "gpuclust.h"
+#include "kmeans.h"
 #include "kmeans_init.h"
+#include "params.h"
+#include "precision.h"
+#include "range.h"
 #include "kmeans_step.h"
 #include "rng.h"
 
@@ -1585,8 +1590,8 @@ gpu_kmeans_fit_distributed(PG_FUNCTION_ARGS)
 	memset(&best, 0, sizeof(best));
 	p.struct_size = sizeof(p);
 	p.k = GcArgInt32(fcinfo, KF_ARG_K, "k");
-	p.max_iter = PG_ARGISNULL(KF_ARG_MAX_ITER) ? GC_KM_DEFAULT_MAX_ITER : PG_GETARG_INT32(KF_ARG_MAX_ITER);
-	p.tol = PG_ARGISNULL(KF_ARG_TOL) ? GC_KM_DEFAULT_TOL : PG_GETARG_FLOAT8(KF_ARG_TOL);
+	p.max_iter = PG_ARGISNULL(KF_ARG_MAX_ITER) ? GC_KMEANS_DEFAULT_MAX_ITER : PG_GETARG_INT32(KF_ARG_MAX_ITER);
+	p.tol = PG_ARGISNULL(KF_ARG_TOL) ? GC_KMEANS_DEFAULT_TOL : PG_GETARG_FLOAT8(KF_ARG_TOL);
 	p.seed = (uint64) (int64) (PG_ARGISNULL(KF_ARG_SEED) ? 0 : PG_GETARG_INT32(KF_ARG_SEED));
 	p.init = GC_KMEANS_INIT_PLUSPLUS;
 	p.n_init = PG_ARGISNULL(KF_ARG_N_INIT) ? 1 : PG_GETARG_INT32(KF_ARG_N_INIT);

@@ -24,7 +24,13 @@
 #include "utils/memutils.h"
 #include "windowapi.h"
 
+#include "feature.h"
+#include "dbscan.h"
+#include "dpeaks.h"
 #include "gpuclust.h"
+#include "kmeans.h"
+#include "precision.h"
+#include "range.h"
 #include "hdbscan_sql.h"
 
 PG_FUNCTION_INFO_V1(gpu_cluster_dbscan);
@@ -292,7 +298,7 @@ WinDbscanPartition(FunctionCallInfo fcinfo, WindowObject winobj, WinState *ws, i
 	int32	   *rowof;
 
 	memset(&job, 0, sizeof(job));
-	job.params.struct_size = sizeof(job.params);
+	gc_dbscan_params_init(&job.params);
 	job.params.eps = DatumGetFloat8(WinArg(winobj, DB_ARG_EPS, "eps"));
 	job.params.min_pts = DatumGetInt32(WinArg(winobj, DB_ARG_MIN_PTS, "min_pts"));
 	job.params.metric = WinMetric(fcinfo, winobj, DB_ARG_METRIC, &GcDbscan);
@@ -390,18 +396,21 @@ WinKmeansPartition(FunctionCallInfo fcinfo, WindowObject winobj, WinState *ws, i
 	char		extra[64];
 
 	memset(&job, 0, sizeof(job));
-	p->struct_size = sizeof(*p);
+	gc_kmeans_params_init(p);
 	p->k = DatumGetInt32(WinArg(winobj, KW_ARG_K, "k"));
 	v = WinArgOpt(fcinfo, winobj, KW_ARG_MAX_ITER, &isnull);
-	p->max_iter = isnull ? GC_KM_DEFAULT_MAX_ITER : DatumGetInt32(v);
+	if (!isnull)
+		p->max_iter = DatumGetInt32(v);
 	v = WinArgOpt(fcinfo, winobj, KW_ARG_TOL, &isnull);
-	p->tol = isnull ? GC_KM_DEFAULT_TOL : DatumGetFloat8(v);
+	if (!isnull)
+		p->tol = DatumGetFloat8(v);
 	v = WinArgOpt(fcinfo, winobj, KW_ARG_SEED, &isnull);
-	p->seed = (uint64) (int64) (isnull ? 0 : DatumGetInt32(v));
+	if (!isnull)
+		p->seed = (uint64) (int64) DatumGetInt32(v);
 	v = WinArgOpt(fcinfo, winobj, KW_ARG_INIT, &isnull);
-	p->init = isnull ? GC_KMEANS_INIT_PLUSPLUS : GcKmeansInitFromText(DatumGetTextPP(v));
+	if (!isnull)
+		p->init = GcKmeansInitFromText(DatumGetTextPP(v));
 	p->precision = (gc_precision) gc_kmeans_precision_guc;
-	p->n_init = 1;
 	p->metric = WinMetric(fcinfo, winobj, KW_ARG_METRIC, &GcKmeans);
 	GcReportCheck(gc_check_kmeans(p, -1, 0, &err), &err);
 

@@ -19,6 +19,7 @@ from conftest import connect, dbscan, load_matrix
 TIMING_RE = re.compile(
     r"gpuclust: dbscan n=(\d+) d=(\d+) device=(cpu|gpu)(?: threads=\d+)? gather=[0-9.]+ "
     r"(to_device=[0-9.]+ from_device=[0-9.]+ )?compute=[0-9.]+ output=[0-9.]+ total=[0-9.]+ "
+    r"(index_ms=[0-9.]+ core_ms=[0-9.]+ union_ms=[0-9.]+ border_ms=[0-9.]+ )?"
     r"precision=(single|double)(?: metric=cosine)?")
 
 def gpuclust_notices(conn):
@@ -56,6 +57,8 @@ def test_timing_notice_format(conn, small):
         m = TIMING_RE.fullmatch(notes[0])
         assert m, f"NOTICE does not have the documented form: {notes[0]!r}"
         assert m.group(1) == "1000" and m.group(2) == "3", notes[0]
+        # the named phases of DBSCAN, filled by whichever back end ran
+        assert m.group(5) is not None, notes[0]
         # threads=<n> is reported exactly when the CPU computed.
         assert (" threads=" in notes[0]) == (m.group(3) == "cpu"), notes[0]
         if device == "cpu":

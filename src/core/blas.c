@@ -61,7 +61,6 @@ static void
 blas_open(void)
 {
 	static const char *const names[] = {"libopenblas.so.0", "libopenblas.so"};
-	const char *env = getenv("GPUCLUST_BLAS");
 	void	   *h = NULL;
 	const char *name = NULL;
 	int			set_env;
@@ -69,13 +68,13 @@ blas_open(void)
 	set_threads_fn set_threads;
 	get_config_fn get_config;
 
-	if (env && strcmp(env, "off") == 0)
-	{
-		blas_state = GC_BLAS_OFF;
-		snprintf(blas_text, sizeof(blas_text), "OpenBLAS not used (GPUCLUST_BLAS=off)");
-		return;
-	}
-
+	/*
+	 * OpenBLAS's own variables are read, and set around dlopen where unset,
+	 * only to protect it from its known faults: threads of its own beside
+	 * ours, and kernels too slow on processors newer than the release.
+	 * Whether gpuclust uses OpenBLAS at all is tuning.cpu_blas, not the
+	 * environment.
+	 */
 	/* no OpenBLAS threads of its own: every product runs on its caller's thread */
 	set_env = getenv("OPENBLAS_NUM_THREADS") == NULL;
 	if (set_env)

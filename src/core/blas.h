@@ -14,8 +14,9 @@
  * sets OPENBLAS_NUM_THREADS=1 around dlopen when it is unset, so that
  * OpenBLAS starts no threads of its own, and puts it back).
  *
- * GPUCLUST_BLAS=off in the environment keeps the library closed (for tests
- * and benchmarks of the exact loops).
+ * Whether a call uses it is the caller's choice, tuning.cpu_blas (the
+ * setting gpuclust.cpu_blas): with -1 k-means never asks, and the library
+ * stays closed unless an earlier call opened it.
  */
 #ifndef GPUCLUST_BLAS_H
 #define GPUCLUST_BLAS_H
@@ -23,7 +24,6 @@
 typedef enum gc_blas_state
 {
 	GC_BLAS_READY = 0,			/* the products below run OpenBLAS */
-	GC_BLAS_OFF,				/* GPUCLUST_BLAS=off */
 	GC_BLAS_MISSING				/* no library, or one without the functions needed */
 } gc_blas_state;
 

@@ -58,6 +58,7 @@
 #include "core.h"
 #include "dbscan_grid.h"
 #include "metric.h"
+#include "phases.h"
 
 /* Coordinates compared between two questions to the cancel callback (a few ms). */
 #define DBSCAN_CANCEL_EVERY ((int64_t) 1 << 23)
@@ -1292,6 +1293,16 @@ sweep_pairs(dbscan_ws *ws, gc_dtype dtype, int32_t d, const int32_t *end, int32_
 	return 0;
 }
 
+/* Adds the milliseconds since *t0 to the named phase and restarts *t0 (common/phases.h). */
+static void
+dbscan_phase_done(const dbscan_ws *ws, int phase, double *t0)
+{
+	double		now = gc_core_now_ms();
+
+	ws->ctx->timing->phase_ms[phase] += now - *t0;
+	*t0 = now;
+}
+
 /*
  * DBSCAN by the sweep above.  *taken: 0 when the sweep declined (too many
  * pairs, or no memory for it), and the grid should run; the workspace is
@@ -1316,6 +1327,7 @@ dbscan_sweep(dbscan_ws *ws, gc_dbscan_result *result, int *taken)
 	int64_t		pairs = 0;
 	int			cancelled;
 	gc_status	st = GC_OK;
+	double		t0 = gc_core_now_ms();
 
 	*taken = 0;
 	ws->perm = malloc(sizeof(int64_t) * (size_t) n);
@@ -1354,6 +1366,7 @@ dbscan_sweep(dbscan_ws *ws, gc_dbscan_result *result, int *taken)
 	if (pairs > DBSCAN_SWEEP_PAIRS * n)
 		goto out;
 	*taken = 1;
+	dbscan_phase_done(ws, GC_DBSCAN_PHASE_INDEX, &t0);
 
 	if (ws->dtype == GC_F32 && d == 2)
 		cancelled = sweep_pairs(ws, GC_F32, 2, end, first, nbr, count);
@@ -1363,6 +1376,7 @@ dbscan_sweep(dbscan_ws *ws, gc_dbscan_result *result, int *taken)
 		cancelled = sweep_pairs(ws, GC_F64, 2, end, first, nbr, count);
 	else
 		cancelled = sweep_pairs(ws, ws->dtype, d, end, first, nbr, count);
+	dbscan_phase_done(ws, GC_DBSCAN_PHASE_CORE, &t0);
 	if (cancelled)
 	{
 		st = GC_ERR_CANCELLED;
@@ -1388,10 +1402,12 @@ dbscan_sweep(dbscan_ws *ws, gc_dbscan_result *result, int *taken)
 			else if (ws->core[c] && (best[b] < 0 || ws->perm[c] < ws->perm[best[b]]))
 				best[b] = c;
 		}
+	dbscan_phase_done(ws, GC_DBSCAN_PHASE_UNION, &t0);
 	for (int64_t i = 0; i < n; i++)
 		if (!ws->core[i])
 			ws->parent[i] = best[i] >= 0 ? uf_find(ws->parent, best[i]) : -1;
 	st = dbscan_number(ws, result);
+	dbscan_phase_done(ws, GC_DBSCAN_PHASE_BORDER, &t0);
 
 out:
 	free(key);
@@ -1417,7 +1433,11 @@ out:
 	return st;
 }
 
-/* DBSCAN of n >= 1 points of dimension d: the five phases over one workspace. */
+/*
+ * DBSCAN of n >= 1 points of dimension d: the five phases over one
+ * workspace, timed as the GPU's are (the neighbour table with the index, the
+ * numbering with the border points).
+ */
 gc_status
 gc_core_dbscan(gc_core_ctx *ctx, const void *x, gc_dtype dtype, int64_t n, int32_t d,
 			   const gc_dbscan_params *params, gc_dbscan_result *result)
@@ -1425,6 +1445,7 @@ gc_core_dbscan(gc_core_ctx *ctx, const void *x, gc_dtype dtype, int64_t n, int32
 	dbscan_ws	ws;
 	gc_status	st;
 	int			taken = 0;
+	double		t0 = gc_core_now_ms();
 
 	dbscan_ws_init(&ws, ctx, x, dtype, n, d, params);
 	if (n < DBSCAN_SWEEP_ROWS && ctx->tuning->dbscan_sweep >= 0)
@@ -1437,11 +1458,20 @@ gc_core_dbscan(gc_core_ctx *ctx, const void *x, gc_dtype dtype, int64_t n, int32
 		}
 	}
 	if ((st = dbscan_index(&ws)) == GC_OK &&
-		(st = dbscan_nbr_table(&ws)) == GC_OK &&
-		(st = dbscan_core(&ws)) == GC_OK &&
-		(st = dbscan_union(&ws)) == GC_OK &&
-		(st = dbscan_border(&ws)) == GC_OK)
+		(st = dbscan_nbr_table(&ws)) == GC_OK)
+	{
+		dbscan_phase_done(&ws, GC_DBSCAN_PHASE_INDEX, &t0);
+		st = dbscan_core(&ws);
+		dbscan_phase_done(&ws, GC_DBSCAN_PHASE_CORE, &t0);
+	}
+	if (st == GC_OK)
+	{
+		st = dbscan_union(&ws);
+		dbscan_phase_done(&ws, GC_DBSCAN_PHASE_UNION, &t0);
+	}
+	if (st == GC_OK && (st = dbscan_border(&ws)) == GC_OK)
 		st = dbscan_number(&ws, result);
+	dbscan_phase_done(&ws, GC_DBSCAN_PHASE_BORDER, &t0);
 	dbscan_ws_free(&ws);
 	return st;
 }

@@ -44,6 +44,7 @@
 
 #include "core.h"
 #include "dpeaks_common.h"
+#include "phases.h"
 #include "sort.h"
 
 /*
@@ -1265,14 +1266,17 @@ gc_status
 gc_core_dpeaks(gc_core_ctx *ctx, const void *x, gc_dtype dtype, int64_t n, int32_t d,
 			   const gc_dpeaks_params *params, gc_dpeaks_result *result)
 {
-	static gc_status (*const phases[4]) (dpeaks_ws *) = {
-		dpeaks_dc, dpeaks_rho, dpeaks_delta, dpeaks_assign
+	static gc_status (*const phases[GC_PHASES]) (dpeaks_ws *) = {
+		[GC_DPEAKS_PHASE_DC] = dpeaks_dc,
+		[GC_DPEAKS_PHASE_RHO] = dpeaks_rho,
+		[GC_DPEAKS_PHASE_DELTA] = dpeaks_delta,
+		[GC_DPEAKS_PHASE_ASSIGN] = dpeaks_assign
 	};
 	dpeaks_ws	ws;
 	gc_status	st = GC_OK;
 
 	dpeaks_ws_init(&ws, ctx, x, dtype, n, d, params, result);
-	for (int p = 0; p < 4 && st == GC_OK; p++)
+	for (int p = 0; p < GC_PHASES && st == GC_OK; p++)
 	{
 		double		t0 = gc_core_now_ms();
 

@@ -64,6 +64,7 @@
 #include "kmeans_gemm.h"
 #include "kmeans_init.h"
 #include "metric.h"
+#include "phases.h"
 
 /*
  * Hamerly's bounds ("Making k-means even faster", SDM 2010) skip most of the
@@ -1230,8 +1231,12 @@ kmeans_ws_init(kmeans_ws *ws, gc_core_ctx *ctx, const void *x, gc_dtype dtype, g
 	ws->bounds = ws->k >= 3 && (int64_t) ws->k * ws->k <= n;
 	/* a small input is done sooner on one thread than the threads are started */
 	ws->threads = n >= 4096 ? gc_pool_threads(ctx->pool) : 1;
-	/* the checked product pays from a few dozen products per row (OpenBLAS opened here, on the caller's thread) */
-	ws->use_gemm = d >= KM_GEMM_MIN_D && ws->k >= KM_GEMM_MIN_K && gc_blas_available();
+	/*
+	 * the checked product pays from a few dozen products per row (OpenBLAS
+	 * opened here, on the caller's thread, unless tuning.cpu_blas says never)
+	 */
+	ws->use_gemm = d >= KM_GEMM_MIN_D && ws->k >= KM_GEMM_MIN_K && ctx->tuning->cpu_blas >= 0 &&
+		gc_blas_available();
 	ws->blocked = (int64_t) ws->k * d <= KM_BLOCKED_KD && n > KM_SUM_BLOCK;
 	ws->par = ws->threads > 1 || ws->use_gemm || ws->blocked;
 }
@@ -1742,32 +1747,21 @@ kmeans_run(gc_core_ctx *ctx, const void *x, gc_dtype dtype, int64_t n, int32_t d
 	km_pick_kernel();
 	kmeans_ws_init(&ws, ctx, x, dtype, params->metric, n, d, params, result);
 	st = kmeans_init(&ws);
-	timing->phase_ms[0] += gc_core_now_ms() - t0;
+	timing->phase_ms[GC_KMEANS_PHASE_INIT] += gc_core_now_ms() - t0;
 	if (st == GC_OK)
 	{
 		t0 = gc_core_now_ms();
 		st = kmeans_iterate(&ws);
-		timing->phase_ms[1] += gc_core_now_ms() - t0;
+		timing->phase_ms[GC_KMEANS_PHASE_ITERATIONS] += gc_core_now_ms() - t0;
 	}
 	if (st == GC_OK)
 	{
 		t0 = gc_core_now_ms();
 		st = kmeans_final(&ws);
-		timing->phase_ms[2] += gc_core_now_ms() - t0;
+		timing->phase_ms[GC_KMEANS_PHASE_FINAL] += gc_core_now_ms() - t0;
 	}
 	kmeans_ws_free(&ws);
 	return st;
-}
-
-/* The total inertia of a result, summed over the clusters in order. */
-static double
-total_inertia(const gc_kmeans_result *r, int32_t k)
-{
-	double		s = 0.0;
-
-	for (int32_t j = 0; j < k; j++)
-		s += r->inertia[j];
-	return s;
 }
 
 /* Copies the outputs of run src into dst. */
@@ -1785,7 +1779,7 @@ copy_result(gc_kmeans_result *dst, const gc_kmeans_result *src, int64_t n, int32
 /*
  * k-means of n >= 1 rows; see the rules at the top of this file.  With
  * n_init > 1, run r starts from the seed gc_kmeans_run_seed(seed, r) and the
- * run of lowest total inertia is kept, the first on a tie (gc_kmeans_run_better).
+ * run that gc_kmeans_keep_run picks is returned (common/kmeans_init.h).
  */
 gc_status
 gc_core_kmeans(gc_core_ctx *ctx, const void *x, gc_dtype dtype, int64_t n, int32_t d,
@@ -1804,7 +1798,8 @@ gc_core_kmeans(gc_core_ctx *ctx, const void *x, gc_dtype dtype, int64_t n, int32
 	if (st != GC_OK || params->n_init <= 1)
 	{
 		if (st == GC_OK && iters > 0)
-			ctx->timing->phase_ms[3] = ctx->timing->phase_ms[1] / (double) iters;
+			ctx->timing->phase_ms[GC_KMEANS_PHASE_PER_ITERATION] =
+			ctx->timing->phase_ms[GC_KMEANS_PHASE_ITERATIONS] / (double) iters;
 		return st;
 	}
 	memset(&tmp, 0, sizeof(tmp));
@@ -1818,7 +1813,7 @@ gc_core_kmeans(gc_core_ctx *ctx, const void *x, gc_dtype dtype, int64_t n, int32
 						 (sizeof(double) * (size_t) d + 16) * (size_t) k,
 						 "out of memory for the results of k-means runs (%lld rows, k = %d)",
 						 (long long) n, k);
-	best = total_inertia(result, k);
+	best = gc_kmeans_total_inertia(result->inertia, k);
 	for (int32_t r = 1; st == GC_OK && r < params->n_init; r++)
 	{
 		p.seed = gc_kmeans_run_seed(params->seed, r);
@@ -1826,14 +1821,13 @@ gc_core_kmeans(gc_core_ctx *ctx, const void *x, gc_dtype dtype, int64_t n, int32
 		if (st != GC_OK)
 			break;
 		iters += tmp.iterations;
-		if (gc_kmeans_run_better(total_inertia(&tmp, k), best))
+		if (gc_kmeans_keep_run(tmp.inertia, k, &best))
 		{
-			best = total_inertia(&tmp, k);
 			copy_result(result, &tmp, n, d, k);
 			result->best_run = r;
 		}
 		gc_core_debug(ctx, "k-means: run %d of %d, inertia %.17g", r + 1, params->n_init,
-					  total_inertia(&tmp, k));
+					  gc_kmeans_total_inertia(tmp.inertia, k));
 	}
 	free(tmp.labels);
 	free(tmp.distance);
@@ -1841,7 +1835,8 @@ gc_core_kmeans(gc_core_ctx *ctx, const void *x, gc_dtype dtype, int64_t n, int32
 	free(tmp.sizes);
 	free(tmp.inertia);
 	if (st == GC_OK && iters > 0)
-		ctx->timing->phase_ms[3] = ctx->timing->phase_ms[1] / (double) iters;
+		ctx->timing->phase_ms[GC_KMEANS_PHASE_PER_ITERATION] =
+			ctx->timing->phase_ms[GC_KMEANS_PHASE_ITERATIONS] / (double) iters;
 	return st;
 }
 
@@ -1874,16 +1869,16 @@ gc_core_kmeans_assign(gc_core_ctx *ctx, const void *x, gc_dtype dtype, int64_t n
 	if (st == GC_OK)
 	{
 		memcpy(ws.cen, params->centroids, sizeof(double) * ws.kd);
-		ctx->timing->phase_ms[0] = gc_core_now_ms() - t0;
+		ctx->timing->phase_ms[GC_KMEANS_ASSIGN_PHASE_PREPARE] = gc_core_now_ms() - t0;
 		t0 = gc_core_now_ms();
 		st = assign_all(&ws, NULL, NULL);
-		ctx->timing->phase_ms[1] = gc_core_now_ms() - t0;
+		ctx->timing->phase_ms[GC_KMEANS_ASSIGN_PHASE_ASSIGN] = gc_core_now_ms() - t0;
 	}
 	if (st == GC_OK)
 	{
 		t0 = gc_core_now_ms();
 		st = per_row(&ws, distance_block);
-		ctx->timing->phase_ms[2] = gc_core_now_ms() - t0;
+		ctx->timing->phase_ms[GC_KMEANS_ASSIGN_PHASE_DISTANCES] = gc_core_now_ms() - t0;
 	}
 	kmeans_ws_free(&ws);
 	return st;

@@ -22,11 +22,8 @@
 #include <stdint.h>
 
 #include "backend.h"
+#include "cpu_threads.h"
 
-/* The most threads one call runs, whatever is asked for. */
-#define GC_POOL_MAX_THREADS 256
-/* The default thread count is capped here (the CPUs the process may run on otherwise). */
-#define GC_POOL_DEFAULT_MAX 64
 
 struct gc_core_ctx;
 typedef struct gc_pool gc_pool;
@@ -46,9 +43,6 @@ typedef struct gc_worker
  * the loop.
  */
 typedef gc_status (*gc_pool_fn) (void *arg, gc_worker *w, int64_t begin, int64_t end);
-
-/* The threads a call runs when the caller asks for 0: the CPUs this process may run on, capped. */
-int			gc_pool_default_threads(void);
 
 /* A pool of nthreads (clamped to 1 .. GC_POOL_MAX_THREADS) for one call; NULL when out of memory. */
 gc_pool    *gc_pool_create(struct gc_core_ctx *ctx, int nthreads);

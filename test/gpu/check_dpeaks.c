@@ -32,6 +32,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "params.h"
 #include "dpeaks_common.h"
 #include "harness.h"
 
@@ -120,8 +121,7 @@ dp_params(const dp_case *c)
 {
 	gc_dpeaks_params p;
 
-	memset(&p, 0, sizeof(p));
-	p.struct_size = sizeof(p);
+	gc_dpeaks_params_init(&p);
 	p.n_clusters = c->n_clusters;
 	p.dc = c->dc;
 	p.derive_dc = c->dc == 0.0;
@@ -129,7 +129,6 @@ dp_params(const dp_case *c)
 	p.kernel = c->kernel;
 	p.rho_min = c->rho_min;
 	p.delta_min = c->delta_min;
-	p.seed = GC_DP_DEFAULT_SEED;
 	p.metric = c->metric;
 	return p;
 }

@@ -40,6 +40,8 @@
 #include <string.h>
 
 #include "harness.h"
+#include "kmeans_init.h"
+#include "params.h"
 #include "metric.h"
 
 typedef enum km_rule
@@ -90,24 +92,13 @@ km_free(km_answer *a)
 	free(a->inertia);
 }
 
-static double
-km_total_inertia(const km_answer *a, int32_t k)
-{
-	double		s = 0.0;
-
-	for (int32_t j = 0; j < k; j++)
-		s += a->inertia[j];
-	return s;
-}
-
 static gc_kmeans_params
 km_params(int32_t k, gc_kmeans_init init, const double *given, int32_t max_iter, double tol,
 		  gc_precision precision)
 {
 	gc_kmeans_params p;
 
-	memset(&p, 0, sizeof(p));
-	p.struct_size = sizeof(p);
+	gc_kmeans_params_init(&p);
 	p.k = k;
 	p.max_iter = max_iter;
 	p.tol = tol;
@@ -115,7 +106,6 @@ km_params(int32_t k, gc_kmeans_init init, const double *given, int32_t max_iter,
 	p.init = init;
 	p.initial_centroids = given;
 	p.precision = precision;
-	p.n_init = 1;
 	return p;
 }
 
@@ -253,8 +243,8 @@ km_compare(const void *x, gc_dtype dt, int64_t n, int32_t d, int32_t k, const km
 				df->near_ties++;
 		}
 	}
-	ir = km_total_inertia(ref, k);
-	it = km_total_inertia(t, k);
+	ir = gc_kmeans_total_inertia(ref->inertia, k);
+	it = gc_kmeans_total_inertia(t->inertia, k);
 	df->rel_inertia = fabs(ir - it) / fmax(ir, 1e-300);
 	if (isnan(it))
 		df->rel_inertia = INFINITY;

@@ -15,6 +15,7 @@
 
 #include "core.h"
 #include "dpeaks_common.h"
+#include "params.h"
 #include "unit.h"
 
 /* Density peaks of rows of element type t through the CPU back end's table. */
@@ -303,8 +304,7 @@ params_of(int nc, double dc, double rate, gc_dp_kernel kernel)
 {
 	gc_dpeaks_params p;
 
-	memset(&p, 0, sizeof(p));
-	p.struct_size = sizeof(p);
+	gc_dpeaks_params_init(&p);
 	p.n_clusters = nc;
 	p.dc = dc;
 	p.derive_dc = dc == 0.0;	/* dc 0: derived from neighbor_rate */

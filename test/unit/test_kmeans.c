@@ -2262,10 +2262,20 @@ test_centroid_checks(void)
 	}
 }
 
-/* Runs every test; the exit status says whether all checks passed. */
+/*
+ * Runs every test; the exit status says whether all checks passed.  With
+ * --no-blas every call has tuning.cpu_blas = -1: the exact loops alone.
+ */
 int
-main(void)
+main(int argc, char **argv)
 {
+	if (argc > 1 && strcmp(argv[1], "--no-blas") == 0)
+		unit_cpu_blas = -1;
+	else if (argc > 1)
+	{
+		fprintf(stderr, "usage: %s [--no-blas]\n", argv[0]);
+		return 2;
+	}
 	test_rng();
 	test_table();
 	test_known_answer();

@@ -627,58 +627,85 @@ test_threads(void)
 }
 
 /*
- * GPUCLUST_BLAS=off: the loader reports the fallback, prepare refuses the
- * product, the answers are the exact search's.  In a child process, as the
- * loader's state is per process; before this process opens the library.
+ * tuning.cpu_blas = -1 (gpuclust.cpu_blas = off): k-means takes the exact
+ * loops and never opens OpenBLAS, whatever is installed; with 0 it takes the
+ * checked product where OpenBLAS is there.  What the call chose is read from
+ * its debug line on stderr, in a child process (the loader's state is per
+ * process; this one must not have opened the library before).
  */
 static void
-test_blas_off(void)
+test_cpu_blas_setting(void)
 {
-	pid_t		pid = fork();
-	int			status = 0;
-
-	if (pid == 0)
+	for (int off = 1; off >= 0; off--)
 	{
-		int			bad = 0;
-		double		cen[] = {0, 0, 1, 1};
-		float		x[] = {0.25f, 0.25f, 0.75f, 0.75f, 0.5f, 0.5f};
-		int32_t		label[3];
-		double		best[3],
-					lb[3];
-		gc_kmg	   *p;
-		gc_kmg_scratch *s;
+		int			fds[2];
+		pid_t		pid;
+		int			status = 0;
+		char		out[4096];
+		ssize_t		len = 0,
+					got;
 
-		setenv("GPUCLUST_BLAS", "off", 1);
-		bad |= gc_blas_state_get() != GC_BLAS_OFF;
-		bad |= gc_blas_available() != 0;
-		bad |= strstr(gc_blas_describe(), "GPUCLUST_BLAS=off") == NULL;
-		p = gc_kmg_create(2, 2, GC_F32);
-		bad |= p == NULL;
-		if (p)
+		CHECK(pipe(fds) == 0, "pipe");
+		pid = fork();
+		if (pid == 0)
 		{
-			bad |= gc_kmg_prepare(p, cen, NULL) != 0;
-			s = gc_kmg_scratch_create(p, 0);
-			gc_kmg_assign(p, s, x, NULL, 0, 3, label, best, lb, NULL);
-			bad |= label[0] != 0 || label[1] != 1 || label[2] != 0;
-			bad |= best[0] != 0.125 || best[2] != 0.5 || lb[2] != 0.5;
-			gc_kmg_scratch_free(s);
-			gc_kmg_free(p);
+			int64_t		n = 2000;
+			int32_t		d = 64,
+						k = 16;
+			float	   *x = malloc(sizeof(float) * (size_t) (n * d));
+			gc_kmeans_params p;
+			gc_kmeans_result r;
+			gc_exec		e;
+			gc_status	st;
+
+			dup2(fds[1], 2);
+			close(fds[0]);
+			for (int64_t i = 0; i < n * d; i++)
+				x[i] = (float) ((i * 7919) % 1000) / 1000.0f;
+			memset(&p, 0, sizeof(p));
+			p.struct_size = sizeof(p);
+			p.k = k;
+			p.max_iter = 3;
+			p.tol = 0.0;
+			p.seed = 1;
+			p.n_init = 1;
+			memset(&r, 0, sizeof(r));
+			r.labels = malloc(sizeof(int32_t) * (size_t) n);
+			r.distance = malloc(sizeof(double) * (size_t) n);
+			r.centroids = malloc(sizeof(double) * (size_t) (k * d));
+			r.sizes = malloc(sizeof(int64_t) * (size_t) k);
+			r.inertia = malloc(sizeof(double) * (size_t) k);
+			unit_cpu_blas = off ? -1 : 0;
+			e = unit_exec(NULL, NULL);
+			unit_tuning.debug = 1;
+			st = gc_cpu_api()->kmeans(&e, x, GC_F32, n, d, &p, &r);
+			fflush(stderr);
+			_exit(st != GC_OK ? 2 : 0);
 		}
-		_exit(bad ? 1 : 0);
-	}
-	CHECK(pid > 0, "fork");
-	if (pid > 0)
-	{
-		waitpid(pid, &status, 0);
+		close(fds[1]);
+		while (len < (ssize_t) sizeof(out) - 1 && (got = read(fds[0], out + len, sizeof(out) - 1 - len)) > 0)
+			len += got;
+		out[len > 0 ? len : 0] = '\0';
+		close(fds[0]);
+		CHECK(pid > 0, "fork");
+		if (pid > 0)
+			waitpid(pid, &status, 0);
 		CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0,
-			  "GPUCLUST_BLAS=off: the child saw no fallback (status %d)", status);
+			  "cpu_blas = %d: the child failed (status %d): %s", off ? -1 : 0, status, out);
+		if (off)
+			CHECK(strstr(out, "full searches exact") != NULL,
+				  "cpu_blas = -1: k-means did not take the exact loops: %s", out);
+		else
+			CHECK(strstr(out, gc_blas_available() ? "full searches through the checked product"
+						 : "full searches exact") != NULL,
+				  "cpu_blas = 0: k-means did not take OpenBLAS where it is installed: %s", out);
 	}
 }
 
 int
 main(void)
 {
-	test_blas_off();
+	test_cpu_blas_setting();
 
 	have_blas = gc_blas_available();
 	printf("%s\n", gc_blas_describe());

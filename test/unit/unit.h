@@ -20,6 +20,8 @@ static int	unit_failed = 0;
 static int	unit_threads = 0;
 /* tuning.dbscan_sweep of the calls of unit_exec (-1: the CPU DBSCAN always builds its grid) */
 static int	unit_dbscan_sweep = 0;
+/* tuning.cpu_blas of the calls of unit_exec (-1: k-means's exact loops alone, never OpenBLAS) */
+static int	unit_cpu_blas = 0;
 static gc_tuning unit_tuning;
 
 #define CHECK(cond, ...) \
@@ -55,6 +57,7 @@ unit_exec(gc_cancel_fn cancel, gc_timing *timing)
 	unit_tuning = gc_tuning_defaults();
 	unit_tuning.cpu_threads = unit_threads;
 	unit_tuning.dbscan_sweep = unit_dbscan_sweep;
+	unit_tuning.cpu_blas = unit_cpu_blas;
 	e.struct_size = sizeof(e);
 	e.device_id = 0;
 	e.tuning = &unit_tuning;

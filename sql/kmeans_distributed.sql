@@ -3,7 +3,7 @@
 -- gpu_kmeans_distance and gpu_kmeans_fit_distributed; every bad argument is
 -- an ERROR with a SQLSTATE and a DETAIL or HINT.
 
-\i test/sql/include/report_error.sql
+\i sql/include/report_error.sql
 
 -- three blobs in two dimensions, values with many bits (sums that round)
 CREATE TABLE kd (id bigint, f real[], g double precision[], x double precision);

@@ -1,7 +1,7 @@
 -- gpu_kmeans / gpu_kmeans_centroids: every bad argument is an ERROR with a
 -- SQLSTATE and a DETAIL or HINT that says what to do.
 
-\i test/sql/include/report_error.sql
+\i sql/include/report_error.sql
 
 CREATE TABLE kme (id int, x real, y real);
 INSERT INTO kme VALUES (1, 0, 0), (2, 0, 1), (3, 5, 5), (4, 5, 6);

@@ -1,77 +1,29 @@
 -- The row path: the gather of feature arrays, the result's tuplestore, the
 -- planner's estimates and parallel plans of the user's query.
+
 -- gpuclust.output_mem: memory a result may hold before it goes to a file
 LOAD 'gpuclust';
 SHOW gpuclust.output_mem;
- gpuclust.output_mem 
----------------------
- 1GB
-(1 row)
-
 SET gpuclust.output_mem = '64kB';
 SHOW gpuclust.output_mem;
- gpuclust.output_mem 
----------------------
- 64kB
-(1 row)
-
 RESET gpuclust.output_mem;
+
 -- NaN and infinities in real[] are found wherever they are: first, second
 -- and third element, the last of an odd count, and the first bad one is named
 SELECT * FROM gpu_dbscan('SELECT 1, ARRAY[''NaN'', 1, 2]::real[]', 1, 2);
-ERROR:  an element of the feature array of the row with id 1 is NaN
-DETAIL:  Features must be finite numbers, so that every distance is one.
-HINT:  Filter such rows out of the query, for example with WHERE NOT (x = 'NaN').
-CONTEXT:  SQL statement "SELECT 1, ARRAY['NaN', 1, 2]::real[]"
 SELECT * FROM gpu_dbscan('SELECT 2, ARRAY[0, ''Infinity'', 2]::real[]', 1, 2);
-ERROR:  an element of the feature array of the row with id 2 is Infinity
-DETAIL:  Features must be finite numbers, so that every distance is one.
-HINT:  Filter such rows out of the query, for example with WHERE x NOT IN ('Infinity', '-Infinity').
-CONTEXT:  SQL statement "SELECT 2, ARRAY[0, 'Infinity', 2]::real[]"
 SELECT * FROM gpu_dbscan('SELECT 3, ARRAY[0, 1, ''-Infinity'']::real[]', 1, 2);
-ERROR:  an element of the feature array of the row with id 3 is -Infinity
-DETAIL:  Features must be finite numbers, so that every distance is one.
-HINT:  Filter such rows out of the query, for example with WHERE x NOT IN ('Infinity', '-Infinity').
-CONTEXT:  SQL statement "SELECT 3, ARRAY[0, 1, '-Infinity']::real[]"
 SELECT * FROM gpu_dbscan('SELECT g, array_append(array_fill(0.5::real, ARRAY[256]), CASE WHEN g = 7 THEN ''NaN''::real ELSE 1 END) FROM generate_series(1, 9) g', 1, 2);
-ERROR:  an element of the feature array of the row with id 7 is NaN
-DETAIL:  Features must be finite numbers, so that every distance is one.
-HINT:  Filter such rows out of the query, for example with WHERE NOT (x = 'NaN').
-CONTEXT:  SQL statement "SELECT g, array_append(array_fill(0.5::real, ARRAY[256]), CASE WHEN g = 7 THEN 'NaN'::real ELSE 1 END) FROM generate_series(1, 9) g"
 SELECT * FROM gpu_dbscan('SELECT 5, ARRAY[0, ''Infinity'', ''NaN'']::real[]', 1, 2);
-ERROR:  an element of the feature array of the row with id 5 is Infinity
-DETAIL:  Features must be finite numbers, so that every distance is one.
-HINT:  Filter such rows out of the query, for example with WHERE x NOT IN ('Infinity', '-Infinity').
-CONTEXT:  SQL statement "SELECT 5, ARRAY[0, 'Infinity', 'NaN']::real[]"
 -- the largest and smallest reals, negative zero and subnormals are values
 SELECT count(*), count(cluster_id) AS clustered
 FROM gpu_dbscan('SELECT g, ARRAY[3.4028235e38, -3.4028235e38, -0.0, 1.4e-45, -1.2e-40]::real[] FROM generate_series(1, 3) g', 1, 2, device => 'cpu');
- count | clustered 
--------+-----------
-     3 |         3
-(1 row)
-
 -- double precision[]: the first bad element is named, whichever check fails
 SELECT * FROM gpu_dbscan('SELECT 6, ARRAY[1, 1e-50, ''NaN'']::float8[]', 1, 2);
-ERROR:  an element of the feature array of the row with id 6 is NaN
-DETAIL:  Features must be finite numbers, so that every distance is one.
-HINT:  Filter such rows out of the query, for example with WHERE NOT (x = 'NaN').
-CONTEXT:  SQL statement "SELECT 6, ARRAY[1, 1e-50, 'NaN']::float8[]"
 SELECT * FROM gpu_dbscan('SELECT 6, ARRAY[1, ''NaN'', 1e-50]::float8[]', 1, 2);
-ERROR:  an element of the feature array of the row with id 6 is NaN
-DETAIL:  Features must be finite numbers, so that every distance is one.
-HINT:  Filter such rows out of the query, for example with WHERE NOT (x = 'NaN').
-CONTEXT:  SQL statement "SELECT 6, ARRAY[1, 'NaN', 1e-50]::float8[]"
 SELECT * FROM gpu_dbscan('SELECT 6, ARRAY[1, 2, 1e300]::float8[]', 1, 2);
-ERROR:  an element of the feature array of the row with id 6 is out of range
-DETAIL:  The value is 1e+300; features are at most 1e150 in magnitude, so that squared distances do not overflow double precision.
-HINT:  Scale the features, for example by dividing by a constant.
-CONTEXT:  SQL statement "SELECT 6, ARRAY[1, 2, 1e300]::float8[]"
 SELECT * FROM gpu_dbscan('SELECT 6, ARRAY[1, 2, ''-Infinity'']::float8[]', 1, 2);
-ERROR:  an element of the feature array of the row with id 6 is -Infinity
-DETAIL:  Features must be finite numbers, so that every distance is one.
-HINT:  Filter such rows out of the query, for example with WHERE x NOT IN ('Infinity', '-Infinity').
-CONTEXT:  SQL statement "SELECT 6, ARRAY[1, 2, '-Infinity']::float8[]"
+
 -- a result larger than work_mem and output_mem goes to a temporary file and
 -- reads back the same as one held in memory
 CREATE TABLE rowpath_t AS
@@ -88,97 +40,32 @@ CREATE TEMP TABLE in_memory AS
 RESET work_mem;
 SELECT count(*) AS rows, count(DISTINCT cluster_id) AS clusters, count(*) - count(cluster_id) AS noise
 FROM in_memory;
- rows  | clusters | noise 
--------+----------+-------
- 30005 |       50 |     5
-(1 row)
-
 SELECT count(*) AS differing FROM
   ((TABLE spilled EXCEPT TABLE in_memory) UNION ALL (TABLE in_memory EXCEPT TABLE spilled)) d;
- differing 
------------
-         0
-(1 row)
-
 -- output order is the query's order
 SELECT bool_and(id = pos) AS in_query_order FROM in_memory WHERE id <= 30000;
- in_query_order 
-----------------
- t
-(1 row)
 
 -- the developer setting gpuclust.gather_huge_pages changes no answer
 -- (buffers of several huge pages: 5,000 rows of 300 reals)
 SET gpuclust.gather_huge_pages = on;
 SHOW gpuclust.gather_huge_pages;
- gpuclust.gather_huge_pages 
-----------------------------
- on
-(1 row)
-
 CREATE TEMP TABLE huge AS SELECT * FROM gpu_kmeans('SELECT g, array_fill((g % 17)::real, ARRAY[300]) FROM generate_series(1, 5000) g', 4, seed => 1, device => 'cpu');
 RESET gpuclust.gather_huge_pages;
 CREATE TEMP TABLE small AS SELECT * FROM gpu_kmeans('SELECT g, array_fill((g % 17)::real, ARRAY[300]) FROM generate_series(1, 5000) g', 4, seed => 1, device => 'cpu');
 SELECT (SELECT count(*) FROM huge) AS rows,
        (SELECT count(*) FROM ((TABLE huge EXCEPT TABLE small) UNION ALL (TABLE small EXCEPT TABLE huge)) d) AS differing;
- rows | differing 
-------+-----------
- 5000 |         0
-(1 row)
 
 -- parallel labels: RESTRICTED from PostgreSQL 17 (subtransactions in
--- parallel mode), UNSAFE before; gpuclust_devices, the window functions and
--- the per-row k-means functions and aggregates run no query: SAFE;
+-- parallel mode), UNSAFE before; gpuclust_devices, gpuclust_defaults, the window
+-- functions and the per-row k-means functions and aggregates run no query: SAFE;
 -- gpu_kmeans_fit_distributed runs distributed queries from the leader: UNSAFE
-SELECT proname, proparallel = CASE WHEN proname = 'gpuclust_devices' OR proname LIKE 'gpu_cluster_%'
+SELECT proname, proparallel = CASE WHEN proname IN ('gpuclust_devices', 'gpuclust_defaults') OR proname LIKE 'gpu_cluster_%'
                                      OR proname ~ '^gpu_kmeans_(step|state|predict|distance|row_hash|sample)' THEN 's'
                                    WHEN proname = 'gpu_kmeans_fit_distributed' THEN 'u'
                                    WHEN current_setting('server_version_num')::int >= 170000 THEN 'r'
                                    ELSE 'u' END AS label_ok,
        prosupport::regproc AS support
 FROM pg_proc WHERE proname LIKE 'gpu%' AND proname <> 'gpuclust_support' ORDER BY proname;
-          proname           | label_ok |     support      
-----------------------------+----------+------------------
- gpu_cluster_dbscan         | t        | -
- gpu_cluster_density_peaks  | t        | -
- gpu_cluster_hdbscan        | t        | -
- gpu_cluster_kmeans         | t        | -
- gpu_dbscan                 | t        | gpuclust_support
- gpu_density_peaks          | t        | gpuclust_support
- gpu_hdbscan                | t        | gpuclust_support
- gpu_hdbscan_tree           | t        | gpuclust_support
- gpu_kmeans                 | t        | gpuclust_support
- gpu_kmeans_assign          | t        | gpuclust_support
- gpu_kmeans_centroids       | t        | gpuclust_support
- gpu_kmeans_distance        | t        | -
- gpu_kmeans_fit_distributed | t        | -
- gpu_kmeans_predict         | t        | -
- gpu_kmeans_row_hash        | t        | -
- gpu_kmeans_sample          | t        | -
- gpu_kmeans_state_in        | t        | -
- gpu_kmeans_state_out       | t        | -
- gpu_kmeans_step            | t        | -
- gpu_kmeans_step            | t        | -
- gpu_kmeans_step            | t        | -
- gpu_kmeans_step            | t        | -
- gpu_kmeans_step            | t        | -
- gpu_kmeans_step            | t        | -
- gpu_kmeans_step_combine    | t        | -
- gpu_kmeans_step_final      | t        | -
- gpu_kmeans_step_state      | t        | -
- gpu_kmeans_step_state      | t        | -
- gpu_kmeans_step_state      | t        | -
- gpu_kmeans_step_trans      | t        | -
- gpu_kmeans_step_trans      | t        | -
- gpu_kmeans_step_trans      | t        | -
- gpu_kmeans_step_trans      | t        | -
- gpu_kmeans_step_trans      | t        | -
- gpu_kmeans_step_trans      | t        | -
- gpu_kmeans_step_trans      | t        | -
- gpu_kmeans_step_trans      | t        | -
- gpu_kmeans_step_trans      | t        | -
- gpuclust_devices           | t        | -
-(39 rows)
 
 -- the rest of a statement may use workers; the function runs in the leader
 SET parallel_setup_cost = 0;
@@ -187,11 +74,6 @@ SET min_parallel_table_scan_size = 0;
 SELECT count(*), count(DISTINCT d.cluster_id) AS clusters
 FROM gpu_dbscan('SELECT id, f FROM rowpath_t WHERE id % 3 = 0', 0.6, 4, device => 'cpu') d
 JOIN rowpath_t t USING (id);
- count | clusters 
--------+----------
- 10001 |       50
-(1 row)
-
 -- and the user's query may use workers: the same answer as a serial plan
 -- when the query fixes its order
 CREATE TEMP TABLE par AS SELECT * FROM gpu_kmeans('SELECT id, f FROM rowpath_t WHERE id % 2 = 0 ORDER BY id', 5, seed => 3, device => 'cpu');
@@ -203,10 +85,7 @@ RESET parallel_tuple_cost;
 RESET min_parallel_table_scan_size;
 SELECT (SELECT count(*) FROM par) AS rows,
        (SELECT count(*) FROM ((TABLE par EXCEPT TABLE ser) UNION ALL (TABLE ser EXCEPT TABLE par)) d) AS differing;
- rows  | differing 
--------+-----------
- 15002 |         0
-(1 row)
+
 
 -- the gather's buffers start at the planner's estimate of the rows: an
 -- estimate far above or far below the rows changes no answer, and an error
@@ -223,11 +102,6 @@ CREATE TEMP TABLE under AS SELECT * FROM gpu_dbscan('SELECT id, f FROM rowpath_r
 SELECT (SELECT count(*) FROM direct) AS rows,
        (SELECT count(*) FROM ((TABLE direct EXCEPT TABLE over) UNION ALL (TABLE over EXCEPT TABLE direct)) d) AS differing_over,
        (SELECT count(*) FROM ((TABLE direct EXCEPT TABLE under) UNION ALL (TABLE under EXCEPT TABLE direct)) d) AS differing_under;
- rows  | differing_over | differing_under 
--------+----------------+-----------------
- 20000 |              0 |               0
-(1 row)
-
 -- wide rows (300 reals), 12,000 of them against an estimate of 5,000
 CREATE FUNCTION rowpath_wide(bad int) RETURNS TABLE (id int, f real[])
   LANGUAGE plpgsql ROWS 5000 AS $$
@@ -235,17 +109,9 @@ BEGIN RETURN QUERY SELECT g, array_append(array_fill((g % 13)::real, ARRAY[299])
   FROM generate_series(1, 12000) g; END $$;
 SELECT count(*) AS rows, count(DISTINCT cluster_id) AS clusters, count(*) - count(cluster_id) AS noise
 FROM gpu_dbscan('SELECT id, f FROM rowpath_wide(0)', 0.5, 3, device => 'cpu');
- rows  | clusters | noise 
--------+----------+-------
- 12000 |       65 |     0
-(1 row)
-
 SELECT count(*) FROM gpu_dbscan('SELECT id, f FROM rowpath_wide(11000)', 0.5, 3, device => 'cpu');
-ERROR:  an element of the feature array of the row with id 11000 is NaN
-DETAIL:  Features must be finite numbers, so that every distance is one.
-HINT:  Filter such rows out of the query, for example with WHERE NOT (x = 'NaN').
-CONTEXT:  SQL statement "SELECT id, f FROM rowpath_wide(11000)"
 DROP FUNCTION rowpath_rows(int), rowpath_rows_few(int), rowpath_wide(int);
+
 -- toasted feature arrays (out of line and compressed in line, of 2.4 kB and
 -- 8.8 kB) read the same as the same arrays in memory, over many batches of
 -- the gather's detoasting
@@ -257,11 +123,6 @@ INSERT INTO rowpath_toast
   FROM generate_series(1, 4000) i;
 SELECT bool_and(pg_column_size(f) > 2400) AS f_out_of_line, bool_and(pg_column_size(g) < 2000) AS g_compressed
 FROM rowpath_toast;
- f_out_of_line | g_compressed 
----------------+--------------
- t             | t
-(1 row)
-
 CREATE TEMP TABLE toasted_f AS SELECT * FROM gpu_dbscan('SELECT id, f FROM rowpath_toast', 0.1, 3, device => 'cpu');
 CREATE TEMP TABLE plain_f AS SELECT * FROM gpu_dbscan('SELECT id, f[1:300] FROM rowpath_toast', 0.1, 3, device => 'cpu');
 CREATE TEMP TABLE toasted_g AS SELECT * FROM gpu_dbscan('SELECT id, g FROM rowpath_toast', 0.1, 3, device => 'cpu');
@@ -270,12 +131,8 @@ SELECT (SELECT count(DISTINCT cluster_id) FROM toasted_f) AS clusters_f,
        (SELECT count(*) FROM ((TABLE toasted_f EXCEPT TABLE plain_f) UNION ALL (TABLE plain_f EXCEPT TABLE toasted_f)) d) AS differing_f,
        (SELECT count(DISTINCT cluster_id) FROM toasted_g) AS clusters_g,
        (SELECT count(*) FROM ((TABLE toasted_g EXCEPT TABLE plain_g) UNION ALL (TABLE plain_g EXCEPT TABLE toasted_g)) d) AS differing_g;
- clusters_f | differing_f | clusters_g | differing_g 
-------------+-------------+------------+-------------
-         33 |           0 |         35 |           0
-(1 row)
-
 DROP TABLE rowpath_toast;
+
 -- gpuclust.gather_prefault (on by default: a thread faults in feature buffers
 -- of 64 MB and more where cpu_threads is above 1) changes no answer, also
 -- when the rows outgrow the estimate or an error stops the gather
@@ -286,18 +143,9 @@ BEGIN RETURN QUERY SELECT g, array_append(array_fill((g % 5)::real, ARRAY[999]),
 SET gpuclust.gather_prefault = on;
 SET gpuclust.cpu_threads = 2;
 SHOW gpuclust.gather_prefault;
- gpuclust.gather_prefault 
---------------------------
- on
-(1 row)
-
 CREATE TEMP TABLE prefault AS SELECT * FROM gpu_kmeans('SELECT g, array_fill((g % 7)::real, ARRAY[1000]) FROM generate_series(1, 17000) g', 4, seed => 1, device => 'cpu');
 CREATE TEMP TABLE prefault_grown AS SELECT * FROM gpu_kmeans('SELECT id, f FROM rowpath_big(20000, 0)', 4, seed => 1, device => 'cpu');
 SELECT count(*) FROM gpu_kmeans('SELECT id, f FROM rowpath_big(17000, 16500)', 4, seed => 1, device => 'cpu');
-ERROR:  an element of the feature array of the row with id 16500 is Infinity
-DETAIL:  Features must be finite numbers, so that every distance is one.
-HINT:  Filter such rows out of the query, for example with WHERE x NOT IN ('Infinity', '-Infinity').
-CONTEXT:  SQL statement "SELECT id, f FROM rowpath_big(17000, 16500)"
 SET gpuclust.gather_prefault = off;
 CREATE TEMP TABLE no_prefault AS SELECT * FROM gpu_kmeans('SELECT g, array_fill((g % 7)::real, ARRAY[1000]) FROM generate_series(1, 17000) g', 4, seed => 1, device => 'cpu');
 CREATE TEMP TABLE no_prefault_grown AS SELECT * FROM gpu_kmeans('SELECT id, f FROM rowpath_big(20000, 0)', 4, seed => 1, device => 'cpu');
@@ -305,12 +153,8 @@ SELECT (SELECT count(*) FROM prefault) AS rows,
        (SELECT count(*) FROM ((TABLE prefault EXCEPT TABLE no_prefault) UNION ALL (TABLE no_prefault EXCEPT TABLE prefault)) d) AS differing,
        (SELECT count(*) FROM prefault_grown) AS rows_grown,
        (SELECT count(*) FROM ((TABLE prefault_grown EXCEPT TABLE no_prefault_grown) UNION ALL (TABLE no_prefault_grown EXCEPT TABLE prefault_grown)) d) AS differing_grown;
- rows  | differing | rows_grown | differing_grown 
--------+-----------+------------+-----------------
- 17000 |         0 |      20000 |               0
-(1 row)
-
 RESET gpuclust.gather_prefault;
 RESET gpuclust.cpu_threads;
 DROP FUNCTION rowpath_big(int, int);
+
 DROP TABLE rowpath_t;

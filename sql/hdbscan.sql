@@ -1,5 +1,5 @@
 -- gpu_hdbscan, gpu_hdbscan_tree and gpu_cluster_hdbscan: answers, arguments and errors.
-\i test/sql/include/report_error.sql
+\i sql/include/report_error.sql
 
 -- two blobs of rounded coordinates (ties), a far outlier and exact duplicates
 CREATE TABLE hpts (id bigint PRIMARY KEY, x float8, y float8);

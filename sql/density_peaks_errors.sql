@@ -1,7 +1,7 @@
 -- gpu_density_peaks: every bad argument is an ERROR with a SQLSTATE, a DETAIL
 -- or HINT that says what to do.
 
-\i test/sql/include/report_error.sql
+\i sql/include/report_error.sql
 
 CREATE TABLE dpe (id int, x real, y real);
 INSERT INTO dpe VALUES (1, 0, 0), (2, 0, 1), (3, 1, 0), (4, 5, 5);

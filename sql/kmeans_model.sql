@@ -2,7 +2,7 @@
 -- gpu_kmeans_assign applying fitted centroids to rows, with every error of
 -- the new arguments and function.
 
-\i test/sql/include/report_error.sql
+\i sql/include/report_error.sql
 
 -- seven clusters of rows with one decimal, many duplicates, one far outlier
 CREATE TABLE kmm (id bigint, x real, y real);
