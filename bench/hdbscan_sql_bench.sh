@@ -1,7 +1,8 @@
 #!/bin/bash
 # hdbscan_sql_bench.sh: gpu_hdbscan against gpu_dbscan through SQL on the same
 # table, the whole statement as the user waits for it (gather, compute, output),
-# best of REPS (default 3) after a warm-up call, on the device given (default gpu).
+# best of REPS (default 3) after a warm-up call, both in one session, on the
+# device given (default gpu).
 #
 #   bench/hdbscan_sql_bench.sh [ROWS] [DEVICE]
 #
@@ -32,19 +33,16 @@ FROM generate_series(1, $ROWS) g;
 VACUUM ANALYZE hdb_sql_bench;
 SQL
 
-best() {
-	local sql=$1 b=""
-	$P -c "$sql" >/dev/null
-	for _ in $(seq "$REPS"); do
-		local t
-		t=$( { $P -c '\timing on' -c "$sql" | sed -n 's/^Time: \([0-9.]*\) ms.*/\1/p'; } )
-		if [ -z "$b" ] || awk -v a="$t" -v b="$b" 'BEGIN { exit !(a < b) }'; then b=$t; fi
-	done
-	echo "$b"
-}
+# Both calls in one session (a new session pays the GPU's context once), a
+# warm-up of each first, then REPS rounds alternating them; the best of each.
 q="SELECT id, x, y FROM hdb_sql_bench"
-db=$(best "SELECT count(cluster_id) FROM gpu_dbscan('$q', 0.5, 10, device => '$DEVICE')")
-hd=$(best "SELECT count(cluster_id) FROM gpu_hdbscan('$q', 10, device => '$DEVICE')")
+db_sql="SELECT count(cluster_id) FROM gpu_dbscan('$q', 0.5, 10, device => '$DEVICE');"
+hd_sql="SELECT count(cluster_id) FROM gpu_hdbscan('$q', 10, device => '$DEVICE');"
+times=$( { echo "$db_sql"; echo "$hd_sql"; echo '\timing on';
+           for _ in $(seq "$REPS"); do echo "$db_sql"; echo "$hd_sql"; done; } |
+         $P | sed -n 's/^Time: \([0-9.]*\) ms.*/\1/p')
+db=$(awk 'NR % 2 == 1' <<<"$times" | sort -g | head -1)
+hd=$(awk 'NR % 2 == 0' <<<"$times" | sort -g | head -1)
 echo "| rows | device | gpu_dbscan ms | gpu_hdbscan ms | hdbscan / dbscan |"
 echo "|---:|---|---:|---:|---:|"
 awk -v n="$ROWS" -v dev="$DEVICE" -v a="$db" -v b="$hd" \
