@@ -113,6 +113,14 @@ class AbortFlag
 	const volatile int32_t *dev_ = nullptr;
 };
 
+/*
+ * Waits for the launches in flight, asking exec's cancel callback about once
+ * a millisecond; on yes raises abort, so that the kernels stop at their next
+ * read of it, and raises GC_ERR_CANCELLED once they did (the searches of
+ * DBSCAN and HDBSCAN).
+ */
+void wait_or_cancel(const gc_exec &exec, const AbortFlag &abort);
+
 /* The cell table on the device. */
 struct Cells
 {

@@ -31,23 +31,9 @@
 
 namespace gc {
 namespace dbscan {
-namespace {
 
-/*
- * First chunk of a chunked phase, in points and in cells: small, so that a
- * cancel is answered quickly even where every point has millions of
- * candidates (all points in a few cells); run_chunked doubles it while
- * launches are fast.
- */
-constexpr int32_t kFirstPoints = 1 << 14;
-constexpr int32_t kFirstCells = 1 << 12;
-
-/*
- * Waits for the launches in flight, asking the cancel callback about once a
- * millisecond; on yes raises the abort flag, so that the kernels stop at
- * their next read of it, and raises GC_ERR_CANCELLED once they did.
- */
-void wait_or_cancel(const Workspace &w)
+/* wait_or_cancel of dbscan.cuh. */
+void wait_or_cancel(const gc_exec &exec, const AbortFlag &abort)
 {
 	Stopwatch	sw;
 	double		next = 1.0;
@@ -63,14 +49,25 @@ void wait_or_cancel(const Workspace &w)
 		if (sw.ms() < next)
 			continue;
 		next = sw.ms() + 1.0;
-		if (w.call.exec.cancel && w.call.exec.cancel(w.call.exec.cancel_arg))
+		if (exec.cancel && exec.cancel(exec.cancel_arg))
 		{
-			w.abort.raise();
+			abort.raise();
 			CUDA_TRY(cudaDeviceSynchronize());
 			fail(GC_ERR_CANCELLED, "canceled");
 		}
 	}
 }
+
+namespace {
+
+/*
+ * First chunk of a chunked phase, in points and in cells: small, so that a
+ * cancel is answered quickly even where every point has millions of
+ * candidates (all points in a few cells); run_chunked doubles it while
+ * launches are fast.
+ */
+constexpr int32_t kFirstPoints = 1 << 14;
+constexpr int32_t kFirstCells = 1 << 12;
 
 /*
  * Runs launch(begin, end) over [0, total) in chunks, waiting after
@@ -93,7 +90,7 @@ void run_chunked(const Workspace &w, const char *what, int32_t total, int32_t fi
 
 		w.call.check_cancel();
 		launch((int32_t) begin, (int32_t) end);
-		wait_or_cancel(w);
+		wait_or_cancel(w.call.exec, w.abort);
 		double		ms = sw.ms();
 
 		if (ms < 10.0 && chunk < (1 << 26))

@@ -51,35 +51,6 @@
 namespace gc {
 namespace hdbscan {
 
-/*
- * Waits for the launches in flight, asking the cancel callback about once
- * a millisecond; on yes raises the abort flag, so that the kernels stop at
- * their next read of it, and raises GC_ERR_CANCELLED once they did.
- */
-static void wait_or_cancel(Workspace &w)
-{
-	Stopwatch	sw;
-	double		next = 1.0;
-
-	for (;;)
-	{
-		cudaError_t e = cudaStreamQuery(0);
-
-		if (e == cudaSuccess)
-			return;
-		if (e != cudaErrorNotReady)
-			CUDA_TRY(e);
-		if (sw.ms() < next)
-			continue;
-		next = sw.ms() + 1.0;
-		if (w.call.exec.cancel && w.call.exec.cancel(w.call.exec.cancel_arg))
-		{
-			w.abort.raise();
-			CUDA_TRY(cudaDeviceSynchronize());
-			fail(GC_ERR_CANCELLED, "canceled");
-		}
-	}
-}
 
 void run_chunked(Workspace &w, const char *what, int32_t total, int64_t &chunk,
 				 const std::function<void(int32_t, int32_t)> &launch)
@@ -96,7 +67,7 @@ void run_chunked(Workspace &w, const char *what, int32_t total, int64_t &chunk,
 
 		w.call.check_cancel();
 		launch((int32_t) begin, (int32_t) end);
-		wait_or_cancel(w);
+		dbscan::wait_or_cancel(w.call.exec, w.abort);
 
 		const double ms = sw.ms();
 		const bool	full = end - begin == chunk;	/* a short last chunk says little */
