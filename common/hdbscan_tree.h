@@ -58,6 +58,11 @@ typedef struct gc_hdb_work
 	int64_t    *relabel;
 	uint8_t    *ignore;
 	int64_t    *sub;			/* breadth-first search of one subtree */
+	/* cancel inside the walks that do not return a status */
+	gc_cancel_fn cancel;
+	void	   *cancel_arg;
+	int64_t		work;			/* nodes walked since the last question */
+	int			stop;			/* the cancel callback answered yes */
 } gc_hdb_work;
 
 static inline int
@@ -287,6 +292,12 @@ gc_hdb_fall_out(gc_hdb_work *w, int64_t top, int64_t parent, double lambda)
 	{
 		int64_t		x = w->sub[head++];
 
+		if (++w->work >= GC_HDB_CANCEL_EVERY)
+		{
+			w->work = 0;
+			if (w->cancel != NULL && w->cancel(w->cancel_arg))
+				w->stop = 1;
+		}
 		w->ignore[x] = 1;
 		if (x < n)
 			gc_hdb_row(w, parent, -1 - x, lambda, 1);
@@ -381,6 +392,8 @@ gc_hdb_condense(gc_hdb_work *w, int64_t min_size, gc_cancel_fn cancel, void *car
 			w->relabel[l] = k;
 			gc_hdb_fall_out(w, r, k, lambda);
 		}
+		if (w->stop)
+			return gc_error_set(e, GC_ERR_CANCELLED, "canceling statement due to user request");
 	}
 	return GC_OK;
 }
@@ -642,6 +655,12 @@ gc_hdb_label(gc_hdb_work *w, const gc_hdbscan_params *p, gc_hdbscan_result *res,
 					t = top[w->c_parent[r]];
 		int			lab = 0;
 
+		if (gc_hdb_cancelled(w->cancel, w->cancel_arg, i))
+		{
+			free(death_sk);
+			return gc_error_set(e, GC_ERR_CANCELLED, "canceling statement due to user request");
+		}
+
 		if (t != 0)
 			lab = 1;
 		else if (single)
@@ -714,6 +733,12 @@ gc_hdb_label(gc_hdb_work *w, const gc_hdbscan_params *p, gc_hdbscan_result *res,
 		double		lam = w->c_lambda[r],
 					mx;
 
+		if (gc_hdb_cancelled(w->cancel, w->cancel_arg, i))
+		{
+			free(death_sk);
+			return gc_error_set(e, GC_ERR_CANCELLED, "canceling statement due to user request");
+		}
+
 		/* probability */
 		if (res->cluster[i] < 0)
 			res->probability[i] = 0.0;
@@ -751,6 +776,8 @@ gc_hdbscan_finish(const gc_hdbscan_params *p, int64_t n, const double *core,
 	(void) core;
 	memset(&w, 0, sizeof(w));
 	w.n = n;
+	w.cancel = cancel;
+	w.cancel_arg = cancel_arg;
 	result->n_clusters = 0;
 	if (result->tree != NULL)
 	{

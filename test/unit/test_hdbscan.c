@@ -552,6 +552,54 @@ main(void)
 		ds_free(&s);
 	}
 
+	/*
+	 * Cancel inside the shared tail (gc_hdbscan_finish): a chain of 300,000
+	 * rows; the callback says yes at its k-th question, for every k up to
+	 * the number of questions a full run asks; each stops with
+	 * GC_ERR_CANCELLED.
+	 */
+	{
+		int64_t		n = 300000;
+		gc_hdbscan_edge *mst = malloc(sizeof(gc_hdbscan_edge) * (size_t) n);
+		double	   *core = calloc((size_t) n, sizeof(double));
+		answer		a;
+		gc_hdbscan_result r;
+		gc_error	err;
+		int			questions = 0,
+					bad = 0;
+
+		answer_alloc(&a, n);
+		memset(&r, 0, sizeof(r));
+		r.cluster = a.cluster;
+		r.probability = a.prob;
+		r.outlier_score = a.score;
+		p = params(5, 5);
+		for (int64_t i = 0; i + 1 < n; i++)
+		{
+			mst[i].lo = (int32_t) i;
+			mst[i].hi = (int32_t) (i + 1);
+			mst[i].w = 1.0 + (double) ((i * 7919) % 1000) / 1000.0;
+		}
+		/* the first run sorts the edges in place; count the questions of the next */
+		CHECK(gc_hdbscan_finish(&p, n, core, mst, &r, NULL, NULL, &err) == GC_OK,
+			  "tail without cancel: %s", err.message);
+		cancel_after = 1 << 30;
+		CHECK(gc_hdbscan_finish(&p, n, core, mst, &r, cancel_cb, NULL, &err) == GC_OK,
+			  "tail without cancel: %s", err.message);
+		questions = (1 << 30) - cancel_after;
+		CHECK(questions >= 10, "the tail asked cancel %d times for %lld rows", questions, (long long) n);
+		for (int k = 1; k <= questions; k++)
+		{
+			cancel_after = k;
+			if (gc_hdbscan_finish(&p, n, core, mst, &r, cancel_cb, NULL, &err) != GC_ERR_CANCELLED)
+				bad++;
+		}
+		CHECK(bad == 0, "%d of %d cancels in the tail did not stop it", bad, questions);
+		answer_free(&a);
+		free(mst);
+		free(core);
+	}
+
 	/* parameter checks */
 	{
 		gc_error	err;
