@@ -232,7 +232,7 @@ gc_grid_plan_rows(gc_grid_plan *gp, gc_error *err)
 	gp->reach = (int32_t) floor(lim * (1.0 + 4e-6)) + 1;
 	if (gp->reach > GC_GRID_MAX_REACH)
 		return gc_error_set(err, GC_ERR_INTERNAL,
-							"DBSCAN grid reach %d is out of range; please report a bug", gp->reach);
+							"DBSCAN grid reach %d is out of range", gp->reach);
 	width = 2 * gp->reach + 1;
 	for (int k = 0; k < pre; k++)
 		rows *= width;
@@ -271,7 +271,7 @@ gc_grid_plan_rows(gc_grid_plan *gp, gc_error *err)
 	}
 	if (gp->nrows == 0)
 		return gc_error_set(err, GC_ERR_INTERNAL,
-							"DBSCAN grid without its own cell; please report a bug");
+							"DBSCAN grid without its own cell");
 	return GC_OK;
 }
 

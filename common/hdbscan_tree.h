@@ -4,20 +4,28 @@
  *    the answer, on the host, the same code for both back ends.  Included by
  *    hdbscan.h only.
  *
- * Every step is scikit-learn's (sklearn/cluster/_hdbscan/_linkage.pyx
- * make_single_linkage, _tree.pyx _condense_tree, _compute_stability,
- * _get_clusters, _do_labelling, get_probabilities), in the same order of
- * rows and of floating-point operations, so that the answer is the one
+ * Every step gives scikit-learn's result (sklearn/cluster/_hdbscan/
+ * _linkage.pyx make_single_linkage, _tree.pyx _condense_tree,
+ * _compute_stability, _get_clusters, _do_labelling, get_probabilities) in
+ * the same floating-point order, so that the answer is the one
  * tree_to_labels gives for the same sorted tree; GLOSH is the hdbscan
- * library's outlier_scores.  Where scikit-learn walks Python sets or
- * repeats a breadth-first search per node, the walk here is linear and
- * gives the same result; the two places where scikit-learn's result
+ * library's outlier_scores.  The two places where scikit-learn's result
  * depends on Python's set order or fails (see gc_hdb_epsilon_search and the
  * single-cluster rule) are decided as the comments there say.
  *
+ * scikit-learn condenses the hierarchy breadth first and writes one row per
+ * row of the input and per cluster; the labels need none of those rows.
+ * gc_hdb_condense walks the hierarchy once, parents before children, in
+ * the order of the merges (sequential in memory), and keeps per node only
+ * its cluster and where it fell out; it numbers the clusters as the
+ * breadth-first walk would (gc_hdb_number).  The rows themselves are made
+ * only for gpu_hdbscan_tree, by scikit-learn's walk (gc_hdb_condense_rows),
+ * and checked against the first.
+ *
  * Nodes of the single-linkage hierarchy: rows 0 .. n-1, merges n .. 2n-2
- * (merge i is node n + i, the root 2n-2).  Cluster nodes of the condensed
- * tree: 0 (the root) .. K-1, in the order the condensation makes them.
+ * (merge m is node n + m, the root 2n-2); n < 2^31, so a node fits a
+ * uint32_t.  Cluster nodes of the condensed tree: 0 (the root) .. K-1, in
+ * scikit-learn's order (breadth first; each split's left child first).
  */
 #ifndef GPUCLUST_HDBSCAN_TREE_H
 #define GPUCLUST_HDBSCAN_TREE_H
@@ -26,23 +34,47 @@
 
 /* Items between two questions to the cancel callback. */
 #define GC_HDB_CANCEL_EVERY ((int64_t) 1 << 16)
+/* Not fallen out (gc_hdb_state.fell). */
+#define GC_HDB_NONE UINT32_MAX
+/* Edges ahead whose rows the single linkage prefetches. */
+#define GC_HDB_PREFETCH 16
+
+/* Per row, during the single linkage: union-find over the rows. */
+typedef struct gc_hdb_set
+{
+	uint32_t	parent;			/* the row's parent; itself at a representative */
+	uint32_t	node;			/* at a representative: the set's hierarchy node */
+	uint32_t	size;			/* at a representative: the set's rows */
+} gc_hdb_set;
+
+/*
+ * Per hierarchy node, from the condensation: its cluster (provisional
+ * number, see gc_hdb_number) and, for a node that fell out of it, the merge
+ * at which it fell and that merge's lambda; for a node that did not fall,
+ * its place in scikit-learn's breadth-first walk: depth << 32 | preorder.
+ */
+typedef struct gc_hdb_state
+{
+	uint32_t	own;
+	uint32_t	fell;			/* merge index, GC_HDB_NONE */
+	union
+	{
+		uint64_t	place;		/* fell == GC_HDB_NONE */
+		double		lambda;		/* otherwise */
+	}			at;
+} gc_hdb_state;
 
 /* The working arrays of one gc_hdbscan_finish. */
 typedef struct gc_hdb_work
 {
 	int64_t		n;
-	/* single linkage: merge i joins left[i] and right[i] at dist[i], size[i] rows */
-	int64_t    *left;
-	int64_t    *right;
-	double	   *dist;
-	int64_t    *size;
-	int64_t    *uf;				/* [2n - 1] union-find parents, -1 at a top */
-	/* condensed tree rows */
-	int64_t    *c_parent;		/* cluster node */
-	int64_t    *c_child;		/* cluster node (>= 0) or -1 - row */
-	double	   *c_lambda;
-	int64_t    *c_size;
-	int64_t		rows;
+	const gc_hdbscan_edge *mst;	/* sorted: merge m at mst[m].w */
+	/* single linkage: merge m joins left[m] and right[m], size[m] rows */
+	uint32_t   *left;
+	uint32_t   *right;
+	uint32_t   *size;
+	gc_hdb_set *set;			/* [n] */
+	gc_hdb_state *st;			/* [2n - 1] */
 	/* per cluster node */
 	int64_t		nodes;
 	int64_t    *k_parent;		/* parent cluster node, -1 for the root */
@@ -51,13 +83,13 @@ typedef struct gc_hdb_work
 	int64_t    *k_child1;		/* first and second child cluster, -1 when none */
 	int64_t    *k_child2;
 	double	   *k_stab;
+	double	   *k_death;		/* the largest lambda of its rows */
 	uint8_t    *k_selected;
 	int64_t    *k_top;			/* scratch */
-	/* scratch of hierarchy size */
-	int64_t    *queue;
-	int64_t    *relabel;
-	uint8_t    *ignore;
-	int64_t    *sub;			/* breadth-first search of one subtree */
+	uint64_t   *k_key;			/* per split: where it lies in the breadth-first walk */
+	int64_t    *k_order;
+	int64_t    *k_num;			/* provisional number -> scikit-learn's */
+	int64_t    *sub;			/* [n] a subtree of the cluster tree */
 	/* cancel inside the walks that do not return a status */
 	gc_cancel_fn cancel;
 	void	   *cancel_arg;
@@ -71,29 +103,32 @@ gc_hdb_cancelled(gc_cancel_fn cancel, void *arg, int64_t i)
 	return (i & (GC_HDB_CANCEL_EVERY - 1)) == 0 && cancel != NULL && cancel(arg);
 }
 
+static inline gc_status
+gc_hdb_cancel_error(gc_error *e)
+{
+	return gc_error_set(e, GC_ERR_CANCELLED, "canceling statement due to user request");
+}
+
 static inline void
 gc_hdb_free(gc_hdb_work *w)
 {
 	free(w->left);
 	free(w->right);
-	free(w->dist);
 	free(w->size);
-	free(w->uf);
-	free(w->c_parent);
-	free(w->c_child);
-	free(w->c_lambda);
-	free(w->c_size);
+	free(w->set);
+	free(w->st);
 	free(w->k_parent);
 	free(w->k_birth);
 	free(w->k_size);
 	free(w->k_child1);
 	free(w->k_child2);
 	free(w->k_stab);
+	free(w->k_death);
 	free(w->k_selected);
 	free(w->k_top);
-	free(w->queue);
-	free(w->relabel);
-	free(w->ignore);
+	free(w->k_key);
+	free(w->k_order);
+	free(w->k_num);
 	free(w->sub);
 }
 
@@ -184,7 +219,7 @@ gc_hdbscan_sort_edges(gc_hdbscan_edge *mst, int64_t m, gc_hdb_sort_fn sort, void
 	return GC_OK;
 }
 
-/* The representative of row x among the rows merged so far (union-find with path halving). */
+/* The representative of x in the union-find uf (path halving); also the CPU Boruvka's. */
 static inline int64_t
 gc_hdb_find(int64_t *uf, int64_t x)
 {
@@ -196,61 +231,77 @@ gc_hdb_find(int64_t *uf, int64_t x)
 	return x;
 }
 
+/* The representative of row x among the rows merged so far (path halving). */
+static inline uint32_t
+gc_hdb_set_find(gc_hdb_set *s, uint32_t x)
+{
+	while (s[x].parent != x)
+	{
+		s[x].parent = s[s[x].parent].parent;
+		x = s[x].parent;
+	}
+	return x;
+}
+
 /*
- * Single linkage over the sorted tree (make_single_linkage): merge i is
- * node n + i, joining the hierarchy nodes that hold its two rows.  The
- * union-find runs over the rows (union by size, path halving), with the
- * hierarchy node of each set at its representative (w->uf[n + r]); the
- * nodes are those of scikit-learn's UnionFind.fast_find.
+ * Single linkage over the sorted tree (make_single_linkage): merge m is
+ * node n + m, joining the hierarchy nodes that hold its two rows (left:
+ * the lower row's).  The union-find runs over the rows (union by size,
+ * path halving) and keeps each set's hierarchy node and size at its
+ * representative; the nodes are those of scikit-learn's
+ * UnionFind.fast_find.  The rows of the edges a few merges ahead are
+ * fetched early: the walk is bound by memory latency.
  */
 static inline gc_status
-gc_hdb_linkage(gc_hdb_work *w, const gc_hdbscan_edge *mst, gc_cancel_fn cancel, void *carg,
-			   gc_error *e)
+gc_hdb_linkage(gc_hdb_work *w, gc_cancel_fn cancel, void *carg, gc_error *e)
 {
 	int64_t		n = w->n;
-	int64_t    *uf = w->uf,		/* [n] rows' parents */
-			   *node = w->uf + n;	/* [n] per representative: its hierarchy node */
+	const gc_hdbscan_edge *mst = w->mst;
+	gc_hdb_set *s = w->set;
 
 	for (int64_t i = 0; i < n; i++)
 	{
-		uf[i] = i;
-		node[i] = i;
+		s[i].parent = (uint32_t) i;
+		s[i].node = (uint32_t) i;
+		s[i].size = 1;
 	}
-	for (int64_t i = 0; i < n - 1; i++)
+	for (int64_t m = 0; m < n - 1; m++)
 	{
-		int64_t		ra,
+		uint32_t	ra,
 					rb,
-					a,
-					b,
 					sa,
 					sb;
 
-		if (gc_hdb_cancelled(cancel, carg, i))
-			return gc_error_set(e, GC_ERR_CANCELLED, "canceling statement due to user request");
-		ra = gc_hdb_find(uf, mst[i].lo);
-		rb = gc_hdb_find(uf, mst[i].hi);
+		if (gc_hdb_cancelled(cancel, carg, m))
+			return gc_hdb_cancel_error(e);
+		if (m + GC_HDB_PREFETCH < n - 1)
+		{
+			GC_PREFETCH(&s[mst[m + GC_HDB_PREFETCH].lo]);
+			GC_PREFETCH(&s[mst[m + GC_HDB_PREFETCH].hi]);
+		}
+		ra = gc_hdb_set_find(s, (uint32_t) mst[m].lo);
+		rb = gc_hdb_set_find(s, (uint32_t) mst[m].hi);
 		if (ra == rb)
 			return gc_error_set(e, GC_ERR_INTERNAL,
-								"HDBSCAN's spanning tree has a cycle at edge %lld, please report a bug",
-								(long long) i);
-		a = node[ra];
-		b = node[rb];
-		sa = a < n ? 1 : w->size[a - n];
-		sb = b < n ? 1 : w->size[b - n];
-		w->left[i] = a;
-		w->right[i] = b;
-		w->dist[i] = mst[i].w;
-		w->size[i] = sa + sb;
+								"HDBSCAN's spanning tree has a cycle at edge %lld",
+								(long long) m);
+		sa = s[ra].size;
+		sb = s[rb].size;
+		w->left[m] = s[ra].node;
+		w->right[m] = s[rb].node;
+		w->size[m] = sa + sb;
 		/* the smaller set under the larger */
 		if (sa < sb)
 		{
-			uf[ra] = rb;
-			node[rb] = n + i;
+			s[ra].parent = rb;
+			s[rb].node = (uint32_t) (n + m);
+			s[rb].size = sa + sb;
 		}
 		else
 		{
-			uf[rb] = ra;
-			node[ra] = n + i;
+			s[rb].parent = ra;
+			s[ra].node = (uint32_t) (n + m);
+			s[ra].size = sa + sb;
 		}
 	}
 	return GC_OK;
@@ -258,158 +309,209 @@ gc_hdb_linkage(gc_hdb_work *w, const gc_hdbscan_edge *mst, gc_cancel_fn cancel, 
 
 /* Rows under hierarchy node x. */
 static inline int64_t
-gc_hdb_count(const gc_hdb_work *w, int64_t x)
+gc_hdb_count(const gc_hdb_work *w, uint32_t x)
 {
-	return x < w->n ? 1 : w->size[x - w->n];
+	return x < (uint64_t) w->n ? 1 : (int64_t) w->size[x - w->n];
 }
 
-/* Appends a row of the condensed tree. */
-static inline void
-gc_hdb_row(gc_hdb_work *w, int64_t parent, int64_t child, double lambda, int64_t size)
+/* lambda of merge m: 1 / its distance, infinite at distance 0. */
+static inline double
+gc_hdb_lambda(const gc_hdb_work *w, uint32_t m)
 {
-	int64_t		r = w->rows++;
-
-	w->c_parent[r] = parent;
-	w->c_child[r] = child;
-	w->c_lambda[r] = lambda;
-	w->c_size[r] = size;
+	return w->mst[m].w > 0.0 ? 1.0 / w->mst[m].w : INFINITY;
 }
 
-/*
- * The rows under hierarchy node top fall out of cluster node parent at
- * lambda, in the breadth-first order of the subtree (bfs_from_hierarchy),
- * and every node of it is ignored from now on.
- */
-static inline void
-gc_hdb_fall_out(gc_hdb_work *w, int64_t top, int64_t parent, double lambda)
-{
-	int64_t		head = 0,
-				tail = 0,
-				n = w->n;
-
-	w->sub[tail++] = top;
-	while (head < tail)
-	{
-		int64_t		x = w->sub[head++];
-
-		if (++w->work >= GC_HDB_CANCEL_EVERY)
-		{
-			w->work = 0;
-			if (w->cancel != NULL && w->cancel(w->cancel_arg))
-				w->stop = 1;
-		}
-		w->ignore[x] = 1;
-		if (x < n)
-			gc_hdb_row(w, parent, -1 - x, lambda, 1);
-		else
-		{
-			w->sub[tail++] = w->left[x - n];
-			w->sub[tail++] = w->right[x - n];
-		}
-	}
-}
-
-/* A new cluster node made from hierarchy node x, child of parent at lambda. */
-static inline int64_t
-gc_hdb_new_node(gc_hdb_work *w, int64_t x, int64_t parent, double lambda, int64_t size)
+/* A new cluster (provisional number) made from a child of cluster parent at lambda. */
+static inline uint32_t
+gc_hdb_new_cluster(gc_hdb_work *w, int64_t parent, double lambda, int64_t size)
 {
 	int64_t		k = w->nodes++;
 
-	w->relabel[x] = k;
 	w->k_parent[k] = parent;
 	w->k_birth[k] = lambda;
 	w->k_size[k] = size;
 	w->k_child1[k] = -1;
 	w->k_child2[k] = -1;
+	w->k_stab[k] = 0.0;
+	w->k_death[k] = 0.0;
 	if (w->k_child1[parent] < 0)
 		w->k_child1[parent] = k;
 	else
 		w->k_child2[parent] = k;
-	gc_hdb_row(w, parent, k, lambda, size);
-	return k;
+	return (uint32_t) k;
 }
 
-/* The condensed tree (_condense_tree), breadth first from the root. */
+/*
+ * The condensed tree without its rows (_condense_tree and
+ * _compute_stability): the merges from the root down, each after its
+ * parent.  A node that did not fall out belongs to a cluster; at each such
+ * node scikit-learn writes rows (two new clusters, or the rows of the
+ * children that are too small, which fall out there), all at the node's
+ * lambda.  The nodes of one cluster form a chain from its birth down, which
+ * this walk and scikit-learn's meet in the same order, so each cluster's
+ * stability is summed in scikit-learn's order: one term per row, each row
+ * that falls out adding (lambda - birth) once.  The clusters get
+ * provisional numbers in the order made here; gc_hdb_number renumbers them.
+ */
 static inline gc_status
 gc_hdb_condense(gc_hdb_work *w, int64_t min_size, gc_cancel_fn cancel, void *carg, gc_error *e)
 {
-	int64_t		n = w->n,
-				root = 2 * n - 2,
-				head = 0,
-				tail = 0;
+	int64_t		n = w->n;
+	gc_hdb_state *st = w->st;
+	int64_t		splits = 0;
 
-	memset(w->ignore, 0, (size_t) (2 * n - 1));
-	w->rows = 0;
 	w->nodes = 1;
-	w->relabel[root] = 0;
 	w->k_parent[0] = -1;
 	w->k_birth[0] = 0.0;
 	w->k_size[0] = n;
 	w->k_child1[0] = -1;
 	w->k_child2[0] = -1;
-	w->queue[tail++] = root;
-	while (head < tail)
+	w->k_stab[0] = 0.0;
+	w->k_death[0] = 0.0;
+	st[2 * n - 2].own = 0;
+	st[2 * n - 2].fell = GC_HDB_NONE;
+	st[2 * n - 2].at.place = 0;
+	for (int64_t m = n - 2; m >= 0; m--)
 	{
-		int64_t		x = w->queue[head++],
-					l,
-					r,
-					lc,
+		gc_hdb_state s = st[n + m];
+		uint32_t	l = w->left[m],
+					r = w->right[m];
+		int64_t		lc,
 					rc,
-					k;
-		double		lambda;
+					k = s.own,
+					fall;
+		double		lambda,
+					v;
+		uint64_t	depth = (s.at.place >> 32) + 1,
+					pre = s.at.place & UINT32_MAX;
+		gc_hdb_state down;
 
-		if (gc_hdb_cancelled(cancel, carg, head))
-			return gc_error_set(e, GC_ERR_CANCELLED, "canceling statement due to user request");
-		if (x < n)
+		if (gc_hdb_cancelled(cancel, carg, m))
+			return gc_hdb_cancel_error(e);
+		if (m >= GC_HDB_PREFETCH)
+		{
+			/* the children of a merge ahead: their sizes and the states written to them */
+			uint32_t	al = w->left[m - GC_HDB_PREFETCH],
+						ar = w->right[m - GC_HDB_PREFETCH];
+
+			GC_PREFETCH(&st[al]);
+			GC_PREFETCH(&st[ar]);
+			if (al >= n)
+				GC_PREFETCH(&w->size[al - n]);
+			if (ar >= n)
+				GC_PREFETCH(&w->size[ar - n]);
+		}
+		if (s.fell != GC_HDB_NONE)
+		{
+			st[l] = s;
+			st[r] = s;
 			continue;
-		l = w->left[x - n];
-		r = w->right[x - n];
-		w->queue[tail++] = l;
-		w->queue[tail++] = r;
-		if (w->ignore[x])
-			continue;
-		lambda = w->dist[x - n] > 0.0 ? 1.0 / w->dist[x - n] : INFINITY;
+		}
+		lambda = gc_hdb_lambda(w, (uint32_t) m);
 		lc = gc_hdb_count(w, l);
 		rc = gc_hdb_count(w, r);
-		k = w->relabel[x];
+		if (lambda > w->k_death[k])
+			w->k_death[k] = lambda;
+		v = lambda - w->k_birth[k];
 		if (lc >= min_size && rc >= min_size)
 		{
-			gc_hdb_new_node(w, l, k, lambda, lc);
-			gc_hdb_new_node(w, r, k, lambda, rc);
+			w->k_stab[k] += v * (double) lc;
+			w->k_stab[k] += v * (double) rc;
+			w->k_key[splits++] = s.at.place;
+			down.fell = GC_HDB_NONE;
+			down.own = gc_hdb_new_cluster(w, k, lambda, lc);
+			down.at.place = depth << 32 | (pre + 1);
+			st[l] = down;
+			down.own = gc_hdb_new_cluster(w, k, lambda, rc);
+			down.at.place = depth << 32 | (pre + 2 * (uint64_t) lc);
+			st[r] = down;
+			continue;
 		}
-		else if (lc < min_size && rc < min_size)
-		{
-			gc_hdb_fall_out(w, l, k, lambda);
-			gc_hdb_fall_out(w, r, k, lambda);
-		}
-		else if (lc < min_size)
-		{
-			w->relabel[r] = k;
-			gc_hdb_fall_out(w, l, k, lambda);
-		}
-		else
-		{
-			w->relabel[l] = k;
-			gc_hdb_fall_out(w, r, k, lambda);
-		}
-		if (w->stop)
-			return gc_error_set(e, GC_ERR_CANCELLED, "canceling statement due to user request");
+		/* the rows of the small children fall out, one term each */
+		fall = (lc < min_size ? lc : 0) + (rc < min_size ? rc : 0);
+		for (int64_t j = 0; j < fall; j++)
+			w->k_stab[k] += v * 1.0;
+		down.own = (uint32_t) k;
+		down.fell = GC_HDB_NONE;
+		down.at.place = depth << 32 | (lc < min_size ? pre + 2 * (uint64_t) lc : pre + 1);
+		if (lc >= min_size)
+			st[l] = down;
+		if (rc >= min_size)
+			st[r] = down;
+		down.fell = (uint32_t) m;
+		down.at.lambda = lambda;
+		if (lc < min_size)
+			st[l] = down;
+		if (rc < min_size)
+			st[r] = down;
 	}
 	return GC_OK;
 }
 
-/* Stability of each cluster node (_compute_stability), summed in row order. */
-static inline void
-gc_hdb_stability(gc_hdb_work *w)
+/*
+ * scikit-learn's numbers of the clusters: its breadth-first walk meets the
+ * hierarchy level by level, each level from left to right, and numbers the
+ * two children of each split as it meets the split.  Within a level, left
+ * to right is preorder, so the splits in the order (depth, preorder) give
+ * the numbers.  Renumbers the per-cluster arrays in place (scratch sub and
+ * k_top).
+ */
+static inline gc_status
+gc_hdb_number(gc_hdb_work *w, gc_cancel_fn cancel, void *carg, gc_error *e)
 {
-	for (int64_t k = 0; k < w->nodes; k++)
-		w->k_stab[k] = 0.0;
-	for (int64_t r = 0; r < w->rows; r++)
-	{
-		int64_t		pk = w->c_parent[r];
+	int64_t		K = w->nodes,
+				splits = (K - 1) / 2;
+	int64_t    *num = w->k_num;
+	uint64_t   *tk;
+	int64_t    *tv;
+	int			rc = 0;
 
-		w->k_stab[pk] += (w->c_lambda[r] - w->k_birth[pk]) * (double) w->c_size[r];
+	num[0] = 0;
+	if (splits > 0)
+	{
+		/* split j made provisional clusters 1 + 2j and 2 + 2j */
+		tk = (uint64_t *) malloc(sizeof(uint64_t) * (size_t) splits);
+		tv = (int64_t *) malloc(sizeof(int64_t) * (size_t) splits);
+		if (tk == NULL || tv == NULL)
+		{
+			free(tk);
+			free(tv);
+			return gc_error_set(e, GC_ERR_OUT_OF_MEMORY, "out of memory for HDBSCAN's cluster tree");
+		}
+		for (int64_t j = 0; j < splits; j++)
+			w->k_order[j] = j;
+		rc = gc_radix_sort(w->k_key, w->k_order, tk, tv, splits, cancel, carg);
+		free(tk);
+		free(tv);
+		if (rc != 0)
+			return gc_hdb_cancel_error(e);
+		for (int64_t t = 0; t < splits; t++)
+		{
+			num[1 + 2 * w->k_order[t]] = 1 + 2 * t;
+			num[2 + 2 * w->k_order[t]] = 2 + 2 * t;
+		}
 	}
+	/* per-cluster arrays into the new order, one array at a time through k_top */
+#define GC_HDB_PERMUTE(arr, type, map) \
+	do { \
+		type	   *tmp_ = (type *) w->k_top; \
+		for (int64_t k_ = 0; k_ < K; k_++) \
+			tmp_[num[k_]] = map(w->arr[k_]); \
+		memcpy(w->arr, tmp_, sizeof(type) * (size_t) K); \
+	} while (0)
+#define GC_HDB_SAME(x) (x)
+#define GC_HDB_NODE(x) ((x) < 0 ? (x) : num[x])
+	GC_HDB_PERMUTE(k_parent, int64_t, GC_HDB_NODE);
+	GC_HDB_PERMUTE(k_child1, int64_t, GC_HDB_NODE);
+	GC_HDB_PERMUTE(k_child2, int64_t, GC_HDB_NODE);
+	GC_HDB_PERMUTE(k_size, int64_t, GC_HDB_SAME);
+	GC_HDB_PERMUTE(k_birth, double, GC_HDB_SAME);
+	GC_HDB_PERMUTE(k_stab, double, GC_HDB_SAME);
+	GC_HDB_PERMUTE(k_death, double, GC_HDB_SAME);
+#undef GC_HDB_PERMUTE
+#undef GC_HDB_SAME
+#undef GC_HDB_NODE
+	return GC_OK;
 }
 
 /* Cluster node k and its descendants, breadth first, into w->sub; returns how many. */
@@ -610,7 +712,16 @@ gc_hdb_select(gc_hdb_work *w, const gc_hdbscan_params *p, gc_error *e)
 /*
  * Labels, probabilities and GLOSH scores from the selection
  * (_do_labelling, get_probabilities, and the hdbscan library's
- * outlier_scores).  Clusters are numbered by their lowest row.
+ * outlier_scores).  Each row falls out of one cluster (gc_hdb_condense),
+ * at the lambda of the merge where it fell.  Clusters are numbered by their
+ * lowest row.
+ *
+ * scikit-learn's deaths (max_lambdas) are the largest lambda of the last
+ * run of consecutive rows of each cluster in its row order.  The last rows
+ * of a cluster are those of the end of its chain, whose lambda is the
+ * largest of the chain (lambda grows downwards), so the death is the
+ * largest lambda of all its rows, k_death; the hdbscan library's adds the
+ * largest of each subtree.
  */
 static inline gc_status
 gc_hdb_label(gc_hdb_work *w, const gc_hdbscan_params *p, gc_hdbscan_result *res, gc_error *e)
@@ -619,17 +730,16 @@ gc_hdb_label(gc_hdb_work *w, const gc_hdbscan_params *p, gc_hdbscan_result *res,
 				n = w->n,
 				chosen = 0,
 				next_id = 0;
-	double	   *death_sk = (double *) malloc(sizeof(double) * (size_t) K * 2),
-			   *death_glosh;
-	double		root_max = -INFINITY;
+	double	   *death_glosh = (double *) malloc(sizeof(double) * (size_t) K);
+	double		root_max = w->k_death[0];
 	int64_t    *node_label = w->k_top;	/* per node: its cluster number, -1 */
-	int64_t    *row_top = w->relabel;	/* per row: the top of its component */
-	int64_t    *top = w->queue;	/* per node: the top of its component */
+	int64_t    *top = w->sub;	/* per node: the top of its component */
+	const int64_t *num = w->k_num;
+	const gc_hdb_state *st = w->st;
 	int			single;
 
-	if (death_sk == NULL)
+	if (death_glosh == NULL)
 		return gc_error_set(e, GC_ERR_OUT_OF_MEMORY, "out of memory for HDBSCAN's cluster tree");
-	death_glosh = death_sk + K;
 
 	for (int64_t k = 0; k < K; k++)
 		chosen += w->k_selected[k];
@@ -638,12 +748,15 @@ gc_hdb_label(gc_hdb_work *w, const gc_hdbscan_params *p, gc_hdbscan_result *res,
 	/* the top of each node's component: itself when chosen, else its parent's */
 	for (int64_t k = 0; k < K; k++)
 		top[k] = (k == 0 || w->k_selected[k]) ? k : top[w->k_parent[k]];
-	for (int64_t r = 0; r < w->rows; r++)
+
+	/* the hdbscan library's deaths: the largest lambda of each subtree */
+	memcpy(death_glosh, w->k_death, sizeof(double) * (size_t) K);
+	for (int64_t k = K - 1; k > 0; k--)
 	{
-		if (w->c_parent[r] == 0)
-			root_max = w->c_lambda[r] > root_max ? w->c_lambda[r] : root_max;
-		if (w->c_child[r] < 0)
-			row_top[-1 - w->c_child[r]] = r;	/* the row of each point */
+		int64_t		pk = w->k_parent[k];
+
+		if (death_glosh[k] > death_glosh[pk])
+			death_glosh[pk] = death_glosh[k];
 	}
 
 	/* cluster numbers by the lowest row of each cluster */
@@ -651,14 +764,16 @@ gc_hdb_label(gc_hdb_work *w, const gc_hdbscan_params *p, gc_hdbscan_result *res,
 		node_label[k] = -1;
 	for (int64_t i = 0; i < n; i++)
 	{
-		int64_t		r = row_top[i],
-					t = top[w->c_parent[r]];
+		int64_t		pk = num[st[i].own],
+					t = top[pk];
+		double		lam = st[i].at.lambda,
+					mx;
 		int			lab = 0;
 
 		if (gc_hdb_cancelled(w->cancel, w->cancel_arg, i))
 		{
-			free(death_sk);
-			return gc_error_set(e, GC_ERR_CANCELLED, "canceling statement due to user request");
+			free(death_glosh);
+			return gc_hdb_cancel_error(e);
 		}
 
 		if (t != 0)
@@ -668,11 +783,14 @@ gc_hdb_label(gc_hdb_work *w, const gc_hdbscan_params *p, gc_hdbscan_result *res,
 			double		threshold = p->cluster_selection_epsilon != 0.0 ?
 				1.0 / p->cluster_selection_epsilon : root_max;
 
-			lab = w->c_lambda[r] >= threshold;
+			lab = lam >= threshold;
 		}
 		if (lab && t != 0 && !w->k_selected[t])
+		{
+			free(death_glosh);
 			return gc_error_set(e, GC_ERR_INTERNAL,
-								"HDBSCAN labelled a row by an unselected cluster, please report a bug");
+								"HDBSCAN labelled a row by an unselected cluster");
+		}
 		if (!lab)
 			res->cluster[i] = -1;
 		else
@@ -681,70 +799,13 @@ gc_hdb_label(gc_hdb_work *w, const gc_hdbscan_params *p, gc_hdbscan_result *res,
 				node_label[t] = next_id++;
 			res->cluster[i] = (int32_t) node_label[t];
 		}
-	}
-	res->n_clusters = next_id;
-
-	/*
-	 * scikit-learn's deaths (max_lambdas): the largest lambda of the last
-	 * run of consecutive rows of each parent.
-	 */
-	for (int64_t k = 0; k < K; k++)
-		death_sk[k] = 0.0;
-	{
-		int64_t		cur = w->c_parent[0];
-		double		mx = w->c_lambda[0];
-
-		for (int64_t r = 1; r < w->rows; r++)
-		{
-			if (w->c_parent[r] == cur)
-				mx = mx > w->c_lambda[r] ? mx : w->c_lambda[r];
-			else
-			{
-				death_sk[cur] = mx;
-				cur = w->c_parent[r];
-				mx = w->c_lambda[r];
-			}
-		}
-		death_sk[cur] = mx;
-	}
-	/* the hdbscan library's: the largest lambda of each parent, then of each subtree */
-	for (int64_t k = 0; k < K; k++)
-		death_glosh[k] = 0.0;
-	for (int64_t r = 0; r < w->rows; r++)
-	{
-		int64_t		pk = w->c_parent[r];
-
-		if (w->c_lambda[r] > death_glosh[pk])
-			death_glosh[pk] = w->c_lambda[r];
-	}
-	for (int64_t r = w->rows - 1; r >= 0; r--)
-	{
-		int64_t		c = w->c_child[r],
-					pk = w->c_parent[r];
-
-		if (c >= 0 && death_glosh[c] > death_glosh[pk])
-			death_glosh[pk] = death_glosh[c];
-	}
-
-	for (int64_t i = 0; i < n; i++)
-	{
-		int64_t		r = row_top[i],
-					pk = w->c_parent[r];
-		double		lam = w->c_lambda[r],
-					mx;
-
-		if (gc_hdb_cancelled(w->cancel, w->cancel_arg, i))
-		{
-			free(death_sk);
-			return gc_error_set(e, GC_ERR_CANCELLED, "canceling statement due to user request");
-		}
 
 		/* probability */
 		if (res->cluster[i] < 0)
 			res->probability[i] = 0.0;
 		else
 		{
-			mx = death_sk[top[pk]];
+			mx = w->k_death[t];
 			if (mx == 0.0 || isinf(lam))
 				res->probability[i] = 1.0;
 			else
@@ -759,9 +820,179 @@ gc_hdb_label(gc_hdb_work *w, const gc_hdbscan_params *p, gc_hdbscan_result *res,
 		else
 			res->outlier_score[i] = (mx - lam) / mx;
 	}
-
-	free(death_sk);
+	res->n_clusters = next_id;
+	free(death_glosh);
 	return GC_OK;
+}
+
+/* Scratch of gc_hdb_condense_rows, of hierarchy size. */
+typedef struct gc_hdb_walk
+{
+	uint32_t   *queue;
+	uint32_t   *relabel;
+	uint32_t   *sub;
+	uint8_t    *ignore;
+	int			bad;			/* a row differs from gc_hdb_condense's */
+} gc_hdb_walk;
+
+/* Appends a row of the condensed tree. */
+static inline void
+gc_hdb_row(gc_hdbscan_tree *t, int64_t parent, int64_t child, int64_t row, double lambda,
+		   int64_t size)
+{
+	int64_t		r = t->rows++;
+
+	t->parent[r] = parent;
+	t->child[r] = child;
+	t->child_row[r] = row;
+	t->lambda_val[r] = lambda;
+	t->child_size[r] = size;
+}
+
+/*
+ * The rows under hierarchy node top fall out of cluster node parent at
+ * merge m, in the breadth-first order of the subtree (bfs_from_hierarchy),
+ * and every node of it is ignored from now on; each must be where
+ * gc_hdb_condense let it fall.
+ */
+static inline void
+gc_hdb_fall_out(gc_hdb_work *w, gc_hdb_walk *g, gc_hdbscan_tree *t, uint32_t top,
+				int64_t parent, uint32_t m)
+{
+	int64_t		head = 0,
+				tail = 0,
+				n = w->n;
+	double		lambda = gc_hdb_lambda(w, m);
+
+	g->sub[tail++] = top;
+	while (head < tail)
+	{
+		uint32_t	x = g->sub[head++];
+
+		if (++w->work >= GC_HDB_CANCEL_EVERY)
+		{
+			w->work = 0;
+			if (w->cancel != NULL && w->cancel(w->cancel_arg))
+				w->stop = 1;
+		}
+		g->ignore[x] = 1;
+		if (x < n)
+		{
+			if (w->st[x].fell != m || w->k_num[w->st[x].own] != parent ||
+				memcmp(&w->st[x].at.lambda, &lambda, sizeof(double)) != 0)
+				g->bad = 1;
+			gc_hdb_row(t, parent, -1, x, lambda, 1);
+		}
+		else
+		{
+			g->sub[tail++] = w->left[x - n];
+			g->sub[tail++] = w->right[x - n];
+		}
+	}
+}
+
+/* A new cluster node from hierarchy node x: the next number, which must be gc_hdb_condense's. */
+static inline void
+gc_hdb_new_row(gc_hdb_work *w, gc_hdb_walk *g, gc_hdbscan_tree *t, uint32_t x, int64_t parent,
+			   double lambda, int64_t size)
+{
+	int64_t		k = t->nodes++;
+
+	g->relabel[x] = (uint32_t) k;
+	if (k >= w->nodes || w->k_parent[k] != parent || w->k_size[k] != size ||
+		memcmp(&w->k_birth[k], &lambda, sizeof(double)) != 0)
+		g->bad = 1;
+	gc_hdb_row(t, parent, k, -1, lambda, size);
+}
+
+/*
+ * The rows of the condensed tree for gpu_hdbscan_tree: scikit-learn's
+ * _condense_tree, breadth first from the root, into t.  Every cluster and
+ * every row must come out as gc_hdb_condense placed it; a difference is an
+ * internal error.
+ */
+static inline gc_status
+gc_hdb_condense_rows(gc_hdb_work *w, int64_t min_size, gc_hdbscan_tree *t, gc_error *e)
+{
+	int64_t		n = w->n,
+				root = 2 * n - 2,
+				head = 0,
+				tail = 0;
+	gc_hdb_walk g;
+	gc_status	st = GC_OK;
+
+	memset(&g, 0, sizeof(g));
+	g.queue = (uint32_t *) malloc(sizeof(uint32_t) * (size_t) (2 * n));
+	g.relabel = (uint32_t *) malloc(sizeof(uint32_t) * (size_t) (2 * n));
+	g.sub = (uint32_t *) malloc(sizeof(uint32_t) * (size_t) (2 * n));
+	g.ignore = (uint8_t *) calloc((size_t) (2 * n), 1);
+	if (!g.queue || !g.relabel || !g.sub || !g.ignore)
+		st = gc_error_set(e, GC_ERR_OUT_OF_MEMORY, "out of memory for HDBSCAN's condensed tree");
+	t->rows = 0;
+	t->nodes = 1;
+	if (st == GC_OK)
+	{
+		g.relabel[root] = 0;
+		g.queue[tail++] = (uint32_t) root;
+	}
+	while (st == GC_OK && head < tail)
+	{
+		uint32_t	x = g.queue[head++],
+					l,
+					r;
+		int64_t		lc,
+					rc,
+					k;
+		double		lambda;
+
+		if (gc_hdb_cancelled(w->cancel, w->cancel_arg, head))
+		{
+			st = gc_hdb_cancel_error(e);
+			break;
+		}
+		if (x < n)
+			continue;
+		l = w->left[x - n];
+		r = w->right[x - n];
+		g.queue[tail++] = l;
+		g.queue[tail++] = r;
+		if (g.ignore[x])
+			continue;
+		lambda = gc_hdb_lambda(w, (uint32_t) (x - n));
+		lc = gc_hdb_count(w, l);
+		rc = gc_hdb_count(w, r);
+		k = g.relabel[x];
+		if (lc >= min_size && rc >= min_size)
+		{
+			gc_hdb_new_row(w, &g, t, l, k, lambda, lc);
+			gc_hdb_new_row(w, &g, t, r, k, lambda, rc);
+		}
+		else if (lc < min_size && rc < min_size)
+		{
+			gc_hdb_fall_out(w, &g, t, l, k, (uint32_t) (x - n));
+			gc_hdb_fall_out(w, &g, t, r, k, (uint32_t) (x - n));
+		}
+		else if (lc < min_size)
+		{
+			g.relabel[r] = (uint32_t) k;
+			gc_hdb_fall_out(w, &g, t, l, k, (uint32_t) (x - n));
+		}
+		else
+		{
+			g.relabel[l] = (uint32_t) k;
+			gc_hdb_fall_out(w, &g, t, r, k, (uint32_t) (x - n));
+		}
+		if (w->stop)
+			st = gc_hdb_cancel_error(e);
+	}
+	if (st == GC_OK && (g.bad || t->nodes != w->nodes || t->rows != n + w->nodes - 1))
+		st = gc_error_set(e, GC_ERR_INTERNAL,
+						  "HDBSCAN's condensed tree differs from its clusters");
+	free(g.queue);
+	free(g.relabel);
+	free(g.sub);
+	free(g.ignore);
+	return st;
 }
 
 static inline gc_status
@@ -771,11 +1002,12 @@ gc_hdbscan_finish(const gc_hdbscan_params *p, int64_t n, const double *core,
 {
 	gc_hdb_work w;
 	gc_status	st;
-	size_t		h;
+	size_t		kmax;
 
 	(void) core;
 	memset(&w, 0, sizeof(w));
 	w.n = n;
+	w.mst = mst;
 	w.cancel = cancel;
 	w.cancel_arg = cancel_arg;
 	result->n_clusters = 0;
@@ -785,7 +1017,7 @@ gc_hdbscan_finish(const gc_hdbscan_params *p, int64_t n, const double *core,
 		result->tree->nodes = 0;
 		if (result->tree->capacity < 2 * n)
 			return gc_error_set(e, GC_ERR_INTERNAL,
-								"HDBSCAN's tree arrays hold %lld rows, %lld needed, please report a bug",
+								"HDBSCAN's tree arrays hold %lld rows, %lld needed",
 								(long long) result->tree->capacity, (long long) (2 * n));
 	}
 	if (n <= 0)
@@ -810,46 +1042,43 @@ gc_hdbscan_finish(const gc_hdbscan_params *p, int64_t n, const double *core,
 			return st;
 	}
 
-	h = (size_t) (2 * n);
-	w.left = (int64_t *) malloc(sizeof(int64_t) * (size_t) n);
-	w.right = (int64_t *) malloc(sizeof(int64_t) * (size_t) n);
-	w.dist = (double *) malloc(sizeof(double) * (size_t) n);
-	w.size = (int64_t *) malloc(sizeof(int64_t) * (size_t) n);
-	w.uf = (int64_t *) malloc(sizeof(int64_t) * h);
-	w.c_parent = (int64_t *) malloc(sizeof(int64_t) * h);
-	w.c_child = (int64_t *) malloc(sizeof(int64_t) * h);
-	w.c_lambda = (double *) malloc(sizeof(double) * h);
-	w.c_size = (int64_t *) malloc(sizeof(int64_t) * h);
-	w.k_parent = (int64_t *) malloc(sizeof(int64_t) * (size_t) n);
-	w.k_birth = (double *) malloc(sizeof(double) * (size_t) n);
-	w.k_size = (int64_t *) malloc(sizeof(int64_t) * (size_t) n);
-	w.k_child1 = (int64_t *) malloc(sizeof(int64_t) * (size_t) n);
-	w.k_child2 = (int64_t *) malloc(sizeof(int64_t) * (size_t) n);
-	w.k_stab = (double *) malloc(sizeof(double) * (size_t) n);
-	w.k_selected = (uint8_t *) malloc((size_t) n);
-	w.k_top = (int64_t *) malloc(sizeof(int64_t) * (size_t) n);
-	w.queue = (int64_t *) malloc(sizeof(int64_t) * h);
-	w.relabel = (int64_t *) malloc(sizeof(int64_t) * h);
-	w.ignore = (uint8_t *) malloc(h);
-	w.sub = (int64_t *) malloc(sizeof(int64_t) * h);
-	if (!w.left || !w.right || !w.dist || !w.size || !w.uf || !w.c_parent || !w.c_child ||
-		!w.c_lambda || !w.c_size || !w.k_parent || !w.k_birth || !w.k_size || !w.k_child1 ||
-		!w.k_child2 || !w.k_stab || !w.k_selected || !w.k_top || !w.queue || !w.relabel ||
-		!w.ignore || !w.sub)
+	/*
+	 * Clusters: the leaves of the cluster tree hold disjoint sets of at
+	 * least min_cluster_size rows and every other cluster splits in two.
+	 */
+	kmax = (size_t) (p->min_cluster_size >= 2 ? 2 * (n / p->min_cluster_size) + 1 : n);
+	w.left = (uint32_t *) malloc(sizeof(uint32_t) * (size_t) n);
+	w.right = (uint32_t *) malloc(sizeof(uint32_t) * (size_t) n);
+	w.size = (uint32_t *) malloc(sizeof(uint32_t) * (size_t) n);
+	w.set = (gc_hdb_set *) malloc(sizeof(gc_hdb_set) * (size_t) n);
+	w.st = (gc_hdb_state *) malloc(sizeof(gc_hdb_state) * (size_t) (2 * n));
+	w.k_parent = (int64_t *) malloc(sizeof(int64_t) * kmax);
+	w.k_birth = (double *) malloc(sizeof(double) * kmax);
+	w.k_size = (int64_t *) malloc(sizeof(int64_t) * kmax);
+	w.k_child1 = (int64_t *) malloc(sizeof(int64_t) * kmax);
+	w.k_child2 = (int64_t *) malloc(sizeof(int64_t) * kmax);
+	w.k_stab = (double *) malloc(sizeof(double) * kmax);
+	w.k_death = (double *) malloc(sizeof(double) * kmax);
+	w.k_selected = (uint8_t *) malloc(kmax);
+	w.k_top = (int64_t *) malloc(sizeof(int64_t) * kmax);
+	w.k_key = (uint64_t *) malloc(sizeof(uint64_t) * kmax);
+	w.k_order = (int64_t *) malloc(sizeof(int64_t) * kmax);
+	w.k_num = (int64_t *) malloc(sizeof(int64_t) * kmax);
+	w.sub = (int64_t *) malloc(sizeof(int64_t) * kmax);
+	if (!w.left || !w.right || !w.size || !w.set || !w.st || !w.k_parent || !w.k_birth ||
+		!w.k_size || !w.k_child1 || !w.k_child2 || !w.k_stab || !w.k_death || !w.k_selected ||
+		!w.k_top || !w.k_key || !w.k_order || !w.k_num || !w.sub)
 	{
 		gc_hdb_free(&w);
 		return gc_error_set(e, GC_ERR_OUT_OF_MEMORY,
 							"out of memory for HDBSCAN's hierarchy of %lld rows (about %lld MB)",
-							(long long) n, (long long) (n * 180 / 1000000 + 1));
+							(long long) n,
+							(long long) ((n * 56 + (int64_t) kmax * 97) / 1000000 + 1));
 	}
-	if ((st = gc_hdb_linkage(&w, mst, cancel, cancel_arg, e)) != GC_OK ||
-		(st = gc_hdb_condense(&w, p->min_cluster_size, cancel, cancel_arg, e)) != GC_OK)
-	{
-		gc_hdb_free(&w);
-		return st;
-	}
-	gc_hdb_stability(&w);
-	if ((st = gc_hdb_select(&w, p, e)) != GC_OK ||
+	if ((st = gc_hdb_linkage(&w, cancel, cancel_arg, e)) != GC_OK ||
+		(st = gc_hdb_condense(&w, p->min_cluster_size, cancel, cancel_arg, e)) != GC_OK ||
+		(st = gc_hdb_number(&w, cancel, cancel_arg, e)) != GC_OK ||
+		(st = gc_hdb_select(&w, p, e)) != GC_OK ||
 		(st = gc_hdb_label(&w, p, result, e)) != GC_OK)
 	{
 		gc_hdb_free(&w);
@@ -859,34 +1088,23 @@ gc_hdbscan_finish(const gc_hdbscan_params *p, int64_t n, const double *core,
 	{
 		gc_hdbscan_tree *t = result->tree;
 
-		for (int64_t r = 0; r < w.rows; r++)
+		if ((st = gc_hdb_condense_rows(&w, p->min_cluster_size, t, e)) != GC_OK)
 		{
-			t->parent[r] = w.c_parent[r];
-			t->child[r] = w.c_child[r] >= 0 ? w.c_child[r] : -1;
-			t->child_row[r] = w.c_child[r] >= 0 ? -1 : -1 - w.c_child[r];
-			t->lambda_val[r] = w.c_lambda[r];
-			t->child_size[r] = w.c_size[r];
+			gc_hdb_free(&w);
+			return st;
 		}
-		t->rows = w.rows;
-		t->nodes = w.nodes;
 		for (int64_t k = 0; k < w.nodes; k++)
 		{
 			t->node_selected[k] = w.k_selected[k];
 			t->node_cluster[k] = -1;
 		}
 		/* a selected node's number is that of its rows */
-		for (int64_t r = 0; r < w.rows; r++)
+		for (int64_t i = 0; i < n; i++)
 		{
-			int64_t		c = w.c_child[r];
+			int64_t		top_node = w.sub[w.k_num[w.st[i].own]];
 
-			if (c < 0)
-			{
-				int64_t		i = -1 - c;
-				int64_t		t_node = w.queue[w.c_parent[r]];
-
-				if (result->cluster[i] >= 0 && w.k_selected[t_node])
-					t->node_cluster[t_node] = result->cluster[i];
-			}
+			if (result->cluster[i] >= 0 && w.k_selected[top_node])
+				t->node_cluster[top_node] = result->cluster[i];
 		}
 	}
 	gc_hdb_free(&w);

@@ -28,6 +28,13 @@
 #define GC_RESTRICT restrict
 #endif
 
+/* A hint to fetch the cache line at p for reading (host code; nothing elsewhere). */
+#if defined(__GNUC__) && !defined(__CUDA_ARCH__)
+#define GC_PREFETCH(p) __builtin_prefetch(p)
+#else
+#define GC_PREFETCH(p) ((void) 0)
+#endif
+
 /* Squared Euclidean distance, accumulated in double in dimension order. */
 static GC_HD double
 gc_dist2(const float *a, const float *b, int32_t d)

@@ -28,7 +28,7 @@ if tuple(int(p) for p in sklearn.__version__.split(".")[:2]) < (1, 3):
                 allow_module_level=True)
 from sklearn.cluster import HDBSCAN  # noqa: E402
 from sklearn.cluster._hdbscan._linkage import MST_edge_dtype, make_single_linkage  # noqa: E402
-from sklearn.cluster._hdbscan._tree import tree_to_labels  # noqa: E402
+from sklearn.cluster._hdbscan._tree import _condense_tree, tree_to_labels  # noqa: E402
 
 
 def dist_matrix(X):
@@ -175,6 +175,34 @@ def test_tie_rule_equals_sklearn_tree(conn, data, case):
     assert (renumber(ref_labels) == labels).all(), \
         f"{(renumber(ref_labels) != labels).sum()} labels differ"
     assert np.array_equal(probs, ref_probs), f"max diff {np.abs(probs - ref_probs).max()}"
+
+
+@pytest.mark.parametrize("data", ["ties0", "ties1", "lattice"])
+@pytest.mark.parametrize("mcs,ms", [(5, None), (10, 3), (15, None), (2, 1)])
+def test_tree_rows_equal_sklearn_condensed_tree(conn, data, mcs, ms):
+    """gpu_hdbscan_tree's rows after the root: scikit-learn's _condense_tree, row for row."""
+    X = lattice() if data == "lattice" else tie_data(int(data[-1]))
+    n = len(X)
+    load_matrix(conn, "hdb_tree", X, sqltype="double precision")
+    edges, _ = tie_rule_mst(X, ms or mcs)
+    mst = np.array([(lo, hi, w) for (w, lo, hi) in edges], dtype=MST_edge_dtype)
+    ref = _condense_tree(make_single_linkage(mst), mcs)
+    with conn.cursor() as cur:
+        cur.execute("SELECT parent, child, child_id, lambda_val, child_size FROM gpu_hdbscan_tree("
+                    "'SELECT id, f FROM hdb_tree ORDER BY id', %s, %s, device => 'cpu')", (mcs, ms))
+        rows = cur.fetchall()
+    assert rows[0][0] is None and rows[0][1] == 0 and rows[0][4] == n
+    rows = rows[1:]
+    assert len(rows) == len(ref), f"{len(rows)} rows, scikit-learn has {len(ref)}"
+    want = [(int(r["parent"]) - n,
+             int(r["child"]) - n if r["child"] >= n else None,
+             int(r["child"]) if r["child"] < n else None,
+             float(r["value"]), int(r["cluster_size"])) for r in ref]
+    got = [tuple(r) for r in rows]
+    bad = [i for i, (a, b) in enumerate(zip(got, want)) if a != b]
+    assert not bad, f"{len(bad)} rows differ, first at {bad[0]}: {got[bad[0]]} != {want[bad[0]]}"
+    # a tree that splits, so that the order of its clusters is tested
+    assert sum(1 for w in want if w[1] is not None) >= 2
 
 
 def tie_free(seed, n=600, d=2):
