@@ -7,12 +7,13 @@
  *    back end's table, wall time and the number of clusters and core points,
  *    and the ratio of each time to the case's ordinary eps (the first).
  *
- *   .bench/tiny_eps_bench [--gpu] [--lib PATH] [--scale S] [--reps R] [--only CASE]
+ *   .bench/tiny_eps_bench [--gpu] [--lib PATH] [--scale S] [--reps R] [--only CASE] [--phases]
  *
  *   --gpu    the GPU back end (gpuclust_cuda.so, opened as the extension
  *            opens it); without it the CPU back end
  *   --scale  the cases' row counts times S (default 1: 200k, 100k, 1M)
  *   --reps   best of R calls per eps (default 1)
+ *   --phases also the back end's phases of the best call (gc_timing)
  *
  * Cases (the report of the cliff): "2d" 200k uniform 2-D doubles in the unit
  * square; "tight" 100k 2-D doubles within 1e-6 of (1, 1); "4d" 1M uniform
@@ -28,6 +29,7 @@
 
 #include "core.h"
 #include "gc_backends.h"
+#include "phases.h"
 
 typedef struct bench_case
 {
@@ -73,6 +75,7 @@ main(int argc, char **argv)
 	double		scale = 1.0;
 	int			reps = 1;
 	int			gpu = 0;
+	int			phases = 0;
 
 	for (int i = 1; i < argc; i++)
 	{
@@ -86,9 +89,11 @@ main(int argc, char **argv)
 			reps = atoi(argv[++i]);
 		else if (strcmp(argv[i], "--only") == 0 && i + 1 < argc)
 			only = argv[++i];
+		else if (strcmp(argv[i], "--phases") == 0)
+			phases = 1;
 		else
 		{
-			fprintf(stderr, "usage: %s [--gpu] [--lib PATH] [--scale S] [--reps R] [--only CASE]\n", argv[0]);
+			fprintf(stderr, "usage: %s [--gpu] [--lib PATH] [--scale S] [--reps R] [--only CASE] [--phases]\n", argv[0]);
 			return 2;
 		}
 	}
@@ -105,8 +110,9 @@ main(int argc, char **argv)
 		}
 	}
 	printf("back end: %s\n\n", gpu ? "GPU" : "CPU");
-	printf("| case | rows | d | eps | ms | x ordinary | clusters | core |\n");
-	printf("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
+	printf("| case | rows | d | eps | ms | x ordinary | clusters | core |%s\n",
+		   phases ? " phases ms (best run) |" : "");
+	printf("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |%s\n", phases ? " --- |" : "");
 	for (size_t ci = 0; ci < sizeof(cases) / sizeof(cases[0]); ci++)
 	{
 		const bench_case *c = &cases[ci];
@@ -131,14 +137,19 @@ main(int argc, char **argv)
 			int64_t		clusters = 0,
 						core = 0;
 			gc_status	st = GC_OK;
+			gc_timing	tm,
+						best_tm;
 
+			memset(&best_tm, 0, sizeof(best_tm));
 			for (int r = 0; r < reps; r++)
 			{
 				gc_exec		ex;
 				double		t0;
 
 				memset(&ex, 0, sizeof(ex));
+				memset(&tm, 0, sizeof(tm));
 				ex.struct_size = sizeof(ex);
+				ex.timing = &tm;
 				t0 = gc_h_now_ms();
 				if (c->dpeaks)
 				{
@@ -180,7 +191,11 @@ main(int argc, char **argv)
 				}
 				if (st != GC_OK)
 					break;
-				best = fmin(best, gc_h_now_ms() - t0);
+				if (gc_h_now_ms() - t0 < best)
+				{
+					best = gc_h_now_ms() - t0;
+					best_tm = tm;
+				}
 			}
 			if (st != GC_OK)
 			{
@@ -192,8 +207,18 @@ main(int argc, char **argv)
 			}
 			if (e == 0)
 				base = best;
-			printf("| %s | %lld | %d | %.3g | %.1f | %.2f | %lld | %lld |\n", c->name, (long long) n, c->d,
+			printf("| %s | %lld | %d | %.3g | %.1f | %.2f | %lld | %lld |", c->name, (long long) n, c->d,
 				   c->eps[e], best, best / base, (long long) clusters, (long long) core);
+			if (phases)
+			{
+				const char *const *names = c->dpeaks ? gc_dpeaks_phase_names : gc_dbscan_phase_names;
+
+				for (int k = 0; k < GC_PHASES && names[k] != NULL; k++)
+					printf(" %s %.1f", names[k], best_tm.phase_ms[k]);
+				printf(" (to device %.1f, from device %.1f) |", best_tm.to_device_ms,
+					   best_tm.from_device_ms);
+			}
+			printf("\n");
 			fflush(stdout);
 		}
 		free(x);
