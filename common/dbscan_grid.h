@@ -518,46 +518,81 @@ gc_grid_values_extent(const double *vals, int64_t m, double side, int f64)
 	return e;
 }
 
-/* Whether the extents of the g dimensions at this side fit the cell keys; the extents into extent. */
+/*
+ * The extent of grid dimension k at this side, as gc_grid_values_extent
+ * gives it, or -1 when cancelled.  The host's scan of the sorted values
+ * (gc_grid_host_extent), or the same sum of steps on the CPU core's
+ * threads or on the device: the steps are integers, so every order of
+ * summing gives the same extent.
+ */
+typedef int64_t (*gc_grid_extent_fn) (void *arg, int k, double side);
+
+/* The argument of gc_grid_host_extent: the sorted distinct values of each grid dimension. */
+typedef struct gc_grid_host_values
+{
+	const double *const *vals;	/* [g][m[k]] */
+	const int64_t *m;
+	int			f64;
+} gc_grid_host_values;
+
+static inline int64_t
+gc_grid_host_extent(void *arg, int k, double side)
+{
+	const gc_grid_host_values *h = (const gc_grid_host_values *) arg;
+
+	return gc_grid_values_extent(h->vals[k], h->m[k], side, h->f64);
+}
+
+/*
+ * Whether the g dimensions at this side fit the cell keys: 1, 0, or -1
+ * when cancelled.  The product only grows, so it stops at the first
+ * dimension that makes it too large.
+ */
 static inline int
-gc_grid_values_fit(const gc_grid_plan *gp, const double *const *vals, const int64_t *m, double side,
-				   int64_t *extent)
+gc_grid_values_fit(const gc_grid_plan *gp, gc_grid_extent_fn extent, void *arg, double side)
 {
 	double		cells = 1.0;
 
-	for (int k = 0; k < gp->g; k++)
+	for (int k = 0; k < gp->g && cells < GC_GRID_MAX_CELLS; k++)
 	{
-		extent[k] = gc_grid_values_extent(vals[k], m[k], side, gp->f64);
-		cells *= (double) extent[k];
+		int64_t		e = extent(arg, k, side);
+
+		if (e < 0)
+			return -1;
+		cells *= (double) e;
 	}
 	return cells < GC_GRID_MAX_CELLS;
 }
 
 /*
- * The side of a mapped plan (host side, both back ends), from the sorted
- * distinct values vals [g][m] of its grid dimensions: gp->side doubled the
- * fewest times that makes the cells fit the keys, the number of doublings
- * found by doubling it and then bisecting (the extents shrink as the side
- * grows), each try a scan of the values; so a tiny eps, whose side is
- * doubled hundreds of times, costs a few dozen scans.  Returns the side, or
- * 0 when cancelled.
+ * The side of a mapped plan (host side, both back ends), from the extents
+ * of its grid dimensions at a side (extent, see gc_grid_extent_fn):
+ * gp->side doubled the fewest times that makes the cells fit the keys, the
+ * number of doublings found by doubling it and then bisecting (the extents
+ * shrink as the side grows), each try one sum of steps over the sorted
+ * distinct values; so a tiny eps, whose side is doubled hundreds of times,
+ * costs a few dozen sums.  Returns the side, or 0 when cancelled.
  */
 static inline double
-gc_grid_maps_side(const gc_grid_plan *gp, const double *const *vals, const int64_t *m,
+gc_grid_maps_side(const gc_grid_plan *gp, gc_grid_extent_fn extent, void *arg,
 				  gc_cancel_fn cancel, void *cancel_arg)
 {
-	int64_t		extent[GC_GRID_MAX_DIMS];
 	int			lo = 0;			/* does not fit (after the first try) */
 	int			hi = 1;			/* fits, once found */
+	int			fit = gc_grid_values_fit(gp, extent, arg, gp->side);
 
-	if (gc_grid_values_fit(gp, vals, m, gp->side, extent))
-		return gp->side;
+	if (fit != 0)
+		return fit > 0 ? gp->side : 0.0;
 	for (;;)
 	{
 		if (cancel && cancel(cancel_arg))
 			return 0.0;
-		if (hi >= GC_GRID_MAX_DOUBLINGS ||
-			gc_grid_values_fit(gp, vals, m, ldexp(gp->side, hi), extent))
+		if (hi >= GC_GRID_MAX_DOUBLINGS)
+			break;
+		fit = gc_grid_values_fit(gp, extent, arg, ldexp(gp->side, hi));
+		if (fit < 0)
+			return 0.0;
+		if (fit)
 			break;
 		lo = hi;
 		hi *= 2;
@@ -568,7 +603,10 @@ gc_grid_maps_side(const gc_grid_plan *gp, const double *const *vals, const int64
 
 		if (cancel && cancel(cancel_arg))
 			return 0.0;
-		if (gc_grid_values_fit(gp, vals, m, ldexp(gp->side, mid), extent))
+		fit = gc_grid_values_fit(gp, extent, arg, ldexp(gp->side, mid));
+		if (fit < 0)
+			return 0.0;
+		if (fit)
 			hi = mid;
 		else
 			lo = mid;
@@ -688,16 +726,19 @@ gc_grid_map_cells(gc_grid_plan *gp, gc_grid_maps *maps, int k, int64_t n, int64_
  * dimension, the side (gc_grid_maps_side: doubled while the cells would
  * exceed the keys), the tables, the extents, dense cells, the neighbour
  * rows.  maps receives the tables and the points' coordinates, and the
- * plan points at the tables.  Asks cancel between steps.
+ * plan points at the tables.  extent (with extent_arg) sums the steps for
+ * the side's search; NULL: gc_grid_host_extent on the caller's thread.
+ * Asks cancel between steps.
  */
 static inline gc_status
 gc_grid_maps_build(gc_grid_plan *gp, gc_grid_maps *maps, const void *x, gc_dtype t, int64_t n,
-				   const double *lo, const double *hi,
+				   const double *lo, const double *hi, gc_grid_extent_fn extent, void *extent_arg,
 				   gc_cancel_fn cancel, void *cancel_arg, gc_error *err)
 {
 	double		side0 = gp->side;
 	int64_t		m[GC_GRID_MAX_DIMS] = {0, 0, 0};
 	const double *vals[GC_GRID_MAX_DIMS] = {NULL, NULL, NULL};
+	gc_grid_host_values hv;
 
 	memset(maps, 0, sizeof(*maps));
 	for (int k = 0; k < gp->g; k++)
@@ -709,8 +750,17 @@ gc_grid_maps_build(gc_grid_plan *gp, gc_grid_maps *maps, const void *x, gc_dtype
 			return gc_error_set(err, GC_ERR_OUT_OF_MEMORY,
 								"out of memory planning the grid of %lld points", (long long) n);
 		vals[k] = maps->val[k];
+		gp->nmap[k] = m[k];
 	}
-	gp->side = gc_grid_maps_side(gp, vals, m, cancel, cancel_arg);
+	hv.vals = vals;
+	hv.m = m;
+	hv.f64 = gp->f64;
+	if (extent == NULL)
+	{
+		extent = gc_grid_host_extent;
+		extent_arg = &hv;
+	}
+	gp->side = gc_grid_maps_side(gp, extent, extent_arg, cancel, cancel_arg);
 	if (gp->side == 0.0)
 		return GC_ERR_CANCELLED;
 	for (int k = 0; k < gp->g; k++)

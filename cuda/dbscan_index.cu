@@ -14,8 +14,9 @@
  *                   forces; a box too wide for the direct numbering (far
  *                   outliers) gets its maps, built here as the CPU core's
  *                   gc_grid_maps_build builds them (values sorted with
- *                   CUB, made unique, the side chosen on the host by
- *                   gc_grid_maps_side, the shortened steps summed);
+ *                   CUB, made unique, the side chosen by
+ *                   gc_grid_maps_side with each try's steps summed on
+ *                   the device, the shortened steps summed);
  *    sort           the cell key of each point, a stable CUB radix sort of
  *                   the points by key;
  *    cells          the points gathered in cell order, cells as runs of the
@@ -352,30 +353,69 @@ int64_t map_cells(Workspace &w, gc_grid_plan &plan, int k, int32_t m)
 }
 
 /*
+ * The sum of the steps between consecutive distinct values at this side
+ * (gc_grid_values_extent less one), added to *sum by one 64-bit atomic
+ * per block: integers, so the same sum as the host's in any order.
+ */
+__global__ void map_extent_kernel(const double *val, /* [m] */ int32_t m, double side, int f64,
+								  unsigned long long *sum /* [1] */)
+{
+	using BlockReduce = cub::BlockReduce<long long, kBlock>;
+	__shared__ typename BlockReduce::TempStorage tmp;
+	long long	s = 0;
+
+	for (int64_t j = blockIdx.x * (int64_t) blockDim.x + threadIdx.x + 1; j < m;
+		 j += (int64_t) gridDim.x * blockDim.x)
+		s += gc_grid_value_step(val[j - 1], val[j], side, f64);
+	s = BlockReduce(tmp).Sum(s);
+	if (threadIdx.x == 0 && s != 0)
+		atomicAdd(sum, (unsigned long long) s);
+}
+
+/* gc_grid_extent_fn on the device: the extent of grid dimension k from w.map_val[k]. */
+struct DeviceExtent
+{
+	Workspace  *w;
+	const gc_grid_plan *plan;
+	const int32_t *m;
+	unsigned long long *sum;	/* [1] on the device */
+};
+
+int64_t device_extent(void *arg, int k, double side)
+{
+	const DeviceExtent *a = static_cast<const DeviceExtent *>(arg);
+	unsigned long long s = 0;
+	const int32_t m = a->m[k];
+
+	CUDA_TRY(cudaMemset(a->sum, 0, sizeof(s)));
+	map_extent_kernel<<<std::max(1u, std::min(grid_for(m), 1024u)), kBlock>>>(
+		a->w->map_val[k].get(), m, side, a->plan->f64, a->sum);
+	CHECK_LAUNCH("map_extent_kernel");
+	CUDA_TRY(cudaMemcpy(&s, a->sum, sizeof(s), cudaMemcpyDeviceToHost));
+	return 1 + (int64_t) s;
+}
+
+/*
  * Finishes a mapped plan as gc_grid_maps_build does: the distinct values of
- * each grid dimension on the device, a copy of them on the host for the
- * choice of the side (gc_grid_maps_side, shared with the CPU), then the
- * tables at that side on the device.
+ * each grid dimension on the device, the side (gc_grid_maps_side, shared
+ * with the CPU, each of its tries summed on the device), then the tables at
+ * that side on the device.
  */
 void build_maps(Workspace &w, gc_grid_plan &plan, const double *lo, const double *hi)
 {
 	const double side0 = plan.side;
 	int32_t		m[kMaxGridDims] = {0, 0, 0};
-	int64_t		m64[GC_GRID_MAX_DIMS] = {0, 0, 0};
-	std::vector<double> hval[GC_GRID_MAX_DIMS];
-	const double *vals[GC_GRID_MAX_DIMS] = {nullptr, nullptr, nullptr};
+	DeviceBuffer<unsigned long long> sum(1, "the grid maps");
 
 	for (int k = 0; k < plan.g; k++)
 	{
 		w.call.check_cancel();
 		m[k] = map_values(w, plan, k);
-		m64[k] = m[k];
-		hval[k].resize((size_t) m[k]);
-		CUDA_TRY(cudaMemcpy(hval[k].data(), w.map_val[k].get(), sizeof(double) * (size_t) m[k],
-							cudaMemcpyDeviceToHost));
-		vals[k] = hval[k].data();
 	}
-	plan.side = gc_grid_maps_side(&plan, vals, m64, w.call.exec.cancel, w.call.exec.cancel_arg);
+
+	DeviceExtent ext = {&w, &plan, m, sum.get()};
+
+	plan.side = gc_grid_maps_side(&plan, device_extent, &ext, w.call.exec.cancel, w.call.exec.cancel_arg);
 	if (plan.side == 0.0)
 		fail(GC_ERR_CANCELLED, "cancelled while planning the grid");
 	for (int k = 0; k < plan.g; k++)
