@@ -175,8 +175,9 @@ __device__ inline void keep_candidate(float (&cv)[CAND_CAP], int (&cj)[CAND_CAP]
  * candidates with v_j - E_j <= min_i (v_i + E_i) (each E with a 25% margin),
  * and those are compared by D_j in double.  Each lane keeps the candidates
  * of its own columns, at most CAND_CAP of the lowest v_j - E_j; a row where a
- * lane had to let go of one inside the final window goes to the list unres
- * for the next, more exact product, or, at the last level, is scanned again
+ * lane had to let go of one inside the final window, or (below the last
+ * level) with more than decide_cap candidates, goes to the list unres for
+ * the next, more exact product, or, at the last level, is scanned again
  * with every candidate compared in double.
  *
  * rowmap (or null) gives the chunk row of tile row q; xnorm is indexed by q
@@ -195,6 +196,7 @@ argmin_rows_kernel(const float *__restrict__ dots,	/* [tr, k] */
 				   const int32_t *__restrict__ rowmap,	/* [tr] or null */
 				   const float *__restrict__ cnrm,	/* [k] ||c'|| (REFINE), or per tile */
 				   float delta, float wfac, bool last_level,
+				   int decide_cap,	/* not last level: rows with more candidates go to unres */
 				   const float *__restrict__ x, int d,	/* [rows, d] raw rows (REFINE) */
 				   const double *__restrict__ cen,	/* [k, d] (REFINE) */
 				   int32_t *__restrict__ labels,	/* [rows] out */
@@ -327,7 +329,7 @@ argmin_rows_kernel(const float *__restrict__ dots,	/* [tr, k] */
 				total += __shfl_xor_sync(full, total, o);
 			/* a value let go inside the final window: this lane's list is short of a candidate */
 			over = __any_sync(full, dropped <= lim);
-			if (over && !last_level)
+			if ((over || total > decide_cap) && !last_level)
 				resolved = false;
 			else if (over || total > 1)
 			{
@@ -721,7 +723,7 @@ void argmin_tile(const Plan &plan, Product &pr, const Centroids &cen, const Repo
 	{
 		kern_plain<<<grid, BLOCK>>>(
 			pr.dots.get(), tr, plan.k, nm.cval, xn, nm.by_q, nm.tile_rows, rowmap, nullptr, 0.0f, 0.0f, true,
-			nullptr, plan.d, nullptr, lab, old, d2 + off, rep.changed(), nullptr, nullptr, nullptr, 0);
+			0x7fffffff, nullptr, plan.d, nullptr, lab, old, d2 + off, rep.changed(), nullptr, nullptr, nullptr, 0);
 		CHECK_LAUNCH("argmin_rows_kernel");
 		return;
 	}
@@ -730,7 +732,7 @@ void argmin_tile(const Plan &plan, Product &pr, const Centroids &cen, const Repo
 
 	kern_refine<<<grid, BLOCK>>>(
 		pr.dots.get(), tr, plan.k, nm.cval, xn, nm.by_q, nm.tile_rows, rowmap, nm.cnrm, (float) delta,
-		pr.wfac, last, x + off * plan.d, plan.d, cen.cen.get(), lab, old, d2 + off, rep.changed(),
+		pr.wfac, last, pr.decide_cap, x + off * plan.d, plan.d, cen.cen.get(), lab, old, d2 + off, rep.changed(),
 		rep.checked(), pr.unres.get(), pr.unres_n.get(), off);
 	CHECK_LAUNCH("argmin_rows_kernel");
 }
@@ -768,17 +770,32 @@ void order_rows(const Plan &plan, Product &pr, const Centroids &cen, const int32
 
 /*
  * 'fp32': a TF32 product where the device has tensor cores for it (compute
- * capability 8.0 and up), checked, with an FP32 product for the rows the
- * check leaves open; else one FP32 product, checked.  'tf32': one TF32
- * product, unchecked.  The tuning's kmeans_gemm = SGEMM forces the FP32
- * product and kmeans_window >= 1 scales the candidate window (tests and
- * benchmarks).
+ * capability 8.0 and up), checked, with a second product for the rows the
+ * check leaves open: a DGEMM where the device has fast FP64 (FP64 tensor
+ * cores), else an FP32 product; without TF32, one FP32 product, checked.
+ * 'tf32': one TF32 product, unchecked.  The tuning's kmeans_gemm = SGEMM
+ * forces the FP32 product, TF32_FP32 the FP32 second level, and
+ * kmeans_window >= 1 scales the candidate window (tests and benchmarks).
+ *
+ * With the DGEMM level, the TF32 check decides in double only the rows with
+ * at most decide_cap candidates and sends the others to the DGEMM: a
+ * candidate compared in double costs a warp about d multiply-adds and a
+ * read of the centroid, the DGEMM about 2 k d flops a row on the FP64
+ * tensor cores and a read of its k products, so the break-even grows with
+ * k; k / 256 (2 to 32) lies below it (H100: 1M x 256 blobs at k = 20000,
+ * about 100 candidates a row, took 370 ms an iteration decided in double
+ * against one DGEMM of 195 ms, about 2.7 ns a candidate against 0.2 us a
+ * row).
  */
-void product_choose(Product &pr, const gc_kmeans_params &p, const gc_tuning &tuning, int cc_major)
+void product_choose(Product &pr, const gc_kmeans_params &p, const gc_tuning &tuning, int cc_major, bool fast_fp64,
+					int k)
 {
 	pr.refine = p.precision != GC_PRECISION_TF32;
 	pr.tf32_first = !pr.refine || (cc_major >= 8 && tuning.kmeans_gemm != GC_KMEANS_GEMM_SGEMM);
 	pr.two_level = pr.refine && pr.tf32_first;
+	pr.dgemm = pr.two_level && fast_fp64 && tuning.kmeans_gemm == GC_KMEANS_GEMM_AUTO;
+	pr.dgemm_all = false;
+	pr.decide_cap = pr.dgemm ? std::min(32, std::max(2, k / 256)) : 0x7fffffff;
 	if (tuning.kmeans_window >= 1.0)
 		pr.wfac = (float) (2.5 * tuning.kmeans_window);
 }
@@ -807,9 +824,12 @@ void product_settle(Product &pr, int64_t n)
 	}
 	else if (pr.escalated > n / 4)
 	{
-		/* most rows need the FP32 product: go straight to it from now on */
+		/* most rows need the second product: go straight to it from now on */
 		pr.two_level = false;
-		pr.tf32_first = false;
+		if (pr.dgemm)
+			pr.dgemm_all = true;
+		else
+			pr.tf32_first = false;
 	}
 }
 
@@ -846,6 +866,13 @@ void assign_product(const Plan &plan, Product &pr, const Centroids &cen, const R
 	const int	k = plan.k;
 	const bool	tiles = pr.tile_mode;
 
+	if (pr.dgemm_all)
+	{
+		/* most rows were left open by the TF32 check: every row through the DGEMM */
+		assign_dgemm_rows(plan, pr, cen, rep, x, nullptr, rows, labels, labels_old, d2, exec);
+		pr.escalated += rows;
+		return;
+	}
 	if (pr.two_level)
 		CUDA_TRY(cudaMemsetAsync(pr.unres_n.get(), 0, sizeof(unsigned int)));
 	if (pr.two_level && !tiles)
@@ -928,7 +955,7 @@ void assign_product(const Plan &plan, Product &pr, const Centroids &cen, const R
 	}
 	if (pr.two_level)
 	{
-		/* the rows the TF32 check left open, through the FP32 product, centred on the data mean */
+		/* the rows the TF32 check left open, through the second product, centred on the data mean */
 		unsigned int m = 0;
 
 		CUDA_TRY(cudaMemcpy(&m, pr.unres_n.get(), sizeof(m), cudaMemcpyDeviceToHost));
@@ -948,7 +975,9 @@ void assign_product(const Plan &plan, Product &pr, const Centroids &cen, const R
 			assign_product(plan, pr, cen, rep, x, rows, labels, labels_old, d2, exec, labels);
 			return;
 		}
-		for (int64_t s0 = 0; s0 < (int64_t) m; s0 += plan.gemm_tile)
+		if (pr.dgemm && m > 0)
+			assign_dgemm_rows(plan, pr, cen, rep, x, pr.unres.get(), m, labels, labels_old, d2, exec);
+		for (int64_t s0 = 0; !pr.dgemm && s0 < (int64_t) m; s0 += plan.gemm_tile)
 		{
 			int			sm = (int) std::min<int64_t>(plan.gemm_tile, (int64_t) m - s0);
 			const Norms global = {cen.cval.get(), cen.cnrm.get(), pr.xg_norm.get(), true, 0};
