@@ -35,7 +35,12 @@
  *                                      rows and candidates at each level
  *                                      (KMEANS_BENCH_CASES=blobs,line,...
  *                                      runs those only; noassign in it leaves
- *                                      out the assignments)
+ *                                      out the assignments;
+ *                                      KMEANS_BENCH_TILES=r1,... adds runs of
+ *                                      the blobs with that many rows per
+ *                                      product, the DGEMM's half as many;
+ *                                      KMEANS_BENCH_NO_DGEMM=1 runs with the
+ *                                      FP32 second level)
  *      kmeans_bench hard [json]        the hard case of the checked product:
  *                                      1M x 256 rows around 997 centres on a
  *                                      line (spacing 1, noise 0.01 per
@@ -714,15 +719,29 @@ bench_levels(const char *json_path, const gc_device_info &info)
 
 		for (int f = 0; f < 3; f++)
 			g[f] = gemm_ms(c.n, c.k, c.d, (GemmKind) f);
-		for (int v = 0; v < (nd && *nd == '1' && !c.f64 ? 2 : 1); v++)
+		/* variants: the default, tf32-fp32 (KMEANS_BENCH_NO_DGEMM=1), rows per product (KMEANS_BENCH_TILES) */
+		std::vector<long> vars = {0};
+
+		if (nd && *nd == '1' && !c.f64)
+			vars.push_back(-1);
+		for (const char *t = getenv("KMEANS_BENCH_TILES"); t && *t && !c.f64 && c.kind == 's';)
+		{
+			vars.push_back(strtol(t, nullptr, 10));
+			t = strchr(t, ',');
+			t = t ? t + 1 : nullptr;
+		}
+		for (long v : vars)
 		{
 			gc_tuning	tuning = gc_tuning_defaults();
 			gc_kmeans_params p = make_params(c.k, GC_KMEANS_INIT_RANDOM, c.iters, 0.0, GC_PRECISION_FP32);
 			Out			o(c.n, c.k, c.d);
-			const char *vl = v ? "tf32-fp32" : "default";
+			std::string vs = v < 0 ? "tf32-fp32" : v > 0 ? "tile_rows " + std::to_string(v) : "default";
+			const char *vl = vs.c_str();
 
-			if (v)
+			if (v < 0)
 				tuning.kmeans_gemm = GC_KMEANS_GEMM_TF32_FP32;
+			if (v > 0)
+				tuning.kmeans_tile_rows = v;
 			run_gpu(D, p, tuning, o);
 			if (o.st != GC_OK)
 			{

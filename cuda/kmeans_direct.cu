@@ -519,6 +519,8 @@ void assign_dgemm_rows(const Plan &plan, Product &pr, const Centroids &cen, cons
 	double	   *xn = reinterpret_cast<double *>(pr.xg_norm.get());
 	double	   *dots = reinterpret_cast<double *>(pr.dots.get());
 
+	int64_t		since = 0;			/* rows since the last look at cancel */
+
 	for (int64_t t0 = 0; t0 < tr; t0 += step)
 	{
 		int			n = (int) std::min<int64_t>(step, tr - t0);
@@ -528,7 +530,12 @@ void assign_dgemm_rows(const Plan &plan, Product &pr, const Centroids &cen, cons
 		const int32_t *old = labels_old ? (rowmap ? labels_old : labels_old + t0) : nullptr;
 		float	   *dd = rowmap ? d2 : d2 + t0;
 
-		gc::check_cancel_synced(exec);
+		/* a look at cancel every 65,536 rows or so: each waits for the device */
+		if (t0 == 0 || (since += n) >= 65536)
+		{
+			gc::check_cancel_synced(exec);
+			since = 0;
+		}
 		center_gather64_kernel<<<grid_for((int64_t) n * 32, BLOCK, 1u << 30), BLOCK>>>(
 			xs, d, map, n, cen.mean_d.get(), xc, xn);
 		CHECK_LAUNCH("center_gather64_kernel");

@@ -779,13 +779,14 @@ void order_rows(const Plan &plan, Product &pr, const Centroids &cen, const int32
  *
  * With the DGEMM level, the TF32 check decides in double only the rows with
  * at most decide_cap candidates and sends the others to the DGEMM: a
- * candidate compared in double costs a warp about d multiply-adds and a
- * read of the centroid, the DGEMM about 2 k d flops a row on the FP64
- * tensor cores and a read of its k products, so the break-even grows with
- * k; k / 256 (2 to 32) lies below it (H100: 1M x 256 blobs at k = 20000,
- * about 100 candidates a row, took 370 ms an iteration decided in double
- * against one DGEMM of 195 ms, about 2.7 ns a candidate against 0.2 us a
- * row).
+ * candidate compared in double costs a warp a read of the centroid and d
+ * multiply-adds, the DGEMM 2 k d flops a row on the FP64 tensor cores and
+ * a read of its k products, so the break-even grows with k.  Measured on an
+ * H100 (bench/kmeans_bench.sh gemm): 1M x 256 blobs at k = 20000, about 100
+ * candidates a row, 3.6 ns a candidate against 0.19 us a row of the DGEMM
+ * (about 50 candidates); 1M x 768 embedding-like blobs at k = 1024, about
+ * 10 candidates a row, 1.5 ns a candidate against 28 ns a row (about 18).
+ * k / 48, 4 to 64, lies near both.
  */
 void product_choose(Product &pr, const gc_kmeans_params &p, const gc_tuning &tuning, int cc_major, bool fast_fp64,
 					int k)
@@ -795,7 +796,7 @@ void product_choose(Product &pr, const gc_kmeans_params &p, const gc_tuning &tun
 	pr.two_level = pr.refine && pr.tf32_first;
 	pr.dgemm = pr.two_level && fast_fp64 && tuning.kmeans_gemm == GC_KMEANS_GEMM_AUTO;
 	pr.dgemm_all = false;
-	pr.decide_cap = pr.dgemm ? std::min(32, std::max(2, k / 256)) : 0x7fffffff;
+	pr.decide_cap = pr.dgemm ? std::min(64, std::max(4, k / 48)) : 0x7fffffff;
 	if (tuning.kmeans_window >= 1.0)
 		pr.wfac = (float) (2.5 * tuning.kmeans_window);
 }
@@ -822,14 +823,21 @@ void product_settle(Product &pr, int64_t n)
 		/* rows far from the data mean next to close centroids: centre each tile on its own */
 		pr.tile_mode = true;
 	}
-	else if (pr.escalated > n / 4)
+	else if (pr.dgemm && pr.escalated > n / 4 * 3)
 	{
-		/* most rows need the second product: go straight to it from now on */
+		/*
+		 * most rows need the DGEMM: every row straight to it from now on
+		 * (below three quarters, the TF32 product and the DGEMM of the open
+		 * rows cost less than the DGEMM of all)
+		 */
 		pr.two_level = false;
-		if (pr.dgemm)
-			pr.dgemm_all = true;
-		else
-			pr.tf32_first = false;
+		pr.dgemm_all = true;
+	}
+	else if (!pr.dgemm && pr.escalated > n / 4)
+	{
+		/* most rows need the FP32 product: go straight to it from now on */
+		pr.two_level = false;
+		pr.tf32_first = false;
 	}
 }
 
