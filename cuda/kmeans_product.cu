@@ -785,8 +785,10 @@ void order_rows(const Plan &plan, Product &pr, const Centroids &cen, const int32
  * H100 (bench/kmeans_bench.sh gemm): 1M x 256 blobs at k = 20000, about 100
  * candidates a row, 3.6 ns a candidate against 0.19 us a row of the DGEMM
  * (about 50 candidates); 1M x 768 embedding-like blobs at k = 1024, about
- * 10 candidates a row, 1.5 ns a candidate against 28 ns a row (about 18).
- * k / 48, 4 to 64, lies near both.
+ * 10 candidates a row, 1.5 ns a candidate against 28 ns a row of the full
+ * DGEMM (about 18 by the flops), yet k / 48 (21) sent 1 % of the rows to the
+ * DGEMM and cost 18.0 ms an iteration against 16.5 with none (the DGEMM of
+ * a few open rows costs more than its flops): k / 16, 4 to 64.
  */
 void product_choose(Product &pr, const gc_kmeans_params &p, const gc_tuning &tuning, int cc_major, bool fast_fp64,
 					int k)
@@ -796,7 +798,7 @@ void product_choose(Product &pr, const gc_kmeans_params &p, const gc_tuning &tun
 	pr.two_level = pr.refine && pr.tf32_first;
 	pr.dgemm = pr.two_level && fast_fp64 && tuning.kmeans_gemm == GC_KMEANS_GEMM_AUTO;
 	pr.dgemm_all = false;
-	pr.decide_cap = pr.dgemm ? std::min(64, std::max(4, k / 48)) : 0x7fffffff;
+	pr.decide_cap = pr.dgemm ? std::min(64, std::max(4, k / 16)) : 0x7fffffff;
 	if (tuning.kmeans_window >= 1.0)
 		pr.wfac = (float) (2.5 * tuning.kmeans_window);
 }
