@@ -9,7 +9,8 @@
  *    kmeans.cu          the driver: plan, buffers, the phases, gcu_kmeans
  *    kmeans_lowd.cu     assignment for d <= 32, fused with the update for d <= 16
  *    kmeans_product.cu  assignment for d > 32: GEMM, checked argmin, refinement
- *    kmeans_direct.cu   assignment of rows of double precision, in double
+ *    kmeans_direct.cu   assignment of rows of double precision, in double;
+ *                       the DGEMM level of the product form (fast FP64)
  *    kmeans_update.cu   centroid forms, the sorted and fixed-point updates,
  *                       empty clusters, final distances
  *    kmeans_init.cu     data statistics and initial centroids (k-means++ on the device)

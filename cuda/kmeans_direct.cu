@@ -2,7 +2,9 @@
  * kmeans_direct.cu
  *    k-means assignment for rows of double precision, in two forms: for
  *    d <= 32 the direct one below, for d > 32 a checked DGEMM product (at
- *    the end of the file), which gives the same labels.
+ *    the end of the file), which gives the same labels.  The same DGEMM,
+ *    on rows of single precision made double, is the exact level of the
+ *    single-precision product on devices with fast FP64 (assign_dgemm_rows).
  *
  * The direct form: every distance of a
  *    row to a centroid is summed in double over the features in order,
@@ -255,10 +257,11 @@ __global__ void prep_centroids64_kernel(const double *__restrict__ cen,	/* [k, d
  * i of the smallest v: the candidates are the j with v_j <= min v + 2E, and
  * when there are several they are compared by their distance in double,
  * each summed by one lane over the features in order as the CPU sums it
- * (the lowest number on a tie): the labels are the CPU's.  For rows of
- * single precision against the TF32 product's E (2^-9 relative), this E is
- * about 2^-40 d relative: only rows whose two best centroids are equal to
- * some 12 digits have several candidates.  The bound is that of IEEE double
+ * (the lowest number on a tie): the labels are the CPU's.  Against the TF32
+ * check's window (about 2^-9 ||x'|| ||c'_j||), this one is 2E = (d + 16)
+ * 2^-49 (||x'|| + max ||c'||)^2: on clustered rows of single precision a
+ * few rows in a thousand keep several candidates.  A row in doubt is
+ * compared in double, never decided by the product alone.  The bound is that of IEEE double
  * arithmetic, which cuBLAS's DGEMM keeps in its default math mode (the
  * emulated FP64 modes are opt-in, and this handle does not set them).
  *

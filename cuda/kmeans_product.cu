@@ -9,10 +9,12 @@
  * on tensor cores (compute capability 8.0 and up) and is checked: a bound
  * on its error leaves a few candidate centroids per row, which are compared
  * by their distance in double, exactly as the CPU computes it.  Rows with
- * too many candidates go to an FP32 product, checked the same way (and
- * after an iteration where that was most rows, every row does).  So the
+ * too many candidates go to a second product, checked the same way (and
+ * after an iteration where that was most rows, every row does): on devices
+ * with fast FP64 a DGEMM (assign_dgemm_rows, kmeans_direct.cu), whose bound
+ * leaves almost every row one candidate, elsewhere an FP32 product.  So the
  * labels are those of the double distances to the current centroids, at
- * the cost of one TF32 GEMM.  Elsewhere the one product is FP32, checked.
+ * the cost of one TF32 GEMM.  Without TF32 the one product is FP32, checked.
  * 'tf32' runs the TF32 product unchecked: about 1e-3 relative error in x'.c'.
  *
  * The bound is per centroid and grows with the norms after centring; where
