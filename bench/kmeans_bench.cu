@@ -3,14 +3,19 @@
  *    Timings of gpuclust's GPU k-means without PostgreSQL: loads
  *    gpuclust_cuda.so through its one exported symbol (as the extension
  *    does), runs its kmeans entry on generated data (test/data/gc_testdata.h)
- *    and puts each Lloyd iteration next to one cuBLAS SGEMM of the same
- *    shape, the floor of the distance work.  The checks of the GPU against
+ *    and puts each Lloyd iteration next to cuBLAS GEMMs of the same shape
+ *    (TF32, FP32 and FP64), the floor of the distance work.  The checks of the GPU against
  *    the CPU are in test/gpu (gpu_vs_cpu kmeans).
  *
  *      kmeans_bench bench [json]       the benchmark shapes on uniform data
  *                                      in [0, 1)^d (and 1M x 256 on 200
- *                                      separated blobs, default product
- *                                      only); for d > 32 the three
+ *                                      separated blobs, 1M x 768 k = 1024 on
+ *                                      100 embedding-like blobs, default
+ *                                      product only), each next to the TF32,
+ *                                      FP32 and FP64 GEMM of its shape, with
+ *                                      the rows decided in double, their
+ *                                      candidates and the rows through the
+ *                                      second product; for d > 32 the three
  *                                      forms of the product: fp32 (TF32,
  *                                      checked; the default), sgemm (FP32,
  *                                      checked; tuning.kmeans_gemm) and tf32
@@ -18,6 +23,24 @@
  *                                      adds fp32 runs with that many rows per
  *                                      product (tuning.kmeans_tile_rows).
  *                                      json: also one JSON document there.
+ *      kmeans_bench gemm [json]        the levels of the checked product on
+ *                                      data with many close centroids (1M x
+ *                                      256 k = 20000 on 200 blobs, 1M x 768
+ *                                      k = 1024 on 100 embedding-like blobs;
+ *                                      uniform and line data of the first
+ *                                      shape; both blob sets in double
+ *                                      precision; gpu_kmeans_assign on the
+ *                                      blobs): time per iteration next to the
+ *                                      TF32, FP32 and FP64 GEMM of the shape,
+ *                                      rows and candidates at each level
+ *                                      (KMEANS_BENCH_CASES=blobs,line,...
+ *                                      runs those only; noassign in it leaves
+ *                                      out the assignments;
+ *                                      KMEANS_BENCH_TILES=r1,... adds runs of
+ *                                      the blobs with that many rows per
+ *                                      product, the DGEMM's half as many;
+ *                                      KMEANS_BENCH_NO_DGEMM=1 runs with the
+ *                                      FP32 second level)
  *      kmeans_bench hard [json]        the hard case of the checked product:
  *                                      1M x 256 rows around 997 centres on a
  *                                      line (spacing 1, noise 0.01 per
@@ -59,6 +82,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "gc_backends.h"
@@ -105,6 +129,61 @@ convert_data(const Data &D, gc_dtype dt, gc_metric metric)
 		exit(2);
 	}
 	return E;
+}
+
+/*
+ * Embedding-like rows: blobs (100) Gaussian blobs around random directions
+ * of the unit sphere, noise of total size 0.3, each row normalised (the
+ * shape of gc_td_wide, drawn on every core: rows in blocks of 16,384, each
+ * block from its own seed, so the rows do not depend on the threads): at
+ * k = 1024 about ten close centroids share a blob.
+ */
+static Data
+make_wide(int64_t n, int d, int blobs)
+{
+	Data		D;
+	const uint64_t seed = gc_td_seed("wide", n, d) + (uint64_t) blobs;
+	const int64_t block = 16384;
+	const double sd = 0.3 / std::sqrt((double) d);
+	std::vector<double> c((size_t) blobs * d);
+	gc_rng		rng;
+	unsigned	nt = std::max(1u, std::min(64u, std::thread::hardware_concurrency()));
+	std::vector<std::thread> th;
+
+	D.n = n;
+	D.d = d;
+	D.x.resize((size_t) n * d);
+	gc_rng_seed(&rng, seed);
+	for (int j = 0; j < blobs; j++)
+		gc_td_direction(&rng, c.data() + (size_t) j * d, d);
+	for (unsigned t = 0; t < nt; t++)
+		th.emplace_back([&, t]() {
+			std::vector<double> v(d);
+
+			for (int64_t b = t; b * block < n; b += nt)
+			{
+				gc_rng		r;
+
+				gc_rng_seed(&r, seed + 1 + (uint64_t) b);
+				for (int64_t i = b * block; i < std::min<int64_t>(n, (b + 1) * block); i++)
+				{
+					int			j = (int) gc_rng_below(&r, (uint64_t) blobs);
+					double		norm = 0.0;
+
+					for (int k = 0; k < d; k++)
+					{
+						v[k] = c[(size_t) j * d + k] + sd * gc_td_normal(&r);
+						norm += v[k] * v[k];
+					}
+					norm = std::sqrt(norm);
+					for (int k = 0; k < d; k++)
+						D.x[(size_t) i * d + k] = (float) (v[k] / norm);
+				}
+			}
+		});
+	for (std::thread &x : th)
+		x.join();
+	return D;
 }
 
 static Data
@@ -221,30 +300,63 @@ make_params(int k, gc_kmeans_init init, int max_iter, double tol, gc_precision p
 	return p;
 }
 
-/* One SGEMM of the distance shape (rows x k x d), scaled from a slice when the output is too big. */
-static double
-sgemm_ms(int64_t rows, int k, int d, bool tf32)
+/* The three products of a shape: TF32 and FP32 SGEMM, FP64 DGEMM (FP64 tensor cores where the device has them). */
+enum GemmKind
 {
-	int64_t		slice = std::min<int64_t>(rows, std::max<int64_t>(1024, (int64_t) ((size_t(8) << 30) / ((size_t) k * 4))));
-	float	   *a, *b, *c;
+	GEMM_TF32, GEMM_FP32, GEMM_FP64
+};
+
+/*
+ * One GEMM of the distance shape (rows x k x d) as the k-means product
+ * calls it, scaled from a slice when the output is too big (8 GiB at most);
+ * operands of random values in [-1, 1) (zeros would flatter the tensor
+ * cores' power draw).
+ */
+static double
+gemm_ms(int64_t rows, int k, int d, GemmKind kind)
+{
+	const size_t es = kind == GEMM_FP64 ? 8 : 4;
+	int64_t		slice = std::min<int64_t>(rows, std::max<int64_t>(1024, (int64_t) ((size_t(8) << 30) / ((size_t) k * es))));
+	void	   *a, *b, *c;
 	cublasHandle_t h;
 	cudaEvent_t e0, e1;
 	float		ms = 0;
 	const float one = 1, zero = 0;
+	const double one64 = 1, zero64 = 0;
+	std::vector<double> ha((size_t) std::max<int64_t>((int64_t) k, slice) * d);
+	gc_rng		rng;
 
-	cudaMalloc(&a, sizeof(float) * (size_t) k * d);
-	cudaMalloc(&b, sizeof(float) * (size_t) slice * d);
-	cudaMalloc(&c, sizeof(float) * (size_t) slice * k);
-	cudaMemset(a, 0, sizeof(float) * (size_t) k * d);
-	cudaMemset(b, 0, sizeof(float) * (size_t) slice * d);
+	gc_rng_seed(&rng, 11);
+	for (double &v : ha)
+		v = gc_td_between(&rng, -1.0, 1.0);
+	std::vector<float> hf(ha.begin(), ha.end());
+	const void *src = kind == GEMM_FP64 ? (const void *) ha.data() : (const void *) hf.data();
+
+	if (cudaMalloc(&a, es * (size_t) k * d) != cudaSuccess || cudaMalloc(&b, es * (size_t) slice * d) != cudaSuccess ||
+		cudaMalloc(&c, es * (size_t) slice * k) != cudaSuccess)
+	{
+		fprintf(stderr, "kmeans_bench: no device memory for the GEMM timing\n");
+		exit(2);
+	}
+	cudaMemcpy(a, src, es * (size_t) k * d, cudaMemcpyHostToDevice);
+	cudaMemcpy(b, src, es * (size_t) slice * d, cudaMemcpyHostToDevice);
 	cublasCreate(&h);
-	cublasSetMathMode(h, tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH);
+	cublasSetMathMode(h, kind == GEMM_TF32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH);
 	cudaEventCreate(&e0);
 	cudaEventCreate(&e1);
-	cublasSgemm(h, CUBLAS_OP_T, CUBLAS_OP_N, k, (int) slice, d, &one, a, d, b, d, &zero, c, k);
+	auto		one_gemm = [&]() {
+		if (kind == GEMM_FP64)
+			cublasDgemm(h, CUBLAS_OP_T, CUBLAS_OP_N, k, (int) slice, d, &one64, (const double *) a, d,
+						(const double *) b, d, &zero64, (double *) c, k);
+		else
+			cublasSgemm(h, CUBLAS_OP_T, CUBLAS_OP_N, k, (int) slice, d, &one, (const float *) a, d,
+						(const float *) b, d, &zero, (float *) c, k);
+	};
+
+	one_gemm();
 	cudaEventRecord(e0);
 	for (int r = 0; r < 3; r++)
-		cublasSgemm(h, CUBLAS_OP_T, CUBLAS_OP_N, k, (int) slice, d, &one, a, d, b, d, &zero, c, k);
+		one_gemm();
 	cudaEventRecord(e1);
 	cudaEventSynchronize(e1);
 	cudaEventElapsedTime(&ms, e0, e1);
@@ -257,6 +369,12 @@ sgemm_ms(int64_t rows, int k, int d, bool tf32)
 	return ms / 3.0 * (double) rows / (double) slice;
 }
 
+static double
+sgemm_ms(int64_t rows, int k, int d, bool tf32)
+{
+	return gemm_ms(rows, k, d, tf32 ? GEMM_TF32 : GEMM_FP32);
+}
+
 static int
 bench(const char *json_path, const gc_device_info &info)
 {
@@ -264,9 +382,11 @@ bench(const char *json_path, const gc_device_info &info)
 	{
 		int64_t		n;
 		int			d, k, iters, blobs;
+		bool		wide;
 	}			shapes[] = {
-		{10000000, 2, 100, 20, 0}, {10000000, 32, 1000, 10, 0}, {1000000, 256, 20000, 25, 0},
-		{1000000, 768, 1024, 10, 0}, {1000000, 256, 20000, 25, 200}
+		{10000000, 2, 100, 20, 0, false}, {10000000, 32, 1000, 10, 0, false}, {1000000, 256, 20000, 25, 0, false},
+		{1000000, 768, 1024, 10, 0, false}, {1000000, 256, 20000, 25, 200, false},
+		{1000000, 768, 1024, 10, 100, true}
 	};
 	std::vector<long> tiles = {0};
 	const char *tl = getenv("KMEANS_BENCH_TILES");
@@ -287,7 +407,7 @@ bench(const char *json_path, const gc_device_info &info)
 
 	for (const Shape &s : shapes)
 	{
-		Data		D = make_data(s.n, s.d, s.blobs);
+		Data		D = s.wide ? make_wide(s.n, s.d, s.blobs) : make_data(s.n, s.d, s.blobs);
 
 		struct Variant
 		{
@@ -300,7 +420,7 @@ bench(const char *json_path, const gc_device_info &info)
 			{"fp32", GC_PRECISION_FP32, false, 0}, {"sgemm", GC_PRECISION_FP32, true, 0},
 			{"tf32", GC_PRECISION_TF32, false, 0}
 		};
-		double		floors[2] = {-1, -1};
+		double		floors[3] = {-1, -1, -1};
 
 		for (long t : tiles)
 			if (t > 0)
@@ -335,20 +455,24 @@ bench(const char *json_path, const gc_device_info &info)
 			}
 			bool		tf = v.prec == GC_PRECISION_TF32;
 
-			if (floors[tf] < 0)
-				floors[tf] = sgemm_ms(s.n, s.k, s.d, tf);
+			/* the three products of the shape, side by side (d > 32; the low-d kernels have none) */
+			if (floors[0] < 0)
+				for (int f = 0; f < 3; f++)
+					floors[f] = gemm_ms(s.n, s.k, s.d, (GemmKind) f);
 
-			double		floor_ms = floors[tf];
-			std::string label = std::string(v.label) + (s.blobs > 0 ? " blobs" : "") +
+			double		floor_ms = floors[tf ? GEMM_TF32 : GEMM_FP32];
+			std::string label = std::string(v.label) + (s.wide ? " embeddings" : s.blobs > 0 ? " blobs" : "") +
 				(v.tile ? " tile " + std::to_string(v.tile) : "");
 
-			printf("[%4.0f s] %8lld x %-4d k=%-6d %-16s iterations %3d | per iteration %9.3f ms | iterations %9.1f ms "
-				   "| init %8.1f ms | final %8.1f ms | to device %7.1f ms | call %9.1f ms | one SGEMM %s %9.3f ms"
-				   " | inertia %.9e | decided in double %lld, candidates %lld, to FP32 %lld\n",
+			printf("[%4.0f s] %8lld x %-4d k=%-6d %-21s iterations %3d | per iteration %9.3f ms | iterations %9.1f ms "
+				   "| init %8.1f ms | final %8.1f ms | to device %7.1f ms | call %9.1f ms | GEMM TF32 %8.3f, FP32 %8.3f, "
+				   "FP64 %8.3f ms (%.2f x FP32, %.2f x FP64) | inertia %.9e | decided in double %lld, candidates %lld, "
+				   "second product %lld\n",
 				   (gc_h_now_ms() - t_start) / 1000.0, (long long) s.n, s.d, s.k, label.c_str(), g.r.iterations,
 				   g.timing.phase_ms[3],
 				   g.timing.phase_ms[1], g.timing.phase_ms[0], g.timing.phase_ms[2], g.timing.to_device_ms,
-				   g.wall_ms, tf ? "tf32" : "fp32", floor_ms, g.total_inertia(),
+				   g.wall_ms, floors[0], floors[1], floors[2], g.timing.phase_ms[3] / floors[1],
+				   g.timing.phase_ms[3] / floors[2], g.total_inertia(),
 				   (long long) g.timing.counts[0], (long long) g.timing.counts[1], (long long) g.timing.counts[2]);
 			fflush(stdout);
 			if (js)
@@ -356,11 +480,12 @@ bench(const char *json_path, const gc_device_info &info)
 				fprintf(js, "%s{\"n\": %lld, \"d\": %d, \"k\": %d, \"variant\": \"%s\", \"iterations\": %d, "
 						"\"per_iteration_ms\": %.4f, \"iterations_ms\": %.3f, \"init_ms\": %.3f, "
 						"\"final_ms\": %.3f, \"to_device_ms\": %.3f, \"call_ms\": %.3f, \"sgemm_ms\": %.4f, "
+						"\"gemm_tf32_ms\": %.4f, \"gemm_fp32_ms\": %.4f, \"gemm_fp64_ms\": %.4f, "
 						"\"inertia\": %.12e, \"decided_in_double\": %lld, \"candidates\": %lld, "
-						"\"to_fp32\": %lld}\n",
+						"\"second_product\": %lld}\n",
 						first ? "" : ",", (long long) s.n, s.d, s.k, label.c_str(), g.r.iterations,
 						g.timing.phase_ms[3], g.timing.phase_ms[1], g.timing.phase_ms[0], g.timing.phase_ms[2],
-						g.timing.to_device_ms, g.wall_ms, floor_ms, g.total_inertia(),
+						g.timing.to_device_ms, g.wall_ms, floor_ms, floors[0], floors[1], floors[2], g.total_inertia(),
 						(long long) g.timing.counts[0], (long long) g.timing.counts[1],
 						(long long) g.timing.counts[2]);
 				first = false;
@@ -542,6 +667,118 @@ bench_hard(const char *json_path, const gc_device_info &info, bool hard, bool as
 }
 
 /*
+ * The levels of the checked product on data with many close centroids:
+ * per case the time per iteration next to the three GEMMs of its shape
+ * (TF32, FP32, FP64), and the rows and candidates that reached each level:
+ * every row of a pass starts at the TF32 check (unless most rows went
+ * straight to the second product), "second product" counts the rows of all
+ * passes sent on to the FP32 product or, where the device has fast FP64,
+ * the DGEMM, and "decided in double" the rows (and their candidates) whose
+ * last level left several candidates, compared by their distance in double.
+ * Then the same for rows of double precision, and gpu_kmeans_assign.
+ * KMEANS_BENCH_NO_DGEMM=1 adds runs with tuning kmeans_gemm = TF32_FP32
+ * (the second level in FP32, as on devices without fast FP64).
+ */
+static int
+bench_levels(const char *json_path, const gc_device_info &info)
+{
+	struct Case
+	{
+		const char *label;
+		int64_t		n;
+		int			d, k, iters, blobs;
+		char		kind;				/* s: separated blobs, w: embeddings, u: uniform, l: line */
+		bool		f64;
+	}			cases[] = {
+		{"blobs", 1000000, 256, 20000, 10, 200, 's', false},
+		{"embeddings", 1000000, 768, 1024, 10, 100, 'w', false},
+		{"uniform", 1000000, 256, 20000, 10, 0, 'u', false},
+		{"line", 1000000, 256, 20000, 10, -997, 'l', false},
+		{"blobs f64", 1000000, 256, 20000, 10, 200, 's', true},
+		{"embeddings f64", 1000000, 768, 1024, 10, 100, 'w', true},
+	};
+	FILE	   *js = json_path ? fopen(json_path, "w") : nullptr;
+	bool		first = true;
+	const char *nd = getenv("KMEANS_BENCH_NO_DGEMM");
+	const char *only = getenv("KMEANS_BENCH_CASES");	/* comma-separated labels, or all */
+
+	printf("device: %s\n", info.name);
+	printf("| case | n x d, k | variant | iterations | per iteration ms | GEMM TF32 / FP32 / FP64 ms | x FP64 GEMM "
+		   "| decided in double (candidates) | second product rows | inertia |\n"
+		   "|---|---|---|---:|---:|---|---:|---:|---:|---:|\n");
+	if (js)
+		fprintf(js, "{\"device\": \"%s\", \"runs\": [\n", info.name);
+	for (const Case &c : cases)
+	{
+		if (only && *only && !strstr(only, c.label))
+			continue;
+
+		Data		D0 = c.kind == 'w' ? make_wide(c.n, c.d, c.blobs) : make_data(c.n, c.d, c.kind == 'u' ? 0 : c.blobs);
+		Data		D = c.f64 ? convert_data(D0, GC_F64, GC_METRIC_EUCLIDEAN) : D0;
+		double		g[3];
+
+		for (int f = 0; f < 3; f++)
+			g[f] = gemm_ms(c.n, c.k, c.d, (GemmKind) f);
+		/* variants: the default, tf32-fp32 (KMEANS_BENCH_NO_DGEMM=1), rows per product (KMEANS_BENCH_TILES) */
+		std::vector<long> vars = {0};
+
+		if (nd && *nd == '1' && !c.f64)
+			vars.push_back(-1);
+		for (const char *t = getenv("KMEANS_BENCH_TILES"); t && *t && !c.f64 && c.kind == 's';)
+		{
+			vars.push_back(strtol(t, nullptr, 10));
+			t = strchr(t, ',');
+			t = t ? t + 1 : nullptr;
+		}
+		for (long v : vars)
+		{
+			gc_tuning	tuning = gc_tuning_defaults();
+			gc_kmeans_params p = make_params(c.k, GC_KMEANS_INIT_RANDOM, c.iters, 0.0, GC_PRECISION_FP32);
+			Out			o(c.n, c.k, c.d);
+			std::string vs = v < 0 ? "tf32-fp32" : v > 0 ? "tile_rows " + std::to_string(v) : "default";
+			const char *vl = vs.c_str();
+
+			if (v < 0)
+				tuning.kmeans_gemm = GC_KMEANS_GEMM_TF32_FP32;
+			if (v > 0)
+				tuning.kmeans_tile_rows = v;
+			run_gpu(D, p, tuning, o);
+			if (o.st != GC_OK)
+			{
+				printf("| %s | %lld x %d, k=%d | %s | GPU error: %s |\n", c.label, (long long) c.n, c.d, c.k, vl,
+					   o.err.c_str());
+				continue;
+			}
+			printf("| %s | %lld x %d, k=%d | %s | %d | %.1f | %.1f / %.1f / %.1f | %.2f | %lld (%lld) | %lld | %.9e |\n",
+				   c.label, (long long) c.n, c.d, c.k, vl, o.r.iterations, o.timing.phase_ms[3], g[0], g[1], g[2],
+				   o.timing.phase_ms[3] / g[2], (long long) o.timing.counts[0], (long long) o.timing.counts[1],
+				   (long long) o.timing.counts[2], o.total_inertia());
+			fflush(stdout);
+			if (js)
+			{
+				fprintf(js, "%s{\"case\": \"%s\", \"n\": %lld, \"d\": %d, \"k\": %d, \"variant\": \"%s\", "
+						"\"iterations\": %d, \"per_iteration_ms\": %.4f, \"gemm_tf32_ms\": %.4f, "
+						"\"gemm_fp32_ms\": %.4f, \"gemm_fp64_ms\": %.4f, \"decided_in_double\": %lld, "
+						"\"candidates\": %lld, \"second_product\": %lld, \"inertia\": %.12e}\n",
+						first ? "" : ",", c.label, (long long) c.n, c.d, c.k, vl, o.r.iterations,
+						o.timing.phase_ms[3], g[0], g[1], g[2], (long long) o.timing.counts[0],
+						(long long) o.timing.counts[1], (long long) o.timing.counts[2], o.total_inertia());
+				first = false;
+				fflush(js);
+			}
+		}
+		if ((c.kind == 's' || c.kind == 'w') && !c.f64 && !(only && strstr(only, "noassign")))
+			assign_timing(js, first, c.label, D, c.k);
+	}
+	if (js)
+	{
+		fprintf(js, "]}\n");
+		fclose(js);
+	}
+	return 0;
+}
+
+/*
  * Double against single precision, cosine against Euclidean, on the two
  * benchmark shapes: the same uniform rows (in [-1, 1)^d, so that their
  * directions spread) in each form, random initial rows, tol 0 and a fixed
@@ -634,11 +871,12 @@ main(int argc, char **argv)
 		return 2;
 	}
 	bool		mode_ok = argc > 1 && (strcmp(argv[1], "bench") == 0 || strcmp(argv[1], "hard") == 0 ||
+									   strcmp(argv[1], "gemm") == 0 ||
 									   strcmp(argv[1], "assign") == 0 || strcmp(argv[1], "precision") == 0);
 
 	if (!mode_ok && !(argc > 5 && strcmp(argv[1], "one") == 0))
 	{
-		fprintf(stderr, "usage: %s bench [json] | hard [json] | assign [json] | precision [json] "
+		fprintf(stderr, "usage: %s bench [json] | gemm [json] | hard [json] | assign [json] | precision [json] "
 				"| one n d k iterations [kmeans++] [f64] [cosine]\n", argv[0]);
 		return 2;
 	}
@@ -650,6 +888,8 @@ main(int argc, char **argv)
 	}
 	if (strcmp(argv[1], "bench") == 0)
 		return bench(argc > 2 ? argv[2] : nullptr, info);
+	if (strcmp(argv[1], "gemm") == 0)
+		return bench_levels(argc > 2 ? argv[2] : nullptr, info);
 	if (strcmp(argv[1], "hard") == 0)
 		return bench_hard(argc > 2 ? argv[2] : nullptr, info, true, true);
 	if (strcmp(argv[1], "assign") == 0)

@@ -1,5 +1,5 @@
 #!/bin/sh
-# bench/kmeans_bench.sh bench [json] | hard [json] | assign [json] | precision [json]
+# bench/kmeans_bench.sh bench [json] | gemm [json] | hard [json] | assign [json] | precision [json]
 #                       | one n d k iterations [kmeans++] [f64] [cosine]
 #    Builds the k-means timing harness (bench/kmeans_bench.cu, through
 #    bench/Makefile and the flags of common/flags.mk) and runs it from the

@@ -94,7 +94,8 @@ typedef enum gc_dbscan_grid
 typedef enum gc_kmeans_gemm
 {
 	GC_KMEANS_GEMM_AUTO = 0,	/* TF32 first where the device has it, then checked */
-	GC_KMEANS_GEMM_SGEMM = 1	/* the FP32 product only */
+	GC_KMEANS_GEMM_SGEMM = 1,	/* the FP32 product only */
+	GC_KMEANS_GEMM_TF32_FP32 = 2	/* TF32, then FP32 for the open rows (no DGEMM level) */
 } gc_kmeans_gemm;
 
 typedef struct gc_tuning

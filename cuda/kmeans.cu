@@ -36,7 +36,10 @@
  * Lloyd iterations, [2] the final assignment and distances, [3]
  * milliseconds per iteration.  timing.counts (product forms, over the call):
  * [0] rows decided among several candidates in double, [1] candidates
- * compared, [2] rows sent from the TF32 to the FP32 product (0 for DGEMM).
+ * compared, [2] rows through the second product (rows of single precision:
+ * the DGEMM on devices with fast FP64, else the FP32 product; those sent
+ * there by the TF32 check and, once most were, every row; 0 for rows of
+ * double precision).
  */
 #include <cfloat>
 #include <cmath>
@@ -128,6 +131,27 @@ class KMeans
 
 /* ---------------------------------------------------------------- the plan and the buffers */
 
+/*
+ * Whether device dev has fast FP64: FP64 tensor cores, whose DGEMM runs at
+ * about the speed of its FP32 GEMM.  The driver's ratio of single- to
+ * double-precision throughput is 2 on the data-centre parts (A100, compute
+ * capability 8.0; H100, 9.0), whose FP64 tensor cores double that again
+ * for a GEMM (H100 SXM: 67 TFLOP/s FP64 tensor against 67 FP32; measured
+ * with cuBLAS by bench/kmeans_bench.sh gemm: BENCHMARKS.md, k-means), and
+ * 32 or 64 on the consumer and workstation parts (8.6, 8.9, 12.x), where a
+ * DGEMM costs 30 to 60 times an SGEMM; tensor cores came with 8.0 (V100,
+ * 7.0, has the ratio 2 without them: its DGEMM is half its SGEMM).
+ */
+static bool fast_fp64(int dev, int major)
+{
+	int			ratio = 0;
+
+	if (major < 8)
+		return false;
+	CUDA_TRY(cudaDeviceGetAttribute(&ratio, cudaDevAttrSingleToDoublePrecisionPerfRatio, dev));
+	return ratio > 0 && ratio <= 2;
+}
+
 /* Chooses the kernels and how much of the data stays on the device. */
 void KMeans::plan()
 {
@@ -145,7 +169,7 @@ void KMeans::plan()
 		d <= 2 ? 2 : d <= 4 ? 4 : d <= 8 ? 8 : d <= 16 ? 16 : d <= 32 ? 32 : 0;
 	plan_.f64_gemm = plan_.dtype == GC_F64 && d > 32;
 	CUDA_TRY(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
-	product_choose(prod_, p_, tuning_, major);
+	product_choose(prod_, p_, tuning_, major, fast_fp64(dev, major), plan_.k);
 	plan_.fused = plan_.maxd > 0 && plan_.maxd <= 16 &&
 		(size_t) plan_.k * plan_.maxd * 4 + (size_t) plan_.k * d * 8 + (size_t) plan_.k * 4 <= FUSED_SMEM_MAX;
 	size_chunks(free_b);
@@ -169,7 +193,7 @@ void KMeans::size_chunks(size_t free_b)
 
 	/* bytes that do not depend on the chunk */
 	size_t		kd = (size_t) k * d;
-	size_t		fixed = kd * (8 * 5 + 4 * 3 + (plan_.f64_gemm ? 8 : 0)) + (size_t) k * (4 * 8 + 64) +
+	size_t		fixed = kd * (8 * 5 + 4 * 3 + (plan_.f64_gemm || prod_.dgemm ? 8 : 0)) + (size_t) k * (4 * 8 + 64) +
 		(size_t) d * 16 + (64u << 20);
 	size_t		per_row = 4 + 4 + 4 + 8;	/* two label arrays, d2, mind2 / exact d2 */
 	size_t		per_chunk_row = (size_t) d * gc_dtype_size(plan_.dtype) + (fused ? 0 : 4 * 3 + 16 + 8) +
@@ -288,11 +312,15 @@ void KMeans::allocate()
 		prod_.unres.reset(chunk, "rows for the FP32 product");
 		prod_.unres_n.reset(1, "rows for the FP32 product");
 	}
-	if (plan_.f64_gemm)
+	if (plan_.f64_gemm || (maxd == 0 && prod_.dgemm))
 	{
+		/* the DGEMM form of the centroids (rows of double precision, or the DGEMM level) */
 		cen_.cen_cd.reset(kd, "centroids");
 		cen_.cval64.reset(k, "centroid norms");
 		cen_.cmax64.reset(1, "centroid norms");
+	}
+	if (plan_.f64_gemm)
+	{
 		prod_.xc64.reset((size_t) chunk * d, "centred data");
 		prod_.xnorm64.reset(chunk, "row norms");
 		prod_.dots64.reset((size_t) plan_.gemm_tile * k, "distance tile");
@@ -499,7 +527,7 @@ void KMeans::assign(bool with_sums, int32_t *labels, const int32_t *labels_old)
 {
 	gc::check_cancel(exec_);
 	prep_centroids(plan_, cen_);
-	if (plan_.f64_gemm)
+	if (plan_.f64_gemm || (plan_.maxd == 0 && prod_.dgemm))
 		prep_centroids64(plan_, cen_);
 	prod_.escalated = 0;
 	pass(with_sums, labels, labels_old);

@@ -9,7 +9,8 @@
  *    kmeans.cu          the driver: plan, buffers, the phases, gcu_kmeans
  *    kmeans_lowd.cu     assignment for d <= 32, fused with the update for d <= 16
  *    kmeans_product.cu  assignment for d > 32: GEMM, checked argmin, refinement
- *    kmeans_direct.cu   assignment of rows of double precision, in double
+ *    kmeans_direct.cu   assignment of rows of double precision, in double;
+ *                       the DGEMM level of the product form (fast FP64)
  *    kmeans_update.cu   centroid forms, the sorted and fixed-point updates,
  *                       empty clusters, final distances
  *    kmeans_init.cu     data statistics and initial centroids (k-means++ on the device)
@@ -174,10 +175,13 @@ struct Product
 {
 	bool		tf32_first = false;		/* the first product in TF32 */
 	bool		refine = true;			/* the product checked, candidates compared in double */
-	bool		two_level = false;		/* rows the TF32 check leaves open go to an FP32 product */
+	bool		two_level = false;		/* rows the TF32 check leaves open go to a second product */
+	bool		dgemm = false;			/* ... a DGEMM (fast FP64), else an FP32 product */
+	bool		dgemm_all = false;		/* every row straight to the DGEMM (most were open) */
+	int			decide_cap = 0x7fffffff;	/* candidates the TF32 check decides in double, at most */
 	float		wfac = 2.5f;			/* the candidate window, 2.5 E (1.25 of 2 E) */
 	bool		tile_mode = false;		/* rows by their last label, each tile centred on its own */
-	int64_t		escalated = 0;			/* rows of this pass sent to the FP32 product */
+	int64_t		escalated = 0;			/* rows of this pass sent to the second product */
 	int64_t		escalated_total = 0;	/* ... over the call */
 	Cublas		blas;
 	DeviceBuffer<float> xc;				/* [chunk_rows, d] centred rows */
@@ -254,10 +258,26 @@ void assign_dgemm(const Plan &plan, Product &pr, const Centroids &cen, const Rep
 				  const double *x /* [rows, d] */, int64_t rows,
 				  int32_t *labels, const int32_t *labels_old, float *d2, const gc_exec &exec);
 
+/*
+ * The exact level of rows of single precision on devices with fast FP64:
+ * rows rowmap[0 .. tr) (or the first tr) of the chunk x by a DGEMM of the
+ * rows and centroids centred on the data mean in double, checked with the
+ * DGEMM's bound (the labels of the double distances); labels, d2 and the
+ * counts as assign_product.
+ */
+void assign_dgemm_rows(const Plan &plan, Product &pr, const Centroids &cen, const Report &rep,
+					   const float *x /* [rows, d] */, const int32_t *rowmap /* [tr] or null */, int64_t tr,
+					   int32_t *labels, const int32_t *labels_old, float *d2, const gc_exec &exec);
+
 /* ---------------------------------------------------------------- kmeans_product.cu */
 
-/* The product to run for these parameters on a device of compute capability cc_major. */
-void product_choose(Product &pr, const gc_kmeans_params &p, const gc_tuning &tuning, int cc_major);
+/*
+ * The product to run for these parameters on a device of compute
+ * capability cc_major, fast_fp64 where its FP64 GEMM runs at about its
+ * FP32 GEMM's speed (fast_fp64 in kmeans.cu), for k centroids.
+ */
+void product_choose(Product &pr, const gc_kmeans_params &p, const gc_tuning &tuning, int cc_major, bool fast_fp64,
+					int k);
 
 /*
  * After a pass of an iteration: when many rows needed the FP32 product, the

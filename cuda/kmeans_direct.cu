@@ -2,7 +2,9 @@
  * kmeans_direct.cu
  *    k-means assignment for rows of double precision, in two forms: for
  *    d <= 32 the direct one below, for d > 32 a checked DGEMM product (at
- *    the end of the file), which gives the same labels.
+ *    the end of the file), which gives the same labels.  The same DGEMM,
+ *    on rows of single precision made double, is the exact level of the
+ *    single-precision product on devices with fast FP64 (assign_dgemm_rows).
  *
  * The direct form: every distance of a
  *    row to a centroid is summed in double over the features in order,
@@ -229,30 +231,60 @@ __global__ void prep_centroids64_kernel(const double *__restrict__ cen,	/* [k, d
 /*
  * Argmin over a tile of the DGEMM, one warp per row: dots[q, j] = x'_q . c'_j,
  * so ||x_q - c_j||^2 = ||x'_q||^2 + v_j with v_j = ||c'_j||^2 - 2 dots[q, j].
- * Every rounding on the way (the centring, the norms, the product over d
- * terms, v, and the CPU's own sum of D_j) is at most a few (d + 8) 2^-53
- * (||x'_q|| + max_j ||c'_j||)^2; E below is (d + 16) 2^-50 times that
- * square, over four times as much.  The CPU's nearest centroid then has
- * v_j <= min v + 2E, and those candidates are compared by their distance in
- * double, each summed by one lane over the features in order as the CPU
- * sums it (the lowest number on a tie): the labels are the CPU's.  The
- * bound is that of IEEE double arithmetic, which cuBLAS's DGEMM keeps in
- * its default math mode (FP64 units or FP64 tensor cores; the emulated FP64
- * modes are opt-in, and this handle does not set them).
- * stats[0] counts the rows with more than one candidate, stats[1] the
- * candidates compared there.
+ *
+ * The bound.  Let u = 2^-53 (the unit roundoff of double), X = x - m and
+ * C = c_j - m exactly (x the row, exact in double whether it came as float
+ * or double; m the centre; c_j the centroid), R = ||X|| + ||C||.  The
+ * quantities and their errors (Higham, Accuracy and Stability of Numerical
+ * Algorithms, 3.1 and 3.5: a sum of d products in any order, with or
+ * without fused multiply-add, is within gamma_d = d u / (1 - d u) of the
+ * sum of their absolute values):
+ *   x' = fl(x - m), c' = fl(c - m): each coordinate within u of X_t, C_t,
+ *     so |x'.c' - X.C| <= (2u + u^2) ||X|| ||C||;
+ *   dots = the DGEMM's x'.c': within gamma_d ||x'|| ||c'|| of x'.c' whatever
+ *     the order of its sums (FP64 units or FP64 tensor cores, whose
+ *     products and sums are IEEE double);
+ *   ||c'||^2 as summed: within (gamma_d + 2u) ||C||^2 of ||C||^2;
+ *   v_j = fl(||c'||^2 - 2 dots): one more rounding, u (||C||^2 + 2 ||X|| ||C||);
+ *   and the CPU's own distance D_j = fl(sum fl(fl(x_t - c_t)^2)), whose
+ *     label is the promise, within (gamma_d + 2u) R^2 of ||X - C||^2.
+ * With ||X|| ||C|| <= R^2 / 4 and ||C||^2 <= R^2 the sum is below
+ * (2.3 d + 7) u R^2 for d u < 2^-20, so |v_j + ||X||^2 - D_j| <= E_j with
+ * E = 8 (d + 16) u (||x'|| + max_j ||c'_j||)^2 = (d + 16) 2^-50 (...)^2, at
+ * least three times as much (the computed norms are within d u of the
+ * exact ones, which the margin covers).  The CPU's nearest centroid j* then
+ * has v_j* <= D_j* - ||X||^2 + E <= D_i - ||X||^2 + E <= v_i + 2E for the
+ * i of the smallest v: the candidates are the j with v_j <= min v + 2E, and
+ * when there are several they are compared by their distance in double,
+ * each summed by one lane over the features in order as the CPU sums it
+ * (the lowest number on a tie): the labels are the CPU's.  Against the TF32
+ * check's window (about 2^-9 ||x'|| ||c'_j||), this one is 2E = (d + 16)
+ * 2^-49 (||x'|| + max ||c'||)^2: on clustered rows of single precision a
+ * few rows in a thousand keep several candidates.  A row in doubt is
+ * compared in double, never decided by the product alone.  The bound is that of IEEE double
+ * arithmetic, which cuBLAS's DGEMM keeps in its default math mode (the
+ * emulated FP64 modes are opt-in, and this handle does not set them).
+ *
+ * One read of the row's products: each lane keeps its two smallest v; a
+ * row whose second-smallest (over the warp) is outside the window has one
+ * candidate, and only the others read the products again.
+ * rowmap (or null) gives the row of tile row q in x, labels, labels_old and
+ * d2out; xnorm is by q.  stats[0] counts the rows with more than one
+ * candidate, stats[1] the candidates compared there.
  */
+template <typename T>
 __global__ void __launch_bounds__(BLOCK)
 argmin64_kernel(const double *__restrict__ dots,	/* [tr, k] */
 				int64_t tr, int k, int d,
 				const double *__restrict__ cval,	/* [k] */
 				const double *__restrict__ xnorm,	/* [tr] ||x'||^2 of the tile's rows */
 				const unsigned long long *__restrict__ cmax,	/* [1] */
-				const double *__restrict__ x,	/* [tr, d] the tile's rows */
+				const T *__restrict__ x,	/* [rows, d] */
+				const int32_t *__restrict__ rowmap,	/* [tr] or null */
 				const double *__restrict__ cen, /* [k, d] */
-				int32_t *__restrict__ labels,	/* [tr] out */
-				const int32_t *__restrict__ labels_old, /* [tr] or null */
-				float *__restrict__ d2out,	/* [tr] out */
+				int32_t *__restrict__ labels,	/* [rows] out */
+				const int32_t *__restrict__ labels_old, /* [rows] or null */
+				float *__restrict__ d2out,	/* [rows] out */
 				unsigned long long *__restrict__ changed,	/* [1] in/out */
 				unsigned long long *__restrict__ stats /* [2] in/out */ )
 {
@@ -265,72 +297,126 @@ argmin64_kernel(const double *__restrict__ dots,	/* [tr, k] */
 
 	if (q < tr)
 	{
+		const int64_t row = rowmap ? (int64_t) rowmap[q] : q;
 		const double *dr = dots + q * k;
-		const double *xr = x + q * d;
+		const T    *xr = x + row * d;
 		double		r = sqrt(xnorm[q]),
 					c = sqrt(__longlong_as_double((long long) *cmax));
 		double		e = ldexp((double) d + 16.0, -50) * (r + c) * (r + c);
-		double		m = INFINITY;
+		double		m1 = INFINITY,
+					m2 = INFINITY;	/* this lane's two smallest v */
+		int			j1 = INT_MAX;
 
+#pragma unroll 4
 		for (int j = lane; j < k; j += 32)
-			m = fmin(m, cval[j] - 2.0 * dr[j]);
+		{
+			double		v = cval[j] - 2.0 * dr[j];
+
+			if (v < m1)
+			{
+				m2 = m1;
+				m1 = v;
+				j1 = j;
+			}
+			else
+				m2 = fmin(m2, v);
+		}
+
+		/* the warp's smallest (lowest number among equals), and the smallest of the rest */
+		double		m = m1;
+		int			mj = j1;
+
 		for (int o = 16; o > 0; o >>= 1)
-			m = fmin(m, __shfl_xor_sync(full, m, o));
+		{
+			double		om = __shfl_xor_sync(full, m, o);
+			int			oj = __shfl_xor_sync(full, mj, o);
+
+			if (om < m || (om == m && oj < mj))
+			{
+				m = om;
+				mj = oj;
+			}
+		}
+
+		double		rest = j1 == mj ? m2 : m1;
+
+		for (int o = 16; o > 0; o >>= 1)
+			rest = fmin(rest, __shfl_xor_sync(full, rest, o));
 
 		double		lim = m + 2.0 * e;
 		double		best = INFINITY;
 		int			bj = INT_MAX;
 		int			seen = 0;
 
-		for (int j0 = 0; j0 < k; j0 += 32)
+		if (!(rest <= lim) && mj != INT_MAX)
 		{
-			int			j = j0 + lane;
-			bool		cand = j < k && cval[j] - 2.0 * dr[j] <= lim;
-			unsigned int bal = __ballot_sync(full, cand);
-			double		dj = INFINITY;
-			int			jj = INT_MAX;
-
-			if (!bal)
-				continue;
-			seen += __popc(bal);
-			if (cand)
+			/* one candidate: its distance in double, one lane, in order as the CPU */
+			if (lane == 0)
 			{
-				const double *cj = cen + (size_t) j * d;
+				const double *cj = cen + (size_t) mj * d;
 				double		s = 0.0;
 
 				for (int t = 0; t < d; t++)
 				{
-					double		u = __dsub_rn(xr[t], cj[t]);
+					double		u = __dsub_rn((double) xr[t], cj[t]);
 
 					s = __dadd_rn(s, __dmul_rn(u, u));
 				}
-				dj = s;
-				jj = j;
+				best = s;
 			}
-			for (int o = 16; o > 0; o >>= 1)
+			bj = mj;
+			seen = 1;
+		}
+		else
+			for (int j0 = 0; j0 < k; j0 += 32)
 			{
-				double		od = __shfl_xor_sync(full, dj, o);
-				int			oj = __shfl_xor_sync(full, jj, o);
+				int			j = j0 + lane;
+				bool		cand = j < k && cval[j] - 2.0 * dr[j] <= lim;
+				unsigned int bal = __ballot_sync(full, cand);
+				double		dj = INFINITY;
+				int			jj = INT_MAX;
 
-				if (od < dj || (od == dj && oj < jj))
+				if (!bal)
+					continue;
+				seen += __popc(bal);
+				if (cand)
 				{
-					dj = od;
-					jj = oj;
+					const double *cj = cen + (size_t) j * d;
+					double		s = 0.0;
+
+					for (int t = 0; t < d; t++)
+					{
+						double		u = __dsub_rn((double) xr[t], cj[t]);
+
+						s = __dadd_rn(s, __dmul_rn(u, u));
+					}
+					dj = s;
+					jj = j;
+				}
+				for (int o = 16; o > 0; o >>= 1)
+				{
+					double		od = __shfl_xor_sync(full, dj, o);
+					int			oj = __shfl_xor_sync(full, jj, o);
+
+					if (od < dj || (od == dj && oj < jj))
+					{
+						dj = od;
+						jj = oj;
+					}
+				}
+				if (dj < best || (dj == best && jj < bj))
+				{
+					best = dj;
+					bj = jj;
 				}
 			}
-			if (dj < best || (dj == best && jj < bj))
-			{
-				best = dj;
-				bj = jj;
-			}
-		}
 		if (bj == INT_MAX)
 			bj = 0;				/* NaN only: not with finite data */
 		if (lane == 0)
 		{
-			labels[q] = bj;
-			d2out[q] = (float) best;
-			mine = labels_old && labels_old[q] != bj;
+			labels[row] = bj;
+			d2out[row] = (float) best;
+			mine = labels_old && labels_old[row] != bj;
 			decided = seen > 1;
 			compared = seen > 1 ? seen : 0;
 		}
@@ -338,6 +424,38 @@ argmin64_kernel(const double *__restrict__ dots,	/* [tr, k] */
 	block_add(changed, mine);
 	block_add(stats, decided);
 	block_add(stats + 1, compared);
+}
+
+/*
+ * The DGEMM form of rows of single precision: a warp per row, row
+ * rowmap[q] (or q) of x; xc = x - mean in double, xn = ||xc||^2 (summed
+ * across the lanes: it only sizes the bound).
+ */
+__global__ void center_gather64_kernel(const float *__restrict__ x, int d,	/* [rows, d] */
+									   const int32_t *__restrict__ rowmap, int64_t tr,	/* [tr] or null */
+									   const double *__restrict__ mean,	/* [d] */
+									   double *__restrict__ xc,	/* [tr, d] out */
+									   double *__restrict__ xn /* [tr] out */ )
+{
+	int64_t		q = ((int64_t) blockIdx.x * BLOCK + threadIdx.x) / 32;
+	int			lane = threadIdx.x & 31;
+
+	if (q >= tr)
+		return;
+	const float *xr = x + (rowmap ? (int64_t) rowmap[q] : q) * d;
+	double		s = 0.0;
+
+	for (int t = lane; t < d; t += 32)
+	{
+		double		v = __dsub_rn((double) xr[t], mean[t]);
+
+		xc[q * d + t] = v;
+		s = __dadd_rn(s, __dmul_rn(v, v));
+	}
+	for (int o = 16; o > 0; o >>= 1)
+		s += __shfl_xor_sync(0xffffffffu, s, o);
+	if (lane == 0)
+		xn[q] = s;
 }
 
 } // namespace
@@ -375,9 +493,60 @@ void assign_dgemm(const Plan &plan, Product &pr, const Centroids &cen, const Rep
 		/* dots [tr, k] = xc [tr, d] . cen_cd [k, d]^T */
 		CUBLAS_TRY(cublasDgemm(pr.blas.h, CUBLAS_OP_T, CUBLAS_OP_N, k, tr, d, &one, cen.cen_cd.get(), d,
 							   pr.xc64.get() + t0 * d, d, &zero, pr.dots64.get(), k));
-		argmin64_kernel<<<grid_for((int64_t) tr * 32, BLOCK, 1u << 30), BLOCK>>>(
+		argmin64_kernel<double><<<grid_for((int64_t) tr * 32, BLOCK, 1u << 30), BLOCK>>>(
 			pr.dots64.get(), tr, k, d, cen.cval64.get(), pr.xnorm64.get() + t0, cen.cmax64.get(),
-			x + t0 * d, cen.cen.get(), labels + t0, labels_old ? labels_old + t0 : nullptr, d2 + t0,
+			x + t0 * d, nullptr, cen.cen.get(), labels + t0, labels_old ? labels_old + t0 : nullptr, d2 + t0,
+			rep.changed(), rep.checked());
+		CHECK_LAUNCH("argmin64_kernel");
+	}
+}
+
+/*
+ * The exact level of rows of single precision on devices with fast FP64
+ * (kmeans.cuh): for the tr rows rowmap[q] (or 0 .. tr - 1) of the chunk
+ * x, in tiles of rows, the centred rows in double, one DGEMM against the
+ * centred centroids, and the argmin with its bound (argmin64_kernel).  The
+ * buffers are those of the FP32 level, read as doubles: pr.xg (as xc64 of
+ * half as many rows), pr.xg_norm and pr.dots (plan.gemm_tile / 2 rows).
+ */
+void assign_dgemm_rows(const Plan &plan, Product &pr, const Centroids &cen, const Report &rep,
+					   const float *x, const int32_t *rowmap, int64_t tr,
+					   int32_t *labels, const int32_t *labels_old, float *d2, const gc_exec &exec)
+{
+	const int	d = plan.d;
+	const int	k = plan.k;
+	const int64_t step = std::max<int64_t>(1, plan.gemm_tile / 2);
+	const double one = 1.0,
+				zero = 0.0;
+	double	   *xc = reinterpret_cast<double *>(pr.xg.get());
+	double	   *xn = reinterpret_cast<double *>(pr.xg_norm.get());
+	double	   *dots = reinterpret_cast<double *>(pr.dots.get());
+
+	int64_t		since = 0;			/* rows since the last look at cancel */
+
+	for (int64_t t0 = 0; t0 < tr; t0 += step)
+	{
+		int			n = (int) std::min<int64_t>(step, tr - t0);
+		const int32_t *map = rowmap ? rowmap + t0 : nullptr;
+		const float *xs = rowmap ? x : x + t0 * d;
+		int32_t    *lab = rowmap ? labels : labels + t0;
+		const int32_t *old = labels_old ? (rowmap ? labels_old : labels_old + t0) : nullptr;
+		float	   *dd = rowmap ? d2 : d2 + t0;
+
+		/* a look at cancel every 65,536 rows or so: each waits for the device */
+		if (t0 == 0 || (since += n) >= 65536)
+		{
+			gc::check_cancel_synced(exec);
+			since = 0;
+		}
+		center_gather64_kernel<<<grid_for((int64_t) n * 32, BLOCK, 1u << 30), BLOCK>>>(
+			xs, d, map, n, cen.mean_d.get(), xc, xn);
+		CHECK_LAUNCH("center_gather64_kernel");
+		/* dots [n, k] = xc [n, d] . cen_cd [k, d]^T */
+		CUBLAS_TRY(cublasDgemm(pr.blas.h, CUBLAS_OP_T, CUBLAS_OP_N, k, n, d, &one, cen.cen_cd.get(), d,
+							   xc, d, &zero, dots, k));
+		argmin64_kernel<float><<<grid_for((int64_t) n * 32, BLOCK, 1u << 30), BLOCK>>>(
+			dots, n, k, d, cen.cval64.get(), xn, cen.cmax64.get(), xs, map, cen.cen.get(), lab, old, dd,
 			rep.changed(), rep.checked());
 		CHECK_LAUNCH("argmin64_kernel");
 	}

@@ -9,10 +9,12 @@
  * on tensor cores (compute capability 8.0 and up) and is checked: a bound
  * on its error leaves a few candidate centroids per row, which are compared
  * by their distance in double, exactly as the CPU computes it.  Rows with
- * too many candidates go to an FP32 product, checked the same way (and
- * after an iteration where that was most rows, every row does).  So the
+ * too many candidates go to a second product, checked the same way (and
+ * after an iteration where that was most rows, every row does): on devices
+ * with fast FP64 a DGEMM (assign_dgemm_rows, kmeans_direct.cu), whose bound
+ * leaves almost every row one candidate, elsewhere an FP32 product.  So the
  * labels are those of the double distances to the current centroids, at
- * the cost of one TF32 GEMM.  Elsewhere the one product is FP32, checked.
+ * the cost of one TF32 GEMM.  Without TF32 the one product is FP32, checked.
  * 'tf32' runs the TF32 product unchecked: about 1e-3 relative error in x'.c'.
  *
  * The bound is per centroid and grows with the norms after centring; where
@@ -175,8 +177,9 @@ __device__ inline void keep_candidate(float (&cv)[CAND_CAP], int (&cj)[CAND_CAP]
  * candidates with v_j - E_j <= min_i (v_i + E_i) (each E with a 25% margin),
  * and those are compared by D_j in double.  Each lane keeps the candidates
  * of its own columns, at most CAND_CAP of the lowest v_j - E_j; a row where a
- * lane had to let go of one inside the final window goes to the list unres
- * for the next, more exact product, or, at the last level, is scanned again
+ * lane had to let go of one inside the final window, or (below the last
+ * level) with more than decide_cap candidates, goes to the list unres for
+ * the next, more exact product, or, at the last level, is scanned again
  * with every candidate compared in double.
  *
  * rowmap (or null) gives the chunk row of tile row q; xnorm is indexed by q
@@ -195,6 +198,7 @@ argmin_rows_kernel(const float *__restrict__ dots,	/* [tr, k] */
 				   const int32_t *__restrict__ rowmap,	/* [tr] or null */
 				   const float *__restrict__ cnrm,	/* [k] ||c'|| (REFINE), or per tile */
 				   float delta, float wfac, bool last_level,
+				   int decide_cap,	/* not last level: rows with more candidates go to unres */
 				   const float *__restrict__ x, int d,	/* [rows, d] raw rows (REFINE) */
 				   const double *__restrict__ cen,	/* [k, d] (REFINE) */
 				   int32_t *__restrict__ labels,	/* [rows] out */
@@ -327,7 +331,7 @@ argmin_rows_kernel(const float *__restrict__ dots,	/* [tr, k] */
 				total += __shfl_xor_sync(full, total, o);
 			/* a value let go inside the final window: this lane's list is short of a candidate */
 			over = __any_sync(full, dropped <= lim);
-			if (over && !last_level)
+			if ((over || total > decide_cap) && !last_level)
 				resolved = false;
 			else if (over || total > 1)
 			{
@@ -721,7 +725,7 @@ void argmin_tile(const Plan &plan, Product &pr, const Centroids &cen, const Repo
 	{
 		kern_plain<<<grid, BLOCK>>>(
 			pr.dots.get(), tr, plan.k, nm.cval, xn, nm.by_q, nm.tile_rows, rowmap, nullptr, 0.0f, 0.0f, true,
-			nullptr, plan.d, nullptr, lab, old, d2 + off, rep.changed(), nullptr, nullptr, nullptr, 0);
+			0x7fffffff, nullptr, plan.d, nullptr, lab, old, d2 + off, rep.changed(), nullptr, nullptr, nullptr, 0);
 		CHECK_LAUNCH("argmin_rows_kernel");
 		return;
 	}
@@ -730,7 +734,7 @@ void argmin_tile(const Plan &plan, Product &pr, const Centroids &cen, const Repo
 
 	kern_refine<<<grid, BLOCK>>>(
 		pr.dots.get(), tr, plan.k, nm.cval, xn, nm.by_q, nm.tile_rows, rowmap, nm.cnrm, (float) delta,
-		pr.wfac, last, x + off * plan.d, plan.d, cen.cen.get(), lab, old, d2 + off, rep.changed(),
+		pr.wfac, last, pr.decide_cap, x + off * plan.d, plan.d, cen.cen.get(), lab, old, d2 + off, rep.changed(),
 		rep.checked(), pr.unres.get(), pr.unres_n.get(), off);
 	CHECK_LAUNCH("argmin_rows_kernel");
 }
@@ -768,17 +772,35 @@ void order_rows(const Plan &plan, Product &pr, const Centroids &cen, const int32
 
 /*
  * 'fp32': a TF32 product where the device has tensor cores for it (compute
- * capability 8.0 and up), checked, with an FP32 product for the rows the
- * check leaves open; else one FP32 product, checked.  'tf32': one TF32
- * product, unchecked.  The tuning's kmeans_gemm = SGEMM forces the FP32
- * product and kmeans_window >= 1 scales the candidate window (tests and
- * benchmarks).
+ * capability 8.0 and up), checked, with a second product for the rows the
+ * check leaves open: a DGEMM where the device has fast FP64 (FP64 tensor
+ * cores), else an FP32 product; without TF32, one FP32 product, checked.
+ * 'tf32': one TF32 product, unchecked.  The tuning's kmeans_gemm = SGEMM
+ * forces the FP32 product, TF32_FP32 the FP32 second level, and
+ * kmeans_window >= 1 scales the candidate window (tests and benchmarks).
+ *
+ * With the DGEMM level, the TF32 check decides in double only the rows with
+ * at most decide_cap candidates and sends the others to the DGEMM: a
+ * candidate compared in double costs a warp a read of the centroid and d
+ * multiply-adds, the DGEMM 2 k d flops a row on the FP64 tensor cores and
+ * a read of its k products, so the break-even grows with k.  Measured on an
+ * H100 (bench/kmeans_bench.sh gemm): 1M x 256 blobs at k = 20000, about 100
+ * candidates a row, 3.6 ns a candidate against 0.19 us a row of the DGEMM
+ * (about 50 candidates); 1M x 768 embedding-like blobs at k = 1024, about
+ * 10 candidates a row, 1.5 ns a candidate against 28 ns a row of the full
+ * DGEMM (about 18 by the flops), yet k / 48 (21) sent 1 % of the rows to the
+ * DGEMM and cost 18.0 ms an iteration against 16.5 with none (the DGEMM of
+ * a few open rows costs more than its flops): k / 16, 4 to 64.
  */
-void product_choose(Product &pr, const gc_kmeans_params &p, const gc_tuning &tuning, int cc_major)
+void product_choose(Product &pr, const gc_kmeans_params &p, const gc_tuning &tuning, int cc_major, bool fast_fp64,
+					int k)
 {
 	pr.refine = p.precision != GC_PRECISION_TF32;
 	pr.tf32_first = !pr.refine || (cc_major >= 8 && tuning.kmeans_gemm != GC_KMEANS_GEMM_SGEMM);
 	pr.two_level = pr.refine && pr.tf32_first;
+	pr.dgemm = pr.two_level && fast_fp64 && tuning.kmeans_gemm == GC_KMEANS_GEMM_AUTO;
+	pr.dgemm_all = false;
+	pr.decide_cap = pr.dgemm ? std::min(64, std::max(4, k / 16)) : 0x7fffffff;
 	if (tuning.kmeans_window >= 1.0)
 		pr.wfac = (float) (2.5 * tuning.kmeans_window);
 }
@@ -805,7 +827,17 @@ void product_settle(Product &pr, int64_t n)
 		/* rows far from the data mean next to close centroids: centre each tile on its own */
 		pr.tile_mode = true;
 	}
-	else if (pr.escalated > n / 4)
+	else if (pr.dgemm && pr.escalated > n / 4 * 3)
+	{
+		/*
+		 * most rows need the DGEMM: every row straight to it from now on
+		 * (below three quarters, the TF32 product and the DGEMM of the open
+		 * rows cost less than the DGEMM of all)
+		 */
+		pr.two_level = false;
+		pr.dgemm_all = true;
+	}
+	else if (!pr.dgemm && pr.escalated > n / 4)
 	{
 		/* most rows need the FP32 product: go straight to it from now on */
 		pr.two_level = false;
@@ -846,6 +878,13 @@ void assign_product(const Plan &plan, Product &pr, const Centroids &cen, const R
 	const int	k = plan.k;
 	const bool	tiles = pr.tile_mode;
 
+	if (pr.dgemm_all)
+	{
+		/* most rows were left open by the TF32 check: every row through the DGEMM */
+		assign_dgemm_rows(plan, pr, cen, rep, x, nullptr, rows, labels, labels_old, d2, exec);
+		pr.escalated += rows;
+		return;
+	}
 	if (pr.two_level)
 		CUDA_TRY(cudaMemsetAsync(pr.unres_n.get(), 0, sizeof(unsigned int)));
 	if (pr.two_level && !tiles)
@@ -928,7 +967,7 @@ void assign_product(const Plan &plan, Product &pr, const Centroids &cen, const R
 	}
 	if (pr.two_level)
 	{
-		/* the rows the TF32 check left open, through the FP32 product, centred on the data mean */
+		/* the rows the TF32 check left open, through the second product, centred on the data mean */
 		unsigned int m = 0;
 
 		CUDA_TRY(cudaMemcpy(&m, pr.unres_n.get(), sizeof(m), cudaMemcpyDeviceToHost));
@@ -948,7 +987,9 @@ void assign_product(const Plan &plan, Product &pr, const Centroids &cen, const R
 			assign_product(plan, pr, cen, rep, x, rows, labels, labels_old, d2, exec, labels);
 			return;
 		}
-		for (int64_t s0 = 0; s0 < (int64_t) m; s0 += plan.gemm_tile)
+		if (pr.dgemm && m > 0)
+			assign_dgemm_rows(plan, pr, cen, rep, x, pr.unres.get(), m, labels, labels_old, d2, exec);
+		for (int64_t s0 = 0; !pr.dgemm && s0 < (int64_t) m; s0 += plan.gemm_tile)
 		{
 			int			sm = (int) std::min<int64_t>(plan.gemm_tile, (int64_t) m - s0);
 			const Norms global = {cen.cval.get(), cen.cnrm.get(), pr.xg_norm.get(), true, 0};

@@ -35,6 +35,7 @@ static const struct config_enum_entry grid_options[] = {
 static const struct config_enum_entry gemm_options[] = {
 	{"auto", GC_KMEANS_GEMM_AUTO, false},
 	{"sgemm", GC_KMEANS_GEMM_SGEMM, false},
+	{"tf32-fp32", GC_KMEANS_GEMM_TF32_FP32, false},
 	{NULL, 0, false}
 };
 
@@ -84,7 +85,7 @@ DefineTuningGucs(void)
 							 NULL, &debug_guc, false,
 							 PGC_USERSET, flags, NULL, NULL, NULL);
 	DefineCustomEnumVariable("gpuclust.kmeans_gemm",
-							 "Product of the GPU k-means for d > 32: auto (TF32 first where the GPU has it) or sgemm (FP32 only).",
+							 "Product of the GPU k-means for d > 32: auto (TF32 first where the GPU has it), sgemm (FP32 only) or tf32-fp32 (no DGEMM level).",
 							 NULL, &kmeans_gemm_guc, GC_KMEANS_GEMM_AUTO, gemm_options,
 							 PGC_USERSET, flags, NULL, NULL, NULL);
 	DefineCustomRealVariable("gpuclust.kmeans_window",

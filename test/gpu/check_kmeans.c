@@ -28,7 +28,8 @@
  *   report      only printed (TF32 products without the check).
  *
  * The tuning knobs of the GPU product are exercised through gc_tuning
- * (kmeans_gemm = SGEMM, kmeans_window = 1e6 so that every centroid is a
+ * (kmeans_gemm = SGEMM, and TF32_FP32 so that devices with fast FP64 also
+ * run the FP32 second level; kmeans_window = 1e6 so that every centroid is a
  * candidate and both fallbacks run, kmeans_chunk_rows so that the chunked
  * path runs on small data); the CPU answer, which no knob changes, is
  * computed once per case.  Then: the table under test twice on the same
@@ -296,6 +297,16 @@ km_v_sgemm(void)
 	return v;
 }
 
+/* The TF32 check's open rows through the FP32 product, as on devices without fast FP64. */
+static km_variant
+km_v_tf32_fp32(void)
+{
+	km_variant	v = {"gemm=tf32-fp32", gc_tuning_defaults()};
+
+	v.tuning.kmeans_gemm = GC_KMEANS_GEMM_TF32_FP32;
+	return v;
+}
+
 static km_variant
 km_v_window(double w)
 {
@@ -392,6 +403,29 @@ km_line(int64_t n, int32_t d)
 	D.centres = NULL;
 	D.x = gc_td_alloc(D.n, d);
 	if (!D.x || gc_td_line(D.x, D.n, d, 997, 1.0, 0.01, gc_td_seed("line", n, d)) != 0)
+	{
+		fprintf(stderr, "gpu_vs_cpu: out of host memory\n");
+		exit(2);
+	}
+	return D;
+}
+
+/*
+ * Embedding-like rows: blobs Gaussian blobs around directions of the unit
+ * sphere, noise of total size 0.3, rows normalised (gc_td_wide); with k
+ * well above blobs, many close centroids share a blob.
+ */
+static km_data
+km_wide(int64_t n, int32_t d, int32_t blobs)
+{
+	km_data		D;
+
+	memset(&D, 0, sizeof(D));
+	D.shape = "wide";
+	D.n = h_rows(n, d);
+	D.d = d;
+	D.x = gc_td_alloc(D.n, d);
+	if (!D.x || gc_td_wide(D.x, D.n, d, blobs, 0.3, gc_td_seed("wide", n, d) + (uint64_t) blobs) != 0)
 	{
 		fprintf(stderr, "gpu_vs_cpu: out of host memory\n");
 		exit(2);
@@ -870,7 +904,7 @@ km_precision_metric_checks(void)
 	printf("\n## k-means in double precision and with the metric cosine: %s against cpu\n\n"
 		   "| case | n x d | k | init | tuning | rule | iterations cpu / %s | label mismatches (near ties) "
 		   "| inertia rel diff | max centroid diff | max distance diff | cpu ms | %s ms "
-		   "| decided in double / candidates / to FP32 | result |\n"
+		   "| decided in double / candidates / second product | result |\n"
 		   "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
 		   h_test_name(), h_test_name(), h_test_name());
 	fflush(stdout);
@@ -1092,7 +1126,7 @@ kmeans_checks(void)
 	printf("\n## k-means: %s against cpu\n\n"
 		   "| case | n x d | k | init | tuning | rule | iterations cpu / %s | label mismatches (near ties) "
 		   "| inertia rel diff | max centroid diff | max distance diff | cpu ms | %s ms "
-		   "| decided in double / candidates / to FP32 | result |\n"
+		   "| decided in double / candidates / second product | result |\n"
 		   "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
 		   h_test_name(), h_test_name(), h_test_name());
 	fflush(stdout);
@@ -1323,6 +1357,28 @@ kmeans_checks(void)
 		km_data_free(&D);
 	}
 
+	{
+		/*
+		 * Blobs with many close centroids (20 a blob): the TF32 check leaves
+		 * most rows several candidates, which go to the second product (a
+		 * DGEMM on devices with fast FP64, else FP32; both forms run here)
+		 * and, for the few the DGEMM's bound cannot separate, to the
+		 * comparison in double.  d = 256: 10 separated blobs (uniform
+		 * noise); d = 768: 20 embedding-like Gaussian blobs.
+		 */
+		km_data		B = km_separated(20000, 256, 10, 0.0);
+		km_data		W = km_wide(10000, 768, 20);
+		km_variant	both[2] = {km_v_default(), km_v_tf32_fp32()};
+		gc_kmeans_params r = km_params(200, GC_KMEANS_INIT_RANDOM, NULL, 10, 1e-4, F);
+		gc_kmeans_params pp = km_params(400, GC_KMEANS_INIT_PLUSPLUS, NULL, 5, 1e-4, F);
+
+		km_case(&B, "close centroids", &r, both, 2, KM_NEAR_TIES, 1e-6);
+		km_case(&W, "close centroids", &r, both, 2, KM_NEAR_TIES, 1e-6);
+		km_case(&W, "close centroids", &pp, dflt, 1, KM_NEAR_TIES, 1e-6);
+		km_data_free(&B);
+		km_data_free(&W);
+	}
+
 	/* gpu_kmeans_assign */
 	printf("\n## k-means assignment: %s\n\n| case | n x d | k | against | labels | time | result |\n"
 		   "|---|---|---|---|---|---|---|\n", h_test_name());
@@ -1354,6 +1410,16 @@ kmeans_checks(void)
 
 		km_assign_case(&D, "line, k=500", &p);
 		km_data_free(&D);
+	}
+	{
+		km_data		B = km_separated(20000, 256, 10, 0.0);
+		km_data		W = km_wide(10000, 768, 20);
+		gc_kmeans_params r = km_params(200, GC_KMEANS_INIT_RANDOM, NULL, 5, 1e-4, F);
+
+		km_assign_case(&B, "close centroids", &r);
+		km_assign_case(&W, "close centroids", &r);
+		km_data_free(&B);
+		km_data_free(&W);
 	}
 
 	km_precision_metric_checks();
