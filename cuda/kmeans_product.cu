@@ -792,7 +792,12 @@ void Cublas::open()
 	if (dev < 0 || dev >= 64)
 		gc::fail(GC_ERR_INTERNAL, "device %d: gpuclust keeps cuBLAS handles for devices 0 to 63", dev);
 	if (!handles[dev])
+	{
+		gc::Stopwatch sw;
+
 		CUBLAS_TRY(cublasCreate(&handles[dev]));
+		gc::note_init(GC_INIT_CUBLAS, sw.ms());
+	}
 	h = handles[dev];
 }
 
