@@ -7,7 +7,7 @@
  *
  *   .bench/threads_bench [--threads 1,2,4,8,16] [--reps R] [--scale F]
  *                        [--cases dbscan,sparse,dpeaks,kmeans2,kmeans128]
- *                        [--json FILE] [--dump DIR] [--phases]
+ *                        [--json FILE] [--dump DIR] [--phases] [--double]
  *
  *   dbscan     DBSCAN of 10M 2-D blobs (gc_testdata.h "blobs"), eps 0.05, min_pts 5
  *   sparse     DBSCAN of 2M 2-D rows, about two per eps-cell and mostly noise:
@@ -22,6 +22,8 @@
  *              10 iterations at most, tol 0)
  *   --scale    multiplies every n (0.1 for a quick run)
  *   --json     also writes the figures as JSON
+ *   --double   the DBSCAN cases in double precision (the float rows widened), as a
+ *              float8[] column reaches the back end through SQL
  *   --phases   prints the back end's phase times of every call to stderr
  *              (density peaks: dc, rho, delta, assignment; k-means: init,
  *              iterations, final pass, per iteration)
@@ -124,6 +126,9 @@ answer_same(const answer *a, const answer *b)
 }
 
 static int	show_phases = 0;
+/* --double: the DBSCAN cases' rows in double precision (as float8[] columns come through SQL). */
+static int	use_double = 0;
+static double *dbscan_x64 = NULL;
 /* The back end's compute time of the last call (gc_timing.compute_ms). */
 static double last_compute_ms = 0.0;
 
@@ -152,7 +157,10 @@ run_once(const bench_case *c, const float *x, const double *init, int threads, a
 				gc_dbscan_params p = {sizeof(p), c->kind == CASE_SPARSE ? 0.002 : 0.05, 5};
 				gc_dbscan_result r = {a->buf[0], a->buf[1], 0};
 
-				st = api->dbscan(&e, x, GC_F32, c->n, c->d, &p, &r);
+				if (dbscan_x64)
+					st = api->dbscan(&e, dbscan_x64, GC_F64, c->n, c->d, &p, &r);
+				else
+					st = api->dbscan(&e, x, GC_F32, c->n, c->d, &p, &r);
 				a->scalar = r.n_clusters;
 			}
 			break;
@@ -289,10 +297,12 @@ main(int argc, char **argv)
 			dump = argv[++i];
 		else if (strcmp(argv[i], "--phases") == 0)
 			show_phases = 1;
+		else if (strcmp(argv[i], "--double") == 0)
+			use_double = 1;
 		else
 		{
 			fprintf(stderr, "usage: %s [--threads 1,2,4,8,16] [--reps R] [--scale F] "
-					"[--cases dbscan,sparse,dpeaks,kmeans2,kmeans128] [--json FILE] [--dump DIR] [--phases]\n", argv[0]);
+					"[--cases dbscan,sparse,dpeaks,kmeans2,kmeans128] [--json FILE] [--dump DIR] [--phases] [--double]\n", argv[0]);
 			return 2;
 		}
 	}
@@ -370,6 +380,15 @@ main(int argc, char **argv)
 					return 2;
 			}
 		}
+		if (use_double && (c->kind == CASE_DBSCAN || c->kind == CASE_SPARSE))
+		{
+			/* the same rows, each coordinate of the float data as a double */
+			dbscan_x64 = malloc(sizeof(double) * (size_t) c->n * c->d);
+			if (!dbscan_x64)
+				return 2;
+			for (int64_t i = 0; i < c->n * c->d; i++)
+				dbscan_x64[i] = x[i];
+		}
 		answer_alloc(&ref, c);
 		answer_alloc(&cur, c);
 		for (int ti = 0; ti < ncounts; ti++)
@@ -413,6 +432,16 @@ main(int argc, char **argv)
 				first_json = 0;
 			}
 		}
+		{
+			/* a digest of the first thread count's answer, to compare builds */
+			uint64_t	h = 1469598103934665603ULL;
+
+			for (int i = 0; i < 5; i++)
+				for (size_t b = 0; b < ref.size[i]; b++)
+					h = (h ^ ((const unsigned char *) ref.buf[i])[b]) * 1099511628211ULL;
+			h = (h ^ (uint64_t) ref.scalar) * 1099511628211ULL;
+			fprintf(stderr, "threads_bench: %s answer digest %016llx\n", c->name, (unsigned long long) h);
+		}
 		if (dump && c->kind == CASE_KMEANS)
 		{
 			char		name[256];
@@ -427,6 +456,8 @@ main(int argc, char **argv)
 		}
 		answer_free(&ref);
 		answer_free(&cur);
+		free(dbscan_x64);
+		dbscan_x64 = NULL;
 		free(x);
 		free(init);
 	}

@@ -870,7 +870,22 @@ union_cells(dbscan_ws *ws, gc_worker *w, int64_t c, int64_t nc)
 	return union_plain(ws, w, s, e, ns, ne, 0);
 }
 
-/* One block of cells of phase union: each cell with its neighbours of larger index. */
+/* Whether cell c holds a core point. */
+static inline int
+cell_has_core(const dbscan_ws *ws, int64_t c)
+{
+	for (int64_t i = ws->cell_start[c]; i < ws->cell_start[c + 1]; i++)
+		if (ws->core[i])
+			return 1;
+	return 0;
+}
+
+/*
+ * One block of cells of phase union: each cell with its neighbours of
+ * larger index.  A cell without a core point joins nothing (every union
+ * takes a core point of each cell), so its neighbour cells are not listed:
+ * on data that is mostly noise that is most cells.
+ */
 static gc_status
 dbscan_union_block(void *arg, gc_worker *w, int64_t cb, int64_t ce)
 {
@@ -881,7 +896,15 @@ dbscan_union_block(void *arg, gc_worker *w, int64_t cb, int64_t ce)
 	grid_rewind(&nb);
 	for (int64_t c = cb; c < ce; c++)
 	{
-		int32_t		m = cell_nbrs(ws, &nb, c, &nbr);
+		int32_t		m;
+
+		if (!cell_has_core(ws, c))
+		{
+			if (dbscan_tick(ws, w, CELL_SIZE(ws, c)))
+				return GC_ERR_CANCELLED;
+			continue;
+		}
+		m = cell_nbrs(ws, &nb, c, &nbr);
 
 		for (int32_t t = 0; t < m; t++)
 		{
