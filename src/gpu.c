@@ -9,8 +9,8 @@
  * a reason, never a crash.  The answer is kept for the life of the backend.
  *
  * The driver is asked first, alone (DriverProbe: libcuda.so.1, cuInit,
- * cuDeviceGetCount), and the back end, which brings the CUDA runtime and
- * cuBLAS (about 60 ms and 100 MB of private memory a backend), is loaded
+ * cuDeviceGetCount), and the back end, which brings the CUDA runtime (cuBLAS
+ * only at the first k-means product: cuda/kmeans_product.cu), is loaded
  * only when a device is there.  So on a server without a driver the first
  * GPU-sized call of a backend costs one dlopen that fails, and on one with a
  * driver but no device the driver's own initialization.  The time of both
