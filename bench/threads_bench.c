@@ -39,6 +39,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "gc_backends.h"
@@ -131,6 +132,18 @@ static int	use_double = 0;
 static double *dbscan_x64 = NULL;
 /* The back end's compute time of the last call (gc_timing.compute_ms). */
 static double last_compute_ms = 0.0;
+/* CPU time of the last call: the process's (every thread) and the caller's thread alone. */
+static double last_work_ms = 0.0;
+static double last_caller_ms = 0.0;
+
+static double
+cpu_ms(clockid_t clock)
+{
+	struct timespec ts;
+
+	clock_gettime(clock, &ts);
+	return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
 
 /* One call on threads threads; returns the milliseconds, or -1 on failure. */
 static double
@@ -141,7 +154,9 @@ run_once(const bench_case *c, const float *x, const double *init, int threads, a
 	gc_timing	timing;
 	gc_exec		e;
 	gc_status	st = GC_OK;
-	double		t0;
+	double		t0,
+				w0,
+				c0;
 
 	memset(&e, 0, sizeof(e));
 	tuning.cpu_threads = threads;
@@ -149,6 +164,8 @@ run_once(const bench_case *c, const float *x, const double *init, int threads, a
 	e.tuning = &tuning;
 	e.timing = &timing;
 	t0 = gc_h_now_ms();
+	w0 = cpu_ms(CLOCK_PROCESS_CPUTIME_ID);
+	c0 = cpu_ms(CLOCK_THREAD_CPUTIME_ID);
 	switch (c->kind)
 	{
 		case CASE_DBSCAN:
@@ -214,6 +231,8 @@ run_once(const bench_case *c, const float *x, const double *init, int threads, a
 		fprintf(stderr, "threads_bench: %s: %d threads asked for, %d ran\n", c->name, threads,
 				timing.threads);
 	last_compute_ms = timing.compute_ms;
+	last_work_ms = cpu_ms(CLOCK_PROCESS_CPUTIME_ID) - w0;
+	last_caller_ms = cpu_ms(CLOCK_THREAD_CPUTIME_ID) - c0;
 	if (show_phases)
 		fprintf(stderr, "  %s, %d threads: compute %.1f ms, phases %.1f %.1f %.1f %.1f ms\n",
 				c->name, threads, timing.compute_ms, timing.phase_ms[0], timing.phase_ms[1],
@@ -314,10 +333,13 @@ main(int argc, char **argv)
 		return 2;
 	}
 	printf("CPU back end, %ld CPUs online; ms: best of %d calls after a warm-up; compute: the "
-		   "median of their gc_timing.compute_ms; same: the answer equals the first thread count's "
-		   "bit for bit\n\n", sysconf(_SC_NPROCESSORS_ONLN), reps);
-	printf("| case | threads | ms | speed-up | compute ms (median) | compute speed-up | same |\n"
-		   "|---|---:|---:|---:|---:|---:|---|\n");
+		   "median of their gc_timing.compute_ms; cpu: the median CPU time of the call, every "
+		   "thread; busiest: the median CPU time of the busiest thread (the caller's, or the "
+		   "others' mean share), so that bound = one thread's cpu / busiest is the speed-up the "
+		   "work allows on idle cores, whatever else the machine runs; same: the answer equals "
+		   "the first thread count's bit for bit\n\n", sysconf(_SC_NPROCESSORS_ONLN), reps);
+	printf("| case | threads | ms | speed-up | compute ms (median) | compute speed-up | cpu ms | "
+		   "busiest ms | bound | same |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---|\n");
 	if (json)
 		fprintf(json, "{\"cpus\": %ld, \"reps\": %d, \"runs\": [", sysconf(_SC_NPROCESSORS_ONLN), reps);
 	for (int ci = 0, first_json = 1; ci < ncases; ci++)
@@ -329,6 +351,7 @@ main(int argc, char **argv)
 					cur;
 		double		one = 0.0;
 		double		one_compute = 0.0;
+		double		one_work = 0.0;
 
 		if (only && !strstr(only, c->name))
 			continue;
@@ -395,7 +418,12 @@ main(int argc, char **argv)
 		{
 			double		best = 1e300;
 			double		compute[256];
-			double		med;
+			double		work[256];
+			double		caller[256];
+			double		med,
+						med_work,
+						med_caller,
+						busiest;
 			int			same = 1;
 
 			for (int r = 0; r <= reps; r++)
@@ -410,18 +438,30 @@ main(int argc, char **argv)
 				if (r > 0 && ms < best)
 					best = ms;
 				if (r > 0)
+				{
 					compute[r - 1] = last_compute_ms;
+					work[r - 1] = last_work_ms;
+					caller[r - 1] = last_caller_ms;
+				}
 			}
 			med = median(compute, reps);
+			med_work = median(work, reps);
+			med_caller = median(caller, reps);
+			/* the busiest thread's CPU time: the caller's, or the others' share when larger */
+			busiest = med_caller;
+			if (counts[ti] > 1 && (med_work - med_caller) / (counts[ti] - 1) > busiest)
+				busiest = (med_work - med_caller) / (counts[ti] - 1);
 			if (counts[ti] == 1)
 			{
 				one = best;
 				one_compute = med;
+				one_work = med_work;
 			}
 			all_same &= same;
-			printf("| %s | %d | %.1f | %s%.2f | %.1f | %s%.2f | %s |\n", c->what, counts[ti], best,
-				   one > 0 ? "" : "~", one > 0 ? one / best : 0.0, med,
+			printf("| %s | %d | %.1f | %s%.2f | %.1f | %s%.2f | %.0f | %.0f | %s%.2f | %s |\n", c->what,
+				   counts[ti], best, one > 0 ? "" : "~", one > 0 ? one / best : 0.0, med,
 				   one_compute > 0 ? "" : "~", one_compute > 0 ? one_compute / med : 0.0,
+				   med_work, busiest, one_work > 0 ? "" : "~", one_work > 0 ? one_work / busiest : 0.0,
 				   same ? "yes" : "NO");
 			fflush(stdout);
 			if (json)
