@@ -296,68 +296,110 @@ dbscan_plan(dbscan_ws *ws)
 	return GC_OK;
 }
 
-/* Copies a block of points into cell order. */
-typedef struct dbscan_copy_job
+/*
+ * The cell table and the points in cell order, in two loops over blocks of
+ * rows: the first copies the block's points into cell order and counts the
+ * cells that start in it (a row whose key differs from the row before);
+ * after a prefix sum of the counts in block order, the second writes the
+ * starts and keys of those cells at their places.  So the table is the
+ * serial walk's for any number of threads.
+ */
+typedef struct dbscan_cells_job
 {
 	dbscan_ws  *ws;
+	const uint64_t *key;
 	const int64_t *row;
-} dbscan_copy_job;
+	int64_t		grain;
+	int64_t    *first;			/* [blocks] cells starting in the block; then the first one's index */
+	int			step;
+} dbscan_cells_job;
 
 static gc_status
-dbscan_copy_block(void *arg, gc_worker *w, int64_t b, int64_t e)
+dbscan_cells_block(void *arg, gc_worker *w, int64_t b, int64_t e)
 {
-	dbscan_copy_job *job = arg;
+	dbscan_cells_job *job = arg;
 	dbscan_ws  *ws = job->ws;
+	const uint64_t *key = job->key;
 	size_t		rowbytes = ws->esize * (size_t) ws->d;
+	int64_t		blk = b / job->grain;
 
-	for (int64_t i = b; i < e; i++)
+	if (job->step == 0)
 	{
-		ws->perm[i] = job->row[i];
-		memcpy((char *) ws->xs + (size_t) i * rowbytes,
-			   (const char *) ws->x + (size_t) job->row[i] * rowbytes, rowbytes);
+		int64_t		count = 0;
+
+		for (int64_t i = b; i < e; i++)
+		{
+			ws->perm[i] = job->row[i];
+			memcpy((char *) ws->xs + (size_t) i * rowbytes,
+				   (const char *) ws->x + (size_t) job->row[i] * rowbytes, rowbytes);
+			count += i == 0 || key[i] != key[i - 1];
+		}
+		job->first[blk] = count;
+	}
+	else
+	{
+		int64_t		c = job->first[blk];
+
+		for (int64_t i = b; i < e; i++)
+			if (i == 0 || key[i] != key[i - 1])
+			{
+				ws->cell_start[c] = i;
+				ws->cell_key[c] = key[i];
+				c++;
+			}
 	}
 	return dbscan_tick(ws, w, e - b) ? GC_ERR_CANCELLED : GC_OK;
 }
 
 /*
  * The cell table and the points in cell order, from the keys and rows
- * sorted by key.  The copy runs on the threads (wide rows make it long).
+ * sorted by key, on the threads (wide rows make the copy long, and a grid
+ * of about one point per cell has as many cells as points).
  */
 static gc_status
 dbscan_cells(dbscan_ws *ws, const uint64_t *key, const int64_t *row)
 {
-	dbscan_copy_job job;
-	gc_status	st;
+	dbscan_cells_job job;
+	gc_status	st = GC_OK;
 	int64_t		n = ws->n;
 	int32_t		d = ws->d;
 	size_t		bytes = ws->esize * (size_t) n * d + sizeof(int64_t) * (size_t) n +
 		sizeof(int64_t) * (size_t) (n + 1) + sizeof(uint64_t) * (size_t) (n + DBSCAN_KEY_PAD);
-	int64_t		c = -1;
+	int64_t		blocks;
+	int64_t		ncells = 0;
 
 	ws->xs = malloc(ws->esize * (size_t) n * d);
 	ws->perm = malloc(sizeof(int64_t) * (size_t) n);
 	ws->cell_start = malloc(sizeof(int64_t) * (size_t) (n + 1));
 	ws->cell_key = malloc(sizeof(uint64_t) * (size_t) (n + DBSCAN_KEY_PAD));
-	if (!ws->xs || !ws->perm || !ws->cell_start || !ws->cell_key)
-		return gc_core_oom(ws->ctx, bytes,
-						   "out of memory for the grid of %lld points", (long long) n);
-	for (int64_t i = 0; i < n; i++)
-	{
-		if ((i & 1048575) == 1048575 && gc_core_cancelled(ws->ctx))
-			return GC_ERR_CANCELLED;
-		if (i == 0 || key[i] != key[i - 1])
-		{
-			c++;
-			ws->cell_start[c] = i;
-			ws->cell_key[c] = key[i];
-		}
-	}
 	job.ws = ws;
+	job.key = key;
 	job.row = row;
-	if ((st = gc_pool_for(ws->ctx->pool, n, gc_pool_grain(ws->ctx->pool, n, 4096),
-						  dbscan_copy_block, &job)) != GC_OK)
+	job.grain = gc_pool_grain(ws->ctx->pool, n, 4096);
+	blocks = (n + job.grain - 1) / job.grain;
+	job.first = malloc(sizeof(int64_t) * (size_t) blocks);
+	if (!ws->xs || !ws->perm || !ws->cell_start || !ws->cell_key || !job.first)
+	{
+		free(job.first);
+		return gc_core_oom(ws->ctx, bytes + sizeof(int64_t) * (size_t) blocks,
+						   "out of memory for the grid of %lld points", (long long) n);
+	}
+	for (job.step = 0; job.step < 2 && st == GC_OK; job.step++)
+	{
+		if (job.step == 1)
+			for (int64_t b = 0; b < blocks; b++)
+			{
+				int64_t		count = job.first[b];
+
+				job.first[b] = ncells;
+				ncells += count;
+			}
+		st = gc_pool_for(ws->ctx->pool, n, job.grain, dbscan_cells_block, &job);
+	}
+	free(job.first);
+	if (st != GC_OK)
 		return st;
-	ws->ncells = c + 1;
+	ws->ncells = ncells;
 	ws->cell_start[ws->ncells] = n;
 	for (int k = 0; k < DBSCAN_KEY_PAD; k++)
 		ws->cell_key[ws->ncells + k] = UINT64_MAX;
