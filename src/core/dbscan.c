@@ -375,7 +375,10 @@ dbscan_cells(dbscan_ws *ws, const uint64_t *key, const int64_t *row)
 	job.ws = ws;
 	job.key = key;
 	job.row = row;
+	/* at most 2^20 rows a block: each block answers cancel when it ends */
 	job.grain = gc_pool_grain(ws->ctx->pool, n, 4096);
+	if (job.grain > ((int64_t) 1 << 20))
+		job.grain = (int64_t) 1 << 20;
 	blocks = (n + job.grain - 1) / job.grain;
 	job.first = malloc(sizeof(int64_t) * (size_t) blocks);
 	if (!ws->xs || !ws->perm || !ws->cell_start || !ws->cell_key || !job.first)
