@@ -7,7 +7,7 @@
  *
  *   .bench/threads_bench [--threads 1,2,4,8,16] [--reps R] [--scale F]
  *                        [--cases dbscan,sparse,dpeaks,kmeans2,kmeans128]
- *                        [--json FILE] [--dump DIR] [--phases] [--double]
+ *                        [--json FILE] [--dump DIR] [--phases] [--double] [--cold]
  *
  *   dbscan     DBSCAN of 10M 2-D blobs (gc_testdata.h "blobs"), eps 0.05, min_pts 5
  *   sparse     DBSCAN of 2M 2-D rows, about two per eps-cell and mostly noise:
@@ -24,6 +24,10 @@
  *   --json     also writes the figures as JSON
  *   --double   the DBSCAN cases in double precision (the float rows widened), as a
  *              float8[] column reaches the back end through SQL
+ *   --cold     every large allocation of a call is fresh memory (glibc's mmap
+ *              threshold fixed at 128 kB), so that each call faults its pages
+ *              in as the first call of a new PostgreSQL backend does; without
+ *              it the calls after the warm-up reuse the first one's memory
  *   --phases   prints the back end's phase times of every call to stderr
  *              (density peaks: dc, rho, delta, assignment; k-means: init,
  *              iterations, final pass, per iteration)
@@ -38,6 +42,7 @@
  */
 #include <stdio.h>
 #include <stdlib.h>
+#include <malloc.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -318,10 +323,12 @@ main(int argc, char **argv)
 			show_phases = 1;
 		else if (strcmp(argv[i], "--double") == 0)
 			use_double = 1;
+		else if (strcmp(argv[i], "--cold") == 0)
+			mallopt(M_MMAP_THRESHOLD, 128 * 1024);	/* fixed: no reuse of large blocks */
 		else
 		{
 			fprintf(stderr, "usage: %s [--threads 1,2,4,8,16] [--reps R] [--scale F] "
-					"[--cases dbscan,sparse,dpeaks,kmeans2,kmeans128] [--json FILE] [--dump DIR] [--phases] [--double]\n", argv[0]);
+					"[--cases dbscan,sparse,dpeaks,kmeans2,kmeans128] [--json FILE] [--dump DIR] [--phases] [--double] [--cold]\n", argv[0]);
 			return 2;
 		}
 	}
