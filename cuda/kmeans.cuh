@@ -53,7 +53,7 @@ constexpr size_t TILE_SMEM_MAX = 32 * 1024;	/* shared memory of a low-d centroid
 /*
  * cuBLAS, loaded with dlopen at the first k-means product of the process
  * (Cublas::open), not with the back end: the library and its cublasLt take
- * about 60 ms to load (seconds from a cold disk) and most calls never use
+ * about 60 ms to load (more when not in the page cache) and most calls never use
  * them (DBSCAN, density peaks, HDBSCAN, k-means of d <= 32 in single
  * precision).  The entry points the products call, by their names in
  * cublas_v2.h.
