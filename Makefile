@@ -46,8 +46,12 @@ CUDA_OBJS   = $(CUDA_SRCS:.cu=.o)
 CUDA_LIBDIR ?= $(CUDA_HOME)/lib64
 NVCC_GENCODE = $(foreach a,$(CUDA_ARCH),-gencode arch=compute_$(subst sm_,,$(a)),code=$(a)) \
                -gencode arch=compute_$(subst sm_,,$(CUDA_PTX)),code=compute_$(subst sm_,,$(CUDA_PTX))
+# cuBLAS is opened with dlopen at the first k-means product (cuda/kmeans_product.cu):
+# the toolkit's library by its path, else its soname through the loader.
+CUBLAS_SONAME ?= $(or $(shell objdump -p $(CUDA_LIBDIR)/libcublas.so 2>/dev/null | awk '/SONAME/ {print $$2}'),libcublas.so)
 NVCC_FLAGS ?= -O3 -std=c++17 -Xcompiler -fPIC,-Wall,-Wextra,-Wno-unused-parameter,-fvisibility=hidden \
               $(GC_EXACT_NVFLAGS) --expt-relaxed-constexpr -Icuda $(GC_INCLUDES) -lineinfo
+CUBLAS_DEFS = -DGC_CUBLAS_PATH='"$(CUDA_LIBDIR)/$(CUBLAS_SONAME)"' -DGC_CUBLAS_SONAME='"$(CUBLAS_SONAME)"'
 
 ifeq ($(USE_CUDA),1)
 CUDA_SHLIB  = gpuclust_cuda.so
@@ -65,13 +69,13 @@ include $(PGXS)
 $(OBJS): $(wildcard src/*.h src/core/*.h common/*.h)
 
 cuda/%.o: cuda/%.cu $(wildcard cuda/*.cuh common/*.h)
-	$(NVCC) $(NVCC_FLAGS) $(NVCC_GENCODE) -c $< -o $@
+	$(NVCC) $(NVCC_FLAGS) $(CUBLAS_DEFS) $(NVCC_GENCODE) -c $< -o $@
 
-# cudart is linked statically and cuBLAS found through an rpath, so only the
-# driver (libcuda.so.1) must be present at run time; without it the back end
-# still loads and answers GC_ERR_NO_DRIVER.
+# cudart is linked statically and cuBLAS opened when k-means first needs it,
+# so only the driver (libcuda.so.1) must be present to load the back end;
+# without it the back end still loads and answers GC_ERR_NO_DRIVER.
 gpuclust_cuda.so: $(CUDA_OBJS)
-	$(NVCC) -shared $(NVCC_GENCODE) -o $@ $^ -L$(CUDA_LIBDIR) -lcudart_static -lcublas \
+	$(NVCC) -shared $(NVCC_GENCODE) -o $@ $^ -L$(CUDA_LIBDIR) -lcudart_static \
 	    -Xlinker -rpath,$(CUDA_LIBDIR) -ldl -lrt -lpthread
 
 .PHONY: install-cuda unittest test dist

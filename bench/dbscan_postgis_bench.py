@@ -46,7 +46,8 @@ import psycopg2
 TIMING_RE = re.compile(
     r"gpuclust: dbscan n=(?P<n>\d+) d=(?P<d>\d+) device=(?P<device>cpu|gpu) "
     r"(?:threads=(?P<threads>\d+) )?gather=(?P<gather>[0-9.]+) (?:to_device=(?P<to_device>[0-9.]+) "
-    r"from_device=(?P<from_device>[0-9.]+) )?compute=(?P<compute>[0-9.]+) "
+    r"from_device=(?P<from_device>[0-9.]+) (?:gpu_init=[0-9.]+(?: init_[a-z]+=[0-9.]+)* )?)?"
+    r"compute=(?P<compute>[0-9.]+) "
     r"output=(?P<output>[0-9.]+) total=(?P<total>[0-9.]+)")
 
 

@@ -48,7 +48,8 @@ import sys
 
 TIME = re.compile(r"^Time: ([0-9.]+) ms")
 NOTICE = re.compile(r"gpuclust: \S+ n=(\d+) d=(\d+) device=(\S+)(?: threads=\d+)? gather=([0-9.]+)"
-                    r"(?: to_device=[0-9.]+ from_device=[0-9.]+)? compute=([0-9.]+) "
+                    r"(?: to_device=[0-9.]+ from_device=[0-9.]+(?: gpu_init=[0-9.]+(?: init_[a-z]+=[0-9.]+)*)?)?"
+                    r" compute=([0-9.]+) "
                     r"output=([0-9.]+) total=([0-9.]+)")
 
 

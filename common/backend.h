@@ -33,7 +33,7 @@ extern "C" {
 #endif
 
 /* Bumped whenever a struct or the api table changes incompatibly. */
-#define GC_ABI_VERSION 6
+#define GC_ABI_VERSION 7
 
 typedef enum gc_status
 {
@@ -64,6 +64,24 @@ typedef struct gc_error
 /* Answers non-zero when the caller wants the work stopped. */
 typedef int (*gc_cancel_fn) (void *arg);
 
+/*
+ * The GPU's start-up, paid once per process (a PostgreSQL backend) by its
+ * first GPU call: the places of gc_timing.init_ms, named in common/phases.h.
+ * driver and load are the glue's (src/gpu.c: the driver's cuInit, then the
+ * back end's dlopen with the CUDA runtime and cuBLAS libraries), the others
+ * the GPU back end's (cuda/api.cu): the device's primary context, the
+ * cuBLAS handle (k-means products only) and the first device allocation.
+ */
+typedef enum gc_init_part
+{
+	GC_INIT_DRIVER = 0,
+	GC_INIT_LOAD = 1,
+	GC_INIT_CONTEXT = 2,
+	GC_INIT_CUBLAS = 3,
+	GC_INIT_ALLOC = 4,
+	GC_INIT_PARTS = 5
+} gc_init_part;
+
 /* Host wall-clock milliseconds spent in each part of one call. */
 typedef struct gc_timing
 {
@@ -74,6 +92,7 @@ typedef struct gc_timing
 	int64_t		counts[3];		/* algorithm-specific counts, see each algorithm */
 	int64_t		bytes_needed;	/* bytes needed; set on GC_ERR_OUT_OF_MEMORY */
 	int32_t		threads;		/* CPU threads that ran the call (the CPU back end; 0 on the GPU) */
+	double		init_ms[GC_INIT_PARTS]; /* GPU start-up this call paid (gc_init_part); 0 when warm */
 } gc_timing;
 
 /*

@@ -65,4 +65,7 @@ enum
 };
 static const char *const gc_hdbscan_phase_names[GC_PHASES] = {"core", "mst", "tree", NULL};
 
+/* The GPU's start-up (gc_init_part of common/backend.h): its parts in the timing NOTICE. */
+static const char *const gc_init_part_names[5] = {"driver", "load", "context", "cublas", "alloc"};
+
 #endif							/* GPUCLUST_PHASES_H */

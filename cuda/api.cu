@@ -75,10 +75,44 @@ void fail_cuda(cudaError_t err, const char *what, const char *file, int line)
 	throw Failure{status_of(err)};
 }
 
+/* Start-up milliseconds not reported yet, by gc_init_part. */
+static double pending_init[GC_INIT_PARTS];
+/* Whether the process made its first device allocation (the allocator's own start-up). */
+static bool first_alloc_done = false;
+/* Devices whose primary context this process created. */
+static bool context_ready[64];
+
+void note_init(gc_init_part part, double ms)
+{
+	pending_init[part] += ms;
+}
+
+void take_init(gc_timing *timing)
+{
+	for (int i = 0; i < GC_INIT_PARTS; i++)
+	{
+		timing->init_ms[i] += pending_init[i];
+		pending_init[i] = 0.0;
+	}
+}
+
+void drop_init()
+{
+	for (int i = 0; i < GC_INIT_PARTS; i++)
+		pending_init[i] = 0.0;
+}
+
 void *device_alloc(size_t bytes, const char *what)
 {
 	void *p = nullptr;
+	Stopwatch sw;
 	cudaError_t err = cudaMalloc(&p, bytes);
+
+	if (err == cudaSuccess && !first_alloc_done)
+	{
+		first_alloc_done = true;
+		note_init(GC_INIT_ALLOC, sw.ms());
+	}
 
 	if (err == cudaErrorMemoryAllocation)
 	{
@@ -103,6 +137,17 @@ void use_device(int32_t device_id)
 	CUDA_TRY(cudaGetDeviceCount(&count));
 	if (device_id < 0 || device_id >= count)
 		fail(GC_ERR_NO_DEVICE, "device %d does not exist (%d device(s) found)", device_id, count);
+	if (device_id < 64 && !context_ready[device_id])
+	{
+		Stopwatch sw;
+
+		CUDA_TRY(cudaSetDevice(device_id));
+		/* the primary context now, not inside the first kernel launch or allocation */
+		CUDA_TRY(cudaFree(nullptr));
+		context_ready[device_id] = true;
+		note_init(GC_INIT_CONTEXT, sw.ms());
+		return;
+	}
 	CUDA_TRY(cudaSetDevice(device_id));
 }
 

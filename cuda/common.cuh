@@ -92,8 +92,22 @@ extern thread_local int64_t oom_bytes_needed;
 
 namespace gc {
 
-/* Sets the device for this call and checks that it exists. */
+/*
+ * Sets the device for this call and checks that it exists.  The first time
+ * in the process for a device it also creates the device's primary context
+ * (cudaFree(nullptr)), timed as the start-up's context part.
+ */
 void use_device(int32_t device_id);
+
+/*
+ * The GPU start-up paid since the last take_init (gc_init_part of
+ * common/backend.h): note_init adds ms to a part, take_init adds what was
+ * noted to timing->init_ms and forgets it, drop_init forgets it.  One
+ * record per process: a PostgreSQL backend runs one call at a time.
+ */
+void note_init(gc_init_part part, double ms);
+void take_init(gc_timing *timing);
+void drop_init();
 
 /* Raises GC_ERR_CANCELLED when the caller asks to stop. */
 inline void check_cancel(gc_cancel_fn cancel, void *arg)

@@ -751,7 +751,9 @@ void KMeans::run(gc_kmeans_result *result)
 	double		best;
 
 	plan();
-	prod_.blas.open();
+	/* cuBLAS (its handle costs tens of ms the first time) only for the products that call it */
+	if (plan_.maxd == 0 || plan_.f64_gemm)
+		prod_.blas.open();
 	allocate();
 	init_stats(false);
 	check_single_range(std::max(stats_max_abs(stats_),

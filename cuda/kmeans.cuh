@@ -52,9 +52,38 @@ constexpr size_t TILE_SMEM_MAX = 32 * 1024;	/* shared memory of a low-d centroid
 	} while (0)
 
 /*
+ * cuBLAS, loaded with dlopen at the first k-means product of the process
+ * (Cublas::open), not with the back end: the library and its cublasLt take
+ * about 60 ms to load (more when not in the page cache) and most calls never use
+ * them (DBSCAN, density peaks, HDBSCAN, k-means of d <= 32 in single
+ * precision).  The entry points the products call, by their names in
+ * cublas_v2.h.
+ */
+struct CublasApi
+{
+	decltype(&cublasCreate) create;
+	/* the library's entry points (C++ also sees inline overloads taking cudaDataType) */
+	cublasStatus_t (*gemm_ex)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int,
+							  const void *, const void *, cudaDataType, int, const void *, cudaDataType,
+							  int, const void *, void *, cudaDataType, int, cublasComputeType_t,
+							  cublasGemmAlgo_t);
+	cublasStatus_t (*gemm_strided_batched_ex)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int,
+											  int, int, const void *, const void *, cudaDataType, int,
+											  long long, const void *, cudaDataType, int, long long,
+											  const void *, void *, cudaDataType, int, long long, int,
+											  cublasComputeType_t, cublasGemmAlgo_t);
+	decltype(&cublasDgemm) dgemm;
+};
+
+/* The loaded cuBLAS; valid after a Cublas::open of this process. */
+extern CublasApi cublas;
+
+/*
  * The cuBLAS handle of the current device, created at its first use and
  * kept for the life of the process (a handle costs about a millisecond to
- * create and a few megabytes of device memory, which stay with it).
+ * create and a few megabytes of device memory, which stay with it).  The
+ * first open of the process loads cuBLAS; a library that cannot be loaded
+ * is the call's GC_ERR_CUDA, saying which.
  */
 struct Cublas
 {

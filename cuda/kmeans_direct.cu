@@ -491,7 +491,7 @@ void assign_dgemm(const Plan &plan, Product &pr, const Centroids &cen, const Rep
 		if (t0 > 0)
 			gc::check_cancel_synced(exec);
 		/* dots [tr, k] = xc [tr, d] . cen_cd [k, d]^T */
-		CUBLAS_TRY(cublasDgemm(pr.blas.h, CUBLAS_OP_T, CUBLAS_OP_N, k, tr, d, &one, cen.cen_cd.get(), d,
+		CUBLAS_TRY(cublas.dgemm(pr.blas.h, CUBLAS_OP_T, CUBLAS_OP_N, k, tr, d, &one, cen.cen_cd.get(), d,
 							   pr.xc64.get() + t0 * d, d, &zero, pr.dots64.get(), k));
 		argmin64_kernel<double><<<grid_for((int64_t) tr * 32, BLOCK, 1u << 30), BLOCK>>>(
 			pr.dots64.get(), tr, k, d, cen.cval64.get(), pr.xnorm64.get() + t0, cen.cmax64.get(),

@@ -25,6 +25,8 @@
  * centre (the mean of a sample of its rows), through one batched GEMM per
  * group of tiles.
  */
+#include <dlfcn.h>
+
 #include <algorithm>
 #include <cmath>
 #include <utility>
@@ -33,6 +35,14 @@
 #include <cub/cub.cuh>
 
 #include "kmeans.cuh"
+
+/* Set by the Makefile from the toolkit it builds with. */
+#ifndef GC_CUBLAS_SONAME
+#define GC_CUBLAS_SONAME "libcublas.so"
+#endif
+#ifndef GC_CUBLAS_PATH
+#define GC_CUBLAS_PATH GC_CUBLAS_SONAME
+#endif
 
 namespace gc {
 namespace km {
@@ -665,7 +675,7 @@ void gemm(const Plan &plan, Product &pr, const float *cen /* [k, d] */, bool tf3
 	const float one = 1.0f,
 				zero = 0.0f;
 
-	CUBLAS_TRY(cublasGemmEx(pr.blas.h, CUBLAS_OP_T, CUBLAS_OP_N, plan.k, rows, plan.d, &one,
+	CUBLAS_TRY(cublas.gemm_ex(pr.blas.h, CUBLAS_OP_T, CUBLAS_OP_N, plan.k, rows, plan.d, &one,
 							cen, CUDA_R_32F, plan.d, xrows, CUDA_R_32F, plan.d, &zero,
 							pr.dots.get(), CUDA_R_32F, plan.k,
 							tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
@@ -681,7 +691,7 @@ void gemm_tiles(const Plan &plan, Product &pr, const float *cen, bool tf32, cons
 	const float one = 1.0f,
 				zero = 0.0f;
 
-	CUBLAS_TRY(cublasGemmStridedBatchedEx(pr.blas.h, CUBLAS_OP_T, CUBLAS_OP_N, plan.k, step, plan.d, &one,
+	CUBLAS_TRY(cublas.gemm_strided_batched_ex(pr.blas.h, CUBLAS_OP_T, CUBLAS_OP_N, plan.k, step, plan.d, &one,
 										  cen, CUDA_R_32F, plan.d, (long long) plan.k * plan.d,
 										  xrows, CUDA_R_32F, plan.d, (long long) step * plan.d, &zero,
 										  pr.dots.get(), CUDA_R_32F, plan.k, (long long) step * plan.k, tiles,
@@ -805,16 +815,60 @@ void product_choose(Product &pr, const gc_kmeans_params &p, const gc_tuning &tun
 		pr.wfac = (float) (2.5 * tuning.kmeans_window);
 }
 
+CublasApi	cublas;
+
+#define GC_STR_(x) #x
+#define GC_STR(x) GC_STR_(x)	/* the name after cublas_v2.h's macros (cublasCreate_v2, ...) */
+
+/* The pointers' types are those of the header's declarations (unevaluated: nothing is linked). */
+static_assert(sizeof(static_cast<decltype(CublasApi::gemm_ex)>(&cublasGemmEx)) > 0, "cublasGemmEx");
+static_assert(sizeof(static_cast<decltype(CublasApi::gemm_strided_batched_ex)>(&cublasGemmStridedBatchedEx)) > 0,
+			  "cublasGemmStridedBatchedEx");
+
+/* Loads cuBLAS once per process: the library of the build's toolkit, else the one the loader finds. */
+static void cublas_load()
+{
+	static bool	loaded = false;
+	void	   *lib;
+
+	if (loaded)
+		return;
+	gc::Stopwatch sw;
+
+	lib = dlopen(GC_CUBLAS_PATH, RTLD_NOW | RTLD_LOCAL);
+	if (!lib)
+		lib = dlopen(GC_CUBLAS_SONAME, RTLD_NOW | RTLD_LOCAL);
+	if (!lib)
+		gc::fail(GC_ERR_CUDA, "cuBLAS could not be loaded (%s, then %s): %s", GC_CUBLAS_PATH,
+				 GC_CUBLAS_SONAME, dlerror());
+	cublas.create = (decltype(cublas.create)) dlsym(lib, GC_STR(cublasCreate));
+	cublas.gemm_ex = (decltype(cublas.gemm_ex)) dlsym(lib, GC_STR(cublasGemmEx));
+	cublas.gemm_strided_batched_ex =
+		(decltype(cublas.gemm_strided_batched_ex)) dlsym(lib, GC_STR(cublasGemmStridedBatchedEx));
+	cublas.dgemm = (decltype(cublas.dgemm)) dlsym(lib, GC_STR(cublasDgemm));
+	if (!cublas.create || !cublas.gemm_ex || !cublas.gemm_strided_batched_ex || !cublas.dgemm)
+		gc::fail(GC_ERR_CUDA, "cuBLAS (%s) lacks an entry point gpuclust calls: %s", GC_CUBLAS_SONAME,
+				 dlerror());
+	loaded = true;
+	gc::note_init(GC_INIT_CUBLAS, sw.ms());
+}
+
 void Cublas::open()
 {
 	static cublasHandle_t handles[64];
 	int			dev = 0;
 
+	cublas_load();
 	CUDA_TRY(cudaGetDevice(&dev));
 	if (dev < 0 || dev >= 64)
 		gc::fail(GC_ERR_INTERNAL, "device %d: gpuclust keeps cuBLAS handles for devices 0 to 63", dev);
 	if (!handles[dev])
-		CUBLAS_TRY(cublasCreate(&handles[dev]));
+	{
+		gc::Stopwatch sw;
+
+		CUBLAS_TRY(cublas.create(&handles[dev]));
+		gc::note_init(GC_INIT_CUBLAS, sw.ms());
+	}
 	h = handles[dev];
 }
 
@@ -936,7 +990,7 @@ void assign_product(const Plan &plan, Product &pr, const Centroids &cen, const R
 				const float one = 1.0f,
 							zero = 0.0f;
 
-				CUBLAS_TRY(cublasGemmEx(pr.blas.h, CUBLAS_OP_T, CUBLAS_OP_N, k, (int) (gr - full * step), d, &one,
+				CUBLAS_TRY(cublas.gemm_ex(pr.blas.h, CUBLAS_OP_T, CUBLAS_OP_N, k, (int) (gr - full * step), d, &one,
 										pr.cen_t.get() + (size_t) full * k * d, CUDA_R_32F, d,
 										pr.xc.get() + (g0 + full * step) * d, CUDA_R_32F, d, &zero,
 										pr.dots.get() + (size_t) full * step * k, CUDA_R_32F, k,

@@ -9,11 +9,13 @@
  * a reason, never a crash.  The answer is kept for the life of the backend.
  *
  * The driver is asked first, alone (DriverProbe: libcuda.so.1, cuInit,
- * cuDeviceGetCount), and the back end, which brings the CUDA runtime and
- * cuBLAS (about 60 ms and 100 MB of private memory a backend), is loaded
+ * cuDeviceGetCount), and the back end, which brings the CUDA runtime (cuBLAS
+ * only at the first k-means product: cuda/kmeans_product.cu), is loaded
  * only when a device is there.  So on a server without a driver the first
  * GPU-sized call of a backend costs one dlopen that fails, and on one with a
- * driver but no device the driver's own initialization.
+ * driver but no device the driver's own initialization.  The time of both
+ * steps goes to the first GPU call's timing (GcGpuTakeInit), with the
+ * back end's own start-up (the context, cuBLAS, the first allocation).
  */
 #include "postgres.h"
 
@@ -21,11 +23,14 @@
 #include <unistd.h>
 
 #include "miscadmin.h"
+#include "portability/instr_time.h"
 
 #include "gpuclust.h"
 #include "gpu.h"
 
 static bool gpu_tried = false;
+/* The start-up the glue paid (GC_INIT_DRIVER, GC_INIT_LOAD), until a GPU call reports it. */
+static double gpu_init_ms[GC_INIT_PARTS];
 static const gc_backend_api *gpu_api = NULL;
 static gc_status gpu_why = GC_ERR_NOT_BUILT;
 static char gpu_reason[512];
@@ -74,6 +79,13 @@ DriverProbe(void)
 		dlclose(h);
 		return false;
 	}
+	/*
+	 * Kernels load when first launched, not all of the back end's modules
+	 * with the context (the CUDA runtime's default since 12.2; said here for
+	 * older drivers and runtimes, unless the server's environment chose).
+	 * The driver reads it at cuInit.
+	 */
+	setenv("CUDA_MODULE_LOADING", "LAZY", 0);
 	rc = cu_init(0);
 	if (rc == 0)
 		rc = cu_count(&count);
@@ -107,6 +119,8 @@ GpuLoad(void)
 	const gc_backend_api *api;
 	int32		count = 0;
 	gc_status	st;
+	instr_time	t0;
+	instr_time	t1;
 
 	snprintf(path, sizeof(path), "%s/gpuclust_cuda%s", pkglib_path, DLSUFFIX);
 	if (access(path, R_OK) != 0)
@@ -116,8 +130,13 @@ GpuLoad(void)
 				 "The GPU back end \"%s\" is not installed.", path);
 		return;
 	}
+	INSTR_TIME_SET_CURRENT(t0);
 	if (!DriverProbe())
 		return;
+	INSTR_TIME_SET_CURRENT(t1);
+	INSTR_TIME_SUBTRACT(t1, t0);
+	gpu_init_ms[GC_INIT_DRIVER] = INSTR_TIME_GET_MILLISEC(t1);
+	INSTR_TIME_SET_CURRENT(t0);
 	handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
 	if (handle == NULL)
 	{
@@ -145,6 +164,9 @@ GpuLoad(void)
 				 api->last_error()->message);
 		return;
 	}
+	INSTR_TIME_SET_CURRENT(t1);
+	INSTR_TIME_SUBTRACT(t1, t0);
+	gpu_init_ms[GC_INIT_LOAD] = INSTR_TIME_GET_MILLISEC(t1);
 	gpu_why = GC_OK;
 	gpu_api = api;
 #endif
@@ -167,6 +189,21 @@ GcGpuApi(char *reason, size_t reasonlen, gc_status *why)
 	if (reason && reasonlen > 0)
 		strlcpy(reason, gpu_api ? "" : gpu_reason, reasonlen);
 	return gpu_api;
+}
+
+/*
+ * Adds the start-up the glue paid loading the back end (the driver's
+ * cuInit, the back end's dlopen) to init_ms[GC_INIT_PARTS], once: the first
+ * GPU call of the backend reports it.
+ */
+void
+GcGpuTakeInit(double *init_ms)
+{
+	for (int i = 0; i < GC_INIT_PARTS; i++)
+	{
+		init_ms[i] += gpu_init_ms[i];
+		gpu_init_ms[i] = 0.0;
+	}
 }
 
 /* Memory-context reset callback: the back end lets go of its device memory. */

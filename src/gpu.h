@@ -11,5 +11,6 @@
 extern const gc_backend_api *GcGpuApi(char *reason, size_t reasonlen,
 									  gc_status *why);
 extern void GcGpuReleaseCallback(void *arg);
+extern void GcGpuTakeInit(double *init_ms);
 
 #endif							/* GPUCLUST_GPU_H */

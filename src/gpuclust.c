@@ -416,6 +416,8 @@ RunOn(GcCall *call, const gc_backend_api *api, GcRunFn run, void *job)
 	INSTR_TIME_SET_CURRENT(call->t_phase);
 	st = run(api, &call->exec, &call->in, job);
 	call->compute_ms = call->used_gpu ? call->timing.compute_ms : ElapsedMs(call->t_phase);
+	if (call->used_gpu)
+		GcGpuTakeInit(call->timing.init_ms);
 	return st;
 }
 
@@ -459,7 +461,7 @@ GcCallEnd(GcCall *call, const char *extra)
 		call->output_ms = ElapsedMs(call->t_phase);
 	if (gc_timing_guc && call->gathered)
 	{
-		char		gpu[128] = "";
+		char		gpu[384] = "";
 		char		cpu[32] = "";
 		char		phases[256] = "";
 
@@ -470,8 +472,22 @@ GcCallEnd(GcCall *call, const char *extra)
 						 call->algorithm->phases[i], call->timing.phase_ms[i]);
 
 		if (call->used_gpu)
+		{
+			double		init = 0.0;
+
 			snprintf(gpu, sizeof(gpu), " to_device=%.3f from_device=%.3f",
 					 call->timing.to_device_ms, call->timing.from_device_ms);
+			/* the GPU's start-up, when this call paid it (the backend's first GPU call) */
+			for (int i = 0; i < GC_INIT_PARTS; i++)
+				init += call->timing.init_ms[i];
+			if (init > 0.0)
+			{
+				snprintf(gpu + strlen(gpu), sizeof(gpu) - strlen(gpu), " gpu_init=%.3f", init);
+				for (int i = 0; i < GC_INIT_PARTS; i++)
+					snprintf(gpu + strlen(gpu), sizeof(gpu) - strlen(gpu), " init_%s=%.3f",
+							 gc_init_part_names[i], call->timing.init_ms[i]);
+			}
+		}
 		else
 			snprintf(cpu, sizeof(cpu), " threads=%d",
 					 call->timing.threads > 0 ? (int) call->timing.threads : 1);

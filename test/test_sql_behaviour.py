@@ -18,7 +18,8 @@ from conftest import connect, dbscan, load_matrix
 
 TIMING_RE = re.compile(
     r"gpuclust: dbscan n=(\d+) d=(\d+) device=(cpu|gpu)(?: threads=\d+)? gather=[0-9.]+ "
-    r"(to_device=[0-9.]+ from_device=[0-9.]+ )?compute=[0-9.]+ output=[0-9.]+ total=[0-9.]+ "
+    r"(to_device=[0-9.]+ from_device=[0-9.]+ (?:gpu_init=[0-9.]+(?: init_[a-z]+=[0-9.]+){5} )?)?"
+    r"compute=[0-9.]+ output=[0-9.]+ total=[0-9.]+ "
     r"(index_ms=[0-9.]+ core_ms=[0-9.]+ union_ms=[0-9.]+ border_ms=[0-9.]+ )?"
     r"precision=(single|double)(?: metric=cosine)?")
 

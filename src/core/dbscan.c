@@ -54,6 +54,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "core.h"
 #include "dbscan_grid.h"
@@ -122,6 +123,34 @@ typedef struct dbscan_nbrs
 #ifndef DBSCAN_NBR_TABLE_MAX
 #define DBSCAN_NBR_TABLE_MAX ((size_t) 1 << 21)
 #endif
+
+/*
+ * malloc for the buffers of n rows, with transparent huge pages asked for
+ * (MADV_HUGEPAGE) over their whole 2 MB extents: each call writes its
+ * buffers once, and a PostgreSQL backend gets them as fresh memory, so
+ * with 4 kB pages a 2M-row call spends about a fifth of its time in page
+ * faults (100 ms of 480 on one thread), which two threads do not share
+ * well.  Advice only: where the kernel does not follow it (THP "never"),
+ * the pages are ordinary.
+ */
+static void *
+dbscan_big_alloc(size_t bytes)
+{
+	void	   *p = malloc(bytes);
+
+#ifdef MADV_HUGEPAGE
+	if (p != NULL && bytes >= ((size_t) 4 << 20))
+	{
+		const uintptr_t huge = (uintptr_t) 2 << 20;
+		uintptr_t	lo = ((uintptr_t) p + huge - 1) & ~(huge - 1);
+		uintptr_t	hi = ((uintptr_t) p + bytes) & ~(huge - 1);
+
+		if (hi > lo)
+			(void) madvise((void *) lo, hi - lo, MADV_HUGEPAGE);
+	}
+#endif
+	return p;
+}
 
 /* Fills the workspace with the input, no buffer yet. */
 static void
@@ -335,68 +364,113 @@ dbscan_plan(dbscan_ws *ws)
 	return GC_OK;
 }
 
-/* Copies a block of points into cell order. */
-typedef struct dbscan_copy_job
+/*
+ * The cell table and the points in cell order, in two loops over blocks of
+ * rows: the first copies the block's points into cell order and counts the
+ * cells that start in it (a row whose key differs from the row before);
+ * after a prefix sum of the counts in block order, the second writes the
+ * starts and keys of those cells at their places.  So the table is the
+ * serial walk's for any number of threads.
+ */
+typedef struct dbscan_cells_job
 {
 	dbscan_ws  *ws;
+	const uint64_t *key;
 	const int64_t *row;
-} dbscan_copy_job;
+	int64_t		grain;
+	int64_t    *first;			/* [blocks] cells starting in the block; then the first one's index */
+	int			step;
+} dbscan_cells_job;
 
 static gc_status
-dbscan_copy_block(void *arg, gc_worker *w, int64_t b, int64_t e)
+dbscan_cells_block(void *arg, gc_worker *w, int64_t b, int64_t e)
 {
-	dbscan_copy_job *job = arg;
+	dbscan_cells_job *job = arg;
 	dbscan_ws  *ws = job->ws;
+	const uint64_t *key = job->key;
 	size_t		rowbytes = ws->esize * (size_t) ws->d;
+	int64_t		blk = b / job->grain;
 
-	for (int64_t i = b; i < e; i++)
+	if (job->step == 0)
 	{
-		ws->perm[i] = job->row[i];
-		memcpy((char *) ws->xs + (size_t) i * rowbytes,
-			   (const char *) ws->x + (size_t) job->row[i] * rowbytes, rowbytes);
+		int64_t		count = 0;
+
+		for (int64_t i = b; i < e; i++)
+		{
+			ws->perm[i] = job->row[i];
+			memcpy((char *) ws->xs + (size_t) i * rowbytes,
+				   (const char *) ws->x + (size_t) job->row[i] * rowbytes, rowbytes);
+			count += i == 0 || key[i] != key[i - 1];
+		}
+		job->first[blk] = count;
+	}
+	else
+	{
+		int64_t		c = job->first[blk];
+
+		for (int64_t i = b; i < e; i++)
+			if (i == 0 || key[i] != key[i - 1])
+			{
+				ws->cell_start[c] = i;
+				ws->cell_key[c] = key[i];
+				c++;
+			}
 	}
 	return dbscan_tick(ws, w, e - b) ? GC_ERR_CANCELLED : GC_OK;
 }
 
 /*
  * The cell table and the points in cell order, from the keys and rows
- * sorted by key.  The copy runs on the threads (wide rows make it long).
+ * sorted by key, on the threads (wide rows make the copy long, and a grid
+ * of about one point per cell has as many cells as points).
  */
 static gc_status
 dbscan_cells(dbscan_ws *ws, const uint64_t *key, const int64_t *row)
 {
-	dbscan_copy_job job;
-	gc_status	st;
+	dbscan_cells_job job;
+	gc_status	st = GC_OK;
 	int64_t		n = ws->n;
 	int32_t		d = ws->d;
 	size_t		bytes = ws->esize * (size_t) n * d + sizeof(int64_t) * (size_t) n +
 		sizeof(int64_t) * (size_t) (n + 1) + sizeof(uint64_t) * (size_t) (n + DBSCAN_KEY_PAD);
-	int64_t		c = -1;
+	int64_t		blocks;
+	int64_t		ncells = 0;
 
-	ws->xs = malloc(ws->esize * (size_t) n * d);
-	ws->perm = malloc(sizeof(int64_t) * (size_t) n);
-	ws->cell_start = malloc(sizeof(int64_t) * (size_t) (n + 1));
-	ws->cell_key = malloc(sizeof(uint64_t) * (size_t) (n + DBSCAN_KEY_PAD));
-	if (!ws->xs || !ws->perm || !ws->cell_start || !ws->cell_key)
-		return gc_core_oom(ws->ctx, bytes,
-						   "out of memory for the grid of %lld points", (long long) n);
-	for (int64_t i = 0; i < n; i++)
-	{
-		if ((i & 1048575) == 1048575 && gc_core_cancelled(ws->ctx))
-			return GC_ERR_CANCELLED;
-		if (i == 0 || key[i] != key[i - 1])
-		{
-			c++;
-			ws->cell_start[c] = i;
-			ws->cell_key[c] = key[i];
-		}
-	}
+	ws->xs = dbscan_big_alloc(ws->esize * (size_t) n * d);
+	ws->perm = dbscan_big_alloc(sizeof(int64_t) * (size_t) n);
+	ws->cell_start = dbscan_big_alloc(sizeof(int64_t) * (size_t) (n + 1));
+	ws->cell_key = dbscan_big_alloc(sizeof(uint64_t) * (size_t) (n + DBSCAN_KEY_PAD));
 	job.ws = ws;
+	job.key = key;
 	job.row = row;
-	if ((st = gc_pool_for(ws->ctx->pool, n, gc_pool_grain(ws->ctx->pool, n, 4096),
-						  dbscan_copy_block, &job)) != GC_OK)
+	/* at most 2^20 rows a block: each block answers cancel when it ends */
+	job.grain = gc_pool_grain(ws->ctx->pool, n, 4096);
+	if (job.grain > ((int64_t) 1 << 20))
+		job.grain = (int64_t) 1 << 20;
+	blocks = (n + job.grain - 1) / job.grain;
+	job.first = malloc(sizeof(int64_t) * (size_t) blocks);
+	if (!ws->xs || !ws->perm || !ws->cell_start || !ws->cell_key || !job.first)
+	{
+		free(job.first);
+		return gc_core_oom(ws->ctx, bytes + sizeof(int64_t) * (size_t) blocks,
+						   "out of memory for the grid of %lld points", (long long) n);
+	}
+	for (job.step = 0; job.step < 2 && st == GC_OK; job.step++)
+	{
+		if (job.step == 1)
+			for (int64_t b = 0; b < blocks; b++)
+			{
+				int64_t		count = job.first[b];
+
+				job.first[b] = ncells;
+				ncells += count;
+			}
+		st = gc_pool_for(ws->ctx->pool, n, job.grain, dbscan_cells_block, &job);
+	}
+	free(job.first);
+	if (st != GC_OK)
 		return st;
-	ws->ncells = c + 1;
+	ws->ncells = ncells;
 	ws->cell_start[ws->ncells] = n;
 	for (int k = 0; k < DBSCAN_KEY_PAD; k++)
 		ws->cell_key[ws->ncells + k] = UINT64_MAX;
@@ -451,10 +525,10 @@ dbscan_index(dbscan_ws *ws)
 		return GC_ERR_CANCELLED;
 	if ((st = dbscan_plan(ws)) != GC_OK)
 		return st;
-	key = malloc(sizeof(uint64_t) * (size_t) n);
-	row = malloc(sizeof(int64_t) * (size_t) n);
-	tkey = malloc(sizeof(uint64_t) * (size_t) n);
-	trow = malloc(sizeof(int64_t) * (size_t) n);
+	key = dbscan_big_alloc(sizeof(uint64_t) * (size_t) n);
+	row = dbscan_big_alloc(sizeof(int64_t) * (size_t) n);
+	tkey = dbscan_big_alloc(sizeof(uint64_t) * (size_t) n);
+	trow = dbscan_big_alloc(sizeof(int64_t) * (size_t) n);
 	if (!key || !row || !tkey || !trow)
 		st = gc_core_oom(ws->ctx, bytes, "out of memory sorting %lld points", (long long) n);
 	if (st == GC_OK)
@@ -760,7 +834,7 @@ dbscan_core(dbscan_ws *ws)
 	if (gc_core_cancelled(ws->ctx))
 		return GC_ERR_CANCELLED;
 	ws->core = calloc((size_t) n, 1);
-	ws->parent = malloc(sizeof(int64_t) * (size_t) n);
+	ws->parent = dbscan_big_alloc(sizeof(int64_t) * (size_t) n);
 	ws->dense = calloc((size_t) ws->ncells, 1);
 	if (!ws->core || !ws->parent || !ws->dense)
 		return gc_core_oom(ws->ctx, (size_t) n + sizeof(int64_t) * (size_t) n + (size_t) ws->ncells,
@@ -909,7 +983,22 @@ union_cells(dbscan_ws *ws, gc_worker *w, int64_t c, int64_t nc)
 	return union_plain(ws, w, s, e, ns, ne, 0);
 }
 
-/* One block of cells of phase union: each cell with its neighbours of larger index. */
+/* Whether cell c holds a core point. */
+static inline int
+cell_has_core(const dbscan_ws *ws, int64_t c)
+{
+	for (int64_t i = ws->cell_start[c]; i < ws->cell_start[c + 1]; i++)
+		if (ws->core[i])
+			return 1;
+	return 0;
+}
+
+/*
+ * One block of cells of phase union: each cell with its neighbours of
+ * larger index.  A cell without a core point joins nothing (every union
+ * takes a core point of each cell), so its neighbour cells are not listed:
+ * on data that is mostly noise that is most cells.
+ */
 static gc_status
 dbscan_union_block(void *arg, gc_worker *w, int64_t cb, int64_t ce)
 {
@@ -920,7 +1009,15 @@ dbscan_union_block(void *arg, gc_worker *w, int64_t cb, int64_t ce)
 	grid_rewind(&nb);
 	for (int64_t c = cb; c < ce; c++)
 	{
-		int32_t		m = cell_nbrs(ws, &nb, c, &nbr);
+		int32_t		m;
+
+		if (!cell_has_core(ws, c))
+		{
+			if (dbscan_tick(ws, w, CELL_SIZE(ws, c)))
+				return GC_ERR_CANCELLED;
+			continue;
+		}
+		m = cell_nbrs(ws, &nb, c, &nbr);
 
 		for (int32_t t = 0; t < m; t++)
 		{
@@ -1196,8 +1293,8 @@ dbscan_number(dbscan_ws *ws, gc_dbscan_result *result)
 		return dbscan_number_walk(ws, result);
 	job.ws = ws;
 	job.result = result;
-	job.pos = malloc(sizeof(int64_t) * (size_t) n);
-	job.first = malloc(sizeof(int64_t) * (size_t) n);
+	job.pos = dbscan_big_alloc(sizeof(int64_t) * (size_t) n);
+	job.first = dbscan_big_alloc(sizeof(int64_t) * (size_t) n);
 	job.block_count = malloc(sizeof(int64_t) * (size_t) blocks);
 	if (!job.pos || !job.first || !job.block_count)
 		st = gc_core_oom(ws->ctx, 2 * sizeof(int64_t) * (size_t) n + sizeof(int64_t) * (size_t) blocks,
