@@ -74,9 +74,14 @@ cuda/%.o: cuda/%.cu $(wildcard cuda/*.cuh common/*.h)
 # cudart is linked statically and cuBLAS opened when k-means first needs it,
 # so only the driver (libcuda.so.1) must be present to load the back end;
 # without it the back end still loads and answers GC_ERR_NO_DRIVER.
+# A direct call into cuBLAS would leave an undefined symbol that only fails
+# when the back end is loaded on a GPU machine: the link refuses it here.
 gpuclust_cuda.so: $(CUDA_OBJS)
 	$(NVCC) -shared $(NVCC_GENCODE) -o $@ $^ -L$(CUDA_LIBDIR) -lcudart_static \
 	    -Xlinker -rpath,$(CUDA_LIBDIR) -ldl -lrt -lpthread
+	@if nm -D --undefined-only $@ | grep -E ' cublas'; then \
+	    echo "$@: the symbols above call cuBLAS directly; call them through the cublas table of cuda/kmeans.cuh"; \
+	    rm -f $@; exit 1; fi
 
 .PHONY: install-cuda unittest test dist
 install-cuda: $(CUDA_SHLIB)

@@ -543,7 +543,7 @@ void assign_dgemm_rows(const Plan &plan, Product &pr, const Centroids &cen, cons
 			xs, d, map, n, cen.mean_d.get(), xc, xn);
 		CHECK_LAUNCH("center_gather64_kernel");
 		/* dots [n, k] = xc [n, d] . cen_cd [k, d]^T */
-		CUBLAS_TRY(cublasDgemm(pr.blas.h, CUBLAS_OP_T, CUBLAS_OP_N, k, n, d, &one, cen.cen_cd.get(), d,
+		CUBLAS_TRY(cublas.dgemm(pr.blas.h, CUBLAS_OP_T, CUBLAS_OP_N, k, n, d, &one, cen.cen_cd.get(), d,
 							   xc, d, &zero, dots, k));
 		argmin64_kernel<float><<<grid_for((int64_t) n * 32, BLOCK, 1u << 30), BLOCK>>>(
 			dots, n, k, d, cen.cval64.get(), xn, cen.cmax64.get(), xs, map, cen.cen.get(), lab, old, dd,
