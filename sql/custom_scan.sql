@@ -8,11 +8,11 @@ SELECT g, ARRAY[(g % 3) * 10 + (g % 7) * 0.01, (g % 3) * 10 + (g % 5) * 0.01]::r
 FROM generate_series(1, 60) g;
 
 SET gpuclust.device = cpu;
-SHOW gpuclust.custom_scan;
 
 -- the node, with the function; VERBOSE shows the call
 EXPLAIN (COSTS OFF)
 SELECT * FROM gpu_dbscan('SELECT id, f FROM cs_pts ORDER BY id', 0.5, 3);
+SHOW gpuclust.custom_scan;
 EXPLAIN (COSTS OFF, VERBOSE)
 SELECT id, cluster_id FROM gpu_dbscan('SELECT id, f FROM cs_pts ORDER BY id', 0.5, 3) d
 WHERE cluster_id = 1;
@@ -29,7 +29,7 @@ SELECT * FROM ROWS FROM (gpu_dbscan('SELECT id, f FROM cs_pts', 0.5, 3),
 EXPLAIN (COSTS OFF)
 SELECT d FROM gpu_dbscan('SELECT id, f FROM cs_pts', 0.5, 3) d;
 EXPLAIN (COSTS OFF)
-SELECT * FROM (VALUES (0.5)) v(e), LATERAL gpu_dbscan('SELECT id, f FROM cs_pts', v.e, 3);
+SELECT * FROM (VALUES (0.5), (0.001)) v(e), LATERAL gpu_dbscan('SELECT id, f FROM cs_pts', v.e, 3);
 EXPLAIN (COSTS OFF)
 SELECT * FROM gpu_kmeans_centroids('SELECT id, f FROM cs_pts', 3, seed => 1);
 SET gpuclust.custom_scan = off;
@@ -90,6 +90,22 @@ FETCH FORWARD 1 FROM c;
 MOVE LAST IN c;
 FETCH PRIOR FROM c;
 COMMIT;
+-- the same moves through the Function Scan
+SET gpuclust.custom_scan = off;
+BEGIN;
+DECLARE c SCROLL CURSOR FOR
+  SELECT id, cluster_id FROM gpu_dbscan('SELECT id, f FROM cs_pts WHERE id <= 6 ORDER BY id', 0.5, 1);
+FETCH 3 FROM c;
+FETCH BACKWARD 2 FROM c;
+FETCH ALL FROM c;
+FETCH BACKWARD 2 FROM c;
+FETCH ABSOLUTE 1 FROM c;
+FETCH BACKWARD 1 FROM c;
+FETCH FORWARD 1 FROM c;
+MOVE LAST IN c;
+FETCH PRIOR FROM c;
+COMMIT;
+RESET gpuclust.custom_scan;
 -- a cursor without SCROLL
 BEGIN;
 DECLARE c2 CURSOR FOR
@@ -114,6 +130,9 @@ SELECT count(*) FROM generate_series(1, 3) g,
   gpu_dbscan('SELECT id, f FROM cs_pts WHERE id <= 3 ORDER BY id', 0.5, 1) d
 WHERE d.id <= g;
 -- a parameter from a subquery in the arguments: rescans compute again when it changes
+SELECT g, (SELECT count(*) FROM gpu_dbscan('SELECT id, f FROM cs_pts WHERE id <= ' || g, 0.5, 1))
+FROM generate_series(1, 3) g;
+EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF)
 SELECT g, (SELECT count(*) FROM gpu_dbscan('SELECT id, f FROM cs_pts WHERE id <= ' || g, 0.5, 1))
 FROM generate_series(1, 3) g;
 -- LATERAL keeps the Function Scan, and gives the same rows

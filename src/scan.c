@@ -397,8 +397,7 @@ ExplainScan(CustomScanState *node, List *ancestors, ExplainState *es)
 	ExplainPropertyText("Device", k->used_gpu ? "gpu" : "cpu", es);
 	ExplainPropertyInteger("Input Rows", NULL, k->rows.nrows, es);
 	ExplainPropertyInteger("Features", NULL, k->d, es);
-	if (es->verbose || s->computations > 1)
-		ExplainPropertyInteger("Computations", NULL, s->computations, es);
+	ExplainPropertyInteger("Computations", NULL, s->computations, es);
 	if (es->timing)
 	{
 		ExplainPropertyFloat("Gather Time", "ms", k->gather_ms, 3, es);
