@@ -32,6 +32,13 @@ EXPLAIN (COSTS OFF)
 SELECT * FROM (VALUES (0.5), (0.001)) v(e), LATERAL gpu_dbscan('SELECT id, f FROM cs_pts', v.e, 3);
 EXPLAIN (COSTS OFF)
 SELECT * FROM gpu_kmeans_centroids('SELECT id, f FROM cs_pts', 3, seed => 1);
+-- UPDATE ... FROM and FOR UPDATE carry the function's whole row (for rechecks)
+EXPLAIN (COSTS OFF)
+UPDATE cs_pts SET f = f FROM gpu_dbscan('SELECT id, f FROM cs_pts', 0.5, 3) d
+WHERE cs_pts.id = d.id AND d.cluster_id IS NULL;
+EXPLAIN (COSTS OFF)
+SELECT cs_pts.id FROM cs_pts JOIN gpu_dbscan('SELECT id, f FROM cs_pts', 0.5, 3) d USING (id)
+FOR UPDATE OF cs_pts;
 SET gpuclust.custom_scan = off;
 EXPLAIN (COSTS OFF)
 SELECT * FROM gpu_dbscan('SELECT id, f FROM cs_pts ORDER BY id', 0.5, 3);
