@@ -83,7 +83,9 @@ WHERE is_core AND id % 10 = 0;
 SELECT id FROM gpu_kmeans_assign('SELECT id, f FROM cs_pts ORDER BY id', '{{0,0},{10,10},{20,20}}') LIMIT 4;
 SELECT count(*), count(cluster_id), sum(cluster_id) FROM gpu_dbscan('SELECT id, f FROM cs_pts', 0.5, 3);
 
--- a SCROLL cursor: forward, backward, absolute
+-- a SCROLL cursor: forward, backward, absolute; the node scans backward itself (no Material)
+EXPLAIN (COSTS OFF) DECLARE c SCROLL CURSOR FOR
+  SELECT id, cluster_id FROM gpu_dbscan('SELECT id, f FROM cs_pts WHERE id <= 6 ORDER BY id', 0.5, 1);
 BEGIN;
 DECLARE c SCROLL CURSOR FOR
   SELECT id, cluster_id FROM gpu_dbscan('SELECT id, f FROM cs_pts WHERE id <= 6 ORDER BY id', 0.5, 1);
@@ -97,22 +99,27 @@ FETCH FORWARD 1 FROM c;
 MOVE LAST IN c;
 FETCH PRIOR FROM c;
 COMMIT;
--- the same moves through the Function Scan
-SET gpuclust.custom_scan = off;
-BEGIN;
-DECLARE c SCROLL CURSOR FOR
-  SELECT id, cluster_id FROM gpu_dbscan('SELECT id, f FROM cs_pts WHERE id <= 6 ORDER BY id', 0.5, 1);
-FETCH 3 FROM c;
-FETCH BACKWARD 2 FROM c;
-FETCH ALL FROM c;
-FETCH BACKWARD 2 FROM c;
-FETCH ABSOLUTE 1 FROM c;
-FETCH BACKWARD 1 FROM c;
-FETCH FORWARD 1 FROM c;
-MOVE LAST IN c;
-FETCH PRIOR FROM c;
-COMMIT;
-RESET gpuclust.custom_scan;
+-- the same moves from PL/pgSQL, through the node and through the Function Scan
+CREATE FUNCTION cs_moves(custom_scan text) RETURNS text LANGUAGE plpgsql AS $$
+DECLARE
+  c refcursor;
+  r record;
+  out text := '';
+BEGIN
+  PERFORM set_config('gpuclust.custom_scan', custom_scan, true);
+  OPEN c SCROLL FOR
+    SELECT id, cluster_id FROM gpu_dbscan('SELECT id, f FROM cs_pts WHERE id <= 6 ORDER BY id', 0.5, 1);
+  FOR i IN 1..3 LOOP FETCH c INTO r; out := out || r.id || ' '; END LOOP;
+  FETCH RELATIVE -2 FROM c INTO r; out := out || '| ' || r.id;
+  MOVE LAST IN c; FETCH PRIOR FROM c INTO r; out := out || ' | ' || r.id;
+  FETCH ABSOLUTE 1 FROM c INTO r; out := out || ' | ' || r.id;
+  FETCH PRIOR FROM c INTO r; out := out || ' | ' || coalesce(r.id::text, 'none');
+  FETCH RELATIVE 4 FROM c INTO r; out := out || ' | ' || r.id;
+  CLOSE c;
+  RETURN out;
+END $$;
+SELECT cs_moves('on') AS node, cs_moves('off') AS function_scan;
+DROP FUNCTION cs_moves(text);
 -- a cursor without SCROLL
 BEGIN;
 DECLARE c2 CURSOR FOR
