@@ -28,6 +28,9 @@
 #include "catalog/objectaccess.h"
 #include "catalog/pg_proc.h"
 #include "commands/explain.h"
+#if PG_VERSION_NUM >= 180000
+#include "commands/explain_format.h"
+#endif
 #include "executor/executor.h"
 #include "executor/nodeCustom.h"
 #include "fmgr.h"
@@ -254,7 +257,11 @@ BeginScan(CustomScanState *node, EState *estate, int eflags)
 	AclResult	aclresult;
 
 	s->funcexpr = linitial_node(FuncExpr, cscan->custom_exprs);
+#if PG_VERSION_NUM >= 160000
+	aclresult = object_aclcheck(ProcedureRelationId, s->funcexpr->funcid, GetUserId(), ACL_EXECUTE);
+#else
 	aclresult = pg_proc_aclcheck(s->funcexpr->funcid, GetUserId(), ACL_EXECUTE);
+#endif
 	if (aclresult != ACLCHECK_OK)
 		aclcheck_error(aclresult, OBJECT_FUNCTION, get_func_name(s->funcexpr->funcid));
 	InvokeFunctionExecuteHook(s->funcexpr->funcid);
