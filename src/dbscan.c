@@ -36,8 +36,7 @@ gpu_dbscan(PG_FUNCTION_ARGS)
 	GcDbscanJob job;
 	gc_error	err;
 	GcCall		call;
-	Tuplestorestate *ts;
-	TupleDesc	desc;
+	GcRows		rows;
 
 	memset(&job, 0, sizeof(job));
 	gc_dbscan_params_init(&job.params);
@@ -55,22 +54,9 @@ gpu_dbscan(PG_FUNCTION_ARGS)
 	job.result.is_core = GcAlloc(&call, sizeof(uint8) * call.in.n, "core flags");
 	GcCallCompute(&call, GcRunDbscan, &job);
 
-	ts = GcCallOutputStart(&call, fcinfo, &desc, call.in.n);
-	for (int64 i = 0; i < call.in.n; i++)
-	{
-		Datum		values[3];
-		bool		nulls[3] = {false, false, false};
-
-		values[0] = Int64GetDatum(call.in.ids[i]);
-		if (job.result.cluster[i] < 0)
-			nulls[1] = true;
-		else
-			values[1] = Int32GetDatum(job.result.cluster[i]);
-		values[2] = BoolGetDatum(job.result.is_core[i] != 0);
-		tuplestore_putvalues(ts, desc, values, nulls);
-		if ((i & 0xffff) == 0)
-			CHECK_FOR_INTERRUPTS();
-	}
-	GcCallEnd(&call, NULL);
+	GcRowsInit(&rows, &call);
+	GcRowsAdd(&rows, GC_COL_INT32, job.result.cluster, true);
+	GcRowsAdd(&rows, GC_COL_BOOL, job.result.is_core, false);
+	GcCallOutputRows(&call, fcinfo, &rows, NULL);
 	return (Datum) 0;
 }

@@ -139,8 +139,7 @@ gpu_density_peaks(PG_FUNCTION_ARGS)
 	gc_dpeaks_result *r = &job.result;
 	gc_error	err;
 	GcCall		call;
-	Tuplestorestate *ts;
-	TupleDesc	desc;
+	GcRows		rows;
 	char		extra[256];
 
 	DpParams(fcinfo, &job);
@@ -156,22 +155,12 @@ gpu_density_peaks(PG_FUNCTION_ARGS)
 	r->is_center = GcAlloc(&call, sizeof(uint8) * call.in.n, "centre flags");
 	GcCallCompute(&call, GcRunDpeaks, &job);
 
-	ts = GcCallOutputStart(&call, fcinfo, &desc, call.in.n);
-	for (int64 i = 0; i < call.in.n; i++)
-	{
-		Datum		values[5];
-		bool		nulls[5] = {false, false, false, false, false};
-
-		values[0] = Int64GetDatum(call.in.ids[i]);
-		values[1] = Int32GetDatum(r->cluster[i]);
-		values[2] = Float8GetDatum(r->rho[i]);
-		values[3] = Float8GetDatum(r->delta[i]);
-		values[4] = BoolGetDatum(r->is_center[i] != 0);
-		tuplestore_putvalues(ts, desc, values, nulls);
-		if ((i & 0xffff) == 0)
-			CHECK_FOR_INTERRUPTS();
-	}
+	GcRowsInit(&rows, &call);
+	GcRowsAdd(&rows, GC_COL_INT32, r->cluster, false);
+	GcRowsAdd(&rows, GC_COL_FLOAT8, r->rho, false);
+	GcRowsAdd(&rows, GC_COL_FLOAT8, r->delta, false);
+	GcRowsAdd(&rows, GC_COL_BOOL, r->is_center, false);
 	DpExtra(&call, r, extra, sizeof(extra));
-	GcCallEnd(&call, extra);
+	GcCallOutputRows(&call, fcinfo, &rows, extra);
 	return (Datum) 0;
 }

@@ -65,6 +65,7 @@ _PG_init(void)
 	GcKmeansDefineGucs();
 	GcPrecisionDefineGucs();
 	GcOutputDefineGucs();
+	GcScanInit();
 	GcTuningDefineGucs();
 	MarkGUCPrefixReserved("gpuclust");
 }
@@ -502,7 +503,8 @@ GcCallEnd(GcCall *call, const char *extra)
 						call->metric == GC_METRIC_COSINE ? " metric=cosine" : "")));
 	}
 	MemoryContextSwitchTo(call->oldcxt);
-	MemoryContextDelete(call->cxt);
+	if (!call->keep_cxt)
+		MemoryContextDelete(call->cxt);
 	call->cxt = NULL;
 }
 

@@ -75,6 +75,7 @@ typedef struct GcCall
 	GcDevice	requested;		/* from the device argument or gpuclust.device */
 	bool		used_gpu;
 	bool		gathered;		/* GcCallGather ran: GcCallEnd reports timing */
+	bool		keep_cxt;		/* GcCallEnd leaves cxt (the results) to its parent */
 	GcInput		in;
 	gc_metric	metric;			/* for the timing NOTICE */
 	gc_exec		exec;			/* device, tuning, cancel and timing for the back end */

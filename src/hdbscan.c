@@ -177,30 +177,16 @@ gpu_hdbscan(PG_FUNCTION_ARGS)
 {
 	GcHdbscanJob job;
 	GcCall		call;
-	Tuplestorestate *ts;
-	TupleDesc	desc;
+	GcRows		rows;
 	char		extra[256];
 
 	HdbscanCompute(fcinfo, &call, &job, false);
-	ts = GcCallOutputStart(&call, fcinfo, &desc, call.in.n);
-	for (int64 i = 0; i < call.in.n; i++)
-	{
-		Datum		values[4];
-		bool		nulls[4] = {false, false, false, false};
-
-		values[0] = Int64GetDatum(call.in.ids[i]);
-		if (job.result.cluster[i] < 0)
-			nulls[1] = true;
-		else
-			values[1] = Int32GetDatum(job.result.cluster[i]);
-		values[2] = Float8GetDatum(job.result.probability[i]);
-		values[3] = Float8GetDatum(job.result.outlier_score[i]);
-		tuplestore_putvalues(ts, desc, values, nulls);
-		if ((i & 0xffff) == 0)
-			CHECK_FOR_INTERRUPTS();
-	}
+	GcRowsInit(&rows, &call);
+	GcRowsAdd(&rows, GC_COL_INT32, job.result.cluster, true);
+	GcRowsAdd(&rows, GC_COL_FLOAT8, job.result.probability, false);
+	GcRowsAdd(&rows, GC_COL_FLOAT8, job.result.outlier_score, false);
 	GcHdbscanExtra(&call, &job, extra, sizeof(extra));
-	GcCallEnd(&call, extra);
+	GcCallOutputRows(&call, fcinfo, &rows, extra);
 	return (Datum) 0;
 }
 

@@ -202,30 +202,23 @@ KmInitialCentroids(ArrayType *arr, int32 k, int32 *d_out)
 	return out;
 }
 
-/* Writes one output row per input row: its id, cluster and distance. */
+/* Returns one row per input row: its id, cluster and distance; ends the call. */
 static void
-KmRowOutput(GcCall *call, FunctionCallInfo fcinfo, const int32 *labels, const double *distance)
+KmRowOutput(GcCall *call, FunctionCallInfo fcinfo, const int32 *labels, const double *distance,
+			const char *extra)
 {
-	TupleDesc	desc;
-	Tuplestorestate *ts = GcCallOutputStart(call, fcinfo, &desc, call->in.n);
+	GcRows		rows;
 
-	for (int64 i = 0; i < call->in.n; i++)
-	{
-		Datum		values[3];
-		bool		nulls[3] = {false, false, false};
-
-		values[0] = Int64GetDatum(call->in.ids[i]);
-		values[1] = Int32GetDatum(labels[i]);
-		values[2] = Float8GetDatum(distance[i]);
-		tuplestore_putvalues(ts, desc, values, nulls);
-		if ((i & 0xffff) == 0)
-			CHECK_FOR_INTERRUPTS();
-	}
+	GcRowsInit(&rows, call);
+	GcRowsAdd(&rows, GC_COL_INT32, labels, false);
+	GcRowsAdd(&rows, GC_COL_FLOAT8, distance, false);
+	GcCallOutputRows(call, fcinfo, &rows, extra);
 }
 
-/* Writes the output rows: one per input row, or one per cluster. */
+/* Returns the output rows, one per input row or one per cluster; ends the call. */
 static void
-KmOutput(GcCall *call, GcKmeansJob *job, FunctionCallInfo fcinfo, bool per_cluster)
+KmOutput(GcCall *call, GcKmeansJob *job, FunctionCallInfo fcinfo, bool per_cluster,
+		 const char *extra)
 {
 	TupleDesc	desc;
 	Tuplestorestate *ts;
@@ -235,7 +228,7 @@ KmOutput(GcCall *call, GcKmeansJob *job, FunctionCallInfo fcinfo, bool per_clust
 
 	if (!per_cluster)
 	{
-		KmRowOutput(call, fcinfo, r->labels, r->distance);
+		KmRowOutput(call, fcinfo, r->labels, r->distance, extra);
 		return;
 	}
 	/* an empty input has no clusters */
@@ -255,6 +248,7 @@ KmOutput(GcCall *call, GcKmeansJob *job, FunctionCallInfo fcinfo, bool per_clust
 		values[3] = Float8GetDatum(r->inertia[j]);
 		tuplestore_putvalues(ts, desc, values, nulls);
 	}
+	GcCallEnd(call, extra);
 }
 
 /*
@@ -335,14 +329,13 @@ KmRun(FunctionCallInfo fcinfo, bool per_cluster)
 	job.result.inertia = GcAlloc(&call, sizeof(double) * p->k, "inertias");
 	GcCallCompute(&call, GcRunKmeans, &job);
 
-	KmOutput(&call, &job, fcinfo, per_cluster);
 	if (p->n_init > 1)
 		snprintf(extra, sizeof(extra), "iterations=%d best_run=%d of %d",
 				 job.result.iterations, job.result.best_run + 1, p->n_init);
 	else
 		snprintf(extra, sizeof(extra), "iterations=%d", job.result.iterations);
 	KmProductCounts(&call, p->precision, extra, sizeof(extra));
-	GcCallEnd(&call, extra);
+	KmOutput(&call, &job, fcinfo, per_cluster, extra);
 	return (Datum) 0;
 }
 
@@ -430,10 +423,9 @@ gpu_kmeans_assign(PG_FUNCTION_ARGS)
 	job.result.distance = GcAlloc(&call, sizeof(double) * n, "distances");
 	GcCallCompute(&call, RunKmeansAssign, &job);
 
-	KmRowOutput(&call, fcinfo, job.result.labels, job.result.distance);
 	snprintf(extra, sizeof(extra), "k=%d", p->k);
 	KmProductCounts(&call, p->precision, extra, sizeof(extra));
-	GcCallEnd(&call, extra);
+	KmRowOutput(&call, fcinfo, job.result.labels, job.result.distance, extra);
 	return (Datum) 0;
 }
 

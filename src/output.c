@@ -94,6 +94,105 @@ GcCallOutputStart(GcCall *call, FunctionCallInfo fcinfo, TupleDesc *tupdesc, int
 	return ts;
 }
 
+void
+GcRowsInit(GcRows *rows, const GcCall *call)
+{
+	memset(rows, 0, sizeof(*rows));
+	rows->nrows = call->in.n;
+	rows->ids = call->in.ids;
+}
+
+void
+GcRowsAdd(GcRows *rows, GcRowsKind kind, const void *values, bool null_if_negative)
+{
+	Assert(rows->ncols < GC_ROWS_MAXCOLS);
+	rows->col[rows->ncols].kind = kind;
+	rows->col[rows->ncols].values = values;
+	rows->col[rows->ncols].null_if_negative = null_if_negative;
+	rows->ncols++;
+}
+
+void
+GcRowsFill(const GcRows *rows, int64 i, Datum *values, bool *nulls)
+{
+	values[0] = Int64GetDatum(rows->ids[i]);
+	nulls[0] = false;
+	for (int c = 0; c < rows->ncols; c++)
+	{
+		bool		isnull = false;
+		Datum		v = (Datum) 0;
+
+		switch (rows->col[c].kind)
+		{
+			case GC_COL_INT32:
+				{
+					int32		x = ((const int32 *) rows->col[c].values)[i];
+
+					isnull = rows->col[c].null_if_negative && x < 0;
+					v = Int32GetDatum(x);
+					break;
+				}
+			case GC_COL_FLOAT8:
+				v = Float8GetDatum(((const double *) rows->col[c].values)[i]);
+				break;
+			case GC_COL_BOOL:
+				v = BoolGetDatum(((const uint8 *) rows->col[c].values)[i] != 0);
+				break;
+		}
+		values[c + 1] = isnull ? (Datum) 0 : v;
+		nulls[c + 1] = isnull;
+	}
+}
+
+/* The GPU Cluster Scan node's sink when it called the function, else NULL. */
+GcRowsSink *
+GcRowsSinkOf(FunctionCallInfo fcinfo)
+{
+	Node	   *ctx = fcinfo->context;
+
+	if (ctx != NULL && IsA(ctx, ExtensibleNode) &&
+		strcmp(((ExtensibleNode *) ctx)->extnodename, GC_ROWS_SINK) == 0)
+		return (GcRowsSink *) ctx;
+	return NULL;
+}
+
+void
+GcCallOutputRows(GcCall *call, FunctionCallInfo fcinfo, const GcRows *rows, const char *extra)
+{
+	GcRowsSink *sink = GcRowsSinkOf(fcinfo);
+	TupleDesc	desc;
+	Tuplestorestate *ts;
+
+	if (sink != NULL)
+	{
+		/* the arrays stay where they are, in the call's context, kept by the node */
+		INSTR_TIME_SET_CURRENT(call->t_phase);
+		sink->rows = *rows;
+		sink->algorithm = call->algorithm;
+		sink->used_gpu = call->used_gpu;
+		sink->d = call->in.d;
+		sink->timing = call->timing;
+		sink->gather_ms = call->gather_ms;
+		sink->compute_ms = call->compute_ms;
+		sink->filled = true;
+		call->keep_cxt = true;
+		GcCallEnd(call, extra);
+		return;
+	}
+	ts = GcCallOutputStart(call, fcinfo, &desc, rows->nrows);
+	for (int64 i = 0; i < rows->nrows; i++)
+	{
+		Datum		values[1 + GC_ROWS_MAXCOLS];
+		bool		nulls[1 + GC_ROWS_MAXCOLS];
+
+		GcRowsFill(rows, i, values, nulls);
+		tuplestore_putvalues(ts, desc, values, nulls);
+		if ((i & 0xffff) == 0)
+			CHECK_FOR_INTERRUPTS();
+	}
+	GcCallEnd(call, extra);
+}
+
 /* Defines gpuclust.output_mem. */
 void
 GcOutputDefineGucs(void)

@@ -7,6 +7,8 @@
 
 #include "gpuclust.h"
 
+#include "nodes/extensible.h"
+
 extern int	gc_output_mem_guc;	/* kB */
 
 /* Defines gpuclust.output_mem. */
@@ -14,5 +16,70 @@ extern void GcOutputDefineGucs(void);
 
 extern Tuplestorestate *GcCallOutputStart(GcCall *call, FunctionCallInfo fcinfo,
 										  TupleDesc *tupdesc, int64 nrows);
+
+/*
+ * The rows of a function that returns one row per input row: the id, then
+ * up to GC_ROWS_MAXCOLS columns, each read from a result array.  The same
+ * description feeds the tuplestore of the set-returning path and the GPU
+ * Cluster Scan node (scan.c), which reads the arrays directly.
+ */
+#define GC_ROWS_MAXCOLS 4
+
+typedef enum GcRowsKind
+{
+	GC_COL_INT32,				/* int32 array; NULL where negative if null_if_negative */
+	GC_COL_FLOAT8,				/* double array */
+	GC_COL_BOOL					/* uint8 array */
+} GcRowsKind;
+
+typedef struct GcRows
+{
+	int64		nrows;
+	const int64 *ids;
+	int			ncols;			/* after the id */
+	struct
+	{
+		GcRowsKind	kind;
+		bool		null_if_negative;
+		const void *values;
+	}			col[GC_ROWS_MAXCOLS];
+} GcRows;
+
+/* Starts a GcRows of the call's input rows and ids. */
+extern void GcRowsInit(GcRows *rows, const GcCall *call);
+extern void GcRowsAdd(GcRows *rows, GcRowsKind kind, const void *values, bool null_if_negative);
+
+/* Row i into values/nulls (1 + ncols entries). */
+extern void GcRowsFill(const GcRows *rows, int64 i, Datum *values, bool *nulls);
+
+/*
+ * Returns the rows and ends the call (GcCallEnd with extra): into the
+ * function's tuplestore, or, when the GPU Cluster Scan node called the
+ * function (fcinfo->context is a GcRowsSink), to the node, with the call's
+ * memory (the result arrays) kept in the node's context.
+ */
+extern void GcCallOutputRows(GcCall *call, FunctionCallInfo fcinfo,
+							 const GcRows *rows, const char *extra);
+
+/* What the GPU Cluster Scan node gets from the call (fcinfo->context). */
+typedef struct GcRowsSink
+{
+	ExtensibleNode node;		/* T_ExtensibleNode, extnodename GC_ROWS_SINK */
+	bool		filled;
+	GcRows		rows;
+	const GcAlgorithm *algorithm;
+	bool		used_gpu;
+	int32		d;
+	gc_timing	timing;
+	double		gather_ms;
+	double		compute_ms;
+} GcRowsSink;
+
+#define GC_ROWS_SINK "GcRowsSink"
+
+extern GcRowsSink *GcRowsSinkOf(FunctionCallInfo fcinfo);
+
+/* The GPU Cluster Scan node and gpuclust.custom_scan (scan.c), from _PG_init. */
+extern void GcScanInit(void);
 
 #endif							/* GPUCLUST_OUTPUT_H */
