@@ -1,0 +1,621 @@
+/*
+ * pgather.c
+ *    The parallel gather: when the user's query is a plain scan of one table
+ *    or materialized view, gpuclust reads the heap with its own parallel
+ *    workers instead of running the plan on the backend's one thread, as
+ *    PostgreSQL's parallel CREATE INDEX (nbtsort.c) and pgvector's parallel
+ *    HNSW build do: a ParallelContext, a parallel table scan, and the rows
+ *    written to shared memory.
+ *
+ * The plan taken is a SeqScan (with or without a filter) of a heap table or
+ * materialized view whose output columns are column references or casts of
+ * them, and nothing above it.  Each participant (the workers and the leader)
+ * evaluates the plan's filter and output columns on the tuples of its blocks
+ * and hands each row to the serial gather's own DestReceiver
+ * (GatherReceive), so the input contract is checked by the same code; it
+ * keeps each row's TID beside it.  The parts, each in block order, are then
+ * merged by TID into the row buffers: the rows of a serial scan that starts
+ * at block 0, in its order.
+ *
+ * Errors: the first offending row must be the one the serial gather names,
+ * and a participant may meet a later one first.  So an error of the kind a
+ * row can raise (GcParallelGatherRetries) makes the caller roll back and
+ * gather serially, which raises the serial error itself; cancel and any
+ * other error is the caller's at once.  Parts that disagree on the length of
+ * the feature arrays make the caller gather serially as well.
+ *
+ * Visibility is the caller's: the scan's snapshot is the active one,
+ * serialized for the workers, which run as the caller's user.  The
+ * executor's permission check runs in the leader before any worker starts,
+ * and a relation with row-level security for the caller is left to the
+ * serial gather.
+ */
+#include "postgres.h"
+
+#include "compat.h"
+
+#include "access/parallel.h"
+#include "access/relscan.h"
+#include "access/table.h"
+#include "access/tableam.h"
+#include "access/xact.h"
+#include "catalog/pg_am.h"
+#include "catalog/pg_class.h"
+#include "executor/executor.h"
+#include "miscadmin.h"
+#include "nodes/nodeFuncs.h"
+#include "nodes/pathnodes.h"
+#include "optimizer/cost.h"
+#include "optimizer/optimizer.h"
+#include "optimizer/paths.h"
+#include "parser/parsetree.h"
+#include "port/atomics.h"
+#include "storage/bufmgr.h"
+#include "storage/lwlock.h"
+#include "storage/shm_toc.h"
+#include "utils/dsa.h"
+#include "utils/guc.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/rel.h"
+#include "utils/rls.h"
+#include "utils/snapmgr.h"
+
+#include "buffer.h"
+#include "metric.h"
+#include "gather.h"
+#include "pgather.h"
+#include "receiver.h"
+
+bool		gc_parallel_gather_guc = true;
+
+/* shm_toc keys of the parallel gather's segment */
+#define PG_KEY_SHARED	UINT64CONST(0x6770670000000001)
+#define PG_KEY_SCAN		UINT64CONST(0x6770670000000002)
+#define PG_KEY_TLIST	UINT64CONST(0x6770670000000003)
+#define PG_KEY_QUAL		UINT64CONST(0x6770670000000004)
+#define PG_KEY_DSA		UINT64CONST(0x6770670000000005)
+
+/* What a worker gathered: n rows of d features, their ids, TID keys and features in the area. */
+typedef struct GcPart
+{
+	int64		n;
+	int32		d;
+	int32		dtype;
+	dsa_pointer rows;			/* ids [n], keys [n], x [n, d]; InvalidDsaPointer if n = 0 */
+} GcPart;
+
+typedef struct GcPGShared
+{
+	Oid			relid;
+	int			nparts;
+	GcPart		parts[FLEXIBLE_ARRAY_MEMBER];	/* [nparts] by ParallelWorkerNumber */
+} GcPGShared;
+
+/* One participant's scan: the plan's filter and output columns, and the serial gather's receiver. */
+typedef struct PartScan
+{
+	Relation	rel;
+	ExprContext *econtext;
+	ProjectionInfo *proj;
+	ExprState  *qual;
+	TupleTableSlot *scanslot;
+	TupleTableSlot *rslot;
+	GatherReceiver st;
+	GcInput		in;
+	uint64	   *keys;			/* [in.n] the TIDs as block << 16 | offset */
+	int64		keycap;
+} PartScan;
+
+/* One part to merge: rows in block order. */
+typedef struct PartRows
+{
+	int64		n;
+	int32		d;
+	const int64 *ids;
+	const uint64 *keys;
+	const char *x;
+} PartRows;
+
+PGDLLEXPORT void GcParallelGatherMain(dsm_segment *seg, shm_toc *toc);
+
+/* Defines gpuclust.parallel_gather. */
+void
+GcParallelGatherDefineGucs(void)
+{
+	DefineCustomBoolVariable("gpuclust.parallel_gather",
+							 "Reads a query that scans one table with gpuclust's own parallel workers.",
+							 "Taken for a sequential scan of a table or materialized view, optionally "
+							 "filtered, returning columns or casts of them, when max_parallel_workers_per_gather "
+							 "and the table's size give workers; the rows come in the order of a serial scan.",
+							 &gc_parallel_gather_guc, true,
+							 PGC_USERSET, 0, NULL, NULL, NULL);
+}
+
+/* Whether an error of the parallel gather could come out differently from the serial gather. */
+bool
+GcParallelGatherRetries(int sqlerrcode)
+{
+	int			category = ERRCODE_TO_CATEGORY(sqlerrcode);
+
+	/* what a row can raise: the input contract, a cast, the filter */
+	if (category == ERRCODE_DATA_EXCEPTION ||
+		category == ERRCODE_INTEGRITY_CONSTRAINT_VIOLATION ||
+		category == ERRCODE_SYNTAX_ERROR_OR_ACCESS_RULE_VIOLATION ||
+		category == ERRCODE_FEATURE_NOT_SUPPORTED)
+		return true;
+	/* and what the parallel gather's larger footprint can (shared memory, the parts) */
+	return sqlerrcode == ERRCODE_DATA_CORRUPTED || sqlerrcode == ERRCODE_OUT_OF_MEMORY ||
+		sqlerrcode == ERRCODE_DISK_FULL;
+}
+
+/* A column reference of the scanned relation, or a cast of one: what the serial plan would compute. */
+static bool
+SimpleColumn(Node *e, Index scanrelid)
+{
+	if (e == NULL)
+		return false;
+	switch (nodeTag(e))
+	{
+		case T_Var:
+			{
+				Var		   *v = (Var *) e;
+
+				return v->varno == scanrelid && v->varlevelsup == 0 && v->varattno > 0;
+			}
+		case T_RelabelType:
+			return SimpleColumn((Node *) ((RelabelType *) e)->arg, scanrelid);
+		case T_CoerceViaIO:
+			return SimpleColumn((Node *) ((CoerceViaIO *) e)->arg, scanrelid);
+		case T_ArrayCoerceExpr:
+			return SimpleColumn((Node *) ((ArrayCoerceExpr *) e)->arg, scanrelid);
+		case T_FuncExpr:
+			{
+				FuncExpr   *f = (FuncExpr *) e;
+				ListCell   *lc;
+
+				if ((f->funcformat != COERCE_EXPLICIT_CAST && f->funcformat != COERCE_IMPLICIT_CAST) ||
+					f->args == NIL || f->funcretset)
+					return false;
+				if (!SimpleColumn((Node *) linitial(f->args), scanrelid))
+					return false;
+				/* a cast's other arguments are constants: the typmod, explicit or not */
+				for_each_from(lc, f->args, 1)
+					if (!IsA(lfirst(lc), Const))
+					return false;
+				return true;
+			}
+		default:
+			return false;
+	}
+}
+
+/* Whether the checkAsUser of rte is subject to row-level security on its relation. */
+static bool
+HasRls(PlannedStmt *stmt, RangeTblEntry *rte)
+{
+	Oid			checkAsUser;
+
+#if PG_VERSION_NUM >= 160000
+	checkAsUser = rte->perminfoindex != 0 ?
+		getRTEPermissionInfo(stmt->permInfos, rte)->checkAsUser : InvalidOid;
+#else
+	checkAsUser = rte->checkAsUser;
+#endif
+	return check_enable_rls(rte->relid, checkAsUser, true) != RLS_NONE;
+}
+
+/*
+ * The relation a plan scans when it is the shape the parallel gather takes:
+ * a SeqScan alone, parallel safe, without subplans or parameters, whose
+ * natts output columns are columns of a table or materialized view or casts
+ * of them, no relation of the statement under row-level security.
+ * InvalidOid otherwise.
+ */
+static Oid
+ScanShape(CachedPlanSource *ps, PlannedStmt *stmt, int natts)
+{
+	Plan	   *plan = stmt->planTree;
+	Scan	   *scan;
+	RangeTblEntry *rte;
+	ListCell   *lc;
+
+	if (stmt->commandType != CMD_SELECT || stmt->utilityStmt != NULL || plan == NULL ||
+		!IsA(plan, SeqScan) || !plan->parallel_safe ||
+		plan->lefttree != NULL || plan->righttree != NULL || plan->initPlan != NIL ||
+		stmt->subplans != NIL || stmt->paramExecTypes != NIL || stmt->rowMarks != NIL ||
+		ps->dependsOnRLS)
+		return InvalidOid;
+	scan = (Scan *) plan;
+	if (list_length(plan->targetlist) != natts)
+		return InvalidOid;
+	foreach(lc, plan->targetlist)
+	{
+		TargetEntry *te = lfirst_node(TargetEntry, lc);
+
+		if (te->resjunk || !SimpleColumn((Node *) te->expr, scan->scanrelid))
+			return InvalidOid;
+	}
+	if (scan->scanrelid < 1 || scan->scanrelid > list_length(stmt->rtable))
+		return InvalidOid;
+	rte = rt_fetch(scan->scanrelid, stmt->rtable);
+	if (rte->rtekind != RTE_RELATION || rte->tablesample != NULL ||
+		(rte->relkind != RELKIND_RELATION && rte->relkind != RELKIND_MATVIEW))
+		return InvalidOid;
+	/* every relation the statement names (a view's too): none under row-level security */
+	foreach(lc, stmt->rtable)
+	{
+		RangeTblEntry *r = lfirst_node(RangeTblEntry, lc);
+
+		if (r->rtekind == RTE_RELATION && HasRls(stmt, r))
+			return InvalidOid;
+	}
+	return rte->relid;
+}
+
+/* The workers for a scan of rel: PostgreSQL's rule for a parallel scan of it (compute_parallel_worker). */
+static int
+WorkersFor(Relation rel)
+{
+	RelOptInfo	fake;
+
+	memset(&fake, 0, sizeof(fake));
+	fake.type = T_RelOptInfo;
+	fake.reloptkind = RELOPT_BASEREL;
+	fake.rel_parallel_workers = RelationGetParallelWorkers(rel, -1);
+	return compute_parallel_worker(&fake, (double) RelationGetNumberOfBlocks(rel), -1,
+								   max_parallel_workers_per_gather);
+}
+
+/* Sets up a participant's scan in cxt: the expressions and the serial gather's receiver. */
+static void
+PartBegin(PartScan *p, Relation rel, List *tlist, List *qual, MemoryContext cxt)
+{
+	MemoryContext old = MemoryContextSwitchTo(cxt);
+	TupleDesc	rdesc;
+
+	memset(p, 0, sizeof(*p));
+	p->rel = rel;
+	p->econtext = CreateStandaloneExprContext();
+	rdesc = ExecTypeFromTL(tlist);
+	p->rslot = MakeSingleTupleTableSlot(rdesc, &TTSOpsVirtual);
+	p->scanslot = table_slot_create(rel, NULL);
+	p->proj = ExecBuildProjectionInfo(tlist, p->econtext, p->rslot, NULL, RelationGetDescr(rel));
+	p->qual = ExecInitQual(qual, NULL);
+
+	p->st.pub.receiveSlot = GatherReceive;
+	p->st.pub.rStartup = GatherStartup;
+	p->st.pub.rShutdown = GatherShutdown;
+	p->st.pub.rDestroy = GatherDestroy;
+	p->st.pub.mydest = DestNone;
+	p->st.in = &p->in;
+	p->st.outcxt = cxt;
+	p->st.tmpcxt = AllocSetContextCreate(cxt, "gpuclust parallel gather",
+										 GATHER_TMP_BYTES, GATHER_TMP_BYTES, GATHER_TMP_BYTES);
+	CheckColumns(&p->st, rdesc);
+	MemoryContextSwitchTo(old);
+}
+
+/* Reads the participant's blocks: each visible row that passes the filter, checked and kept with its TID. */
+static void
+PartRun(PartScan *p, ParallelTableScanDesc pscan)
+{
+	TableScanDesc scan = table_beginscan_parallel(p->rel, pscan);
+	ExprContext *econtext = p->econtext;
+	uint32		seen = 0;
+
+	while (table_scan_getnextslot(scan, ForwardScanDirection, p->scanslot))
+	{
+		ItemPointer tid = &p->scanslot->tts_tid;
+
+		/* a filter may reject every row: GatherReceive's check is not enough */
+		if ((++seen & 1023) == 0)
+			CHECK_FOR_INTERRUPTS();
+		ResetExprContext(econtext);
+		econtext->ecxt_scantuple = p->scanslot;
+		if (p->qual != NULL && !ExecQual(p->qual, econtext))
+			continue;
+		ExecProject(p->proj);
+		if (p->in.n == p->keycap)
+		{
+			int64		cap = p->keycap == 0 ? 4096 : p->keycap * 2;
+
+			p->keys = p->keys == NULL ?
+				MemoryContextAllocHuge(p->st.outcxt, cap * sizeof(uint64)) :
+				repalloc_huge(p->keys, cap * sizeof(uint64));
+			p->keycap = cap;
+		}
+		p->keys[p->in.n] = ((uint64) ItemPointerGetBlockNumber(tid) << 16) |
+			ItemPointerGetOffsetNumber(tid);
+		GatherReceive(p->rslot, &p->st.pub);
+	}
+	table_endscan(scan);
+	ResetExprContext(econtext);
+	ExecDropSingleTupleTableSlot(p->scanslot);
+	p->scanslot = NULL;
+	if (p->st.buffers != NULL)
+		StopPrefault(&p->st.buffers->prefault);
+}
+
+/* The rows of a participant's scan as a part to merge. */
+static void
+PartRowsOf(PartScan *p, PartRows *out)
+{
+	out->n = p->in.n;
+	out->d = p->in.d;
+	out->ids = p->in.ids;
+	out->keys = p->keys;
+	out->x = p->in.x;
+}
+
+/* A worker: its part of the heap, then its rows into the area for the leader. */
+void
+GcParallelGatherMain(dsm_segment *seg, shm_toc *toc)
+{
+	GcPGShared *shared = shm_toc_lookup(toc, PG_KEY_SHARED, false);
+	ParallelTableScanDesc pscan = shm_toc_lookup(toc, PG_KEY_SCAN, false);
+	List	   *tlist = (List *) stringToNode(shm_toc_lookup(toc, PG_KEY_TLIST, false));
+	List	   *qual = (List *) stringToNode(shm_toc_lookup(toc, PG_KEY_QUAL, false));
+	dsa_area   *area = dsa_attach_in_place(shm_toc_lookup(toc, PG_KEY_DSA, false), seg);
+	GcPart	   *part = &shared->parts[ParallelWorkerNumber];
+	MemoryContext cxt = AllocSetContextCreate(CurrentMemoryContext, "gpuclust parallel gather worker",
+											  ALLOCSET_DEFAULT_SIZES);
+	Relation	rel = table_open(shared->relid, AccessShareLock);
+	PartScan	p;
+
+	PartBegin(&p, rel, tlist, qual, cxt);
+	PartRun(&p, pscan);
+
+	part->d = p.in.d;
+	part->dtype = (int32) p.in.dtype;
+	part->rows = InvalidDsaPointer;
+	if (p.in.n > 0)
+	{
+		Size		xbytes = (Size) p.in.n * p.in.d * gc_dtype_size(p.in.dtype);
+		Size		ibytes = (Size) p.in.n * sizeof(int64);
+		char	   *dst;
+
+		part->rows = dsa_allocate_extended(area, 2 * ibytes + xbytes, DSA_ALLOC_HUGE);
+		dst = dsa_get_address(area, part->rows);
+		memcpy(dst, p.in.ids, ibytes);
+		memcpy(dst + ibytes, p.keys, ibytes);
+		memcpy(dst + 2 * ibytes, p.in.x, xbytes);
+	}
+	pg_write_barrier();
+	part->n = p.in.n;
+
+	MemoryContextDelete(cxt);	/* the row buffers go with it */
+	table_close(rel, AccessShareLock);
+	dsa_detach(area);
+}
+
+/*
+ * Merges the parts, each in block order, into st's row buffers by TID.
+ * False, with nothing allocated, when the parts disagree on the number of
+ * features (a row with another length than the first: the serial gather
+ * names it) or on their type.
+ */
+static bool
+Merge(GatherReceiver *st, PartRows *parts, int nparts)
+{
+	GcInput    *in = st->in;
+	int64		total = 0;
+	int32		d = -1;
+	Size		rowbytes;
+	int64	   *pos;
+	int64		out = 0;
+
+	for (int i = 0; i < nparts; i++)
+	{
+		if (parts[i].n == 0)
+			continue;
+		if (d >= 0 && parts[i].d != d)
+			return false;
+		d = parts[i].d;
+		total += parts[i].n;
+	}
+	if (total == 0)
+		return true;
+	if (st->kind == FEATURES_SCALARS && d != in->d)
+		return false;
+	in->d = d;
+	rowbytes = (Size) d * gc_dtype_size(in->dtype);
+	AllocRows(st, total);
+
+	pos = palloc0(sizeof(int64) * nparts);
+	for (;;)
+	{
+		int			best = -1;
+		uint64		bestkey = 0;
+		uint64		bound = PG_UINT64_MAX;
+		int64		from;
+		int64		to;
+		const PartRows *b;
+
+		for (int i = 0; i < nparts; i++)
+		{
+			uint64		k;
+
+			if (pos[i] >= parts[i].n)
+				continue;
+			k = parts[i].keys[pos[i]];
+			if (best < 0 || k < bestkey)
+			{
+				if (best >= 0)
+					bound = Min(bound, bestkey);
+				best = i;
+				bestkey = k;
+			}
+			else
+				bound = Min(bound, k);
+		}
+		if (best < 0)
+			break;
+		/* the run of the best part before any other part's next row: one copy */
+		b = &parts[best];
+		from = pos[best];
+		to = from + 1;
+		while (to < b->n && b->keys[to] < bound)
+			to++;
+		memcpy(in->ids + out, b->ids + from, (Size) (to - from) * sizeof(int64));
+		memcpy((char *) in->x + (Size) out * rowbytes, b->x + (Size) from * rowbytes,
+			   (Size) (to - from) * rowbytes);
+		out += to - from;
+		pos[best] = to;
+		CHECK_FOR_INTERRUPTS();
+	}
+	pfree(pos);
+	in->n = out;
+	return true;
+}
+
+/*
+ * Gathers the rows of stmt into st with parallel workers when stmt is a scan
+ * the parallel gather takes and the table is large enough for workers
+ * (see the file's comment); false, with nothing gathered, when the serial
+ * gather must run.  *started is set once the workers are launched: an
+ * error from then on may be one the serial gather raises differently.
+ */
+bool
+GcParallelGather(CachedPlanSource *ps, PlannedStmt *stmt, GatherReceiver *st, bool *started)
+{
+	Scan	   *scan = (Scan *) stmt->planTree;
+	Snapshot	snapshot;
+	Oid			relid;
+	Relation	rel;
+	int			nworkers;
+	ParallelContext *pcxt;
+	Size		shared_size;
+	Size		pscan_size;
+	GcPGShared *shared;
+	ParallelTableScanDesc pscan;
+	char	   *tlist_s;
+	char	   *qual_s;
+	char	   *space;
+	dsa_area   *area;
+	MemoryContext partcxt;
+	PartScan	leader;
+	PartRows   *parts;
+	int			nparts = 0;
+	bool		ok = true;
+
+	*started = false;
+	/* not inside a parallel operation (the statement around the call may be one) */
+	if (!gc_parallel_gather_guc || max_parallel_workers_per_gather <= 0 || IsInParallelMode())
+		return false;
+	relid = ScanShape(ps, stmt, st->natts);
+	if (!OidIsValid(relid))
+		return false;
+
+	/* the executor's check of the caller's privileges, with its error, before anything is read */
+#if PG_VERSION_NUM >= 160000
+	ExecCheckPermissions(stmt->rtable, stmt->permInfos, true);
+#else
+	ExecCheckRTPerms(stmt->rtable, true);
+#endif
+	rel = table_open(relid, AccessShareLock);
+	if (rel->rd_rel->relam != HEAP_TABLE_AM_OID || RelationUsesLocalBuffers(rel) ||
+		(nworkers = WorkersFor(rel)) <= 0)
+	{
+		table_close(rel, NoLock);
+		return false;
+	}
+
+	snapshot = GetActiveSnapshot();
+	tlist_s = nodeToString(scan->plan.targetlist);
+	qual_s = nodeToString(scan->plan.qual);
+
+	EnterParallelMode();
+	pcxt = CreateParallelContext("gpuclust", "GcParallelGatherMain", nworkers);
+	shared_size = add_size(offsetof(GcPGShared, parts), mul_size(sizeof(GcPart), nworkers));
+	pscan_size = table_parallelscan_estimate(rel, snapshot);
+	shm_toc_estimate_chunk(&pcxt->estimator, shared_size);
+	shm_toc_estimate_chunk(&pcxt->estimator, pscan_size);
+	shm_toc_estimate_chunk(&pcxt->estimator, strlen(tlist_s) + 1);
+	shm_toc_estimate_chunk(&pcxt->estimator, strlen(qual_s) + 1);
+	shm_toc_estimate_chunk(&pcxt->estimator, dsa_minimum_size());
+	shm_toc_estimate_keys(&pcxt->estimator, 5);
+	InitializeParallelDSM(pcxt);
+	if (pcxt->seg == NULL)
+	{
+		/* no dynamic shared memory: the serial gather */
+		DestroyParallelContext(pcxt);
+		ExitParallelMode();
+		table_close(rel, NoLock);
+		return false;
+	}
+
+	shared = shm_toc_allocate(pcxt->toc, shared_size);
+	memset(shared, 0, shared_size);
+	shared->relid = relid;
+	shared->nparts = nworkers;
+	for (int i = 0; i < nworkers; i++)
+		shared->parts[i].rows = InvalidDsaPointer;
+	shm_toc_insert(pcxt->toc, PG_KEY_SHARED, shared);
+
+	pscan = shm_toc_allocate(pcxt->toc, pscan_size);
+	table_parallelscan_initialize(rel, pscan, snapshot);
+	/* from block 0 on, as a serial scan of a table that is not large: the parts merge by TID */
+	pscan->phs_syncscan = false;
+	shm_toc_insert(pcxt->toc, PG_KEY_SCAN, pscan);
+
+	space = shm_toc_allocate(pcxt->toc, strlen(tlist_s) + 1);
+	strcpy(space, tlist_s);
+	shm_toc_insert(pcxt->toc, PG_KEY_TLIST, space);
+	space = shm_toc_allocate(pcxt->toc, strlen(qual_s) + 1);
+	strcpy(space, qual_s);
+	shm_toc_insert(pcxt->toc, PG_KEY_QUAL, space);
+
+	space = shm_toc_allocate(pcxt->toc, dsa_minimum_size());
+	shm_toc_insert(pcxt->toc, PG_KEY_DSA, space);
+	area = dsa_create_in_place(space, dsa_minimum_size(), LWTRANCHE_PARALLEL_QUERY_DSA, pcxt->seg);
+
+	/*
+	 * The leader's part is set up before any worker starts, so that an error
+	 * in the expressions is the leader's own; its rows and the merged ones
+	 * live in the subtransaction's context, which an error takes away.
+	 */
+	partcxt = AllocSetContextCreate(CurTransactionContext, "gpuclust parallel gather leader",
+									ALLOCSET_DEFAULT_SIZES);
+	PartBegin(&leader, rel, scan->plan.targetlist, scan->plan.qual, partcxt);
+
+	LaunchParallelWorkers(pcxt);
+	*started = true;
+	elog(DEBUG1, "gpuclust: parallel gather of \"%s\" with %d workers planned",
+		 RelationGetRelationName(rel), nworkers);
+	if (pcxt->nworkers_launched == 0 || parallel_leader_participation)
+		PartRun(&leader, pscan);
+	WaitForParallelWorkersToFinish(pcxt);
+
+	parts = palloc(sizeof(PartRows) * (nworkers + 1));
+	PartRowsOf(&leader, &parts[nparts++]);
+	for (int i = 0; i < pcxt->nworkers_launched; i++)
+	{
+		GcPart	   *wp = &shared->parts[i];
+		PartRows   *r = &parts[nparts++];
+		const char *base;
+
+		pg_read_barrier();
+		r->n = wp->n;
+		r->d = wp->d;
+		if (r->n > 0 && (gc_dtype) wp->dtype != st->in->dtype)
+			ok = false;
+		if (r->n == 0)
+			continue;
+		base = dsa_get_address(area, wp->rows);
+		r->ids = (const int64 *) base;
+		r->keys = (const uint64 *) (base + (Size) r->n * sizeof(int64));
+		r->x = base + 2 * (Size) r->n * sizeof(int64);
+	}
+	if (leader.in.n > 0 && leader.in.dtype != st->in->dtype)
+		ok = false;
+	if (ok)
+		ok = Merge(st, parts, nparts);
+
+	dsa_detach(area);
+	DestroyParallelContext(pcxt);
+	ExitParallelMode();
+	MemoryContextDelete(partcxt);
+	table_close(rel, NoLock);
+	return ok;
+}
