@@ -26,8 +26,8 @@
  *
  * Visibility is the caller's: the scan's snapshot is the active one,
  * serialized for the workers, which run as the caller's user.  The
- * executor's permission check runs in the leader before any worker starts,
- * and a relation with row-level security for the caller is left to the
+ * executor's permission check runs in the leader before any worker starts
+ * (where it fails, the serial gather raises the error), and a relation with row-level security for the caller is left to the
  * serial gather.
  */
 #include "postgres.h"
@@ -190,7 +190,11 @@ SimpleColumn(Node *e, Index scanrelid)
 	}
 }
 
-/* Whether the checkAsUser of rte is subject to row-level security on its relation. */
+/*
+ * Whether the checkAsUser of rte is subject to row-level security on its
+ * relation.  Not where it bypasses the policies (RLS_NONE_ENV: the table's
+ * owner, a role with BYPASSRLS): the plan, made just now, then has none.
+ */
 static bool
 HasRls(PlannedStmt *stmt, RangeTblEntry *rte)
 {
@@ -202,14 +206,15 @@ HasRls(PlannedStmt *stmt, RangeTblEntry *rte)
 #else
 	checkAsUser = rte->checkAsUser;
 #endif
-	return check_enable_rls(rte->relid, checkAsUser, true) != RLS_NONE;
+	return check_enable_rls(rte->relid, checkAsUser, true) == RLS_ENABLED;
 }
 
 /*
  * The relation a plan scans when it is the shape the parallel gather takes:
  * a SeqScan alone, parallel safe, without subplans or parameters, whose
  * natts output columns are columns of a table or materialized view or casts
- * of them, no relation of the statement under row-level security.
+ * of them, no relation of the statement under row-level security for the
+ * caller.
  * InvalidOid otherwise.
  */
 static Oid
@@ -223,8 +228,7 @@ ScanShape(CachedPlanSource *ps, PlannedStmt *stmt, int natts)
 	if (stmt->commandType != CMD_SELECT || stmt->utilityStmt != NULL || plan == NULL ||
 		!IsA(plan, SeqScan) || !plan->parallel_safe ||
 		plan->lefttree != NULL || plan->righttree != NULL || plan->initPlan != NIL ||
-		stmt->subplans != NIL || stmt->paramExecTypes != NIL || stmt->rowMarks != NIL ||
-		ps->dependsOnRLS)
+		stmt->subplans != NIL || stmt->paramExecTypes != NIL || stmt->rowMarks != NIL)
 		return InvalidOid;
 	scan = (Scan *) plan;
 	if (list_length(plan->targetlist) != natts)
@@ -330,6 +334,8 @@ PartRun(PartScan *p, ParallelTableScanDesc pscan)
 		GatherReceive(p->rslot, &p->st.pub);
 	}
 	table_endscan(scan);
+	elog(DEBUG2, "gpuclust: parallel gather participant %d: " INT64_FORMAT " rows",
+		 ParallelWorkerNumber, p->in.n);
 	ResetExprContext(econtext);
 	ExecDropSingleTupleTableSlot(p->scanslot);
 	p->scanslot = NULL;
@@ -507,11 +513,16 @@ GcParallelGather(CachedPlanSource *ps, PlannedStmt *stmt, GatherReceiver *st, bo
 	if (!OidIsValid(relid))
 		return false;
 
-	/* the executor's check of the caller's privileges, with its error, before anything is read */
+	/*
+	 * The executor's check of the caller's privileges before anything is
+	 * read; where it fails, the serial gather raises its error.
+	 */
 #if PG_VERSION_NUM >= 160000
-	ExecCheckPermissions(stmt->rtable, stmt->permInfos, true);
+	if (!ExecCheckPermissions(stmt->rtable, stmt->permInfos, false))
+		return false;
 #else
-	ExecCheckRTPerms(stmt->rtable, true);
+	if (!ExecCheckRTPerms(stmt->rtable, false))
+		return false;
 #endif
 	rel = table_open(relid, AccessShareLock);
 	if (rel->rd_rel->relam != HEAP_TABLE_AM_OID || RelationUsesLocalBuffers(rel) ||
