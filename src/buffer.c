@@ -256,6 +256,8 @@ Grow(GatherReceiver *st)
 	st->cap = cap;
 }
 
+static bool Populate(void *start, void *end);
+
 /*
  * Allocates the row buffers for exactly rows rows at once, freed with
  * st->outcxt as Grow's are: the parallel gather knows the count before it
@@ -293,6 +295,9 @@ AllocRows(GatherReceiver *st, int64 rows)
 				 errhint("Cluster fewer rows or fewer features at a time.")));
 	if (gc_gather_huge_pages_guc)
 		AdviseHugePages(x, xbytes);
+	/* every row is written next: the pages faulted in by one call each, not one by one */
+	(void) Populate(x, (char *) x + xbytes);
+	(void) Populate(ids, ids + rows);
 	in->x = x;
 	in->ids = ids;
 	st->cap = rows;

@@ -48,6 +48,7 @@
 #include "optimizer/cost.h"
 #include "optimizer/optimizer.h"
 #include "optimizer/paths.h"
+#include "parser/parse_relation.h"
 #include "parser/parsetree.h"
 #include "port/atomics.h"
 #include "storage/bufmgr.h"
