@@ -31,6 +31,7 @@ reads too (parallel_leader_participation).
 """
 
 import argparse
+import os
 import re
 import statistics
 import subprocess
@@ -86,9 +87,11 @@ def main():
     a = ap.parse_args()
     workers = [int(w) for w in a.workers.split(",")]
     psql("CREATE EXTENSION IF NOT EXISTS gpuclust;")
-    cpus = psql("SELECT current_setting('max_worker_processes') || ' ' || "
-                "current_setting('max_parallel_workers');").split()
-    print(f"# max_worker_processes {cpus[0]}, max_parallel_workers {cpus[1]}")
+    cpus = psql("\\pset tuples_only on\n\\pset format unaligned\n"
+                "SELECT current_setting('max_worker_processes') || ' ' || "
+                "current_setting('max_parallel_workers') || ' ' || current_setting('server_version');").split()
+    print(f"# PostgreSQL {cpus[2]}, max_worker_processes {cpus[0]}, max_parallel_workers {cpus[1]}, "
+          f"{os.cpu_count()} CPUs here")
     print("| table | setting | read ms | gather ms | gather / serial gather | gather / read | GB/s |")
     print("| --- | --- | ---: | ---: | ---: | ---: | ---: |")
     for dim in [int(d) for d in a.dims.split(",")]:
