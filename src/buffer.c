@@ -261,10 +261,11 @@ static bool Populate(void *start, void *end);
 /*
  * Allocates the row buffers for exactly rows rows at once, freed with
  * st->outcxt as Grow's are: the parallel gather knows the count before it
- * writes the rows.
+ * writes the rows.  With populate, their pages are faulted in here (where
+ * one thread writes them next).
  */
 void
-AllocRows(GatherReceiver *st, int64 rows)
+AllocRows(GatherReceiver *st, int64 rows, bool populate)
 {
 	GcInput    *in = st->in;
 	Size		esize = gc_dtype_size(in->dtype);
@@ -296,8 +297,11 @@ AllocRows(GatherReceiver *st, int64 rows)
 	if (gc_gather_huge_pages_guc)
 		AdviseHugePages(x, xbytes);
 	/* every row is written next: the pages faulted in by one call each, not one by one */
-	(void) Populate(x, (char *) x + xbytes);
-	(void) Populate(ids, ids + rows);
+	if (populate)
+	{
+		(void) Populate(x, (char *) x + xbytes);
+		(void) Populate(ids, ids + rows);
+	}
 	in->x = x;
 	in->ids = ids;
 	st->cap = rows;

@@ -60,7 +60,7 @@ extern void GcBufferDefineGucs(int flags);
 extern void MakeRoom(struct GatherReceiver *st);
 
 /* Allocates the row buffers for exactly rows rows at once (the parallel gather's merge). */
-extern void AllocRows(struct GatherReceiver *st, int64 rows);
+extern void AllocRows(struct GatherReceiver *st, int64 rows, bool populate);
 
 /* Stops the prefault thread and waits for it. */
 extern void StopPrefault(Prefault *pf);

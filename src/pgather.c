@@ -32,6 +32,9 @@
  */
 #include "postgres.h"
 
+#include <pthread.h>
+#include <signal.h>
+
 #include "compat.h"
 
 #include "access/parallel.h"
@@ -67,6 +70,7 @@
 #include "gather.h"
 #include "pgather.h"
 #include "receiver.h"
+#include "tuning.h"
 
 bool		gc_parallel_gather_guc = true;
 
@@ -77,13 +81,27 @@ bool		gc_parallel_gather_guc = true;
 #define PG_KEY_QUAL		UINT64CONST(0x6770670000000004)
 #define PG_KEY_DSA		UINT64CONST(0x6770670000000005)
 
-/* What a worker gathered: n rows of d features, their ids, TID keys and features in the area. */
+/*
+ * A worker's rows go to the area in chunks of about CHUNK_BYTES as it reads
+ * them, each in block order and after the one before: its local buffer stays
+ * small and is written once more, into the chunk.
+ */
+#define CHUNK_BYTES ((Size) 8 << 20)
+
+typedef struct GcChunk
+{
+	dsa_pointer next;			/* the worker's next chunk, or InvalidDsaPointer */
+	int64		n;
+	/* then ids [n], keys [n], x [n, d] */
+} GcChunk;
+
+/* What a worker gathered: n rows of d features in its chunks. */
 typedef struct GcPart
 {
 	int64		n;
 	int32		d;
 	int32		dtype;
-	dsa_pointer rows;			/* ids [n], keys [n], x [n, d]; InvalidDsaPointer if n = 0 */
+	dsa_pointer first;			/* the first chunk, InvalidDsaPointer if none */
 } GcPart;
 
 typedef struct GcPGShared
@@ -106,6 +124,11 @@ typedef struct PartScan
 	GcInput		in;
 	uint64	   *keys;			/* [in.n] the TIDs as block << 16 | offset */
 	int64		keycap;
+	/* a worker's: the area its chunks go to, the rows of a chunk, the last chunk */
+	dsa_area   *area;
+	int64		flush_rows;
+	dsa_pointer last;
+	GcPart	   *part;
 } PartScan;
 
 /* One part to merge: rows in block order. */
@@ -301,6 +324,36 @@ PartBegin(PartScan *p, Relation rel, List *tlist, List *qual, MemoryContext cxt)
 	MemoryContextSwitchTo(old);
 }
 
+/* A worker: its rows so far into a new chunk of the area, and its buffers empty again. */
+static void
+PartFlush(PartScan *p)
+{
+	Size		ibytes = (Size) p->in.n * sizeof(int64);
+	Size		xbytes = (Size) p->in.n * p->in.d * gc_dtype_size(p->in.dtype);
+	dsa_pointer dp;
+	GcChunk    *c;
+	char	   *dst;
+
+	if (p->in.n == 0)
+		return;
+	dp = dsa_allocate_extended(p->area, sizeof(GcChunk) + 2 * ibytes + xbytes, DSA_ALLOC_HUGE);
+	c = dsa_get_address(p->area, dp);
+	c->next = InvalidDsaPointer;
+	c->n = p->in.n;
+	dst = (char *) (c + 1);
+	memcpy(dst, p->in.ids, ibytes);
+	memcpy(dst + ibytes, p->keys, ibytes);
+	memcpy(dst + 2 * ibytes, p->in.x, xbytes);
+	if (DsaPointerIsValid(p->last))
+		((GcChunk *) dsa_get_address(p->area, p->last))->next = dp;
+	else
+		p->part->first = dp;
+	p->last = dp;
+	p->part->n += p->in.n;
+	/* the feature count stays (in.d): the rows that follow are checked against it */
+	p->in.n = 0;
+}
+
 /* Reads the participant's blocks: each visible row that passes the filter, checked and kept with its TID. */
 static void
 PartRun(PartScan *p, ParallelTableScanDesc pscan)
@@ -333,10 +386,18 @@ PartRun(PartScan *p, ParallelTableScanDesc pscan)
 		p->keys[p->in.n] = ((uint64) ItemPointerGetBlockNumber(tid) << 16) |
 			ItemPointerGetOffsetNumber(tid);
 		GatherReceive(p->rslot, &p->st.pub);
+		if (p->area != NULL)
+		{
+			if (p->flush_rows == 0)
+				p->flush_rows = Max(1024, CHUNK_BYTES / ((Size) p->in.d * gc_dtype_size(p->in.dtype) +
+														 2 * sizeof(int64)));
+			if (p->in.n >= p->flush_rows)
+				PartFlush(p);
+		}
 	}
 	table_endscan(scan);
 	elog(DEBUG2, "gpuclust: parallel gather participant %d: " INT64_FORMAT " rows",
-		 ParallelWorkerNumber, p->in.n);
+		 ParallelWorkerNumber, p->in.n + (p->part != NULL ? p->part->n : 0));
 	ResetExprContext(econtext);
 	ExecDropSingleTupleTableSlot(p->scanslot);
 	p->scanslot = NULL;
@@ -370,30 +431,57 @@ GcParallelGatherMain(dsm_segment *seg, shm_toc *toc)
 	Relation	rel = table_open(shared->relid, AccessShareLock);
 	PartScan	p;
 
+	part->n = 0;
+	part->first = InvalidDsaPointer;
 	PartBegin(&p, rel, tlist, qual, cxt);
+	p.area = area;
+	p.part = part;
+	p.last = InvalidDsaPointer;
 	PartRun(&p, pscan);
-
+	PartFlush(&p);
 	part->d = p.in.d;
 	part->dtype = (int32) p.in.dtype;
-	part->rows = InvalidDsaPointer;
-	if (p.in.n > 0)
-	{
-		Size		xbytes = (Size) p.in.n * p.in.d * gc_dtype_size(p.in.dtype);
-		Size		ibytes = (Size) p.in.n * sizeof(int64);
-		char	   *dst;
-
-		part->rows = dsa_allocate_extended(area, 2 * ibytes + xbytes, DSA_ALLOC_HUGE);
-		dst = dsa_get_address(area, part->rows);
-		memcpy(dst, p.in.ids, ibytes);
-		memcpy(dst + ibytes, p.keys, ibytes);
-		memcpy(dst + 2 * ibytes, p.in.x, xbytes);
-	}
 	pg_write_barrier();
-	part->n = p.in.n;
 
 	MemoryContextDelete(cxt);	/* the row buffers go with it */
 	table_close(rel, AccessShareLock);
 	dsa_detach(area);
+}
+
+/* A run of rows of one part that goes to the merged buffers as one piece. */
+typedef struct MergeRun
+{
+	const int64 *ids;
+	const char *x;
+	int64		out;			/* its first row in the merged buffers */
+	int64		n;
+} MergeRun;
+
+/* The copies of runs [from, to) into the merged buffers: one thread's share. */
+typedef struct MergeCopy
+{
+	const MergeRun *runs;
+	int64		from;
+	int64		to;
+	int64	   *ids;
+	char	   *x;
+	Size		rowbytes;
+} MergeCopy;
+
+/* Copies a share of the runs; the threads of Merge run it (no PostgreSQL call). */
+static void *
+MergeCopyRuns(void *arg)
+{
+	MergeCopy  *m = (MergeCopy *) arg;
+
+	for (int64 r = m->from; r < m->to; r++)
+	{
+		const MergeRun *run = &m->runs[r];
+
+		memcpy(m->ids + run->out, run->ids, (Size) run->n * sizeof(int64));
+		memcpy(m->x + (Size) run->out * m->rowbytes, run->x, (Size) run->n * m->rowbytes);
+	}
+	return NULL;
 }
 
 /*
@@ -401,9 +489,14 @@ GcParallelGatherMain(dsm_segment *seg, shm_toc *toc)
  * False, with nothing allocated, when the parts disagree on the number of
  * features (a row with another length than the first: the serial gather
  * names it) or on their type.
+ *
+ * The order is found first, as a list of runs (the rows of one part before
+ * any other part's next row); the runs are then copied by up to nthreads
+ * threads, each into its own rows of the buffers, so that the pages of the
+ * buffers are faulted in and written in parallel.
  */
 static bool
-Merge(GatherReceiver *st, PartRows *parts, int nparts)
+Merge(GatherReceiver *st, PartRows *parts, int nparts, int nthreads)
 {
 	GcInput    *in = st->in;
 	int64		total = 0;
@@ -411,6 +504,9 @@ Merge(GatherReceiver *st, PartRows *parts, int nparts)
 	Size		rowbytes;
 	int64	   *pos;
 	int64		out = 0;
+	MergeRun   *runs;
+	int64		nruns = 0;
+	int64		capruns = 1024;
 
 	for (int i = 0; i < nparts; i++)
 	{
@@ -427,9 +523,9 @@ Merge(GatherReceiver *st, PartRows *parts, int nparts)
 		return false;
 	in->d = d;
 	rowbytes = (Size) d * gc_dtype_size(in->dtype);
-	AllocRows(st, total);
 
 	pos = palloc0(sizeof(int64) * nparts);
+	runs = palloc(sizeof(MergeRun) * capruns);
 	for (;;)
 	{
 		int			best = -1;
@@ -458,21 +554,69 @@ Merge(GatherReceiver *st, PartRows *parts, int nparts)
 		}
 		if (best < 0)
 			break;
-		/* the run of the best part before any other part's next row: one copy */
 		b = &parts[best];
 		from = pos[best];
 		to = from + 1;
 		while (to < b->n && b->keys[to] < bound)
 			to++;
-		memcpy(in->ids + out, b->ids + from, (Size) (to - from) * sizeof(int64));
-		memcpy((char *) in->x + (Size) out * rowbytes, b->x + (Size) from * rowbytes,
-			   (Size) (to - from) * rowbytes);
+		if (nruns == capruns)
+		{
+			capruns *= 2;
+			runs = repalloc_huge(runs, sizeof(MergeRun) * capruns);
+		}
+		runs[nruns].ids = b->ids + from;
+		runs[nruns].x = b->x + (Size) from * rowbytes;
+		runs[nruns].out = out;
+		runs[nruns].n = to - from;
+		nruns++;
 		out += to - from;
 		pos[best] = to;
 		CHECK_FOR_INTERRUPTS();
 	}
 	pfree(pos);
-	in->n = out;
+	Assert(out == total);
+
+	AllocRows(st, total, false);
+	{
+		/* threads for 16MB and more of rows, each with a share of about equal rows */
+		int			nt = (int) Min((int64) nthreads, Max((int64) 1, (int64) (total * (rowbytes + 8) >> 24)));
+		MergeCopy  *shares = palloc0(sizeof(MergeCopy) * nt);
+		pthread_t  *threads = palloc0(sizeof(pthread_t) * nt);
+		bool	   *started = palloc0(sizeof(bool) * nt);
+		int64		r = 0;
+		sigset_t	all;
+		sigset_t	old;
+
+		for (int t = 0; t < nt; t++)
+		{
+			int64		upto = total * (t + 1) / nt;
+
+			shares[t].runs = runs;
+			shares[t].ids = in->ids;
+			shares[t].x = (char *) in->x;
+			shares[t].rowbytes = rowbytes;
+			shares[t].from = r;
+			while (r < nruns && runs[r].out < upto)
+				r++;
+			shares[t].to = t == nt - 1 ? nruns : r;
+		}
+		/* signals are the backend's: the threads take none */
+		sigfillset(&all);
+		pthread_sigmask(SIG_SETMASK, &all, &old);
+		for (int t = 1; t < nt; t++)
+			started[t] = pthread_create(&threads[t], NULL, MergeCopyRuns, &shares[t]) == 0;
+		pthread_sigmask(SIG_SETMASK, &old, NULL);
+		MergeCopyRuns(&shares[0]);
+		for (int t = 1; t < nt; t++)
+		{
+			if (started[t])
+				pthread_join(threads[t], NULL);
+			else
+				MergeCopyRuns(&shares[t]);
+		}
+	}
+	pfree(runs);
+	in->n = total;
 	return true;
 }
 
@@ -562,7 +706,7 @@ GcParallelGather(CachedPlanSource *ps, PlannedStmt *stmt, GatherReceiver *st, bo
 	shared->relid = relid;
 	shared->nparts = nworkers;
 	for (int i = 0; i < nworkers; i++)
-		shared->parts[i].rows = InvalidDsaPointer;
+		shared->parts[i].first = InvalidDsaPointer;
 	shm_toc_insert(pcxt->toc, PG_KEY_SHARED, shared);
 
 	pscan = shm_toc_allocate(pcxt->toc, pscan_size);
@@ -599,30 +743,45 @@ GcParallelGather(CachedPlanSource *ps, PlannedStmt *stmt, GatherReceiver *st, bo
 		PartRun(&leader, pscan);
 	WaitForParallelWorkersToFinish(pcxt);
 
-	parts = palloc(sizeof(PartRows) * (nworkers + 1));
-	PartRowsOf(&leader, &parts[nparts++]);
-	for (int i = 0; i < pcxt->nworkers_launched; i++)
+	/* the leader's part, and each chunk of each worker as a part of its own */
 	{
-		GcPart	   *wp = &shared->parts[i];
-		PartRows   *r = &parts[nparts++];
-		const char *base;
+		int			capparts = nworkers + 1;
 
-		pg_read_barrier();
-		r->n = wp->n;
-		r->d = wp->d;
-		if (r->n > 0 && (gc_dtype) wp->dtype != st->in->dtype)
+		parts = palloc(sizeof(PartRows) * capparts);
+		PartRowsOf(&leader, &parts[nparts++]);
+		if (leader.in.n > 0 && leader.in.dtype != st->in->dtype)
 			ok = false;
-		if (r->n == 0)
-			continue;
-		base = dsa_get_address(area, wp->rows);
-		r->ids = (const int64 *) base;
-		r->keys = (const uint64 *) (base + (Size) r->n * sizeof(int64));
-		r->x = base + 2 * (Size) r->n * sizeof(int64);
+		pg_read_barrier();
+		for (int i = 0; i < pcxt->nworkers_launched; i++)
+		{
+			GcPart	   *wp = &shared->parts[i];
+
+			if (wp->n > 0 && (gc_dtype) wp->dtype != st->in->dtype)
+				ok = false;
+			for (dsa_pointer dp = wp->first; DsaPointerIsValid(dp);)
+			{
+				GcChunk    *c = dsa_get_address(area, dp);
+				const char *base = (const char *) (c + 1);
+				PartRows   *r;
+
+				if (nparts == capparts)
+				{
+					capparts *= 2;
+					parts = repalloc(parts, sizeof(PartRows) * capparts);
+				}
+				r = &parts[nparts++];
+				r->n = c->n;
+				r->d = wp->d;
+				r->ids = (const int64 *) base;
+				r->keys = (const uint64 *) (base + (Size) c->n * sizeof(int64));
+				r->x = base + 2 * (Size) c->n * sizeof(int64);
+				dp = c->next;
+			}
+		}
 	}
-	if (leader.in.n > 0 && leader.in.dtype != st->in->dtype)
-		ok = false;
 	if (ok)
-		ok = Merge(st, parts, nparts);
+		ok = Merge(st, parts, nparts,
+				   Min(Max(gc_tuning_gucs.cpu_threads, 1), pcxt->nworkers_launched + 1));
 
 	dsa_detach(area);
 	DestroyParallelContext(pcxt);
