@@ -13,9 +13,11 @@
  * evaluates the plan's filter and output columns on the tuples of its blocks
  * and hands each row to the serial gather's own DestReceiver
  * (GatherReceive), so the input contract is checked by the same code; it
- * keeps each row's TID beside it.  The parts, each in block order, are then
- * merged by TID into the row buffers: the rows of a serial scan that starts
- * at block 0, in its order.
+ * keeps each row's TID beside it.  A worker writes its rows to a dynamic
+ * shared memory area in chunks as it reads; the leader keeps its own.  The
+ * parts, each in block order, are then merged by TID into the row buffers,
+ * copied by threads: the rows of a serial scan that starts at block 0, in
+ * its order.
  *
  * Errors: the first offending row must be the one the serial gather names,
  * and a participant may meet a later one first.  So an error of the kind a
