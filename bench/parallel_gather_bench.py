@@ -8,11 +8,11 @@ parallel_gather_bench.py
     where gpuclust is installed; on the GPU machine: source .device/pg-up
     first.
 
-    bench/parallel_gather_bench.py [--rows 1000000] [--dims 2,256]
+    bench/parallel_gather_bench.py [--rows 1000000,10000000] [--dims 2,256]
                                    [--workers 1,2,4] [--repeat 3]
                                    [--device cpu] [--keep]
 
-For each table (--rows rows of --dims real[] features, unlogged, named
+For each table (each of --rows rows of each of --dims real[] features, unlogged, named
 parallel_gather_bench_<rows>x<dim>, dropped at the end unless --keep):
 
     read serial     SELECT sum(cardinality(f)) FROM t, max_parallel_workers_per_gather 0
@@ -78,7 +78,7 @@ def timed(setup, stmt, repeat, notice=False):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--rows", type=int, default=1000000)
+    ap.add_argument("--rows", default="1000000")
     ap.add_argument("--dims", default="2")
     ap.add_argument("--workers", default="1,2,4")
     ap.add_argument("--repeat", type=int, default=3)
@@ -94,17 +94,17 @@ def main():
           f"{os.cpu_count()} CPUs here")
     print("| table | setting | read ms | gather ms | gather / serial gather | gather / read | GB/s |")
     print("| --- | --- | ---: | ---: | ---: | ---: | ---: |")
-    for dim in [int(d) for d in a.dims.split(",")]:
-        t = f"parallel_gather_bench_{a.rows}x{dim}"
-        make_table(t, a.rows, dim)
-        gb = a.rows * dim * 4 / 1e9
+    for rows, dim in [(int(r), int(d)) for r in a.rows.split(",") for d in a.dims.split(",")]:
+        t = f"parallel_gather_bench_{rows}x{dim}"
+        make_table(t, rows, dim)
+        gb = rows * dim * 4 / 1e9
         call = (f"SELECT count(*) FROM gpu_kmeans_centroids('SELECT id, f FROM {t}', 8, "
                 f"max_iter => 1, device => '{a.device}');")
         read = f"SELECT sum(cardinality(f)) FROM {t};"
         base = ["SET max_parallel_workers_per_gather = 0;"]
         read0 = timed(base, read, a.repeat)
         serial = timed(base + ["SET gpuclust.parallel_gather = off;"], call, a.repeat, notice=True)
-        name = f"{a.rows:,} x {dim}"
+        name = f"{rows:,} x {dim}"
         print(f"| {name} | serial | {read0:.1f} | {serial:.1f} | 1.00 | {serial / read0:.2f} | "
               f"{gb / (serial / 1e3):.2f} |")
         for w in workers:

@@ -256,8 +256,6 @@ Grow(GatherReceiver *st)
 	st->cap = cap;
 }
 
-static bool Populate(void *start, void *end);
-
 /*
  * Allocates the row buffers for exactly rows rows at once, freed with
  * st->outcxt as Grow's are: the parallel gather knows the count before it
@@ -314,7 +312,7 @@ AllocRows(GatherReceiver *st, int64 rows, bool populate)
  * kernel still zeroes every page.  False where the kernel cannot (before
  * Linux 5.14) or will not.
  */
-static bool
+bool
 Populate(void *start, void *end)
 {
 #if defined(__linux__)

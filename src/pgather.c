@@ -476,6 +476,15 @@ MergeCopyRuns(void *arg)
 {
 	MergeCopy  *m = (MergeCopy *) arg;
 
+	/* this share's pages of the buffers faulted in by one call each, beside the other threads */
+	if (m->to > m->from)
+	{
+		int64		first = m->runs[m->from].out;
+		int64		end = m->runs[m->to - 1].out + m->runs[m->to - 1].n;
+
+		(void) Populate(m->x + (Size) first * m->rowbytes, m->x + (Size) end * m->rowbytes);
+		(void) Populate(m->ids + first, m->ids + end);
+	}
 	for (int64 r = m->from; r < m->to; r++)
 	{
 		const MergeRun *run = &m->runs[r];
