@@ -120,6 +120,7 @@ typedef struct PartScan
 	ExprContext *econtext;
 	ProjectionInfo *proj;
 	ExprState  *qual;
+	bool		direct;			/* no filter, the output columns are the table's first: no projection */
 	TupleTableSlot *scanslot;
 	TupleTableSlot *rslot;
 	GatherReceiver st;
@@ -312,6 +313,13 @@ PartBegin(PartScan *p, Relation rel, List *tlist, List *qual, MemoryContext cxt)
 	p->scanslot = table_slot_create(rel, NULL);
 	p->proj = ExecBuildProjectionInfo(tlist, p->econtext, p->rslot, NULL, RelationGetDescr(rel));
 	p->qual = ExecInitQual(qual, NULL);
+	p->direct = qual == NIL;
+	for (int i = 0; p->direct && i < list_length(tlist); i++)
+	{
+		TargetEntry *te = list_nth_node(TargetEntry, tlist, i);
+
+		p->direct = IsA(te->expr, Var) && ((Var *) te->expr)->varattno == i + 1;
+	}
 
 	p->st.pub.receiveSlot = GatherReceive;
 	p->st.pub.rStartup = GatherStartup;
@@ -371,11 +379,14 @@ PartRun(PartScan *p, ParallelTableScanDesc pscan)
 		/* a filter may reject every row: GatherReceive's check is not enough */
 		if ((++seen & 1023) == 0)
 			CHECK_FOR_INTERRUPTS();
-		ResetExprContext(econtext);
-		econtext->ecxt_scantuple = p->scanslot;
-		if (p->qual != NULL && !ExecQual(p->qual, econtext))
-			continue;
-		ExecProject(p->proj);
+		if (!p->direct)
+		{
+			ResetExprContext(econtext);
+			econtext->ecxt_scantuple = p->scanslot;
+			if (p->qual != NULL && !ExecQual(p->qual, econtext))
+				continue;
+			ExecProject(p->proj);
+		}
 		if (p->in.n == p->keycap)
 		{
 			int64		cap = p->keycap == 0 ? 4096 : p->keycap * 2;
@@ -387,7 +398,8 @@ PartRun(PartScan *p, ParallelTableScanDesc pscan)
 		}
 		p->keys[p->in.n] = ((uint64) ItemPointerGetBlockNumber(tid) << 16) |
 			ItemPointerGetOffsetNumber(tid);
-		GatherReceive(p->rslot, &p->st.pub);
+		/* the table's own tuple where it is the query's row, as the serial scan hands it over */
+		GatherReceive(p->direct ? p->scanslot : p->rslot, &p->st.pub);
 		if (p->area != NULL)
 		{
 			if (p->flush_rows == 0)
