@@ -8,6 +8,7 @@
 -- on the server; the answers do not).
 
 SET min_parallel_table_scan_size = 0;
+SET gpuclust.parallel_gather = on;
 
 -- the answers of gpu_dbscan with the parallel gather and without, with
 -- their places (WITH ORDINALITY): rows, rows of one answer not in the other
@@ -98,7 +99,7 @@ SELECT * FROM pg_same('SELECT id, f FROM pgt ORDER BY id', 4);
 -- so does gpuclust.parallel_gather = off
 SET gpuclust.parallel_gather = off;
 SELECT pg_taken('SELECT id, f FROM pgt', 4);
-RESET gpuclust.parallel_gather;
+SET gpuclust.parallel_gather = on;
 -- a view on the table and a materialized view
 CREATE VIEW pgv AS SELECT id, f FROM pgt WHERE y < 800;
 SELECT pg_taken('SELECT id, f FROM pgv', 4);
@@ -176,7 +177,7 @@ SELECT count(*) FROM gpu_dbscan('SELECT id, f FROM pgbad WHERE length(repeat(x::
 SELECT count(*) FROM gpu_dbscan('SELECT id, f FROM pgbad WHERE length(repeat(x::text, 200)) > 0 AND kind IN (0, 6)', 0.1, 5);
 SELECT count(*) FROM gpu_dbscan('SELECT id, x FROM pgbad WHERE kind = 0', 0.1, 5);
 SELECT count(*) FROM gpu_dbscan('SELECT id, f FROM pgbad', 0.1, 5);
-RESET gpuclust.parallel_gather;
+SET gpuclust.parallel_gather = on;
 -- an error of the filter or of a cast: the serial gather's too
 SET max_parallel_workers_per_gather = 4;
 SELECT count(*) FROM gpu_dbscan('SELECT id, f FROM pgbad WHERE length(repeat(x::text, 200)) > 0 AND kind = 0 AND 1 / (id - 5000) < 1', 0.1, 5);
@@ -184,7 +185,7 @@ SELECT count(*) FROM gpu_dbscan('SELECT id, x::int FROM pgbad WHERE length(repea
 SET gpuclust.parallel_gather = off;
 SELECT count(*) FROM gpu_dbscan('SELECT id, f FROM pgbad WHERE length(repeat(x::text, 200)) > 0 AND kind = 0 AND 1 / (id - 5000) < 1', 0.1, 5);
 SELECT count(*) FROM gpu_dbscan('SELECT id, x::int FROM pgbad WHERE length(repeat(x::text, 200)) > 0 AND kind = 0', 0.1, 5);
-RESET gpuclust.parallel_gather;
+SET gpuclust.parallel_gather = on;
 RESET max_parallel_workers_per_gather;
 -- the good rows of the same table: the same answers
 SELECT * FROM pg_same('SELECT id, f FROM pgbad WHERE kind = 0', 4);
@@ -204,7 +205,7 @@ SELECT count(*) FROM gpu_dbscan('SELECT id, f FROM pgw', 0.1, 5);
 SET gpuclust.parallel_gather = off;
 SELECT count(*) FROM gpu_dbscan('SELECT id, x FROM pgt', 0.1, 5);
 SELECT count(*) FROM gpu_dbscan('SELECT id, f FROM pgw', 0.1, 5);
-RESET gpuclust.parallel_gather;
+SET gpuclust.parallel_gather = on;
 RESET max_parallel_workers_per_gather;
 RESET ROLE;
 -- row-level security for the caller: the serial gather, which applies the policy
@@ -238,7 +239,7 @@ CREATE TEMP TABLE pgk_p AS
 SET gpuclust.parallel_gather = off;
 CREATE TEMP TABLE pgk_s AS
   SELECT * FROM gpu_kmeans('SELECT id, f FROM pgt', 5, seed => 7, device => 'cpu') WITH ORDINALITY;
-RESET gpuclust.parallel_gather;
+SET gpuclust.parallel_gather = on;
 SELECT (SELECT count(*) FROM pgk_p) AS n,
        (SELECT count(*) FROM (TABLE pgk_p EXCEPT ALL TABLE pgk_s) a) AS only_parallel,
        (SELECT count(*) FROM (TABLE pgk_s EXCEPT ALL TABLE pgk_p) a) AS only_serial;
@@ -252,3 +253,4 @@ DROP VIEW pgv;
 DROP TABLE pgt, pgw, pgbad;
 DROP FUNCTION pg_same(text, int, float8, int), pg_taken(text, int);
 RESET min_parallel_table_scan_size;
+RESET gpuclust.parallel_gather;

@@ -74,7 +74,7 @@
 #include "receiver.h"
 #include "tuning.h"
 
-bool		gc_parallel_gather_guc = true;
+bool		gc_parallel_gather_guc = false;
 
 /* shm_toc keys of the parallel gather's segment */
 #define PG_KEY_SHARED	UINT64CONST(0x6770670000000001)
@@ -155,7 +155,7 @@ GcParallelGatherDefineGucs(void)
 							 "Taken for a sequential scan of a table or materialized view, optionally "
 							 "filtered, returning columns or casts of them, when max_parallel_workers_per_gather "
 							 "and the table's size give workers; the rows come in the order of a serial scan.",
-							 &gc_parallel_gather_guc, true,
+							 &gc_parallel_gather_guc, false,
 							 PGC_USERSET, 0, NULL, NULL, NULL);
 }
 
