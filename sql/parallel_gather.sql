@@ -190,6 +190,17 @@ RESET max_parallel_workers_per_gather;
 -- the good rows of the same table: the same answers
 SELECT * FROM pg_same('SELECT id, f FROM pgbad WHERE kind = 0', 4);
 
+-- cancel reaches the workers: statement_timeout stops a call whose workers
+-- sleep on every row, and no worker of this session is left after it
+SET max_parallel_workers_per_gather = 4;
+SET client_min_messages = debug1;
+SET statement_timeout = '300ms';
+SELECT count(*) FROM gpu_dbscan('SELECT id, f FROM pgt WHERE pg_sleep(0.001) IS NOT NULL', 0.1, 5);
+RESET statement_timeout;
+RESET client_min_messages;
+SELECT count(*) AS workers_left FROM pg_stat_activity WHERE leader_pid = pg_backend_pid();
+RESET max_parallel_workers_per_gather;
+
 -- privileges and row-level security are the caller's
 DROP ROLE IF EXISTS regress_gc_pg_reader;
 CREATE ROLE regress_gc_pg_reader;
