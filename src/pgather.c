@@ -370,15 +370,13 @@ PartRun(PartScan *p, ParallelTableScanDesc pscan)
 {
 	TableScanDesc scan = table_beginscan_parallel(p->rel, pscan);
 	ExprContext *econtext = p->econtext;
-	uint32		seen = 0;
 
 	while (table_scan_getnextslot(scan, ForwardScanDirection, p->scanslot))
 	{
 		ItemPointer tid = &p->scanslot->tts_tid;
 
-		/* a filter may reject every row: GatherReceive's check is not enough */
-		if ((++seen & 1023) == 0)
-			CHECK_FOR_INTERRUPTS();
+		/* on every tuple, as PostgreSQL's own scans: a row's filter may take long, or reject every row */
+		CHECK_FOR_INTERRUPTS();
 		if (!p->direct)
 		{
 			ResetExprContext(econtext);
