@@ -257,13 +257,62 @@ Grow(GatherReceiver *st)
 }
 
 /*
+ * Allocates the row buffers for exactly rows rows at once, freed with
+ * st->outcxt as Grow's are: the parallel gather knows the count before it
+ * writes the rows.  With populate, their pages are faulted in here (where
+ * one thread writes them next).
+ */
+void
+AllocRows(GatherReceiver *st, int64 rows, bool populate)
+{
+	GcInput    *in = st->in;
+	Size		esize = gc_dtype_size(in->dtype);
+	Size		xbytes;
+	Size		ibytes = (Size) rows * sizeof(int64);
+	void	   *x = NULL;
+	int64	   *ids = NULL;
+
+	Assert(st->buffers == NULL);
+	st->buffers = MemoryContextAllocZero(st->outcxt, sizeof(GatherBuffers));
+	st->buffers->cb.func = FreeBuffers;
+	st->buffers->cb.arg = st->buffers;
+	MemoryContextRegisterResetCallback(st->outcxt, &st->buffers->cb);
+	xbytes = (in->d > 0 && rows > (int64) (MaxAllocHugeSize / ((Size) in->d * esize))) ? 0 :
+		(Size) rows * in->d * esize;
+	if (in->d == 0 || xbytes > 0)
+		x = malloc(xbytes + 1);
+	if (x != NULL)
+		ids = malloc(ibytes + 1);
+	st->buffers->x = x;
+	st->buffers->ids = ids;
+	if (x == NULL || ids == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OUT_OF_MEMORY),
+				 errmsg("out of memory gathering the rows of the query"),
+				 errdetail("%zu bytes are needed for %lld rows of %d features.",
+						   (Size) rows * in->d * esize + ibytes, (long long) rows, in->d),
+				 errhint("Cluster fewer rows or fewer features at a time.")));
+	if (gc_gather_huge_pages_guc)
+		AdviseHugePages(x, xbytes);
+	/* every row is written next: the pages faulted in by one call each, not one by one */
+	if (populate)
+	{
+		(void) Populate(x, (char *) x + xbytes);
+		(void) Populate(ids, ids + rows);
+	}
+	in->x = x;
+	in->ids = ids;
+	st->cap = rows;
+}
+
+/*
  * Faults in the pages of [start, end) of a row buffer ahead of the rows
  * (whole pages inside the range only).  One madvise for megabytes of pages
  * costs less than a page fault per page, each a trap into the kernel; the
  * kernel still zeroes every page.  False where the kernel cannot (before
  * Linux 5.14) or will not.
  */
-static bool
+bool
 Populate(void *start, void *end)
 {
 #if defined(__linux__)

@@ -59,6 +59,12 @@ extern void GcBufferDefineGucs(int flags);
 /* Makes room for the next row (see buffer.c). */
 extern void MakeRoom(struct GatherReceiver *st);
 
+/* Allocates the row buffers for exactly rows rows at once (the parallel gather's merge). */
+extern void AllocRows(struct GatherReceiver *st, int64 rows, bool populate);
+
+/* Faults in the whole pages of [start, end) with one call (Linux 5.14); false where it cannot. */
+extern bool Populate(void *start, void *end);
+
 /* Stops the prefault thread and waits for it. */
 extern void StopPrefault(Prefault *pf);
 

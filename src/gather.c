@@ -40,6 +40,7 @@
 
 #include "buffer.h"
 #include "gather.h"
+#include "pgather.h"
 #include "receiver.h"
 
 /*
@@ -213,14 +214,39 @@ GcPlannedRows(SPIPlanPtr plan)
 }
 
 /*
- * Prepares and runs the query through SPI, streaming its rows into st.  The
+ * Gathers the rows of the prepared query with the parallel gather when its
+ * plan is one that takes (pgather.c); false when the serial gather must run.
+ */
+static bool
+RunParallel(SPIPlanPtr plan, GatherReceiver *st, bool *started)
+{
+	CachedPlanSource *ps = linitial(SPI_plan_get_plan_sources(plan));
+	CachedPlan *cplan = SPI_plan_get_cached_plan(plan);
+	bool		done = false;
+
+	if (cplan == NULL)
+		return false;
+	if (list_length(cplan->stmt_list) == 1)
+		done = GcParallelGather(ps, linitial_node(PlannedStmt, cplan->stmt_list), st, started);
+#if PG_VERSION_NUM >= 140000
+	ReleaseCachedPlan(cplan, NULL);
+#else
+	ReleaseCachedPlan(cplan, false);
+#endif
+	return done;
+}
+
+/*
+ * Prepares and runs the query through SPI, streaming its rows into st, or
+ * reads them with the parallel gather when allow_parallel and the plan is
+ * one it takes (*parallel is then set once its workers are launched).  The
  * statement itself must be a SELECT; functions it calls could still write,
  * and running it as in a read-only transaction refuses most such writes with
  * a clear error (temporary tables, large objects and some others excepted,
  * as in any read-only transaction): the caller rolls back what is left.
  */
 static void
-RunQuery(const char *query, GatherReceiver *st)
+RunQuery(const char *query, GatherReceiver *st, bool allow_parallel, bool *parallel)
 {
 	SPIPlanPtr	plan;
 	int			rc;
@@ -251,7 +277,8 @@ RunQuery(const char *query, GatherReceiver *st)
 	PG_TRY();
 	{
 		st->est_rows = Max(GcPlannedRows(plan), 0.0);
-		ExecuteInto(plan, st);
+		if (!(allow_parallel && RunParallel(plan, st, parallel)))
+			ExecuteInto(plan, st);
 	}
 	PG_FINALLY();
 	{
@@ -271,6 +298,11 @@ RunQuery(const char *query, GatherReceiver *st)
  * not transactional in PostgreSQL stays as it would after any rollback:
  * sequence values, session-level advisory locks, files written by server
  * functions, signals sent to other backends.
+ *
+ * Where the parallel gather read the rows and an error came that the serial
+ * gather could raise differently or for another row (a row's error: the
+ * first offending row of the serial order must be the one named), the
+ * query is run again serially, which raises the serial gather's error.
  */
 void
 GcGather(const char *query, GcInput *in)
@@ -278,44 +310,67 @@ GcGather(const char *query, GcInput *in)
 	MemoryContext outcxt = CurrentMemoryContext;
 	ResourceOwner owner = CurrentResourceOwner;
 	GatherReceiver st;
+	volatile bool allow_parallel = true;
 
-	memset(in, 0, sizeof(*in));
-	memset(&st, 0, sizeof(st));
-	st.pub.receiveSlot = GatherReceive;
-	st.pub.rStartup = GatherStartup;
-	st.pub.rShutdown = GatherShutdown;
-	st.pub.rDestroy = GatherDestroy;
-	st.pub.mydest = DestNone;
-	st.in = in;
-	st.outcxt = outcxt;
-	st.tmpcxt = AllocSetContextCreate(outcxt, "gpuclust gather",
-									  GATHER_TMP_BYTES, GATHER_TMP_BYTES, GATHER_TMP_BYTES);
-
-	BeginInternalSubTransaction(NULL);
-	MemoryContextSwitchTo(outcxt);
-	PG_TRY();
+	for (;;)
 	{
-		RunQuery(query, &st);
-		if (st.buffers != NULL)
-			StopPrefault(&st.buffers->prefault);
-	}
-	PG_CATCH();
-	{
-		ErrorData  *edata;
+		bool		parallel = false;
+		volatile bool again = false;
 
-		if (st.buffers != NULL)
-			StopPrefault(&st.buffers->prefault);
+		memset(in, 0, sizeof(*in));
+		memset(&st, 0, sizeof(st));
+		st.pub.receiveSlot = GatherReceive;
+		st.pub.rStartup = GatherStartup;
+		st.pub.rShutdown = GatherShutdown;
+		st.pub.rDestroy = GatherDestroy;
+		st.pub.mydest = DestNone;
+		st.in = in;
+		st.outcxt = outcxt;
+		st.tmpcxt = AllocSetContextCreate(outcxt, "gpuclust gather",
+										  GATHER_TMP_BYTES, GATHER_TMP_BYTES, GATHER_TMP_BYTES);
 
-		/* Roll back our own subtransaction before the error goes up. */
+		BeginInternalSubTransaction(NULL);
 		MemoryContextSwitchTo(outcxt);
-		edata = CopyErrorData();
-		FlushErrorState();
-		RollbackAndReleaseCurrentSubTransaction();
-		MemoryContextSwitchTo(outcxt);
-		CurrentResourceOwner = owner;
-		ReThrowError(edata);
+		PG_TRY();
+		{
+			RunQuery(query, &st, allow_parallel, &parallel);
+			if (st.buffers != NULL)
+				StopPrefault(&st.buffers->prefault);
+		}
+		PG_CATCH();
+		{
+			ErrorData  *edata;
+
+			if (st.buffers != NULL)
+				StopPrefault(&st.buffers->prefault);
+
+			/* Roll back our own subtransaction before the error goes up. */
+			MemoryContextSwitchTo(outcxt);
+			edata = CopyErrorData();
+			FlushErrorState();
+			RollbackAndReleaseCurrentSubTransaction();
+			MemoryContextSwitchTo(outcxt);
+			CurrentResourceOwner = owner;
+			if (!(parallel && GcParallelGatherRetries(edata->sqlerrcode)))
+				ReThrowError(edata);
+			FreeErrorData(edata);
+			again = true;
+		}
+		PG_END_TRY();
+		if (again)
+		{
+			/* the row buffers of the parallel attempt, if any, and its temporary context */
+			if (st.buffers != NULL)
+			{
+				st.buffers->cb.func(st.buffers->cb.arg);
+				st.buffers = NULL;
+			}
+			MemoryContextDelete(st.tmpcxt);
+			allow_parallel = false;
+			continue;
+		}
+		break;
 	}
-	PG_END_TRY();
 	RollbackAndReleaseCurrentSubTransaction();
 	MemoryContextSwitchTo(outcxt);
 	CurrentResourceOwner = owner;

@@ -19,6 +19,7 @@
 #include "gpuclust.h"
 #include "kmeans.h"
 #include "output.h"
+#include "pgather.h"
 #include "precision.h"
 #include "range.h"
 #include "tuning.h"
@@ -64,6 +65,7 @@ _PG_init(void)
 							PGC_USERSET, 0, NULL, NULL, NULL);
 	GcKmeansDefineGucs();
 	GcPrecisionDefineGucs();
+	GcParallelGatherDefineGucs();
 	GcOutputDefineGucs();
 	GcScanInit();
 	GcTuningDefineGucs();

@@ -1,0 +1,813 @@
+/*
+ * pgather.c
+ *    The parallel gather: when the user's query is a plain scan of one table
+ *    or materialized view, gpuclust reads the heap with its own parallel
+ *    workers instead of running the plan on the backend's one thread, as
+ *    PostgreSQL's parallel CREATE INDEX (nbtsort.c) and pgvector's parallel
+ *    HNSW build do: a ParallelContext, a parallel table scan, and the rows
+ *    written to shared memory.
+ *
+ * The plan taken is a SeqScan (with or without a filter) of a heap table or
+ * materialized view whose output columns are column references or casts of
+ * them, and nothing above it.  Each participant (the workers and the leader)
+ * evaluates the plan's filter and output columns on the tuples of its blocks
+ * and hands each row to the serial gather's own DestReceiver
+ * (GatherReceive), so the input contract is checked by the same code; it
+ * keeps each row's TID beside it.  A worker writes its rows to a dynamic
+ * shared memory area in chunks as it reads; the leader keeps its own.  The
+ * parts, each in block order, are then merged by TID into the row buffers,
+ * copied by threads: the rows of a serial scan that starts at block 0, in
+ * its order.
+ *
+ * Errors: the first offending row must be the one the serial gather names,
+ * and a participant may meet a later one first.  So an error of the kind a
+ * row can raise (GcParallelGatherRetries) makes the caller roll back and
+ * gather serially, which raises the serial error itself; cancel and any
+ * other error is the caller's at once.  Parts that disagree on the length of
+ * the feature arrays make the caller gather serially as well.
+ *
+ * Visibility is the caller's: the scan's snapshot is the active one,
+ * serialized for the workers, which run as the caller's user.  The
+ * executor's permission check runs in the leader before any worker starts
+ * (where it fails, the serial gather raises the error), and a relation with row-level security for the caller is left to the
+ * serial gather.
+ */
+#include "postgres.h"
+
+#include <pthread.h>
+#include <signal.h>
+
+#include "compat.h"
+
+#include "access/parallel.h"
+#include "access/relscan.h"
+#include "access/table.h"
+#include "access/tableam.h"
+#include "access/xact.h"
+#include "catalog/pg_am.h"
+#include "catalog/pg_class.h"
+#include "executor/executor.h"
+#include "miscadmin.h"
+#include "nodes/nodeFuncs.h"
+#include "nodes/pathnodes.h"
+#include "optimizer/cost.h"
+#include "optimizer/optimizer.h"
+#include "optimizer/paths.h"
+#include "parser/parse_relation.h"
+#include "parser/parsetree.h"
+#include "port/atomics.h"
+#include "storage/bufmgr.h"
+#include "storage/lwlock.h"
+#include "storage/shm_toc.h"
+#include "utils/dsa.h"
+#include "utils/guc.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/rel.h"
+#include "utils/rls.h"
+#include "utils/snapmgr.h"
+
+#include "buffer.h"
+#include "metric.h"
+#include "gather.h"
+#include "pgather.h"
+#include "receiver.h"
+#include "tuning.h"
+
+bool		gc_parallel_gather_guc = false;
+
+/* shm_toc keys of the parallel gather's segment */
+#define PG_KEY_SHARED	UINT64CONST(0x6770670000000001)
+#define PG_KEY_SCAN		UINT64CONST(0x6770670000000002)
+#define PG_KEY_TLIST	UINT64CONST(0x6770670000000003)
+#define PG_KEY_QUAL		UINT64CONST(0x6770670000000004)
+#define PG_KEY_DSA		UINT64CONST(0x6770670000000005)
+
+/*
+ * A worker's rows go to the area in chunks of about CHUNK_BYTES as it reads
+ * them, each in block order and after the one before: its local buffer stays
+ * small and is written once more, into the chunk.
+ */
+#define CHUNK_BYTES ((Size) 8 << 20)
+
+typedef struct GcChunk
+{
+	dsa_pointer next;			/* the worker's next chunk, or InvalidDsaPointer */
+	int64		n;
+	/* then ids [n], keys [n], x [n, d] */
+} GcChunk;
+
+/* What a worker gathered: n rows of d features in its chunks. */
+typedef struct GcPart
+{
+	int64		n;
+	int32		d;
+	int32		dtype;
+	dsa_pointer first;			/* the first chunk, InvalidDsaPointer if none */
+} GcPart;
+
+typedef struct GcPGShared
+{
+	Oid			relid;
+	int			nparts;
+	GcPart		parts[FLEXIBLE_ARRAY_MEMBER];	/* [nparts] by ParallelWorkerNumber */
+} GcPGShared;
+
+/* One participant's scan: the plan's filter and output columns, and the serial gather's receiver. */
+typedef struct PartScan
+{
+	Relation	rel;
+	ExprContext *econtext;
+	ProjectionInfo *proj;
+	ExprState  *qual;
+	bool		direct;			/* no filter, the output columns are the table's first: no projection */
+	TupleTableSlot *scanslot;
+	TupleTableSlot *rslot;
+	GatherReceiver st;
+	GcInput		in;
+	uint64	   *keys;			/* [in.n] the TIDs as block << 16 | offset */
+	int64		keycap;
+	/* a worker's: the area its chunks go to, the rows of a chunk, the last chunk */
+	dsa_area   *area;
+	int64		flush_rows;
+	dsa_pointer last;
+	GcPart	   *part;
+} PartScan;
+
+/* One part to merge: rows in block order. */
+typedef struct PartRows
+{
+	int64		n;
+	int32		d;
+	const int64 *ids;
+	const uint64 *keys;
+	const char *x;
+} PartRows;
+
+PGDLLEXPORT void GcParallelGatherMain(dsm_segment *seg, shm_toc *toc);
+
+/* Defines gpuclust.parallel_gather. */
+void
+GcParallelGatherDefineGucs(void)
+{
+	DefineCustomBoolVariable("gpuclust.parallel_gather",
+							 "Reads a query that scans one table with gpuclust's own parallel workers.",
+							 "Taken for a sequential scan of a table or materialized view, optionally "
+							 "filtered, returning columns or casts of them, when max_parallel_workers_per_gather "
+							 "and the table's size give workers; the rows come in the order of a serial scan.",
+							 &gc_parallel_gather_guc, false,
+							 PGC_USERSET, 0, NULL, NULL, NULL);
+}
+
+/* Whether an error of the parallel gather could come out differently from the serial gather. */
+bool
+GcParallelGatherRetries(int sqlerrcode)
+{
+	int			category = ERRCODE_TO_CATEGORY(sqlerrcode);
+
+	/* what a row can raise: the input contract, a cast, the filter */
+	if (category == ERRCODE_DATA_EXCEPTION ||
+		category == ERRCODE_INTEGRITY_CONSTRAINT_VIOLATION ||
+		category == ERRCODE_SYNTAX_ERROR_OR_ACCESS_RULE_VIOLATION ||
+		category == ERRCODE_FEATURE_NOT_SUPPORTED)
+		return true;
+	/* and what the parallel gather's larger footprint can (shared memory, the parts) */
+	return sqlerrcode == ERRCODE_DATA_CORRUPTED || sqlerrcode == ERRCODE_OUT_OF_MEMORY ||
+		sqlerrcode == ERRCODE_DISK_FULL;
+}
+
+/* A column reference of the scanned relation, or a cast of one: what the serial plan would compute. */
+static bool
+SimpleColumn(Node *e, Index scanrelid)
+{
+	if (e == NULL)
+		return false;
+	switch (nodeTag(e))
+	{
+		case T_Var:
+			{
+				Var		   *v = (Var *) e;
+
+				return v->varno == scanrelid && v->varlevelsup == 0 && v->varattno > 0;
+			}
+		case T_RelabelType:
+			return SimpleColumn((Node *) ((RelabelType *) e)->arg, scanrelid);
+		case T_CoerceViaIO:
+			return SimpleColumn((Node *) ((CoerceViaIO *) e)->arg, scanrelid);
+		case T_ArrayCoerceExpr:
+			return SimpleColumn((Node *) ((ArrayCoerceExpr *) e)->arg, scanrelid);
+		case T_FuncExpr:
+			{
+				FuncExpr   *f = (FuncExpr *) e;
+				ListCell   *lc;
+
+				if ((f->funcformat != COERCE_EXPLICIT_CAST && f->funcformat != COERCE_IMPLICIT_CAST) ||
+					f->args == NIL || f->funcretset)
+					return false;
+				if (!SimpleColumn((Node *) linitial(f->args), scanrelid))
+					return false;
+				/* a cast's other arguments are constants: the typmod, explicit or not */
+				for_each_from(lc, f->args, 1)
+					if (!IsA(lfirst(lc), Const))
+					return false;
+				return true;
+			}
+		default:
+			return false;
+	}
+}
+
+/*
+ * Whether the checkAsUser of rte is subject to row-level security on its
+ * relation.  Not where it bypasses the policies (RLS_NONE_ENV: the table's
+ * owner, a role with BYPASSRLS): the plan, made just now, then has none.
+ */
+static bool
+HasRls(PlannedStmt *stmt, RangeTblEntry *rte)
+{
+	Oid			checkAsUser;
+
+#if PG_VERSION_NUM >= 160000
+	checkAsUser = rte->perminfoindex != 0 ?
+		getRTEPermissionInfo(stmt->permInfos, rte)->checkAsUser : InvalidOid;
+#else
+	checkAsUser = rte->checkAsUser;
+#endif
+	return check_enable_rls(rte->relid, checkAsUser, true) == RLS_ENABLED;
+}
+
+/*
+ * The relation a plan scans when it is the shape the parallel gather takes:
+ * a SeqScan alone, parallel safe, without subplans or parameters, whose
+ * natts output columns are columns of a table or materialized view or casts
+ * of them, no relation of the statement under row-level security for the
+ * caller.
+ * InvalidOid otherwise.
+ */
+static Oid
+ScanShape(CachedPlanSource *ps, PlannedStmt *stmt, int natts)
+{
+	Plan	   *plan = stmt->planTree;
+	Scan	   *scan;
+	RangeTblEntry *rte;
+	ListCell   *lc;
+
+	if (stmt->commandType != CMD_SELECT || stmt->utilityStmt != NULL || plan == NULL ||
+		!IsA(plan, SeqScan) || !plan->parallel_safe ||
+		plan->lefttree != NULL || plan->righttree != NULL || plan->initPlan != NIL ||
+		stmt->subplans != NIL || stmt->paramExecTypes != NIL || stmt->rowMarks != NIL)
+		return InvalidOid;
+	scan = (Scan *) plan;
+	if (list_length(plan->targetlist) != natts)
+		return InvalidOid;
+	foreach(lc, plan->targetlist)
+	{
+		TargetEntry *te = lfirst_node(TargetEntry, lc);
+
+		if (te->resjunk || !SimpleColumn((Node *) te->expr, scan->scanrelid))
+			return InvalidOid;
+	}
+	if (scan->scanrelid < 1 || scan->scanrelid > list_length(stmt->rtable))
+		return InvalidOid;
+	rte = rt_fetch(scan->scanrelid, stmt->rtable);
+	if (rte->rtekind != RTE_RELATION || rte->tablesample != NULL ||
+		(rte->relkind != RELKIND_RELATION && rte->relkind != RELKIND_MATVIEW))
+		return InvalidOid;
+	/* every relation the statement names (a view's too): none under row-level security */
+	foreach(lc, stmt->rtable)
+	{
+		RangeTblEntry *r = lfirst_node(RangeTblEntry, lc);
+
+		if (r->rtekind == RTE_RELATION && HasRls(stmt, r))
+			return InvalidOid;
+	}
+	return rte->relid;
+}
+
+/* The workers for a scan of rel: PostgreSQL's rule for a parallel scan of it (compute_parallel_worker). */
+static int
+WorkersFor(Relation rel)
+{
+	RelOptInfo	fake;
+
+	memset(&fake, 0, sizeof(fake));
+	fake.type = T_RelOptInfo;
+	fake.reloptkind = RELOPT_BASEREL;
+	fake.rel_parallel_workers = RelationGetParallelWorkers(rel, -1);
+	return compute_parallel_worker(&fake, (double) RelationGetNumberOfBlocks(rel), -1,
+								   max_parallel_workers_per_gather);
+}
+
+/* Sets up a participant's scan in cxt: the expressions and the serial gather's receiver. */
+static void
+PartBegin(PartScan *p, Relation rel, List *tlist, List *qual, MemoryContext cxt)
+{
+	MemoryContext old = MemoryContextSwitchTo(cxt);
+	TupleDesc	rdesc;
+
+	memset(p, 0, sizeof(*p));
+	p->rel = rel;
+	p->econtext = CreateStandaloneExprContext();
+	rdesc = ExecTypeFromTL(tlist);
+	p->rslot = MakeSingleTupleTableSlot(rdesc, &TTSOpsVirtual);
+	p->scanslot = table_slot_create(rel, NULL);
+	p->proj = ExecBuildProjectionInfo(tlist, p->econtext, p->rslot, NULL, RelationGetDescr(rel));
+	p->qual = ExecInitQual(qual, NULL);
+	p->direct = qual == NIL;
+	for (int i = 0; p->direct && i < list_length(tlist); i++)
+	{
+		TargetEntry *te = list_nth_node(TargetEntry, tlist, i);
+
+		p->direct = IsA(te->expr, Var) && ((Var *) te->expr)->varattno == i + 1;
+	}
+
+	p->st.pub.receiveSlot = GatherReceive;
+	p->st.pub.rStartup = GatherStartup;
+	p->st.pub.rShutdown = GatherShutdown;
+	p->st.pub.rDestroy = GatherDestroy;
+	p->st.pub.mydest = DestNone;
+	p->st.in = &p->in;
+	p->st.outcxt = cxt;
+	p->st.tmpcxt = AllocSetContextCreate(cxt, "gpuclust parallel gather",
+										 GATHER_TMP_BYTES, GATHER_TMP_BYTES, GATHER_TMP_BYTES);
+	CheckColumns(&p->st, rdesc);
+	MemoryContextSwitchTo(old);
+}
+
+/* A worker: its rows so far into a new chunk of the area, and its buffers empty again. */
+static void
+PartFlush(PartScan *p)
+{
+	Size		ibytes = (Size) p->in.n * sizeof(int64);
+	Size		xbytes = (Size) p->in.n * p->in.d * gc_dtype_size(p->in.dtype);
+	dsa_pointer dp;
+	GcChunk    *c;
+	char	   *dst;
+
+	if (p->in.n == 0)
+		return;
+	dp = dsa_allocate_extended(p->area, sizeof(GcChunk) + 2 * ibytes + xbytes, DSA_ALLOC_HUGE);
+	c = dsa_get_address(p->area, dp);
+	c->next = InvalidDsaPointer;
+	c->n = p->in.n;
+	dst = (char *) (c + 1);
+	memcpy(dst, p->in.ids, ibytes);
+	memcpy(dst + ibytes, p->keys, ibytes);
+	memcpy(dst + 2 * ibytes, p->in.x, xbytes);
+	if (DsaPointerIsValid(p->last))
+		((GcChunk *) dsa_get_address(p->area, p->last))->next = dp;
+	else
+		p->part->first = dp;
+	p->last = dp;
+	p->part->n += p->in.n;
+	/* the feature count stays (in.d): the rows that follow are checked against it */
+	p->in.n = 0;
+}
+
+/* Reads the participant's blocks: each visible row that passes the filter, checked and kept with its TID. */
+static void
+PartRun(PartScan *p, ParallelTableScanDesc pscan)
+{
+	TableScanDesc scan = table_beginscan_parallel(p->rel, pscan);
+	ExprContext *econtext = p->econtext;
+
+	while (table_scan_getnextslot(scan, ForwardScanDirection, p->scanslot))
+	{
+		ItemPointer tid = &p->scanslot->tts_tid;
+
+		/* on every tuple, as PostgreSQL's own scans: a row's filter may take long, or reject every row */
+		CHECK_FOR_INTERRUPTS();
+		if (!p->direct)
+		{
+			ResetExprContext(econtext);
+			econtext->ecxt_scantuple = p->scanslot;
+			if (p->qual != NULL && !ExecQual(p->qual, econtext))
+				continue;
+			ExecProject(p->proj);
+		}
+		if (p->in.n == p->keycap)
+		{
+			int64		cap = p->keycap == 0 ? 4096 : p->keycap * 2;
+
+			p->keys = p->keys == NULL ?
+				MemoryContextAllocHuge(p->st.outcxt, cap * sizeof(uint64)) :
+				repalloc_huge(p->keys, cap * sizeof(uint64));
+			p->keycap = cap;
+		}
+		p->keys[p->in.n] = ((uint64) ItemPointerGetBlockNumber(tid) << 16) |
+			ItemPointerGetOffsetNumber(tid);
+		/* the table's own tuple where it is the query's row, as the serial scan hands it over */
+		GatherReceive(p->direct ? p->scanslot : p->rslot, &p->st.pub);
+		if (p->area != NULL)
+		{
+			if (p->flush_rows == 0)
+				p->flush_rows = Max(1024, CHUNK_BYTES / ((Size) p->in.d * gc_dtype_size(p->in.dtype) +
+														 2 * sizeof(int64)));
+			if (p->in.n >= p->flush_rows)
+				PartFlush(p);
+		}
+	}
+	table_endscan(scan);
+	elog(DEBUG2, "gpuclust: parallel gather participant %d: " INT64_FORMAT " rows",
+		 ParallelWorkerNumber, p->in.n + (p->part != NULL ? p->part->n : 0));
+	ResetExprContext(econtext);
+	ExecDropSingleTupleTableSlot(p->scanslot);
+	p->scanslot = NULL;
+	if (p->st.buffers != NULL)
+		StopPrefault(&p->st.buffers->prefault);
+}
+
+/* The rows of a participant's scan as a part to merge. */
+static void
+PartRowsOf(PartScan *p, PartRows *out)
+{
+	out->n = p->in.n;
+	out->d = p->in.d;
+	out->ids = p->in.ids;
+	out->keys = p->keys;
+	out->x = p->in.x;
+}
+
+/* A worker: its part of the heap, then its rows into the area for the leader. */
+void
+GcParallelGatherMain(dsm_segment *seg, shm_toc *toc)
+{
+	GcPGShared *shared = shm_toc_lookup(toc, PG_KEY_SHARED, false);
+	ParallelTableScanDesc pscan = shm_toc_lookup(toc, PG_KEY_SCAN, false);
+	List	   *tlist = (List *) stringToNode(shm_toc_lookup(toc, PG_KEY_TLIST, false));
+	List	   *qual = (List *) stringToNode(shm_toc_lookup(toc, PG_KEY_QUAL, false));
+	dsa_area   *area = dsa_attach_in_place(shm_toc_lookup(toc, PG_KEY_DSA, false), seg);
+	GcPart	   *part = &shared->parts[ParallelWorkerNumber];
+	MemoryContext cxt = AllocSetContextCreate(CurrentMemoryContext, "gpuclust parallel gather worker",
+											  ALLOCSET_DEFAULT_SIZES);
+	Relation	rel = table_open(shared->relid, AccessShareLock);
+	PartScan	p;
+
+	part->n = 0;
+	part->first = InvalidDsaPointer;
+	PartBegin(&p, rel, tlist, qual, cxt);
+	p.area = area;
+	p.part = part;
+	p.last = InvalidDsaPointer;
+	PartRun(&p, pscan);
+	PartFlush(&p);
+	part->d = p.in.d;
+	part->dtype = (int32) p.in.dtype;
+	pg_write_barrier();
+
+	MemoryContextDelete(cxt);	/* the row buffers go with it */
+	table_close(rel, AccessShareLock);
+	dsa_detach(area);
+}
+
+/* A run of rows of one part that goes to the merged buffers as one piece. */
+typedef struct MergeRun
+{
+	const int64 *ids;
+	const char *x;
+	int64		out;			/* its first row in the merged buffers */
+	int64		n;
+} MergeRun;
+
+/* The copies of runs [from, to) into the merged buffers: one thread's share. */
+typedef struct MergeCopy
+{
+	const MergeRun *runs;
+	int64		from;
+	int64		to;
+	int64	   *ids;
+	char	   *x;
+	Size		rowbytes;
+} MergeCopy;
+
+/* Copies a share of the runs; the threads of Merge run it (no PostgreSQL call). */
+static void *
+MergeCopyRuns(void *arg)
+{
+	MergeCopy  *m = (MergeCopy *) arg;
+
+	/* this share's pages of the buffers faulted in by one call each, beside the other threads */
+	if (m->to > m->from)
+	{
+		int64		first = m->runs[m->from].out;
+		int64		end = m->runs[m->to - 1].out + m->runs[m->to - 1].n;
+
+		(void) Populate(m->x + (Size) first * m->rowbytes, m->x + (Size) end * m->rowbytes);
+		(void) Populate(m->ids + first, m->ids + end);
+	}
+	for (int64 r = m->from; r < m->to; r++)
+	{
+		const MergeRun *run = &m->runs[r];
+
+		memcpy(m->ids + run->out, run->ids, (Size) run->n * sizeof(int64));
+		memcpy(m->x + (Size) run->out * m->rowbytes, run->x, (Size) run->n * m->rowbytes);
+	}
+	return NULL;
+}
+
+/*
+ * Merges the parts, each in block order, into st's row buffers by TID.
+ * False, with nothing allocated, when the parts disagree on the number of
+ * features (a row with another length than the first: the serial gather
+ * names it) or on their type.
+ *
+ * The order is found first, as a list of runs (the rows of one part before
+ * any other part's next row); the runs are then copied by up to nthreads
+ * threads, each into its own rows of the buffers, so that the pages of the
+ * buffers are faulted in and written in parallel.
+ */
+static bool
+Merge(GatherReceiver *st, PartRows *parts, int nparts, int nthreads)
+{
+	GcInput    *in = st->in;
+	int64		total = 0;
+	int32		d = -1;
+	Size		rowbytes;
+	int64	   *pos;
+	int64		out = 0;
+	MergeRun   *runs;
+	int64		nruns = 0;
+	int64		capruns = 1024;
+
+	for (int i = 0; i < nparts; i++)
+	{
+		if (parts[i].n == 0)
+			continue;
+		if (d >= 0 && parts[i].d != d)
+			return false;
+		d = parts[i].d;
+		total += parts[i].n;
+	}
+	if (total == 0)
+		return true;
+	if (st->kind == FEATURES_SCALARS && d != in->d)
+		return false;
+	in->d = d;
+	rowbytes = (Size) d * gc_dtype_size(in->dtype);
+
+	pos = palloc0(sizeof(int64) * nparts);
+	runs = palloc(sizeof(MergeRun) * capruns);
+	for (;;)
+	{
+		int			best = -1;
+		uint64		bestkey = 0;
+		uint64		bound = PG_UINT64_MAX;
+		int64		from;
+		int64		to;
+		const PartRows *b;
+
+		for (int i = 0; i < nparts; i++)
+		{
+			uint64		k;
+
+			if (pos[i] >= parts[i].n)
+				continue;
+			k = parts[i].keys[pos[i]];
+			if (best < 0 || k < bestkey)
+			{
+				if (best >= 0)
+					bound = Min(bound, bestkey);
+				best = i;
+				bestkey = k;
+			}
+			else
+				bound = Min(bound, k);
+		}
+		if (best < 0)
+			break;
+		b = &parts[best];
+		from = pos[best];
+		to = from + 1;
+		while (to < b->n && b->keys[to] < bound)
+			to++;
+		if (nruns == capruns)
+		{
+			capruns *= 2;
+			runs = repalloc_huge(runs, sizeof(MergeRun) * capruns);
+		}
+		runs[nruns].ids = b->ids + from;
+		runs[nruns].x = b->x + (Size) from * rowbytes;
+		runs[nruns].out = out;
+		runs[nruns].n = to - from;
+		nruns++;
+		out += to - from;
+		pos[best] = to;
+		CHECK_FOR_INTERRUPTS();
+	}
+	pfree(pos);
+	Assert(out == total);
+
+	AllocRows(st, total, false);
+	{
+		/* threads for 16MB and more of rows, each with a share of about equal rows */
+		int			nt = (int) Min((int64) nthreads, Max((int64) 1, (int64) (total * (rowbytes + 8) >> 24)));
+		MergeCopy  *shares = palloc0(sizeof(MergeCopy) * nt);
+		pthread_t  *threads = palloc0(sizeof(pthread_t) * nt);
+		bool	   *started = palloc0(sizeof(bool) * nt);
+		int64		r = 0;
+		sigset_t	all;
+		sigset_t	old;
+
+		for (int t = 0; t < nt; t++)
+		{
+			int64		upto = total * (t + 1) / nt;
+
+			shares[t].runs = runs;
+			shares[t].ids = in->ids;
+			shares[t].x = (char *) in->x;
+			shares[t].rowbytes = rowbytes;
+			shares[t].from = r;
+			while (r < nruns && runs[r].out < upto)
+				r++;
+			shares[t].to = t == nt - 1 ? nruns : r;
+		}
+		/* signals are the backend's: the threads take none */
+		sigfillset(&all);
+		pthread_sigmask(SIG_SETMASK, &all, &old);
+		for (int t = 1; t < nt; t++)
+			started[t] = pthread_create(&threads[t], NULL, MergeCopyRuns, &shares[t]) == 0;
+		pthread_sigmask(SIG_SETMASK, &old, NULL);
+		MergeCopyRuns(&shares[0]);
+		for (int t = 1; t < nt; t++)
+		{
+			if (started[t])
+				pthread_join(threads[t], NULL);
+			else
+				MergeCopyRuns(&shares[t]);
+		}
+	}
+	pfree(runs);
+	in->n = total;
+	return true;
+}
+
+/*
+ * Gathers the rows of stmt into st with parallel workers when stmt is a scan
+ * the parallel gather takes and the table is large enough for workers
+ * (see the file's comment); false, with nothing gathered, when the serial
+ * gather must run.  *started is set once the workers are launched: an
+ * error from then on may be one the serial gather raises differently.
+ */
+bool
+GcParallelGather(CachedPlanSource *ps, PlannedStmt *stmt, GatherReceiver *st, bool *started)
+{
+	Scan	   *scan = (Scan *) stmt->planTree;
+	Snapshot	snapshot;
+	Oid			relid;
+	Relation	rel;
+	int			nworkers;
+	ParallelContext *pcxt;
+	Size		shared_size;
+	Size		pscan_size;
+	GcPGShared *shared;
+	ParallelTableScanDesc pscan;
+	char	   *tlist_s;
+	char	   *qual_s;
+	char	   *space;
+	dsa_area   *area;
+	MemoryContext partcxt;
+	PartScan	leader;
+	PartRows   *parts;
+	int			nparts = 0;
+	bool		ok = true;
+
+	*started = false;
+	/* not inside a parallel operation (the statement around the call may be one) */
+	if (!gc_parallel_gather_guc || max_parallel_workers_per_gather <= 0 || IsInParallelMode())
+		return false;
+	relid = ScanShape(ps, stmt, st->natts);
+	if (!OidIsValid(relid))
+		return false;
+
+	/*
+	 * The executor's check of the caller's privileges before anything is
+	 * read; where it fails, the serial gather raises its error.
+	 */
+#if PG_VERSION_NUM >= 160000
+	if (!ExecCheckPermissions(stmt->rtable, stmt->permInfos, false))
+		return false;
+#else
+	if (!ExecCheckRTPerms(stmt->rtable, false))
+		return false;
+#endif
+	rel = table_open(relid, AccessShareLock);
+	if (rel->rd_rel->relam != HEAP_TABLE_AM_OID || RelationUsesLocalBuffers(rel) ||
+		(nworkers = WorkersFor(rel)) <= 0)
+	{
+		table_close(rel, NoLock);
+		return false;
+	}
+
+	snapshot = GetActiveSnapshot();
+	tlist_s = nodeToString(scan->plan.targetlist);
+	qual_s = nodeToString(scan->plan.qual);
+
+	EnterParallelMode();
+	pcxt = CreateParallelContext("gpuclust", "GcParallelGatherMain", nworkers);
+	shared_size = add_size(offsetof(GcPGShared, parts), mul_size(sizeof(GcPart), nworkers));
+	pscan_size = table_parallelscan_estimate(rel, snapshot);
+	shm_toc_estimate_chunk(&pcxt->estimator, shared_size);
+	shm_toc_estimate_chunk(&pcxt->estimator, pscan_size);
+	shm_toc_estimate_chunk(&pcxt->estimator, strlen(tlist_s) + 1);
+	shm_toc_estimate_chunk(&pcxt->estimator, strlen(qual_s) + 1);
+	shm_toc_estimate_chunk(&pcxt->estimator, dsa_minimum_size());
+	shm_toc_estimate_keys(&pcxt->estimator, 5);
+	InitializeParallelDSM(pcxt);
+	if (pcxt->seg == NULL)
+	{
+		/* no dynamic shared memory: the serial gather */
+		DestroyParallelContext(pcxt);
+		ExitParallelMode();
+		table_close(rel, NoLock);
+		return false;
+	}
+
+	shared = shm_toc_allocate(pcxt->toc, shared_size);
+	memset(shared, 0, shared_size);
+	shared->relid = relid;
+	shared->nparts = nworkers;
+	for (int i = 0; i < nworkers; i++)
+		shared->parts[i].first = InvalidDsaPointer;
+	shm_toc_insert(pcxt->toc, PG_KEY_SHARED, shared);
+
+	pscan = shm_toc_allocate(pcxt->toc, pscan_size);
+	table_parallelscan_initialize(rel, pscan, snapshot);
+	/* from block 0 on, as a serial scan of a table that is not large: the parts merge by TID */
+	pscan->phs_syncscan = false;
+	shm_toc_insert(pcxt->toc, PG_KEY_SCAN, pscan);
+
+	space = shm_toc_allocate(pcxt->toc, strlen(tlist_s) + 1);
+	strcpy(space, tlist_s);
+	shm_toc_insert(pcxt->toc, PG_KEY_TLIST, space);
+	space = shm_toc_allocate(pcxt->toc, strlen(qual_s) + 1);
+	strcpy(space, qual_s);
+	shm_toc_insert(pcxt->toc, PG_KEY_QUAL, space);
+
+	space = shm_toc_allocate(pcxt->toc, dsa_minimum_size());
+	shm_toc_insert(pcxt->toc, PG_KEY_DSA, space);
+	area = dsa_create_in_place(space, dsa_minimum_size(), LWTRANCHE_PARALLEL_QUERY_DSA, pcxt->seg);
+
+	/*
+	 * The leader's part is set up before any worker starts, so that an error
+	 * in the expressions is the leader's own; its rows and the merged ones
+	 * live in the subtransaction's context, which an error takes away.
+	 */
+	partcxt = AllocSetContextCreate(CurTransactionContext, "gpuclust parallel gather leader",
+									ALLOCSET_DEFAULT_SIZES);
+	PartBegin(&leader, rel, scan->plan.targetlist, scan->plan.qual, partcxt);
+
+	LaunchParallelWorkers(pcxt);
+	*started = true;
+	elog(DEBUG1, "gpuclust: parallel gather of \"%s\" with %d workers planned",
+		 RelationGetRelationName(rel), nworkers);
+	if (pcxt->nworkers_launched == 0 || parallel_leader_participation)
+		PartRun(&leader, pscan);
+	WaitForParallelWorkersToFinish(pcxt);
+
+	/* the leader's part, and each chunk of each worker as a part of its own */
+	{
+		int			capparts = nworkers + 1;
+
+		parts = palloc(sizeof(PartRows) * capparts);
+		PartRowsOf(&leader, &parts[nparts++]);
+		if (leader.in.n > 0 && leader.in.dtype != st->in->dtype)
+			ok = false;
+		pg_read_barrier();
+		for (int i = 0; i < pcxt->nworkers_launched; i++)
+		{
+			GcPart	   *wp = &shared->parts[i];
+
+			if (wp->n > 0 && (gc_dtype) wp->dtype != st->in->dtype)
+				ok = false;
+			for (dsa_pointer dp = wp->first; DsaPointerIsValid(dp);)
+			{
+				GcChunk    *c = dsa_get_address(area, dp);
+				const char *base = (const char *) (c + 1);
+				PartRows   *r;
+
+				if (nparts == capparts)
+				{
+					capparts *= 2;
+					parts = repalloc(parts, sizeof(PartRows) * capparts);
+				}
+				r = &parts[nparts++];
+				r->n = c->n;
+				r->d = wp->d;
+				r->ids = (const int64 *) base;
+				r->keys = (const uint64 *) (base + (Size) c->n * sizeof(int64));
+				r->x = base + 2 * (Size) c->n * sizeof(int64);
+				dp = c->next;
+			}
+		}
+	}
+	if (ok)
+		ok = Merge(st, parts, nparts,
+				   Min(Max(gc_tuning_gucs.cpu_threads, 1), pcxt->nworkers_launched + 1));
+
+	dsa_detach(area);
+	DestroyParallelContext(pcxt);
+	ExitParallelMode();
+	MemoryContextDelete(partcxt);
+	table_close(rel, NoLock);
+	return ok;
+}
