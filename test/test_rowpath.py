@@ -203,25 +203,37 @@ def test_output_in_memory_or_spilled_is_the_same(conn, points, fn):
         "density_peaks": "SELECT * FROM gpu_density_peaks('SELECT id, f FROM rowpath_pts', 6, kernel => 'cutoff', device => 'cpu')",
         "centroids": "SELECT * FROM gpu_kmeans_centroids('SELECT id, f FROM rowpath_pts', 400, max_iter => 2, seed => 2, device => 'cpu')",
     }[fn]
-    small = {"work_mem": "64kB"}
+    # the tuplestore of the Function Scan (the GPU Cluster Scan has none)
+    small = {"work_mem": "64kB", "gpuclust.custom_scan": "off"}
     spilled, temp_spilled = run_with(conn, call, {**small, "gpuclust.output_mem": "64kB"})
     in_memory, temp_memory = run_with(conn, call, small)
-    large, _ = run_with(conn, call, {"work_mem": "256MB"})
+    large, _ = run_with(conn, call, {"work_mem": "256MB", "gpuclust.custom_scan": "off"})
+    node, temp_node = run_with(conn, call, {"work_mem": "64kB", "gpuclust.output_mem": "64kB"})
     assert len(spilled) == (400 if fn == "centroids" else len(points))
     assert in_memory == spilled
     assert large == spilled
+    assert node == spilled
     # the result of 20,000 rows is larger than 64kB: a file unless output_mem holds it
     if fn != "centroids":
         assert temp_spilled, "expected a temporary file at output_mem = 64kB"
+        # the node returns the rows from the result arrays: no file
+        assert not temp_node, temp_node
     assert not temp_memory, temp_memory
 
 
 def test_output_that_does_not_fit_goes_to_file(conn, points):
     """Past output_mem the result is written to a file from work_mem on, and is complete."""
-    call = "SELECT count(*), count(DISTINCT id) FROM gpu_dbscan('SELECT id, f FROM rowpath_pts', 0.5, 5, device => 'cpu')"
-    rows, temp = run_with(conn, call, {"work_mem": "64kB", "gpuclust.output_mem": "256kB"})
-    assert rows == [(len(points), len(points))]
+    call = "SELECT count(*), sum(id) FROM gpu_dbscan('SELECT id, f FROM rowpath_pts', 0.5, 5, device => 'cpu')"
+    settings = {"work_mem": "64kB", "gpuclust.output_mem": "256kB"}
+    rows, temp = run_with(conn, call, {**settings, "gpuclust.custom_scan": "off"})
+    with conn.cursor() as cur:
+        cur.execute("SELECT count(*), sum(id) FROM rowpath_pts")
+        assert rows == cur.fetchall()
     assert temp
+    # the GPU Cluster Scan returns the same rows without a tuplestore, so without a file
+    node, temp_node = run_with(conn, call, settings)
+    assert node == rows
+    assert not temp_node, temp_node
 
 
 @pytest.mark.parametrize("sqltype", ["real", "double precision"])
