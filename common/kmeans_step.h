@@ -202,6 +202,138 @@ gc_sacc_round(const gc_sacc *a)
 	return negative ? -r : r;
 }
 
+/* ---------------------------------------------------------------- block sums */
+
+/*
+ * A cheaper exact form for many additions: a 128-bit two's complement
+ * fixed-point number whose unit is bit p of the superaccumulator (2^(p -
+ * 1074)).  A double whose lowest mantissa bit (gc_wacc_lsb) lies at bits
+ * p .. p + 64 is its 53-bit mantissa shifted by at most 64 bits, below 2^117
+ * in magnitude, so 1024 of them (GC_WACC_MAX_TERMS) add exactly in 128 bits
+ * with two machine additions each; gc_wacc_fold then adds the whole sum into
+ * a superaccumulator as one addition of five 32-bit digits.  A double
+ * outside the window goes to the superaccumulator directly.  Every value is
+ * added exactly either way, so the sums are those of gc_sacc_add alone, bit
+ * for bit, whatever the windows and whenever the folds happen.
+ */
+#define GC_WACC_SPAN 64
+#define GC_WACC_MAX_TERMS 1024
+
+typedef struct gc_wacc
+{
+	uint64_t	lo;
+	uint64_t	hi;				/* two's complement: the sign in the top bit of hi */
+} gc_wacc;
+
+/* The superaccumulator bit of the lowest mantissa bit of the finite double v (0 .. 2045). */
+static GC_HD int32_t
+gc_wacc_lsb(double v)
+{
+	uint64_t	bits;
+	int32_t		e;
+
+	memcpy(&bits, &v, sizeof(bits));
+	e = (int32_t) ((bits >> 52) & 0x7ff);
+	return e > 0 ? e - 1 : 0;
+}
+
+/*
+ * The window unit for values whose largest gc_wacc_lsb is top: every value
+ * of lsb at most top fits, with room for two more binades.
+ */
+static GC_HD int32_t
+gc_wacc_unit(int32_t top)
+{
+	int32_t		p = top - GC_WACC_SPAN + 2;
+
+	return p < 0 ? 0 : p;
+}
+
+/*
+ * Adds the finite double v to w of unit p when its mantissa lies in the
+ * window (returns 1); returns 0 and adds nothing otherwise.  Zero always fits.
+ */
+static GC_HD int
+gc_wacc_add(gc_wacc *w, double v, int32_t p)
+{
+	uint64_t	bits;
+	uint64_t	m;
+	int32_t		e;
+	int32_t		sh;
+	uint64_t	tlo,
+				thi,
+				old;
+
+	memcpy(&bits, &v, sizeof(bits));
+	e = (int32_t) ((bits >> 52) & 0x7ff);
+	m = bits & UINT64_C(0xfffffffffffff);
+	if (e != 0)
+		m |= UINT64_C(1) << 52;
+	sh = (e > 0 ? e - 1 : 0) - p;
+	if (m == 0)
+		return 1;
+	if (sh < 0 || sh > GC_WACC_SPAN)
+		return 0;
+	tlo = sh == 64 ? 0 : m << sh;
+	thi = sh == 0 ? 0 : (sh == 64 ? m : m >> (64 - sh));
+	old = w->lo;
+	if (bits >> 63)
+	{
+		w->lo = old - tlo;
+		w->hi = w->hi - thi - (old < tlo);
+	}
+	else
+	{
+		w->lo = old + tlo;
+		w->hi = w->hi + thi + (w->lo < old);
+	}
+	return 1;
+}
+
+/*
+ * Adds w (unit p, p + 4 * 32 < 32 * GC_SACC_CHUNKS) into a as one addition
+ * of a digit per chunk, and clears w.
+ */
+static GC_HD void
+gc_wacc_fold(gc_sacc *a, gc_wacc *w, int32_t p)
+{
+	uint64_t	lo = w->lo;
+	uint64_t	hi = w->hi;
+	int			negative = (int) (hi >> 63);
+	int32_t		ci = p >> 5;
+	int32_t		s = p & 31;
+	uint64_t	w0,
+				w1,
+				w2;
+	int64_t		dg[5];
+
+	if ((lo | hi) == 0)
+		return;
+	if (negative)
+	{
+		/* the magnitude, below 2^127 */
+		lo = ~lo + 1;
+		hi = ~hi + (lo == 0);
+	}
+	w0 = lo << s;
+	w1 = s == 0 ? hi : (hi << s) | (lo >> (64 - s));
+	w2 = s == 0 ? 0 : hi >> (64 - s);
+	dg[0] = (int64_t) (w0 & UINT64_C(0xffffffff));
+	dg[1] = (int64_t) (w0 >> 32);
+	dg[2] = (int64_t) (w1 & UINT64_C(0xffffffff));
+	dg[3] = (int64_t) (w1 >> 32);
+	dg[4] = (int64_t) w2;
+	for (int32_t i = 0; i < 5; i++)
+	{
+		if (negative)
+			a->c[ci + i] -= dg[i];
+		else
+			a->c[ci + i] += dg[i];
+	}
+	w->lo = 0;
+	w->hi = 0;
+}
+
 /* ---------------------------------------------------------------- the nearest centroid */
 
 /* Transposes the centroids [k, d] into cent [d, k]. */
