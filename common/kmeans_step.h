@@ -208,16 +208,18 @@ gc_sacc_round(const gc_sacc *a)
  * A cheaper exact form for many additions: a 128-bit two's complement
  * fixed-point number whose unit is bit p of the superaccumulator (2^(p -
  * 1074)).  A double whose lowest mantissa bit (gc_wacc_lsb) lies at bits
- * p .. p + 64 is its 53-bit mantissa shifted by at most 64 bits, below 2^117
- * in magnitude, so 1024 of them (GC_WACC_MAX_TERMS) add exactly in 128 bits
+ * p .. p + 54 is its 53-bit mantissa shifted by at most 54 bits, below 2^107
+ * in magnitude, so 2^20 of them (GC_WACC_MAX_TERMS) add exactly in 128 bits
  * with two machine additions each; gc_wacc_fold then adds the whole sum into
  * a superaccumulator as one addition of five 32-bit digits.  A double
- * outside the window goes to the superaccumulator directly.  Every value is
- * added exactly either way, so the sums are those of gc_sacc_add alone, bit
- * for bit, whatever the windows and whenever the folds happen.
+ * outside the window (more than 2^52 times smaller than the largest the
+ * window was set for, or larger) goes to the superaccumulator directly.
+ * Every value is added exactly either way, so the sums are those of
+ * gc_sacc_add alone, bit for bit, whatever the windows and whenever the
+ * folds happen.
  */
-#define GC_WACC_SPAN 64
-#define GC_WACC_MAX_TERMS 1024
+#define GC_WACC_SPAN 54
+#define GC_WACC_MAX_TERMS (1 << 20)
 
 typedef struct gc_wacc
 {
@@ -251,43 +253,43 @@ gc_wacc_unit(int32_t top)
 
 /*
  * Adds the finite double v to w of unit p when its mantissa lies in the
- * window (returns 1); returns 0 and adds nothing otherwise.  Zero always fits.
+ * window (returns 1); returns 0 and adds nothing otherwise.  Zero always
+ * fits.  Without branches, so that the loops over features vectorize.
  */
 static GC_HD int
 gc_wacc_add(gc_wacc *w, double v, int32_t p)
 {
 	uint64_t	bits;
 	uint64_t	m;
-	int32_t		e;
-	int32_t		sh;
+	uint64_t	e;
+	uint64_t	sh;
+	uint64_t	ok;
+	uint64_t	neg;
 	uint64_t	tlo,
 				thi,
-				old;
+				lo;
 
 	memcpy(&bits, &v, sizeof(bits));
-	e = (int32_t) ((bits >> 52) & 0x7ff);
-	m = bits & UINT64_C(0xfffffffffffff);
-	if (e != 0)
-		m |= UINT64_C(1) << 52;
-	sh = (e > 0 ? e - 1 : 0) - p;
-	if (m == 0)
-		return 1;
-	if (sh < 0 || sh > GC_WACC_SPAN)
-		return 0;
-	tlo = sh == 64 ? 0 : m << sh;
-	thi = sh == 0 ? 0 : (sh == 64 ? m : m >> (64 - sh));
-	old = w->lo;
-	if (bits >> 63)
-	{
-		w->lo = old - tlo;
-		w->hi = w->hi - thi - (old < tlo);
-	}
-	else
-	{
-		w->lo = old + tlo;
-		w->hi = w->hi + thi + (w->lo < old);
-	}
-	return 1;
+	e = (bits >> 52) & 0x7ff;
+	m = (bits & UINT64_C(0xfffffffffffff)) | ((uint64_t) (e != 0) << 52);
+	/* sh = lsb - p, as unsigned: out of the window when above the span */
+	sh = (e - (e != 0)) - (uint64_t) (int64_t) p;
+	ok = (uint64_t) 0 - (uint64_t) (sh <= GC_WACC_SPAN);
+	m &= ok;
+	sh &= ok;
+	tlo = m << (sh & 63);
+	thi = (m >> ((64 - sh) & 63)) & ((uint64_t) 0 - (uint64_t) (sh != 0));
+	/* two's complement of the term when v is negative */
+	neg = (uint64_t) 0 - (bits >> 63);
+	tlo ^= neg;
+	thi ^= neg;
+	lo = tlo + (neg & 1);
+	thi += (uint64_t) (lo < tlo);
+	tlo = lo;
+	lo = w->lo + tlo;
+	w->hi += thi + (uint64_t) (lo < tlo);
+	w->lo = lo;
+	return (int) (ok & 1) | ((bits << 1) == 0);
 }
 
 /*

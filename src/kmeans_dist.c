@@ -351,6 +351,35 @@ GkmFitColumn(GkmState *s, int32 c, int32 top)
 	unit[c] = want;
 }
 
+static inline double GkmBufVal(const GkmState *s, int32 i, int32 t);
+
+/*
+ * Sets the windows of the block sums for the n rows of the block and their
+ * distances (top NULL), or widens them upwards for values whose largest lsb
+ * per column is top [d + 1].
+ */
+static void
+GkmFitWindows(GkmState *s, int32 n, const int32 *top)
+{
+	int32		d = s->d;
+
+	for (int32 c = 0; c <= d; c++)
+	{
+		int32		tc = 0;
+
+		if (top)
+			tc = top[c];
+		else if (c == d)
+			for (int32 i = 0; i < n; i++)
+				tc = Max(tc, gc_wacc_lsb(GKM_BBEST(s)[i]));
+		else
+			for (int32 i = 0; i < n; i++)
+				tc = Max(tc, gc_wacc_lsb(GkmBufVal(s, i, c)));
+		if (top == NULL || gc_wacc_unit(tc) > GKM_WUNIT(s)[c])
+			GkmFitColumn(s, c, tc);
+	}
+}
+
 /* Row i of s's block, in the element type of s (float or double). */
 static inline void *
 GkmBufRow(GkmState *s, int32 i)
@@ -500,7 +529,6 @@ GkmFlushRows(GkmState *s, GkmGemm *g)
 	const int32 *unit = GKM_WUNIT(s);
 	int64	   *counts = GKM_COUNTS(s);
 	bool		sums = (s->mode & GKM_SUMS) != 0;
-	int32		top;
 
 	if (n == 0)
 		return;
@@ -516,45 +544,77 @@ GkmFlushRows(GkmState *s, GkmGemm *g)
 				CHECK_FOR_INTERRUPTS();
 		}
 
-	/* the windows of the block sums, then room for this block's terms */
+	/*
+	 * Room for this block's terms; the windows of the block sums are set by
+	 * the first block (and moved after a block that did not fit them).
+	 */
 	if (s->wterms + n > GC_WACC_MAX_TERMS)
 		GkmFoldAll(s);
-	if (sums)
-		for (int32 t = 0; t < d; t++)
-		{
-			top = 0;
-			for (int32 i = 0; i < n; i++)
-				top = Max(top, gc_wacc_lsb(GkmBufVal(s, i, t)));
-			GkmFitColumn(s, t, top);
-		}
-	top = 0;
-	for (int32 i = 0; i < n; i++)
-		top = Max(top, gc_wacc_lsb(best[i]));
-	GkmFitColumn(s, d, top);
-
+	if (unit[d] < 0)
+		GkmFitWindows(s, n, NULL);
 	if (s->pending + n >= GC_SACC_MAX_PENDING)
 		GkmNormalize(s);
-	for (int32 i = 0; i < n; i++)
 	{
-		int32		j = label[i];
-		gc_wacc    *wj = w + (Size) j * (d + 1);
+		int32	   *top = (int32 *) dist;	/* [d + 1] the largest lsb of each column */
+		int32		slow = 0;
 
-		counts[j]++;
-		if (sums)
-			for (int32 t = 0; t < d; t++)
+		for (int32 c = 0; c <= d; c++)
+			top[c] = 0;
+		for (int32 i = 0; i < n; i++)
+		{
+			int32		j = label[i];
+			gc_wacc    *wj = w + (Size) j * (d + 1);
+			int			fits = 1;
+
+			counts[j]++;
+			if (sums)
 			{
-				double		v = GkmBufVal(s, i, t);
+				if (s->dtype == GC_F64)
+				{
+					const double *r = (const double *) GKM_BUF(s) + (Size) i * d;
 
-				if (unlikely(!gc_wacc_add(&wj[t], v, unit[t])))
-					gc_sacc_add(&GKM_SUMSP(s)[(Size) j * d + t], v);
+					for (int32 t = 0; t < d; t++)
+						fits &= gc_wacc_add(&wj[t], r[t], unit[t]);
+				}
+				else
+				{
+					const float *r = (const float *) GKM_BUF(s) + (Size) i * d;
+
+					for (int32 t = 0; t < d; t++)
+						fits &= gc_wacc_add(&wj[t], (double) r[t], unit[t]);
+				}
 			}
-		if (unlikely(!gc_wacc_add(&wj[d], best[i], unit[d])))
-			gc_sacc_add(&GKM_D2(s)[j], best[i]);
+			fits &= gc_wacc_add(&wj[d], best[i], unit[d]);
+			if (unlikely(!fits))
+			{
+				/* the values out of their window, straight into the superaccumulators */
+				gc_wacc		scratch = {0, 0};
+
+				slow++;
+				if (sums)
+					for (int32 t = 0; t < d; t++)
+					{
+						double		v = GkmBufVal(s, i, t);
+
+						if (!gc_wacc_add(&scratch, v, unit[t]))
+							gc_sacc_add(&GKM_SUMSP(s)[(Size) j * d + t], v);
+						top[t] = Max(top[t], gc_wacc_lsb(v));
+					}
+				if (!gc_wacc_add(&scratch, best[i], unit[d]))
+					gc_sacc_add(&GKM_D2(s)[j], best[i]);
+				top[d] = Max(top[d], gc_wacc_lsb(best[i]));
+			}
+		}
+		/* at most one direct addition per accumulator and row */
+		s->pending += n;
+		s->wterms += n;
+		s->wused = 1;
+		/* many rows out of their windows: set them again from this block */
+		if (slow > n / 8)
+			GkmFitWindows(s, n, NULL);
+		else if (slow > 0)
+			GkmFitWindows(s, n, top);
 	}
-	/* at most one direct addition per accumulator and row */
-	s->pending += n;
-	s->wterms += n;
-	s->wused = 1;
 	s->nbuf = 0;
 }
 
