@@ -359,16 +359,16 @@ gc_kmeans_transpose(const double *cen, int32_t k, int32_t d, double *cent)
 #endif
 
 /*
- * The nearest of k centroids (transposed, cent [d, k]) to row [d]: its
- * number, and its squared distance in *d2.  dist is scratch of k doubles.
+ * The squared distances dist [k] of row [d] (double, or float converted
+ * exactly) to k centroids (transposed, cent [d, k]): each summed over the
+ * features in order, without fused multiply-add, as gc_dist2_f64 sums it.
+ * The one loop of the CPU's exact search (src/core/kmeans.c, the k-means
+ * step of src/kmeans_dist.c).
  */
-GC_KMS_INLINE int32_t
-gc_kmeans_nearest(const double *GC_RESTRICT row, int32_t d, const double *GC_RESTRICT cent,
-				  int32_t k, double *GC_RESTRICT dist, double *d2)
+GC_KMS_INLINE void
+gc_kmeans_dist_f64(const double *GC_RESTRICT row, int32_t d, const double *GC_RESTRICT cent,
+				   int32_t k, double *GC_RESTRICT dist)
 {
-	int32_t		bj = 0;
-	double		best;
-
 	for (int32_t j = 0; j < k; j++)
 		dist[j] = 0.0;
 	for (int32_t t = 0; t < d; t++)
@@ -383,6 +383,41 @@ gc_kmeans_nearest(const double *GC_RESTRICT row, int32_t d, const double *GC_RES
 			dist[j] += diff * diff;
 		}
 	}
+}
+
+/* The same for a row of single precision. */
+GC_KMS_INLINE void
+gc_kmeans_dist_f32(const float *GC_RESTRICT row, int32_t d, const double *GC_RESTRICT cent,
+				   int32_t k, double *GC_RESTRICT dist)
+{
+	for (int32_t j = 0; j < k; j++)
+		dist[j] = 0.0;
+	for (int32_t t = 0; t < d; t++)
+	{
+		const double xt = (double) row[t];
+		const double *ct = cent + (int64_t) t * k;
+
+		for (int32_t j = 0; j < k; j++)
+		{
+			double		diff = xt - ct[j];
+
+			dist[j] += diff * diff;
+		}
+	}
+}
+
+/*
+ * The nearest of k centroids (transposed, cent [d, k]) to row [d]: its
+ * number, and its squared distance in *d2.  dist is scratch of k doubles.
+ */
+GC_KMS_INLINE int32_t
+gc_kmeans_nearest(const double *GC_RESTRICT row, int32_t d, const double *GC_RESTRICT cent,
+				  int32_t k, double *GC_RESTRICT dist, double *d2)
+{
+	int32_t		bj = 0;
+	double		best;
+
+	gc_kmeans_dist_f64(row, d, cent, k, dist);
 	best = dist[0];
 	for (int32_t j = 1; j < k; j++)
 		if (dist[j] < best)

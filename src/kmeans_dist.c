@@ -397,14 +397,18 @@ GkmBufVal(const GkmState *s, int32 i, int32 t)
 }
 
 /*
- * The checked matrix product of kmeans_gemm.h for the blocks of one
- * aggregate call site (the transition function's fn_extra): prepared for
- * one set of centroids, again whenever they change.  It gives the exact
- * search's answers bit for bit (label and distance), so a block goes
- * through it or through the exact loop with the same result.
+ * The checked matrix product of kmeans_gemm.h for the blocks of the
+ * aggregates of one aggregate context: prepared for one set of centroids,
+ * again whenever they change.  It gives the exact search's answers bit for
+ * bit (label and distance), so a block goes through it or through the exact
+ * loop with the same result.  It is found through a static pointer, not the
+ * transition function's fn_extra: Citus's worker_partial_agg calls the
+ * transition function with a new FmgrInfo for every row.  It lives in the
+ * aggregate context and is freed with it.
  */
 typedef struct GkmGemm
 {
+	MemoryContext cxt;			/* the aggregate context it belongs to */
 	int32		k;
 	int32		d;
 	gc_dtype	dtype;
@@ -417,12 +421,15 @@ typedef struct GkmGemm
 	MemoryContextCallback cb;
 } GkmGemm;
 
+/* The product last used (NULL after its context went). */
+static GkmGemm *GkmGemmCache = NULL;
+
 /*
  * From this many features and centroids on a block goes through the
  * product when OpenBLAS is installed and gpuclust.cpu_blas is on (see
  * BENCHMARKS.md, the k-means step).
  */
-#define GKM_GEMM_MIN_D 16
+#define GKM_GEMM_MIN_D 32
 #define GKM_GEMM_MIN_K 16
 
 /* Frees the product's buffers (malloc'd by the core) with its memory context. */
@@ -437,50 +444,44 @@ GkmGemmRelease(void *arg)
 		gc_kmg_free(g->kmg);
 	g->scratch = NULL;
 	g->kmg = NULL;
+	if (GkmGemmCache == g)
+		GkmGemmCache = NULL;
 }
 
 /*
- * The product for the blocks of state s at this call site, prepared for
- * its centroids, or NULL when the exact loop is to be used.
+ * The product for the blocks of state s (in aggregate context aggcxt),
+ * prepared for its centroids, or NULL when the exact loop is to be used.
  */
 static GkmGemm *
-GkmGemmFor(FunctionCallInfo fcinfo, GkmState *s)
+GkmGemmFor(MemoryContext aggcxt, GkmState *s)
 {
-	GkmGemm    *g = (GkmGemm *) fcinfo->flinfo->fn_extra;
+	GkmGemm    *g = GkmGemmCache;
 	int32		k = s->k;
 	int32		d = s->d;
 	Size		kd = (Size) k * d;
 
-	SyncTuning();
-	if (d < GKM_GEMM_MIN_D || k < GKM_GEMM_MIN_K || gc_tuning_gucs.cpu_blas < 0 ||
-		!gc_blas_available())
+	if (d < GKM_GEMM_MIN_D || k < GKM_GEMM_MIN_K)
 		return NULL;
-	if (g != NULL && g->k == k && g->d == d && g->dtype == (gc_dtype) s->dtype &&
+	if (g != NULL && g->cxt == aggcxt && g->k == k && g->d == d &&
+		g->dtype == (gc_dtype) s->dtype &&
 		memcmp(g->cent, GKM_CENT(s), sizeof(double) * kd) == 0)
 		return g->ready ? g : NULL;
-	if (g == NULL)
+	SyncTuning();
+	if (gc_tuning_gucs.cpu_blas < 0 || !gc_blas_available())
+		return NULL;
+	if (g == NULL || g->cxt != aggcxt || g->k != k || g->d != d || g->dtype != (gc_dtype) s->dtype)
 	{
-		g = MemoryContextAllocZero(fcinfo->flinfo->fn_mcxt, sizeof(GkmGemm));
-		g->cb.func = GkmGemmRelease;
-		g->cb.arg = g;
-		MemoryContextRegisterResetCallback(fcinfo->flinfo->fn_mcxt, &g->cb);
-		fcinfo->flinfo->fn_extra = g;
-	}
-	if (g->kmg == NULL || g->k != k || g->d != d || g->dtype != (gc_dtype) s->dtype)
-	{
-		GkmGemmRelease(g);
-		if (g->cent)
-		{
-			pfree(g->cent);
-			pfree(g->cen);
-			pfree(g->mu);
-		}
+		g = MemoryContextAllocZero(aggcxt, sizeof(GkmGemm));
+		g->cxt = aggcxt;
 		g->k = k;
 		g->d = d;
 		g->dtype = (gc_dtype) s->dtype;
-		g->cent = MemoryContextAlloc(fcinfo->flinfo->fn_mcxt, sizeof(double) * kd);
-		g->cen = MemoryContextAlloc(fcinfo->flinfo->fn_mcxt, sizeof(double) * kd);
-		g->mu = MemoryContextAlloc(fcinfo->flinfo->fn_mcxt, sizeof(double) * d);
+		g->cent = MemoryContextAlloc(aggcxt, sizeof(double) * kd);
+		g->cen = MemoryContextAlloc(aggcxt, sizeof(double) * kd);
+		g->mu = MemoryContextAlloc(aggcxt, sizeof(double) * d);
+		g->cb.func = GkmGemmRelease;
+		g->cb.arg = g;
+		MemoryContextRegisterResetCallback(aggcxt, &g->cb);
 		g->kmg = gc_kmg_create(k, d, g->dtype);
 		if (g->kmg)
 			g->scratch = gc_kmg_scratch_create(g->kmg, GkmBlock(d));
@@ -490,6 +491,7 @@ GkmGemmFor(FunctionCallInfo fcinfo, GkmState *s)
 					 errmsg("out of memory"),
 					 errdetail("The k-means step's matrix product of %d centroids of %d features could not be allocated.", k, d),
 					 errhint("Set gpuclust.cpu_blas to off to use the exact loop alone.")));
+		GkmGemmCache = g;
 	}
 	memcpy(g->cent, GKM_CENT(s), sizeof(double) * kd);
 	for (int32 t = 0; t < d; t++)
@@ -897,7 +899,7 @@ GkmTrans(FunctionCallInfo fcinfo, Oid typid)
 				   s->d, GKM_SCRATCH(s) + s->k, GkmBufRow(s, s->nbuf), "gpu_kmeans_step");
 	s->rows++;
 	if (++s->nbuf == GkmBlock(s->d))
-		GkmFlushRows(s, GkmGemmFor(fcinfo, s));
+		GkmFlushRows(s, GkmGemmFor(aggcxt, s));
 	PG_RETURN_POINTER(s);
 }
 
