@@ -70,8 +70,11 @@ try:
     gathered = time.perf_counter() - t0
     cur.execute("SET gpuclust.timing = on")
 
+    queries = [None]
+
     def iterations():
         found = [int(m) for n in conn.notices for m in re.findall(r"iterations=(\d+)", n)]
+        queries[0] = ([int(m) for n in conn.notices for m in re.findall(r"queries=(\d+)", n)] or [None])[-1]
         conn.notices.clear()
         return found[-1] if found else a.iters
 
@@ -86,6 +89,7 @@ try:
                 "tol => 0, initial_centroids => %s::float8[])", [a.k, a.iters, C])
     dist = time.perf_counter() - t0
     dist_it = iterations()
+    dist_queries = queries[0]
     steps = []
     for _ in range(3):
         t0 = time.perf_counter()
@@ -106,7 +110,8 @@ try:
     print(f"| gpu_kmeans_centroids, distributed table (rows gathered) | {gathered:.2f} | | |")
     print(f"| gpu_kmeans_fit_distributed, distributed table | {dist:.2f} | {dist_it} | {1000 * dist / dist_it:.0f} |")
     print(f"| one gpu_kmeans_step over the distributed table (best of 3) | {step:.2f} | 1 | {1000 * step:.0f} |")
-    print(f"\nratio distributed / plain: {dist / single:.2f}")
+    print(f"\nratio distributed / plain: {dist / single:.2f}; the distributed fit ran {dist_queries} aggregate "
+          f"queries (a step per iteration, the final sizes, and one per re-seeding of empty clusters)")
     print(f"partial states of one iteration: {total_bytes} bytes in all, {shard_bytes} per shard at most "
           f"(the plain table: {table_bytes} bytes)")
 finally:
