@@ -202,6 +202,140 @@ gc_sacc_round(const gc_sacc *a)
 	return negative ? -r : r;
 }
 
+/* ---------------------------------------------------------------- block sums */
+
+/*
+ * A cheaper exact form for many additions: a 128-bit two's complement
+ * fixed-point number whose unit is bit p of the superaccumulator (2^(p -
+ * 1074)).  A double whose lowest mantissa bit (gc_wacc_lsb) lies at bits
+ * p .. p + 54 is its 53-bit mantissa shifted by at most 54 bits, below 2^107
+ * in magnitude, so 2^20 of them (GC_WACC_MAX_TERMS) add exactly in 128 bits
+ * with two machine additions each; gc_wacc_fold then adds the whole sum into
+ * a superaccumulator as one addition of five 32-bit digits.  A double
+ * outside the window (more than 2^52 times smaller than the largest the
+ * window was set for, or larger) goes to the superaccumulator directly.
+ * Every value is added exactly either way, so the sums are those of
+ * gc_sacc_add alone, bit for bit, whatever the windows and whenever the
+ * folds happen.
+ */
+#define GC_WACC_SPAN 54
+#define GC_WACC_MAX_TERMS (1 << 20)
+
+typedef struct gc_wacc
+{
+	uint64_t	lo;
+	uint64_t	hi;				/* two's complement: the sign in the top bit of hi */
+} gc_wacc;
+
+/* The superaccumulator bit of the lowest mantissa bit of the finite double v (0 .. 2045). */
+static GC_HD int32_t
+gc_wacc_lsb(double v)
+{
+	uint64_t	bits;
+	int32_t		e;
+
+	memcpy(&bits, &v, sizeof(bits));
+	e = (int32_t) ((bits >> 52) & 0x7ff);
+	return e > 0 ? e - 1 : 0;
+}
+
+/*
+ * The window unit for values whose largest gc_wacc_lsb is top: every value
+ * of lsb at most top fits, with room for two more binades.
+ */
+static GC_HD int32_t
+gc_wacc_unit(int32_t top)
+{
+	int32_t		p = top - GC_WACC_SPAN + 2;
+
+	return p < 0 ? 0 : p;
+}
+
+/*
+ * Adds the finite double v to w of unit p when its mantissa lies in the
+ * window (returns 1); returns 0 and adds nothing otherwise.  Zero always
+ * fits.  Without branches, so that the loops over features vectorize.
+ */
+static GC_HD int
+gc_wacc_add(gc_wacc *w, double v, int32_t p)
+{
+	uint64_t	bits;
+	uint64_t	m;
+	uint64_t	e;
+	uint64_t	sh;
+	uint64_t	ok;
+	uint64_t	neg;
+	uint64_t	tlo,
+				thi,
+				lo;
+
+	memcpy(&bits, &v, sizeof(bits));
+	e = (bits >> 52) & 0x7ff;
+	m = (bits & UINT64_C(0xfffffffffffff)) | ((uint64_t) (e != 0) << 52);
+	/* sh = lsb - p, as unsigned: out of the window when above the span */
+	sh = (e - (e != 0)) - (uint64_t) (int64_t) p;
+	ok = (uint64_t) 0 - (uint64_t) (sh <= GC_WACC_SPAN);
+	m &= ok;
+	sh &= ok;
+	tlo = m << (sh & 63);
+	thi = (m >> ((64 - sh) & 63)) & ((uint64_t) 0 - (uint64_t) (sh != 0));
+	/* two's complement of the term when v is negative */
+	neg = (uint64_t) 0 - (bits >> 63);
+	tlo ^= neg;
+	thi ^= neg;
+	lo = tlo + (neg & 1);
+	thi += (uint64_t) (lo < tlo);
+	tlo = lo;
+	lo = w->lo + tlo;
+	w->hi += thi + (uint64_t) (lo < tlo);
+	w->lo = lo;
+	return (int) (ok & 1) | ((bits << 1) == 0);
+}
+
+/*
+ * Adds w (unit p, p + 4 * 32 < 32 * GC_SACC_CHUNKS) into a as one addition
+ * of a digit per chunk, and clears w.
+ */
+static GC_HD void
+gc_wacc_fold(gc_sacc *a, gc_wacc *w, int32_t p)
+{
+	uint64_t	lo = w->lo;
+	uint64_t	hi = w->hi;
+	int			negative = (int) (hi >> 63);
+	int32_t		ci = p >> 5;
+	int32_t		s = p & 31;
+	uint64_t	w0,
+				w1,
+				w2;
+	int64_t		dg[5];
+
+	if ((lo | hi) == 0)
+		return;
+	if (negative)
+	{
+		/* the magnitude, below 2^127 */
+		lo = ~lo + 1;
+		hi = ~hi + (lo == 0);
+	}
+	w0 = lo << s;
+	w1 = s == 0 ? hi : (hi << s) | (lo >> (64 - s));
+	w2 = s == 0 ? 0 : hi >> (64 - s);
+	dg[0] = (int64_t) (w0 & UINT64_C(0xffffffff));
+	dg[1] = (int64_t) (w0 >> 32);
+	dg[2] = (int64_t) (w1 & UINT64_C(0xffffffff));
+	dg[3] = (int64_t) (w1 >> 32);
+	dg[4] = (int64_t) w2;
+	for (int32_t i = 0; i < 5; i++)
+	{
+		if (negative)
+			a->c[ci + i] -= dg[i];
+		else
+			a->c[ci + i] += dg[i];
+	}
+	w->lo = 0;
+	w->hi = 0;
+}
+
 /* ---------------------------------------------------------------- the nearest centroid */
 
 /* Transposes the centroids [k, d] into cent [d, k]. */
@@ -225,16 +359,16 @@ gc_kmeans_transpose(const double *cen, int32_t k, int32_t d, double *cent)
 #endif
 
 /*
- * The nearest of k centroids (transposed, cent [d, k]) to row [d]: its
- * number, and its squared distance in *d2.  dist is scratch of k doubles.
+ * The squared distances dist [k] of row [d] (double, or float converted
+ * exactly) to k centroids (transposed, cent [d, k]): each summed over the
+ * features in order, without fused multiply-add, as gc_dist2_f64 sums it.
+ * The one loop of the CPU's exact search (src/core/kmeans.c, the k-means
+ * step of src/kmeans_dist.c).
  */
-GC_KMS_INLINE int32_t
-gc_kmeans_nearest(const double *GC_RESTRICT row, int32_t d, const double *GC_RESTRICT cent,
-				  int32_t k, double *GC_RESTRICT dist, double *d2)
+GC_KMS_INLINE void
+gc_kmeans_dist_f64(const double *GC_RESTRICT row, int32_t d, const double *GC_RESTRICT cent,
+				   int32_t k, double *GC_RESTRICT dist)
 {
-	int32_t		bj = 0;
-	double		best;
-
 	for (int32_t j = 0; j < k; j++)
 		dist[j] = 0.0;
 	for (int32_t t = 0; t < d; t++)
@@ -249,6 +383,41 @@ gc_kmeans_nearest(const double *GC_RESTRICT row, int32_t d, const double *GC_RES
 			dist[j] += diff * diff;
 		}
 	}
+}
+
+/* The same for a row of single precision. */
+GC_KMS_INLINE void
+gc_kmeans_dist_f32(const float *GC_RESTRICT row, int32_t d, const double *GC_RESTRICT cent,
+				   int32_t k, double *GC_RESTRICT dist)
+{
+	for (int32_t j = 0; j < k; j++)
+		dist[j] = 0.0;
+	for (int32_t t = 0; t < d; t++)
+	{
+		const double xt = (double) row[t];
+		const double *ct = cent + (int64_t) t * k;
+
+		for (int32_t j = 0; j < k; j++)
+		{
+			double		diff = xt - ct[j];
+
+			dist[j] += diff * diff;
+		}
+	}
+}
+
+/*
+ * The nearest of k centroids (transposed, cent [d, k]) to row [d]: its
+ * number, and its squared distance in *d2.  dist is scratch of k doubles.
+ */
+GC_KMS_INLINE int32_t
+gc_kmeans_nearest(const double *GC_RESTRICT row, int32_t d, const double *GC_RESTRICT cent,
+				  int32_t k, double *GC_RESTRICT dist, double *d2)
+{
+	int32_t		bj = 0;
+	double		best;
+
+	gc_kmeans_dist_f64(row, d, cent, k, dist);
 	best = dist[0];
 	for (int32_t j = 1; j < k; j++)
 		if (dist[j] < best)

@@ -56,13 +56,16 @@
 
 #include "feature.h"
 #include "gpuclust.h"
+#include "blas.h"
 #include "kmeans.h"
+#include "kmeans_gemm.h"
 #include "kmeans_init.h"
 #include "params.h"
 #include "precision.h"
 #include "range.h"
 #include "kmeans_step.h"
 #include "rng.h"
+#include "tuning.h"
 
 PG_FUNCTION_INFO_V1(gpu_kmeans_state_in);
 PG_FUNCTION_INFO_V1(gpu_kmeans_state_out);
@@ -147,8 +150,14 @@ GkmNearest(const double *row, int32_t d, const double *cent, int32_t k, double *
  * The state in memory: a varlena of this header and, at offsets fixed by k
  * and d, the centroids as given [k, d], the centroids the rows are assigned
  * to [d, k] (transposed; unit length for cosine), the counts [k], the sums
- * of squared distances [k], the sums [k, d] (mode GKM_SUMS), then scratch
- * for one row.  The transition function changes it in place.
+ * of squared distances [k], the sums [k, d] (mode GKM_SUMS), then what the
+ * transition function works in: the rows read but not yet assigned [block,
+ * d], their labels and distances [block], the 128-bit block sums (gc_wacc)
+ * [k, d + 1] (column d: the squared distances) and their units [d + 1],
+ * and scratch for one row.  The transition function changes it in place;
+ * every reader first assigns the rows waiting and folds the block sums into
+ * the superaccumulators (GkmFlush), so that what it reads, prints or
+ * combines is the exact sum of every row.
  */
 typedef struct GkmState
 {
@@ -164,7 +173,9 @@ typedef struct GkmState
 	int64		pending;		/* additions since the accumulators were normalized */
 	Datum		seen;			/* the centroids datum last checked (in memory only) */
 	Oid			ftype;			/* the feature's type (in memory only; 0: not known) */
-	int32		pad;
+	int32		nbuf;			/* rows waiting in the block */
+	int32		wterms;			/* terms in the block sums since they were folded */
+	int32		wused;			/* the block sums hold something */
 } GkmState;
 
 #define GKM_CEN(s)		((double *) ((char *) (s) + sizeof(GkmState)))
@@ -173,15 +184,44 @@ typedef struct GkmState
 #define GKM_D2(s)		((gc_sacc *) (GKM_COUNTS(s) + (s)->k))
 #define GKM_SUMSP(s)	(GKM_D2(s) + (s)->k)
 #define GKM_NSUMS(s)	(((s)->mode & GKM_SUMS) ? (Size) (s)->k * (s)->d : 0)
-#define GKM_SCRATCH(s)	((double *) (GKM_SUMSP(s) + GKM_NSUMS(s)))	/* [k + 2 d] */
+#define GKM_BUF(s)		((double *) (GKM_SUMSP(s) + GKM_NSUMS(s)))	/* [block, d] */
+#define GKM_BLABEL(s)	((int32 *) (GKM_BUF(s) + (Size) GkmBlock((s)->d) * (s)->d))	/* [block] */
+#define GKM_BBEST(s)	((double *) (GKM_BLABEL(s) + GkmBlock((s)->d)))	/* [block] */
+#define GKM_WACC(s)		((gc_wacc *) (GKM_BBEST(s) + GkmBlock((s)->d)))	/* [k, d + 1] */
+#define GKM_WUNIT(s)	((int32 *) (GKM_WACC(s) + (Size) (s)->k * ((s)->d + 1)))	/* [d + 1] */
+#define GKM_SCRATCH(s)	((double *) (GKM_WUNIT(s) + GkmWUnits((s)->d)))	/* [k + d]: distances, a row */
+
+/*
+ * Rows a state holds before it assigns them, a multiple of 4 that depends
+ * only on d: about 128 KiB of rows.  The sums are exact, so the block size
+ * changes nothing in the result.
+ */
+static inline int32
+GkmBlock(int32 d)
+{
+	int32		b = (int32) Min((int64) 256, Max((int64) 4, (int64) 16384 / d));
+
+	return b & ~3;
+}
+
+/* The int32 units of the block sums, rounded up to an even count (8-byte alignment). */
+static inline int32
+GkmWUnits(int32 d)
+{
+	return (d + 2) & ~1;
+}
 
 /* Bytes of a state of k clusters of d features in mode, or 0 when too large. */
 static Size
 GkmSize(int32 k, int32 d, int32 mode)
 {
 	double		kd = (double) k * d;
+	double		block = GkmBlock(d);
 	double		bytes = sizeof(GkmState) + 2 * kd * sizeof(double) + k * sizeof(int64) +
-		(k + ((mode & GKM_SUMS) ? kd : 0)) * sizeof(gc_sacc) + (k + 2.0 * d) * sizeof(double);
+		(k + ((mode & GKM_SUMS) ? kd : 0)) * sizeof(gc_sacc) +
+		block * d * sizeof(double) + block * (sizeof(int32) + sizeof(double)) +
+		(double) k * (d + 1) * sizeof(gc_wacc) + GkmWUnits(d) * sizeof(int32) +
+		(k + (double) d) * sizeof(double);
 
 	return bytes > (double) MaxAllocSize ? 0 : (Size) bytes;
 }
@@ -236,6 +276,8 @@ GkmNew(MemoryContext cxt, int32 k, int32 d, gc_metric metric, gc_dtype dtype, in
 	s->metric = (int16) metric;
 	s->dtype = (int16) dtype;
 	s->mode = mode;
+	for (int32 c = 0; c <= d; c++)
+		GKM_WUNIT(s)[c] = -1;
 	return s;
 }
 
@@ -249,6 +291,348 @@ GkmNormalize(GkmState *s)
 	for (Size i = 0; i < n; i++)
 		gc_sacc_normalize(&a[i]);
 	s->pending = 0;
+}
+
+/*
+ * Folds the block sums of every cluster of column c into the
+ * superaccumulators (column d: the squared distances).
+ */
+static void
+GkmFoldColumn(GkmState *s, int32 c)
+{
+	gc_wacc    *w = GKM_WACC(s);
+	int32		p = GKM_WUNIT(s)[c];
+	int32		d = s->d;
+
+	if (p < 0)
+		return;
+	for (int32 j = 0; j < s->k; j++)
+		gc_wacc_fold(c == d ? &GKM_D2(s)[j] : &GKM_SUMSP(s)[(Size) j * d + c],
+					 &w[(Size) j * (d + 1) + c], p);
+}
+
+/* Folds every block sum into the superaccumulators (one more pending addition). */
+static void
+GkmFoldAll(GkmState *s)
+{
+	if (s->wused)
+	{
+		if (s->pending + 1 >= GC_SACC_MAX_PENDING)
+			GkmNormalize(s);
+		for (int32 c = 0; c <= s->d; c++)
+			if (c == s->d || (s->mode & GKM_SUMS))
+				GkmFoldColumn(s, c);
+		s->pending++;
+	}
+	s->wused = 0;
+	s->wterms = 0;
+}
+
+/*
+ * Points column c's block sums at the unit for values of largest lsb top:
+ * kept while it holds them and does not waste more than 32 binades, else
+ * the column is folded and moved.
+ */
+static void
+GkmFitColumn(GkmState *s, int32 c, int32 top)
+{
+	int32	   *unit = GKM_WUNIT(s);
+	int32		want = gc_wacc_unit(top);
+
+	if (unit[c] >= 0 && want <= unit[c] && want + 32 >= unit[c])
+		return;
+	if (unit[c] >= 0 && s->wused)
+	{
+		if (s->pending + 1 >= GC_SACC_MAX_PENDING)
+			GkmNormalize(s);
+		GkmFoldColumn(s, c);
+		s->pending++;
+	}
+	unit[c] = want;
+}
+
+static inline double GkmBufVal(const GkmState *s, int32 i, int32 t);
+
+/*
+ * Sets the windows of the block sums for the n rows of the block and their
+ * distances (top NULL), or widens them upwards for values whose largest lsb
+ * per column is top [d + 1].
+ */
+static void
+GkmFitWindows(GkmState *s, int32 n, const int32 *top)
+{
+	int32		d = s->d;
+
+	for (int32 c = 0; c <= d; c++)
+	{
+		int32		tc = 0;
+
+		if (top)
+			tc = top[c];
+		else if (c == d)
+			for (int32 i = 0; i < n; i++)
+				tc = Max(tc, gc_wacc_lsb(GKM_BBEST(s)[i]));
+		else
+			for (int32 i = 0; i < n; i++)
+				tc = Max(tc, gc_wacc_lsb(GkmBufVal(s, i, c)));
+		if (top == NULL || gc_wacc_unit(tc) > GKM_WUNIT(s)[c])
+			GkmFitColumn(s, c, tc);
+	}
+}
+
+/* Row i of s's block, in the element type of s (float or double). */
+static inline void *
+GkmBufRow(GkmState *s, int32 i)
+{
+	return (char *) GKM_BUF(s) + (Size) i * s->d * (s->dtype == GC_F64 ? sizeof(double) : sizeof(float));
+}
+
+/* Value t of row i of s's block, as a double. */
+static inline double
+GkmBufVal(const GkmState *s, int32 i, int32 t)
+{
+	Size		at = (Size) i * s->d + t;
+
+	return s->dtype == GC_F64 ? GKM_BUF(s)[at] : (double) ((const float *) GKM_BUF(s))[at];
+}
+
+/*
+ * The checked matrix product of kmeans_gemm.h for the blocks of the
+ * aggregates of one aggregate context: prepared for one set of centroids,
+ * again whenever they change.  It gives the exact search's answers bit for
+ * bit (label and distance), so a block goes through it or through the exact
+ * loop with the same result.  It is found through a static pointer, not the
+ * transition function's fn_extra: Citus's worker_partial_agg calls the
+ * transition function with a new FmgrInfo for every row.  It lives in the
+ * aggregate context and is freed with it.
+ */
+typedef struct GkmGemm
+{
+	MemoryContext cxt;			/* the aggregate context it belongs to */
+	int32		k;
+	int32		d;
+	gc_dtype	dtype;
+	bool		ready;			/* gc_kmg_prepare answered 1 */
+	double	   *cent;			/* [d, k] the working centroids it was prepared for */
+	double	   *cen;			/* [k, d] the same, row-major (gc_kmg keeps a reference) */
+	double	   *mu;				/* [d] their mean, the centre of the product */
+	gc_kmg	   *kmg;
+	gc_kmg_scratch *scratch;
+	MemoryContextCallback cb;
+} GkmGemm;
+
+/* The product last used (NULL after its context went). */
+static GkmGemm *GkmGemmCache = NULL;
+
+/*
+ * From this many features and centroids on a block goes through the
+ * product when OpenBLAS is installed and gpuclust.cpu_blas is on (see
+ * BENCHMARKS.md, the k-means step).
+ */
+#define GKM_GEMM_MIN_D 32
+#define GKM_GEMM_MIN_K 16
+
+/* Frees the product's buffers (malloc'd by the core) with its memory context. */
+static void
+GkmGemmRelease(void *arg)
+{
+	GkmGemm    *g = arg;
+
+	if (g->scratch)
+		gc_kmg_scratch_free(g->scratch);
+	if (g->kmg)
+		gc_kmg_free(g->kmg);
+	g->scratch = NULL;
+	g->kmg = NULL;
+	if (GkmGemmCache == g)
+		GkmGemmCache = NULL;
+}
+
+/*
+ * The product for the blocks of state s (in aggregate context aggcxt),
+ * prepared for its centroids, or NULL when the exact loop is to be used.
+ */
+static GkmGemm *
+GkmGemmFor(MemoryContext aggcxt, GkmState *s)
+{
+	GkmGemm    *g = GkmGemmCache;
+	int32		k = s->k;
+	int32		d = s->d;
+	Size		kd = (Size) k * d;
+
+	if (d < GKM_GEMM_MIN_D || k < GKM_GEMM_MIN_K)
+		return NULL;
+	if (g != NULL && g->cxt == aggcxt && g->k == k && g->d == d &&
+		g->dtype == (gc_dtype) s->dtype &&
+		memcmp(g->cent, GKM_CENT(s), sizeof(double) * kd) == 0)
+		return g->ready ? g : NULL;
+	SyncTuning();
+	if (gc_tuning_gucs.cpu_blas < 0 || !gc_blas_available())
+		return NULL;
+	if (g == NULL || g->cxt != aggcxt || g->k != k || g->d != d || g->dtype != (gc_dtype) s->dtype)
+	{
+		g = MemoryContextAllocZero(aggcxt, sizeof(GkmGemm));
+		g->cxt = aggcxt;
+		g->k = k;
+		g->d = d;
+		g->dtype = (gc_dtype) s->dtype;
+		g->cent = MemoryContextAlloc(aggcxt, sizeof(double) * kd);
+		g->cen = MemoryContextAlloc(aggcxt, sizeof(double) * kd);
+		g->mu = MemoryContextAlloc(aggcxt, sizeof(double) * d);
+		g->cb.func = GkmGemmRelease;
+		g->cb.arg = g;
+		MemoryContextRegisterResetCallback(aggcxt, &g->cb);
+		g->kmg = gc_kmg_create(k, d, g->dtype);
+		if (g->kmg)
+			g->scratch = gc_kmg_scratch_create(g->kmg, GkmBlock(d));
+		if (g->kmg == NULL || g->scratch == NULL)
+			ereport(ERROR,
+					(errcode(ERRCODE_OUT_OF_MEMORY),
+					 errmsg("out of memory"),
+					 errdetail("The k-means step's matrix product of %d centroids of %d features could not be allocated.", k, d),
+					 errhint("Set gpuclust.cpu_blas to off to use the exact loop alone.")));
+		GkmGemmCache = g;
+	}
+	memcpy(g->cent, GKM_CENT(s), sizeof(double) * kd);
+	for (int32 t = 0; t < d; t++)
+	{
+		double		sum = 0.0;
+
+		for (int32 j = 0; j < k; j++)
+		{
+			g->cen[(Size) j * d + t] = g->cent[(Size) t * k + j];
+			sum += g->cent[(Size) t * k + j];
+		}
+		g->mu[t] = sum / k;
+	}
+	g->ready = gc_kmg_prepare(g->kmg, g->cen, g->mu) != 0;
+	return g->ready ? g : NULL;
+}
+
+/*
+ * Assigns the rows waiting in s's block to their nearest centroids
+ * (gc_kmeans_nearest's rule: through the checked product g when not NULL,
+ * else row by row) and adds them to the sums: counts, the 128-bit block
+ * sums where the values fit their window, the superaccumulators where they
+ * do not.  Exact, so the result is that of adding every row to the
+ * superaccumulators one by one, in any order.
+ */
+static void
+GkmFlushRows(GkmState *s, GkmGemm *g)
+{
+	int32		n = s->nbuf;
+	int32		k = s->k;
+	int32		d = s->d;
+	int32	   *label = GKM_BLABEL(s);
+	double	   *best = GKM_BBEST(s);
+	double	   *dist = GKM_SCRATCH(s);
+	double	   *row = dist + k;
+	gc_wacc    *w = GKM_WACC(s);
+	const int32 *unit = GKM_WUNIT(s);
+	int64	   *counts = GKM_COUNTS(s);
+	bool		sums = (s->mode & GKM_SUMS) != 0;
+
+	if (n == 0)
+		return;
+	if (g != NULL)
+		gc_kmg_assign(g->kmg, g->scratch, GKM_BUF(s), NULL, 0, n, label, best, NULL, NULL);
+	else
+		for (int32 i = 0; i < n; i++)
+		{
+			for (int32 t = 0; t < d; t++)
+				row[t] = GkmBufVal(s, i, t);
+			label[i] = GkmNearest(row, d, GKM_CENT(s), k, dist, &best[i]);
+			if ((i & 63) == 63)
+				CHECK_FOR_INTERRUPTS();
+		}
+
+	/*
+	 * Room for this block's terms; the windows of the block sums are set by
+	 * the first block (and moved after a block that did not fit them).
+	 */
+	if (s->wterms + n > GC_WACC_MAX_TERMS)
+		GkmFoldAll(s);
+	if (unit[d] < 0)
+		GkmFitWindows(s, n, NULL);
+	if (s->pending + n >= GC_SACC_MAX_PENDING)
+		GkmNormalize(s);
+	{
+		int32	   *top = (int32 *) dist;	/* [d + 1] the largest lsb of each column */
+		int32		slow = 0;
+
+		for (int32 c = 0; c <= d; c++)
+			top[c] = 0;
+		for (int32 i = 0; i < n; i++)
+		{
+			int32		j = label[i];
+			gc_wacc    *wj = w + (Size) j * (d + 1);
+			int			fits = 1;
+
+			counts[j]++;
+			if (sums)
+			{
+				if (s->dtype == GC_F64)
+				{
+					const double *r = (const double *) GKM_BUF(s) + (Size) i * d;
+
+					for (int32 t = 0; t < d; t++)
+						fits &= gc_wacc_add(&wj[t], r[t], unit[t]);
+				}
+				else
+				{
+					const float *r = (const float *) GKM_BUF(s) + (Size) i * d;
+
+					for (int32 t = 0; t < d; t++)
+						fits &= gc_wacc_add(&wj[t], (double) r[t], unit[t]);
+				}
+			}
+			fits &= gc_wacc_add(&wj[d], best[i], unit[d]);
+			if (unlikely(!fits))
+			{
+				/* the values out of their window, straight into the superaccumulators */
+				gc_wacc		scratch = {0, 0};
+
+				slow++;
+				if (sums)
+					for (int32 t = 0; t < d; t++)
+					{
+						double		v = GkmBufVal(s, i, t);
+
+						if (!gc_wacc_add(&scratch, v, unit[t]))
+							gc_sacc_add(&GKM_SUMSP(s)[(Size) j * d + t], v);
+						top[t] = Max(top[t], gc_wacc_lsb(v));
+					}
+				if (!gc_wacc_add(&scratch, best[i], unit[d]))
+					gc_sacc_add(&GKM_D2(s)[j], best[i]);
+				top[d] = Max(top[d], gc_wacc_lsb(best[i]));
+			}
+		}
+		/* at most one direct addition per accumulator and row */
+		s->pending += n;
+		s->wterms += n;
+		s->wused = 1;
+		/* many rows out of their windows: set them again from this block */
+		if (slow > n / 8)
+			GkmFitWindows(s, n, NULL);
+		else if (slow > 0)
+			GkmFitWindows(s, n, top);
+	}
+	s->nbuf = 0;
+}
+
+/* Assigns the rows waiting and folds the block sums: s then holds only exact sums. */
+static void
+GkmFlush(GkmState *s)
+{
+	GkmFlushRows(s, NULL);
+	GkmFoldAll(s);
+}
+
+/* True when s has rows waiting or block sums to fold. */
+static inline bool
+GkmUnflushed(const GkmState *s)
+{
+	return s->nbuf > 0 || s->wused;
 }
 
 /*
@@ -511,23 +895,11 @@ GkmTrans(FunctionCallInfo fcinfo, Oid typid)
 		s->nulls++;
 		PG_RETURN_POINTER(s);
 	}
-	{
-		double	   *scratch = GKM_SCRATCH(s);
-		double	   *row = scratch + s->k;
-		double	   *rowx = row + s->d;
-		double		d2;
-		int32		j;
-
-		GkmReadFeature(PG_GETARG_DATUM(1), s->ftype, GcFeatureTypeOf(s->ftype), s->dtype, s->metric,
-					   s->d, row, rowx, "gpu_kmeans_step");
-		j = GkmNearest(row, s->d, GKM_CENT(s), s->k, scratch, &d2);
-
-		gc_kmeans_step_add(row, s->d, j, d2, (s->mode & GKM_SUMS) ? GKM_SUMSP(s) : NULL,
-						   GKM_COUNTS(s), GKM_D2(s));
-	}
+	GkmReadFeature(PG_GETARG_DATUM(1), s->ftype, GcFeatureTypeOf(s->ftype), s->dtype, s->metric,
+				   s->d, GKM_SCRATCH(s) + s->k, GkmBufRow(s, s->nbuf), "gpu_kmeans_step");
 	s->rows++;
-	if (++s->pending >= GC_SACC_MAX_PENDING)
-		GkmNormalize(s);
+	if (++s->nbuf == GkmBlock(s->d))
+		GkmFlushRows(s, GkmGemmFor(aggcxt, s));
 	PG_RETURN_POINTER(s);
 }
 
@@ -552,15 +924,27 @@ gpu_kmeans_step_trans_any(PG_FUNCTION_ARGS)
 	return GkmTrans(fcinfo, InvalidOid);
 }
 
-/* A state argument, detoasted, checked for its magic. */
+/*
+ * A state argument, detoasted, checked for its magic, with only exact sums
+ * (a flushed copy when it still had rows waiting or block sums).
+ */
 static GkmState *
 GkmArg(FunctionCallInfo fcinfo, int argno)
 {
 	GkmState   *s = (GkmState *) PG_DETOAST_DATUM(PG_GETARG_DATUM(argno));
 
 	if (VARSIZE(s) < sizeof(GkmState) || s->magic != GKM_MAGIC ||
-		VARSIZE(s) != GkmSize(s->k, s->d, s->mode))
+		VARSIZE(s) != GkmSize(s->k, s->d, s->mode) ||
+		s->nbuf < 0 || s->nbuf >= GkmBlock(s->d))
 		elog(ERROR, "k-means step state is corrupt, please report a bug");
+	if (GkmUnflushed(s))
+	{
+		GkmState   *c = palloc(VARSIZE(s));
+
+		memcpy(c, s, VARSIZE(s));
+		GkmFlush(c);
+		s = c;
+	}
 	return s;
 }
 
@@ -596,7 +980,10 @@ gpu_kmeans_step_combine(PG_FUNCTION_ARGS)
 	}
 	b = GkmArg(fcinfo, 1);
 	if (AggCheckCallContext(fcinfo, &aggcxt))
+	{
 		a = (GkmState *) PG_GETARG_POINTER(0);
+		GkmFlush(a);
+	}
 	else
 	{
 		GkmState   *a0 = GkmArg(fcinfo, 0);
@@ -1188,6 +1575,7 @@ KfState(GkmFit *f, const double *cen, int32 k, int32 mode)
 	s = (GkmState *) PG_DETOAST_DATUM(v);
 	copy = MemoryContextAlloc(f->cxt, VARSIZE(s));
 	memcpy(copy, s, VARSIZE(s));
+	GkmFlush(copy);
 	SPI_freetuptable(SPI_tuptable);
 	pfree(DatumGetPointer(values[0]));
 	return copy;

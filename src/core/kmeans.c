@@ -63,6 +63,7 @@
 #include "core.h"
 #include "kmeans_gemm.h"
 #include "kmeans_init.h"
+#include "kmeans_step.h"
 #include "metric.h"
 #include "phases.h"
 
@@ -289,7 +290,8 @@ acc_add(km_acc *acc, const void *x, gc_dtype dt, int64_t i, int32_t d, int32_t j
 
 /*
  * The squared distances of one row to the k centroids, transposed
- * (cent[t * k + j]): the loop over centroids vectorizes, each distance still
+ * (cent[t * k + j]; gc_kmeans_dist_f32/_f64 of common/kmeans_step.h, the
+ * loop the k-means step shares): the loop over centroids vectorizes, each distance still
  * summed over the features in order (no sum is reordered, no multiply-add
  * contracted), so the vector code gives the scalar code's bits.  GCC
  * vectorizes it only when told.  On x86-64 it is also built for AVX2 and
@@ -307,57 +309,16 @@ typedef void (*km_dist_fn) (const float *row, int32_t d, const double *cent, int
 typedef void (*km_dist_f64_fn) (const double *row, int32_t d, const double *cent, int32_t k,
 								double *dist);
 
-static inline __attribute__((always_inline)) void
-dist_body(const float *GC_RESTRICT row, int32_t d, const double *GC_RESTRICT cent,
-		  int32_t k, double *GC_RESTRICT dist)
-{
-	for (int32_t j = 0; j < k; j++)
-		dist[j] = 0.0;
-	for (int32_t t = 0; t < d; t++)
-	{
-		const double xt = (double) row[t];
-		const double *ct = cent + (int64_t) t * k;
-
-		for (int32_t j = 0; j < k; j++)
-		{
-			double		diff = xt - ct[j];
-
-			dist[j] += diff * diff;
-		}
-	}
-}
-
-/* The same for a row of double precision. */
-static inline __attribute__((always_inline)) void
-dist_body_f64(const double *GC_RESTRICT row, int32_t d, const double *GC_RESTRICT cent,
-			  int32_t k, double *GC_RESTRICT dist)
-{
-	for (int32_t j = 0; j < k; j++)
-		dist[j] = 0.0;
-	for (int32_t t = 0; t < d; t++)
-	{
-		const double xt = row[t];
-		const double *ct = cent + (int64_t) t * k;
-
-		for (int32_t j = 0; j < k; j++)
-		{
-			double		diff = xt - ct[j];
-
-			dist[j] += diff * diff;
-		}
-	}
-}
-
 KM_VECTORIZE static void
 dist_generic(const float *row, int32_t d, const double *cent, int32_t k, double *dist)
 {
-	dist_body(row, d, cent, k, dist);
+	gc_kmeans_dist_f32(row, d, cent, k, dist);
 }
 
 KM_VECTORIZE static void
 dist_generic_f64(const double *row, int32_t d, const double *cent, int32_t k, double *dist)
 {
-	dist_body_f64(row, d, cent, k, dist);
+	gc_kmeans_dist_f64(row, d, cent, k, dist);
 }
 
 #if defined(__GNUC__) && defined(__x86_64__)
@@ -365,25 +326,25 @@ dist_generic_f64(const double *row, int32_t d, const double *cent, int32_t k, do
 KM_VECTORIZE __attribute__((target("avx2"))) static void
 dist_avx2(const float *row, int32_t d, const double *cent, int32_t k, double *dist)
 {
-	dist_body(row, d, cent, k, dist);
+	gc_kmeans_dist_f32(row, d, cent, k, dist);
 }
 
 KM_VECTORIZE __attribute__((target("avx512f"))) static void
 dist_avx512(const float *row, int32_t d, const double *cent, int32_t k, double *dist)
 {
-	dist_body(row, d, cent, k, dist);
+	gc_kmeans_dist_f32(row, d, cent, k, dist);
 }
 
 KM_VECTORIZE __attribute__((target("avx2"))) static void
 dist_avx2_f64(const double *row, int32_t d, const double *cent, int32_t k, double *dist)
 {
-	dist_body_f64(row, d, cent, k, dist);
+	gc_kmeans_dist_f64(row, d, cent, k, dist);
 }
 
 KM_VECTORIZE __attribute__((target("avx512f"))) static void
 dist_avx512_f64(const double *row, int32_t d, const double *cent, int32_t k, double *dist)
 {
-	dist_body_f64(row, d, cent, k, dist);
+	gc_kmeans_dist_f64(row, d, cent, k, dist);
 }
 #endif
 

@@ -4,7 +4,10 @@
  *    two values round as IEEE addition rounds them (a + b correctly
  *    rounded), the normalized accumulator does not depend on the order of
  *    the additions or on how they are split and merged, and sums that
- *    cancel are exactly zero; the nearest-centroid rule against gc_dist2_f64.
+ *    cancel are exactly zero; the 128-bit block sums (gc_wacc) folded into a
+ *    superaccumulator give the same accumulator as adding every value to it,
+ *    whatever the window and wherever the values fall; the nearest-centroid
+ *    rule against gc_dist2_f64.
  */
 #include <float.h>
 #include <math.h>
@@ -111,6 +114,64 @@ main(void)
 		gc_sacc_normalize(&a);
 		CHECK(gc_sacc_round(&a) == 0.0, "the sum minus itself is %g", gc_sacc_round(&a));
 		free(v);
+	}
+
+	/*
+	 * block sums: values in and out of the window (the out ones straight into
+	 * the superaccumulator), folded at random points, against gc_sacc_add
+	 * of every value; the normalized chunks must be equal.
+	 */
+	{
+		int			wrong = 0;
+
+		for (int trial = 0; trial < 300; trial++)
+		{
+			int			n = 1 + (int) gc_rng_below(&rng, 3000);
+			double		scale = ldexp(1.0, (int) gc_rng_below(&rng, 1600) - 800);
+			gc_sacc		a,
+						b;
+			gc_wacc		w = {0, 0};
+			int32_t		top = 0;
+			int32_t		p;
+			double	   *v = malloc(sizeof(double) * n);
+
+			memset(&a, 0, sizeof(a));
+			memset(&b, 0, sizeof(b));
+			for (int i = 0; i < n; i++)
+			{
+				uint64_t	kind = gc_rng_below(&rng, 10);
+
+				if (trial % 5 == 0)
+					v[i] = random_double(&rng);
+				else if (kind == 0)
+					v[i] = ldexp(gc_rng_uniform(&rng), -(int) gc_rng_below(&rng, 200)) * scale;
+				else if (kind == 1)
+					v[i] = 0.0;
+				else
+					v[i] = (double) (float) ((gc_rng_uniform(&rng) - 0.5) * scale);
+				if (!isfinite(v[i]))
+					v[i] = 1.0;
+				if (gc_rng_below(&rng, 2))
+					v[i] = -v[i];
+				top = top > gc_wacc_lsb(v[i]) ? top : gc_wacc_lsb(v[i]);
+			}
+			/* the window of the first values only: later ones may fall out */
+			p = gc_wacc_unit(trial % 3 == 0 ? top : gc_wacc_lsb(v[0]));
+			for (int i = 0; i < n; i++)
+			{
+				gc_sacc_add(&a, v[i]);
+				if (!gc_wacc_add(&w, v[i], p))
+					gc_sacc_add(&b, v[i]);
+				if (gc_rng_below(&rng, 500) == 0)
+					gc_wacc_fold(&b, &w, p);
+			}
+			gc_wacc_fold(&b, &w, p);
+			gc_sacc_normalize(&a);
+			gc_sacc_normalize(&b);
+			wrong += memcmp(&a, &b, sizeof(a)) != 0 || w.lo != 0 || w.hi != 0;
+			free(v);
+		}
+		CHECK(wrong == 0, "%d block sums differ from the superaccumulator's", wrong);
 	}
 
 	/* the nearest centroid: the least gc_dist2_f64, the lowest number on a tie */
