@@ -458,13 +458,7 @@ dbscan_cells(dbscan_ws *ws, const uint64_t *key, const int64_t *row)
 	for (job.step = 0; job.step < 2 && st == GC_OK; job.step++)
 	{
 		if (job.step == 1)
-			for (int64_t b = 0; b < blocks; b++)
-			{
-				int64_t		count = job.first[b];
-
-				job.first[b] = ncells;
-				ncells += count;
-			}
+			ncells = gc_block_offsets(job.first, blocks, ncells);
 		st = gc_pool_for(ws->ctx->pool, n, job.grain, dbscan_cells_block, &job);
 	}
 	free(job.first);
@@ -1302,13 +1296,7 @@ dbscan_number(dbscan_ws *ws, gc_dbscan_result *result)
 	for (job.step = 0; job.step < 5 && st == GC_OK; job.step++)
 	{
 		if (job.step == 3)
-			for (int64_t b = 0; b < blocks; b++)
-			{
-				int64_t		c = job.block_count[b];
-
-				job.block_count[b] = nclusters;
-				nclusters += c;
-			}
+			nclusters = gc_block_offsets(job.block_count, blocks, nclusters);
 		st = gc_pool_for(ws->ctx->pool, n, DBSCAN_ROW_GRAIN, dbscan_number_block, &job);
 	}
 	if (st == GC_OK)

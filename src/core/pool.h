@@ -82,6 +82,24 @@ gc_worker_tick(gc_worker *w, int64_t units, int64_t every)
 	return gc_worker_poll(w);
 }
 
+/*
+ * The per-block counts of a two-pass parallel loop made each block's first
+ * place: counts [blocks] replaced by their running sum before each, from
+ * start; returns the total.
+ */
+static inline int64_t
+gc_block_offsets(int64_t *counts, int64_t blocks, int64_t start)
+{
+	for (int64_t b = 0; b < blocks; b++)
+	{
+		int64_t		c = counts[b];
+
+		counts[b] = start;
+		start += c;
+	}
+	return start;
+}
+
 /* Blocks of about grain items such that each thread gets several (load balance), at least min_grain. */
 int64_t		gc_pool_grain(const gc_pool *pool, int64_t n, int64_t min_grain);
 
