@@ -8,8 +8,13 @@ custom_scan_bench.py
     variables, where gpuclust is installed; on the GPU machine: source
     .device/pg-up first.
 
-    bench/custom_scan_bench.py [--device gpu|cpu|auto] [--rows 1000000,10000000]
+    bench/custom_scan_bench.py [--device gpu,cpu] [--rows 1000000,10000000]
+                               [--parallel-gather off,on] [--order-by]
                                [--work-mem 4MB] [--repeat 3] [--json FILE] [--keep]
+
+--device and --parallel-gather take lists: every combination is measured on
+the same table.  --order-by also measures the query with ORDER BY id (the
+table then gets a primary key).
 
 For each table (the 2-D blobs of bench/rowpath_bench.py; DBSCAN eps 0.05,
 min_pts 5):
@@ -28,6 +33,7 @@ rowpath_bench_2d_<rows>, and dropped at the end unless --keep.
 """
 
 import argparse
+import itertools
 import json
 import os
 import re
@@ -49,9 +55,51 @@ def timed(statements):
     return times, notices
 
 
+def setting(name, value):
+    return f"\\timing off\nSET {name} = '{value}';\n\\timing on\n"
+
+
+def one(table, rows, query, device, pgather, a):
+    """read, on and off for one query, device and parallel-gather setting."""
+    call = f"SELECT count(*) FROM gpu_dbscan('{query}', 0.05, 5, '{device}');\n"
+    read = f"SELECT sum(cardinality(f)) FROM {table};\n"
+    script = (setting("work_mem", a.work_mem) + setting("gpuclust.timing", "on") +
+              setting("gpuclust.parallel_gather", pgather) + read + call)
+    for _ in range(a.repeat):
+        script += (read + setting("gpuclust.custom_scan", "on") + call +
+                   setting("gpuclust.custom_scan", "off") + call)
+    times, notices = timed(script)
+    # warm-up: read, call; then per repeat: read, on, off
+    t = times[2:]
+    comp = [float(m.group(2)) + float(m.group(3)) for m in notices[1:]]
+    read_ms = statistics.median(t[0::3])
+    on = statistics.median(t[1::3])
+    off = statistics.median(t[2::3])
+    c_on = statistics.median(comp[0::2])
+    c_off = statistics.median(comp[1::2])
+    return dict(rows=rows, device=device, parallel_gather=pgather,
+                order_by="ORDER BY" in query, work_mem=a.work_mem, read_ms=read_ms,
+                on_ms=on, off_ms=off, compute_on_ms=c_on, compute_off_ms=c_off,
+                rows_on_ms=on - c_on, rows_off_ms=off - c_off)
+
+
+HEADER = (f"{'rows':>10} {'device':>6} {'pgather':>7} {'order':>5} {'read ms':>9} {'on ms':>9} "
+          f"{'off ms':>9} {'compute':>9} {'rows on':>8} {'rows off':>8} {'on/read':>8} {'off/read':>8}")
+
+
+def line(r):
+    return (f"{r['rows']:>10} {r['device']:>6} {r['parallel_gather']:>7} "
+            f"{'id' if r['order_by'] else '-':>5} {r['read_ms']:>9.1f} {r['on_ms']:>9.1f} "
+            f"{r['off_ms']:>9.1f} {r['compute_on_ms']:>9.1f} {r['rows_on_ms']:>8.1f} "
+            f"{r['rows_off_ms']:>8.1f} {r['on_ms'] / r['read_ms']:>8.2f} "
+            f"{r['off_ms'] / r['read_ms']:>8.2f}")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--device", default="gpu")
+    ap.add_argument("--parallel-gather", default="off")
+    ap.add_argument("--order-by", action="store_true")
     ap.add_argument("--rows", default="1000000,10000000")
     ap.add_argument("--work-mem", default="4MB")
     ap.add_argument("--repeat", type=int, default=3)
@@ -61,40 +109,21 @@ def main():
 
     psql("CREATE EXTENSION IF NOT EXISTS gpuclust;")
     results = []
+    print(HEADER, flush=True)
     for rows in [int(r) for r in a.rows.split(",")]:
         table = f"rowpath_bench_2d_{rows}"
         make_2d(table, rows)
-        call = f"SELECT count(*) FROM gpu_dbscan('SELECT id, f FROM {table}', 0.05, 5, '{a.device}');\n"
-        def setting(name, value):
-            return f"\\timing off\nSET {name} = '{value}';\n\\timing on\n"
-        script = (setting("work_mem", a.work_mem) + setting("gpuclust.timing", "on") +
-                  f"SELECT sum(cardinality(f)) FROM {table};\n" + call)
-        for _ in range(a.repeat):
-            script += (f"SELECT sum(cardinality(f)) FROM {table};\n" +
-                       setting("gpuclust.custom_scan", "on") + call +
-                       setting("gpuclust.custom_scan", "off") + call)
-        times, notices = timed(script)
-        # warm-up: read, call; then per repeat: read, on, off
-        t = times[2:]
-        comp = [float(m.group(2)) + float(m.group(3)) for m in notices[1:]]
-        read = statistics.median(t[0::3])
-        on = statistics.median(t[1::3])
-        off = statistics.median(t[2::3])
-        c_on = statistics.median(comp[0::2])
-        c_off = statistics.median(comp[1::2])
-        results.append(dict(rows=rows, device=a.device, work_mem=a.work_mem, read_ms=read,
-                            on_ms=on, off_ms=off, compute_on_ms=c_on, compute_off_ms=c_off,
-                            rows_on_ms=on - c_on, rows_off_ms=off - c_off))
+        queries = [f"SELECT id, f FROM {table}"]
+        if a.order_by:
+            psql(f"ALTER TABLE {table} ADD PRIMARY KEY (id); VACUUM ANALYZE {table};")
+            queries.append(f"SELECT id, f FROM {table} ORDER BY id")
+        for query, device, pgather in itertools.product(queries, a.device.split(","),
+                                                        a.parallel_gather.split(",")):
+            results.append(one(table, rows, query, device, pgather, a))
+            print(line(results[-1]), flush=True)
         if not a.keep:
             psql(f"DROP TABLE {table};")
 
-    print(f"{'rows':>10} {'device':>6} {'read ms':>9} {'on ms':>9} {'off ms':>9} "
-          f"{'compute':>9} {'rows on':>8} {'rows off':>8} {'on/read':>8} {'off/read':>8}")
-    for r in results:
-        print(f"{r['rows']:>10} {r['device']:>6} {r['read_ms']:>9.1f} {r['on_ms']:>9.1f} "
-              f"{r['off_ms']:>9.1f} {r['compute_on_ms']:>9.1f} {r['rows_on_ms']:>8.1f} "
-              f"{r['rows_off_ms']:>8.1f} {r['on_ms'] / r['read_ms']:>8.2f} "
-              f"{r['off_ms'] / r['read_ms']:>8.2f}")
     if a.json:
         with open(a.json, "w") as f:
             json.dump(results, f, indent=2)
