@@ -72,6 +72,14 @@ SELECT cs_same($q$SELECT * FROM gpu_kmeans_assign('SELECT id, f FROM cs_pts ORDE
 SELECT cs_same($q$SELECT * FROM gpu_density_peaks('SELECT id, f FROM cs_pts ORDER BY id', n_clusters => 3)$q$);
 SELECT cs_same($q$SELECT * FROM gpu_hdbscan('SELECT id, f FROM cs_pts ORDER BY id', 5)$q$);
 SELECT cs_same($q$SELECT * FROM gpu_dbscan('SELECT id, f FROM cs_pts WHERE false', 0.5, 3)$q$);
+-- the scan tuple holds only the columns used: subsets, reordered, in quals only, none
+SELECT cs_same($q$SELECT outlier_score, id FROM gpu_hdbscan('SELECT id, f FROM cs_pts ORDER BY id', 5) WHERE probability < 1$q$);
+SELECT cs_same($q$SELECT cluster_id FROM gpu_hdbscan('SELECT id, f FROM cs_pts ORDER BY id', 5) WHERE outlier_score > 0.1$q$);
+SELECT cs_same($q$SELECT id * 2, is_core FROM gpu_dbscan('SELECT id, f FROM cs_pts ORDER BY id', 0.5, 3) WHERE cluster_id IS NULL OR id % 4 = 0$q$);
+SELECT cs_same($q$SELECT distance, distance FROM gpu_kmeans_assign('SELECT id, f FROM cs_pts ORDER BY id', '{{0,0},{10,10},{20,20}}')$q$);
+SELECT cs_same($q$SELECT 1 FROM gpu_density_peaks('SELECT id, f FROM cs_pts ORDER BY id', n_clusters => 3)$q$);
+EXPLAIN (COSTS OFF, VERBOSE)
+SELECT cluster_id FROM gpu_hdbscan('SELECT id, f FROM cs_pts ORDER BY id', 5) WHERE outlier_score > 0.1;
 
 -- the same rows both ways as sets (EXCEPT ALL each way), through the node
 CREATE TEMP TABLE cs_off AS SELECT * FROM gpu_hdbscan('SELECT id, f FROM cs_pts', 5);

@@ -115,33 +115,8 @@ GcRowsAdd(GcRows *rows, GcRowsKind kind, const void *values, bool null_if_negati
 void
 GcRowsFill(const GcRows *rows, int64 i, Datum *values, bool *nulls)
 {
-	values[0] = Int64GetDatum(rows->ids[i]);
-	nulls[0] = false;
-	for (int c = 0; c < rows->ncols; c++)
-	{
-		bool		isnull = false;
-		Datum		v = (Datum) 0;
-
-		switch (rows->col[c].kind)
-		{
-			case GC_COL_INT32:
-				{
-					int32		x = ((const int32 *) rows->col[c].values)[i];
-
-					isnull = rows->col[c].null_if_negative && x < 0;
-					v = Int32GetDatum(x);
-					break;
-				}
-			case GC_COL_FLOAT8:
-				v = Float8GetDatum(((const double *) rows->col[c].values)[i]);
-				break;
-			case GC_COL_BOOL:
-				v = BoolGetDatum(((const uint8 *) rows->col[c].values)[i] != 0);
-				break;
-		}
-		values[c + 1] = isnull ? (Datum) 0 : v;
-		nulls[c + 1] = isnull;
-	}
+	for (int c = 0; c <= rows->ncols; c++)
+		GcRowsFillColumn(rows, i, c, &values[c], &nulls[c]);
 }
 
 /* The GPU Cluster Scan node's sink when it called the function, else NULL. */

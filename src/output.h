@@ -52,6 +52,37 @@ extern void GcRowsAdd(GcRows *rows, GcRowsKind kind, const void *values, bool nu
 /* Row i into values/nulls (1 + ncols entries). */
 extern void GcRowsFill(const GcRows *rows, int64 i, Datum *values, bool *nulls);
 
+/* Column c of row i (0: the id, c: col[c - 1]). */
+static inline void
+GcRowsFillColumn(const GcRows *rows, int64 i, int c, Datum *value, bool *isnull)
+{
+	*isnull = false;
+	if (c == 0)
+	{
+		*value = Int64GetDatum(rows->ids[i]);
+		return;
+	}
+	c--;
+	switch (rows->col[c].kind)
+	{
+		case GC_COL_INT32:
+			{
+				int32		x = ((const int32 *) rows->col[c].values)[i];
+
+				*isnull = rows->col[c].null_if_negative && x < 0;
+				*value = *isnull ? (Datum) 0 : Int32GetDatum(x);
+				return;
+			}
+		case GC_COL_FLOAT8:
+			*value = Float8GetDatum(((const double *) rows->col[c].values)[i]);
+			return;
+		case GC_COL_BOOL:
+			*value = BoolGetDatum(((const uint8 *) rows->col[c].values)[i] != 0);
+			return;
+	}
+}
+
+
 /*
  * Returns the rows and ends the call (GcCallEnd with extra): into the
  * function's tuplestore, or, when the GPU Cluster Scan node called the
