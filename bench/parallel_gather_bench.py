@@ -9,13 +9,15 @@ parallel_gather_bench.py
     first.
 
     bench/parallel_gather_bench.py [--rows 1000000,10000000] [--dims 2,256]
-                                   [--workers 1,2,4] [--repeat 3]
-                                   [--device cpu] [--keep]
+                                   [--types real,float8,vector] [--workers 1,2,4]
+                                   [--repeat 3] [--device cpu] [--keep]
 
-For each table (each of --rows rows of each of --dims real[] features, unlogged, named
-parallel_gather_bench_<rows>x<dim>, dropped at the end unless --keep):
+For each table (each of --rows rows of each of --dims features of each of --types, the
+1000 repeated rows of rowpath_bench.make_wide, unlogged, named
+parallel_gather_bench_<rows>x<dim>_<type>, dropped at the end unless --keep):
 
-    read serial     SELECT sum(cardinality(f)) FROM t, max_parallel_workers_per_gather 0
+    read serial     SELECT sum(cardinality(f)) FROM t (vector_dims for vector),
+                    max_parallel_workers_per_gather 0
     read W          the same with max_parallel_workers_per_gather W (as the planner chooses)
     gather serial   the gather= figure of the gpuclust.timing NOTICE of
                     gpu_kmeans_centroids('SELECT id, f FROM t', 8, max_iter => 1),
@@ -24,7 +26,7 @@ parallel_gather_bench_<rows>x<dim>, dropped at the end unless --keep):
                     (and the table's parallel_workers W, so that W workers are planned)
 
 with the gather against the serial gather and against the read, and the
-feature data gathered in GB/s (4 bytes a feature).  Each figure is the median
+feature data gathered in GB/s (4 bytes a feature, 8 for float8).  Each figure is the median
 of --repeat runs in one session, after one warm-up call.  How many workers
 start depends on max_worker_processes and max_parallel_workers; the leader
 reads too (parallel_leader_participation).
@@ -34,32 +36,13 @@ import argparse
 import os
 import re
 import statistics
-import subprocess
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from rowpath_bench import psql, make_wide, have_pgvector, WIDE_TYPES  # noqa: E402
 
 TIME = re.compile(r"^Time: ([0-9.]+) ms")
 GATHER = re.compile(r"gpuclust: \S+ n=(\d+) d=(\d+) .*? gather=([0-9.]+)")
-
-
-def psql(script):
-    """Runs script in one psql session; stdout and stderr together, in order."""
-    p = subprocess.run(["psql", "-X", "-q", "-v", "ON_ERROR_STOP=1"], input=script,
-                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    if p.returncode != 0:
-        sys.exit("psql failed:\n" + p.stdout[-4000:])
-    return p.stdout
-
-
-def make_table(table, rows, dim):
-    psql(f"""
-DROP TABLE IF EXISTS {table};
-SELECT setseed(0.42);
-CREATE UNLOGGED TABLE {table} AS
-  SELECT i::bigint AS id,
-         ARRAY(SELECT (100 * random() + 0 * i)::real FROM generate_series(1, {dim}))::real[] AS f
-  FROM generate_series(1, {rows}) i;
-VACUUM ANALYZE {table};
-""")
 
 
 def timed(setup, stmt, repeat, notice=False):
@@ -83,6 +66,8 @@ def main():
     ap.add_argument("--workers", default="1,2,4")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--device", default="cpu")
+    ap.add_argument("--types", default="real",
+                    help="feature types, of " + ",".join(WIDE_TYPES) + " (vector: pgvector)")
     ap.add_argument("--keep", action="store_true")
     a = ap.parse_args()
     workers = [int(w) for w in a.workers.split(",")]
@@ -92,19 +77,25 @@ def main():
                 "current_setting('max_parallel_workers') || ' ' || current_setting('server_version');").split()
     print(f"# PostgreSQL {cpus[2]}, max_worker_processes {cpus[0]}, max_parallel_workers {cpus[1]}, "
           f"{os.cpu_count()} CPUs here")
+    types = a.types.split(",")
+    if "vector" in types and not have_pgvector():
+        print("# pgvector is not installed here: the vector tables are left out")
+        types.remove("vector")
     print("| table | setting | read ms | gather ms | gather / serial gather | gather / read | GB/s |")
     print("| --- | --- | ---: | ---: | ---: | ---: | ---: |")
-    for rows, dim in [(int(r), int(d)) for r in a.rows.split(",") for d in a.dims.split(",")]:
-        t = f"parallel_gather_bench_{rows}x{dim}"
-        make_table(t, rows, dim)
-        gb = rows * dim * 4 / 1e9
+    for rows, dim, typ in [(int(r), int(d), t) for r in a.rows.split(",") for d in a.dims.split(",")
+                           for t in types]:
+        t = f"parallel_gather_bench_{rows}x{dim}_{typ}"
+        make_wide(t, rows, dim, typ)
+        gb = rows * dim * (8 if typ == "float8" else 4) / 1e9
         call = (f"SELECT count(*) FROM gpu_kmeans_centroids('SELECT id, f FROM {t}', 8, "
                 f"max_iter => 1, device => '{a.device}');")
-        read = f"SELECT sum(cardinality(f)) FROM {t};"
+        dims = "vector_dims(f)" if typ == "vector" else "cardinality(f)"
+        read = f"SELECT sum({dims}) FROM {t};"
         base = ["SET max_parallel_workers_per_gather = 0;"]
         read0 = timed(base, read, a.repeat)
         serial = timed(base + ["SET gpuclust.parallel_gather = off;"], call, a.repeat, notice=True)
-        name = f"{rows:,} x {dim}"
+        name = f"{rows:,} x {dim} {WIDE_TYPES[typ]}"
         print(f"| {name} | serial | {read0:.1f} | {serial:.1f} | 1.00 | {serial / read0:.2f} | "
               f"{gb / (serial / 1e3):.2f} |")
         for w in workers:
