@@ -43,9 +43,15 @@
 #include "access/relscan.h"
 #include "access/table.h"
 #include "access/tableam.h"
+#include "access/htup_details.h"
+#include "access/nbtree.h"
 #include "access/xact.h"
+#include "catalog/pg_index.h"
+#include "catalog/pg_opclass.h"
+#include "catalog/pg_type.h"
 #include "catalog/pg_am.h"
 #include "catalog/pg_class.h"
+#include "commands/defrem.h"
 #include "executor/executor.h"
 #include "miscadmin.h"
 #include "nodes/nodeFuncs.h"
@@ -59,6 +65,7 @@
 #include "storage/bufmgr.h"
 #include "storage/lwlock.h"
 #include "storage/shm_toc.h"
+#include "tcop/tcopprot.h"
 #include "utils/dsa.h"
 #include "utils/guc.h"
 #include "utils/lsyscache.h"
@@ -66,15 +73,18 @@
 #include "utils/rel.h"
 #include "utils/rls.h"
 #include "utils/snapmgr.h"
+#include "utils/syscache.h"
 
 #include "buffer.h"
+#include "gpuclust.h"
 #include "metric.h"
 #include "gather.h"
 #include "pgather.h"
 #include "receiver.h"
+#include "sort.h"
 #include "tuning.h"
 
-bool		gc_parallel_gather_guc = false;
+bool		gc_parallel_gather_guc = true;
 
 /* shm_toc keys of the parallel gather's segment */
 #define PG_KEY_SHARED	UINT64CONST(0x6770670000000001)
@@ -106,10 +116,42 @@ typedef struct GcPart
 	dsa_pointer first;			/* the first chunk, InvalidDsaPointer if none */
 } GcPart;
 
+/* How a column of the ORDER BY becomes a normalized key: its type's order as that of a uint64. */
+typedef enum GcKeyKind
+{
+	KEY_INT2,
+	KEY_INT4,					/* int4, date */
+	KEY_INT8,					/* int8, timestamp, timestamptz */
+	KEY_OID
+} GcKeyKind;
+
+/* A column of the ORDER BY that decides the order. */
+typedef struct GcOrderKey
+{
+	AttrNumber	attnum;			/* of the table */
+	int16		kind;			/* GcKeyKind */
+	bool		desc;
+	bool		nulls_first;
+	bool		nullable;		/* a word for NULL before the value's word */
+} GcOrderKey;
+
+/*
+ * The order of an ordered scan: its first nkeys columns of the ORDER BY,
+ * which are unique for the snapshot, as nwords uint64 words a row (a
+ * nullable column takes two).  nkeys = 0: the physical order.
+ */
+typedef struct GcOrder
+{
+	int			nkeys;
+	int			nwords;
+	GcOrderKey	keys[INDEX_MAX_KEYS];
+} GcOrder;
+
 typedef struct GcPGShared
 {
 	Oid			relid;
 	int			nparts;
+	GcOrder		order;
 	GcPart		parts[FLEXIBLE_ARRAY_MEMBER];	/* [nparts] by ParallelWorkerNumber */
 } GcPGShared;
 
@@ -127,6 +169,8 @@ typedef struct PartScan
 	GcInput		in;
 	uint64	   *keys;			/* [in.n] the TIDs as block << 16 | offset */
 	int64		keycap;
+	const GcOrder *order;		/* the ORDER BY's keys, nwords 0 for none */
+	uint64	   *okeys;			/* [in.n, order->nwords] their normalized words */
 	/* a worker's: the area its chunks go to, the rows of a chunk, the last chunk */
 	dsa_area   *area;
 	int64		flush_rows;
@@ -141,6 +185,7 @@ typedef struct PartRows
 	int32		d;
 	const int64 *ids;
 	const uint64 *keys;
+	const uint64 *okeys;		/* [n, nwords] the ORDER BY's words, or NULL */
 	const char *x;
 } PartRows;
 
@@ -155,7 +200,7 @@ GcParallelGatherDefineGucs(void)
 							 "Taken for a sequential scan of a table or materialized view, optionally "
 							 "filtered, returning columns or casts of them, when max_parallel_workers_per_gather "
 							 "and the table's size give workers; the rows come in the order of a serial scan.",
-							 &gc_parallel_gather_guc, false,
+							 &gc_parallel_gather_guc, true,
 							 PGC_USERSET, 0, NULL, NULL, NULL);
 }
 
@@ -284,6 +329,173 @@ ScanShape(CachedPlanSource *ps, PlannedStmt *stmt, int natts)
 	return rte->relid;
 }
 
+/* A column of the ORDER BY, as the query gives it. */
+typedef struct SortCol
+{
+	AttrNumber	attnum;
+	int			kind;			/* GcKeyKind, -1 for a type without one */
+	bool		desc;
+	bool		nulls_first;
+	Oid			opfamily;		/* of its btree order, InvalidOid where not its type's default */
+} SortCol;
+
+/* The normalized key of a type whose default btree order is that of an integer, -1 for another type. */
+static int
+KeyKind(Oid type)
+{
+	switch (type)
+	{
+		case INT2OID:
+			return KEY_INT2;
+		case INT4OID:
+		case DATEOID:
+			return KEY_INT4;
+		case INT8OID:
+		case TIMESTAMPOID:
+		case TIMESTAMPTZOID:
+			return KEY_INT8;
+		case OIDOID:
+			return KEY_OID;
+		default:
+			return -1;
+	}
+}
+
+/*
+ * For a query that is a scan of one table with an ORDER BY of its columns:
+ * the plan of the same query without the ORDER BY (planned now, serial),
+ * the ORDER BY's columns in cols [INDEX_MAX_KEYS] and their count in
+ * *ncols, and the table's range table index in *varno.  NULL for any other
+ * query: the ORDER BY is absent or holds anything but columns of one table,
+ * or the query groups, aggregates, limits or locks its rows.  How the
+ * planner sorts (an index scan or a Sort) does not matter: the rows the
+ * plan without ORDER BY returns are the same rows.
+ */
+static PlannedStmt *
+UnorderedPlan(CachedPlanSource *ps, SortCol *cols, int *ncols, Index *varno)
+{
+	Query	   *q;
+	List	   *tlist = NIL;
+	ListCell   *lc;
+	int			n = 0;
+
+	*varno = 0;
+	if (list_length(ps->query_list) != 1)
+		return NULL;
+	q = linitial_node(Query, ps->query_list);
+	if (q->commandType != CMD_SELECT || q->utilityStmt != NULL || q->sortClause == NIL ||
+		list_length(q->sortClause) > INDEX_MAX_KEYS || q->setOperations != NULL ||
+		q->groupClause != NIL || q->groupingSets != NIL || q->distinctClause != NIL ||
+		q->windowClause != NIL || q->havingQual != NULL || q->hasAggs || q->hasWindowFuncs ||
+		q->hasTargetSRFs || q->limitCount != NULL || q->limitOffset != NULL ||
+		q->rowMarks != NIL || q->hasForUpdate || q->cteList != NIL)
+		return NULL;
+	foreach(lc, q->sortClause)
+	{
+		SortGroupClause *sc = lfirst_node(SortGroupClause, lc);
+		TargetEntry *te = get_sortgroupclause_tle(sc, q->targetList);
+		Var		   *v = (Var *) te->expr;
+		Oid			opfamily;
+		Oid			opcintype;
+		Oid			opclass;
+		int16		strategy;
+
+		if (!IsA(v, Var) || v->varlevelsup != 0 || v->varattno <= 0 || v->varno < 1 ||
+			v->varno > list_length(q->rtable) || (*varno != 0 && v->varno != *varno) ||
+			rt_fetch(v->varno, q->rtable)->rtekind != RTE_RELATION)
+			return NULL;
+		*varno = v->varno;
+		cols[n].attnum = v->varattno;
+		cols[n].kind = KeyKind(v->vartype);
+		cols[n].nulls_first = sc->nulls_first;
+		cols[n].desc = false;
+		cols[n].opfamily = InvalidOid;
+		opclass = GetDefaultOpClass(v->vartype, BTREE_AM_OID);
+		if (cols[n].kind >= 0 && OidIsValid(opclass) &&
+			get_ordering_op_properties(sc->sortop, &opfamily, &opcintype, &strategy) &&
+			opcintype == v->vartype && opfamily == get_opclass_family(opclass))
+		{
+			cols[n].opfamily = opfamily;
+			cols[n].desc = strategy == BTGreaterStrategyNumber;
+		}
+		n++;
+	}
+	*ncols = n;
+
+	/* the query without its ORDER BY, nor the columns that only the ORDER BY reads */
+	q = copyObject(q);
+	q->sortClause = NIL;
+	foreach(lc, q->targetList)
+	{
+		TargetEntry *te = lfirst_node(TargetEntry, lc);
+
+		if (te->resjunk)
+		{
+			if (te->ressortgroupref == 0 || !IsA(te->expr, Var))
+				return NULL;
+			continue;
+		}
+		te->ressortgroupref = 0;
+		tlist = lappend(tlist, te);
+	}
+	q->targetList = tlist;
+	return pg_plan_query(q, ps->query_string, 0, NULL);
+}
+
+/*
+ * The number of leading columns of the ORDER BY (cols [ncols]) whose values
+ * are unique among the rows of rel for the caller's snapshot: the first
+ * that hold every key column of a unique btree index of the table that is
+ * valid, immediate (not deferrable), not partial and on columns (no
+ * expression), each sorted by the index's own operator family, and NOT
+ * NULL or under NULLS NOT DISTINCT.  0 where there is none.
+ */
+static int
+UniquePrefix(Relation rel, const SortCol *cols, int ncols)
+{
+	List	   *indexes = RelationGetIndexList(rel);
+	ListCell   *lc;
+	int			best = 0;
+
+	foreach(lc, indexes)
+	{
+		Relation	irel = index_open(lfirst_oid(lc), AccessShareLock);
+		Form_pg_index ix = irel->rd_index;
+		bool		ok;
+		int			need = 0;
+
+		ok = ix->indisunique && ix->indimmediate && ix->indisvalid && ix->indislive &&
+			irel->rd_rel->relam == BTREE_AM_OID &&
+			heap_attisnull(irel->rd_indextuple, Anum_pg_index_indpred, NULL) &&
+			heap_attisnull(irel->rd_indextuple, Anum_pg_index_indexprs, NULL);
+		for (int i = 0; ok && i < IndexRelationGetNumberOfKeyAttributes(irel); i++)
+		{
+			AttrNumber	a = ix->indkey.values[i];
+			int			at = -1;
+			bool		nulls_ok = TupleDescAttr(RelationGetDescr(rel), a - 1)->attnotnull;
+
+#if PG_VERSION_NUM >= 150000
+			nulls_ok |= ix->indnullsnotdistinct;
+#endif
+			for (int j = 0; a > 0 && j < ncols && at < 0; j++)
+				if (cols[j].attnum == a)
+					at = j;
+			/* the first place of the column in the ORDER BY is the one that sorts */
+			ok = at >= 0 && cols[at].opfamily == irel->rd_opfamily[i] && nulls_ok;
+			need = Max(need, at + 1);
+		}
+		index_close(irel, AccessShareLock);
+		if (ok && (best == 0 || need < best))
+			best = need;
+	}
+	list_free(indexes);
+	/* each column up to there sorted by a normalized key */
+	for (int j = 0; j < best; j++)
+		if (cols[j].kind < 0 || !OidIsValid(cols[j].opfamily))
+			return 0;
+	return best;
+}
+
 /* The workers for a scan of rel: PostgreSQL's rule for a parallel scan of it (compute_parallel_worker). */
 static int
 WorkersFor(Relation rel)
@@ -300,13 +512,14 @@ WorkersFor(Relation rel)
 
 /* Sets up a participant's scan in cxt: the expressions and the serial gather's receiver. */
 static void
-PartBegin(PartScan *p, Relation rel, List *tlist, List *qual, MemoryContext cxt)
+PartBegin(PartScan *p, Relation rel, List *tlist, List *qual, const GcOrder *order, MemoryContext cxt)
 {
 	MemoryContext old = MemoryContextSwitchTo(cxt);
 	TupleDesc	rdesc;
 
 	memset(p, 0, sizeof(*p));
 	p->rel = rel;
+	p->order = order;
 	p->econtext = CreateStandaloneExprContext();
 	rdesc = ExecTypeFromTL(tlist);
 	p->rslot = MakeSingleTupleTableSlot(rdesc, &TTSOpsVirtual);
@@ -339,6 +552,7 @@ static void
 PartFlush(PartScan *p)
 {
 	Size		ibytes = (Size) p->in.n * sizeof(int64);
+	Size		obytes = ibytes * p->order->nwords;
 	Size		xbytes = (Size) p->in.n * p->in.d * gc_dtype_size(p->in.dtype);
 	dsa_pointer dp;
 	GcChunk    *c;
@@ -346,14 +560,16 @@ PartFlush(PartScan *p)
 
 	if (p->in.n == 0)
 		return;
-	dp = dsa_allocate_extended(p->area, sizeof(GcChunk) + 2 * ibytes + xbytes, DSA_ALLOC_HUGE);
+	dp = dsa_allocate_extended(p->area, sizeof(GcChunk) + 2 * ibytes + obytes + xbytes, DSA_ALLOC_HUGE);
 	c = dsa_get_address(p->area, dp);
 	c->next = InvalidDsaPointer;
 	c->n = p->in.n;
 	dst = (char *) (c + 1);
 	memcpy(dst, p->in.ids, ibytes);
 	memcpy(dst + ibytes, p->keys, ibytes);
-	memcpy(dst + 2 * ibytes, p->in.x, xbytes);
+	if (obytes > 0)
+		memcpy(dst + 2 * ibytes, p->okeys, obytes);
+	memcpy(dst + 2 * ibytes + obytes, p->in.x, xbytes);
 	if (DsaPointerIsValid(p->last))
 		((GcChunk *) dsa_get_address(p->area, p->last))->next = dp;
 	else
@@ -362,6 +578,43 @@ PartFlush(PartScan *p)
 	p->part->n += p->in.n;
 	/* the feature count stays (in.d): the rows that follow are checked against it */
 	p->in.n = 0;
+}
+
+/* The normalized words of a row's ORDER BY keys: their unsigned order is the btree order of the keys. */
+static inline void
+OrderWords(const GcOrder *order, TupleTableSlot *slot, uint64 *w)
+{
+	for (int k = 0; k < order->nkeys; k++)
+	{
+		const GcOrderKey *key = &order->keys[k];
+		bool		isnull;
+		Datum		v = slot_getattr(slot, key->attnum, &isnull);
+		uint64		word = 0;
+
+		if (key->nullable)
+			*w++ = isnull == key->nulls_first ? 0 : 1;
+		if (!isnull)
+		{
+			switch ((GcKeyKind) key->kind)
+			{
+				case KEY_INT2:
+					word = (uint64) (int64) DatumGetInt16(v) ^ (UINT64CONST(1) << 63);
+					break;
+				case KEY_INT4:
+					word = (uint64) (int64) DatumGetInt32(v) ^ (UINT64CONST(1) << 63);
+					break;
+				case KEY_INT8:
+					word = (uint64) DatumGetInt64(v) ^ (UINT64CONST(1) << 63);
+					break;
+				case KEY_OID:
+					word = (uint64) DatumGetObjectId(v);
+					break;
+			}
+			if (key->desc)
+				word = ~word;
+		}
+		*w++ = word;
+	}
 }
 
 /* Reads the participant's blocks: each visible row that passes the filter, checked and kept with its TID. */
@@ -392,10 +645,16 @@ PartRun(PartScan *p, ParallelTableScanDesc pscan)
 			p->keys = p->keys == NULL ?
 				MemoryContextAllocHuge(p->st.outcxt, cap * sizeof(uint64)) :
 				repalloc_huge(p->keys, cap * sizeof(uint64));
+			if (p->order->nwords > 0)
+				p->okeys = p->okeys == NULL ?
+					MemoryContextAllocHuge(p->st.outcxt, cap * p->order->nwords * sizeof(uint64)) :
+					repalloc_huge(p->okeys, cap * p->order->nwords * sizeof(uint64));
 			p->keycap = cap;
 		}
 		p->keys[p->in.n] = ((uint64) ItemPointerGetBlockNumber(tid) << 16) |
 			ItemPointerGetOffsetNumber(tid);
+		if (p->order->nwords > 0)
+			OrderWords(p->order, p->scanslot, p->okeys + p->in.n * p->order->nwords);
 		/* the table's own tuple where it is the query's row, as the serial scan hands it over */
 		GatherReceive(p->direct ? p->scanslot : p->rslot, &p->st.pub);
 		if (p->area != NULL)
@@ -425,6 +684,7 @@ PartRowsOf(PartScan *p, PartRows *out)
 	out->d = p->in.d;
 	out->ids = p->in.ids;
 	out->keys = p->keys;
+	out->okeys = p->okeys;
 	out->x = p->in.x;
 }
 
@@ -445,7 +705,7 @@ GcParallelGatherMain(dsm_segment *seg, shm_toc *toc)
 
 	part->n = 0;
 	part->first = InvalidDsaPointer;
-	PartBegin(&p, rel, tlist, qual, cxt);
+	PartBegin(&p, rel, tlist, qual, &shared->order, cxt);
 	p.area = area;
 	p.part = part;
 	p.last = InvalidDsaPointer;
@@ -467,6 +727,8 @@ typedef struct MergeRun
 	const char *x;
 	int64		out;			/* its first row in the merged buffers */
 	int64		n;
+	int			part;			/* its part, and its first row there */
+	int64		from;
 } MergeRun;
 
 /* The copies of runs [from, to) into the merged buffers: one thread's share. */
@@ -506,6 +768,138 @@ MergeCopyRuns(void *arg)
 }
 
 /*
+ * Runs fn on each of the nt shares (of size bytes each, from shares): the
+ * first on the backend's thread, the others on threads that take no signal
+ * (the backend's own thread answers them); a share whose thread does not
+ * start runs on the backend's thread.  fn calls nothing of PostgreSQL.
+ */
+static void
+RunShares(void *(*fn) (void *), char *shares, Size size, int nt)
+{
+	pthread_t  *threads = palloc0(sizeof(pthread_t) * nt);
+	bool	   *started = palloc0(sizeof(bool) * nt);
+	sigset_t	all;
+	sigset_t	old;
+
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	for (int t = 1; t < nt; t++)
+		started[t] = pthread_create(&threads[t], NULL, fn, shares + t * size) == 0;
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	fn(shares);
+	for (int t = 1; t < nt; t++)
+	{
+		if (started[t])
+			pthread_join(threads[t], NULL);
+		else
+			fn(shares + t * size);
+	}
+	pfree(threads);
+	pfree(started);
+}
+
+/* A row of a part, in the ordered merge: the part's index << REF_SHIFT | the row in it. */
+#define REF_SHIFT	40
+#define REF_ROW(ref) ((ref) & ((INT64CONST(1) << REF_SHIFT) - 1))
+
+/* The copies of rows [from, to) of the buffers in ORDER BY order: one thread's share. */
+typedef struct OrderCopy
+{
+	const PartRows *parts;
+	const int64 *refs;			/* [total] the rows of the parts in order */
+	int64		from;
+	int64		to;
+	int64	   *ids;
+	char	   *x;
+	Size		rowbytes;
+} OrderCopy;
+
+/* Copies a share of the rows in order; the threads of Merge run it (no PostgreSQL call). */
+static void *
+OrderCopyRows(void *arg)
+{
+	OrderCopy  *m = (OrderCopy *) arg;
+
+	if (m->to > m->from)
+	{
+		(void) Populate(m->x + (Size) m->from * m->rowbytes, m->x + (Size) m->to * m->rowbytes);
+		(void) Populate(m->ids + m->from, m->ids + m->to);
+	}
+	for (int64 i = m->from; i < m->to; i++)
+	{
+		const PartRows *pr = &m->parts[m->refs[i] >> REF_SHIFT];
+		int64		r = REF_ROW(m->refs[i]);
+
+		m->ids[i] = pr->ids[r];
+		memcpy(m->x + (Size) i * m->rowbytes, pr->x + (Size) r * m->rowbytes, m->rowbytes);
+	}
+	return NULL;
+}
+
+/*
+ * The rows of the parts in ORDER BY order, as refs (part << REF_SHIFT | row):
+ * starting from their physical order (the runs), a stable LSD radix sort on
+ * each word of the keys, the last word first, so that rows with equal keys
+ * keep their physical order (the keys are unique for the snapshot: none
+ * should).  NULL when the physical order is already the order, with
+ * nothing allocated.
+ */
+static int64 *
+OrderRows(const PartRows *parts, const MergeRun *runs, int64 nruns, int64 total, const GcOrder *order)
+{
+	int64	   *refs = MemoryContextAllocHuge(CurrentMemoryContext, sizeof(int64) * total);
+	uint64	   *keys = MemoryContextAllocHuge(CurrentMemoryContext, sizeof(uint64) * total);
+	uint64	   *tk = NULL;
+	int64	   *tv = NULL;
+	int64		i = 0;
+	bool		moved = false;
+
+	for (int64 r = 0; r < nruns; r++)
+		for (int64 j = 0; j < runs[r].n; j++)
+			refs[i++] = ((int64) runs[r].part << REF_SHIFT) | (runs[r].from + j);
+	for (int w = order->nwords - 1; w >= 0; w--)
+	{
+		bool		sorted = true;
+
+		for (i = 0; i < total; i++)
+		{
+			const PartRows *pr = &parts[refs[i] >> REF_SHIFT];
+
+			keys[i] = pr->okeys[REF_ROW(refs[i]) * order->nwords + w];
+			if (i > 0 && keys[i] < keys[i - 1])
+				sorted = false;
+			if ((i & ((1 << 20) - 1)) == 0)
+				CHECK_FOR_INTERRUPTS();
+		}
+		if (sorted)
+			continue;			/* a stable sort would move nothing */
+		if (tk == NULL)
+		{
+			tk = MemoryContextAllocHuge(CurrentMemoryContext, sizeof(uint64) * total);
+			tv = MemoryContextAllocHuge(CurrentMemoryContext, sizeof(int64) * total);
+		}
+		if (gc_radix_sort(keys, refs, tk, tv, total, GcCancelRequested, NULL) != 0)
+		{
+			CHECK_FOR_INTERRUPTS();
+			elog(ERROR, "the sort of the parallel gather stopped for a cancel that did not come, please report a bug");
+		}
+		moved = true;
+	}
+	pfree(keys);
+	if (tk != NULL)
+	{
+		pfree(tk);
+		pfree(tv);
+	}
+	if (!moved)
+	{
+		pfree(refs);
+		return NULL;
+	}
+	return refs;
+}
+
+/*
  * Merges the parts, each in block order, into st's row buffers by TID.
  * False, with nothing allocated, when the parts disagree on the number of
  * features (a row with another length than the first: the serial gather
@@ -517,7 +911,7 @@ MergeCopyRuns(void *arg)
  * buffers are faulted in and written in parallel.
  */
 static bool
-Merge(GatherReceiver *st, PartRows *parts, int nparts, int nthreads)
+Merge(GatherReceiver *st, PartRows *parts, int nparts, int nthreads, const GcOrder *order)
 {
 	GcInput    *in = st->in;
 	int64		total = 0;
@@ -528,6 +922,7 @@ Merge(GatherReceiver *st, PartRows *parts, int nparts, int nthreads)
 	MergeRun   *runs;
 	int64		nruns = 0;
 	int64		capruns = 1024;
+	int64	   *refs;
 
 	for (int i = 0; i < nparts; i++)
 	{
@@ -589,6 +984,8 @@ Merge(GatherReceiver *st, PartRows *parts, int nparts, int nthreads)
 		runs[nruns].x = b->x + (Size) from * rowbytes;
 		runs[nruns].out = out;
 		runs[nruns].n = to - from;
+		runs[nruns].part = best;
+		runs[nruns].from = from;
 		nruns++;
 		out += to - from;
 		pos[best] = to;
@@ -597,43 +994,50 @@ Merge(GatherReceiver *st, PartRows *parts, int nparts, int nthreads)
 	pfree(pos);
 	Assert(out == total);
 
+	/* the rows in ORDER BY order where the query has one and they are not in it already */
+	refs = order->nwords > 0 ? OrderRows(parts, runs, nruns, total, order) : NULL;
+
 	AllocRows(st, total, false);
 	{
 		/* threads for 16MB and more of rows, each with a share of about equal rows */
 		int			nt = (int) Min((int64) nthreads, Max((int64) 1, (int64) (total * (rowbytes + 8) >> 24)));
-		MergeCopy  *shares = palloc0(sizeof(MergeCopy) * nt);
-		pthread_t  *threads = palloc0(sizeof(pthread_t) * nt);
-		bool	   *started = palloc0(sizeof(bool) * nt);
 		int64		r = 0;
-		sigset_t	all;
-		sigset_t	old;
 
-		for (int t = 0; t < nt; t++)
+		if (refs != NULL)
 		{
-			int64		upto = total * (t + 1) / nt;
+			OrderCopy  *shares = palloc0(sizeof(OrderCopy) * nt);
 
-			shares[t].runs = runs;
-			shares[t].ids = in->ids;
-			shares[t].x = (char *) in->x;
-			shares[t].rowbytes = rowbytes;
-			shares[t].from = r;
-			while (r < nruns && runs[r].out < upto)
-				r++;
-			shares[t].to = t == nt - 1 ? nruns : r;
+			for (int t = 0; t < nt; t++)
+			{
+				shares[t].parts = parts;
+				shares[t].refs = refs;
+				shares[t].ids = in->ids;
+				shares[t].x = (char *) in->x;
+				shares[t].rowbytes = rowbytes;
+				shares[t].from = total * t / nt;
+				shares[t].to = total * (t + 1) / nt;
+			}
+			RunShares(OrderCopyRows, (char *) shares, sizeof(OrderCopy), nt);
+			pfree(refs);
 		}
-		/* signals are the backend's: the threads take none */
-		sigfillset(&all);
-		pthread_sigmask(SIG_SETMASK, &all, &old);
-		for (int t = 1; t < nt; t++)
-			started[t] = pthread_create(&threads[t], NULL, MergeCopyRuns, &shares[t]) == 0;
-		pthread_sigmask(SIG_SETMASK, &old, NULL);
-		MergeCopyRuns(&shares[0]);
-		for (int t = 1; t < nt; t++)
+		else
 		{
-			if (started[t])
-				pthread_join(threads[t], NULL);
-			else
-				MergeCopyRuns(&shares[t]);
+			MergeCopy  *shares = palloc0(sizeof(MergeCopy) * nt);
+
+			for (int t = 0; t < nt; t++)
+			{
+				int64		upto = total * (t + 1) / nt;
+
+				shares[t].runs = runs;
+				shares[t].ids = in->ids;
+				shares[t].x = (char *) in->x;
+				shares[t].rowbytes = rowbytes;
+				shares[t].from = r;
+				while (r < nruns && runs[r].out < upto)
+					r++;
+				shares[t].to = t == nt - 1 ? nruns : r;
+			}
+			RunShares(MergeCopyRuns, (char *) shares, sizeof(MergeCopy), nt);
 		}
 	}
 	pfree(runs);
@@ -670,14 +1074,29 @@ GcParallelGather(CachedPlanSource *ps, PlannedStmt *stmt, GatherReceiver *st, bo
 	PartRows   *parts;
 	int			nparts = 0;
 	bool		ok = true;
+	GcOrder		order;
+	SortCol		cols[INDEX_MAX_KEYS];
+	int			ncols = 0;
 
 	*started = false;
+	memset(&order, 0, sizeof(order));
 	/* not inside a parallel operation (the statement around the call may be one) */
 	if (!gc_parallel_gather_guc || max_parallel_workers_per_gather <= 0 || IsInParallelMode())
 		return false;
 	relid = ScanShape(ps, stmt, st->natts);
 	if (!OidIsValid(relid))
-		return false;
+	{
+		/* an ORDER BY of the table's columns: the scan of the query without it, then sorted */
+		Index		varno;
+		PlannedStmt *unordered = UnorderedPlan(ps, cols, &ncols, &varno);
+
+		if (unordered == NULL)
+			return false;
+		relid = ScanShape(ps, unordered, st->natts);
+		if (!OidIsValid(relid) || ((Scan *) unordered->planTree)->scanrelid != varno)
+			return false;
+		scan = (Scan *) unordered->planTree;
+	}
 
 	/*
 	 * The executor's check of the caller's privileges before anything is
@@ -692,10 +1111,22 @@ GcParallelGather(CachedPlanSource *ps, PlannedStmt *stmt, GatherReceiver *st, bo
 #endif
 	rel = table_open(relid, AccessShareLock);
 	if (rel->rd_rel->relam != HEAP_TABLE_AM_OID || RelationUsesLocalBuffers(rel) ||
-		(nworkers = WorkersFor(rel)) <= 0)
+		(nworkers = WorkersFor(rel)) <= 0 ||
+		(ncols > 0 && (order.nkeys = UniquePrefix(rel, cols, ncols)) == 0))
 	{
 		table_close(rel, NoLock);
 		return false;
+	}
+	for (int k = 0; k < order.nkeys; k++)
+	{
+		GcOrderKey *key = &order.keys[k];
+
+		key->attnum = cols[k].attnum;
+		key->kind = (int16) cols[k].kind;
+		key->desc = cols[k].desc;
+		key->nulls_first = cols[k].nulls_first;
+		key->nullable = !TupleDescAttr(RelationGetDescr(rel), key->attnum - 1)->attnotnull;
+		order.nwords += key->nullable ? 2 : 1;
 	}
 
 	snapshot = GetActiveSnapshot();
@@ -726,6 +1157,7 @@ GcParallelGather(CachedPlanSource *ps, PlannedStmt *stmt, GatherReceiver *st, bo
 	memset(shared, 0, shared_size);
 	shared->relid = relid;
 	shared->nparts = nworkers;
+	shared->order = order;
 	for (int i = 0; i < nworkers; i++)
 		shared->parts[i].first = InvalidDsaPointer;
 	shm_toc_insert(pcxt->toc, PG_KEY_SHARED, shared);
@@ -754,12 +1186,16 @@ GcParallelGather(CachedPlanSource *ps, PlannedStmt *stmt, GatherReceiver *st, bo
 	 */
 	partcxt = AllocSetContextCreate(CurTransactionContext, "gpuclust parallel gather leader",
 									ALLOCSET_DEFAULT_SIZES);
-	PartBegin(&leader, rel, scan->plan.targetlist, scan->plan.qual, partcxt);
+	PartBegin(&leader, rel, scan->plan.targetlist, scan->plan.qual, &order, partcxt);
 
 	LaunchParallelWorkers(pcxt);
 	*started = true;
-	elog(DEBUG1, "gpuclust: parallel gather of \"%s\" with %d workers planned",
-		 RelationGetRelationName(rel), nworkers);
+	if (order.nkeys > 0)
+		elog(DEBUG1, "gpuclust: parallel gather of \"%s\" with %d workers planned, sorted on %d key columns",
+			 RelationGetRelationName(rel), nworkers, order.nkeys);
+	else
+		elog(DEBUG1, "gpuclust: parallel gather of \"%s\" with %d workers planned",
+			 RelationGetRelationName(rel), nworkers);
 	if (pcxt->nworkers_launched == 0 || parallel_leader_participation)
 		PartRun(&leader, pscan);
 	WaitForParallelWorkersToFinish(pcxt);
@@ -795,14 +1231,15 @@ GcParallelGather(CachedPlanSource *ps, PlannedStmt *stmt, GatherReceiver *st, bo
 				r->d = wp->d;
 				r->ids = (const int64 *) base;
 				r->keys = (const uint64 *) (base + (Size) c->n * sizeof(int64));
-				r->x = base + 2 * (Size) c->n * sizeof(int64);
+				r->okeys = order.nwords > 0 ? (const uint64 *) (base + 2 * (Size) c->n * sizeof(int64)) : NULL;
+				r->x = base + (2 + order.nwords) * (Size) c->n * sizeof(int64);
 				dp = c->next;
 			}
 		}
 	}
 	if (ok)
 		ok = Merge(st, parts, nparts,
-				   Min(Max(gc_tuning_gucs.cpu_threads, 1), pcxt->nworkers_launched + 1));
+				   Min(Max(gc_tuning_gucs.cpu_threads, 1), pcxt->nworkers_launched + 1), &order);
 
 	dsa_detach(area);
 	DestroyParallelContext(pcxt);
