@@ -48,6 +48,7 @@
 #include "access/xact.h"
 #include "catalog/pg_index.h"
 #include "catalog/pg_opclass.h"
+#include "catalog/pg_proc.h"
 #include "catalog/pg_type.h"
 #include "catalog/pg_am.h"
 #include "catalog/pg_class.h"
@@ -56,6 +57,7 @@
 #include "miscadmin.h"
 #include "nodes/nodeFuncs.h"
 #include "nodes/pathnodes.h"
+#include "optimizer/clauses.h"
 #include "optimizer/cost.h"
 #include "optimizer/optimizer.h"
 #include "optimizer/paths.h"
@@ -290,7 +292,7 @@ HasRls(PlannedStmt *stmt, RangeTblEntry *rte)
  * InvalidOid otherwise.
  */
 static Oid
-ScanShape(CachedPlanSource *ps, PlannedStmt *stmt, int natts)
+ScanShape(PlannedStmt *stmt, int natts, bool check_safe)
 {
 	Plan	   *plan = stmt->planTree;
 	Scan	   *scan;
@@ -298,7 +300,7 @@ ScanShape(CachedPlanSource *ps, PlannedStmt *stmt, int natts)
 	ListCell   *lc;
 
 	if (stmt->commandType != CMD_SELECT || stmt->utilityStmt != NULL || plan == NULL ||
-		!IsA(plan, SeqScan) || !plan->parallel_safe ||
+		!IsA(plan, SeqScan) || (check_safe && !plan->parallel_safe) ||
 		plan->lefttree != NULL || plan->righttree != NULL || plan->initPlan != NIL ||
 		stmt->subplans != NIL || stmt->paramExecTypes != NIL || stmt->rowMarks != NIL)
 		return InvalidOid;
@@ -439,6 +441,14 @@ UnorderedPlan(CachedPlanSource *ps, SortCol *cols, int *ncols, Index *varno)
 		tlist = lappend(tlist, te);
 	}
 	q->targetList = tlist;
+
+	/*
+	 * Planned serially, so that the plan is a scan and not a Gather; every
+	 * function of the query parallel safe instead, as the planner finds
+	 * where it may plan workers (max_parallel_hazard).
+	 */
+	if (max_parallel_hazard(q) != PROPARALLEL_SAFE)
+		return NULL;
 	return pg_plan_query(q, ps->query_string, 0, NULL);
 }
 
@@ -1083,7 +1093,7 @@ GcParallelGather(CachedPlanSource *ps, PlannedStmt *stmt, GatherReceiver *st, bo
 	/* not inside a parallel operation (the statement around the call may be one) */
 	if (!gc_parallel_gather_guc || max_parallel_workers_per_gather <= 0 || IsInParallelMode())
 		return false;
-	relid = ScanShape(ps, stmt, st->natts);
+	relid = ScanShape(stmt, st->natts, true);
 	if (!OidIsValid(relid))
 	{
 		/* an ORDER BY of the table's columns: the scan of the query without it, then sorted */
@@ -1092,7 +1102,7 @@ GcParallelGather(CachedPlanSource *ps, PlannedStmt *stmt, GatherReceiver *st, bo
 
 		if (unordered == NULL)
 			return false;
-		relid = ScanShape(ps, unordered, st->natts);
+		relid = ScanShape(unordered, st->natts, false);
 		if (!OidIsValid(relid) || ((Scan *) unordered->planTree)->scanrelid != varno)
 			return false;
 		scan = (Scan *) unordered->planTree;
