@@ -9,7 +9,10 @@
  *
  * The plan taken is a SeqScan (with or without a filter) of a heap table or
  * materialized view whose output columns are column references or casts of
- * them, and nothing above it.  Each participant (the workers and the leader)
+ * them, and nothing above it; or, for a query with an ORDER BY of columns of
+ * the table whose first ones hold a unique key (UniquePrefix), such a plan of
+ * the query without its ORDER BY (whatever the plan with it: a Sort or an
+ * Index Scan), the rows then sorted on their keys.  Each participant (the workers and the leader)
  * evaluates the plan's filter and output columns on the tuples of its blocks
  * and hands each row to the serial gather's own DestReceiver
  * (GatherReceive), so the input contract is checked by the same code; it
@@ -17,10 +20,14 @@
  * shared memory area in chunks as it reads; the leader keeps its own.  The
  * parts, each in block order, are then merged by TID into the row buffers,
  * copied by threads: the rows of a serial scan that starts at block 0, in
- * its order.
+ * its order.  With an ORDER BY each row also keeps its key as normalized
+ * 64-bit words (OrderWords), and the rows in TID order are sorted on them
+ * by a stable radix sort (OrderRows): the serial plan's order, which is
+ * defined because the key is unique for the snapshot.
  *
- * Errors: the first offending row must be the one the serial gather names,
- * and a participant may meet a later one first.  So an error of the kind a
+ * Errors: the first offending row must be the one the serial gather names
+ * (in the scan's order, or the ORDER BY's), and a participant may meet a
+ * later one first.  So an error of the kind a
  * row can raise (GcParallelGatherRetries) makes the caller roll back and
  * gather serially, which raises the serial error itself; cancel and any
  * other error is the caller's at once.  Parts that disagree on the length of
@@ -201,8 +208,9 @@ GcParallelGatherDefineGucs(void)
 	DefineCustomBoolVariable("gpuclust.parallel_gather",
 							 "Reads a query that scans one table with gpuclust's own parallel workers.",
 							 "Taken for a sequential scan of a table or materialized view, optionally "
-							 "filtered, returning columns or casts of them, when max_parallel_workers_per_gather "
-							 "and the table's size give workers; the rows come in the order of a serial scan.",
+							 "filtered, returning columns or casts of them, optionally ordered by a unique key, "
+							 "when max_parallel_workers_per_gather and the table's size give workers; the rows "
+							 "come in the order of the serial plan.",
 							 &gc_parallel_gather_guc, true,
 							 PGC_USERSET, 0, NULL, NULL, NULL);
 }
@@ -286,7 +294,8 @@ HasRls(PlannedStmt *stmt, RangeTblEntry *rte)
 
 /*
  * The relation a plan scans when it is the shape the parallel gather takes:
- * a SeqScan alone, parallel safe, without subplans or parameters, whose
+ * a SeqScan alone, parallel safe (where check_safe: the caller checked the
+ * query otherwise), without subplans or parameters, whose
  * natts output columns are columns of a table or materialized view or casts
  * of them, no relation of the statement under row-level security for the
  * caller.
