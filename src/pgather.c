@@ -86,6 +86,7 @@
 #include "utils/syscache.h"
 
 #include "buffer.h"
+#include "core.h"
 #include "gpuclust.h"
 #include "metric.h"
 #include "gather.h"
@@ -857,15 +858,53 @@ OrderCopyRows(void *arg)
 }
 
 /*
+ * Sorts the n pairs (keys, vals) by key, stable, on nthreads threads: the
+ * CPU back end's parallel radix sort (src/core/pool.c), whose result is
+ * that of gc_radix_sort of common/sort.h.  The threads call nothing of
+ * PostgreSQL; the backend's thread asks for cancel, which is raised here.
+ * GC_OK, or GC_ERR_OUT_OF_MEMORY.
+ */
+static gc_status
+SortKeys(uint64 *keys, int64 *vals, uint64 *tk, int64 *tv, int64 n, int nthreads)
+{
+	gc_error	err;
+	gc_timing	timing;
+	gc_core_ctx ctx;
+	gc_status	st;
+
+	memset(&err, 0, sizeof(err));
+	memset(&timing, 0, sizeof(timing));
+	memset(&ctx, 0, sizeof(ctx));
+	ctx.cancel = GcCancelRequested;
+	ctx.tuning = &gc_tuning_gucs;
+	ctx.timing = &timing;
+	ctx.err = &err;
+	ctx.pool = gc_pool_create(&ctx, nthreads);
+	if (ctx.pool == NULL)
+		return GC_ERR_OUT_OF_MEMORY;
+	st = gc_pool_radix_sort(ctx.pool, (uint64_t *) keys, (int64_t *) vals, (uint64_t *) tk,
+							(int64_t *) tv, n);
+	gc_pool_free(ctx.pool);
+	if (st == GC_ERR_CANCELLED)
+	{
+		CHECK_FOR_INTERRUPTS();
+		elog(ERROR, "the sort of the parallel gather stopped for a cancel that did not come, please report a bug");
+	}
+	return st;
+}
+
+/*
  * The rows of the parts in ORDER BY order, as refs (part << REF_SHIFT | row):
  * starting from their physical order (the runs), a stable LSD radix sort on
  * each word of the keys, the last word first, so that rows with equal keys
  * keep their physical order (the keys are unique for the snapshot: none
- * should).  NULL when the physical order is already the order, with
- * nothing allocated.
+ * should).  *out is NULL when the physical order is already the order.
+ * False, with nothing allocated, where the sort's threads found no memory
+ * (the caller then gathers serially).
  */
-static int64 *
-OrderRows(const PartRows *parts, const MergeRun *runs, int64 nruns, int64 total, const GcOrder *order)
+static bool
+OrderRows(const PartRows *parts, const MergeRun *runs, int64 nruns, int64 total, const GcOrder *order,
+		  int nthreads, int64 **out)
 {
 	int64	   *refs = MemoryContextAllocHuge(CurrentMemoryContext, sizeof(int64) * total);
 	uint64	   *keys = MemoryContextAllocHuge(CurrentMemoryContext, sizeof(uint64) * total);
@@ -915,10 +954,13 @@ OrderRows(const PartRows *parts, const MergeRun *runs, int64 nruns, int64 total,
 			tk = MemoryContextAllocHuge(CurrentMemoryContext, sizeof(uint64) * total);
 			tv = MemoryContextAllocHuge(CurrentMemoryContext, sizeof(int64) * total);
 		}
-		if (gc_radix_sort(keys, refs, tk, tv, total, GcCancelRequested, NULL) != 0)
+		if (SortKeys(keys, refs, tk, tv, total, nthreads) != GC_OK)
 		{
-			CHECK_FOR_INTERRUPTS();
-			elog(ERROR, "the sort of the parallel gather stopped for a cancel that did not come, please report a bug");
+			pfree(keys);
+			pfree(tk);
+			pfree(tv);
+			pfree(refs);
+			return false;		/* not enough memory for the threads' counts */
 		}
 		moved = true;
 	}
@@ -931,16 +973,18 @@ OrderRows(const PartRows *parts, const MergeRun *runs, int64 nruns, int64 total,
 	if (!moved)
 	{
 		pfree(refs);
-		return NULL;
+		refs = NULL;
 	}
-	return refs;
+	*out = refs;
+	return true;
 }
 
 /*
  * Merges the parts, each in block order, into st's row buffers by TID.
  * False, with nothing allocated, when the parts disagree on the number of
  * features (a row with another length than the first: the serial gather
- * names it) or on their type.
+ * names it) or on their type, or where the sort of an ordered scan finds
+ * no memory for its threads.
  *
  * The order is found first, as a list of runs (the rows of one part before
  * any other part's next row); the runs are then copied by up to nthreads
@@ -1039,7 +1083,11 @@ Merge(GatherReceiver *st, PartRows *parts, int nparts, int nthreads, const GcOrd
 		instr_time	t1;
 
 		INSTR_TIME_SET_CURRENT(t0);
-		refs = OrderRows(parts, runs, nruns, total, order);
+		if (!OrderRows(parts, runs, nruns, total, order, nthreads, &refs))
+		{
+			pfree(runs);
+			return false;
+		}
 		INSTR_TIME_SET_CURRENT(t1);
 		INSTR_TIME_SUBTRACT(t1, t0);
 		elog(DEBUG2, "gpuclust: parallel gather: " INT64_FORMAT " rows put in ORDER BY order in %.1f ms%s",
