@@ -243,6 +243,12 @@ SELECT pg_taken('SELECT id, f FROM pgo ORDER BY a, c', 4);
 SELECT pg_taken('SELECT id, f FROM pgo ORDER BY id + 0', 4);
 SELECT pg_taken('SELECT id, f FROM pgo ORDER BY pad, id', 4);
 SELECT pg_taken('SELECT id, f FROM pgo ORDER BY id LIMIT 100000', 4);
+-- a join, a view
+SELECT pg_taken('SELECT a.id, a.f FROM pgo a JOIN pgo b USING (id) ORDER BY a.id', 4);
+CREATE VIEW pgov AS SELECT id, f FROM pgo;
+SELECT pg_taken('SELECT id, f FROM pgov ORDER BY id', 4);
+SELECT * FROM pg_same('SELECT id, f FROM pgov ORDER BY id', 4);
+DROP VIEW pgov;
 SELECT * FROM pg_same('SELECT id, f FROM pgo ORDER BY a', 4);
 ALTER TABLE pgo DROP CONSTRAINT pgo_pkey;
 ALTER TABLE pgo ADD PRIMARY KEY (id) DEFERRABLE;

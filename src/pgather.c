@@ -375,20 +375,17 @@ KeyKind(Oid type)
 }
 
 /*
- * For a query that is a scan of one table with an ORDER BY of its columns:
- * the plan of the same query without the ORDER BY (planned now, serial),
- * the ORDER BY's columns in cols [INDEX_MAX_KEYS] and their count in
+ * For a query that reads one table with an ORDER BY of its columns: the
+ * query, the ORDER BY's columns in cols [INDEX_MAX_KEYS] and their count in
  * *ncols, and the table's range table index in *varno.  NULL for any other
- * query: the ORDER BY is absent or holds anything but columns of one table,
- * or the query groups, aggregates, limits or locks its rows.  How the
- * planner sorts (an index scan or a Sort) does not matter: the rows the
- * plan without ORDER BY returns are the same rows.
+ * query: the ORDER BY is absent or holds anything but columns of the one
+ * table of the FROM clause, or the query groups, aggregates, limits or
+ * locks its rows.
  */
-static PlannedStmt *
-UnorderedPlan(CachedPlanSource *ps, SortCol *cols, int *ncols, Index *varno)
+static Query *
+OrderedQuery(CachedPlanSource *ps, SortCol *cols, int *ncols, Index *varno)
 {
 	Query	   *q;
-	List	   *tlist = NIL;
 	ListCell   *lc;
 	int			n = 0;
 
@@ -401,7 +398,9 @@ UnorderedPlan(CachedPlanSource *ps, SortCol *cols, int *ncols, Index *varno)
 		q->groupClause != NIL || q->groupingSets != NIL || q->distinctClause != NIL ||
 		q->windowClause != NIL || q->havingQual != NULL || q->hasAggs || q->hasWindowFuncs ||
 		q->hasTargetSRFs || q->limitCount != NULL || q->limitOffset != NULL ||
-		q->rowMarks != NIL || q->hasForUpdate || q->cteList != NIL)
+		q->rowMarks != NIL || q->hasForUpdate || q->cteList != NIL ||
+		q->jointree == NULL || list_length(q->jointree->fromlist) != 1 ||
+		!IsA(linitial(q->jointree->fromlist), RangeTblRef))
 		return NULL;
 	foreach(lc, q->sortClause)
 	{
@@ -413,8 +412,9 @@ UnorderedPlan(CachedPlanSource *ps, SortCol *cols, int *ncols, Index *varno)
 		Oid			opclass;
 		int16		strategy;
 
-		if (!IsA(v, Var) || v->varlevelsup != 0 || v->varattno <= 0 || v->varno < 1 ||
-			v->varno > list_length(q->rtable) || (*varno != 0 && v->varno != *varno) ||
+		if (!IsA(v, Var) || v->varlevelsup != 0 || v->varattno <= 0 ||
+			v->varno != ((RangeTblRef *) linitial(q->jointree->fromlist))->rtindex ||
+			v->varno > list_length(q->rtable) ||
 			rt_fetch(v->varno, q->rtable)->rtekind != RTE_RELATION)
 			return NULL;
 		*varno = v->varno;
@@ -434,6 +434,20 @@ UnorderedPlan(CachedPlanSource *ps, SortCol *cols, int *ncols, Index *varno)
 		n++;
 	}
 	*ncols = n;
+	return q;
+}
+
+/*
+ * The plan of q (of OrderedQuery) without its ORDER BY, planned now.  How
+ * the planner sorts (an Index Scan or a Sort) does not matter: the plan
+ * without the ORDER BY returns the same rows.  NULL where something in the
+ * query is not parallel safe.
+ */
+static PlannedStmt *
+UnorderedPlan(CachedPlanSource *ps, Query *q)
+{
+	List	   *tlist = NIL;
+	ListCell   *lc;
 
 	/* the query without its ORDER BY, nor the columns that only the ORDER BY reads */
 	q = copyObject(q);
@@ -493,12 +507,18 @@ UniquePrefix(Relation rel, const SortCol *cols, int ncols)
 		{
 			AttrNumber	a = ix->indkey.values[i];
 			int			at = -1;
-			bool		nulls_ok = TupleDescAttr(RelationGetDescr(rel), a - 1)->attnotnull;
+			bool		nulls_ok;
 
+			if (a <= 0)
+			{
+				ok = false;		/* a system column or an expression */
+				break;
+			}
+			nulls_ok = TupleDescAttr(RelationGetDescr(rel), a - 1)->attnotnull;
 #if PG_VERSION_NUM >= 150000
 			nulls_ok |= ix->indnullsnotdistinct;
 #endif
-			for (int j = 0; a > 0 && j < ncols && at < 0; j++)
+			for (int j = 0; j < ncols && at < 0; j++)
 				if (cols[j].attnum == a)
 					at = j;
 			/* the first place of the column in the ORDER BY is the one that sorts */
@@ -1174,6 +1194,8 @@ GcParallelGather(CachedPlanSource *ps, PlannedStmt *stmt, GatherReceiver *st, bo
 	GcOrder		order;
 	SortCol		cols[INDEX_MAX_KEYS];
 	int			ncols = 0;
+	Query	   *ordered = NULL;
+	Index		varno = 0;
 
 	*started = false;
 	memset(&order, 0, sizeof(order));
@@ -1184,15 +1206,10 @@ GcParallelGather(CachedPlanSource *ps, PlannedStmt *stmt, GatherReceiver *st, bo
 	if (!OidIsValid(relid))
 	{
 		/* an ORDER BY of the table's columns: the scan of the query without it, then sorted */
-		Index		varno;
-		PlannedStmt *unordered = UnorderedPlan(ps, cols, &ncols, &varno);
-
-		if (unordered == NULL)
+		ordered = OrderedQuery(ps, cols, &ncols, &varno);
+		if (ordered == NULL)
 			return false;
-		relid = ScanShape(unordered, st->natts, false);
-		if (!OidIsValid(relid) || ((Scan *) unordered->planTree)->scanrelid != varno)
-			return false;
-		scan = (Scan *) unordered->planTree;
+		relid = rt_fetch(varno, ordered->rtable)->relid;
 	}
 
 	/*
@@ -1209,10 +1226,22 @@ GcParallelGather(CachedPlanSource *ps, PlannedStmt *stmt, GatherReceiver *st, bo
 	rel = table_open(relid, AccessShareLock);
 	if (rel->rd_rel->relam != HEAP_TABLE_AM_OID || RelationUsesLocalBuffers(rel) ||
 		(nworkers = WorkersFor(rel)) <= 0 ||
-		(ncols > 0 && (order.nkeys = UniquePrefix(rel, cols, ncols)) == 0))
+		(ordered != NULL && (order.nkeys = UniquePrefix(rel, cols, ncols)) == 0))
 	{
 		table_close(rel, NoLock);
 		return false;
+	}
+	if (ordered != NULL)
+	{
+		PlannedStmt *unordered = UnorderedPlan(ps, ordered);
+
+		if (unordered == NULL || ScanShape(unordered, st->natts, false) != relid ||
+			((Scan *) unordered->planTree)->scanrelid != varno)
+		{
+			table_close(rel, NoLock);
+			return false;
+		}
+		scan = (Scan *) unordered->planTree;
 	}
 	for (int k = 0; k < order.nkeys; k++)
 	{
