@@ -9,12 +9,15 @@ custom_scan_bench.py
     .device/pg-up first.
 
     bench/custom_scan_bench.py [--device gpu,cpu] [--rows 1000000,10000000]
-                               [--parallel-gather off,on] [--order-by]
+                               [--parallel-gather off,on] [--order-by [--scattered-key]]
                                [--work-mem 4MB] [--repeat 3] [--json FILE] [--keep]
 
 --device and --parallel-gather take lists: every combination is measured on
 the same table.  --order-by also measures the query with ORDER BY id (the
-table then gets a primary key).
+table then gets a primary key).  The table is filled in id order, so that
+the parallel gather needs no sort for it; --scattered-key adds a column
+k = id * 48271 % 2147483647 (unique, NOT NULL, in no relation to the
+table's order) and measures ORDER BY k as well, which it sorts.
 
 For each table (the 2-D blobs of bench/rowpath_bench.py; DBSCAN eps 0.05,
 min_pts 5):
@@ -78,7 +81,9 @@ def one(table, rows, query, device, pgather, a):
     c_on = statistics.median(comp[0::2])
     c_off = statistics.median(comp[1::2])
     return dict(rows=rows, device=device, parallel_gather=pgather,
-                order_by="ORDER BY" in query, work_mem=a.work_mem, read_ms=read_ms,
+                order_by="ORDER BY" in query,
+                order_key=query.split("ORDER BY ")[1] if "ORDER BY" in query else None,
+                work_mem=a.work_mem, read_ms=read_ms,
                 on_ms=on, off_ms=off, compute_on_ms=c_on, compute_off_ms=c_off,
                 rows_on_ms=on - c_on, rows_off_ms=off - c_off)
 
@@ -89,7 +94,7 @@ HEADER = (f"{'rows':>10} {'device':>6} {'pgather':>7} {'order':>5} {'read ms':>9
 
 def line(r):
     return (f"{r['rows']:>10} {r['device']:>6} {r['parallel_gather']:>7} "
-            f"{'id' if r['order_by'] else '-':>5} {r['read_ms']:>9.1f} {r['on_ms']:>9.1f} "
+            f"{r['order_key'] or '-':>5} {r['read_ms']:>9.1f} {r['on_ms']:>9.1f} "
             f"{r['off_ms']:>9.1f} {r['compute_on_ms']:>9.1f} {r['rows_on_ms']:>8.1f} "
             f"{r['rows_off_ms']:>8.1f} {r['on_ms'] / r['read_ms']:>8.2f} "
             f"{r['off_ms'] / r['read_ms']:>8.2f}")
@@ -100,6 +105,7 @@ def main():
     ap.add_argument("--device", default="gpu")
     ap.add_argument("--parallel-gather", default="off")
     ap.add_argument("--order-by", action="store_true")
+    ap.add_argument("--scattered-key", action="store_true")
     ap.add_argument("--rows", default="1000000,10000000")
     ap.add_argument("--work-mem", default="4MB")
     ap.add_argument("--repeat", type=int, default=3)
@@ -117,6 +123,11 @@ def main():
         if a.order_by:
             psql(f"ALTER TABLE {table} ADD PRIMARY KEY (id); VACUUM ANALYZE {table};")
             queries.append(f"SELECT id, f FROM {table} ORDER BY id")
+            if a.scattered_key:
+                psql(f"ALTER TABLE {table} ADD COLUMN k bigint NOT NULL "
+                     f"GENERATED ALWAYS AS (id * 48271 % 2147483647) STORED, ADD UNIQUE (k); "
+                     f"VACUUM ANALYZE {table};")
+                queries.append(f"SELECT id, f FROM {table} ORDER BY k")
         for query, device, pgather in itertools.product(queries, a.device.split(","),
                                                         a.parallel_gather.split(",")):
             results.append(one(table, rows, query, device, pgather, a))

@@ -89,7 +89,8 @@ SELECT pg_taken('SELECT y, x::real, n FROM pgt', 4);
 SELECT * FROM pg_same('SELECT id, x, n FROM pgt', 4);
 SELECT * FROM pg_same('SELECT id::int, x::real, (y::float8 / 100)::real FROM pgt', 4);
 SELECT * FROM pg_same('SELECT id, f::float8[] FROM pgt', 4);
--- an expression, an ORDER BY, a LIMIT or a join keeps the serial gather
+-- an expression, an ORDER BY of a column that is not unique (pgt has no
+-- unique key), a LIMIT or a join keeps the serial gather
 SELECT pg_taken('SELECT id, ARRAY[x, y] FROM pgt', 4);
 SELECT pg_taken('SELECT id::int, x::real, y / 100.0 FROM pgt', 4);
 SELECT pg_taken('SELECT id, f FROM pgt ORDER BY id', 4);
@@ -190,6 +191,111 @@ RESET max_parallel_workers_per_gather;
 -- the good rows of the same table: the same answers
 SELECT * FROM pg_same('SELECT id, f FROM pgbad WHERE kind = 0', 4);
 
+-- ORDER BY a unique key: read in parallel, then sorted on the key.  Ids
+-- scattered over the blocks (negative and positive), a primary key, a
+-- two-column unique key (b, a) of a smallint and an integer, a nullable
+-- column c, a timestamptz and a date; dead tuples (updated and deleted rows)
+CREATE TABLE pgo (id bigint PRIMARY KEY, f real[], a int NOT NULL, b smallint NOT NULL,
+                  c int, t timestamptz NOT NULL, dt date NOT NULL, pad text, UNIQUE (b, a))
+  WITH (autovacuum_enabled = off, parallel_workers = 4);
+INSERT INTO pgo
+SELECT g * 7919 % 20011 - 10000, ARRAY[(g * 7919 % 1000) / 100.0, (g * 104729 % 1000) / 100.0]::real[],
+       g % 100, g / 100, nullif(g % 5, 0), '2026-01-01'::timestamptz + (g * 7919 % 20011) * interval '1 min',
+       '2000-01-01'::date + (g * 104729 % 20011), repeat('x', g % 50)
+FROM generate_series(1, 20000) g ORDER BY g;
+UPDATE pgo SET f = ARRAY[f[2], f[1]], pad = pad || 'u' WHERE id % 7 = 0;
+DELETE FROM pgo WHERE id % 11 = 0;
+ALTER TABLE pgo ADD UNIQUE (t), ADD UNIQUE (dt);
+-- taken, sorted on the key columns
+SELECT pg_taken('SELECT id, f FROM pgo ORDER BY id', 4);
+SELECT pg_taken('SELECT id, f FROM pgo ORDER BY b, a', 4);
+SELECT pg_taken('SELECT id, f FROM pgo ORDER BY id', 0);
+-- the same answers and order, with 0, 1 and 4 workers
+SELECT * FROM pg_same('SELECT id, f FROM pgo ORDER BY id', 0);
+SELECT * FROM pg_same('SELECT id, f FROM pgo ORDER BY id', 1);
+SELECT * FROM pg_same('SELECT id, f FROM pgo ORDER BY id', 4);
+SELECT * FROM pg_same('SELECT id, f FROM pgo ORDER BY id DESC', 1);
+SELECT * FROM pg_same('SELECT id, f FROM pgo ORDER BY id DESC', 4);
+SELECT * FROM pg_same('SELECT id, f FROM pgo ORDER BY b, a', 4);
+SELECT * FROM pg_same('SELECT id, f FROM pgo ORDER BY b DESC, a', 4);
+SELECT * FROM pg_same('SELECT id, f FROM pgo ORDER BY a DESC, b DESC', 4);
+-- a nullable column before the key, NULLs first and last; a column not returned
+SELECT pg_taken('SELECT id, f FROM pgo ORDER BY c NULLS FIRST, id DESC', 4);
+SELECT * FROM pg_same('SELECT id, f FROM pgo ORDER BY c NULLS FIRST, id DESC', 4);
+SELECT * FROM pg_same('SELECT id, f FROM pgo ORDER BY c DESC NULLS LAST, b, a', 4);
+SELECT * FROM pg_same('SELECT id, f FROM pgo ORDER BY c, id', 4);
+SELECT * FROM pg_same('SELECT id, f FROM pgo ORDER BY t DESC', 4);
+SELECT * FROM pg_same('SELECT id, f FROM pgo ORDER BY dt', 4);
+-- a filter, and a filter that takes time on each row (the blocks shared
+-- among the participants), with and without the backend reading
+SELECT * FROM pg_same('SELECT id, f FROM pgo WHERE pad LIKE ''%u'' ORDER BY id', 4, 0.5, 3);
+SELECT * FROM pg_same('SELECT id, f FROM pgo WHERE length(repeat(pad || ''x'', 100)) > 0 ORDER BY id DESC', 4);
+SET parallel_leader_participation = off;
+SELECT * FROM pg_same('SELECT id, f FROM pgo WHERE length(repeat(pad || ''x'', 100)) > 0 ORDER BY b DESC, a', 4);
+RESET parallel_leader_participation;
+-- scalar columns and casts, ordered
+SELECT * FROM pg_same('SELECT id::int, a::real, c::float8 FROM pgo WHERE c IS NOT NULL ORDER BY id', 4);
+-- the serial gather: an ORDER BY that is not unique (a column, or two
+-- that hold no unique key), of an expression, of a type without a key here
+-- (text), with a LIMIT; a unique key that is deferrable or partial
+SELECT pg_taken('SELECT id, f FROM pgo ORDER BY a', 4);
+SELECT pg_taken('SELECT id, f FROM pgo ORDER BY a, c', 4);
+SELECT pg_taken('SELECT id, f FROM pgo ORDER BY id + 0', 4);
+SELECT pg_taken('SELECT id, f FROM pgo ORDER BY pad, id', 4);
+SELECT pg_taken('SELECT id, f FROM pgo ORDER BY id LIMIT 100000', 4);
+-- a join, a view
+SELECT pg_taken('SELECT a.id, a.f FROM pgo a JOIN pgo b USING (id) ORDER BY a.id', 4);
+CREATE VIEW pgov AS SELECT id, f FROM pgo;
+SELECT pg_taken('SELECT id, f FROM pgov ORDER BY id', 4);
+SELECT * FROM pg_same('SELECT id, f FROM pgov ORDER BY id', 4);
+DROP VIEW pgov;
+SELECT * FROM pg_same('SELECT id, f FROM pgo ORDER BY a', 4);
+ALTER TABLE pgo DROP CONSTRAINT pgo_pkey;
+ALTER TABLE pgo ADD PRIMARY KEY (id) DEFERRABLE;
+SELECT pg_taken('SELECT id, f FROM pgo ORDER BY id', 4);
+ALTER TABLE pgo DROP CONSTRAINT pgo_pkey;
+CREATE UNIQUE INDEX pgo_partial ON pgo (id) WHERE id > 0;
+SELECT pg_taken('SELECT id, f FROM pgo ORDER BY id', 4);
+DROP INDEX pgo_partial;
+CREATE UNIQUE INDEX pgo_id ON pgo (id);
+SELECT pg_taken('SELECT id, f FROM pgo ORDER BY id', 4);
+
+-- bad rows with ORDER BY: the table of bad rows with a key k that runs
+-- against the physical order (k = 20001 - g).  The error names the first
+-- offending row in the ORDER BY's order, as the serial gather does, with
+-- 4 and 1 workers, ascending and descending
+CREATE TABLE pgobad WITH (autovacuum_enabled = off, parallel_workers = 4) AS
+  SELECT 20001 - coalesce(id, 12001) AS k, * FROM pgbad;
+ALTER TABLE pgobad ADD PRIMARY KEY (k);
+SELECT pg_taken('SELECT id, f FROM pgobad WHERE kind = 0 ORDER BY k', 4);
+SET max_parallel_workers_per_gather = 4;
+-- (taken, then the error is the serial gather's)
+SET client_min_messages = debug1;
+SELECT count(*) FROM gpu_dbscan('SELECT id, f FROM pgobad WHERE length(repeat(x::text, 200)) > 0 AND kind IN (0, 1, 2, 3, 4) ORDER BY k', 0.1, 5);
+RESET client_min_messages;
+SELECT count(*) FROM gpu_dbscan('SELECT id, f FROM pgobad WHERE length(repeat(x::text, 200)) > 0 AND kind IN (0, 1, 2, 4) ORDER BY k', 0.1, 5);
+SELECT count(*) FROM gpu_dbscan('SELECT id, f FROM pgobad WHERE length(repeat(x::text, 200)) > 0 AND kind IN (0, 1, 2) ORDER BY k', 0.1, 5);
+SELECT count(*) FROM gpu_dbscan('SELECT id, f FROM pgobad WHERE length(repeat(x::text, 200)) > 0 AND kind IN (0, 1) ORDER BY k', 0.1, 5);
+SELECT count(*) FROM gpu_dbscan('SELECT id, f FROM pgobad WHERE length(repeat(x::text, 200)) > 0 AND kind IN (0, 5) ORDER BY k', 0.1, 5);
+SELECT count(*) FROM gpu_dbscan('SELECT id, f FROM pgobad WHERE length(repeat(x::text, 200)) > 0 AND kind IN (0, 6) ORDER BY k', 0.1, 5);
+SELECT count(*) FROM gpu_dbscan('SELECT id, f FROM pgobad WHERE length(repeat(x::text, 200)) > 0 AND kind IN (0, 1, 2, 3, 4) ORDER BY k DESC', 0.1, 5);
+SELECT count(*) FROM gpu_dbscan('SELECT id, f FROM pgobad WHERE length(repeat(x::text, 200)) > 0 AND kind IN (0, 2, 4) ORDER BY k DESC', 0.1, 5);
+SET max_parallel_workers_per_gather = 1;
+SELECT count(*) FROM gpu_dbscan('SELECT id, f FROM pgobad WHERE length(repeat(x::text, 200)) > 0 AND kind IN (0, 1, 2, 4) ORDER BY k', 0.1, 5);
+-- the same errors from the serial gather
+SET gpuclust.parallel_gather = off;
+SELECT count(*) FROM gpu_dbscan('SELECT id, f FROM pgobad WHERE length(repeat(x::text, 200)) > 0 AND kind IN (0, 1, 2, 3, 4) ORDER BY k', 0.1, 5);
+SELECT count(*) FROM gpu_dbscan('SELECT id, f FROM pgobad WHERE length(repeat(x::text, 200)) > 0 AND kind IN (0, 1, 2, 4) ORDER BY k', 0.1, 5);
+SELECT count(*) FROM gpu_dbscan('SELECT id, f FROM pgobad WHERE length(repeat(x::text, 200)) > 0 AND kind IN (0, 1, 2) ORDER BY k', 0.1, 5);
+SELECT count(*) FROM gpu_dbscan('SELECT id, f FROM pgobad WHERE length(repeat(x::text, 200)) > 0 AND kind IN (0, 1) ORDER BY k', 0.1, 5);
+SELECT count(*) FROM gpu_dbscan('SELECT id, f FROM pgobad WHERE length(repeat(x::text, 200)) > 0 AND kind IN (0, 5) ORDER BY k', 0.1, 5);
+SELECT count(*) FROM gpu_dbscan('SELECT id, f FROM pgobad WHERE length(repeat(x::text, 200)) > 0 AND kind IN (0, 6) ORDER BY k', 0.1, 5);
+SELECT count(*) FROM gpu_dbscan('SELECT id, f FROM pgobad WHERE length(repeat(x::text, 200)) > 0 AND kind IN (0, 1, 2, 3, 4) ORDER BY k DESC', 0.1, 5);
+SELECT count(*) FROM gpu_dbscan('SELECT id, f FROM pgobad WHERE length(repeat(x::text, 200)) > 0 AND kind IN (0, 2, 4) ORDER BY k DESC', 0.1, 5);
+SET gpuclust.parallel_gather = on;
+RESET max_parallel_workers_per_gather;
+SELECT * FROM pg_same('SELECT id, f FROM pgobad WHERE kind = 0 ORDER BY k DESC', 4);
+
 -- cancel reaches the workers: statement_timeout stops a call whose workers
 -- sleep on every row, and no worker of this session is left after it
 SET max_parallel_workers_per_gather = 4;
@@ -261,7 +367,7 @@ DROP OWNED BY regress_gc_pg_reader;
 DROP ROLE regress_gc_pg_reader;
 DROP MATERIALIZED VIEW pgm;
 DROP VIEW pgv;
-DROP TABLE pgt, pgw, pgbad;
+DROP TABLE pgt, pgw, pgbad, pgo, pgobad;
 DROP FUNCTION pg_same(text, int, float8, int), pg_taken(text, int);
 RESET min_parallel_table_scan_size;
 RESET gpuclust.parallel_gather;

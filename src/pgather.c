@@ -9,7 +9,10 @@
  *
  * The plan taken is a SeqScan (with or without a filter) of a heap table or
  * materialized view whose output columns are column references or casts of
- * them, and nothing above it.  Each participant (the workers and the leader)
+ * them, and nothing above it; or, for a query with an ORDER BY of columns of
+ * the table whose first ones hold a unique key (UniquePrefix), such a plan of
+ * the query without its ORDER BY (whatever the plan with it: a Sort or an
+ * Index Scan), the rows then sorted on their keys.  Each participant (the workers and the leader)
  * evaluates the plan's filter and output columns on the tuples of its blocks
  * and hands each row to the serial gather's own DestReceiver
  * (GatherReceive), so the input contract is checked by the same code; it
@@ -17,10 +20,14 @@
  * shared memory area in chunks as it reads; the leader keeps its own.  The
  * parts, each in block order, are then merged by TID into the row buffers,
  * copied by threads: the rows of a serial scan that starts at block 0, in
- * its order.
+ * its order.  With an ORDER BY each row also keeps its key as normalized
+ * 64-bit words (OrderWords), and the rows in TID order are sorted on them
+ * by a stable radix sort (OrderRows): the serial plan's order, which is
+ * defined because the key is unique for the snapshot.
  *
- * Errors: the first offending row must be the one the serial gather names,
- * and a participant may meet a later one first.  So an error of the kind a
+ * Errors: the first offending row must be the one the serial gather names
+ * (in the scan's order, or the ORDER BY's), and a participant may meet a
+ * later one first.  So an error of the kind a
  * row can raise (GcParallelGatherRetries) makes the caller roll back and
  * gather serially, which raises the serial error itself; cancel and any
  * other error is the caller's at once.  Parts that disagree on the length of
@@ -43,22 +50,32 @@
 #include "access/relscan.h"
 #include "access/table.h"
 #include "access/tableam.h"
+#include "access/htup_details.h"
+#include "access/nbtree.h"
 #include "access/xact.h"
+#include "catalog/pg_index.h"
+#include "catalog/pg_opclass.h"
+#include "catalog/pg_proc.h"
+#include "catalog/pg_type.h"
 #include "catalog/pg_am.h"
 #include "catalog/pg_class.h"
+#include "commands/defrem.h"
 #include "executor/executor.h"
 #include "miscadmin.h"
 #include "nodes/nodeFuncs.h"
 #include "nodes/pathnodes.h"
+#include "optimizer/clauses.h"
 #include "optimizer/cost.h"
 #include "optimizer/optimizer.h"
 #include "optimizer/paths.h"
 #include "parser/parse_relation.h"
 #include "parser/parsetree.h"
 #include "port/atomics.h"
+#include "portability/instr_time.h"
 #include "storage/bufmgr.h"
 #include "storage/lwlock.h"
 #include "storage/shm_toc.h"
+#include "tcop/tcopprot.h"
 #include "utils/dsa.h"
 #include "utils/guc.h"
 #include "utils/lsyscache.h"
@@ -66,15 +83,19 @@
 #include "utils/rel.h"
 #include "utils/rls.h"
 #include "utils/snapmgr.h"
+#include "utils/syscache.h"
 
 #include "buffer.h"
+#include "core.h"
+#include "gpuclust.h"
 #include "metric.h"
 #include "gather.h"
 #include "pgather.h"
 #include "receiver.h"
+#include "sort.h"
 #include "tuning.h"
 
-bool		gc_parallel_gather_guc = false;
+bool		gc_parallel_gather_guc = true;
 
 /* shm_toc keys of the parallel gather's segment */
 #define PG_KEY_SHARED	UINT64CONST(0x6770670000000001)
@@ -106,10 +127,42 @@ typedef struct GcPart
 	dsa_pointer first;			/* the first chunk, InvalidDsaPointer if none */
 } GcPart;
 
+/* How a column of the ORDER BY becomes a normalized key: its type's order as that of a uint64. */
+typedef enum GcKeyKind
+{
+	KEY_INT2,
+	KEY_INT4,					/* int4, date */
+	KEY_INT8,					/* int8, timestamp, timestamptz */
+	KEY_OID
+} GcKeyKind;
+
+/* A column of the ORDER BY that decides the order. */
+typedef struct GcOrderKey
+{
+	AttrNumber	attnum;			/* of the table */
+	int16		kind;			/* GcKeyKind */
+	bool		desc;
+	bool		nulls_first;
+	bool		nullable;		/* a word for NULL before the value's word */
+} GcOrderKey;
+
+/*
+ * The order of an ordered scan: its first nkeys columns of the ORDER BY,
+ * which are unique for the snapshot, as nwords uint64 words a row (a
+ * nullable column takes two).  nkeys = 0: the physical order.
+ */
+typedef struct GcOrder
+{
+	int			nkeys;
+	int			nwords;
+	GcOrderKey	keys[INDEX_MAX_KEYS];
+} GcOrder;
+
 typedef struct GcPGShared
 {
 	Oid			relid;
 	int			nparts;
+	GcOrder		order;
 	GcPart		parts[FLEXIBLE_ARRAY_MEMBER];	/* [nparts] by ParallelWorkerNumber */
 } GcPGShared;
 
@@ -127,6 +180,8 @@ typedef struct PartScan
 	GcInput		in;
 	uint64	   *keys;			/* [in.n] the TIDs as block << 16 | offset */
 	int64		keycap;
+	const GcOrder *order;		/* the ORDER BY's keys, nwords 0 for none */
+	uint64	   *okeys;			/* [in.n, order->nwords] their normalized words */
 	/* a worker's: the area its chunks go to, the rows of a chunk, the last chunk */
 	dsa_area   *area;
 	int64		flush_rows;
@@ -141,6 +196,7 @@ typedef struct PartRows
 	int32		d;
 	const int64 *ids;
 	const uint64 *keys;
+	const uint64 *okeys;		/* [n, nwords] the ORDER BY's words, or NULL */
 	const char *x;
 } PartRows;
 
@@ -153,9 +209,10 @@ GcParallelGatherDefineGucs(void)
 	DefineCustomBoolVariable("gpuclust.parallel_gather",
 							 "Reads a query that scans one table with gpuclust's own parallel workers.",
 							 "Taken for a sequential scan of a table or materialized view, optionally "
-							 "filtered, returning columns or casts of them, when max_parallel_workers_per_gather "
-							 "and the table's size give workers; the rows come in the order of a serial scan.",
-							 &gc_parallel_gather_guc, false,
+							 "filtered, returning columns or casts of them, optionally ordered by a unique key, "
+							 "when max_parallel_workers_per_gather and the table's size give workers; the rows "
+							 "come in the order of the serial plan.",
+							 &gc_parallel_gather_guc, true,
 							 PGC_USERSET, 0, NULL, NULL, NULL);
 }
 
@@ -238,14 +295,15 @@ HasRls(PlannedStmt *stmt, RangeTblEntry *rte)
 
 /*
  * The relation a plan scans when it is the shape the parallel gather takes:
- * a SeqScan alone, parallel safe, without subplans or parameters, whose
+ * a SeqScan alone, parallel safe (where check_safe: the caller checked the
+ * query otherwise), without subplans or parameters, whose
  * natts output columns are columns of a table or materialized view or casts
  * of them, no relation of the statement under row-level security for the
  * caller.
  * InvalidOid otherwise.
  */
 static Oid
-ScanShape(CachedPlanSource *ps, PlannedStmt *stmt, int natts)
+ScanShape(PlannedStmt *stmt, int natts, bool check_safe)
 {
 	Plan	   *plan = stmt->planTree;
 	Scan	   *scan;
@@ -253,7 +311,7 @@ ScanShape(CachedPlanSource *ps, PlannedStmt *stmt, int natts)
 	ListCell   *lc;
 
 	if (stmt->commandType != CMD_SELECT || stmt->utilityStmt != NULL || plan == NULL ||
-		!IsA(plan, SeqScan) || !plan->parallel_safe ||
+		!IsA(plan, SeqScan) || (check_safe && !plan->parallel_safe) ||
 		plan->lefttree != NULL || plan->righttree != NULL || plan->initPlan != NIL ||
 		stmt->subplans != NIL || stmt->paramExecTypes != NIL || stmt->rowMarks != NIL)
 		return InvalidOid;
@@ -284,6 +342,201 @@ ScanShape(CachedPlanSource *ps, PlannedStmt *stmt, int natts)
 	return rte->relid;
 }
 
+/* A column of the ORDER BY, as the query gives it. */
+typedef struct SortCol
+{
+	AttrNumber	attnum;
+	int			kind;			/* GcKeyKind, -1 for a type without one */
+	bool		desc;
+	bool		nulls_first;
+	Oid			opfamily;		/* of its btree order, InvalidOid where not its type's default */
+} SortCol;
+
+/* The normalized key of a type whose default btree order is that of an integer, -1 for another type. */
+static int
+KeyKind(Oid type)
+{
+	switch (type)
+	{
+		case INT2OID:
+			return KEY_INT2;
+		case INT4OID:
+		case DATEOID:
+			return KEY_INT4;
+		case INT8OID:
+		case TIMESTAMPOID:
+		case TIMESTAMPTZOID:
+			return KEY_INT8;
+		case OIDOID:
+			return KEY_OID;
+		default:
+			return -1;
+	}
+}
+
+/*
+ * For a query that reads one table with an ORDER BY of its columns: the
+ * query, the ORDER BY's columns in cols [INDEX_MAX_KEYS] and their count in
+ * *ncols, and the table's range table index in *varno.  NULL for any other
+ * query: the ORDER BY is absent or holds anything but columns of the one
+ * table of the FROM clause, or the query groups, aggregates, limits or
+ * locks its rows.
+ */
+static Query *
+OrderedQuery(CachedPlanSource *ps, SortCol *cols, int *ncols, Index *varno)
+{
+	Query	   *q;
+	ListCell   *lc;
+	int			n = 0;
+
+	*varno = 0;
+	if (list_length(ps->query_list) != 1)
+		return NULL;
+	q = linitial_node(Query, ps->query_list);
+	if (q->commandType != CMD_SELECT || q->utilityStmt != NULL || q->sortClause == NIL ||
+		list_length(q->sortClause) > INDEX_MAX_KEYS || q->setOperations != NULL ||
+		q->groupClause != NIL || q->groupingSets != NIL || q->distinctClause != NIL ||
+		q->windowClause != NIL || q->havingQual != NULL || q->hasAggs || q->hasWindowFuncs ||
+		q->hasTargetSRFs || q->limitCount != NULL || q->limitOffset != NULL ||
+		q->rowMarks != NIL || q->hasForUpdate || q->cteList != NIL ||
+		q->jointree == NULL || list_length(q->jointree->fromlist) != 1 ||
+		!IsA(linitial(q->jointree->fromlist), RangeTblRef))
+		return NULL;
+	foreach(lc, q->sortClause)
+	{
+		SortGroupClause *sc = lfirst_node(SortGroupClause, lc);
+		TargetEntry *te = get_sortgroupclause_tle(sc, q->targetList);
+		Var		   *v = (Var *) te->expr;
+		Oid			opfamily;
+		Oid			opcintype;
+		Oid			opclass;
+		int16		strategy;
+
+		if (!IsA(v, Var) || v->varlevelsup != 0 || v->varattno <= 0 ||
+			v->varno != ((RangeTblRef *) linitial(q->jointree->fromlist))->rtindex ||
+			v->varno > list_length(q->rtable) ||
+			rt_fetch(v->varno, q->rtable)->rtekind != RTE_RELATION)
+			return NULL;
+		*varno = v->varno;
+		cols[n].attnum = v->varattno;
+		cols[n].kind = KeyKind(v->vartype);
+		cols[n].nulls_first = sc->nulls_first;
+		cols[n].desc = false;
+		cols[n].opfamily = InvalidOid;
+		opclass = GetDefaultOpClass(v->vartype, BTREE_AM_OID);
+		if (cols[n].kind >= 0 && OidIsValid(opclass) &&
+			get_ordering_op_properties(sc->sortop, &opfamily, &opcintype, &strategy) &&
+			opcintype == v->vartype && opfamily == get_opclass_family(opclass))
+		{
+			cols[n].opfamily = opfamily;
+			cols[n].desc = strategy == BTGreaterStrategyNumber;
+		}
+		n++;
+	}
+	*ncols = n;
+	return q;
+}
+
+/*
+ * The plan of q (of OrderedQuery) without its ORDER BY, planned now.  How
+ * the planner sorts (an Index Scan or a Sort) does not matter: the plan
+ * without the ORDER BY returns the same rows.  NULL where something in the
+ * query is not parallel safe.
+ */
+static PlannedStmt *
+UnorderedPlan(CachedPlanSource *ps, Query *q)
+{
+	List	   *tlist = NIL;
+	ListCell   *lc;
+
+	/* the query without its ORDER BY, nor the columns that only the ORDER BY reads */
+	q = copyObject(q);
+	q->sortClause = NIL;
+	foreach(lc, q->targetList)
+	{
+		TargetEntry *te = lfirst_node(TargetEntry, lc);
+
+		if (te->resjunk)
+		{
+			if (te->ressortgroupref == 0 || !IsA(te->expr, Var))
+				return NULL;
+			continue;
+		}
+		te->ressortgroupref = 0;
+		tlist = lappend(tlist, te);
+	}
+	q->targetList = tlist;
+
+	/*
+	 * Planned serially, so that the plan is a scan and not a Gather; every
+	 * function of the query parallel safe instead, as the planner finds
+	 * where it may plan workers (max_parallel_hazard).
+	 */
+	if (max_parallel_hazard(q) != PROPARALLEL_SAFE)
+		return NULL;
+	return pg_plan_query(q, ps->query_string, 0, NULL);
+}
+
+/*
+ * The number of leading columns of the ORDER BY (cols [ncols]) whose values
+ * are unique among the rows of rel for the caller's snapshot: the first
+ * that hold every key column of a unique btree index of the table that is
+ * valid, immediate (not deferrable), not partial and on columns (no
+ * expression), each sorted by the index's own operator family, and NOT
+ * NULL or under NULLS NOT DISTINCT.  0 where there is none.
+ */
+static int
+UniquePrefix(Relation rel, const SortCol *cols, int ncols)
+{
+	List	   *indexes = RelationGetIndexList(rel);
+	ListCell   *lc;
+	int			best = 0;
+
+	foreach(lc, indexes)
+	{
+		Relation	irel = index_open(lfirst_oid(lc), AccessShareLock);
+		Form_pg_index ix = irel->rd_index;
+		bool		ok;
+		int			need = 0;
+
+		ok = ix->indisunique && ix->indimmediate && ix->indisvalid && ix->indislive &&
+			irel->rd_rel->relam == BTREE_AM_OID &&
+			heap_attisnull(irel->rd_indextuple, Anum_pg_index_indpred, NULL) &&
+			heap_attisnull(irel->rd_indextuple, Anum_pg_index_indexprs, NULL);
+		for (int i = 0; ok && i < IndexRelationGetNumberOfKeyAttributes(irel); i++)
+		{
+			AttrNumber	a = ix->indkey.values[i];
+			int			at = -1;
+			bool		nulls_ok;
+
+			if (a <= 0)
+			{
+				ok = false;		/* a system column or an expression */
+				break;
+			}
+			nulls_ok = TupleDescAttr(RelationGetDescr(rel), a - 1)->attnotnull;
+#if PG_VERSION_NUM >= 150000
+			nulls_ok |= ix->indnullsnotdistinct;
+#endif
+			for (int j = 0; j < ncols && at < 0; j++)
+				if (cols[j].attnum == a)
+					at = j;
+			/* the first place of the column in the ORDER BY is the one that sorts */
+			ok = at >= 0 && cols[at].opfamily == irel->rd_opfamily[i] && nulls_ok;
+			need = Max(need, at + 1);
+		}
+		index_close(irel, AccessShareLock);
+		if (ok && (best == 0 || need < best))
+			best = need;
+	}
+	list_free(indexes);
+	/* each column up to there sorted by a normalized key */
+	for (int j = 0; j < best; j++)
+		if (cols[j].kind < 0 || !OidIsValid(cols[j].opfamily))
+			return 0;
+	return best;
+}
+
 /* The workers for a scan of rel: PostgreSQL's rule for a parallel scan of it (compute_parallel_worker). */
 static int
 WorkersFor(Relation rel)
@@ -300,13 +553,14 @@ WorkersFor(Relation rel)
 
 /* Sets up a participant's scan in cxt: the expressions and the serial gather's receiver. */
 static void
-PartBegin(PartScan *p, Relation rel, List *tlist, List *qual, MemoryContext cxt)
+PartBegin(PartScan *p, Relation rel, List *tlist, List *qual, const GcOrder *order, MemoryContext cxt)
 {
 	MemoryContext old = MemoryContextSwitchTo(cxt);
 	TupleDesc	rdesc;
 
 	memset(p, 0, sizeof(*p));
 	p->rel = rel;
+	p->order = order;
 	p->econtext = CreateStandaloneExprContext();
 	rdesc = ExecTypeFromTL(tlist);
 	p->rslot = MakeSingleTupleTableSlot(rdesc, &TTSOpsVirtual);
@@ -339,6 +593,7 @@ static void
 PartFlush(PartScan *p)
 {
 	Size		ibytes = (Size) p->in.n * sizeof(int64);
+	Size		obytes = ibytes * p->order->nwords;
 	Size		xbytes = (Size) p->in.n * p->in.d * gc_dtype_size(p->in.dtype);
 	dsa_pointer dp;
 	GcChunk    *c;
@@ -346,14 +601,16 @@ PartFlush(PartScan *p)
 
 	if (p->in.n == 0)
 		return;
-	dp = dsa_allocate_extended(p->area, sizeof(GcChunk) + 2 * ibytes + xbytes, DSA_ALLOC_HUGE);
+	dp = dsa_allocate_extended(p->area, sizeof(GcChunk) + 2 * ibytes + obytes + xbytes, DSA_ALLOC_HUGE);
 	c = dsa_get_address(p->area, dp);
 	c->next = InvalidDsaPointer;
 	c->n = p->in.n;
 	dst = (char *) (c + 1);
 	memcpy(dst, p->in.ids, ibytes);
 	memcpy(dst + ibytes, p->keys, ibytes);
-	memcpy(dst + 2 * ibytes, p->in.x, xbytes);
+	if (obytes > 0)
+		memcpy(dst + 2 * ibytes, p->okeys, obytes);
+	memcpy(dst + 2 * ibytes + obytes, p->in.x, xbytes);
 	if (DsaPointerIsValid(p->last))
 		((GcChunk *) dsa_get_address(p->area, p->last))->next = dp;
 	else
@@ -362,6 +619,43 @@ PartFlush(PartScan *p)
 	p->part->n += p->in.n;
 	/* the feature count stays (in.d): the rows that follow are checked against it */
 	p->in.n = 0;
+}
+
+/* The normalized words of a row's ORDER BY keys: their unsigned order is the btree order of the keys. */
+static inline void
+OrderWords(const GcOrder *order, TupleTableSlot *slot, uint64 *w)
+{
+	for (int k = 0; k < order->nkeys; k++)
+	{
+		const GcOrderKey *key = &order->keys[k];
+		bool		isnull;
+		Datum		v = slot_getattr(slot, key->attnum, &isnull);
+		uint64		word = 0;
+
+		if (key->nullable)
+			*w++ = isnull == key->nulls_first ? 0 : 1;
+		if (!isnull)
+		{
+			switch ((GcKeyKind) key->kind)
+			{
+				case KEY_INT2:
+					word = (uint64) (int64) DatumGetInt16(v) ^ (UINT64CONST(1) << 63);
+					break;
+				case KEY_INT4:
+					word = (uint64) (int64) DatumGetInt32(v) ^ (UINT64CONST(1) << 63);
+					break;
+				case KEY_INT8:
+					word = (uint64) DatumGetInt64(v) ^ (UINT64CONST(1) << 63);
+					break;
+				case KEY_OID:
+					word = (uint64) DatumGetObjectId(v);
+					break;
+			}
+			if (key->desc)
+				word = ~word;
+		}
+		*w++ = word;
+	}
 }
 
 /* Reads the participant's blocks: each visible row that passes the filter, checked and kept with its TID. */
@@ -392,10 +686,16 @@ PartRun(PartScan *p, ParallelTableScanDesc pscan)
 			p->keys = p->keys == NULL ?
 				MemoryContextAllocHuge(p->st.outcxt, cap * sizeof(uint64)) :
 				repalloc_huge(p->keys, cap * sizeof(uint64));
+			if (p->order->nwords > 0)
+				p->okeys = p->okeys == NULL ?
+					MemoryContextAllocHuge(p->st.outcxt, cap * p->order->nwords * sizeof(uint64)) :
+					repalloc_huge(p->okeys, cap * p->order->nwords * sizeof(uint64));
 			p->keycap = cap;
 		}
 		p->keys[p->in.n] = ((uint64) ItemPointerGetBlockNumber(tid) << 16) |
 			ItemPointerGetOffsetNumber(tid);
+		if (p->order->nwords > 0)
+			OrderWords(p->order, p->scanslot, p->okeys + p->in.n * p->order->nwords);
 		/* the table's own tuple where it is the query's row, as the serial scan hands it over */
 		GatherReceive(p->direct ? p->scanslot : p->rslot, &p->st.pub);
 		if (p->area != NULL)
@@ -425,6 +725,7 @@ PartRowsOf(PartScan *p, PartRows *out)
 	out->d = p->in.d;
 	out->ids = p->in.ids;
 	out->keys = p->keys;
+	out->okeys = p->okeys;
 	out->x = p->in.x;
 }
 
@@ -445,7 +746,7 @@ GcParallelGatherMain(dsm_segment *seg, shm_toc *toc)
 
 	part->n = 0;
 	part->first = InvalidDsaPointer;
-	PartBegin(&p, rel, tlist, qual, cxt);
+	PartBegin(&p, rel, tlist, qual, &shared->order, cxt);
 	p.area = area;
 	p.part = part;
 	p.last = InvalidDsaPointer;
@@ -467,6 +768,8 @@ typedef struct MergeRun
 	const char *x;
 	int64		out;			/* its first row in the merged buffers */
 	int64		n;
+	int			part;			/* its part, and its first row there */
+	int64		from;
 } MergeRun;
 
 /* The copies of runs [from, to) into the merged buffers: one thread's share. */
@@ -506,10 +809,202 @@ MergeCopyRuns(void *arg)
 }
 
 /*
+ * Runs fn on each of the nt shares (of size bytes each, from shares): the
+ * first on the backend's thread, the others on threads that take no signal
+ * (the backend's own thread answers them); a share whose thread does not
+ * start runs on the backend's thread.  fn calls nothing of PostgreSQL.
+ */
+static void
+RunShares(void *(*fn) (void *), char *shares, Size size, int nt)
+{
+	pthread_t  *threads = palloc0(sizeof(pthread_t) * nt);
+	bool	   *started = palloc0(sizeof(bool) * nt);
+	sigset_t	all;
+	sigset_t	old;
+
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	for (int t = 1; t < nt; t++)
+		started[t] = pthread_create(&threads[t], NULL, fn, shares + t * size) == 0;
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	fn(shares);
+	for (int t = 1; t < nt; t++)
+	{
+		if (started[t])
+			pthread_join(threads[t], NULL);
+		else
+			fn(shares + t * size);
+	}
+	pfree(threads);
+	pfree(started);
+}
+
+/* A row of a part, in the ordered merge: the part's index << REF_SHIFT | the row in it. */
+#define REF_SHIFT	40
+#define REF_ROW(ref) ((ref) & ((INT64CONST(1) << REF_SHIFT) - 1))
+
+/* The copies of rows [from, to) of the buffers in ORDER BY order: one thread's share. */
+typedef struct OrderCopy
+{
+	const PartRows *parts;
+	const int64 *refs;			/* [total] the rows of the parts in order */
+	int64		from;
+	int64		to;
+	int64	   *ids;
+	char	   *x;
+	Size		rowbytes;
+} OrderCopy;
+
+/* Copies a share of the rows in order; the threads of Merge run it (no PostgreSQL call). */
+static void *
+OrderCopyRows(void *arg)
+{
+	OrderCopy  *m = (OrderCopy *) arg;
+
+	if (m->to > m->from)
+	{
+		(void) Populate(m->x + (Size) m->from * m->rowbytes, m->x + (Size) m->to * m->rowbytes);
+		(void) Populate(m->ids + m->from, m->ids + m->to);
+	}
+	for (int64 i = m->from; i < m->to; i++)
+	{
+		const PartRows *pr = &m->parts[m->refs[i] >> REF_SHIFT];
+		int64		r = REF_ROW(m->refs[i]);
+
+		m->ids[i] = pr->ids[r];
+		memcpy(m->x + (Size) i * m->rowbytes, pr->x + (Size) r * m->rowbytes, m->rowbytes);
+	}
+	return NULL;
+}
+
+/*
+ * Sorts the n pairs (keys, vals) by key, stable, on nthreads threads: the
+ * CPU back end's parallel radix sort (src/core/pool.c), whose result is
+ * that of gc_radix_sort of common/sort.h.  The threads call nothing of
+ * PostgreSQL; the backend's thread asks for cancel, which is raised here.
+ * GC_OK, or GC_ERR_OUT_OF_MEMORY.
+ */
+static gc_status
+SortKeys(uint64 *keys, int64 *vals, uint64 *tk, int64 *tv, int64 n, int nthreads)
+{
+	gc_error	err;
+	gc_timing	timing;
+	gc_core_ctx ctx;
+	gc_status	st;
+
+	memset(&err, 0, sizeof(err));
+	memset(&timing, 0, sizeof(timing));
+	memset(&ctx, 0, sizeof(ctx));
+	ctx.cancel = GcCancelRequested;
+	ctx.tuning = &gc_tuning_gucs;
+	ctx.timing = &timing;
+	ctx.err = &err;
+	ctx.pool = gc_pool_create(&ctx, nthreads);
+	if (ctx.pool == NULL)
+		return GC_ERR_OUT_OF_MEMORY;
+	st = gc_pool_radix_sort(ctx.pool, (uint64_t *) keys, (int64_t *) vals, (uint64_t *) tk,
+							(int64_t *) tv, n);
+	gc_pool_free(ctx.pool);
+	if (st == GC_ERR_CANCELLED)
+	{
+		CHECK_FOR_INTERRUPTS();
+		elog(ERROR, "the sort of the parallel gather stopped for a cancel that did not come, please report a bug");
+	}
+	return st;
+}
+
+/*
+ * The rows of the parts in ORDER BY order, as refs (part << REF_SHIFT | row):
+ * starting from their physical order (the runs), a stable LSD radix sort on
+ * each word of the keys, the last word first, so that rows with equal keys
+ * keep their physical order (the keys are unique for the snapshot: none
+ * should).  *out is NULL when the physical order is already the order.
+ * False, with nothing allocated, where the sort's threads found no memory
+ * (the caller then gathers serially).
+ */
+static bool
+OrderRows(const PartRows *parts, const MergeRun *runs, int64 nruns, int64 total, const GcOrder *order,
+		  int nthreads, int64 **out)
+{
+	int64	   *refs = MemoryContextAllocHuge(CurrentMemoryContext, sizeof(int64) * total);
+	uint64	   *keys = MemoryContextAllocHuge(CurrentMemoryContext, sizeof(uint64) * total);
+	uint64	   *tk = NULL;
+	int64	   *tv = NULL;
+	int64		i = 0;
+	bool		moved = false;
+
+	for (int64 r = 0; r < nruns; r++)
+		for (int64 j = 0; j < runs[r].n; j++)
+			refs[i++] = ((int64) runs[r].part << REF_SHIFT) | (runs[r].from + j);
+	for (int w = order->nwords - 1; w >= 0; w--)
+	{
+		bool		sorted = true;
+		bool		reversed = total > 1;
+
+		for (i = 0; i < total; i++)
+		{
+			const PartRows *pr = &parts[refs[i] >> REF_SHIFT];
+
+			keys[i] = pr->okeys[REF_ROW(refs[i]) * order->nwords + w];
+			if (i > 0)
+			{
+				sorted &= keys[i] >= keys[i - 1];
+				reversed &= keys[i] < keys[i - 1];
+			}
+			if ((i & ((1 << 20) - 1)) == 0)
+				CHECK_FOR_INTERRUPTS();
+		}
+		if (sorted)
+			continue;			/* a stable sort would move nothing */
+		if (reversed)
+		{
+			/* strictly descending (no two equal): the stable sort is the reverse */
+			for (int64 a = 0, b = total - 1; a < b; a++, b--)
+			{
+				int64		t = refs[a];
+
+				refs[a] = refs[b];
+				refs[b] = t;
+			}
+			moved = true;
+			continue;
+		}
+		if (tk == NULL)
+		{
+			tk = MemoryContextAllocHuge(CurrentMemoryContext, sizeof(uint64) * total);
+			tv = MemoryContextAllocHuge(CurrentMemoryContext, sizeof(int64) * total);
+		}
+		if (SortKeys(keys, refs, tk, tv, total, nthreads) != GC_OK)
+		{
+			pfree(keys);
+			pfree(tk);
+			pfree(tv);
+			pfree(refs);
+			return false;		/* not enough memory for the threads' counts */
+		}
+		moved = true;
+	}
+	pfree(keys);
+	if (tk != NULL)
+	{
+		pfree(tk);
+		pfree(tv);
+	}
+	if (!moved)
+	{
+		pfree(refs);
+		refs = NULL;
+	}
+	*out = refs;
+	return true;
+}
+
+/*
  * Merges the parts, each in block order, into st's row buffers by TID.
  * False, with nothing allocated, when the parts disagree on the number of
  * features (a row with another length than the first: the serial gather
- * names it) or on their type.
+ * names it) or on their type, or where the sort of an ordered scan finds
+ * no memory for its threads.
  *
  * The order is found first, as a list of runs (the rows of one part before
  * any other part's next row); the runs are then copied by up to nthreads
@@ -517,7 +1012,7 @@ MergeCopyRuns(void *arg)
  * buffers are faulted in and written in parallel.
  */
 static bool
-Merge(GatherReceiver *st, PartRows *parts, int nparts, int nthreads)
+Merge(GatherReceiver *st, PartRows *parts, int nparts, int nthreads, const GcOrder *order)
 {
 	GcInput    *in = st->in;
 	int64		total = 0;
@@ -528,6 +1023,7 @@ Merge(GatherReceiver *st, PartRows *parts, int nparts, int nthreads)
 	MergeRun   *runs;
 	int64		nruns = 0;
 	int64		capruns = 1024;
+	int64	   *refs;
 
 	for (int i = 0; i < nparts; i++)
 	{
@@ -589,6 +1085,8 @@ Merge(GatherReceiver *st, PartRows *parts, int nparts, int nthreads)
 		runs[nruns].x = b->x + (Size) from * rowbytes;
 		runs[nruns].out = out;
 		runs[nruns].n = to - from;
+		runs[nruns].part = best;
+		runs[nruns].from = from;
 		nruns++;
 		out += to - from;
 		pos[best] = to;
@@ -597,43 +1095,66 @@ Merge(GatherReceiver *st, PartRows *parts, int nparts, int nthreads)
 	pfree(pos);
 	Assert(out == total);
 
+	/* the rows in ORDER BY order where the query has one and they are not in it already */
+	refs = NULL;
+	if (order->nwords > 0)
+	{
+		instr_time	t0;
+		instr_time	t1;
+
+		INSTR_TIME_SET_CURRENT(t0);
+		if (!OrderRows(parts, runs, nruns, total, order, nthreads, &refs))
+		{
+			pfree(runs);
+			return false;
+		}
+		INSTR_TIME_SET_CURRENT(t1);
+		INSTR_TIME_SUBTRACT(t1, t0);
+		elog(DEBUG2, "gpuclust: parallel gather: " INT64_FORMAT " rows put in ORDER BY order in %.1f ms%s",
+			 total, INSTR_TIME_GET_MILLISEC(t1), refs == NULL ? " (already in it)" : "");
+	}
+
 	AllocRows(st, total, false);
 	{
 		/* threads for 16MB and more of rows, each with a share of about equal rows */
 		int			nt = (int) Min((int64) nthreads, Max((int64) 1, (int64) (total * (rowbytes + 8) >> 24)));
-		MergeCopy  *shares = palloc0(sizeof(MergeCopy) * nt);
-		pthread_t  *threads = palloc0(sizeof(pthread_t) * nt);
-		bool	   *started = palloc0(sizeof(bool) * nt);
 		int64		r = 0;
-		sigset_t	all;
-		sigset_t	old;
 
-		for (int t = 0; t < nt; t++)
+		if (refs != NULL)
 		{
-			int64		upto = total * (t + 1) / nt;
+			OrderCopy  *shares = palloc0(sizeof(OrderCopy) * nt);
 
-			shares[t].runs = runs;
-			shares[t].ids = in->ids;
-			shares[t].x = (char *) in->x;
-			shares[t].rowbytes = rowbytes;
-			shares[t].from = r;
-			while (r < nruns && runs[r].out < upto)
-				r++;
-			shares[t].to = t == nt - 1 ? nruns : r;
+			for (int t = 0; t < nt; t++)
+			{
+				shares[t].parts = parts;
+				shares[t].refs = refs;
+				shares[t].ids = in->ids;
+				shares[t].x = (char *) in->x;
+				shares[t].rowbytes = rowbytes;
+				shares[t].from = total * t / nt;
+				shares[t].to = total * (t + 1) / nt;
+			}
+			RunShares(OrderCopyRows, (char *) shares, sizeof(OrderCopy), nt);
+			pfree(refs);
 		}
-		/* signals are the backend's: the threads take none */
-		sigfillset(&all);
-		pthread_sigmask(SIG_SETMASK, &all, &old);
-		for (int t = 1; t < nt; t++)
-			started[t] = pthread_create(&threads[t], NULL, MergeCopyRuns, &shares[t]) == 0;
-		pthread_sigmask(SIG_SETMASK, &old, NULL);
-		MergeCopyRuns(&shares[0]);
-		for (int t = 1; t < nt; t++)
+		else
 		{
-			if (started[t])
-				pthread_join(threads[t], NULL);
-			else
-				MergeCopyRuns(&shares[t]);
+			MergeCopy  *shares = palloc0(sizeof(MergeCopy) * nt);
+
+			for (int t = 0; t < nt; t++)
+			{
+				int64		upto = total * (t + 1) / nt;
+
+				shares[t].runs = runs;
+				shares[t].ids = in->ids;
+				shares[t].x = (char *) in->x;
+				shares[t].rowbytes = rowbytes;
+				shares[t].from = r;
+				while (r < nruns && runs[r].out < upto)
+					r++;
+				shares[t].to = t == nt - 1 ? nruns : r;
+			}
+			RunShares(MergeCopyRuns, (char *) shares, sizeof(MergeCopy), nt);
 		}
 	}
 	pfree(runs);
@@ -670,14 +1191,26 @@ GcParallelGather(CachedPlanSource *ps, PlannedStmt *stmt, GatherReceiver *st, bo
 	PartRows   *parts;
 	int			nparts = 0;
 	bool		ok = true;
+	GcOrder		order;
+	SortCol		cols[INDEX_MAX_KEYS];
+	int			ncols = 0;
+	Query	   *ordered = NULL;
+	Index		varno = 0;
 
 	*started = false;
+	memset(&order, 0, sizeof(order));
 	/* not inside a parallel operation (the statement around the call may be one) */
 	if (!gc_parallel_gather_guc || max_parallel_workers_per_gather <= 0 || IsInParallelMode())
 		return false;
-	relid = ScanShape(ps, stmt, st->natts);
+	relid = ScanShape(stmt, st->natts, true);
 	if (!OidIsValid(relid))
-		return false;
+	{
+		/* an ORDER BY of the table's columns: the scan of the query without it, then sorted */
+		ordered = OrderedQuery(ps, cols, &ncols, &varno);
+		if (ordered == NULL)
+			return false;
+		relid = rt_fetch(varno, ordered->rtable)->relid;
+	}
 
 	/*
 	 * The executor's check of the caller's privileges before anything is
@@ -692,10 +1225,34 @@ GcParallelGather(CachedPlanSource *ps, PlannedStmt *stmt, GatherReceiver *st, bo
 #endif
 	rel = table_open(relid, AccessShareLock);
 	if (rel->rd_rel->relam != HEAP_TABLE_AM_OID || RelationUsesLocalBuffers(rel) ||
-		(nworkers = WorkersFor(rel)) <= 0)
+		(nworkers = WorkersFor(rel)) <= 0 ||
+		(ordered != NULL && (order.nkeys = UniquePrefix(rel, cols, ncols)) == 0))
 	{
 		table_close(rel, NoLock);
 		return false;
+	}
+	if (ordered != NULL)
+	{
+		PlannedStmt *unordered = UnorderedPlan(ps, ordered);
+
+		if (unordered == NULL || ScanShape(unordered, st->natts, false) != relid ||
+			((Scan *) unordered->planTree)->scanrelid != varno)
+		{
+			table_close(rel, NoLock);
+			return false;
+		}
+		scan = (Scan *) unordered->planTree;
+	}
+	for (int k = 0; k < order.nkeys; k++)
+	{
+		GcOrderKey *key = &order.keys[k];
+
+		key->attnum = cols[k].attnum;
+		key->kind = (int16) cols[k].kind;
+		key->desc = cols[k].desc;
+		key->nulls_first = cols[k].nulls_first;
+		key->nullable = !TupleDescAttr(RelationGetDescr(rel), key->attnum - 1)->attnotnull;
+		order.nwords += key->nullable ? 2 : 1;
 	}
 
 	snapshot = GetActiveSnapshot();
@@ -726,6 +1283,7 @@ GcParallelGather(CachedPlanSource *ps, PlannedStmt *stmt, GatherReceiver *st, bo
 	memset(shared, 0, shared_size);
 	shared->relid = relid;
 	shared->nparts = nworkers;
+	shared->order = order;
 	for (int i = 0; i < nworkers; i++)
 		shared->parts[i].first = InvalidDsaPointer;
 	shm_toc_insert(pcxt->toc, PG_KEY_SHARED, shared);
@@ -754,12 +1312,16 @@ GcParallelGather(CachedPlanSource *ps, PlannedStmt *stmt, GatherReceiver *st, bo
 	 */
 	partcxt = AllocSetContextCreate(CurTransactionContext, "gpuclust parallel gather leader",
 									ALLOCSET_DEFAULT_SIZES);
-	PartBegin(&leader, rel, scan->plan.targetlist, scan->plan.qual, partcxt);
+	PartBegin(&leader, rel, scan->plan.targetlist, scan->plan.qual, &order, partcxt);
 
 	LaunchParallelWorkers(pcxt);
 	*started = true;
-	elog(DEBUG1, "gpuclust: parallel gather of \"%s\" with %d workers planned",
-		 RelationGetRelationName(rel), nworkers);
+	if (order.nkeys > 0)
+		elog(DEBUG1, "gpuclust: parallel gather of \"%s\" with %d workers planned, sorted on %d key columns",
+			 RelationGetRelationName(rel), nworkers, order.nkeys);
+	else
+		elog(DEBUG1, "gpuclust: parallel gather of \"%s\" with %d workers planned",
+			 RelationGetRelationName(rel), nworkers);
 	if (pcxt->nworkers_launched == 0 || parallel_leader_participation)
 		PartRun(&leader, pscan);
 	WaitForParallelWorkersToFinish(pcxt);
@@ -795,14 +1357,15 @@ GcParallelGather(CachedPlanSource *ps, PlannedStmt *stmt, GatherReceiver *st, bo
 				r->d = wp->d;
 				r->ids = (const int64 *) base;
 				r->keys = (const uint64 *) (base + (Size) c->n * sizeof(int64));
-				r->x = base + 2 * (Size) c->n * sizeof(int64);
+				r->okeys = order.nwords > 0 ? (const uint64 *) (base + 2 * (Size) c->n * sizeof(int64)) : NULL;
+				r->x = base + (2 + order.nwords) * (Size) c->n * sizeof(int64);
 				dp = c->next;
 			}
 		}
 	}
 	if (ok)
 		ok = Merge(st, parts, nparts,
-				   Min(Max(gc_tuning_gucs.cpu_threads, 1), pcxt->nworkers_launched + 1));
+				   Min(Max(gc_tuning_gucs.cpu_threads, 1), pcxt->nworkers_launched + 1), &order);
 
 	dsa_detach(area);
 	DestroyParallelContext(pcxt);

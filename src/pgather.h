@@ -1,9 +1,10 @@
 /*
  * pgather.h
  *    The parallel gather (pgather.c): when the user's query is a plain scan of
- *    one table or materialized view, gpuclust's own parallel workers read the
- *    heap into shared memory, and the rows are put back in the scan's order;
- *    and its setting gpuclust.parallel_gather.
+ *    one table or materialized view, optionally ordered by a unique key,
+ *    gpuclust's own parallel workers read the heap into shared memory, and
+ *    the rows are put back in the serial plan's order; and its setting
+ *    gpuclust.parallel_gather.
  */
 #ifndef GPUCLUST_PGATHER_H
 #define GPUCLUST_PGATHER_H
