@@ -1191,6 +1191,12 @@ GcParallelGather(CachedPlanSource *ps, PlannedStmt *stmt, GatherReceiver *st, bo
 	PartRows   *parts;
 	int			nparts = 0;
 	bool		ok = true;
+	instr_time	t_start,
+				t_launch,
+				t_scanned,
+				t_merged,
+				t_done;
+	int			pcxt_launched;
 	GcOrder		order;
 	SortCol		cols[INDEX_MAX_KEYS];
 	int			ncols = 0;
@@ -1259,6 +1265,7 @@ GcParallelGather(CachedPlanSource *ps, PlannedStmt *stmt, GatherReceiver *st, bo
 	tlist_s = nodeToString(scan->plan.targetlist);
 	qual_s = nodeToString(scan->plan.qual);
 
+	INSTR_TIME_SET_CURRENT(t_start);
 	EnterParallelMode();
 	pcxt = CreateParallelContext("gpuclust", "GcParallelGatherMain", nworkers);
 	shared_size = add_size(offsetof(GcPGShared, parts), mul_size(sizeof(GcPart), nworkers));
@@ -1314,6 +1321,7 @@ GcParallelGather(CachedPlanSource *ps, PlannedStmt *stmt, GatherReceiver *st, bo
 									ALLOCSET_DEFAULT_SIZES);
 	PartBegin(&leader, rel, scan->plan.targetlist, scan->plan.qual, &order, partcxt);
 
+	INSTR_TIME_SET_CURRENT(t_launch);
 	LaunchParallelWorkers(pcxt);
 	*started = true;
 	if (order.nkeys > 0)
@@ -1325,6 +1333,7 @@ GcParallelGather(CachedPlanSource *ps, PlannedStmt *stmt, GatherReceiver *st, bo
 	if (pcxt->nworkers_launched == 0 || parallel_leader_participation)
 		PartRun(&leader, pscan);
 	WaitForParallelWorkersToFinish(pcxt);
+	INSTR_TIME_SET_CURRENT(t_scanned);
 
 	/* the leader's part, and each chunk of each worker as a part of its own */
 	{
@@ -1366,11 +1375,22 @@ GcParallelGather(CachedPlanSource *ps, PlannedStmt *stmt, GatherReceiver *st, bo
 	if (ok)
 		ok = Merge(st, parts, nparts,
 				   Min(Max(gc_tuning_gucs.cpu_threads, 1), pcxt->nworkers_launched + 1), &order);
+	INSTR_TIME_SET_CURRENT(t_merged);
+	pcxt_launched = pcxt->nworkers_launched;
 
 	dsa_detach(area);
 	DestroyParallelContext(pcxt);
 	ExitParallelMode();
 	MemoryContextDelete(partcxt);
 	table_close(rel, NoLock);
+	/* where the time went: what the parallel gather adds to the scan shows here */
+	INSTR_TIME_SET_CURRENT(t_done);
+	INSTR_TIME_SUBTRACT(t_done, t_merged);
+	INSTR_TIME_SUBTRACT(t_merged, t_scanned);
+	INSTR_TIME_SUBTRACT(t_scanned, t_launch);
+	INSTR_TIME_SUBTRACT(t_launch, t_start);
+	elog(DEBUG2, "gpuclust: parallel gather of %d workers: set-up %.1f ms, scan %.1f ms, merge and copy %.1f ms, shared memory released %.1f ms",
+		 pcxt_launched, INSTR_TIME_GET_MILLISEC(t_launch), INSTR_TIME_GET_MILLISEC(t_scanned),
+		 INSTR_TIME_GET_MILLISEC(t_merged), INSTR_TIME_GET_MILLISEC(t_done));
 	return ok;
 }
