@@ -366,6 +366,13 @@ RESET max_parallel_workers_per_gather;
 DROP OWNED BY regress_gc_pg_reader;
 DROP ROLE regress_gc_pg_reader;
 DROP MATERIALIZED VIEW pgm;
+-- rows wider than 512 bytes (the planner's estimate) stay serial: 200 features
+CREATE TABLE pgwide (id bigint, f real[]) WITH (autovacuum_enabled = off, parallel_workers = 4);
+INSERT INTO pgwide SELECT g, array_fill((g % 7)::real, ARRAY[200]) FROM generate_series(1, 2000) g;
+ANALYZE pgwide;
+SELECT pg_taken('SELECT id, f FROM pgwide', 4);
+DROP TABLE pgwide;
+
 DROP VIEW pgv;
 DROP TABLE pgt, pgw, pgbad, pgo, pgobad;
 DROP FUNCTION pg_same(text, int, float8, int), pg_taken(text, int);

@@ -111,6 +111,9 @@ bool		gc_parallel_gather_guc = true;
  */
 #define CHUNK_BYTES ((Size) 8 << 20)
 
+/* The planner's estimated row width (bytes) above which the gather stays serial. */
+#define PGATHER_MAX_WIDTH 512
+
 typedef struct GcChunk
 {
 	dsa_pointer next;			/* the worker's next chunk, or InvalidDsaPointer */
@@ -1216,6 +1219,20 @@ GcParallelGather(CachedPlanSource *ps, PlannedStmt *stmt, GatherReceiver *st, bo
 		if (ordered == NULL)
 			return false;
 		relid = rt_fetch(varno, ordered->rtable)->relid;
+	}
+
+	/*
+	 * Wide rows stay serial: each feature byte is written three times here
+	 * (the worker's buffer, shared memory, the row buffers) against once
+	 * serially, and the shared memory is released after.  On the 16-core
+	 * H100 host, 1M rows of real[]: 2.3x faster with 8 workers at 2
+	 * features, 1.15x at 64, 1.24x slower at 256 (bench/results/parallel_gather.md).
+	 */
+	if (stmt->planTree->plan_width > PGATHER_MAX_WIDTH)
+	{
+		elog(DEBUG1, "gpuclust: serial gather: rows of about %d bytes are wider than the parallel gather's %d",
+			 stmt->planTree->plan_width, PGATHER_MAX_WIDTH);
+		return false;
 	}
 
 	/*
