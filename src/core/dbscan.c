@@ -90,11 +90,9 @@ typedef struct dbscan_ws
 
 	uint8_t    *dense;			/* [ncells] all members core and one cluster (dbscan_dense) */
 
-	/*
-	 * the neighbour cells of every cell, listed once (dbscan_nbr_table) as
-	 * runs of consecutive cells (NBR_RUN); NULL: listed per visit
-	 */
-	uint32_t   *nbr_runs;		/* [ncells][plan.nrows] */
+	/* the neighbour cells of every cell, listed once (dbscan_nbr_table); NULL: listed per visit */
+	int64_t    *nbr_tab;		/* [ncells][plan.max_cells] */
+	int32_t    *nbr_count;		/* [ncells] */
 
 	/* by sorted position */
 	uint8_t    *core;			/* [n] */
@@ -121,24 +119,10 @@ typedef struct dbscan_nbrs
 /* Keys of UINT64_MAX past the last cell: a neighbour row's widest span. */
 #define DBSCAN_KEY_PAD (2 * GC_GRID_MAX_REACH + 1)
 #define DBSCAN_ROW_GRAIN 65536
-/* Most neighbour cells listed in the table of neighbour cells (dbscan_nbr_table). */
+/* Most entries of the table of neighbour cells (dbscan_nbr_table): 16 MB. */
 #ifndef DBSCAN_NBR_TABLE_MAX
 #define DBSCAN_NBR_TABLE_MAX ((size_t) 1 << 21)
 #endif
-
-/*
- * A run of the neighbour table: cells start .. start + len - 1, packed in
- * 32 bits, len in the low NBR_LEN_BITS.  A table lists fewer than 2^21
- * cells' neighbours (DBSCAN_NBR_TABLE_MAX), so start fits the other bits;
- * a run is at most DBSCAN_MAX_NBR cells long.
- */
-#define NBR_LEN_BITS 7
-#define NBR_RUN(start, len) (((uint32_t) (start) << NBR_LEN_BITS) | (uint32_t) (len))
-#define NBR_RUN_START(r) ((int64_t) ((r) >> NBR_LEN_BITS))
-#define NBR_RUN_LEN(r) ((int32_t) ((r) & ((1u << NBR_LEN_BITS) - 1)))
-_Static_assert(DBSCAN_MAX_NBR < (1 << NBR_LEN_BITS), "a run's length must fit its bits");
-_Static_assert(DBSCAN_NBR_TABLE_MAX <= ((size_t) 1 << (32 - NBR_LEN_BITS)),
-			   "a run's first cell must fit its bits");
 
 /*
  * malloc for the buffers of n rows, with transparent huge pages asked for
@@ -209,7 +193,8 @@ dbscan_ws_free(dbscan_ws *ws)
 	free(ws->cell_start);
 	free(ws->cell_key);
 	free(ws->dense);
-	free(ws->nbr_runs);
+	free(ws->nbr_tab);
+	free(ws->nbr_count);
 	free(ws->core);
 	free(ws->parent);
 	gc_grid_maps_free(&ws->maps);
@@ -652,37 +637,22 @@ grid_neighbours(const dbscan_ws *ws, dbscan_nbrs *nb, int64_t c, int64_t *out)
 }
 
 /*
- * The neighbour cells of cell c into nb->nbr: from the table's runs when
- * there is one, else listed by grid_neighbours (calls between two rewinds
- * in ascending c).  The list is the same either way.
+ * The neighbour cells of cell c: from the table when there is one, else
+ * listed into nb->nbr (calls between two rewinds in ascending c).
  */
 static inline int32_t
 cell_nbrs(const dbscan_ws *ws, dbscan_nbrs *nb, int64_t c, const int64_t **list)
 {
-	*list = nb->nbr;
-	if (ws->nbr_runs != NULL)
+	if (ws->nbr_tab != NULL)
 	{
-		const uint32_t *run = ws->nbr_runs + (size_t) c * (size_t) ws->plan.nrows;
-		int32_t		m = 0;
-
-		for (int32_t t = 0; t < ws->plan.nrows && NBR_RUN_LEN(run[t]) > 0; t++)
-		{
-			int64_t		start = NBR_RUN_START(run[t]);
-
-			for (int32_t q = 0; q < NBR_RUN_LEN(run[t]); q++)
-				nb->nbr[m++] = start + q;
-		}
-		return m;
+		*list = ws->nbr_tab + (size_t) c * (size_t) ws->plan.max_cells;
+		return ws->nbr_count[c];
 	}
+	*list = nb->nbr;
 	return grid_neighbours(ws, nb, c, nb->nbr);
 }
 
-/*
- * One block of cells of the neighbour table: each cell's list, which is
- * ascending within each row of the plan, as its maximal runs of
- * consecutive cells (at most one per row), the rest of its nrows slots
- * empty.
- */
+/* One block of cells of the neighbour table. */
 static gc_status
 dbscan_nbr_block(void *arg, gc_worker *w, int64_t cb, int64_t ce)
 {
@@ -693,37 +663,19 @@ dbscan_nbr_block(void *arg, gc_worker *w, int64_t cb, int64_t ce)
 	grid_rewind(&nb);
 	for (int64_t c = cb; c < ce; c++)
 	{
-		uint32_t   *run = ws->nbr_runs + (size_t) c * (size_t) ws->plan.nrows;
-		int32_t		m = grid_neighbours(ws, &nb, c, nb.nbr);
-		int32_t		r = 0;
-
-		for (int32_t t = 0; t < m;)
-		{
-			int32_t		len = 1;
-
-			while (t + len < m && nb.nbr[t + len] == nb.nbr[t] + len)
-				len++;
-			run[r++] = NBR_RUN(nb.nbr[t], len);
-			t += len;
-		}
-		while (r < ws->plan.nrows)
-			run[r++] = NBR_RUN(0, 0);
-		listed += m;
+		ws->nbr_count[c] = grid_neighbours(ws, &nb, c,
+										   ws->nbr_tab + (size_t) c * (size_t) ws->plan.max_cells);
+		listed += ws->nbr_count[c];
 	}
 	return dbscan_tick(ws, w, listed / ws->d) ? GC_ERR_CANCELLED : GC_OK;
 }
 
 /*
  * The neighbour cells of every cell, listed once for the three phases that
- * visit them (core, union, border) when they are few (DBSCAN_NBR_TABLE_MAX
- * at most): a grid of few points per cell spends most of its time finding
- * neighbour cells.  Stored as runs of consecutive cells, one 32-bit word
- * per row of the plan (a cell's neighbours in a row are consecutive in the
- * sorted cell table), not as the cells themselves: a tenth of the memory
- * at the fine grid's 5 rows of 5 cells, which a backend's first call
- * faults in page by page (4 MB at 20,000 cells, a millisecond).  Without
- * memory for it, or larger, each phase lists them as it goes; the lists
- * are the same either way.
+ * visit them (core, union, border) when the table is small
+ * (DBSCAN_NBR_TABLE_MAX entries): a grid of few points per cell spends most
+ * of its time finding neighbour cells.  Without memory for it, or larger,
+ * each phase lists them as it goes; the lists are the same either way.
  */
 static gc_status
 dbscan_nbr_table(dbscan_ws *ws)
@@ -732,9 +684,16 @@ dbscan_nbr_table(dbscan_ws *ws)
 
 	if (ws->ncells < 2 || entries > DBSCAN_NBR_TABLE_MAX)
 		return GC_OK;
-	ws->nbr_runs = malloc(sizeof(uint32_t) * (size_t) ws->ncells * (size_t) ws->plan.nrows);
-	if (!ws->nbr_runs)
+	ws->nbr_tab = malloc(sizeof(int64_t) * entries);
+	ws->nbr_count = malloc(sizeof(int32_t) * (size_t) ws->ncells);
+	if (!ws->nbr_tab || !ws->nbr_count)
+	{
+		free(ws->nbr_tab);
+		free(ws->nbr_count);
+		ws->nbr_tab = NULL;
+		ws->nbr_count = NULL;
 		return GC_OK;
+	}
 	return gc_pool_for(ws->ctx->pool, ws->ncells, DBSCAN_CELL_GRAIN, dbscan_nbr_block, ws);
 }
 
