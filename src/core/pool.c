@@ -377,8 +377,8 @@ typedef struct psort_job
 #define PSORT_MAX_CHUNK ((int64_t) 1 << 22)
 /* Most pairs sorted by psort_small. */
 #define PSORT_SMALL 4096
-/* Fewest rows of a block (each counts its own histogram of every digit: 96 kB). */
-#define PSORT_MIN_CHUNK 8192
+/* Fewest rows of a block (each counts its own histogram of every digit: 96 kB) */
+#define PSORT_MIN_CHUNK 16384
 
 static gc_status
 psort_block(void *arg, gc_worker *w, int64_t b, int64_t e)
