@@ -24,7 +24,7 @@
 
 /* Fewest rows (or values) of a block. */
 #define MAPS_MIN_GRAIN 4096
-/* Rows (or values) between two looks at cancel. */
+/* Most rows (or values) of a block, and between two looks at cancel. */
 #define MAPS_CANCEL_EVERY ((int64_t) 1 << 20)
 
 /* What the loops over blocks of one grid dimension share. */
@@ -154,11 +154,17 @@ maps_run(gc_core_ctx *ctx, maps_job *job, int step, int64_t count)
 	return gc_pool_for(ctx->pool, count, job->grain, maps_block, job);
 }
 
-/* The blocks of count items for the two-pass steps, at least MAPS_MIN_GRAIN each. */
+/*
+ * The blocks of count items: at least MAPS_MIN_GRAIN each, and at most
+ * MAPS_CANCEL_EVERY, so that a block looks at cancel when it ends (a few
+ * milliseconds of work) whatever the input's size.
+ */
 static int64_t
 maps_grain(gc_core_ctx *ctx, int64_t count)
 {
-	return gc_pool_grain(ctx->pool, count, MAPS_MIN_GRAIN);
+	int64_t		g = gc_pool_grain(ctx->pool, count, MAPS_MIN_GRAIN);
+
+	return g < MAPS_CANCEL_EVERY ? g : MAPS_CANCEL_EVERY;
 }
 
 /* The argument of maps_extent. */
