@@ -8,12 +8,15 @@
  *    and the ratio of each time to the case's ordinary eps (the first).
  *
  *   .bench/tiny_eps_bench [--gpu] [--lib PATH] [--scale S] [--reps R] [--only CASE] [--phases]
+ *                         [--threads N]
  *
  *   --gpu    the GPU back end (gpuclust_cuda.so, opened as the extension
  *            opens it); without it the CPU back end
  *   --scale  the cases' row counts times S (default 1: 200k, 100k, 1M)
  *   --reps   best of R calls per eps (default 1)
  *   --phases also the back end's phases of the best call (gc_timing)
+ *   --threads the CPU back end's threads (gc_tuning.cpu_threads; default:
+ *            the CPUs this process may run on)
  *
  * Cases (the report of the cliff): "2d" 200k uniform 2-D doubles in the unit
  * square; "tight" 100k 2-D doubles within 1e-6 of (1, 1); "4d" 1M uniform
@@ -76,6 +79,7 @@ main(int argc, char **argv)
 	int			reps = 1;
 	int			gpu = 0;
 	int			phases = 0;
+	gc_tuning	tuning = gc_tuning_defaults();
 
 	for (int i = 1; i < argc; i++)
 	{
@@ -91,9 +95,11 @@ main(int argc, char **argv)
 			only = argv[++i];
 		else if (strcmp(argv[i], "--phases") == 0)
 			phases = 1;
+		else if (strcmp(argv[i], "--threads") == 0 && i + 1 < argc)
+			tuning.cpu_threads = atoi(argv[++i]);
 		else
 		{
-			fprintf(stderr, "usage: %s [--gpu] [--lib PATH] [--scale S] [--reps R] [--only CASE] [--phases]\n", argv[0]);
+			fprintf(stderr, "usage: %s [--gpu] [--lib PATH] [--scale S] [--reps R] [--only CASE] [--phases] [--threads N]\n", argv[0]);
 			return 2;
 		}
 	}
@@ -109,7 +115,10 @@ main(int argc, char **argv)
 			return 1;
 		}
 	}
-	printf("back end: %s\n\n", gpu ? "GPU" : "CPU");
+	printf("back end: %s", gpu ? "GPU" : "CPU");
+	if (!gpu)
+		printf(", %d threads", tuning.cpu_threads > 0 ? tuning.cpu_threads : gc_pool_default_threads());
+	printf("\n\n");
 	printf("| case | rows | d | eps | ms | x ordinary | clusters | core |%s\n",
 		   phases ? " phases ms (best run) |" : "");
 	printf("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |%s\n", phases ? " --- |" : "");
@@ -150,6 +159,7 @@ main(int argc, char **argv)
 				memset(&tm, 0, sizeof(tm));
 				ex.struct_size = sizeof(ex);
 				ex.timing = &tm;
+				ex.tuning = &tuning;
 				t0 = gc_h_now_ms();
 				if (c->dpeaks)
 				{

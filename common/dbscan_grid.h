@@ -721,11 +721,13 @@ gc_grid_map_cells(gc_grid_plan *gp, gc_grid_maps *maps, int k, int64_t n, int64_
 
 /*
  * Finishes a mapped plan from the points x [n, d] of element type t, whose
- * grid dimensions span [lo, hi] (host side; the GPU back end builds the
- * same tables on the device): the sorted distinct values of each grid
- * dimension, the side (gc_grid_maps_side: doubled while the cells would
- * exceed the keys), the tables, the extents, dense cells, the neighbour
- * rows.  maps receives the tables and the points' coordinates, and the
+ * grid dimensions span [lo, hi], on the caller's thread: the reference the
+ * CPU back end's build on its threads (gc_core_grid_maps,
+ * src/core/grid_maps.c) is tested against, bit for bit; the GPU back end
+ * builds the same tables on the device.  The sorted distinct values of
+ * each grid dimension, the side (gc_grid_maps_side: doubled while the
+ * cells would exceed the keys), the tables, the extents, dense cells, the
+ * neighbour rows.  maps receives the tables and the points' coordinates, and the
  * plan points at the tables.  extent (with extent_arg) sums the steps for
  * the side's search; NULL: gc_grid_host_extent on the caller's thread.
  * Asks cancel between steps.

@@ -84,6 +84,21 @@ double		gc_core_now_ms(void);
  * of x [n, d], row-major, and fills result as common/backend.h describes.
  */
 
+/*
+ * The tables of a mapped DBSCAN grid plan gp (one that gc_grid_plan_make of
+ * common/dbscan_grid.h left with mapped set) from the rows x [n, gp->d] of
+ * element type t, whose grid dimensions span [lo, hi], on the call's
+ * threads (grid_maps.c): the same tables, side, extents, neighbour rows and
+ * point coordinates (maps->coord) as gc_grid_maps_build, bit for bit, for
+ * any number of threads.  maps receives the tables (gc_grid_maps_free frees
+ * them, also after a failure) and the plan points at them.  Returns GC_OK,
+ * GC_ERR_CANCELLED, GC_ERR_OUT_OF_MEMORY or GC_ERR_INTERNAL (ctx->err set).
+ */
+struct gc_grid_plan;
+struct gc_grid_maps;
+gc_status	gc_core_grid_maps(gc_core_ctx *ctx, struct gc_grid_plan *gp, struct gc_grid_maps *maps,
+							  const void *x, gc_dtype t, int64_t n, const double *lo, const double *hi);
+
 /* DBSCAN (dbscan.c). */
 gc_status	gc_core_dbscan(gc_core_ctx *ctx, const void *x, gc_dtype dtype, int64_t n, int32_t d,
 						   const gc_dbscan_params *params, gc_dbscan_result *result);

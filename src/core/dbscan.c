@@ -261,44 +261,6 @@ dbscan_range_block(void *arg, gc_worker *w, int64_t b, int64_t e)
 }
 
 /*
- * gc_grid_extent_fn on the call's threads: the steps between the sorted
- * distinct values of one grid dimension (ws->maps.val[k]), summed in blocks
- * (integers: the same extent in any order).
- */
-typedef struct dbscan_extent_job
-{
-	const dbscan_ws *ws;
-	const double *val;
-	double		side;
-	int64_t		sum;			/* added to atomically */
-} dbscan_extent_job;
-
-static gc_status
-dbscan_extent_block(void *arg, gc_worker *w, int64_t b, int64_t e)
-{
-	dbscan_extent_job *job = arg;
-	int64_t		s = 0;
-
-	for (int64_t j = b > 0 ? b : 1; j < e; j++)
-		s += gc_grid_value_step(job->val[j - 1], job->val[j], job->side, job->ws->plan.f64);
-	__atomic_fetch_add(&job->sum, s, __ATOMIC_RELAXED);
-	return dbscan_tick(job->ws, w, (e - b) / job->ws->d) ? GC_ERR_CANCELLED : GC_OK;
-}
-
-static int64_t
-dbscan_extent(void *arg, int k, double side)
-{
-	const dbscan_ws *ws = arg;
-	int64_t		m = ws->plan.nmap[k];
-	dbscan_extent_job job = {ws, ws->maps.val[k], side, 0};
-
-	if (gc_pool_for(ws->ctx->pool, m, gc_pool_grain(ws->ctx->pool, m, 1 << 14),
-					dbscan_extent_block, &job) != GC_OK)
-		return -1;
-	return 1 + job.sum;
-}
-
-/*
  * Plans the grid: its dimensions, the range of the points there, and the
  * maps when the range does not fit the direct numbering.
  */
@@ -346,9 +308,7 @@ dbscan_plan(dbscan_ws *ws)
 	st = gc_grid_plan_make(plan, ws->d, ws->dtype, ws->radius, ws->bound, dims, lo, hi, 0,
 						   ws->ctx->err);
 	if (st == GC_OK && plan->mapped)
-		st = gc_grid_maps_build(plan, &ws->maps, ws->x, ws->dtype, ws->n, lo, hi, dbscan_extent, ws,
-								ws->ctx->cancel,
-								ws->ctx->cancel_arg, ws->ctx->err);
+		st = gc_core_grid_maps(ws->ctx, plan, &ws->maps, ws->x, ws->dtype, ws->n, lo, hi);
 	if (st == GC_ERR_CANCELLED)
 		return gc_core_cancel_status(ws->ctx);
 	if (st != GC_OK)

@@ -377,6 +377,8 @@ typedef struct psort_job
 #define PSORT_MAX_CHUNK ((int64_t) 1 << 22)
 /* Most pairs sorted by psort_small. */
 #define PSORT_SMALL 4096
+/* Fewest rows of a block (each counts its own histogram of every digit: 96 kB) */
+#define PSORT_MIN_CHUNK 16384
 
 static gc_status
 psort_block(void *arg, gc_worker *w, int64_t b, int64_t e)
@@ -479,7 +481,8 @@ gc_status
 gc_pool_radix_sort(gc_pool *pool, uint64_t *keys, int64_t *vals, uint64_t *tk, int64_t *tv,
 				   int64_t n)
 {
-	int64_t		blocks = (int64_t) gc_pool_threads(pool) * 4;
+	/* one thread: one block, the serial sort (more blocks only count their histograms again) */
+	int64_t		blocks = gc_pool_threads(pool) > 1 ? (int64_t) gc_pool_threads(pool) * 4 : 1;
 	psort_job	job;
 	uint64_t   *src_k = keys,
 			   *dst_k = tk;
@@ -495,12 +498,12 @@ gc_pool_radix_sort(gc_pool *pool, uint64_t *keys, int64_t *vals, uint64_t *tk, i
 		return GC_OK;
 	}
 	/*
-	 * Blocks of at least 2^16 rows and at most 2^22 (a block asks cancel
-	 * when it ends); the sorted order does not depend on them.  One block is
-	 * the serial sort of common/sort.h.
+	 * Blocks of at least PSORT_MIN_CHUNK rows and at most 2^22 (a block asks
+	 * cancel when it ends); the sorted order does not depend on them.  One
+	 * block is the serial sort of common/sort.h.
 	 */
-	if (blocks > n / 65536)
-		blocks = n / 65536;
+	if (blocks > n / PSORT_MIN_CHUNK)
+		blocks = n / PSORT_MIN_CHUNK;
 	if (blocks < n / PSORT_MAX_CHUNK)
 		blocks = n / PSORT_MAX_CHUNK;
 	if (blocks <= 1)

@@ -109,7 +109,8 @@ int64_t		gc_pool_grain(const gc_pool *pool, int64_t n, int64_t min_grain);
  * Sorts the n pairs (keys[i], vals[i]) by key, ascending and stable, with
  * tk and tv [n] as scratch, on the pool's threads: the radix sort of
  * common/sort.h (same digits, same result) with the histogram and scatter
- * of each pass cut into blocks of rows, the blocks placed in row order.
+ * of each pass cut into blocks of at least 16,384 rows, the blocks placed
+ * in row order.
  * A few thousand pairs are sorted on the caller's thread by digits of 8
  * bits (the same result: a stable sort's is unique).
  * Returns GC_OK or GC_ERR_CANCELLED (ctx->err set; the arrays then hold
