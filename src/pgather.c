@@ -413,7 +413,11 @@ OrderedQuery(CachedPlanSource *ps, SortCol *cols, int *ncols, Index *varno)
 		Oid			opfamily;
 		Oid			opcintype;
 		Oid			opclass;
+#if PG_VERSION_NUM >= 180000
+		CompareType strategy;
+#else
 		int16		strategy;
+#endif
 
 		if (!IsA(v, Var) || v->varlevelsup != 0 || v->varattno <= 0 ||
 			v->varno != ((RangeTblRef *) linitial(q->jointree->fromlist))->rtindex ||
@@ -432,7 +436,11 @@ OrderedQuery(CachedPlanSource *ps, SortCol *cols, int *ncols, Index *varno)
 			opcintype == v->vartype && opfamily == get_opclass_family(opclass))
 		{
 			cols[n].opfamily = opfamily;
+#if PG_VERSION_NUM >= 180000
+			cols[n].desc = strategy == COMPARE_GT;
+#else
 			cols[n].desc = strategy == BTGreaterStrategyNumber;
+#endif
 		}
 		n++;
 	}

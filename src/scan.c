@@ -72,8 +72,6 @@ typedef struct GcScanState
 	FuncExpr   *funcexpr;
 	FmgrInfo	flinfo;
 	List	   *args;			/* ExprState of each argument */
-	int			ncolumns;		/* of the scan tuple */
-	int		   *columns;		/* the row's column of each (0: the id) */
 	MemoryContext cxt;			/* the call's memory: the result arrays */
 	GcRowsSink	sink;
 	bool		computed;
@@ -200,11 +198,9 @@ SetRelPathlist(PlannerInfo *root, RelOptInfo *rel, Index rti, RangeTblEntry *rte
 }
 
 /*
- * The plan: the scan tuple holds the columns of the function's row that
- * the target list and quals use, in column order (custom_scan_tlist, one
- * Var each; none for count(*)), so that a query which takes them as they
- * are needs no projection; custom_private holds their column numbers and
- * custom_exprs the call.
+ * The plan: the scan tuple is the function's whole row (custom_scan_tlist,
+ * one Var per column), the target list and quals refer to it, and
+ * custom_exprs holds the call.
  */
 static Plan *
 PlanScan(PlannerInfo *root, RelOptInfo *rel, CustomPath *best_path,
@@ -215,34 +211,25 @@ PlanScan(PlannerInfo *root, RelOptInfo *rel, CustomPath *best_path,
 	CustomScan *cscan = makeNode(CustomScan);
 	TupleDesc	desc;
 	List	   *scan_tlist = NIL;
-	List	   *columns = NIL;
-	List	   *quals = extract_actual_clauses(clauses, false);
-	Bitmapset  *used = NULL;
 
 	if (get_expr_result_type(rtfunc->funcexpr, NULL, &desc) != TYPEFUNC_COMPOSITE)
 		elog(ERROR, "return type must be a row type");
-	pull_varattnos((Node *) tlist, rel->relid, &used);
-	pull_varattnos((Node *) quals, rel->relid, &used);
 	for (int i = 0; i < desc->natts; i++)
 	{
 		Form_pg_attribute att = TupleDescAttr(desc, i);
-		Var		   *v;
+		Var		   *v = makeVar(rel->relid, i + 1, att->atttypid, att->atttypmod,
+								att->attcollation, 0);
 
-		if (!bms_is_member(i + 1 - FirstLowInvalidHeapAttributeNumber, used))
-			continue;
-		v = makeVar(rel->relid, i + 1, att->atttypid, att->atttypmod, att->attcollation, 0);
 		scan_tlist = lappend(scan_tlist,
-							 makeTargetEntry((Expr *) v, list_length(scan_tlist) + 1,
-											 pstrdup(NameStr(att->attname)), false));
-		columns = lappend_int(columns, i);
+							 makeTargetEntry((Expr *) v, i + 1, pstrdup(NameStr(att->attname)), false));
 	}
 	cscan->scan.plan.targetlist = tlist;
-	cscan->scan.plan.qual = quals;
+	cscan->scan.plan.qual = extract_actual_clauses(clauses, false);
 	cscan->scan.scanrelid = 0;
 	cscan->flags = best_path->flags;
 	cscan->custom_plans = NIL;
 	cscan->custom_exprs = list_make1(copyObject(rtfunc->funcexpr));
-	cscan->custom_private = columns;
+	cscan->custom_private = NIL;
 	cscan->custom_scan_tlist = scan_tlist;
 	cscan->custom_relids = bms_make_singleton(rel->relid);
 	cscan->methods = &scan_methods;
@@ -281,10 +268,6 @@ BeginScan(CustomScanState *node, EState *estate, int eflags)
 	fmgr_info_cxt(s->funcexpr->funcid, &s->flinfo, estate->es_query_cxt);
 	fmgr_info_set_expr((Node *) s->funcexpr, &s->flinfo);
 	s->args = ExecInitExprList(s->funcexpr->args, &node->ss.ps);
-	s->ncolumns = list_length(cscan->custom_private);
-	s->columns = palloc(sizeof(int) * Max(s->ncolumns, 1));
-	for (int i = 0; i < s->ncolumns; i++)
-		s->columns[i] = list_nth_int(cscan->custom_private, i);
 	s->cxt = AllocSetContextCreate(estate->es_query_cxt, "gpuclust scan",
 								   ALLOCSET_DEFAULT_SIZES);
 }
@@ -362,9 +345,7 @@ NextRow(ScanState *ss)
 		}
 		s->pos++;
 	}
-	for (int i = 0; i < s->ncolumns; i++)
-		GcRowsFillColumn(&s->sink.rows, s->pos - 1, s->columns[i],
-						 &slot->tts_values[i], &slot->tts_isnull[i]);
+	GcRowsFill(&s->sink.rows, s->pos - 1, slot->tts_values, slot->tts_isnull);
 	return ExecStoreVirtualTuple(slot);
 }
 
