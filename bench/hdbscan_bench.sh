@@ -19,6 +19,7 @@
 # rounds (tuning.debug) go to OUTDIR/hdbscan_bench.debug.
 #
 #   NO_CPU=1     skip the CPU back end
+#   GPU_THREADS=T  host threads of the GPU back end's host part (default: all)
 #   CPU37=0      skip the CPU on the 37M set (default: run it)
 #   SETS="..."   other sets, each "SHAPE N D MCS MS" separated by commas
 set -uo pipefail
@@ -51,6 +52,7 @@ for s in "${set_list[@]}"; do
 	read -r shape n d mcs ms <<< "$s"
 	extra=()
 	[ "${NO_CPU:-0}" = 1 ] && extra+=(--no-cpu)
+	[ -n "${GPU_THREADS:-}" ] && extra+=(--gpu-threads "$GPU_THREADS")
 	[ "$shape" = gantao ] && [ "$n" -ge 30000000 ] && [ "${CPU37:-1}" = 0 ] && extra+=(--no-cpu)
 	hdr=()
 	[ $first = 1 ] && hdr=(--header)

@@ -127,14 +127,18 @@ gc_check_hdbscan(const gc_hdbscan_params *p, int64_t n, int32_t d, gc_error *e)
  * by gc_hdbscan_edge_less (in place), builds the single-linkage hierarchy,
  * condenses it by min_cluster_size, selects clusters and fills result
  * (cluster, probability, outlier_score, n_clusters, and tree when asked).
- * core [n] are the core distances.  Asks cancel between steps of bounded
- * work.  Returns GC_OK, GC_ERR_CANCELLED, GC_ERR_OUT_OF_MEMORY or
- * GC_ERR_INTERNAL with e filled.
+ * core [n] are the core distances.  Runs its loops on thr (NULL: the
+ * caller's thread; the answer is the same either way) and asks cancel
+ * between steps of bounded work.  Returns GC_OK, GC_ERR_CANCELLED,
+ * GC_ERR_OUT_OF_MEMORY or GC_ERR_INTERNAL with e filled.
  */
+#include "hdbscan_threads.h"
+
 static inline gc_status gc_hdbscan_finish(const gc_hdbscan_params *p, int64_t n,
 								   const double *core, /* [n] */
 								   gc_hdbscan_edge *mst, /* [n - 1] */
 								   gc_hdbscan_result *result,
+								   const gc_hdb_threads *thr,
 								   gc_cancel_fn cancel, void *cancel_arg, gc_error *e);
 
 #include "hdbscan_tree.h"

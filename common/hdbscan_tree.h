@@ -31,9 +31,8 @@
 #define GPUCLUST_HDBSCAN_TREE_H
 
 #include "sort.h"
+#include "hdbscan_threads.h"
 
-/* Items between two questions to the cancel callback. */
-#define GC_HDB_CANCEL_EVERY ((int64_t) 1 << 16)
 /* Not fallen out (gc_hdb_state.fell). */
 #define GC_HDB_NONE UINT32_MAX
 /* Edges ahead whose rows the single linkage prefetches. */
@@ -64,15 +63,24 @@ typedef struct gc_hdb_state
 	}			at;
 } gc_hdb_state;
 
+/*
+ * Merge m of the single linkage: the hierarchy nodes it joins and their
+ * rows, together, so that a walk of the hierarchy finds them in one place.
+ */
+typedef struct gc_hdb_merge
+{
+	uint32_t	left;
+	uint32_t	right;
+	uint32_t	lsize;
+	uint32_t	rsize;
+} gc_hdb_merge;
+
 /* The working arrays of one gc_hdbscan_finish. */
 typedef struct gc_hdb_work
 {
 	int64_t		n;
 	const gc_hdbscan_edge *mst;	/* sorted: merge m at mst[m].w */
-	/* single linkage: merge m joins left[m] and right[m], size[m] rows */
-	uint32_t   *left;
-	uint32_t   *right;
-	uint32_t   *size;
+	gc_hdb_merge *mg;			/* [n - 1] the single linkage */
 	gc_hdb_set *set;			/* [n] */
 	gc_hdb_state *st;			/* [2n - 1] */
 	/* per cluster node */
@@ -90,6 +98,7 @@ typedef struct gc_hdb_work
 	int64_t    *k_order;
 	int64_t    *k_num;			/* provisional number -> scikit-learn's */
 	int64_t    *sub;			/* [n] a subtree of the cluster tree */
+	gc_hdb_loops loops;			/* the threads of the parallel loops, and cancel */
 	/* cancel inside the walks that do not return a status */
 	gc_cancel_fn cancel;
 	void	   *cancel_arg;
@@ -112,9 +121,7 @@ gc_hdb_cancel_error(gc_error *e)
 static inline void
 gc_hdb_free(gc_hdb_work *w)
 {
-	free(w->left);
-	free(w->right);
-	free(w->size);
+	free(w->mg);
 	free(w->set);
 	free(w->st);
 	free(w->k_parent);
@@ -231,87 +238,20 @@ gc_hdb_find(int64_t *uf, int64_t x)
 	return x;
 }
 
-/* The representative of row x among the rows merged so far (path halving). */
-static inline uint32_t
-gc_hdb_set_find(gc_hdb_set *s, uint32_t x)
+#include "hdbscan_linkage.h"
+
+/* Rows under merge m. */
+static inline int64_t
+gc_hdb_size(const gc_hdb_work *w, int64_t m)
 {
-	while (s[x].parent != x)
-	{
-		s[x].parent = s[s[x].parent].parent;
-		x = s[x].parent;
-	}
-	return x;
-}
-
-/*
- * Single linkage over the sorted tree (make_single_linkage): merge m is
- * node n + m, joining the hierarchy nodes that hold its two rows (left:
- * the lower row's).  The union-find runs over the rows (union by size,
- * path halving) and keeps each set's hierarchy node and size at its
- * representative; the nodes are those of scikit-learn's
- * UnionFind.fast_find.  The rows of the edges a few merges ahead are
- * fetched early: the walk is bound by memory latency.
- */
-static inline gc_status
-gc_hdb_linkage(gc_hdb_work *w, gc_cancel_fn cancel, void *carg, gc_error *e)
-{
-	int64_t		n = w->n;
-	const gc_hdbscan_edge *mst = w->mst;
-	gc_hdb_set *s = w->set;
-
-	for (int64_t i = 0; i < n; i++)
-	{
-		s[i].parent = (uint32_t) i;
-		s[i].node = (uint32_t) i;
-		s[i].size = 1;
-	}
-	for (int64_t m = 0; m < n - 1; m++)
-	{
-		uint32_t	ra,
-					rb,
-					sa,
-					sb;
-
-		if (gc_hdb_cancelled(cancel, carg, m))
-			return gc_hdb_cancel_error(e);
-		if (m + GC_HDB_PREFETCH < n - 1)
-		{
-			GC_PREFETCH(&s[mst[m + GC_HDB_PREFETCH].lo]);
-			GC_PREFETCH(&s[mst[m + GC_HDB_PREFETCH].hi]);
-		}
-		ra = gc_hdb_set_find(s, (uint32_t) mst[m].lo);
-		rb = gc_hdb_set_find(s, (uint32_t) mst[m].hi);
-		if (ra == rb)
-			return gc_error_set(e, GC_ERR_INTERNAL,
-								"HDBSCAN's spanning tree has a cycle at edge %lld",
-								(long long) m);
-		sa = s[ra].size;
-		sb = s[rb].size;
-		w->left[m] = s[ra].node;
-		w->right[m] = s[rb].node;
-		w->size[m] = sa + sb;
-		/* the smaller set under the larger */
-		if (sa < sb)
-		{
-			s[ra].parent = rb;
-			s[rb].node = (uint32_t) (n + m);
-			s[rb].size = sa + sb;
-		}
-		else
-		{
-			s[rb].parent = ra;
-			s[ra].node = (uint32_t) (n + m);
-			s[ra].size = sa + sb;
-		}
-	}
-	return GC_OK;
+	return (int64_t) w->mg[m].lsize + (int64_t) w->mg[m].rsize;
 }
 
 /* Rows under hierarchy node x. */
 static inline int64_t
 gc_hdb_count(const gc_hdb_work *w, uint32_t x)
 {
-	return x < (uint64_t) w->n ? 1 : (int64_t) w->size[x - w->n];
+	return x < (uint64_t) w->n ? 1 : gc_hdb_size(w, x - w->n);
 }
 
 /* lambda of merge m: 1 / its distance, infinite at distance 0. */
@@ -321,12 +261,10 @@ gc_hdb_lambda(const gc_hdb_work *w, uint32_t m)
 	return w->mst[m].w > 0.0 ? 1.0 / w->mst[m].w : INFINITY;
 }
 
-/* A new cluster (provisional number) made from a child of cluster parent at lambda. */
-static inline uint32_t
-gc_hdb_new_cluster(gc_hdb_work *w, int64_t parent, double lambda, int64_t size)
+/* Cluster k (provisional number) made from a child of cluster parent at lambda. */
+static inline void
+gc_hdb_init_cluster(gc_hdb_work *w, int64_t k, int64_t parent, double lambda, int64_t size)
 {
-	int64_t		k = w->nodes++;
-
 	w->k_parent[k] = parent;
 	w->k_birth[k] = lambda;
 	w->k_size[k] = size;
@@ -334,116 +272,137 @@ gc_hdb_new_cluster(gc_hdb_work *w, int64_t parent, double lambda, int64_t size)
 	w->k_child2[k] = -1;
 	w->k_stab[k] = 0.0;
 	w->k_death[k] = 0.0;
-	if (w->k_child1[parent] < 0)
-		w->k_child1[parent] = k;
-	else
-		w->k_child2[parent] = k;
-	return (uint32_t) k;
+}
+
+/*
+ * A split of cluster parent at lambda into children of lc and rc rows: the
+ * next two provisional numbers, k and k + 1 (split (k - 1) / 2, at place).
+ */
+static inline int64_t
+gc_hdb_new_split(gc_hdb_work *w, int64_t parent, double lambda, int64_t lc, int64_t rc,
+				 uint64_t place)
+{
+	int64_t		k = w->nodes;
+
+	w->nodes += 2;
+
+	w->k_key[(k - 1) / 2] = place;
+	gc_hdb_init_cluster(w, k, parent, lambda, lc);
+	gc_hdb_init_cluster(w, k + 1, parent, lambda, rc);
+	w->k_child1[parent] = k;
+	w->k_child2[parent] = k + 1;
+	return k;
 }
 
 /*
  * The condensed tree without its rows (_condense_tree and
- * _compute_stability): the merges from the root down, each after its
- * parent.  A node that did not fall out belongs to a cluster; at each such
- * node scikit-learn writes rows (two new clusters, or the rows of the
- * children that are too small, which fall out there), all at the node's
- * lambda.  The nodes of one cluster form a chain from its birth down, which
- * this walk and scikit-learn's meet in the same order, so each cluster's
- * stability is summed in scikit-learn's order: one term per row, each row
- * that falls out adding (lambda - birth) once.  The clusters get
+ * _compute_stability), one merge at a time, each after its parent: merge
+ * m, whose state is known, gives its children theirs.  A node that did not
+ * fall out belongs to a cluster; at each such node scikit-learn writes rows
+ * (two new clusters, or the rows of the children that are too small, which
+ * fall out there), all at the node's lambda.  The nodes of one cluster form
+ * a chain from its birth down, which this walk and scikit-learn's meet in
+ * the same order, so each
+ * cluster's stability is summed in scikit-learn's order: one term per row,
+ * each row that falls out adding (lambda - birth) once.  The clusters get
  * provisional numbers in the order made here; gc_hdb_number renumbers them.
  */
-static inline gc_status
-gc_hdb_condense(gc_hdb_work *w, int64_t min_size, gc_cancel_fn cancel, void *carg, gc_error *e)
+static inline void
+gc_hdb_condense_node(gc_hdb_work *w, int64_t m, int64_t min_size)
 {
 	int64_t		n = w->n;
 	gc_hdb_state *st = w->st;
-	int64_t		splits = 0;
+	gc_hdb_state s = st[n + m];
+	gc_hdb_merge g = w->mg[m];
+	uint32_t	l = g.left,
+				r = g.right;
+	int64_t		lc = g.lsize,
+				rc = g.rsize,
+				k = s.own,
+				fall;
+	double		lambda,
+				v;
+	uint64_t	depth = (s.at.place >> 32) + 1,
+				pre = s.at.place & UINT32_MAX;
+	gc_hdb_state down;
+
+	if (s.fell != GC_HDB_NONE)
+	{
+		st[l] = s;
+		st[r] = s;
+		return;
+	}
+	lambda = gc_hdb_lambda(w, (uint32_t) m);
+	if (lambda > w->k_death[k])
+		w->k_death[k] = lambda;
+	v = lambda - w->k_birth[k];
+	if (lc >= min_size && rc >= min_size)
+	{
+		int64_t		c;
+
+		w->k_stab[k] += v * (double) lc;
+		w->k_stab[k] += v * (double) rc;
+		c = gc_hdb_new_split(w, k, lambda, lc, rc, s.at.place);
+		down.fell = GC_HDB_NONE;
+		down.own = (uint32_t) c;
+		down.at.place = depth << 32 | (pre + 1);
+		st[l] = down;
+		down.own = (uint32_t) (c + 1);
+		down.at.place = depth << 32 | (pre + 2 * (uint64_t) lc);
+		st[r] = down;
+		return;
+	}
+	/* the rows of the small children fall out, one term each */
+	fall = (lc < min_size ? lc : 0) + (rc < min_size ? rc : 0);
+	for (int64_t j = 0; j < fall; j++)
+		w->k_stab[k] += v * 1.0;
+	down.own = (uint32_t) k;
+	down.fell = GC_HDB_NONE;
+	down.at.place = depth << 32 | (lc < min_size ? pre + 2 * (uint64_t) lc : pre + 1);
+	if (lc >= min_size)
+		st[l] = down;
+	if (rc >= min_size)
+		st[r] = down;
+	down.fell = (uint32_t) m;
+	down.at.lambda = lambda;
+	if (lc < min_size)
+		st[l] = down;
+	if (rc < min_size)
+		st[r] = down;
+}
+
+/*
+ * The condensation: the root's cluster, then every merge after its parent,
+ * on the caller's thread in the order of the merges (the children's states
+ * fetched ahead).  Each subtree under the top of the hierarchy walked from
+ * its root down by a thread of its own gave the same answer but was no
+ * faster on the 16 cores of the GPU machine: 45 to 48 ms against 36 to 54
+ * ms at 1M rows, 604 against 427 ms at 10M (bench/hdbscan_bench.sh
+ * blobs); each node of such a walk waits for the memory of the one before.
+ */
+static inline gc_status
+gc_hdb_condense(gc_hdb_work *w, int64_t min_size, gc_error *e)
+{
+	int64_t		n = w->n,
+				count = 0;
+	gc_hdb_state *st = w->st;
 
 	w->nodes = 1;
-	w->k_parent[0] = -1;
-	w->k_birth[0] = 0.0;
-	w->k_size[0] = n;
-	w->k_child1[0] = -1;
-	w->k_child2[0] = -1;
-	w->k_stab[0] = 0.0;
-	w->k_death[0] = 0.0;
+	gc_hdb_init_cluster(w, 0, -1, 0.0, n);
 	st[2 * n - 2].own = 0;
 	st[2 * n - 2].fell = GC_HDB_NONE;
 	st[2 * n - 2].at.place = 0;
 	for (int64_t m = n - 2; m >= 0; m--)
 	{
-		gc_hdb_state s = st[n + m];
-		uint32_t	l = w->left[m],
-					r = w->right[m];
-		int64_t		lc,
-					rc,
-					k = s.own,
-					fall;
-		double		lambda,
-					v;
-		uint64_t	depth = (s.at.place >> 32) + 1,
-					pre = s.at.place & UINT32_MAX;
-		gc_hdb_state down;
-
-		if (gc_hdb_cancelled(cancel, carg, m))
+		if (gc_hdb_poll(&w->loops, NULL, &count))
 			return gc_hdb_cancel_error(e);
 		if (m >= GC_HDB_PREFETCH)
 		{
-			/* the children of a merge ahead: their sizes and the states written to them */
-			uint32_t	al = w->left[m - GC_HDB_PREFETCH],
-						ar = w->right[m - GC_HDB_PREFETCH];
-
-			GC_PREFETCH(&st[al]);
-			GC_PREFETCH(&st[ar]);
-			if (al >= n)
-				GC_PREFETCH(&w->size[al - n]);
-			if (ar >= n)
-				GC_PREFETCH(&w->size[ar - n]);
+			/* the states written to the children of a merge ahead */
+			GC_PREFETCH(&st[w->mg[m - GC_HDB_PREFETCH].left]);
+			GC_PREFETCH(&st[w->mg[m - GC_HDB_PREFETCH].right]);
 		}
-		if (s.fell != GC_HDB_NONE)
-		{
-			st[l] = s;
-			st[r] = s;
-			continue;
-		}
-		lambda = gc_hdb_lambda(w, (uint32_t) m);
-		lc = gc_hdb_count(w, l);
-		rc = gc_hdb_count(w, r);
-		if (lambda > w->k_death[k])
-			w->k_death[k] = lambda;
-		v = lambda - w->k_birth[k];
-		if (lc >= min_size && rc >= min_size)
-		{
-			w->k_stab[k] += v * (double) lc;
-			w->k_stab[k] += v * (double) rc;
-			w->k_key[splits++] = s.at.place;
-			down.fell = GC_HDB_NONE;
-			down.own = gc_hdb_new_cluster(w, k, lambda, lc);
-			down.at.place = depth << 32 | (pre + 1);
-			st[l] = down;
-			down.own = gc_hdb_new_cluster(w, k, lambda, rc);
-			down.at.place = depth << 32 | (pre + 2 * (uint64_t) lc);
-			st[r] = down;
-			continue;
-		}
-		/* the rows of the small children fall out, one term each */
-		fall = (lc < min_size ? lc : 0) + (rc < min_size ? rc : 0);
-		for (int64_t j = 0; j < fall; j++)
-			w->k_stab[k] += v * 1.0;
-		down.own = (uint32_t) k;
-		down.fell = GC_HDB_NONE;
-		down.at.place = depth << 32 | (lc < min_size ? pre + 2 * (uint64_t) lc : pre + 1);
-		if (lc >= min_size)
-			st[l] = down;
-		if (rc >= min_size)
-			st[r] = down;
-		down.fell = (uint32_t) m;
-		down.at.lambda = lambda;
-		if (lc < min_size)
-			st[l] = down;
-		if (rc < min_size)
-			st[r] = down;
+		gc_hdb_condense_node(w, m, min_size);
 	}
 	return GC_OK;
 }
@@ -722,28 +681,168 @@ gc_hdb_select(gc_hdb_work *w, const gc_hdbscan_params *p, gc_error *e)
  * largest of the chain (lambda grows downwards), so the death is the
  * largest lambda of all its rows, k_death; the hdbscan library's adds the
  * largest of each subtree.
+ *
+ * Four loops over the rows: each row's chosen cluster (in res->cluster
+ * for now) and each cluster's lowest row; the rows that are their
+ * cluster's lowest, counted per task; those rows number their clusters in
+ * row order; the answers.
  */
+typedef struct gc_hdb_lab
+{
+	gc_hdb_work *w;
+	const gc_hdbscan_params *p;
+	gc_hdbscan_result *res;
+	const double *death_glosh;
+	const int64_t *top;			/* per node: the top of its component */
+	int64_t    *first;			/* per node: its lowest row, n when none */
+	int64_t    *node_label;		/* per node: its cluster number */
+	int64_t    *counts;			/* per task */
+	int64_t		tasks;
+	int			single;
+	int			bad;			/* a row labelled by an unselected cluster */
+} gc_hdb_lab;
+
+/* The chosen cluster of each row (-1: noise) and each cluster's lowest row. */
+static inline int
+gc_hdb_lab_choose(void *arg, int64_t t, void *worker)
+{
+	gc_hdb_lab *L = (gc_hdb_lab *) arg;
+	gc_hdb_work *w = L->w;
+	int64_t		b,
+				e,
+				count = 0;
+	double		threshold = L->p->cluster_selection_epsilon != 0.0 ?
+		1.0 / L->p->cluster_selection_epsilon : w->k_death[0];
+
+	gc_hdb_block(w->n, L->tasks, t, &b, &e);
+	for (int64_t i = b; i < e; i++)
+	{
+		int64_t		k = L->top[w->k_num[w->st[i].own]],
+					seen;
+		int			lab = k != 0 || (L->single && w->st[i].at.lambda >= threshold);
+
+		if (gc_hdb_poll(&w->loops, worker, &count))
+			return 1;
+		if (lab && k != 0 && !w->k_selected[k])
+		{
+			__atomic_store_n(&L->bad, 1, __ATOMIC_RELAXED);
+			return 1;
+		}
+		L->res->cluster[i] = lab ? (int32_t) k : -1;
+		if (!lab)
+			continue;
+		seen = __atomic_load_n(&L->first[k], __ATOMIC_RELAXED);
+		while (i < seen &&
+			   !__atomic_compare_exchange_n(&L->first[k], &seen, i, 1, __ATOMIC_RELAXED,
+											__ATOMIC_RELAXED))
+			;
+	}
+	return 0;
+}
+
+/* Rows of the task that are their cluster's lowest. */
+static inline int
+gc_hdb_lab_count(void *arg, int64_t t, void *worker)
+{
+	gc_hdb_lab *L = (gc_hdb_lab *) arg;
+	int64_t		b,
+				e,
+				k = 0;
+
+	(void) worker;
+	gc_hdb_block(L->w->n, L->tasks, t, &b, &e);
+	for (int64_t i = b; i < e; i++)
+		k += L->res->cluster[i] >= 0 && L->first[L->res->cluster[i]] == i;
+	L->counts[t] = k;
+	return 0;
+}
+
+/* Cluster numbers in the order of the clusters' lowest rows. */
+static inline int
+gc_hdb_lab_number(void *arg, int64_t t, void *worker)
+{
+	gc_hdb_lab *L = (gc_hdb_lab *) arg;
+	int64_t		b,
+				e,
+				next = L->counts[t];
+
+	(void) worker;
+	gc_hdb_block(L->w->n, L->tasks, t, &b, &e);
+	for (int64_t i = b; i < e; i++)
+		if (L->res->cluster[i] >= 0 && L->first[L->res->cluster[i]] == i)
+			L->node_label[L->res->cluster[i]] = next++;
+	return 0;
+}
+
+/* Each row's cluster number, probability and GLOSH score. */
+static inline int
+gc_hdb_lab_answer(void *arg, int64_t t, void *worker)
+{
+	gc_hdb_lab *L = (gc_hdb_lab *) arg;
+	gc_hdb_work *w = L->w;
+	gc_hdbscan_result *res = L->res;
+	int64_t		b,
+				e;
+
+	(void) worker;
+	gc_hdb_block(w->n, L->tasks, t, &b, &e);
+	for (int64_t i = b; i < e; i++)
+	{
+		int64_t		pk = w->k_num[w->st[i].own],
+					k = res->cluster[i];
+		double		lam = w->st[i].at.lambda,
+					mx;
+
+		/* probability */
+		if (k < 0)
+			res->probability[i] = 0.0;
+		else
+		{
+			res->cluster[i] = (int32_t) L->node_label[k];
+			mx = w->k_death[k];
+			if (mx == 0.0 || isinf(lam))
+				res->probability[i] = 1.0;
+			else
+				res->probability[i] = (lam < mx ? lam : mx) / mx;
+		}
+		/* GLOSH; where the library divides infinity by infinity, the limit 1 */
+		mx = L->death_glosh[pk];
+		if (mx == 0.0 || !isfinite(lam))
+			res->outlier_score[i] = 0.0;
+		else if (isinf(mx))
+			res->outlier_score[i] = 1.0;
+		else
+			res->outlier_score[i] = (mx - lam) / mx;
+	}
+	return 0;
+}
+
 static inline gc_status
 gc_hdb_label(gc_hdb_work *w, const gc_hdbscan_params *p, gc_hdbscan_result *res, gc_error *e)
 {
 	int64_t		K = w->nodes,
 				n = w->n,
-				chosen = 0,
-				next_id = 0;
+				chosen = 0;
+	gc_hdb_lab	L;
 	double	   *death_glosh = (double *) malloc(sizeof(double) * (size_t) K);
-	double		root_max = w->k_death[0];
-	int64_t    *node_label = w->k_top;	/* per node: its cluster number, -1 */
 	int64_t    *top = w->sub;	/* per node: the top of its component */
-	const int64_t *num = w->k_num;
-	const gc_hdb_state *st = w->st;
-	int			single;
+	int64_t    *first = (int64_t *) malloc(sizeof(int64_t) * (size_t) K);
+	int64_t    *counts;
+	gc_status	st = GC_OK;
 
-	if (death_glosh == NULL)
+	memset(&L, 0, sizeof(L));
+	L.tasks = gc_hdb_tasks(&w->loops, n, GC_HDB_GRAIN);
+	counts = (int64_t *) malloc(sizeof(int64_t) * (size_t) L.tasks);
+	if (death_glosh == NULL || first == NULL || counts == NULL)
+	{
+		free(death_glosh);
+		free(first);
+		free(counts);
 		return gc_error_set(e, GC_ERR_OUT_OF_MEMORY, "out of memory for HDBSCAN's cluster tree");
+	}
 
 	for (int64_t k = 0; k < K; k++)
 		chosen += w->k_selected[k];
-	single = chosen == 1 && w->k_selected[0] && p->allow_single_cluster;
 
 	/* the top of each node's component: itself when chosen, else its parent's */
 	for (int64_t k = 0; k < K; k++)
@@ -758,71 +857,33 @@ gc_hdb_label(gc_hdb_work *w, const gc_hdbscan_params *p, gc_hdbscan_result *res,
 		if (death_glosh[k] > death_glosh[pk])
 			death_glosh[pk] = death_glosh[k];
 	}
-
-	/* cluster numbers by the lowest row of each cluster */
 	for (int64_t k = 0; k < K; k++)
-		node_label[k] = -1;
-	for (int64_t i = 0; i < n; i++)
+		first[k] = n;
+
+	L.w = w;
+	L.p = p;
+	L.res = res;
+	L.death_glosh = death_glosh;
+	L.top = top;
+	L.first = first;
+	L.node_label = w->k_top;
+	L.counts = counts;
+	L.single = chosen == 1 && w->k_selected[0] && p->allow_single_cluster;
+	if (gc_hdb_run(&w->loops, L.tasks, gc_hdb_lab_choose, &L) != 0)
+		st = L.bad ? gc_error_set(e, GC_ERR_INTERNAL,
+								  "HDBSCAN labelled a row by an unselected cluster") :
+			gc_hdb_cancel_error(e);
+	if (st == GC_OK)
 	{
-		int64_t		pk = num[st[i].own],
-					t = top[pk];
-		double		lam = st[i].at.lambda,
-					mx;
-		int			lab = 0;
-
-		if (gc_hdb_cancelled(w->cancel, w->cancel_arg, i))
-		{
-			free(death_glosh);
-			return gc_hdb_cancel_error(e);
-		}
-
-		if (t != 0)
-			lab = 1;
-		else if (single)
-		{
-			double		threshold = p->cluster_selection_epsilon != 0.0 ?
-				1.0 / p->cluster_selection_epsilon : root_max;
-
-			lab = lam >= threshold;
-		}
-		if (lab && t != 0 && !w->k_selected[t])
-		{
-			free(death_glosh);
-			return gc_error_set(e, GC_ERR_INTERNAL,
-								"HDBSCAN labelled a row by an unselected cluster");
-		}
-		if (!lab)
-			res->cluster[i] = -1;
-		else
-		{
-			if (node_label[t] < 0)
-				node_label[t] = next_id++;
-			res->cluster[i] = (int32_t) node_label[t];
-		}
-
-		/* probability */
-		if (res->cluster[i] < 0)
-			res->probability[i] = 0.0;
-		else
-		{
-			mx = w->k_death[t];
-			if (mx == 0.0 || isinf(lam))
-				res->probability[i] = 1.0;
-			else
-				res->probability[i] = (lam < mx ? lam : mx) / mx;
-		}
-		/* GLOSH; where the library divides infinity by infinity, the limit 1 */
-		mx = death_glosh[pk];
-		if (mx == 0.0 || !isfinite(lam))
-			res->outlier_score[i] = 0.0;
-		else if (isinf(mx))
-			res->outlier_score[i] = 1.0;
-		else
-			res->outlier_score[i] = (mx - lam) / mx;
+		gc_hdb_run(&w->loops, L.tasks, gc_hdb_lab_count, &L);
+		res->n_clusters = gc_hdb_offsets(counts, L.tasks);
+		gc_hdb_run(&w->loops, L.tasks, gc_hdb_lab_number, &L);
+		gc_hdb_run(&w->loops, L.tasks, gc_hdb_lab_answer, &L);
 	}
-	res->n_clusters = next_id;
 	free(death_glosh);
-	return GC_OK;
+	free(first);
+	free(counts);
+	return st;
 }
 
 /* Scratch of gc_hdb_condense_rows, of hierarchy size. */
@@ -885,8 +946,8 @@ gc_hdb_fall_out(gc_hdb_work *w, gc_hdb_walk *g, gc_hdbscan_tree *t, uint32_t top
 		}
 		else
 		{
-			g->sub[tail++] = w->left[x - n];
-			g->sub[tail++] = w->right[x - n];
+			g->sub[tail++] = w->mg[x - n].left;
+			g->sub[tail++] = w->mg[x - n].right;
 		}
 	}
 }
@@ -952,8 +1013,8 @@ gc_hdb_condense_rows(gc_hdb_work *w, int64_t min_size, gc_hdbscan_tree *t, gc_er
 		}
 		if (x < n)
 			continue;
-		l = w->left[x - n];
-		r = w->right[x - n];
+		l = w->mg[x - n].left;
+		r = w->mg[x - n].right;
 		g.queue[tail++] = l;
 		g.queue[tail++] = r;
 		if (g.ignore[x])
@@ -995,10 +1056,51 @@ gc_hdb_condense_rows(gc_hdb_work *w, int64_t min_size, gc_hdbscan_tree *t, gc_er
 	return st;
 }
 
+/* Whether the m edges are in the order (w, lo, hi) already (the GPU sorts them). */
+typedef struct gc_hdb_order
+{
+	const gc_hdbscan_edge *mst;
+	int64_t		m;
+	int64_t		tasks;
+	int			unsorted;
+} gc_hdb_order;
+
+static inline int
+gc_hdb_order_check(void *arg, int64_t t, void *worker)
+{
+	gc_hdb_order *o = (gc_hdb_order *) arg;
+	const gc_hdbscan_edge *a = o->mst;
+	int64_t		b,
+				e;
+
+	(void) worker;
+	gc_hdb_block(o->m, o->tasks, t, &b, &e);
+	for (int64_t i = b > 0 ? b : 1; i < e; i++)
+		if (!gc_hdbscan_edge_less(a[i - 1].w, a[i - 1].lo, a[i - 1].hi, a[i].w, a[i].lo, a[i].hi))
+		{
+			o->unsorted = 1;
+			break;
+		}
+	return 0;
+}
+
+static inline int
+gc_hdb_edges_sorted(const gc_hdb_loops *l, const gc_hdbscan_edge *mst, int64_t m)
+{
+	gc_hdb_order o;
+
+	o.mst = mst;
+	o.m = m;
+	o.tasks = gc_hdb_tasks(l, m, 8 * GC_HDB_GRAIN);
+	o.unsorted = 0;
+	gc_hdb_run(l, o.tasks, gc_hdb_order_check, &o);
+	return !o.unsorted;
+}
+
 static inline gc_status
 gc_hdbscan_finish(const gc_hdbscan_params *p, int64_t n, const double *core,
 				  gc_hdbscan_edge *mst, gc_hdbscan_result *result,
-				  gc_cancel_fn cancel, void *cancel_arg, gc_error *e)
+				  const gc_hdb_threads *thr, gc_cancel_fn cancel, void *cancel_arg, gc_error *e)
 {
 	gc_hdb_work w;
 	gc_status	st;
@@ -1010,6 +1112,9 @@ gc_hdbscan_finish(const gc_hdbscan_params *p, int64_t n, const double *core,
 	w.mst = mst;
 	w.cancel = cancel;
 	w.cancel_arg = cancel_arg;
+	w.loops.thr = thr;
+	w.loops.cancel = cancel;
+	w.loops.cancel_arg = cancel_arg;
 	result->n_clusters = 0;
 	if (result->tree != NULL)
 	{
@@ -1035,6 +1140,7 @@ gc_hdbscan_finish(const gc_hdbscan_params *p, int64_t n, const double *core,
 		}
 		return GC_OK;
 	}
+	if (!gc_hdb_edges_sorted(&w.loops, mst, n - 1))
 	{
 		gc_hdb_cancel_arg ca = {cancel, cancel_arg};
 
@@ -1047,9 +1153,7 @@ gc_hdbscan_finish(const gc_hdbscan_params *p, int64_t n, const double *core,
 	 * least min_cluster_size rows and every other cluster splits in two.
 	 */
 	kmax = (size_t) (p->min_cluster_size >= 2 ? 2 * (n / p->min_cluster_size) + 1 : n);
-	w.left = (uint32_t *) malloc(sizeof(uint32_t) * (size_t) n);
-	w.right = (uint32_t *) malloc(sizeof(uint32_t) * (size_t) n);
-	w.size = (uint32_t *) malloc(sizeof(uint32_t) * (size_t) n);
+	w.mg = (gc_hdb_merge *) malloc(sizeof(gc_hdb_merge) * (size_t) n);
 	w.set = (gc_hdb_set *) malloc(sizeof(gc_hdb_set) * (size_t) n);
 	w.st = (gc_hdb_state *) malloc(sizeof(gc_hdb_state) * (size_t) (2 * n));
 	w.k_parent = (int64_t *) malloc(sizeof(int64_t) * kmax);
@@ -1065,7 +1169,7 @@ gc_hdbscan_finish(const gc_hdbscan_params *p, int64_t n, const double *core,
 	w.k_order = (int64_t *) malloc(sizeof(int64_t) * kmax);
 	w.k_num = (int64_t *) malloc(sizeof(int64_t) * kmax);
 	w.sub = (int64_t *) malloc(sizeof(int64_t) * kmax);
-	if (!w.left || !w.right || !w.size || !w.set || !w.st || !w.k_parent || !w.k_birth ||
+	if (!w.mg || !w.set || !w.st || !w.k_parent || !w.k_birth ||
 		!w.k_size || !w.k_child1 || !w.k_child2 || !w.k_stab || !w.k_death || !w.k_selected ||
 		!w.k_top || !w.k_key || !w.k_order || !w.k_num || !w.sub)
 	{
@@ -1075,8 +1179,8 @@ gc_hdbscan_finish(const gc_hdbscan_params *p, int64_t n, const double *core,
 							(long long) n,
 							(long long) ((n * 56 + (int64_t) kmax * 97) / 1000000 + 1));
 	}
-	if ((st = gc_hdb_linkage(&w, cancel, cancel_arg, e)) != GC_OK ||
-		(st = gc_hdb_condense(&w, p->min_cluster_size, cancel, cancel_arg, e)) != GC_OK ||
+	if ((st = gc_hdb_linkage(&w, e)) != GC_OK ||
+		(st = gc_hdb_condense(&w, p->min_cluster_size, e)) != GC_OK ||
 		(st = gc_hdb_number(&w, cancel, cancel_arg, e)) != GC_OK ||
 		(st = gc_hdb_select(&w, p, e)) != GC_OK ||
 		(st = gc_hdb_label(&w, p, result, e)) != GC_OK)

@@ -15,7 +15,9 @@
  *   sort    the n - 1 edges by (w, lo, hi): two stable CUB radix sorts,
  *           first by lo << 32 | hi, then by the bits of w (which order as
  *           the weights, all >= 0);
- *   host    core distances and edges copied back, gc_hdbscan_finish.
+ *   host    core distances and edges copied back, gc_hdbscan_finish on
+ *           tuning.cpu_threads threads of the host (common/hdbscan_host.h;
+ *           0: the CPUs the process may run on, at most 64).
  *
  * Rows of single or double precision (gc_dtype) are kept in their
  * precision; dist2 is gc_dist2 / gc_dist2_f64 of common/portable.h bit for
@@ -37,6 +39,10 @@
 #include "hdbscan.cuh"
 
 #include <cub/cub.cuh>
+
+#include <sched.h>
+
+#include "hdbscan_host.h"
 
 #include <vector>
 
@@ -213,9 +219,19 @@ extern "C" gc_status gcu_hdbscan(const gc_exec *exec,
 
 	{
 		gc::Stopwatch sw;
+		int			threads = gc::tuning_of(call.exec).cpu_threads;
+		gc_hdb_host host;
 
-		st = gc_hdbscan_finish(params, n, core.data(), mst.data(), result, call.exec.cancel,
-							   call.exec.cancel_arg, gc::error_record());
+		if (threads <= 0)
+		{
+			cpu_set_t	cpus;
+
+			threads = sched_getaffinity(0, sizeof(cpus), &cpus) == 0 ? CPU_COUNT(&cpus) : 1;
+		}
+		gc_hdb_host_begin(&host, threads, call.exec.cancel, call.exec.cancel_arg);
+		st = gc_hdbscan_finish(params, n, core.data(), mst.data(), result, &host.thr,
+							   call.exec.cancel, call.exec.cancel_arg, gc::error_record());
+		gc_hdb_host_end(&host);
 		call.timing->phase_ms[2] = sw.ms();
 	}
 	if (st != GC_OK)

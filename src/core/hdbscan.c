@@ -981,6 +981,38 @@ hdb_pool_sort(uint64_t *keys, int64_t *vals, uint64_t *tk, int64_t *tv, int64_t 
 	return st == GC_OK ? 0 : st == GC_ERR_OUT_OF_MEMORY ? -2 : -1;
 }
 
+/* The loops of gc_hdbscan_finish on the call's threads, one task per block. */
+typedef struct hdb_loop
+{
+	gc_hdb_task_fn fn;
+	void	   *arg;
+} hdb_loop;
+
+static gc_status
+hdb_loop_block(void *arg, gc_worker *w, int64_t begin, int64_t end)
+{
+	hdb_loop   *l = (hdb_loop *) arg;
+
+	for (int64_t t = begin; t < end; t++)
+		if (l->fn(l->arg, t, w) != 0)
+			return GC_ERR_CANCELLED;
+	return GC_OK;
+}
+
+static int
+hdb_loop_run(void *self, int64_t tasks, gc_hdb_task_fn fn, void *arg)
+{
+	hdb_loop	l = {fn, arg};
+
+	return gc_pool_for(((gc_core_ctx *) self)->pool, tasks, 1, hdb_loop_block, &l) == GC_OK ? 0 : 1;
+}
+
+static int
+hdb_loop_poll(void *worker)
+{
+	return gc_worker_poll((gc_worker *) worker);
+}
+
 gc_status
 gc_core_hdbscan(gc_core_ctx *ctx, const void *x, gc_dtype dtype, int64_t n, int32_t d,
 				const gc_hdbscan_params *params, gc_hdbscan_result *result)
@@ -1035,8 +1067,12 @@ gc_core_hdbscan(gc_core_ctx *ctx, const void *x, gc_dtype dtype, int64_t n, int3
 		core_rows[ws.t.row[i]] = ws.core[i];
 	if (result->core_distance != NULL)
 		memcpy(result->core_distance, core_rows, sizeof(double) * (size_t) n);
-	st = gc_hdbscan_finish(params, n, core_rows, mst, result, ctx->cancel, ctx->cancel_arg,
-						   ctx->err);
+	{
+		gc_hdb_threads thr = {threads, hdb_loop_run, hdb_loop_poll, ctx};
+
+		st = gc_hdbscan_finish(params, n, core_rows, mst, result, &thr, ctx->cancel,
+							   ctx->cancel_arg, ctx->err);
+	}
 	ctx->timing->phase_ms[2] = gc_core_now_ms() - t0;
 done:
 	if (st == GC_ERR_CANCELLED)
