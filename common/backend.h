@@ -127,7 +127,7 @@ typedef struct gc_tuning
 	double		kmeans_window;	/* >= 1 widens the candidate window by that factor; 0: default */
 	int64_t		kmeans_tile_rows;	/* rows per GPU product (>= 32); 0: chosen from free memory */
 	int64_t		kmeans_chunk_rows;	/* cap on GPU rows per chunk (>= 1024); 0: no cap */
-	int32_t		cpu_threads;	/* CPU back end threads; 0: the CPUs the process may run on (ignored by the GPU) */
+	int32_t		cpu_threads;	/* CPU back end threads, and the GPU's for HDBSCAN's host part; 0: the CPUs the process may run on */
 	int32_t		dbscan_sweep;	/* CPU DBSCAN of few rows: 0 the back end chooses, -1 always the grid */
 	int32_t		cpu_blas;		/* CPU k-means products: 0 through OpenBLAS where installed, -1 never (exact loops) */
 } gc_tuning;
