@@ -127,16 +127,32 @@ gc_check_hdbscan(const gc_hdbscan_params *p, int64_t n, int32_t d, gc_error *e)
  * by gc_hdbscan_edge_less (in place), builds the single-linkage hierarchy,
  * condenses it by min_cluster_size, selects clusters and fills result
  * (cluster, probability, outlier_score, n_clusters, and tree when asked).
- * core [n] are the core distances.  Runs its loops on thr (NULL: the
+ * core [n] are the core distances.  merges, when given, is the hierarchy
+ * of mst already sorted (the GPU builds it); NULL: built here, from mst
+ * sorted here.  Runs its loops on thr (NULL: the
  * caller's thread; the answer is the same either way) and asks cancel
  * between steps of bounded work.  Returns GC_OK, GC_ERR_CANCELLED,
  * GC_ERR_OUT_OF_MEMORY or GC_ERR_INTERNAL with e filled.
  */
 #include "hdbscan_threads.h"
 
+/*
+ * Merge m of the single linkage: the hierarchy nodes it joins (rows 0 ..
+ * n - 1, merges n .. 2n - 2; left holds the edge's lower row) and their
+ * rows, together, so that a walk of the hierarchy finds them in one place.
+ */
+typedef struct gc_hdb_merge
+{
+	uint32_t	left;
+	uint32_t	right;
+	uint32_t	lsize;
+	uint32_t	rsize;
+} gc_hdb_merge;
+
 static inline gc_status gc_hdbscan_finish(const gc_hdbscan_params *p, int64_t n,
 								   const double *core, /* [n] */
 								   gc_hdbscan_edge *mst, /* [n - 1] */
+								   const gc_hdb_merge *merges, /* [n - 1] or NULL */
 								   gc_hdbscan_result *result,
 								   const gc_hdb_threads *thr,
 								   gc_cancel_fn cancel, void *cancel_arg, gc_error *e);

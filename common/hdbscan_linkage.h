@@ -101,4 +101,29 @@ gc_hdb_linkage(gc_hdb_work *w, gc_error *e)
 	return GC_OK;
 }
 
+/*
+ * For checks: the merges of the sorted mst [n - 1] against given ones, by
+ * the walk above; the number that differ, or -1 when out of memory.
+ */
+static inline int64_t
+gc_hdbscan_merges_differ(int64_t n, const gc_hdbscan_edge *mst, const gc_hdb_merge *merges)
+{
+	gc_hdb_work w;
+	gc_error	e;
+	int64_t		bad = 0;
+
+	memset(&w, 0, sizeof(w));
+	w.n = n;
+	w.mst = mst;
+	w.mg = (gc_hdb_merge *) malloc(sizeof(gc_hdb_merge) * (size_t) (n > 1 ? n - 1 : 1));
+	w.set = (gc_hdb_set *) malloc(sizeof(gc_hdb_set) * (size_t) n);
+	if (w.mg == NULL || w.set == NULL || gc_hdb_linkage(&w, &e) != GC_OK)
+		bad = -1;
+	for (int64_t m = 0; bad >= 0 && m < n - 1; m++)
+		bad += memcmp(&w.mg[m], &merges[m], sizeof(gc_hdb_merge)) != 0;
+	free(w.mg);
+	free(w.set);
+	return bad;
+}
+
 #endif							/* GPUCLUST_HDBSCAN_LINKAGE_H */

@@ -63,24 +63,13 @@ typedef struct gc_hdb_state
 	}			at;
 } gc_hdb_state;
 
-/*
- * Merge m of the single linkage: the hierarchy nodes it joins and their
- * rows, together, so that a walk of the hierarchy finds them in one place.
- */
-typedef struct gc_hdb_merge
-{
-	uint32_t	left;
-	uint32_t	right;
-	uint32_t	lsize;
-	uint32_t	rsize;
-} gc_hdb_merge;
-
 /* The working arrays of one gc_hdbscan_finish. */
 typedef struct gc_hdb_work
 {
 	int64_t		n;
 	const gc_hdbscan_edge *mst;	/* sorted: merge m at mst[m].w */
 	gc_hdb_merge *mg;			/* [n - 1] the single linkage */
+	int			mg_given;		/* mg is the caller's (computed on the device) */
 	gc_hdb_set *set;			/* [n] */
 	gc_hdb_state *st;			/* [2n - 1] */
 	/* per cluster node */
@@ -121,7 +110,8 @@ gc_hdb_cancel_error(gc_error *e)
 static inline void
 gc_hdb_free(gc_hdb_work *w)
 {
-	free(w->mg);
+	if (!w->mg_given)
+		free(w->mg);
 	free(w->set);
 	free(w->st);
 	free(w->k_parent);
@@ -1099,7 +1089,7 @@ gc_hdb_edges_sorted(const gc_hdb_loops *l, const gc_hdbscan_edge *mst, int64_t m
 
 static inline gc_status
 gc_hdbscan_finish(const gc_hdbscan_params *p, int64_t n, const double *core,
-				  gc_hdbscan_edge *mst, gc_hdbscan_result *result,
+				  gc_hdbscan_edge *mst, const gc_hdb_merge *merges, gc_hdbscan_result *result,
 				  const gc_hdb_threads *thr, gc_cancel_fn cancel, void *cancel_arg, gc_error *e)
 {
 	gc_hdb_work w;
@@ -1140,7 +1130,7 @@ gc_hdbscan_finish(const gc_hdbscan_params *p, int64_t n, const double *core,
 		}
 		return GC_OK;
 	}
-	if (!gc_hdb_edges_sorted(&w.loops, mst, n - 1))
+	if (merges == NULL && !gc_hdb_edges_sorted(&w.loops, mst, n - 1))
 	{
 		gc_hdb_cancel_arg ca = {cancel, cancel_arg};
 
@@ -1153,8 +1143,10 @@ gc_hdbscan_finish(const gc_hdbscan_params *p, int64_t n, const double *core,
 	 * least min_cluster_size rows and every other cluster splits in two.
 	 */
 	kmax = (size_t) (p->min_cluster_size >= 2 ? 2 * (n / p->min_cluster_size) + 1 : n);
-	w.mg = (gc_hdb_merge *) malloc(sizeof(gc_hdb_merge) * (size_t) n);
-	w.set = (gc_hdb_set *) malloc(sizeof(gc_hdb_set) * (size_t) n);
+	w.mg_given = merges != NULL;
+	w.mg = w.mg_given ? (gc_hdb_merge *) merges :
+		(gc_hdb_merge *) malloc(sizeof(gc_hdb_merge) * (size_t) n);
+	w.set = w.mg_given ? NULL : (gc_hdb_set *) malloc(sizeof(gc_hdb_set) * (size_t) n);
 	w.st = (gc_hdb_state *) malloc(sizeof(gc_hdb_state) * (size_t) (2 * n));
 	w.k_parent = (int64_t *) malloc(sizeof(int64_t) * kmax);
 	w.k_birth = (double *) malloc(sizeof(double) * kmax);
@@ -1169,7 +1161,7 @@ gc_hdbscan_finish(const gc_hdbscan_params *p, int64_t n, const double *core,
 	w.k_order = (int64_t *) malloc(sizeof(int64_t) * kmax);
 	w.k_num = (int64_t *) malloc(sizeof(int64_t) * kmax);
 	w.sub = (int64_t *) malloc(sizeof(int64_t) * kmax);
-	if (!w.mg || !w.set || !w.st || !w.k_parent || !w.k_birth ||
+	if (!w.mg || (!w.mg_given && !w.set) || !w.st || !w.k_parent || !w.k_birth ||
 		!w.k_size || !w.k_child1 || !w.k_child2 || !w.k_stab || !w.k_death || !w.k_selected ||
 		!w.k_top || !w.k_key || !w.k_order || !w.k_num || !w.sub)
 	{
@@ -1179,7 +1171,7 @@ gc_hdbscan_finish(const gc_hdbscan_params *p, int64_t n, const double *core,
 							(long long) n,
 							(long long) ((n * 56 + (int64_t) kmax * 97) / 1000000 + 1));
 	}
-	if ((st = gc_hdb_linkage(&w, e)) != GC_OK ||
+	if ((!w.mg_given && (st = gc_hdb_linkage(&w, e)) != GC_OK) ||
 		(st = gc_hdb_condense(&w, p->min_cluster_size, e)) != GC_OK ||
 		(st = gc_hdb_number(&w, cancel, cancel_arg, e)) != GC_OK ||
 		(st = gc_hdb_select(&w, p, e)) != GC_OK ||

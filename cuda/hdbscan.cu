@@ -15,7 +15,9 @@
  *   sort    the n - 1 edges by (w, lo, hi): two stable CUB radix sorts,
  *           first by lo << 32 | hi, then by the bits of w (which order as
  *           the weights, all >= 0);
- *   host    core distances and edges copied back, gc_hdbscan_finish on
+ *   link    the single-linkage hierarchy of the sorted edges: Boruvka
+ *           rounds over the tree (cuda/hdbscan_link.cu);
+ *   host    core distances, edges and hierarchy copied back, gc_hdbscan_finish on
  *           tuning.cpu_threads threads of the host (common/hdbscan_host.h;
  *           0: the CPUs the process may run on, at most 64).
  *
@@ -25,14 +27,14 @@
  * gc_metric_distance of common/metric.h (cosine: the caller passes unit
  * rows, as for DBSCAN).
  *
- * Memory is linear in n: about n (2 d e + 2 min(d, 8) e + 160) bytes with e
+ * Memory is linear in n: about n (2 d e + 2 min(d, 8) e + 256) bytes with e
  * bytes an element, plus CUB's temporary storage (and 256 MiB of heaps when
  * min_samples > 32), estimated before anything is allocated.  The searches
  * run in chunks of rows sized to take 10 to 50 ms; the cancel callback is
  * asked while they run, and an abort flag stops a running launch.
  *
  * timing->phase_ms: [0] tree and core distances, [1] minimum spanning tree
- * (with the sort of its edges), [2] the host part; counts: [0] Boruvka
+ * (with the sort of its edges and the hierarchy), [2] the host part; counts: [0] Boruvka
  * rounds, [1] distance evaluations.  tuning.debug prints each search's
  * launches and each Boruvka round to stderr.
  */
@@ -64,7 +66,8 @@ int64_t bytes_estimate(int32_t n, int32_t d, size_t esize, int32_t k, size_t sor
 {
 	const int64_t nn = n;
 	const int64_t B = std::min<int32_t>(d, kMaxBoxDims);
-	int64_t		need = nn * (2 * d * (int64_t) esize + 2 * B * (int64_t) esize + 160) +
+	/* 160 bytes a row for the tree and the Boruvka rounds, 96 for the hierarchy */
+	int64_t		need = nn * (2 * d * (int64_t) esize + 2 * B * (int64_t) esize + 256) +
 		(int64_t) sort_tmp + (16 << 20);
 
 	if (k > kLocalK)
@@ -124,10 +127,14 @@ void sort_edges(Workspace &w, DeviceBuffer<gc_hdbscan_edge> &edges)
 	CUDA_TRY(cudaDeviceSynchronize());
 }
 
-/* The device part: core distances by row into core [n], the sorted tree into mst [n - 1]. */
+/*
+ * The device part: core distances by row into core [n], the sorted tree
+ * into mst [n - 1], its single-linkage hierarchy into merges [n - 1].
+ */
 void run(Workspace &w, const void *x, /* [n, d] host */
 		 double *core, /* [n] out, host */
-		 gc_hdbscan_edge *mst /* [n - 1] out, host */)
+		 gc_hdbscan_edge *mst, /* [n - 1] out, host */
+		 gc_hdb_merge *merges /* [n - 1] out, host */)
 {
 	gc_timing  *t = w.call.timing;
 	Stopwatch	sw;
@@ -146,6 +153,7 @@ void run(Workspace &w, const void *x, /* [n, d] host */
 
 	Stopwatch	compute;
 	DeviceBuffer<gc_hdbscan_edge> edges;
+	DeviceBuffer<gc_hdb_merge> mg;
 
 	timed(t->phase_ms[0], [&] {
 		build_tree(w);
@@ -155,6 +163,8 @@ void run(Workspace &w, const void *x, /* [n, d] host */
 	timed(t->phase_ms[1], [&] {
 		mst_phase(w);
 		sort_edges(w, edges);
+		linkage(w.call, edges.get(), w.n, mg);
+		CUDA_TRY(cudaDeviceSynchronize());
 	});
 	t->compute_ms = compute.ms();
 
@@ -165,6 +175,7 @@ void run(Workspace &w, const void *x, /* [n, d] host */
 	CHECK_LAUNCH("scatter_core");
 	copy_results(w.call, {{core, core_row.get(), core_row.bytes()},
 						  {mst, edges.get(), edges.bytes()},
+						  {merges, mg.get(), mg.bytes()},
 						  {&evals, w.evals.get(), sizeof(evals)}});
 	t->counts[0] = w.rounds;
 	t->counts[1] = (int64_t) evals;
@@ -205,6 +216,7 @@ extern "C" gc_status gcu_hdbscan(const gc_exec *exec,
 	/* Host memory for the device's answer, then the device part (its memory freed on every path). */
 	std::vector<double> core((size_t) n);
 	std::vector<gc_hdbscan_edge> mst((size_t) (n - 1));
+	std::vector<gc_hdb_merge> merges((size_t) (n - 1));
 
 	if (n == 1)
 		core[0] = 0.0;			/* min_samples is 1: the row itself */
@@ -212,11 +224,23 @@ extern "C" gc_status gcu_hdbscan(const gc_exec *exec,
 		gc::run_on_device(call, [&] {
 			gc::hdbscan::Workspace w(call, dtype, (int32_t) n, d, *params);
 
-			gc::hdbscan::run(w, x, core.data(), mst.data());
+			gc::hdbscan::run(w, x, core.data(), mst.data(), merges.data());
 		});
 
 	gc_status	st;
 
+	if (gc::tuning_of(call.exec).debug && n > 1)
+	{
+		/* the device's hierarchy against the host's walk */
+		int64_t		differ = gc_hdbscan_merges_differ(n, mst.data(), merges.data());
+
+		fprintf(stderr, "gpuclust hdbscan: %lld of %lld merges differ from the host's\n",
+				(long long) differ, (long long) (n - 1));
+		if (differ != 0)
+			return gc::set_error(GC_ERR_INTERNAL,
+								 "HDBSCAN's hierarchy on the device differs from the host's in %lld merges",
+								 (long long) differ);
+	}
 	{
 		gc::Stopwatch sw;
 		int			threads = gc::tuning_of(call.exec).cpu_threads;
@@ -229,7 +253,8 @@ extern "C" gc_status gcu_hdbscan(const gc_exec *exec,
 			threads = sched_getaffinity(0, sizeof(cpus), &cpus) == 0 ? CPU_COUNT(&cpus) : 1;
 		}
 		gc_hdb_host_begin(&host, threads, call.exec.cancel, call.exec.cancel_arg);
-		st = gc_hdbscan_finish(params, n, core.data(), mst.data(), result, &host.thr,
+		st = gc_hdbscan_finish(params, n, core.data(), mst.data(), n > 1 ? merges.data() : NULL,
+							   result, &host.thr,
 							   call.exec.cancel, call.exec.cancel_arg, gc::error_record());
 		gc_hdb_host_end(&host);
 		call.timing->phase_ms[2] = sw.ms();

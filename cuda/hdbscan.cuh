@@ -172,6 +172,9 @@ void core_phase(Workspace &w);
 /* The minimum spanning tree by Boruvka rounds into w.edge_w / w.edge_pair (cuda/hdbscan_search.cu). */
 void mst_phase(Workspace &w);
 
+/* The single-linkage hierarchy of the sorted edges [n - 1] into mg (cuda/hdbscan_link.cu). */
+void linkage(const Call &call, const gc_hdbscan_edge *edges, int32_t n, DeviceBuffer<gc_hdb_merge> &mg);
+
 } // namespace hdbscan
 } // namespace gc
 
