@@ -129,7 +129,8 @@ gc_check_hdbscan(const gc_hdbscan_params *p, int64_t n, int32_t d, gc_error *e)
  * (cluster, probability, outlier_score, n_clusters, and tree when asked).
  * core [n] are the core distances.  merges, when given, is the hierarchy
  * of mst already sorted (the GPU builds it); NULL: built here, from mst
- * sorted here.  Runs its loops on thr (NULL: the
+ * sorted here.  states, when given with merges, is every hierarchy node's
+ * place in the condensed tree (the GPU's; gc_hdb_condense's otherwise).  Runs its loops on thr (NULL: the
  * caller's thread; the answer is the same either way) and asks cancel
  * between steps of bounded work.  Returns GC_OK, GC_ERR_CANCELLED,
  * GC_ERR_OUT_OF_MEMORY or GC_ERR_INTERNAL with e filled.
@@ -149,10 +150,31 @@ typedef struct gc_hdb_merge
 	uint32_t	rsize;
 } gc_hdb_merge;
 
+/*
+ * Per hierarchy node, from the condensation: its cluster (provisional
+ * number, see gc_hdb_number) and, for a node that fell out of it, the merge
+ * at which it fell and that merge's lambda; for a node that did not fall,
+ * its place in scikit-learn's breadth-first walk: depth << 32 | preorder.
+ */
+typedef struct gc_hdb_state
+{
+	uint32_t	own;
+	uint32_t	fell;			/* merge index, GC_HDB_NONE */
+	union
+	{
+		uint64_t	place;		/* fell == GC_HDB_NONE */
+		double		lambda;		/* otherwise */
+	}			at;
+} gc_hdb_state;
+
+/* Not fallen out (gc_hdb_state.fell). */
+#define GC_HDB_NONE UINT32_MAX
+
 static inline gc_status gc_hdbscan_finish(const gc_hdbscan_params *p, int64_t n,
 								   const double *core, /* [n] */
 								   gc_hdbscan_edge *mst, /* [n - 1] */
 								   const gc_hdb_merge *merges, /* [n - 1] or NULL */
+								   const gc_hdb_state *states, /* [2 n - 1] or NULL */
 								   gc_hdbscan_result *result,
 								   const gc_hdb_threads *thr,
 								   gc_cancel_fn cancel, void *cancel_arg, gc_error *e);

@@ -33,8 +33,6 @@
 #include "sort.h"
 #include "hdbscan_threads.h"
 
-/* Not fallen out (gc_hdb_state.fell). */
-#define GC_HDB_NONE UINT32_MAX
 /* Edges ahead whose rows the single linkage prefetches. */
 #define GC_HDB_PREFETCH 16
 
@@ -46,22 +44,6 @@ typedef struct gc_hdb_set
 	uint32_t	size;			/* at a representative: the set's rows */
 } gc_hdb_set;
 
-/*
- * Per hierarchy node, from the condensation: its cluster (provisional
- * number, see gc_hdb_number) and, for a node that fell out of it, the merge
- * at which it fell and that merge's lambda; for a node that did not fall,
- * its place in scikit-learn's breadth-first walk: depth << 32 | preorder.
- */
-typedef struct gc_hdb_state
-{
-	uint32_t	own;
-	uint32_t	fell;			/* merge index, GC_HDB_NONE */
-	union
-	{
-		uint64_t	place;		/* fell == GC_HDB_NONE */
-		double		lambda;		/* otherwise */
-	}			at;
-} gc_hdb_state;
 
 /* The working arrays of one gc_hdbscan_finish. */
 typedef struct gc_hdb_work
@@ -70,6 +52,7 @@ typedef struct gc_hdb_work
 	const gc_hdbscan_edge *mst;	/* sorted: merge m at mst[m].w */
 	gc_hdb_merge *mg;			/* [n - 1] the single linkage */
 	int			mg_given;		/* mg is the caller's (computed on the device) */
+	int			st_given;		/* so is st */
 	gc_hdb_set *set;			/* [n] */
 	gc_hdb_state *st;			/* [2n - 1] */
 	/* per cluster node */
@@ -113,7 +96,8 @@ gc_hdb_free(gc_hdb_work *w)
 	if (!w->mg_given)
 		free(w->mg);
 	free(w->set);
-	free(w->st);
+	if (!w->st_given)
+		free(w->st);
 	free(w->k_parent);
 	free(w->k_birth);
 	free(w->k_size);
@@ -359,6 +343,69 @@ gc_hdb_condense_node(gc_hdb_work *w, int64_t m, int64_t min_size)
 		st[l] = down;
 	if (rc < min_size)
 		st[r] = down;
+}
+
+/*
+ * The clusters from states given for every node (the GPU's, with its own
+ * provisional numbers: split j's children 1 + 2j and 2 + 2j): the merges
+ * from the root down, in the order of gc_hdb_condense, each that did not
+ * fall adding to its cluster's stability and death as there (so in the
+ * same order), each split making its two clusters.
+ */
+static inline gc_status
+gc_hdb_condense_given(gc_hdb_work *w, int64_t min_size, gc_error *e)
+{
+	int64_t		n = w->n,
+				count = 0;
+	const gc_hdb_state *st = w->st;
+
+	w->nodes = 1;
+	gc_hdb_init_cluster(w, 0, -1, 0.0, n);
+	for (int64_t m = n - 2; m >= 0; m--)
+	{
+		gc_hdb_state s = st[n + m];
+		gc_hdb_merge g = w->mg[m];
+		int64_t		k = s.own,
+					lc = g.lsize,
+					rc = g.rsize;
+		double		lambda,
+					v;
+
+		if (gc_hdb_poll(&w->loops, NULL, &count))
+			return gc_hdb_cancel_error(e);
+		if (s.fell != GC_HDB_NONE)
+			continue;
+		if (k >= w->nodes)
+			return gc_error_set(e, GC_ERR_INTERNAL,
+								"HDBSCAN's merge %lld belongs to cluster %lld of %lld made",
+								(long long) m, (long long) k, (long long) w->nodes);
+		lambda = gc_hdb_lambda(w, (uint32_t) m);
+		if (lambda > w->k_death[k])
+			w->k_death[k] = lambda;
+		v = lambda - w->k_birth[k];
+		if (lc >= min_size && rc >= min_size)
+		{
+			int64_t		c = st[g.left].own;
+
+			if (c < 1 || c % 2 != 1 || st[g.right].own != c + 1)
+				return gc_error_set(e, GC_ERR_INTERNAL,
+									"HDBSCAN's split at merge %lld makes clusters %lld and %lld",
+									(long long) m, (long long) c, (long long) st[g.right].own);
+			w->k_stab[k] += v * (double) lc;
+			w->k_stab[k] += v * (double) rc;
+			w->k_key[(c - 1) / 2] = s.at.place;
+			gc_hdb_init_cluster(w, c, k, lambda, lc);
+			gc_hdb_init_cluster(w, c + 1, k, lambda, rc);
+			w->k_child1[k] = c;
+			w->k_child2[k] = c + 1;
+			if (c + 2 > w->nodes)
+				w->nodes = c + 2;
+			continue;
+		}
+		for (int64_t j = 0; j < (lc < min_size ? lc : 0) + (rc < min_size ? rc : 0); j++)
+			w->k_stab[k] += v * 1.0;
+	}
+	return GC_OK;
 }
 
 /*
@@ -1089,7 +1136,8 @@ gc_hdb_edges_sorted(const gc_hdb_loops *l, const gc_hdbscan_edge *mst, int64_t m
 
 static inline gc_status
 gc_hdbscan_finish(const gc_hdbscan_params *p, int64_t n, const double *core,
-				  gc_hdbscan_edge *mst, const gc_hdb_merge *merges, gc_hdbscan_result *result,
+				  gc_hdbscan_edge *mst, const gc_hdb_merge *merges, const gc_hdb_state *states,
+				  gc_hdbscan_result *result,
 				  const gc_hdb_threads *thr, gc_cancel_fn cancel, void *cancel_arg, gc_error *e)
 {
 	gc_hdb_work w;
@@ -1147,7 +1195,9 @@ gc_hdbscan_finish(const gc_hdbscan_params *p, int64_t n, const double *core,
 	w.mg = w.mg_given ? (gc_hdb_merge *) merges :
 		(gc_hdb_merge *) malloc(sizeof(gc_hdb_merge) * (size_t) n);
 	w.set = w.mg_given ? NULL : (gc_hdb_set *) malloc(sizeof(gc_hdb_set) * (size_t) n);
-	w.st = (gc_hdb_state *) malloc(sizeof(gc_hdb_state) * (size_t) (2 * n));
+	w.st_given = merges != NULL && states != NULL;
+	w.st = w.st_given ? (gc_hdb_state *) states :
+		(gc_hdb_state *) malloc(sizeof(gc_hdb_state) * (size_t) (2 * n));
 	w.k_parent = (int64_t *) malloc(sizeof(int64_t) * kmax);
 	w.k_birth = (double *) malloc(sizeof(double) * kmax);
 	w.k_size = (int64_t *) malloc(sizeof(int64_t) * kmax);
@@ -1172,7 +1222,8 @@ gc_hdbscan_finish(const gc_hdbscan_params *p, int64_t n, const double *core,
 							(long long) ((n * 56 + (int64_t) kmax * 97) / 1000000 + 1));
 	}
 	if ((!w.mg_given && (st = gc_hdb_linkage(&w, e)) != GC_OK) ||
-		(st = gc_hdb_condense(&w, p->min_cluster_size, e)) != GC_OK ||
+		(st = (w.st_given ? gc_hdb_condense_given(&w, p->min_cluster_size, e) :
+			   gc_hdb_condense(&w, p->min_cluster_size, e))) != GC_OK ||
 		(st = gc_hdb_number(&w, cancel, cancel_arg, e)) != GC_OK ||
 		(st = gc_hdb_select(&w, p, e)) != GC_OK ||
 		(st = gc_hdb_label(&w, p, result, e)) != GC_OK)

@@ -17,7 +17,9 @@
  *           the weights, all >= 0);
  *   link    the single-linkage hierarchy of the sorted edges: Boruvka
  *           rounds over the tree (cuda/hdbscan_link.cu);
- *   host    core distances, edges and hierarchy copied back, gc_hdbscan_finish on
+ *   condense each node's place in the condensed tree, by pointer jumping
+ *           over the hierarchy (cuda/hdbscan_condense.cu);
+ *   host    core distances, edges, hierarchy and places copied back, gc_hdbscan_finish on
  *           tuning.cpu_threads threads of the host (common/hdbscan_host.h;
  *           0: the CPUs the process may run on, at most 64).
  *
@@ -27,14 +29,15 @@
  * gc_metric_distance of common/metric.h (cosine: the caller passes unit
  * rows, as for DBSCAN).
  *
- * Memory is linear in n: about n (2 d e + 2 min(d, 8) e + 256) bytes with e
+ * Memory is linear in n: about n (2 d e + 2 min(d, 8) e + 416) bytes with e
  * bytes an element, plus CUB's temporary storage (and 256 MiB of heaps when
  * min_samples > 32), estimated before anything is allocated.  The searches
  * run in chunks of rows sized to take 10 to 50 ms; the cancel callback is
  * asked while they run, and an abort flag stops a running launch.
  *
  * timing->phase_ms: [0] tree and core distances, [1] minimum spanning tree
- * (with the sort of its edges and the hierarchy), [2] the host part; counts: [0] Boruvka
+ * (with the sort of its edges, the hierarchy and the places in the
+ * condensed tree), [2] the host part; counts: [0] Boruvka
  * rounds, [1] distance evaluations.  tuning.debug prints each search's
  * launches and each Boruvka round to stderr.
  */
@@ -46,6 +49,8 @@
 
 #include "hdbscan_host.h"
 
+#include <memory>
+#include <thread>
 #include <vector>
 
 namespace gc {
@@ -66,8 +71,11 @@ int64_t bytes_estimate(int32_t n, int32_t d, size_t esize, int32_t k, size_t sor
 {
 	const int64_t nn = n;
 	const int64_t B = std::min<int32_t>(d, kMaxBoxDims);
-	/* 160 bytes a row for the tree and the Boruvka rounds, 96 for the hierarchy */
-	int64_t		need = nn * (2 * d * (int64_t) esize + 2 * B * (int64_t) esize + 256) +
+	/*
+	 * 160 bytes a row for the tree and the Boruvka rounds, 96 for the
+	 * hierarchy, 160 for the places in the condensed tree
+	 */
+	int64_t		need = nn * (2 * d * (int64_t) esize + 2 * B * (int64_t) esize + 416) +
 		(int64_t) sort_tmp + (16 << 20);
 
 	if (k > kLocalK)
@@ -129,12 +137,14 @@ void sort_edges(Workspace &w, DeviceBuffer<gc_hdbscan_edge> &edges)
 
 /*
  * The device part: core distances by row into core [n], the sorted tree
- * into mst [n - 1], its single-linkage hierarchy into merges [n - 1].
+ * into mst [n - 1], its single-linkage hierarchy into merges [n - 1], each
+ * node's place in the condensed tree into states [2 n - 1].
  */
 void run(Workspace &w, const void *x, /* [n, d] host */
 		 double *core, /* [n] out, host */
 		 gc_hdbscan_edge *mst, /* [n - 1] out, host */
-		 gc_hdb_merge *merges /* [n - 1] out, host */)
+		 gc_hdb_merge *merges, /* [n - 1] out, host */
+		 gc_hdb_state *states /* [2 n - 1] out, host */)
 {
 	gc_timing  *t = w.call.timing;
 	Stopwatch	sw;
@@ -154,6 +164,7 @@ void run(Workspace &w, const void *x, /* [n, d] host */
 	Stopwatch	compute;
 	DeviceBuffer<gc_hdbscan_edge> edges;
 	DeviceBuffer<gc_hdb_merge> mg;
+	DeviceBuffer<gc_hdb_state> st;
 
 	timed(t->phase_ms[0], [&] {
 		build_tree(w);
@@ -164,6 +175,7 @@ void run(Workspace &w, const void *x, /* [n, d] host */
 		mst_phase(w);
 		sort_edges(w, edges);
 		linkage(w.call, edges.get(), w.n, mg);
+		condense(w.call, edges.get(), mg.get(), w.n, w.min_cluster_size, st);
 		CUDA_TRY(cudaDeviceSynchronize());
 	});
 	t->compute_ms = compute.ms();
@@ -176,14 +188,94 @@ void run(Workspace &w, const void *x, /* [n, d] host */
 	copy_results(w.call, {{core, core_row.get(), core_row.bytes()},
 						  {mst, edges.get(), edges.bytes()},
 						  {merges, mg.get(), mg.bytes()},
+						  {states, st.get(), st.bytes()},
 						  {&evals, w.evals.get(), sizeof(evals)}});
 	t->counts[0] = w.rounds;
 	t->counts[1] = (int64_t) evals;
 }
 
+/*
+ * Faults in host buffers on a few threads, beside the caller, from its
+ * construction to its destruction: the device copies its answer into
+ * pageable memory at about 1 GB/s where the pages are new (643 ms for the
+ * 640 MB of 10M rows on the H100 machine) and about ten times faster into
+ * pages already touched, which these threads do while the device computes.
+ * The threads run with every signal blocked; one that cannot be started is
+ * done without.
+ */
+class Prefault
+{
+  public:
+	Prefault(std::initializer_list<std::pair<void *, size_t>> bufs, int threads)
+	{
+		size_t		total = 0;
+
+		for (const auto &b : bufs)
+			total += b.second;
+		if (threads < 1 || total < ((size_t) 64 << 20))
+			return;
+
+		sigset_t	all,
+					old;
+
+		sigfillset(&all);
+		pthread_sigmask(SIG_SETMASK, &all, &old);
+		for (int t = 0; t < threads; t++)
+		{
+			size_t		from = total / threads * t,
+						to = t + 1 == threads ? total : total / threads * (t + 1);
+			std::vector<std::pair<void *, size_t>> list(bufs);
+
+			try
+			{
+				threads_.emplace_back([list, from, to] {
+					size_t		at = 0;
+
+					for (const auto &b : list)
+					{
+						char	   *p = (char *) b.first;
+
+						for (size_t i = 0; i < b.second; i += 4096)
+							if (at + i >= from && at + i < to)
+								((volatile char *) p)[i] = 0;
+						at += b.second;
+					}
+				});
+			}
+			catch (...)
+			{
+				break;
+			}
+		}
+		pthread_sigmask(SIG_SETMASK, &old, NULL);
+	}
+	~Prefault()
+	{
+		for (auto &t : threads_)
+			t.join();
+	}
+
+  private:
+	std::vector<std::thread> threads_;
+};
+
 } // namespace
 } // namespace hdbscan
 } // namespace gc
+
+/* Threads of the host part: tuning.cpu_threads, 0 for the CPUs the process may run on. */
+static int host_threads(const gc::Call &call)
+{
+	int			threads = gc::tuning_of(call.exec).cpu_threads;
+
+	if (threads <= 0)
+	{
+		cpu_set_t	cpus;
+
+		threads = sched_getaffinity(0, sizeof(cpus), &cpus) == 0 ? CPU_COUNT(&cpus) : 1;
+	}
+	return threads;
+}
 
 extern "C" gc_status gcu_hdbscan(const gc_exec *exec,
 								 const void *x, gc_dtype dtype, /* [n, d] row-major */
@@ -214,25 +306,35 @@ extern "C" gc_status gcu_hdbscan(const gc_exec *exec,
 		return GC_OK;
 
 	/* Host memory for the device's answer, then the device part (its memory freed on every path). */
-	std::vector<double> core((size_t) n);
-	std::vector<gc_hdbscan_edge> mst((size_t) (n - 1));
-	std::vector<gc_hdb_merge> merges((size_t) (n - 1));
+	/* not zeroed: every element is written by the device (n = 1: core [0] below) */
+	std::unique_ptr<double[]> core(new double[(size_t) n]);
+	std::unique_ptr<gc_hdbscan_edge[]> mst(new gc_hdbscan_edge[(size_t) n]);
+	std::unique_ptr<gc_hdb_merge[]> merges(new gc_hdb_merge[(size_t) n]);
+	std::unique_ptr<gc_hdb_state[]> states(new gc_hdb_state[(size_t) (2 * n)]);
 
 	if (n == 1)
 		core[0] = 0.0;			/* min_samples is 1: the row itself */
 	else
+	{
+		gc::hdbscan::Prefault pf({{core.get(), sizeof(double) * (size_t) n},
+								  {mst.get(), sizeof(gc_hdbscan_edge) * (size_t) (n - 1)},
+								  {merges.get(), sizeof(gc_hdb_merge) * (size_t) (n - 1)},
+								  {states.get(), sizeof(gc_hdb_state) * (size_t) (2 * n - 1)}},
+								 std::min(8, host_threads(call)));
+
 		gc::run_on_device(call, [&] {
 			gc::hdbscan::Workspace w(call, dtype, (int32_t) n, d, *params);
 
-			gc::hdbscan::run(w, x, core.data(), mst.data(), merges.data());
+			gc::hdbscan::run(w, x, core.get(), mst.get(), merges.get(), states.get());
 		});
+	}
 
 	gc_status	st;
 
 	if (gc::tuning_of(call.exec).debug && n > 1)
 	{
 		/* the device's hierarchy against the host's walk */
-		int64_t		differ = gc_hdbscan_merges_differ(n, mst.data(), merges.data());
+		int64_t		differ = gc_hdbscan_merges_differ(n, mst.get(), merges.get());
 
 		fprintf(stderr, "gpuclust hdbscan: %lld of %lld merges differ from the host's\n",
 				(long long) differ, (long long) (n - 1));
@@ -243,18 +345,11 @@ extern "C" gc_status gcu_hdbscan(const gc_exec *exec,
 	}
 	{
 		gc::Stopwatch sw;
-		int			threads = gc::tuning_of(call.exec).cpu_threads;
 		gc_hdb_host host;
 
-		if (threads <= 0)
-		{
-			cpu_set_t	cpus;
-
-			threads = sched_getaffinity(0, sizeof(cpus), &cpus) == 0 ? CPU_COUNT(&cpus) : 1;
-		}
-		gc_hdb_host_begin(&host, threads, call.exec.cancel, call.exec.cancel_arg);
-		st = gc_hdbscan_finish(params, n, core.data(), mst.data(), n > 1 ? merges.data() : NULL,
-							   result, &host.thr,
+		gc_hdb_host_begin(&host, host_threads(call), call.exec.cancel, call.exec.cancel_arg);
+		st = gc_hdbscan_finish(params, n, core.get(), mst.get(), n > 1 ? merges.get() : NULL,
+							   n > 1 ? states.get() : NULL, result, &host.thr,
 							   call.exec.cancel, call.exec.cancel_arg, gc::error_record());
 		gc_hdb_host_end(&host);
 		call.timing->phase_ms[2] = sw.ms();
@@ -262,6 +357,6 @@ extern "C" gc_status gcu_hdbscan(const gc_exec *exec,
 	if (st != GC_OK)
 		return st;
 	if (result->core_distance)
-		memcpy(result->core_distance, core.data(), (size_t) n * sizeof(double));
+		memcpy(result->core_distance, core.get(), (size_t) n * sizeof(double));
 	GC_ENTRY_END
 }

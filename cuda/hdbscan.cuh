@@ -79,7 +79,8 @@ struct Workspace
 {
 	Workspace(const Call &c, gc_dtype t, int32_t n_, int32_t d_, const gc_hdbscan_params &p)
 		: call(c), dtype(t), n(n_), d(d_), B(std::min<int32_t>(d_, kMaxBoxDims)),
-		  k(p.min_samples), metric(p.metric), debug(c.tuning.debug != 0)
+		  k(p.min_samples), min_cluster_size(p.min_cluster_size), metric(p.metric),
+		  debug(c.tuning.debug != 0)
 	{
 	}
 
@@ -89,6 +90,7 @@ struct Workspace
 	const int32_t d;
 	const int32_t B;
 	const int32_t k;
+	const int32_t min_cluster_size;
 	const gc_metric metric;
 	const bool	debug;
 	AbortFlag	abort;
@@ -174,6 +176,10 @@ void mst_phase(Workspace &w);
 
 /* The single-linkage hierarchy of the sorted edges [n - 1] into mg (cuda/hdbscan_link.cu). */
 void linkage(const Call &call, const gc_hdbscan_edge *edges, int32_t n, DeviceBuffer<gc_hdb_merge> &mg);
+
+/* Every hierarchy node's gc_hdb_state into st [2 n - 1] (cuda/hdbscan_condense.cu). */
+void condense(const Call &call, const gc_hdbscan_edge *edges, const gc_hdb_merge *mg, int32_t n,
+			  int64_t min_size, DeviceBuffer<gc_hdb_state> &st);
 
 } // namespace hdbscan
 } // namespace gc

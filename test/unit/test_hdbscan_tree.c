@@ -170,7 +170,7 @@ finish(const gc_hdbscan_params *p, int64_t n, const gc_hdbscan_edge *tree, answe
 	r.outlier_score = a->score;
 	r.tree = with_tree ? &a->tree : NULL;
 	gc_hdb_host_begin(&host, threads, cancel, NULL);
-	st = gc_hdbscan_finish(p, n, core, mst, NULL, &r, threads > 1 ? &host.thr : NULL, cancel, NULL,
+	st = gc_hdbscan_finish(p, n, core, mst, NULL, NULL, &r, threads > 1 ? &host.thr : NULL, cancel, NULL,
 						   err);
 	gc_hdb_host_end(&host);
 	a->n_clusters = r.n_clusters;
