@@ -7,8 +7,11 @@
  *    spanning trees of many shapes: a random tree, weights with many ties and zeros (duplicate rows), a
  *    path (one long chain: each merge adds one row), a star, and groups
  *    joined by long edges (a tree of clusters), with every selection
- *    method and option; the CPU back end's pool gives the same answer on
- *    blobs of 200,000 rows; cancel stops a call on threads at any point.
+ *    method and option; the same answer from a hierarchy and condensed
+ *    places given as the GPU back end gives them (built here by a walk of
+ *    the test's own, its clusters numbered by split in merge order); the
+ *    CPU back end's pool gives the same answer on blobs of 200,000 rows;
+ *    cancel stops a call on threads at any point.
  */
 #include <math.h>
 #include <stdint.h>
@@ -180,6 +183,137 @@ finish(const gc_hdbscan_params *p, int64_t n, const gc_hdbscan_edge *tree, answe
 }
 
 static int
+edge_cmp(const void *pa, const void *pb)
+{
+	const gc_hdbscan_edge *a = pa,
+			   *b = pb;
+
+	if (gc_hdbscan_edge_less(a->w, a->lo, a->hi, b->w, b->lo, b->hi))
+		return -1;
+	return gc_hdbscan_edge_less(b->w, b->lo, b->hi, a->w, a->lo, a->hi) ? 1 : 0;
+}
+
+static int64_t
+ref_find(int64_t *uf, int64_t x)
+{
+	while (uf[x] != x)
+		x = uf[x] = uf[uf[x]];
+	return x;
+}
+
+/*
+ * The hierarchy and every node's state as the GPU back end hands them to
+ * gc_hdbscan_finish, from the sorted tree: Kruskal's merges, then the
+ * states from the root down, the clusters numbered 0 (the root) and, for
+ * the j-th split in merge order, 1 + 2j (left) and 2 + 2j (right).
+ */
+static void
+given_answer(int64_t n, const gc_hdbscan_edge *e, int64_t mcs, gc_hdb_merge *mg, gc_hdb_state *st)
+{
+	int64_t    *uf = malloc(sizeof(int64_t) * (size_t) n),
+			   *node = malloc(sizeof(int64_t) * (size_t) n),
+			   *size = malloc(sizeof(int64_t) * (size_t) n),
+			   *split = malloc(sizeof(int64_t) * (size_t) n),
+				splits = 0;
+
+	for (int64_t i = 0; i < n; i++)
+	{
+		uf[i] = i;
+		node[i] = i;
+		size[i] = 1;
+	}
+	for (int64_t m = 0; m < n - 1; m++)
+	{
+		int64_t		a = ref_find(uf, e[m].lo),
+					b = ref_find(uf, e[m].hi);
+
+		mg[m].left = (uint32_t) node[a];
+		mg[m].right = (uint32_t) node[b];
+		mg[m].lsize = (uint32_t) size[a];
+		mg[m].rsize = (uint32_t) size[b];
+		uf[b] = a;
+		node[a] = n + m;
+		size[a] += size[b];
+		split[m] = mg[m].lsize >= mcs && mg[m].rsize >= mcs ? splits++ : -1;
+	}
+	st[2 * n - 2].own = 0;
+	st[2 * n - 2].fell = GC_HDB_NONE;
+	st[2 * n - 2].at.place = 0;
+	for (int64_t m = n - 2; m >= 0; m--)
+	{
+		gc_hdb_state s = st[n + m];
+		uint64_t	depth = (s.at.place >> 32) + 1,
+					pre = s.at.place & UINT32_MAX;
+
+		for (int side = 0; side < 2; side++)
+		{
+			uint32_t	x = side == 0 ? mg[m].left : mg[m].right;
+			int64_t		rows = side == 0 ? mg[m].lsize : mg[m].rsize;
+			gc_hdb_state c = s;
+
+			if (s.fell == GC_HDB_NONE)
+			{
+				c.at.place = depth << 32 | (side == 0 ? pre + 1 : pre + 2 * (uint64_t) mg[m].lsize);
+				if (split[m] >= 0)
+					c.own = (uint32_t) (1 + 2 * split[m] + side);
+				else if (rows < mcs)
+				{
+					c.fell = (uint32_t) m;
+					c.at.lambda = e[m].w > 0.0 ? 1.0 / e[m].w : INFINITY;
+				}
+			}
+			st[x] = c;
+		}
+	}
+	free(uf);
+	free(node);
+	free(size);
+	free(split);
+}
+
+static void compare(const char *what, int64_t n, const answer *a, const answer *b, int with_tree);
+
+/* gc_hdbscan_finish on the caller's thread, with and without the hierarchy and states given. */
+static void
+case_given(shape s, int64_t n, const gc_hdbscan_edge *tree, const gc_hdbscan_params *p,
+		   const char *label)
+{
+	gc_hdbscan_edge *e = malloc(sizeof(gc_hdbscan_edge) * (size_t) n);
+	gc_hdb_merge *mg = malloc(sizeof(gc_hdb_merge) * (size_t) n);
+	gc_hdb_state *st = malloc(sizeof(gc_hdb_state) * (size_t) (2 * n));
+	double	   *core = calloc((size_t) n, sizeof(double));
+	answer		a,
+				b;
+	gc_hdbscan_result r;
+	gc_error	err;
+	char		what[256];
+
+	memcpy(e, tree, sizeof(gc_hdbscan_edge) * (size_t) (n - 1));
+	qsort(e, (size_t) (n - 1), sizeof(gc_hdbscan_edge), edge_cmp);
+	given_answer(n, e, p->min_cluster_size, mg, st);
+	answer_alloc(&a, n);
+	answer_alloc(&b, n);
+	CHECK(finish(p, n, e, &a, 1, 1, NULL, &err) == GC_OK, "%s: %s", label, err.message);
+	memset(&r, 0, sizeof(r));
+	r.cluster = b.cluster;
+	r.probability = b.prob;
+	r.outlier_score = b.score;
+	r.tree = &b.tree;
+	snprintf(what, sizeof(what), "%s of %lld rows, %s, hierarchy and states given", shape_name[s],
+			 (long long) n, label);
+	CHECK(gc_hdbscan_finish(p, n, core, e, mg, st, &r, NULL, NULL, NULL, &err) == GC_OK, "%s: %s",
+		  what, err.message);
+	b.n_clusters = r.n_clusters;
+	compare(what, n, &b, &a, 1);
+	answer_free(&a);
+	answer_free(&b);
+	free(e);
+	free(mg);
+	free(st);
+	free(core);
+}
+
+static int
 same_doubles(const double *a, const double *b, int64_t n)
 {
 	return memcmp(a, b, sizeof(double) * (size_t) n) == 0;
@@ -253,6 +387,7 @@ case_threads(shape s, int64_t n, const gc_hdbscan_edge *tree, const gc_hdbscan_p
 	}
 	answer_free(&one);
 	answer_free(&many);
+	case_given(s, n, tree, p, label);
 }
 
 /* The CPU back end on 1 and 8 threads of its pool: blobs with noise. */
