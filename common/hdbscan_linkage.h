@@ -9,7 +9,10 @@
  * was slower on the 1M blobs of bench/hdbscan_bench.sh (35 to 64 ms on two
  * threads against 13 ms on one): one component holds most of the edges of
  * blobs that touch, and the threads share the cache lines of the
- * union-find.
+ * union-find.  Boruvka rounds over the tree (the method the GPU back end
+ * runs on the device, cuda/hdbscan_link.cu, in about 3 ms at 1M rows) took
+ * 66 to 103 ms on 4 to 16 host threads of the H100 machine at 1M rows,
+ * against 45 ms for this walk.
  */
 #ifndef GPUCLUST_HDBSCAN_LINKAGE_H
 #define GPUCLUST_HDBSCAN_LINKAGE_H
