@@ -127,9 +127,10 @@ gc_check_hdbscan(const gc_hdbscan_params *p, int64_t n, int32_t d, gc_error *e)
  * by gc_hdbscan_edge_less (in place), builds the single-linkage hierarchy,
  * condenses it by min_cluster_size, selects clusters and fills result
  * (cluster, probability, outlier_score, n_clusters, and tree when asked).
- * core [n] are the core distances.  given, when not NULL, holds the
- * hierarchy of mst already sorted and what else the GPU computed of the
- * condensed tree; NULL: everything from mst, sorted here.  Runs its loops on thr (NULL: the
+ * core [n] are the core distances.  merges, when given, is the hierarchy
+ * of mst already sorted (the GPU builds it); NULL: built here, from mst
+ * sorted here.  states, when given with merges, is every hierarchy node's
+ * place in the condensed tree (the GPU's; gc_hdb_condense's otherwise).  Runs its loops on thr (NULL: the
  * caller's thread; the answer is the same either way) and asks cancel
  * between steps of bounded work.  Returns GC_OK, GC_ERR_CANCELLED,
  * GC_ERR_OUT_OF_MEMORY or GC_ERR_INTERNAL with e filled.
@@ -169,31 +170,11 @@ typedef struct gc_hdb_state
 /* Not fallen out (gc_hdb_state.fell). */
 #define GC_HDB_NONE UINT32_MAX
 
-/*
- * What the GPU back end hands gc_hdbscan_finish of its work: the hierarchy
- * of the sorted tree and each node's state, with the clusters (their
- * provisional numbers those of the states: split j's children 1 + 2j and
- * 2 + 2j) when clusters > 0.
- */
-typedef struct gc_hdb_given
-{
-	const gc_hdb_merge *merges;	/* [n - 1] */
-	const gc_hdb_state *states;	/* [2 n - 1], or NULL: computed here */
-	int64_t		clusters;		/* K, or 0: computed here from the states */
-	const int64_t *parent;		/* [K] */
-	const double *birth;
-	const int64_t *size;
-	const int64_t *child1;
-	const int64_t *child2;
-	const double *stab;
-	const double *death;
-	const uint64_t *key;		/* [(K - 1) / 2]: each split's place */
-} gc_hdb_given;
-
 static inline gc_status gc_hdbscan_finish(const gc_hdbscan_params *p, int64_t n,
 								   const double *core, /* [n] */
 								   gc_hdbscan_edge *mst, /* [n - 1] */
-								   const gc_hdb_given *given, /* or NULL */
+								   const gc_hdb_merge *merges, /* [n - 1] or NULL */
+								   const gc_hdb_state *states, /* [2 n - 1] or NULL */
 								   gc_hdbscan_result *result,
 								   const gc_hdb_threads *thr,
 								   gc_cancel_fn cancel, void *cancel_arg, gc_error *e);

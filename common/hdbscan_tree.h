@@ -408,29 +408,6 @@ gc_hdb_condense_given(gc_hdb_work *w, int64_t min_size, gc_error *e)
 	return GC_OK;
 }
 
-/* The clusters as given (the GPU's), else from the given states. */
-static inline gc_status
-gc_hdb_clusters_given(gc_hdb_work *w, const gc_hdb_given *g, int64_t min_size, gc_error *e)
-{
-	int64_t		K = g->clusters;
-
-	if (K <= 0)
-		return gc_hdb_condense_given(w, min_size, e);
-	if (K % 2 != 1 || K > 2 * (w->n / (min_size >= 2 ? min_size : 1)) + 1)
-		return gc_error_set(e, GC_ERR_INTERNAL, "HDBSCAN was given %lld clusters for %lld rows",
-							(long long) K, (long long) w->n);
-	w->nodes = K;
-	memcpy(w->k_parent, g->parent, sizeof(int64_t) * (size_t) K);
-	memcpy(w->k_birth, g->birth, sizeof(double) * (size_t) K);
-	memcpy(w->k_size, g->size, sizeof(int64_t) * (size_t) K);
-	memcpy(w->k_child1, g->child1, sizeof(int64_t) * (size_t) K);
-	memcpy(w->k_child2, g->child2, sizeof(int64_t) * (size_t) K);
-	memcpy(w->k_stab, g->stab, sizeof(double) * (size_t) K);
-	memcpy(w->k_death, g->death, sizeof(double) * (size_t) K);
-	memcpy(w->k_key, g->key, sizeof(uint64_t) * (size_t) ((K - 1) / 2));
-	return GC_OK;
-}
-
 /*
  * The condensation: the root's cluster, then every merge after its parent,
  * on the caller's thread in the order of the merges (the children's states
@@ -1159,14 +1136,13 @@ gc_hdb_edges_sorted(const gc_hdb_loops *l, const gc_hdbscan_edge *mst, int64_t m
 
 static inline gc_status
 gc_hdbscan_finish(const gc_hdbscan_params *p, int64_t n, const double *core,
-				  gc_hdbscan_edge *mst, const gc_hdb_given *given, gc_hdbscan_result *result,
+				  gc_hdbscan_edge *mst, const gc_hdb_merge *merges, const gc_hdb_state *states,
+				  gc_hdbscan_result *result,
 				  const gc_hdb_threads *thr, gc_cancel_fn cancel, void *cancel_arg, gc_error *e)
 {
 	gc_hdb_work w;
 	gc_status	st;
 	size_t		kmax;
-	const gc_hdb_merge *merges = given != NULL ? given->merges : NULL;
-	const gc_hdb_state *states = given != NULL ? given->states : NULL;
 
 	(void) core;
 	memset(&w, 0, sizeof(w));
@@ -1246,7 +1222,7 @@ gc_hdbscan_finish(const gc_hdbscan_params *p, int64_t n, const double *core,
 							(long long) ((n * 56 + (int64_t) kmax * 97) / 1000000 + 1));
 	}
 	if ((!w.mg_given && (st = gc_hdb_linkage(&w, e)) != GC_OK) ||
-		(st = (w.st_given ? gc_hdb_clusters_given(&w, given, p->min_cluster_size, e) :
+		(st = (w.st_given ? gc_hdb_condense_given(&w, p->min_cluster_size, e) :
 			   gc_hdb_condense(&w, p->min_cluster_size, e))) != GC_OK ||
 		(st = gc_hdb_number(&w, cancel, cancel_arg, e)) != GC_OK ||
 		(st = gc_hdb_select(&w, p, e)) != GC_OK ||

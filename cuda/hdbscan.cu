@@ -18,9 +18,7 @@
  *   link    the single-linkage hierarchy of the sorted edges: Boruvka
  *           rounds over the tree (cuda/hdbscan_link.cu);
  *   condense each node's place in the condensed tree, by pointer jumping
- *           over the hierarchy, and the clusters with their stabilities,
- *           one thread per cluster over its merges in the host's order
- *           (cuda/hdbscan_condense.cu);
+ *           over the hierarchy (cuda/hdbscan_condense.cu);
  *   host    core distances, edges, hierarchy and places copied back, gc_hdbscan_finish on
  *           tuning.cpu_threads threads of the host (common/hdbscan_host.h;
  *           0: the CPUs the process may run on, at most 64).
@@ -140,15 +138,13 @@ void sort_edges(Workspace &w, DeviceBuffer<gc_hdbscan_edge> &edges)
 /*
  * The device part: core distances by row into core [n], the sorted tree
  * into mst [n - 1], its single-linkage hierarchy into merges [n - 1], each
- * node's place in the condensed tree into states [2 n - 1], the clusters
- * with their stabilities into clusters.
+ * node's place in the condensed tree into states [2 n - 1].
  */
 void run(Workspace &w, const void *x, /* [n, d] host */
 		 double *core, /* [n] out, host */
 		 gc_hdbscan_edge *mst, /* [n - 1] out, host */
 		 gc_hdb_merge *merges, /* [n - 1] out, host */
-		 gc_hdb_state *states, /* [2 n - 1] out, host */
-		 HostClusters &clusters /* out */)
+		 gc_hdb_state *states /* [2 n - 1] out, host */)
 {
 	gc_timing  *t = w.call.timing;
 	Stopwatch	sw;
@@ -179,7 +175,7 @@ void run(Workspace &w, const void *x, /* [n, d] host */
 		mst_phase(w);
 		sort_edges(w, edges);
 		linkage(w.call, edges.get(), w.n, mg);
-		condense(w.call, edges.get(), mg.get(), w.n, w.min_cluster_size, st, clusters);
+		condense(w.call, edges.get(), mg.get(), w.n, w.min_cluster_size, st);
 		CUDA_TRY(cudaDeviceSynchronize());
 	});
 	t->compute_ms = compute.ms();
@@ -315,7 +311,6 @@ extern "C" gc_status gcu_hdbscan(const gc_exec *exec,
 	std::unique_ptr<gc_hdbscan_edge[]> mst(new gc_hdbscan_edge[(size_t) n]);
 	std::unique_ptr<gc_hdb_merge[]> merges(new gc_hdb_merge[(size_t) n]);
 	std::unique_ptr<gc_hdb_state[]> states(new gc_hdb_state[(size_t) (2 * n)]);
-	gc::hdbscan::HostClusters clusters;
 
 	if (n == 1)
 		core[0] = 0.0;			/* min_samples is 1: the row itself */
@@ -330,7 +325,7 @@ extern "C" gc_status gcu_hdbscan(const gc_exec *exec,
 		gc::run_on_device(call, [&] {
 			gc::hdbscan::Workspace w(call, dtype, (int32_t) n, d, *params);
 
-			gc::hdbscan::run(w, x, core.get(), mst.get(), merges.get(), states.get(), clusters);
+			gc::hdbscan::run(w, x, core.get(), mst.get(), merges.get(), states.get());
 		});
 	}
 
@@ -353,22 +348,8 @@ extern "C" gc_status gcu_hdbscan(const gc_exec *exec,
 		gc_hdb_host host;
 
 		gc_hdb_host_begin(&host, host_threads(call), call.exec.cancel, call.exec.cancel_arg);
-		gc_hdb_given given;
-
-		memset(&given, 0, sizeof(given));
-		given.merges = merges.get();
-		given.states = states.get();
-		given.clusters = (int64_t) clusters.parent.size();
-		given.parent = clusters.parent.data();
-		given.birth = clusters.birth.data();
-		given.size = clusters.size.data();
-		given.child1 = clusters.child1.data();
-		given.child2 = clusters.child2.data();
-		given.stab = clusters.stab.data();
-		given.death = clusters.death.data();
-		given.key = clusters.key.data();
-		st = gc_hdbscan_finish(params, n, core.get(), mst.get(), n > 1 ? &given : NULL, result,
-							   &host.thr,
+		st = gc_hdbscan_finish(params, n, core.get(), mst.get(), n > 1 ? merges.get() : NULL,
+							   n > 1 ? states.get() : NULL, result, &host.thr,
 							   call.exec.cancel, call.exec.cancel_arg, gc::error_record());
 		gc_hdb_host_end(&host);
 		call.timing->phase_ms[2] = sw.ms();

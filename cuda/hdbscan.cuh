@@ -30,7 +30,6 @@
 #include "metric.h"
 
 #include <functional>
-#include <vector>
 
 namespace gc {
 namespace hdbscan {
@@ -178,32 +177,9 @@ void mst_phase(Workspace &w);
 /* The single-linkage hierarchy of the sorted edges [n - 1] into mg (cuda/hdbscan_link.cu). */
 void linkage(const Call &call, const gc_hdbscan_edge *edges, int32_t n, DeviceBuffer<gc_hdb_merge> &mg);
 
-/* The clusters of the condensed tree, on the host (gc_hdb_given's arrays). */
-struct HostClusters
-{
-	std::vector<int64_t> parent, size, child1, child2;
-	std::vector<double> birth, stab, death;
-	std::vector<uint64_t> key;
-
-	void resize(int64_t K)
-	{
-		parent.resize(K);
-		size.resize(K);
-		child1.resize(K);
-		child2.resize(K);
-		birth.resize(K);
-		stab.resize(K);
-		death.resize(K);
-		key.resize((K - 1) / 2 + 1);
-	}
-};
-
-/*
- * Every hierarchy node's gc_hdb_state into st [2 n - 1] and the clusters
- * with their stabilities into out (cuda/hdbscan_condense.cu).
- */
+/* Every hierarchy node's gc_hdb_state into st [2 n - 1] (cuda/hdbscan_condense.cu). */
 void condense(const Call &call, const gc_hdbscan_edge *edges, const gc_hdb_merge *mg, int32_t n,
-			  int64_t min_size, DeviceBuffer<gc_hdb_state> &st, HostClusters &out);
+			  int64_t min_size, DeviceBuffer<gc_hdb_state> &st);
 
 } // namespace hdbscan
 } // namespace gc

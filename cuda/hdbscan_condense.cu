@@ -33,20 +33,6 @@ namespace {
 constexpr uint32_t kNone = 0xffffffffu;		/* GC_HDB_NONE */
 constexpr uint32_t kInherit = 0xffffffffu;	/* the step keeps the cluster */
 
-/* The per-cluster arrays on the device (K each; key: per split). */
-struct DeviceClusters
-{
-	int64_t    *parent;
-	double	   *birth;
-	int64_t    *size;
-	int64_t    *child1;
-	int64_t    *child2;
-	double	   *stab;
-	double	   *death;
-	unsigned long long *key;
-	int64_t    *first;			/* each cluster's first place in the sorted chain keys */
-};
-
 /* The steps of a path composed: what they do to a state that has not fallen. */
 struct Step
 {
@@ -161,123 +147,10 @@ __global__ void states(const Step *step, const gc_hdbscan_edge *edges, int64_t n
 	st[x] = out;
 }
 
-__device__ inline double lambda_of(const gc_hdbscan_edge *edges, int64_t m)
-{
-	double		w = edges[m].w;
-
-	return w > 0.0 ? 1.0 / w : CUDART_INF;
-}
-
-/* Every cluster's fields but the sums: the root's, then each split's two. */
-__global__ void cluster_fields(const gc_hdb_merge *mg, const uint32_t *flag, const uint32_t *split_index,
-							   const gc_hdb_state *st, const gc_hdbscan_edge *edges, int64_t n,
-							   DeviceClusters c)
-{
-	const int64_t m = (int64_t) blockIdx.x * blockDim.x + threadIdx.x;
-
-	if (m == 0)
-	{
-		c.parent[0] = -1;
-		c.birth[0] = 0.0;
-		c.size[0] = n;
-	}
-	if (m >= n - 1 || !flag[m])
-		return;
-
-	int64_t		k = st[n + m].own,
-				j = split_index[m],
-				a = 1 + 2 * j;
-	double		lambda = lambda_of(edges, m);
-
-	c.parent[a] = k;
-	c.parent[a + 1] = k;
-	c.birth[a] = lambda;
-	c.birth[a + 1] = lambda;
-	c.size[a] = mg[m].lsize;
-	c.size[a + 1] = mg[m].rsize;
-	c.child1[k] = a;
-	c.child2[k] = a + 1;
-	c.key[j] = st[n + m].at.place;
-}
-
-__global__ void cluster_reset(DeviceClusters c, int64_t K)
-{
-	const int64_t k = (int64_t) blockIdx.x * blockDim.x + threadIdx.x;
-
-	if (k >= K)
-		return;
-	c.child1[k] = -1;
-	c.child2[k] = -1;
-	c.first[k] = -1;
-}
-
-/* Per merge that did not fall: its cluster, then the merges from the root down; fallen ones last. */
-__global__ void chain_keys(const gc_hdb_state *st, int64_t n, unsigned long long *key, uint32_t *val)
-{
-	const int64_t m = (int64_t) blockIdx.x * blockDim.x + threadIdx.x;
-
-	if (m >= n - 1)
-		return;
-	key[m] = st[n + m].fell != kNone ? ~0ULL :
-		((unsigned long long) st[n + m].own << 32) | (unsigned long long) (n - 2 - m);
-	val[m] = (uint32_t) m;
-}
-
-__global__ void chain_starts(const unsigned long long *key, int64_t m, DeviceClusters c)
-{
-	const int64_t i = (int64_t) blockIdx.x * blockDim.x + threadIdx.x;
-
-	if (i >= m || key[i] == ~0ULL)
-		return;
-	if (i == 0 || (key[i - 1] >> 32) != (key[i] >> 32))
-		c.first[key[i] >> 32] = i;
-}
-
-/*
- * Each cluster's stability and death, one thread per cluster over its
- * merges from the root down: the terms and their order of gc_hdb_condense.
- */
-__global__ void cluster_sums(const unsigned long long *key, const uint32_t *val, int64_t m,
-							 const gc_hdb_merge *mg, const gc_hdbscan_edge *edges, int64_t min_size,
-							 int64_t K, DeviceClusters c)
-{
-	const int64_t k = (int64_t) blockIdx.x * blockDim.x + threadIdx.x;
-
-	if (k >= K)
-		return;
-
-	double		stab = 0.0,
-				death = 0.0,
-				birth = c.birth[k];
-
-	for (int64_t i = c.first[k]; i >= 0 && i < m && (key[i] >> 32) == (unsigned long long) k; i++)
-	{
-		int64_t		x = val[i];
-		double		lambda = lambda_of(edges, x),
-					v;
-		int64_t		lc = mg[x].lsize,
-					rc = mg[x].rsize;
-
-		if (lambda > death)
-			death = lambda;
-		v = lambda - birth;
-		if (lc >= min_size && rc >= min_size)
-		{
-			stab = __dadd_rn(stab, __dmul_rn(v, (double) lc));
-			stab = __dadd_rn(stab, __dmul_rn(v, (double) rc));
-			continue;
-		}
-		for (int64_t j = 0; j < (lc < min_size ? lc : 0) + (rc < min_size ? rc : 0); j++)
-			stab = __dadd_rn(stab, v);
-	}
-	c.stab[k] = stab;
-	c.death[k] = death;
-}
-
 } // namespace
 
 void condense(const Call &call, const gc_hdbscan_edge *edges, const gc_hdb_merge *mg, int32_t n,
-			  int64_t min_size, DeviceBuffer<gc_hdb_state> &st, HostClusters &out)
+			  int64_t min_size, DeviceBuffer<gc_hdb_state> &st)
 {
 	const int64_t m = (int64_t) n - 1,
 				nodes = 2 * (int64_t) n - 1;
@@ -317,54 +190,6 @@ void condense(const Call &call, const gc_hdbscan_edge *edges, const gc_hdb_merge
 	st.reset(nodes, what);
 	states<<<blocks_for(nodes, 256), 256>>>(step.get(), edges, nodes, st.get());
 	CHECK_LAUNCH("states");
-
-	/* the clusters: K = 1 + 2 splits */
-	uint32_t	last_flag = 0,
-				last_index = 0;
-
-	CUDA_TRY(cudaMemcpy(&last_flag, flag.get() + m - 1, sizeof(uint32_t), cudaMemcpyDeviceToHost));
-	CUDA_TRY(cudaMemcpy(&last_index, index.get() + m - 1, sizeof(uint32_t), cudaMemcpyDeviceToHost));
-
-	const int64_t K = 1 + 2 * ((int64_t) last_index + last_flag);
-	DeviceBuffer<int64_t> parent(K, what), size(K, what), child1(K, what), child2(K, what), first(K, what);
-	DeviceBuffer<double> birth(K, what), stab(K, what), death(K, what);
-	DeviceBuffer<unsigned long long> key((K - 1) / 2 + 1, what), ck(m, what), ck2(m, what);
-	DeviceBuffer<uint32_t> cv(m, what), cv2(m, what);
-	DeviceClusters c = {parent.get(), birth.get(), size.get(), child1.get(), child2.get(), stab.get(),
-		death.get(), key.get(), first.get()};
-
-	cluster_reset<<<blocks_for(K, 256), 256>>>(c, K);
-	CHECK_LAUNCH("cluster_reset");
-	cluster_fields<<<blocks_for(m, 256), 256>>>(mg, flag.get(), index.get(), st.get(), edges, n, c);
-	CHECK_LAUNCH("cluster_fields");
-	chain_keys<<<blocks_for(m, 256), 256>>>(st.get(), n, ck.get(), cv.get());
-	CHECK_LAUNCH("chain_keys");
-	{
-		cub::DoubleBuffer<unsigned long long> kb(ck.get(), ck2.get());
-		cub::DoubleBuffer<uint32_t> vb(cv.get(), cv2.get());
-		size_t		sort_bytes = 0;
-
-		CUDA_TRY(cub::DeviceRadixSort::SortPairs(nullptr, sort_bytes, kb, vb, (int) m, 0, 64));
-		DeviceBuffer<unsigned char> tmp(sort_bytes, what);
-
-		CUDA_TRY(cub::DeviceRadixSort::SortPairs(tmp.get(), sort_bytes, kb, vb, (int) m, 0, 64));
-		chain_starts<<<blocks_for(m, 256), 256>>>(kb.Current(), m, c);
-		CHECK_LAUNCH("chain_starts");
-		cluster_sums<<<blocks_for(K, 128), 128>>>(kb.Current(), vb.Current(), m, mg, edges, min_size,
-												  K, c);
-		CHECK_LAUNCH("cluster_sums");
-	}
-	out.resize(K);
-	CUDA_TRY(cudaMemcpy(out.parent.data(), parent.get(), K * sizeof(int64_t), cudaMemcpyDeviceToHost));
-	CUDA_TRY(cudaMemcpy(out.birth.data(), birth.get(), K * sizeof(double), cudaMemcpyDeviceToHost));
-	CUDA_TRY(cudaMemcpy(out.size.data(), size.get(), K * sizeof(int64_t), cudaMemcpyDeviceToHost));
-	CUDA_TRY(cudaMemcpy(out.child1.data(), child1.get(), K * sizeof(int64_t), cudaMemcpyDeviceToHost));
-	CUDA_TRY(cudaMemcpy(out.child2.data(), child2.get(), K * sizeof(int64_t), cudaMemcpyDeviceToHost));
-	CUDA_TRY(cudaMemcpy(out.stab.data(), stab.get(), K * sizeof(double), cudaMemcpyDeviceToHost));
-	CUDA_TRY(cudaMemcpy(out.death.data(), death.get(), K * sizeof(double), cudaMemcpyDeviceToHost));
-	if (K > 1)
-		CUDA_TRY(cudaMemcpy(out.key.data(), key.get(), (K - 1) / 2 * sizeof(unsigned long long),
-							cudaMemcpyDeviceToHost));
 }
 
 } // namespace hdbscan

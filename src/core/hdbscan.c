@@ -1070,7 +1070,7 @@ gc_core_hdbscan(gc_core_ctx *ctx, const void *x, gc_dtype dtype, int64_t n, int3
 	{
 		gc_hdb_threads thr = {threads, hdb_loop_run, hdb_loop_poll, ctx};
 
-		st = gc_hdbscan_finish(params, n, core_rows, mst, NULL, result, &thr, ctx->cancel,
+		st = gc_hdbscan_finish(params, n, core_rows, mst, NULL, NULL, result, &thr, ctx->cancel,
 							   ctx->cancel_arg, ctx->err);
 	}
 	ctx->timing->phase_ms[2] = gc_core_now_ms() - t0;

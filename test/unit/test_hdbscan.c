@@ -303,7 +303,7 @@ run_ref(const dataset *s, const gc_hdbscan_params *p, answer *a)
 	r.cluster = a->cluster;
 	r.probability = a->prob;
 	r.outlier_score = a->score;
-	st = gc_hdbscan_finish(p, s->n, a->core, mst, NULL, &r, NULL, NULL, NULL, &err);
+	st = gc_hdbscan_finish(p, s->n, a->core, mst, NULL, NULL, &r, NULL, NULL, NULL, &err);
 	CHECK(st == GC_OK, "%s: reference finish failed: %s", s->name, err.message);
 	a->n_clusters = r.n_clusters;
 	free(mst);
@@ -581,17 +581,17 @@ main(void)
 			mst[i].w = 1.0 + (double) ((i * 7919) % 1000) / 1000.0;
 		}
 		/* the first run sorts the edges in place; count the questions of the next */
-		CHECK(gc_hdbscan_finish(&p, n, core, mst, NULL, &r, NULL, NULL, NULL, &err) == GC_OK,
+		CHECK(gc_hdbscan_finish(&p, n, core, mst, NULL, NULL, &r, NULL, NULL, NULL, &err) == GC_OK,
 			  "tail without cancel: %s", err.message);
 		cancel_after = 1 << 30;
-		CHECK(gc_hdbscan_finish(&p, n, core, mst, NULL, &r, NULL, cancel_cb, NULL, &err) == GC_OK,
+		CHECK(gc_hdbscan_finish(&p, n, core, mst, NULL, NULL, &r, NULL, cancel_cb, NULL, &err) == GC_OK,
 			  "tail without cancel: %s", err.message);
 		questions = (1 << 30) - cancel_after;
 		CHECK(questions >= 10, "the tail asked cancel %d times for %lld rows", questions, (long long) n);
 		for (int k = 1; k <= questions; k++)
 		{
 			cancel_after = k;
-			if (gc_hdbscan_finish(&p, n, core, mst, NULL, &r, NULL, cancel_cb, NULL, &err) != GC_ERR_CANCELLED)
+			if (gc_hdbscan_finish(&p, n, core, mst, NULL, NULL, &r, NULL, cancel_cb, NULL, &err) != GC_ERR_CANCELLED)
 				bad++;
 		}
 		CHECK(bad == 0, "%d of %d cancels in the tail did not stop it", bad, questions);

@@ -173,7 +173,7 @@ finish(const gc_hdbscan_params *p, int64_t n, const gc_hdbscan_edge *tree, answe
 	r.outlier_score = a->score;
 	r.tree = with_tree ? &a->tree : NULL;
 	gc_hdb_host_begin(&host, threads, cancel, NULL);
-	st = gc_hdbscan_finish(p, n, core, mst, NULL, &r, threads > 1 ? &host.thr : NULL, cancel, NULL,
+	st = gc_hdbscan_finish(p, n, core, mst, NULL, NULL, &r, threads > 1 ? &host.thr : NULL, cancel, NULL,
 						   err);
 	gc_hdb_host_end(&host);
 	a->n_clusters = r.n_clusters;
@@ -301,15 +301,8 @@ case_given(shape s, int64_t n, const gc_hdbscan_edge *tree, const gc_hdbscan_par
 	r.tree = &b.tree;
 	snprintf(what, sizeof(what), "%s of %lld rows, %s, hierarchy and states given", shape_name[s],
 			 (long long) n, label);
-	{
-		gc_hdb_given given;
-
-		memset(&given, 0, sizeof(given));
-		given.merges = mg;
-		given.states = st;
-		CHECK(gc_hdbscan_finish(p, n, core, e, &given, &r, NULL, NULL, NULL, &err) == GC_OK,
-			  "%s: %s", what, err.message);
-	}
+	CHECK(gc_hdbscan_finish(p, n, core, e, mg, st, &r, NULL, NULL, NULL, &err) == GC_OK, "%s: %s",
+		  what, err.message);
 	b.n_clusters = r.n_clusters;
 	compare(what, n, &b, &a, 1);
 	answer_free(&a);
