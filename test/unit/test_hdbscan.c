@@ -258,15 +258,7 @@ answer_free(answer *a)
 static gc_hdbscan_params
 params(int32_t mcs, int32_t ms)
 {
-	gc_hdbscan_params p;
-
-	memset(&p, 0, sizeof(p));
-	p.struct_size = sizeof(p);
-	p.min_cluster_size = mcs;
-	p.min_samples = ms;
-	p.method = GC_HDBSCAN_EOM;
-	p.metric = GC_METRIC_EUCLIDEAN;
-	return p;
+	return unit_hdbscan_params(mcs, ms);
 }
 
 static gc_status

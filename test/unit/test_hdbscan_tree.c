@@ -349,15 +349,7 @@ compare(const char *what, int64_t n, const answer *a, const answer *b, int with_
 static gc_hdbscan_params
 params(int32_t mcs)
 {
-	gc_hdbscan_params p;
-
-	memset(&p, 0, sizeof(p));
-	p.struct_size = sizeof(p);
-	p.min_cluster_size = mcs;
-	p.min_samples = mcs;
-	p.method = GC_HDBSCAN_EOM;
-	p.metric = GC_METRIC_EUCLIDEAN;
-	return p;
+	return unit_hdbscan_params(mcs, mcs);
 }
 
 /* Every thread count against the caller's thread, for one tree and parameters. */

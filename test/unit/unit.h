@@ -74,6 +74,21 @@ unit_error(void)
 	return gc_cpu_api()->last_error()->message;
 }
 
+/* HDBSCAN parameters: EOM, euclidean, no epsilon, the rest as given. */
+static inline gc_hdbscan_params
+unit_hdbscan_params(int32_t min_cluster_size, int32_t min_samples)
+{
+	gc_hdbscan_params p;
+
+	memset(&p, 0, sizeof(p));
+	p.struct_size = sizeof(p);
+	p.min_cluster_size = min_cluster_size;
+	p.min_samples = min_samples;
+	p.method = GC_HDBSCAN_EOM;
+	p.metric = GC_METRIC_EUCLIDEAN;
+	return p;
+}
+
 /* The thread counts every answer is compared over, bit for bit. */
 static const int unit_thread_counts[] = {1, 2, 3, 8, 16};
 #define UNIT_THREAD_COUNTS ((int) (sizeof(unit_thread_counts) / sizeof(unit_thread_counts[0])))
