@@ -228,6 +228,31 @@ gc_hdb_count(const gc_hdb_work *w, uint32_t x)
 	return x < (uint64_t) w->n ? 1 : gc_hdb_size(w, x - w->n);
 }
 
+/*
+ * A cluster's stability s after one of its merges, at v = lambda - the
+ * cluster's birth, with children of lc and rc rows (_compute_stability's
+ * terms, in its order): a split adds v once per row of each child, v * lc
+ * then v * rc; otherwise each row of a child smaller than min_size falls
+ * out and adds v * 1.0 on its own.  The device sums with this function too
+ * (cuda/hdbscan_finish.cu).
+ */
+static GC_HD double
+gc_hdb_stab_add(double s, double v, int64_t lc, int64_t rc, int64_t min_size)
+{
+	int64_t		fall;
+
+	if (lc >= min_size && rc >= min_size)
+	{
+		s += v * (double) lc;
+		s += v * (double) rc;
+		return s;
+	}
+	fall = (lc < min_size ? lc : 0) + (rc < min_size ? rc : 0);
+	for (int64_t j = 0; j < fall; j++)
+		s += v * 1.0;
+	return s;
+}
+
 /* lambda of merge m: 1 / its distance, infinite at distance 0. */
 static inline double
 gc_hdb_lambda(const gc_hdb_work *w, uint32_t m)
@@ -292,8 +317,7 @@ gc_hdb_condense_node(gc_hdb_work *w, int64_t m, int64_t min_size)
 				r = g.right;
 	int64_t		lc = g.lsize,
 				rc = g.rsize,
-				k = s.own,
-				fall;
+				k = s.own;
 	double		lambda,
 				v;
 	uint64_t	depth = (s.at.place >> 32) + 1,
@@ -310,12 +334,11 @@ gc_hdb_condense_node(gc_hdb_work *w, int64_t m, int64_t min_size)
 	if (lambda > w->k_death[k])
 		w->k_death[k] = lambda;
 	v = lambda - w->k_birth[k];
+	w->k_stab[k] = gc_hdb_stab_add(w->k_stab[k], v, lc, rc, min_size);
 	if (lc >= min_size && rc >= min_size)
 	{
 		int64_t		c;
 
-		w->k_stab[k] += v * (double) lc;
-		w->k_stab[k] += v * (double) rc;
 		c = gc_hdb_new_split(w, k, lambda, lc, rc, s.at.place);
 		down.fell = GC_HDB_NONE;
 		down.own = (uint32_t) c;
@@ -326,10 +349,7 @@ gc_hdb_condense_node(gc_hdb_work *w, int64_t m, int64_t min_size)
 		st[r] = down;
 		return;
 	}
-	/* the rows of the small children fall out, one term each */
-	fall = (lc < min_size ? lc : 0) + (rc < min_size ? rc : 0);
-	for (int64_t j = 0; j < fall; j++)
-		w->k_stab[k] += v * 1.0;
+	/* the rows of the small children fell out (their terms above) */
 	down.own = (uint32_t) k;
 	down.fell = GC_HDB_NONE;
 	down.at.place = depth << 32 | (lc < min_size ? pre + 2 * (uint64_t) lc : pre + 1);
@@ -383,6 +403,7 @@ gc_hdb_condense_given(gc_hdb_work *w, int64_t min_size, gc_error *e)
 		if (lambda > w->k_death[k])
 			w->k_death[k] = lambda;
 		v = lambda - w->k_birth[k];
+		w->k_stab[k] = gc_hdb_stab_add(w->k_stab[k], v, lc, rc, min_size);
 		if (lc >= min_size && rc >= min_size)
 		{
 			int64_t		c = st[g.left].own;
@@ -391,8 +412,6 @@ gc_hdb_condense_given(gc_hdb_work *w, int64_t min_size, gc_error *e)
 				return gc_error_set(e, GC_ERR_INTERNAL,
 									"HDBSCAN's split at merge %lld makes clusters %lld and %lld",
 									(long long) m, (long long) c, (long long) st[g.right].own);
-			w->k_stab[k] += v * (double) lc;
-			w->k_stab[k] += v * (double) rc;
 			w->k_key[(c - 1) / 2] = s.at.place;
 			gc_hdb_init_cluster(w, c, k, lambda, lc);
 			gc_hdb_init_cluster(w, c + 1, k, lambda, rc);
@@ -402,8 +421,6 @@ gc_hdb_condense_given(gc_hdb_work *w, int64_t min_size, gc_error *e)
 				w->nodes = c + 2;
 			continue;
 		}
-		for (int64_t j = 0; j < (lc < min_size ? lc : 0) + (rc < min_size ? rc : 0); j++)
-			w->k_stab[k] += v * 1.0;
 	}
 	return GC_OK;
 }
@@ -736,8 +753,49 @@ typedef struct gc_hdb_lab
 	int64_t    *counts;			/* per task */
 	int64_t		tasks;
 	int			single;
+	double		threshold;
 	int			bad;			/* a row labelled by an unselected cluster */
 } gc_hdb_lab;
+
+/*
+ * A row's chosen cluster node, from top, the top of the component of the
+ * cluster it fell out of (gc_hdb_label_prepare), and the lambda at which it
+ * fell: top, or -1 for noise, or -2 where top is neither the root nor
+ * selected, which cannot happen (an internal error).
+ */
+static GC_HD int64_t
+gc_hdb_row_choice(int64_t top, int top_selected, double lambda, int single, double threshold)
+{
+	if (top == 0 && !(single && lambda >= threshold))
+		return -1;
+	if (top != 0 && !top_selected)
+		return -2;
+	return top;
+}
+
+/* A labelled row's probability, from its lambda and its cluster's death. */
+static GC_HD double
+gc_hdb_row_probability(double lambda, double death)
+{
+	if (death == 0.0 || isinf(lambda))
+		return 1.0;
+	return (lambda < death ? lambda : death) / death;
+}
+
+/*
+ * A row's GLOSH score from its lambda and the largest lambda of the
+ * subtree of the cluster it fell out of; where the library divides
+ * infinity by infinity, the limit 1.
+ */
+static GC_HD double
+gc_hdb_row_glosh(double lambda, double mx)
+{
+	if (mx == 0.0 || !isfinite(lambda))
+		return 0.0;
+	if (isinf(mx))
+		return 1.0;
+	return (mx - lambda) / mx;
+}
 
 /* The chosen cluster of each row (-1: noise) and each cluster's lowest row. */
 static inline int
@@ -748,25 +806,24 @@ gc_hdb_lab_choose(void *arg, int64_t t, void *worker)
 	int64_t		b,
 				e,
 				count = 0;
-	double		threshold = L->p->cluster_selection_epsilon != 0.0 ?
-		1.0 / L->p->cluster_selection_epsilon : w->k_death[0];
 
 	gc_hdb_block(w->n, L->tasks, t, &b, &e);
 	for (int64_t i = b; i < e; i++)
 	{
-		int64_t		k = L->top[w->k_num[w->st[i].own]],
+		int64_t		top = L->top[w->k_num[w->st[i].own]],
+					k = gc_hdb_row_choice(top, w->k_selected[top], w->st[i].at.lambda,
+										  L->single, L->threshold),
 					seen;
-		int			lab = k != 0 || (L->single && w->st[i].at.lambda >= threshold);
 
 		if (gc_hdb_poll(&w->loops, worker, &count))
 			return 1;
-		if (lab && k != 0 && !w->k_selected[k])
+		if (k == -2)
 		{
 			__atomic_store_n(&L->bad, 1, __ATOMIC_RELAXED);
 			return 1;
 		}
-		L->res->cluster[i] = lab ? (int32_t) k : -1;
-		if (!lab)
+		L->res->cluster[i] = (int32_t) k;
+		if (k < 0)
 			continue;
 		seen = __atomic_load_n(&L->first[k], __ATOMIC_RELAXED);
 		while (i < seen &&
@@ -827,39 +884,56 @@ gc_hdb_lab_answer(void *arg, int64_t t, void *worker)
 	{
 		int64_t		pk = w->k_num[w->st[i].own],
 					k = res->cluster[i];
-		double		lam = w->st[i].at.lambda,
-					mx;
+		double		lam = w->st[i].at.lambda;
 
-		/* probability */
 		if (k < 0)
 			res->probability[i] = 0.0;
 		else
 		{
 			res->cluster[i] = (int32_t) L->node_label[k];
-			mx = w->k_death[k];
-			if (mx == 0.0 || isinf(lam))
-				res->probability[i] = 1.0;
-			else
-				res->probability[i] = (lam < mx ? lam : mx) / mx;
+			res->probability[i] = gc_hdb_row_probability(lam, w->k_death[k]);
 		}
-		/* GLOSH; where the library divides infinity by infinity, the limit 1 */
-		mx = L->death_glosh[pk];
-		if (mx == 0.0 || !isfinite(lam))
-			res->outlier_score[i] = 0.0;
-		else if (isinf(mx))
-			res->outlier_score[i] = 1.0;
-		else
-			res->outlier_score[i] = (mx - lam) / mx;
+		res->outlier_score[i] = gc_hdb_row_glosh(lam, L->death_glosh[pk]);
 	}
 	return 0;
+}
+
+/*
+ * What each row's answer needs from the selection, per cluster node: top
+ * [K], the top of its component (itself when chosen, else its parent's),
+ * and death_glosh [K], the hdbscan library's death (the largest lambda of
+ * the subtree); and whether the root is the single cluster, whose rows
+ * from threshold on are labelled.
+ */
+static inline void
+gc_hdb_label_prepare(const gc_hdb_work *w, const gc_hdbscan_params *p, int64_t *top,
+					 double *death_glosh, int *single, double *threshold)
+{
+	int64_t		K = w->nodes,
+				chosen = 0;
+
+	for (int64_t k = 0; k < K; k++)
+		chosen += w->k_selected[k];
+	for (int64_t k = 0; k < K; k++)
+		top[k] = (k == 0 || w->k_selected[k]) ? k : top[w->k_parent[k]];
+	memcpy(death_glosh, w->k_death, sizeof(double) * (size_t) K);
+	for (int64_t k = K - 1; k > 0; k--)
+	{
+		int64_t		pk = w->k_parent[k];
+
+		if (death_glosh[k] > death_glosh[pk])
+			death_glosh[pk] = death_glosh[k];
+	}
+	*single = chosen == 1 && w->k_selected[0] && p->allow_single_cluster;
+	*threshold = p->cluster_selection_epsilon != 0.0 ?
+		1.0 / p->cluster_selection_epsilon : w->k_death[0];
 }
 
 static inline gc_status
 gc_hdb_label(gc_hdb_work *w, const gc_hdbscan_params *p, gc_hdbscan_result *res, gc_error *e)
 {
 	int64_t		K = w->nodes,
-				n = w->n,
-				chosen = 0;
+				n = w->n;
 	gc_hdb_lab	L;
 	double	   *death_glosh = (double *) malloc(sizeof(double) * (size_t) K);
 	int64_t    *top = w->sub;	/* per node: the top of its component */
@@ -877,23 +951,7 @@ gc_hdb_label(gc_hdb_work *w, const gc_hdbscan_params *p, gc_hdbscan_result *res,
 		free(counts);
 		return gc_error_set(e, GC_ERR_OUT_OF_MEMORY, "out of memory for HDBSCAN's cluster tree");
 	}
-
-	for (int64_t k = 0; k < K; k++)
-		chosen += w->k_selected[k];
-
-	/* the top of each node's component: itself when chosen, else its parent's */
-	for (int64_t k = 0; k < K; k++)
-		top[k] = (k == 0 || w->k_selected[k]) ? k : top[w->k_parent[k]];
-
-	/* the hdbscan library's deaths: the largest lambda of each subtree */
-	memcpy(death_glosh, w->k_death, sizeof(double) * (size_t) K);
-	for (int64_t k = K - 1; k > 0; k--)
-	{
-		int64_t		pk = w->k_parent[k];
-
-		if (death_glosh[k] > death_glosh[pk])
-			death_glosh[pk] = death_glosh[k];
-	}
+	gc_hdb_label_prepare(w, p, top, death_glosh, &L.single, &L.threshold);
 	for (int64_t k = 0; k < K; k++)
 		first[k] = n;
 
@@ -905,7 +963,6 @@ gc_hdb_label(gc_hdb_work *w, const gc_hdbscan_params *p, gc_hdbscan_result *res,
 	L.first = first;
 	L.node_label = w->k_top;
 	L.counts = counts;
-	L.single = chosen == 1 && w->k_selected[0] && p->allow_single_cluster;
 	if (gc_hdb_run(&w->loops, L.tasks, gc_hdb_lab_choose, &L) != 0)
 		st = L.bad ? gc_error_set(e, GC_ERR_INTERNAL,
 								  "HDBSCAN labelled a row by an unselected cluster") :
@@ -921,6 +978,132 @@ gc_hdb_label(gc_hdb_work *w, const gc_hdbscan_params *p, gc_hdbscan_result *res,
 	free(first);
 	free(counts);
 	return st;
+}
+
+/*
+ * The GPU's path without the rows (cuda/hdbscan_finish.cu): the device
+ * computes the K clusters (provisional numbers as gc_hdb_condense_given's)
+ * with their stabilities and deaths and gives every row its answer; the
+ * host numbers and selects the clusters between, with the code of
+ * gc_hdbscan_finish.
+ *
+ * gc_hdb_given_alloc sets up w for n rows and K clusters; the caller fills
+ * k_parent, k_birth, k_size, k_child1, k_child2, k_stab, k_death [K] and
+ * k_key [(K - 1) / 2], then calls gc_hdb_given_select, and frees w with
+ * gc_hdb_free.
+ */
+static inline gc_status
+gc_hdb_given_alloc(gc_hdb_work *w, int64_t n, int64_t K, gc_error *e)
+{
+	size_t		k = (size_t) (K > 0 ? K : 1);
+
+	memset(w, 0, sizeof(*w));
+	w->n = n;
+	w->nodes = K;
+	w->mg_given = 1;
+	w->st_given = 1;
+	w->k_parent = (int64_t *) malloc(sizeof(int64_t) * k);
+	w->k_birth = (double *) malloc(sizeof(double) * k);
+	w->k_size = (int64_t *) malloc(sizeof(int64_t) * k);
+	w->k_child1 = (int64_t *) malloc(sizeof(int64_t) * k);
+	w->k_child2 = (int64_t *) malloc(sizeof(int64_t) * k);
+	w->k_stab = (double *) malloc(sizeof(double) * k);
+	w->k_death = (double *) malloc(sizeof(double) * k);
+	w->k_selected = (uint8_t *) malloc(k);
+	w->k_top = (int64_t *) malloc(sizeof(int64_t) * k);
+	w->k_key = (uint64_t *) malloc(sizeof(uint64_t) * k);
+	w->k_order = (int64_t *) malloc(sizeof(int64_t) * k);
+	w->k_num = (int64_t *) malloc(sizeof(int64_t) * k);
+	w->sub = (int64_t *) malloc(sizeof(int64_t) * k);
+	if (!w->k_parent || !w->k_birth || !w->k_size || !w->k_child1 || !w->k_child2 ||
+		!w->k_stab || !w->k_death || !w->k_selected || !w->k_top || !w->k_key ||
+		!w->k_order || !w->k_num || !w->sub)
+	{
+		gc_hdb_free(w);
+		memset(w, 0, sizeof(*w));
+		return gc_error_set(e, GC_ERR_OUT_OF_MEMORY,
+							"out of memory for HDBSCAN's %lld clusters", (long long) K);
+	}
+	return GC_OK;
+}
+
+/*
+ * Numbers and selects the given clusters; then, per provisional cluster c,
+ * row_top [c] is the node whose number its rows take (gc_hdb_row_choice's
+ * top) and row_glosh [c] its GLOSH death; *single and *threshold are
+ * gc_hdb_label_prepare's.  Per node, w->k_selected and w->k_death hold the
+ * selection and the deaths of the probabilities.
+ */
+static inline gc_status
+gc_hdb_given_select(gc_hdb_work *w, const gc_hdbscan_params *p, int64_t *row_top,
+					double *row_glosh, int *single, double *threshold,
+					gc_cancel_fn cancel, void *carg, gc_error *e)
+{
+	int64_t		K = w->nodes;
+	double	   *glosh = (double *) malloc(sizeof(double) * (size_t) (K > 0 ? K : 1));
+	gc_status	st;
+
+	*single = 0;
+	*threshold = 0.0;
+	if (glosh == NULL)
+		return gc_error_set(e, GC_ERR_OUT_OF_MEMORY, "out of memory for HDBSCAN's %lld clusters",
+							(long long) K);
+	if ((st = gc_hdb_number(w, cancel, carg, e)) == GC_OK &&
+		(st = gc_hdb_select(w, p, e)) == GC_OK)
+	{
+		gc_hdb_label_prepare(w, p, w->sub, glosh, single, threshold);
+		for (int64_t c = 0; c < K; c++)
+		{
+			row_top[c] = w->sub[w->k_num[c]];
+			row_glosh[c] = glosh[w->k_num[c]];
+		}
+	}
+	free(glosh);
+	return st;
+}
+
+/*
+ * The clusters' numbers in the order of their lowest rows: first [K] is
+ * each node's lowest labelled row, n when none; node_label [K] gets the
+ * numbers (-1 where none) and *count how many.
+ */
+static inline gc_status
+gc_hdb_given_number(const int64_t *first, int64_t K, int64_t n, int64_t *node_label,
+					int64_t *count, gc_cancel_fn cancel, void *carg, gc_error *e)
+{
+	int64_t		m = 0;
+	uint64_t   *keys = (uint64_t *) malloc(sizeof(uint64_t) * (size_t) (2 * K + 1));
+	int64_t    *vals = (int64_t *) malloc(sizeof(int64_t) * (size_t) (2 * K + 1));
+	int			rc = 0;
+
+	if (keys == NULL || vals == NULL)
+	{
+		free(keys);
+		free(vals);
+		return gc_error_set(e, GC_ERR_OUT_OF_MEMORY, "out of memory for HDBSCAN's %lld clusters",
+							(long long) K);
+	}
+	for (int64_t k = 0; k < K; k++)
+	{
+		node_label[k] = -1;
+		if (first[k] < n)
+		{
+			keys[m] = (uint64_t) first[k];
+			vals[m] = k;
+			m++;
+		}
+	}
+	if (m > 1)
+		rc = gc_radix_sort(keys, vals, keys + K, vals + K, m, cancel, carg);
+	if (rc == 0)
+		for (int64_t t = 0; t < m; t++)
+			node_label[vals[t]] = t;
+	free(keys);
+	free(vals);
+	if (rc != 0)
+		return gc_hdb_cancel_error(e);
+	*count = m;
+	return GC_OK;
 }
 
 /* Scratch of gc_hdb_condense_rows, of hierarchy size. */

@@ -19,9 +19,14 @@
  *           rounds over the tree (cuda/hdbscan_link.cu);
  *   condense each node's place in the condensed tree, by pointer jumping
  *           over the hierarchy (cuda/hdbscan_condense.cu);
- *   host    core distances, edges, hierarchy and places copied back, gc_hdbscan_finish on
- *           tuning.cpu_threads threads of the host (common/hdbscan_host.h;
- *           0: the CPUs the process may run on, at most 64).
+ *   finish  the clusters' stabilities, their selection (on the host) and
+ *           each row's answer (cuda/hdbscan_finish.cu); only the answer
+ *           comes back.  For gpu_hdbscan_tree's rows, and for tuning.debug's
+ *           check of the hierarchy against the host's walk, the core
+ *           distances, edges, hierarchy and places come back instead and
+ *           gc_hdbscan_finish runs on tuning.cpu_threads threads of the host
+ *           (common/hdbscan_host.h; 0: the CPUs the process may run on, at
+ *           most 64).
  *
  * Rows of single or double precision (gc_dtype) are kept in their
  * precision; dist2 is gc_dist2 / gc_dist2_f64 of common/portable.h bit for
@@ -37,8 +42,10 @@
  *
  * timing->phase_ms: [0] tree and core distances, [1] minimum spanning tree
  * (with the sort of its edges, the hierarchy and the places in the
- * condensed tree), [2] the host part; counts: [0] Boruvka
- * rounds, [1] distance evaluations.  tuning.debug prints each search's
+ * condensed tree), [2] the finish (stabilities, selection and answers,
+ * the copy of the answer not included) or, where the host finishes, the
+ * host part; counts: [0] Boruvka rounds, [1] distance evaluations, [2]
+ * launches of the stabilities' sums.  tuning.debug prints each search's
  * launches and each Boruvka round to stderr.
  */
 #include "hdbscan.cuh"
@@ -73,7 +80,8 @@ int64_t bytes_estimate(int32_t n, int32_t d, size_t esize, int32_t k, size_t sor
 	const int64_t B = std::min<int32_t>(d, kMaxBoxDims);
 	/*
 	 * 160 bytes a row for the tree and the Boruvka rounds, 96 for the
-	 * hierarchy, 160 for the places in the condensed tree
+	 * hierarchy, 160 for the places in the condensed tree (the finish
+	 * needs less: 32 a row and 88 a cluster, at most one cluster a row)
 	 */
 	int64_t		need = nn * (2 * d * (int64_t) esize + 2 * B * (int64_t) esize + 416) +
 		(int64_t) sort_tmp + (16 << 20);
@@ -136,15 +144,18 @@ void sort_edges(Workspace &w, DeviceBuffer<gc_hdbscan_edge> &edges)
 }
 
 /*
- * The device part: core distances by row into core [n], the sorted tree
- * into mst [n - 1], its single-linkage hierarchy into merges [n - 1], each
- * node's place in the condensed tree into states [2 n - 1].
+ * The device part: core distances by row into core [n] (unless NULL);
+ * with result, the answer into it (finish); else the sorted tree into mst
+ * [n - 1], its single-linkage hierarchy into merges [n - 1] and each node's
+ * place in the condensed tree into states [2 n - 1], for the host.
  */
 void run(Workspace &w, const void *x, /* [n, d] host */
-		 double *core, /* [n] out, host */
-		 gc_hdbscan_edge *mst, /* [n - 1] out, host */
-		 gc_hdb_merge *merges, /* [n - 1] out, host */
-		 gc_hdb_state *states /* [2 n - 1] out, host */)
+		 const gc_hdbscan_params &p,
+		 double *core, /* [n] out, host, or NULL */
+		 gc_hdbscan_result *result, /* out, or NULL */
+		 gc_hdbscan_edge *mst, /* [n - 1] out, host, without result */
+		 gc_hdb_merge *merges, /* [n - 1] out, host, without result */
+		 gc_hdb_state *states /* [2 n - 1] out, host, without result */)
 {
 	gc_timing  *t = w.call.timing;
 	Stopwatch	sw;
@@ -180,18 +191,34 @@ void run(Workspace &w, const void *x, /* [n, d] host */
 	});
 	t->compute_ms = compute.ms();
 
-	DeviceBuffer<double> core_row(w.n, "the core distances");
 	unsigned long long evals = 0;
+	double		copy_ms = 0.0;
 
-	scatter_core<<<blocks_for(w.n, 256), 256>>>(w.core_s.get(), w.perm.get(), w.n, core_row.get());
-	CHECK_LAUNCH("scatter_core");
-	copy_results(w.call, {{core, core_row.get(), core_row.bytes()},
-						  {mst, edges.get(), edges.bytes()},
-						  {merges, mg.get(), mg.bytes()},
-						  {states, st.get(), st.bytes()},
-						  {&evals, w.evals.get(), sizeof(evals)}});
+	CUDA_TRY(cudaMemcpy(&evals, w.evals.get(), sizeof(evals), cudaMemcpyDeviceToHost));
 	t->counts[0] = w.rounds;
 	t->counts[1] = (int64_t) evals;
+	if (core)
+	{
+		DeviceBuffer<double> core_row(w.n, "the core distances");
+
+		scatter_core<<<blocks_for(w.n, 256), 256>>>(w.core_s.get(), w.perm.get(), w.n, core_row.get());
+		CHECK_LAUNCH("scatter_core");
+		copy_results(w.call, {{core, core_row.get(), core_row.bytes()}});
+		copy_ms = t->from_device_ms;
+	}
+	if (result)
+	{
+		Stopwatch	fin;
+
+		finish(w.call, p, edges.get(), mg.get(), st.get(), w.n, result);
+		t->from_device_ms += copy_ms;
+		t->phase_ms[2] = fin.ms() - (t->from_device_ms - copy_ms);
+		return;
+	}
+	copy_results(w.call, {{mst, edges.get(), edges.bytes()},
+						  {merges, mg.get(), mg.bytes()},
+						  {states, st.get(), st.bytes()}});
+	t->from_device_ms += copy_ms;
 }
 
 /*
@@ -200,8 +227,10 @@ void run(Workspace &w, const void *x, /* [n, d] host */
  * pageable memory at about 1 GB/s where the pages are new (643 ms for the
  * 640 MB of 10M rows on the H100 machine) and about ten times faster into
  * pages already touched, which these threads do while the device computes.
- * The threads run with every signal blocked; one that cannot be started is
- * done without.
+ * The copy may reach a page first: each page is touched by a
+ * compare-and-swap of a byte with itself, a write that never changes what
+ * is there.  The threads run with every signal blocked; one that cannot be
+ * started is done without.
  */
 class Prefault
 {
@@ -237,7 +266,13 @@ class Prefault
 
 						for (size_t i = 0; i < b.second; i += 4096)
 							if (at + i >= from && at + i < to)
-								((volatile char *) p)[i] = 0;
+							{
+								/* a write that keeps whatever is there, even a copy landing now */
+								char		v = ((volatile char *) p)[i];
+
+								__atomic_compare_exchange_n(p + i, &v, v, false, __ATOMIC_RELAXED,
+															__ATOMIC_RELAXED);
+							}
 						at += b.second;
 					}
 				});
@@ -305,16 +340,53 @@ extern "C" gc_status gcu_hdbscan(const gc_exec *exec,
 	if (n == 0)
 		return GC_OK;
 
+	if (n == 1)
+	{
+		/* min_samples is 1: the row itself; the answer is the host's */
+		double		core0 = 0.0;
+		gc_hdbscan_edge none;
+		gc_hdb_host host;
+		gc_status	st;
+
+		gc_hdb_host_begin(&host, 1, call.exec.cancel, call.exec.cancel_arg);
+		st = gc_hdbscan_finish(params, n, &core0, &none, NULL, NULL, result, &host.thr,
+							   call.exec.cancel, call.exec.cancel_arg, gc::error_record());
+		gc_hdb_host_end(&host);
+		if (st != GC_OK)
+			return st;
+		if (result->core_distance)
+			result->core_distance[0] = core0;
+		return GC_OK;
+	}
+
+	/*
+	 * Without the condensed tree's rows (gpu_hdbscan_tree) or tuning.debug's
+	 * check of the hierarchy, the device computes the answer
+	 * (cuda/hdbscan_finish.cu) and only the answer comes back.
+	 */
+	if (!result->tree && !gc::tuning_of(call.exec).debug)
+	{
+		gc::hdbscan::Prefault pf({{result->cluster, sizeof(int32_t) * (size_t) n},
+								  {result->probability, sizeof(double) * (size_t) n},
+								  {result->outlier_score, sizeof(double) * (size_t) n},
+								  {result->core_distance, result->core_distance ? sizeof(double) * (size_t) n : 0}},
+								 std::min(8, host_threads(call)));
+
+		gc::run_on_device(call, [&] {
+			gc::hdbscan::Workspace w(call, dtype, (int32_t) n, d, *params);
+
+			gc::hdbscan::run(w, x, *params, result->core_distance, result, NULL, NULL, NULL);
+		});
+		return GC_OK;
+	}
+
 	/* Host memory for the device's answer, then the device part (its memory freed on every path). */
-	/* not zeroed: every element is written by the device (n = 1: core [0] below) */
+	/* not zeroed: every element is written by the device */
 	std::unique_ptr<double[]> core(new double[(size_t) n]);
 	std::unique_ptr<gc_hdbscan_edge[]> mst(new gc_hdbscan_edge[(size_t) n]);
 	std::unique_ptr<gc_hdb_merge[]> merges(new gc_hdb_merge[(size_t) n]);
 	std::unique_ptr<gc_hdb_state[]> states(new gc_hdb_state[(size_t) (2 * n)]);
 
-	if (n == 1)
-		core[0] = 0.0;			/* min_samples is 1: the row itself */
-	else
 	{
 		gc::hdbscan::Prefault pf({{core.get(), sizeof(double) * (size_t) n},
 								  {mst.get(), sizeof(gc_hdbscan_edge) * (size_t) (n - 1)},
@@ -325,13 +397,13 @@ extern "C" gc_status gcu_hdbscan(const gc_exec *exec,
 		gc::run_on_device(call, [&] {
 			gc::hdbscan::Workspace w(call, dtype, (int32_t) n, d, *params);
 
-			gc::hdbscan::run(w, x, core.get(), mst.get(), merges.get(), states.get());
+			gc::hdbscan::run(w, x, *params, core.get(), NULL, mst.get(), merges.get(), states.get());
 		});
 	}
 
 	gc_status	st;
 
-	if (gc::tuning_of(call.exec).debug && n > 1)
+	if (gc::tuning_of(call.exec).debug)
 	{
 		/* the device's hierarchy against the host's walk */
 		int64_t		differ = gc_hdbscan_merges_differ(n, mst.get(), merges.get());
@@ -348,9 +420,8 @@ extern "C" gc_status gcu_hdbscan(const gc_exec *exec,
 		gc_hdb_host host;
 
 		gc_hdb_host_begin(&host, host_threads(call), call.exec.cancel, call.exec.cancel_arg);
-		st = gc_hdbscan_finish(params, n, core.get(), mst.get(), n > 1 ? merges.get() : NULL,
-							   n > 1 ? states.get() : NULL, result, &host.thr,
-							   call.exec.cancel, call.exec.cancel_arg, gc::error_record());
+		st = gc_hdbscan_finish(params, n, core.get(), mst.get(), merges.get(), states.get(), result,
+							   &host.thr, call.exec.cancel, call.exec.cancel_arg, gc::error_record());
 		gc_hdb_host_end(&host);
 		call.timing->phase_ms[2] = sw.ms();
 	}

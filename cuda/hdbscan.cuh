@@ -181,6 +181,20 @@ void linkage(const Call &call, const gc_hdbscan_edge *edges, int32_t n, DeviceBu
 void condense(const Call &call, const gc_hdbscan_edge *edges, const gc_hdb_merge *mg, int32_t n,
 			  int64_t min_size, DeviceBuffer<gc_hdb_state> &st);
 
+/*
+ * Numbers the splits (merges whose children both have min_size rows or
+ * more) in merge order into index [m]; returns how many (cuda/hdbscan_condense.cu).
+ */
+int64_t split_numbers(const gc_hdb_merge *mg, int64_t m, int64_t min_size, DeviceBuffer<uint32_t> &index);
+
+/*
+ * From the places st [2 n - 1] to the answer: result's cluster,
+ * probability, outlier_score and n_clusters, all computed on the device but
+ * the clusters' numbering and selection (cuda/hdbscan_finish.cu).
+ */
+void finish(const Call &call, const gc_hdbscan_params &p, const gc_hdbscan_edge *edges,
+			const gc_hdb_merge *mg, const gc_hdb_state *st, int32_t n, gc_hdbscan_result *result);
+
 } // namespace hdbscan
 } // namespace gc
 

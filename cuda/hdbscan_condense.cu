@@ -149,17 +149,14 @@ __global__ void states(const Step *step, const gc_hdbscan_edge *edges, int64_t n
 
 } // namespace
 
-void condense(const Call &call, const gc_hdbscan_edge *edges, const gc_hdb_merge *mg, int32_t n,
-			  int64_t min_size, DeviceBuffer<gc_hdb_state> &st)
+int64_t split_numbers(const gc_hdb_merge *mg, int64_t m, int64_t min_size, DeviceBuffer<uint32_t> &index)
 {
-	const int64_t m = (int64_t) n - 1,
-				nodes = 2 * (int64_t) n - 1;
 	const char *what = "HDBSCAN's condensed tree";
-	DeviceBuffer<uint32_t> flag(m, what), index(m, what), anc(nodes, what), anc2(nodes, what);
-	DeviceBuffer<Step> step(nodes, what), step2(nodes, what);
-	DeviceBuffer<int> more(1, what);
+	DeviceBuffer<uint32_t> flag(m, what);
 	size_t		bytes = 0;
+	uint32_t	last[2] = {0, 0};
 
+	index.reset(m, what);
 	split_flags<<<blocks_for(m, 256), 256>>>(mg, m, min_size, flag.get());
 	CHECK_LAUNCH("split_flags");
 	CUDA_TRY(cub::DeviceScan::ExclusiveSum(nullptr, bytes, flag.get(), index.get(), (int) m));
@@ -168,6 +165,22 @@ void condense(const Call &call, const gc_hdbscan_edge *edges, const gc_hdb_merge
 
 		CUDA_TRY(cub::DeviceScan::ExclusiveSum(tmp.get(), bytes, flag.get(), index.get(), (int) m));
 	}
+	CUDA_TRY(cudaMemcpy(&last[0], index.get() + m - 1, sizeof(uint32_t), cudaMemcpyDeviceToHost));
+	CUDA_TRY(cudaMemcpy(&last[1], flag.get() + m - 1, sizeof(uint32_t), cudaMemcpyDeviceToHost));
+	return (int64_t) last[0] + last[1];
+}
+
+void condense(const Call &call, const gc_hdbscan_edge *edges, const gc_hdb_merge *mg, int32_t n,
+			  int64_t min_size, DeviceBuffer<gc_hdb_state> &st)
+{
+	const int64_t m = (int64_t) n - 1,
+				nodes = 2 * (int64_t) n - 1;
+	const char *what = "HDBSCAN's condensed tree";
+	DeviceBuffer<uint32_t> index, anc(nodes, what), anc2(nodes, what);
+	DeviceBuffer<Step> step(nodes, what), step2(nodes, what);
+	DeviceBuffer<int> more(1, what);
+
+	split_numbers(mg, m, min_size, index);
 	first_steps<<<blocks_for(m, 256), 256>>>(mg, index.get(), n, min_size, step.get(), anc.get());
 	CHECK_LAUNCH("first_steps");
 	for (int round = 0;; round++)

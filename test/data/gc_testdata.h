@@ -58,6 +58,11 @@
  *              its uniform draw): the reference of the skew benchmarks
  *   flat       blobs whose first three coordinates are the constant 0.5
  *              (d > 3): the spread lies in the later features only
+ *   chain      rows on a line (the first coordinate; the others 0) whose
+ *              gaps grow along it, in random order: single linkage adds the
+ *              rows to one cluster one at a time, so that one HDBSCAN
+ *              cluster holds nearly every merge (its stability is one long
+ *              sum); past 2^23 rows float rounds the gaps into ties
  *
  * Plain C that also compiles as C++ (bench/kmeans_bench.cu): header only,
  * static inline, explicit casts.  Coordinates are computed in double and
@@ -582,10 +587,30 @@ gc_td_wide(float *x, int64_t n, int32_t d, int32_t k, double spread, uint64_t se
 	return 0;
 }
 
+/* chain: see the top. */
+static inline void
+gc_td_chain(float *x, int64_t n, int32_t d, uint64_t seed)
+{
+	gc_rng		rng;
+
+	gc_rng_seed(&rng, seed);
+	for (int64_t i = 0; i < n; i++)
+		for (int32_t k = 0; k < d; k++)
+			x[i * d + k] = k == 0 ? (float) ((double) i + 0.5 * (double) i * ((double) i / (double) n)) : 0.0f;
+	for (int64_t i = n - 1; i > 0; i--)
+	{
+		int64_t		j = (int64_t) gc_rng_below(&rng, (uint64_t) (i + 1));
+		float		t = x[i * d];
+
+		x[i * d] = x[j * d];
+		x[j * d] = t;
+	}
+}
+
 /* ---------------------------------------------------------------- by name */
 
 /* The names gc_td_generate() knows, for usage messages. */
-#define GC_TD_SHAPES "blobs uniform dups gantao outliers d31 separated unit round2 latlon far close wide"
+#define GC_TD_SHAPES "blobs uniform dups gantao outliers d31 separated unit round2 latlon far close wide chain"
 
 /*
  * Fills x [n, d] with the named shape (see the top) from seed.  Returns 1,
@@ -647,6 +672,11 @@ gc_td_generate(const char *shape, float *x, int64_t n, int32_t d, uint64_t seed)
 		gc_td_uniform(x, n, d, 0.0, 1e-3, gc_td_seed("speck", n, d));
 		for (int32_t k = 0; k < d && strcmp(shape, "speck") == 0; k++)
 			x[(n / 2) * d + k] = 1e6f;
+		return 1;
+	}
+	if (strcmp(shape, "chain") == 0)
+	{
+		gc_td_chain(x, n, d, seed);
 		return 1;
 	}
 	if (strcmp(shape, "flat") == 0)

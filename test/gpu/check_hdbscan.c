@@ -414,6 +414,8 @@ static const hd_case hd_cases[] = {
 	{"blobs", 20000, 64, {10, 5, 0, 0, 0, 0}},
 	{"flat", 20000, 8, {10, 5, 0, 0, 0, 0}},
 	{"close", 300000, 2, {20, 10, 0, 0, 0, 0}},
+	{"chain", 1000000, 2, {10, 5, 0, 0, 0, 0}},	/* one cluster of nearly every merge */
+	{"chain", 300000, 1, {2, 1, 0, 0, 0, 0}},
 	/* double precision */
 	{"round2", 1000000, 2, {10, 10, 0, 0, 0, 0}, F64, EUC, 100},
 	{"latlon", 300000, 2, {10, 5, 0, 0, 0, 0}, F64, EUC, 1e5},

@@ -9,7 +9,9 @@
  *    joined by long edges (a tree of clusters), with every selection
  *    method and option; the same answer from a hierarchy and condensed
  *    places given as the GPU back end gives them (built here by a walk of
- *    the test's own, its clusters numbered by split in merge order); the
+ *    the test's own, its clusters numbered by split in merge order), and
+ *    from those the answer computed the GPU back end's way without the
+ *    host's walk (cuda/hdbscan_finish.cu, each kernel a loop here); the
  *    CPU back end's pool gives the same answer on blobs of 200,000 rows;
  *    cancel stops a call on threads at any point.
  */
@@ -273,6 +275,114 @@ given_answer(int64_t n, const gc_hdbscan_edge *e, int64_t mcs, gc_hdb_merge *mg,
 
 static void compare(const char *what, int64_t n, const answer *a, const answer *b, int with_tree);
 
+/*
+ * The answer as cuda/hdbscan_finish.cu computes it from the same
+ * hierarchy and states, each kernel a loop here: the clusters of each
+ * split, each cluster's merges in the order n - 2 down summed with
+ * gc_hdb_stab_add, gc_hdb_given_select, each row's choice and each
+ * cluster's lowest row, gc_hdb_given_number, each row's answer.
+ */
+static gc_status
+rows_given_answer(const gc_hdbscan_params *p, int64_t n, const gc_hdbscan_edge *e,
+				  const gc_hdb_merge *mg, const gc_hdb_state *st, answer *a, gc_error *err)
+{
+	int64_t		min_size = p->min_cluster_size,
+				splits = 0,
+				K;
+	int64_t    *split = malloc(sizeof(int64_t) * (size_t) n);
+	gc_hdb_work w;
+	gc_status	rc;
+
+	for (int64_t m = 0; m < n - 1; m++)
+		split[m] = mg[m].lsize >= min_size && mg[m].rsize >= min_size ? splits++ : -1;
+	K = 1 + 2 * splits;
+	if ((rc = gc_hdb_given_alloc(&w, n, K, err)) != GC_OK)
+	{
+		free(split);
+		return rc;
+	}
+	for (int64_t k = 0; k < K; k++)
+	{
+		w.k_child1[k] = w.k_child2[k] = -1;
+		w.k_stab[k] = w.k_death[k] = 0.0;
+	}
+	w.k_parent[0] = -1;
+	w.k_birth[0] = 0.0;
+	w.k_size[0] = n;
+	for (int64_t m = 0; m < n - 1; m++)
+	{
+		gc_hdb_state s = st[n + m];
+		int64_t		c = 1 + 2 * split[m];
+		double		lam = e[m].w > 0.0 ? 1.0 / e[m].w : INFINITY;
+
+		if (split[m] < 0)
+			continue;
+		w.k_parent[c] = w.k_parent[c + 1] = s.own;
+		w.k_birth[c] = w.k_birth[c + 1] = lam;
+		w.k_size[c] = mg[m].lsize;
+		w.k_size[c + 1] = mg[m].rsize;
+		w.k_child1[s.own] = c;
+		w.k_child2[s.own] = c + 1;
+		w.k_key[split[m]] = s.at.place;
+	}
+	/* the device sorts the merges by cluster; summing in merge order n - 2 down is that order */
+	for (int64_t m = n - 2; m >= 0; m--)
+	{
+		gc_hdb_state s = st[n + m];
+		double		lam = e[m].w > 0.0 ? 1.0 / e[m].w : INFINITY;
+
+		if (s.fell != GC_HDB_NONE)
+			continue;
+		if (lam > w.k_death[s.own])
+			w.k_death[s.own] = lam;
+		w.k_stab[s.own] = gc_hdb_stab_add(w.k_stab[s.own], lam - w.k_birth[s.own], mg[m].lsize,
+										  mg[m].rsize, min_size);
+	}
+	{
+		int64_t    *top = malloc(sizeof(int64_t) * (size_t) K),
+				   *first = malloc(sizeof(int64_t) * (size_t) K),
+				   *label = malloc(sizeof(int64_t) * (size_t) K),
+					count = 0;
+		double	   *glosh = malloc(sizeof(double) * (size_t) K),
+					threshold = 0.0;
+		int			single = 0;
+
+		rc = gc_hdb_given_select(&w, p, top, glosh, &single, &threshold, NULL, NULL, err);
+		for (int64_t k = 0; k < K; k++)
+			first[k] = n;
+		for (int64_t i = 0; i < n && rc == GC_OK; i++)
+		{
+			int64_t		t = top[st[i].own],
+						k = gc_hdb_row_choice(t, w.k_selected[t], st[i].at.lambda, single, threshold);
+
+			if (k == -2)
+				rc = gc_error_set(err, GC_ERR_INTERNAL, "row %lld: an unselected cluster", (long long) i);
+			a->cluster[i] = (int32_t) k;
+			if (k >= 0 && i < first[k])
+				first[k] = i;
+		}
+		if (rc == GC_OK)
+			rc = gc_hdb_given_number(first, K, n, label, &count, NULL, NULL, err);
+		for (int64_t i = 0; i < n && rc == GC_OK; i++)
+		{
+			int32_t		k = a->cluster[i];
+
+			a->prob[i] = k < 0 ? 0.0 : gc_hdb_row_probability(st[i].at.lambda, w.k_death[k]);
+			if (k >= 0)
+				a->cluster[i] = (int32_t) label[k];
+			a->score[i] = gc_hdb_row_glosh(st[i].at.lambda, glosh[st[i].own]);
+		}
+		a->n_clusters = count;
+		free(top);
+		free(first);
+		free(label);
+		free(glosh);
+	}
+	gc_hdb_free(&w);
+	free(split);
+	return rc;
+}
+
 /* gc_hdbscan_finish on the caller's thread, with and without the hierarchy and states given. */
 static void
 case_given(shape s, int64_t n, const gc_hdbscan_edge *tree, const gc_hdbscan_params *p,
@@ -305,6 +415,10 @@ case_given(shape s, int64_t n, const gc_hdbscan_edge *tree, const gc_hdbscan_par
 		  what, err.message);
 	b.n_clusters = r.n_clusters;
 	compare(what, n, &b, &a, 1);
+	snprintf(what, sizeof(what), "%s of %lld rows, %s, answered as on the device", shape_name[s],
+			 (long long) n, label);
+	CHECK(rows_given_answer(p, n, e, mg, st, &b, &err) == GC_OK, "%s: %s", what, err.message);
+	compare(what, n, &b, &a, 0);
 	answer_free(&a);
 	answer_free(&b);
 	free(e);
