@@ -229,27 +229,41 @@ gc_hdb_count(const gc_hdb_work *w, uint32_t x)
 }
 
 /*
- * A cluster's stability s after one of its merges, at v = lambda - the
- * cluster's birth, with children of lc and rc rows (_compute_stability's
+ * The terms one merge of a cluster adds to its stability, at v = lambda -
+ * the cluster's birth, with children of lc and rc rows (_compute_stability's
  * terms, in its order): a split adds v once per row of each child, v * lc
  * then v * rc; otherwise each row of a child smaller than min_size falls
- * out and adds v * 1.0 on its own.  The device sums with this function too
+ * out and adds v * 1.0 on its own.  Returns how many terms: *first, then
+ * *rest each time after.  The device sums with these functions too
  * (cuda/hdbscan_finish.cu).
  */
+static GC_HD int64_t
+gc_hdb_stab_terms(double v, int64_t lc, int64_t rc, int64_t min_size, double *first,
+				  double *rest)
+{
+	if (lc >= min_size && rc >= min_size)
+	{
+		*first = v * (double) lc;
+		*rest = v * (double) rc;
+		return 2;
+	}
+	*first = v * 1.0;
+	*rest = *first;
+	return (lc < min_size ? lc : 0) + (rc < min_size ? rc : 0);
+}
+
+/* A cluster's stability s after one of its merges (gc_hdb_stab_terms). */
 static GC_HD double
 gc_hdb_stab_add(double s, double v, int64_t lc, int64_t rc, int64_t min_size)
 {
-	int64_t		fall;
+	double		first,
+				rest;
+	int64_t		count = gc_hdb_stab_terms(v, lc, rc, min_size, &first, &rest);
 
-	if (lc >= min_size && rc >= min_size)
-	{
-		s += v * (double) lc;
-		s += v * (double) rc;
-		return s;
-	}
-	fall = (lc < min_size ? lc : 0) + (rc < min_size ? rc : 0);
-	for (int64_t j = 0; j < fall; j++)
-		s += v * 1.0;
+	if (count > 0)
+		s += first;
+	for (int64_t j = 1; j < count; j++)
+		s += rest;
 	return s;
 }
 

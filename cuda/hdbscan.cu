@@ -21,9 +21,8 @@
  *           over the hierarchy (cuda/hdbscan_condense.cu);
  *   finish  the clusters' stabilities, their selection (on the host) and
  *           each row's answer (cuda/hdbscan_finish.cu); only the answer
- *           comes back.  For gpu_hdbscan_tree's rows, and for tuning.debug's
- *           check of the hierarchy against the host's walk, the core
- *           distances, edges, hierarchy and places come back instead and
+ *           comes back.  For gpu_hdbscan_tree's rows the core distances,
+ *           edges, hierarchy and places come back instead and
  *           gc_hdbscan_finish runs on tuning.cpu_threads threads of the host
  *           (common/hdbscan_host.h; 0: the CPUs the process may run on, at
  *           most 64).
@@ -45,8 +44,10 @@
  * condensed tree), [2] the finish (stabilities, selection and answers,
  * the copy of the answer not included) or, where the host finishes, the
  * host part; counts: [0] Boruvka rounds, [1] distance evaluations, [2]
- * launches of the stabilities' sums.  tuning.debug prints each search's
- * launches and each Boruvka round to stderr.
+ * clusters whose stability the host summed (cuda/hdbscan_finish.cu).
+ * tuning.debug prints each search's launches, each Boruvka round and each
+ * step of the finish to stderr, and checks the device's hierarchy against
+ * the host's walk (gc_hdbscan_merges_differ).
  */
 #include "hdbscan.cuh"
 
@@ -155,7 +156,8 @@ void run(Workspace &w, const void *x, /* [n, d] host */
 		 gc_hdbscan_result *result, /* out, or NULL */
 		 gc_hdbscan_edge *mst, /* [n - 1] out, host, without result */
 		 gc_hdb_merge *merges, /* [n - 1] out, host, without result */
-		 gc_hdb_state *states /* [2 n - 1] out, host, without result */)
+		 gc_hdb_state *states, /* [2 n - 1] out, host, without result */
+		 int threads /* host threads that fault in the finish's host memory */)
 {
 	gc_timing  *t = w.call.timing;
 	Stopwatch	sw;
@@ -190,6 +192,22 @@ void run(Workspace &w, const void *x, /* [n, d] host */
 		CUDA_TRY(cudaDeviceSynchronize());
 	});
 	t->compute_ms = compute.ms();
+	if (w.debug)
+	{
+		/* the device's hierarchy against the host's walk */
+		std::vector<gc_hdbscan_edge> he(edges.size());
+		std::vector<gc_hdb_merge> hm(mg.size());
+		int64_t		differ;
+
+		CUDA_TRY(cudaMemcpy(he.data(), edges.get(), edges.bytes(), cudaMemcpyDeviceToHost));
+		CUDA_TRY(cudaMemcpy(hm.data(), mg.get(), mg.bytes(), cudaMemcpyDeviceToHost));
+		differ = gc_hdbscan_merges_differ(w.n, he.data(), hm.data());
+		fprintf(stderr, "gpuclust hdbscan: %lld of %lld merges differ from the host's\n",
+				(long long) differ, (long long) (w.n - 1));
+		if (differ != 0)
+			fail(GC_ERR_INTERNAL, "HDBSCAN's hierarchy on the device differs from the host's in %lld merges",
+				 (long long) differ);
+	}
 
 	unsigned long long evals = 0;
 	double		copy_ms = 0.0;
@@ -210,7 +228,7 @@ void run(Workspace &w, const void *x, /* [n, d] host */
 	{
 		Stopwatch	fin;
 
-		finish(w.call, p, edges.get(), mg.get(), st.get(), w.n, result);
+		finish(w.call, p, edges.get(), mg.get(), st.get(), w.n, result, threads);
 		t->from_device_ms += copy_ms;
 		t->phase_ms[2] = fin.ms() - (t->from_device_ms - copy_ms);
 		return;
@@ -220,79 +238,6 @@ void run(Workspace &w, const void *x, /* [n, d] host */
 						  {states, st.get(), st.bytes()}});
 	t->from_device_ms += copy_ms;
 }
-
-/*
- * Faults in host buffers on a few threads, beside the caller, from its
- * construction to its destruction: the device copies its answer into
- * pageable memory at about 1 GB/s where the pages are new (643 ms for the
- * 640 MB of 10M rows on the H100 machine) and about ten times faster into
- * pages already touched, which these threads do while the device computes.
- * The copy may reach a page first: each page is touched by a
- * compare-and-swap of a byte with itself, a write that never changes what
- * is there.  The threads run with every signal blocked; one that cannot be
- * started is done without.
- */
-class Prefault
-{
-  public:
-	Prefault(std::initializer_list<std::pair<void *, size_t>> bufs, int threads)
-	{
-		size_t		total = 0;
-
-		for (const auto &b : bufs)
-			total += b.second;
-		if (threads < 1 || total < ((size_t) 64 << 20))
-			return;
-
-		sigset_t	all,
-					old;
-
-		sigfillset(&all);
-		pthread_sigmask(SIG_SETMASK, &all, &old);
-		for (int t = 0; t < threads; t++)
-		{
-			size_t		from = total / threads * t,
-						to = t + 1 == threads ? total : total / threads * (t + 1);
-			std::vector<std::pair<void *, size_t>> list(bufs);
-
-			try
-			{
-				threads_.emplace_back([list, from, to] {
-					size_t		at = 0;
-
-					for (const auto &b : list)
-					{
-						char	   *p = (char *) b.first;
-
-						for (size_t i = 0; i < b.second; i += 4096)
-							if (at + i >= from && at + i < to)
-							{
-								/* a write that keeps whatever is there, even a copy landing now */
-								char		v = ((volatile char *) p)[i];
-
-								__atomic_compare_exchange_n(p + i, &v, v, false, __ATOMIC_RELAXED,
-															__ATOMIC_RELAXED);
-							}
-						at += b.second;
-					}
-				});
-			}
-			catch (...)
-			{
-				break;
-			}
-		}
-		pthread_sigmask(SIG_SETMASK, &old, NULL);
-	}
-	~Prefault()
-	{
-		for (auto &t : threads_)
-			t.join();
-	}
-
-  private:
-	std::vector<std::thread> threads_;
-};
 
 } // namespace
 } // namespace hdbscan
@@ -360,11 +305,11 @@ extern "C" gc_status gcu_hdbscan(const gc_exec *exec,
 	}
 
 	/*
-	 * Without the condensed tree's rows (gpu_hdbscan_tree) or tuning.debug's
-	 * check of the hierarchy, the device computes the answer
-	 * (cuda/hdbscan_finish.cu) and only the answer comes back.
+	 * Without the condensed tree's rows (gpu_hdbscan_tree), the device
+	 * computes the answer (cuda/hdbscan_finish.cu) and only the answer
+	 * comes back.
 	 */
-	if (!result->tree && !gc::tuning_of(call.exec).debug)
+	if (!result->tree)
 	{
 		gc::hdbscan::Prefault pf({{result->cluster, sizeof(int32_t) * (size_t) n},
 								  {result->probability, sizeof(double) * (size_t) n},
@@ -375,7 +320,8 @@ extern "C" gc_status gcu_hdbscan(const gc_exec *exec,
 		gc::run_on_device(call, [&] {
 			gc::hdbscan::Workspace w(call, dtype, (int32_t) n, d, *params);
 
-			gc::hdbscan::run(w, x, *params, result->core_distance, result, NULL, NULL, NULL);
+			gc::hdbscan::run(w, x, *params, result->core_distance, result, NULL, NULL, NULL,
+							 std::min(8, host_threads(call)));
 		});
 		return GC_OK;
 	}
@@ -397,24 +343,12 @@ extern "C" gc_status gcu_hdbscan(const gc_exec *exec,
 		gc::run_on_device(call, [&] {
 			gc::hdbscan::Workspace w(call, dtype, (int32_t) n, d, *params);
 
-			gc::hdbscan::run(w, x, *params, core.get(), NULL, mst.get(), merges.get(), states.get());
+			gc::hdbscan::run(w, x, *params, core.get(), NULL, mst.get(), merges.get(), states.get(), 0);
 		});
 	}
 
 	gc_status	st;
 
-	if (gc::tuning_of(call.exec).debug)
-	{
-		/* the device's hierarchy against the host's walk */
-		int64_t		differ = gc_hdbscan_merges_differ(n, mst.get(), merges.get());
-
-		fprintf(stderr, "gpuclust hdbscan: %lld of %lld merges differ from the host's\n",
-				(long long) differ, (long long) (n - 1));
-		if (differ != 0)
-			return gc::set_error(GC_ERR_INTERNAL,
-								 "HDBSCAN's hierarchy on the device differs from the host's in %lld merges",
-								 (long long) differ);
-	}
 	{
 		gc::Stopwatch sw;
 		gc_hdb_host host;

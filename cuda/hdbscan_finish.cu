@@ -9,13 +9,14 @@
  *   stability each cluster's stability and death.  The merges that did
  *             not fall out are put in cluster order by a stable CUB radix
  *             sort (each cluster's in the order of gc_hdb_condense, merge
- *             n - 2 down); one warp per cluster sums them in that order with
- *             gc_hdb_stab_add, the host's rule, so the sum rounds as the
- *             host's (timing counts[2]: the launches).  The sum of one cluster is sequential by nature: a
- *             launch sums at most kTermsPerLaunch terms of each cluster and
- *             the host asks cancel between launches, so a cluster of every
- *             row (rows leaving it one at a time) costs more launches, not
- *             a launch that cannot be stopped;
+ *             n - 2 down), and their terms (gc_hdb_stab_terms, the host's
+ *             rule) written out in that order at offsets from a CUB scan.
+ *             A cluster's sum is sequential by nature, so that it rounds as
+ *             the host's: one warp sums each cluster of at most
+ *             kDeviceTerms terms, in one launch; the host sums the longer
+ *             ones (rows leaving a cluster one at a time), a chunk of
+ *             kHostChunk terms at a time, asking cancel between chunks
+ *             (timing counts[2]: how many clusters);
  *   select    the clusters are copied to the host, which numbers and
  *             selects them (gc_hdb_given_select: gc_hdb_number and
  *             gc_hdb_select, the CPU back end's code);
@@ -24,14 +25,17 @@
  *             each row's number, probability and GLOSH score on the device,
  *             by the host's rules (gc_hdb_row_choice, _probability, _glosh).
  *
- * Only the answer comes back: 20 bytes a row, and 76 a cluster.
+ * Only the answer comes back: 20 bytes a row, and about 70 bytes a cluster
+ * each way for the selection.
  */
 #include "hdbscan.cuh"
 
 #include <cub/cub.cuh>
 #include <math_constants.h>
 
+#include <algorithm>
 #include <memory>
+#include <vector>
 
 namespace gc {
 namespace hdbscan {
@@ -39,16 +43,13 @@ namespace {
 
 constexpr uint32_t kNone = 0xffffffffu;	/* GC_HDB_NONE */
 
-/* Terms of one cluster a launch sums at most: about 2 ms of one warp. */
-constexpr int64_t kTermsPerLaunch = (int64_t) 1 << 16;
-
-/* One merge of a cluster, as its stability sums it: v = lambda - the cluster's birth. */
-struct Term
-{
-	double		v;
-	uint32_t	lc;
-	uint32_t	rc;
-};
+/*
+ * Clusters of more terms than this are summed on the host (each warp of
+ * the device's one launch sums at most this many: about 1 ms), in chunks
+ * of kHostChunk terms with cancel asked between them.
+ */
+constexpr int64_t kDeviceTerms = (int64_t) 1 << 16;
+constexpr int64_t kHostChunk = (int64_t) 1 << 20;
 
 __device__ inline double lambda_of(const gc_hdbscan_edge *edges, int64_t m)
 {
@@ -57,11 +58,20 @@ __device__ inline double lambda_of(const gc_hdbscan_edge *edges, int64_t m)
 	return w > 0.0 ? 1.0 / w : CUDART_INF;
 }
 
-/* Per split: its clusters 1 + 2j and 2 + 2j and their parent's children (child arrays preset to -1). */
+/* What the host needs of split j, which makes clusters 1 + 2j and 2 + 2j. */
+struct Split
+{
+	uint64_t	key;			/* its place in scikit-learn's breadth-first walk */
+	double		birth;			/* its lambda: its clusters' birth */
+	int64_t		parent;			/* the cluster it splits */
+	uint32_t	lsize;			/* its clusters' rows */
+	uint32_t	rsize;
+};
+
+/* Per split: its record, and its clusters' birth (for the stabilities' terms). */
 __global__ void clusters(const gc_hdb_merge *mg, const gc_hdb_state *st, const gc_hdbscan_edge *edges,
 						 const uint32_t *split_index, int64_t n, int64_t K, int64_t min_size,
-						 int64_t *parent, double *birth, int64_t *size, int64_t *child1,
-						 int64_t *child2, uint64_t *key, int *bad)
+						 Split *split, double *birth, int *bad)
 {
 	const int64_t i = (int64_t) blockIdx.x * blockDim.x + threadIdx.x;
 
@@ -73,24 +83,24 @@ __global__ void clusters(const gc_hdb_merge *mg, const gc_hdb_state *st, const g
 		return;
 
 	const gc_hdb_state s = st[n + i];
-	const int64_t c = 1 + 2 * (int64_t) split_index[i];
+	const int64_t j = split_index[i],
+				c = 1 + 2 * j;
 
 	if (s.fell != kNone || s.own >= K || c + 1 >= K)
 	{
 		*bad = 1;
 		return;
 	}
-	const double lam = lambda_of(edges, i);
+	Split		x;
 
-	parent[c] = s.own;
-	parent[c + 1] = s.own;
-	birth[c] = lam;
-	birth[c + 1] = lam;
-	size[c] = g.lsize;
-	size[c + 1] = g.rsize;
-	child1[s.own] = c;
-	child2[s.own] = c + 1;
-	key[split_index[i]] = s.at.place;
+	x.key = s.at.place;
+	x.birth = lambda_of(edges, i);
+	x.parent = s.own;
+	x.lsize = g.lsize;
+	x.rsize = g.rsize;
+	split[j] = x;
+	birth[c] = x.birth;
+	birth[c + 1] = x.birth;
 }
 
 /* The merges in the order n - 2 down, keyed by their cluster (K where they fell out). */
@@ -110,15 +120,29 @@ __global__ void term_keys(const gc_hdb_state *st, int64_t n, uint32_t K, uint32_
 	val[t] = (uint32_t) i;
 }
 
+/* The terms of merge val [t] of cluster key [t] (gc_hdb_stab_terms); count: how many. */
+__device__ inline int64_t merge_terms(const uint32_t *key, const uint32_t *val, int64_t t,
+									  const gc_hdbscan_edge *edges, const gc_hdb_merge *mg,
+									  const double *birth, int64_t min_size, double *first,
+									  double *rest)
+{
+	const uint32_t i = val[t];
+
+	return gc_hdb_stab_terms(lambda_of(edges, i) - birth[key[t]], mg[i].lsize, mg[i].rsize,
+							 min_size, first, rest);
+}
+
 /*
- * Each cluster's run [start, end) of the sorted terms (both preset to 0),
- * the terms, and each cluster's death (preset to 0): the largest lambda of
- * its merges, which is its last merge's, since the edges are sorted by
- * weight and a cluster's merges come in the order n - 2 down.
+ * Each cluster's run [start, end) of the sorted merges (both preset to 0),
+ * each merge's count of terms (0 where it fell out), and each cluster's
+ * death (preset to 0): the largest lambda of its merges, which is its last
+ * merge's, since the edges are sorted by weight and a cluster's merges come
+ * in the order n - 2 down.
  */
 __global__ void segments(const uint32_t *key, const uint32_t *val, int64_t m, uint32_t K,
 						 const gc_hdbscan_edge *edges, const gc_hdb_merge *mg, const double *birth,
-						 int64_t *start, int64_t *end, double *death, Term *terms)
+						 int64_t min_size, int64_t *start, int64_t *end, double *death,
+						 unsigned long long *count)
 {
 	const int64_t t = (int64_t) blockIdx.x * blockDim.x + threadIdx.x;
 
@@ -127,72 +151,124 @@ __global__ void segments(const uint32_t *key, const uint32_t *val, int64_t m, ui
 	const uint32_t k = key[t];
 
 	if (k >= K)
+	{
+		count[t] = 0;
 		return;
-	const uint32_t i = val[t];
-	const double lam = lambda_of(edges, i);
-	Term		x;
+	}
+	double		first,
+				rest;
 
+	count[t] = (unsigned long long) merge_terms(key, val, t, edges, mg, birth, min_size, &first, &rest);
 	if (t == 0 || key[t - 1] != k)
 		start[k] = t;
 	if (t == m - 1 || key[t + 1] != k)
 	{
 		end[k] = t + 1;
-		death[k] = lam;
+		death[k] = lambda_of(edges, val[t]);
 	}
-	x.v = lam - birth[k];
-	x.lc = mg[i].lsize;
-	x.rc = mg[i].rsize;
-	terms[t] = x;
+}
+
+/* Every merge's terms, in order, at its offset (the exclusive sum of the counts). */
+__global__ void expand(const uint32_t *key, const uint32_t *val, int64_t m, uint32_t K,
+					   const gc_hdbscan_edge *edges, const gc_hdb_merge *mg, const double *birth,
+					   int64_t min_size, const unsigned long long *offset, double *terms)
+{
+	const int64_t t = (int64_t) blockIdx.x * blockDim.x + threadIdx.x;
+
+	if (t >= m || key[t] >= K)
+		return;
+	double		first,
+				rest;
+	const int64_t count = merge_terms(key, val, t, edges, mg, birth, min_size, &first, &rest);
+	double	   *out = terms + offset[t];
+
+	if (count > 0)
+		out[0] = first;
+	for (int64_t j = 1; j < count; j++)
+		out[j] = rest;
+}
+
+/* A cluster whose terms the host sums: its number and its terms [from, to). */
+struct LongSum
+{
+	int64_t		k;
+	int64_t		from;
+	int64_t		to;
+};
+
+/*
+ * Each cluster's terms as [from, to) of the expanded terms, into start and
+ * end; a cluster of more than kDeviceTerms goes on the host's list.
+ */
+__global__ void bounds(int64_t K, const unsigned long long *offset, const unsigned long long *count,
+					   int64_t *start, int64_t *end, LongSum *longs, unsigned int *nlong)
+{
+	const int64_t k = (int64_t) blockIdx.x * blockDim.x + threadIdx.x;
+
+	if (k >= K)
+		return;
+	const int64_t s = start[k],
+				e = end[k];
+	int64_t		from = 0,
+				to = 0;
+
+	if (e > s)
+	{
+		from = (int64_t) offset[s];
+		to = (int64_t) (offset[e - 1] + count[e - 1]);
+	}
+	start[k] = from;
+	end[k] = to;
+	if (to - from > kDeviceTerms)
+	{
+		LongSum		x = {k, from, to};
+
+		longs[atomicAdd(nlong, 1u)] = x;
+	}
 }
 
 /*
- * One warp per cluster: up to limit more of its terms added in order to
- * stab (at pos, which moves on); *more set while any remain.  The warp
- * loads 32 terms at a time and every lane does the same sums.
+ * One warp per cluster of at most kDeviceTerms terms: their sum in order
+ * into stab.  The warp loads 32 terms at a time and every lane does the
+ * same sum.
  */
-__global__ void sums(const Term *terms, const int64_t *end, int64_t K, int64_t min_size,
-					 int64_t limit, int64_t *pos, double *stab, int *more)
+__global__ void sums(const double *terms, const int64_t *from, const int64_t *to, int64_t K,
+					 double *stab)
 {
 	const int64_t k = ((int64_t) blockIdx.x * blockDim.x + threadIdx.x) / 32;
 	const int	lane = threadIdx.x & 31;
 
 	if (k >= K)
 		return;
-	int64_t		p = pos[k];
-	const int64_t e = end[k];
+	const int64_t e = to[k];
+	int64_t		p = from[k];
 
-	if (p >= e)
+	if (e - p > kDeviceTerms || p >= e)
 		return;
-	const int64_t stop = min(e, p + limit);
-	double		s = stab[k];
-	Term		next = {0.0, 0, 0};
+	double		s = 0.0,
+				next = p + lane < e ? terms[p + lane] : 0.0;
 
-	if (p + lane < stop)
-		next = terms[p + lane];
-	while (p < stop)
+	while (p < e)
 	{
-		const int	cnt = (int) min((int64_t) 32, stop - p);
-		const Term	cur = next;
+		const double cur = next;
 
-		if (p + 32 + lane < stop)
-			next = terms[p + 32 + lane];
-		for (int j = 0; j < cnt; j++)
+		next = p + 32 + lane < e ? terms[p + 32 + lane] : 0.0;
+		if (e - p >= 32)
 		{
-			const double v = __shfl_sync(0xffffffffu, cur.v, j);
-			const uint32_t lc = __shfl_sync(0xffffffffu, cur.lc, j);
-			const uint32_t rc = __shfl_sync(0xffffffffu, cur.rc, j);
-
-			s = gc_hdb_stab_add(s, v, lc, rc, min_size);
+#pragma unroll
+			for (int j = 0; j < 32; j++)
+				s += __shfl_sync(0xffffffffu, cur, j);
+			p += 32;
 		}
-		p += cnt;
+		else
+		{
+			for (int j = 0; j < e - p; j++)
+				s += __shfl_sync(0xffffffffu, cur, j);
+			p = e;
+		}
 	}
 	if (lane == 0)
-	{
-		pos[k] = p;
 		stab[k] = s;
-		if (p < e)
-			*more = 1;
-	}
 }
 
 /* Each row's chosen cluster node (-1: noise) into cluster, and each node's lowest row. */
@@ -283,100 +359,186 @@ struct HostWork
 } // namespace
 
 void finish(const Call &call, const gc_hdbscan_params &p, const gc_hdbscan_edge *edges,
-			const gc_hdb_merge *mg, const gc_hdb_state *st, int32_t n, gc_hdbscan_result *result)
+			const gc_hdb_merge *mg, const gc_hdb_state *st, int32_t n, gc_hdbscan_result *result,
+			int threads)
 {
 	const int64_t m = (int64_t) n - 1,
 				min_size = p.min_cluster_size;
 	const char *what = "HDBSCAN's clusters";
+	const bool	debug = tuning_of(call.exec).debug != 0;
+	Stopwatch	lap;
+	auto		step = [&](const char *done) {
+		if (debug)
+		{
+			CUDA_TRY(cudaDeviceSynchronize());
+			fprintf(stderr, "gpuclust hdbscan: finish: %s, %.3f ms\n", done, lap.ms());
+			lap.restart();
+		}
+	};
 	DeviceBuffer<uint32_t> split_index;
 	const int64_t splits = split_numbers(mg, m, min_size, split_index);
 	const int64_t K = 1 + 2 * splits;
-	DeviceBuffer<int64_t> parent(K, what), size(K, what), child1(K, what), child2(K, what);
+	DeviceBuffer<Split> split(splits > 0 ? splits : 1, what);
 	DeviceBuffer<double> birth(K, what), stab(K, what), death(K, what);
-	DeviceBuffer<uint64_t> key(splits > 0 ? splits : 1, what);
-	DeviceBuffer<int> bad(1, what), more(1, what);
+	DeviceBuffer<int> bad(1, what);
+
+	/*
+	 * The host's arrays of the clusters, faulted in on threads while the
+	 * device works (new pages take a copy at about 1 GB/s).
+	 */
+	HostWork	hw;
+	gc_hdb_work &w = hw.w;
+
+	require(gc_hdb_given_alloc(&w, n, K, error_record()));
+
+	std::unique_ptr<int64_t[]> row_top(new int64_t[(size_t) K]);
+	std::unique_ptr<double[]> row_glosh(new double[(size_t) K]);
+	std::unique_ptr<int64_t[]> first(new int64_t[(size_t) K]);
+	std::unique_ptr<int64_t[]> node_label(new int64_t[(size_t) K]);
+	std::vector<Split> hsplit((size_t) (splits > 0 ? splits : 1));
+	const size_t kb = sizeof(int64_t) * (size_t) K;
+	std::unique_ptr<Prefault> pf(new Prefault({{w.k_parent, kb}, {w.k_birth, kb}, {w.k_size, kb},
+											   {w.k_child1, kb}, {w.k_child2, kb}, {w.k_stab, kb},
+											   {w.k_death, kb}, {w.k_selected, (size_t) K},
+											   {w.k_top, kb}, {w.k_key, kb}, {w.k_order, kb},
+											   {w.k_num, kb}, {w.sub, kb}, {row_top.get(), kb},
+											   {row_glosh.get(), kb}, {first.get(), kb},
+											   {node_label.get(), kb},
+											   {hsplit.data(), sizeof(Split) * hsplit.size()}},
+											  threads, (size_t) 4 << 20));
 
 	CUDA_TRY(cudaMemset(bad.get(), 0, sizeof(int)));
-	CUDA_TRY(cudaMemset(child1.get(), 0xff, child1.bytes()));
-	CUDA_TRY(cudaMemset(child2.get(), 0xff, child2.bytes()));
+	CUDA_TRY(cudaMemset(birth.get(), 0, birth.bytes()));	/* the root's: its terms are lambda - 0 */
 	CUDA_TRY(cudaMemset(stab.get(), 0, stab.bytes()));
 	CUDA_TRY(cudaMemset(death.get(), 0, death.bytes()));
 	clusters<<<blocks_for(m, 256), 256>>>(mg, st, edges, split_index.get(), n, K, min_size,
-										  parent.get(), birth.get(), size.get(), child1.get(),
-										  child2.get(), key.get(), bad.get());
+										  split.get(), birth.get(), bad.get());
 	CHECK_LAUNCH("clusters");
-	/* birth [0] is 0: the root's stability terms are lambda - 0 */
-	CUDA_TRY(cudaMemset(birth.get(), 0, sizeof(double)));
 	split_index.release();
+	step("splits");
 
-	/* The stabilities. */
+	/*
+	 * The stabilities: the merges in cluster order, their terms expanded
+	 * in order, each cluster's sum on the device or, when long, the host.
+	 */
+	DeviceBuffer<double> terms;
+	std::vector<LongSum> longs;
+
 	{
 		DeviceBuffer<uint32_t> k1(m, what), k2(m, what), v1(m, what), v2(m, what);
-		DeviceBuffer<int64_t> start(K, what), end(K, what), pos(K, what);
-		DeviceBuffer<Term> terms(m, what);
-		cub::DoubleBuffer<uint32_t> kb(k1.get(), k2.get()), vb(v1.get(), v2.get());
+		DeviceBuffer<int64_t> start(K, what), end(K, what);
+		DeviceBuffer<unsigned long long> count(m, what), offset(m, what);
+		DeviceBuffer<LongSum> dlongs;
+		DeviceBuffer<unsigned int> nlong(1, what);
+		cub::DoubleBuffer<uint32_t> kbuf(k1.get(), k2.get()), vbuf(v1.get(), v2.get());
 		int			bits = 1;
 		size_t		bytes = 0;
-		int64_t		launches = 0;
+		unsigned long long last[2] = {0, 0};
+		unsigned int hlong = 0;
 
 		while (bits < 32 && ((uint64_t) 1 << bits) <= (uint64_t) K)
 			bits++;
 		term_keys<<<blocks_for(m, 256), 256>>>(st, n, (uint32_t) K, k1.get(), v1.get(), bad.get());
 		CHECK_LAUNCH("term_keys");
-		CUDA_TRY(cub::DeviceRadixSort::SortPairs(nullptr, bytes, kb, vb, (int) m, 0, bits));
+		CUDA_TRY(cub::DeviceRadixSort::SortPairs(nullptr, bytes, kbuf, vbuf, (int) m, 0, bits));
 		{
 			DeviceBuffer<unsigned char> tmp(bytes, what);
 
-			CUDA_TRY(cub::DeviceRadixSort::SortPairs(tmp.get(), bytes, kb, vb, (int) m, 0, bits));
+			CUDA_TRY(cub::DeviceRadixSort::SortPairs(tmp.get(), bytes, kbuf, vbuf, (int) m, 0, bits));
 		}
 		CUDA_TRY(cudaMemset(start.get(), 0, start.bytes()));
 		CUDA_TRY(cudaMemset(end.get(), 0, end.bytes()));
-		segments<<<blocks_for(m, 256), 256>>>(kb.Current(), vb.Current(), m, (uint32_t) K, edges, mg,
-											  birth.get(), start.get(), end.get(), death.get(),
-											  terms.get());
+		segments<<<blocks_for(m, 256), 256>>>(kbuf.Current(), vbuf.Current(), m, (uint32_t) K, edges, mg,
+											  birth.get(), min_size, start.get(), end.get(),
+											  death.get(), count.get());
 		CHECK_LAUNCH("segments");
-		CUDA_TRY(cudaMemcpy(pos.get(), start.get(), pos.bytes(), cudaMemcpyDeviceToDevice));
-		for (;;)
+		bytes = 0;
+		CUDA_TRY(cub::DeviceScan::ExclusiveSum(nullptr, bytes, count.get(), offset.get(), (int) m));
 		{
-			int			h = 0;
+			DeviceBuffer<unsigned char> tmp(bytes, what);
 
-			call.check_cancel();
-			CUDA_TRY(cudaMemset(more.get(), 0, sizeof(int)));
-			sums<<<blocks_for(32 * K, 256), 256>>>(terms.get(), end.get(), K, min_size, kTermsPerLaunch,
-												   pos.get(), stab.get(), more.get());
-			launches++;
-			CHECK_LAUNCH("sums");
-			CUDA_TRY(cudaMemcpy(&h, more.get(), sizeof(int), cudaMemcpyDeviceToHost));
-			if (!h)
-				break;
+			CUDA_TRY(cub::DeviceScan::ExclusiveSum(tmp.get(), bytes, count.get(), offset.get(), (int) m));
 		}
-		call.timing->counts[2] = launches;
+		CUDA_TRY(cudaMemcpy(&last[0], offset.get() + m - 1, sizeof(last[0]), cudaMemcpyDeviceToHost));
+		CUDA_TRY(cudaMemcpy(&last[1], count.get() + m - 1, sizeof(last[1]), cudaMemcpyDeviceToHost));
+		step("merges in cluster order");
+		terms.reset(last[0] + last[1] > 0 ? last[0] + last[1] : 1, what);
+		dlongs.reset((last[0] + last[1]) / kDeviceTerms + 1, what);
+		call.check_cancel();
+		expand<<<blocks_for(m, 256), 256>>>(kbuf.Current(), vbuf.Current(), m, (uint32_t) K, edges, mg,
+											birth.get(), min_size, offset.get(), terms.get());
+		CHECK_LAUNCH("expand");
+		CUDA_TRY(cudaMemset(nlong.get(), 0, sizeof(unsigned int)));
+		bounds<<<blocks_for(K, 256), 256>>>(K, offset.get(), count.get(), start.get(), end.get(),
+											dlongs.get(), nlong.get());
+		CHECK_LAUNCH("bounds");
+		step("terms");
+		sums<<<blocks_for(32 * K, 256), 256>>>(terms.get(), start.get(), end.get(), K, stab.get());
+		CHECK_LAUNCH("sums");
+		CUDA_TRY(cudaMemcpy(&hlong, nlong.get(), sizeof(hlong), cudaMemcpyDeviceToHost));
+		longs.resize(hlong);
+		to_host(longs.data(), dlongs.get(), (int64_t) hlong);
+		call.timing->counts[2] = (int64_t) hlong;
+		step("device sums");
 	}
 	check_bad(bad, "clusters");
+	pf.reset();
+	step("host memory faulted in");
+
+	/* The clusters on the host: the splits' records, the sums, the deaths. */
+	to_host(hsplit.data(), split.get(), splits);
+	to_host(w.k_stab, stab.get(), K);
+	to_host(w.k_death, death.get(), K);
+	w.k_parent[0] = -1;
+	w.k_birth[0] = 0.0;
+	w.k_size[0] = n;
+	for (int64_t k = 0; k < K; k++)
+		w.k_child1[k] = w.k_child2[k] = -1;
+	for (int64_t j = 0; j < splits; j++)
+	{
+		const Split &x = hsplit[(size_t) j];
+		const int64_t c = 1 + 2 * j;
+
+		w.k_parent[c] = w.k_parent[c + 1] = x.parent;
+		w.k_birth[c] = w.k_birth[c + 1] = x.birth;
+		w.k_size[c] = x.lsize;
+		w.k_size[c + 1] = x.rsize;
+		w.k_child1[x.parent] = c;
+		w.k_child2[x.parent] = c + 1;
+		w.k_key[j] = x.key;
+	}
+	step("clusters copied");
+	{
+		/* the long sums, in order, a chunk at a time */
+		std::vector<double> chunk;
+
+		for (const LongSum &x : longs)
+		{
+			double		sum = 0.0;
+
+			chunk.resize((size_t) std::min(kHostChunk, x.to - x.from));
+			for (int64_t at = x.from; at < x.to; at += kHostChunk)
+			{
+				const int64_t c = std::min(kHostChunk, x.to - at);
+
+				call.check_cancel();
+				to_host(chunk.data(), terms.get() + at, c);
+				for (int64_t j = 0; j < c; j++)
+					sum += chunk[(size_t) j];
+			}
+			w.k_stab[x.k] = sum;
+		}
+		terms.release();
+	}
+	step("host sums");
 
 	/* The selection on the host. */
-	HostWork	hw;
-	gc_hdb_work &w = hw.w;
-	std::unique_ptr<int64_t[]> row_top(new int64_t[(size_t) K]);
-	std::unique_ptr<double[]> row_glosh(new double[(size_t) K]);
-	std::unique_ptr<int64_t[]> first(new int64_t[(size_t) K]);
-	std::unique_ptr<int64_t[]> node_label(new int64_t[(size_t) K]);
 	int			single = 0;
 	double		threshold = 0.0;
 
-	require(gc_hdb_given_alloc(&w, n, K, error_record()));
-	to_host(w.k_parent, parent.get(), K);
-	to_host(w.k_birth, birth.get(), K);
-	to_host(w.k_size, size.get(), K);
-	to_host(w.k_child1, child1.get(), K);
-	to_host(w.k_child2, child2.get(), K);
-	to_host(w.k_stab, stab.get(), K);
-	to_host(w.k_death, death.get(), K);
-	to_host(w.k_key, key.get(), splits);
-	w.k_parent[0] = -1;
-	w.k_size[0] = n;
 	require(gc_hdb_given_select(&w, &p, row_top.get(), row_glosh.get(), &single, &threshold,
 								call.exec.cancel, call.exec.cancel_arg, error_record()));
+	step("selection");
 
 	/* The rows. */
 	DeviceBuffer<int64_t> d_top(K, what), d_label(K, what);
@@ -386,19 +548,21 @@ void finish(const Call &call, const gc_hdbscan_params &p, const gc_hdbscan_edge 
 	DeviceBuffer<int32_t> cluster(n, "HDBSCAN's labels");
 	DeviceBuffer<double> probability(n, "HDBSCAN's probabilities"), score(n, "HDBSCAN's scores");
 
-	for (int64_t k = 0; k < K; k++)
-		first[k] = n;
 	to_device(d_top.get(), row_top.get(), K);
 	to_device(d_glosh.get(), row_glosh.get(), K);
 	to_device(d_selected.get(), w.k_selected, K);
 	to_device(death.get(), w.k_death, K);
-	to_device(d_first.get(), (const unsigned long long *) first.get(), K);
+	CUDA_TRY(cudaMemset(d_first.get(), 0xff, d_first.bytes()));
 	call.check_cancel();
 	choose<<<blocks_for(n, 256), 256>>>(st, n, K, d_top.get(), d_selected.get(), single, threshold,
 										cluster.get(), d_first.get(), bad.get());
 	CHECK_LAUNCH("choose");
 	check_bad(bad, "labels");
 	to_host((unsigned long long *) first.get(), d_first.get(), K);
+	for (int64_t k = 0; k < K; k++)
+		if (first[k] < 0)
+			first[k] = n;		/* none: the preset all-ones */
+	step("choice");
 
 	int64_t		clusters_found = 0;
 
@@ -409,10 +573,12 @@ void finish(const Call &call, const gc_hdbscan_params &p, const gc_hdbscan_edge 
 										probability.get(), score.get());
 	CHECK_LAUNCH("answer");
 	CUDA_TRY(cudaDeviceSynchronize());
+	step("answers");
 	copy_results(call, {{result->cluster, cluster.get(), cluster.bytes()},
 						{result->probability, probability.get(), probability.bytes()},
 						{result->outlier_score, score.get(), score.bytes()}});
 	result->n_clusters = clusters_found;
+	step("answers copied");
 }
 
 } // namespace hdbscan
