@@ -996,14 +996,13 @@ gc_hdb_label(gc_hdb_work *w, const gc_hdbscan_params *p, gc_hdbscan_result *res,
 
 /*
  * The GPU's path without the rows (cuda/hdbscan_finish.cu): the device
- * computes the K clusters (provisional numbers as gc_hdb_condense_given's)
- * with their stabilities and deaths and gives every row its answer; the
- * host numbers and selects the clusters between, with the code of
- * gc_hdbscan_finish.
+ * computes the K clusters with their stabilities and deaths, numbers them
+ * as gc_hdb_number does and gives every row its answer; the host selects
+ * the clusters between, with the code of gc_hdbscan_finish.
  *
  * gc_hdb_given_alloc sets up w for n rows and K clusters; the caller fills
- * k_parent, k_birth, k_size, k_child1, k_child2, k_stab, k_death [K] and
- * k_key [(K - 1) / 2], then calls gc_hdb_given_select, and frees w with
+ * k_parent, k_birth, k_size, k_child1, k_child2, k_stab and k_death [K]
+ * (numbered), then calls gc_hdb_given_select, and frees w with
  * gc_hdb_free.
  */
 static inline gc_status
@@ -1042,37 +1041,21 @@ gc_hdb_given_alloc(gc_hdb_work *w, int64_t n, int64_t K, gc_error *e)
 }
 
 /*
- * Numbers and selects the given clusters; then, per provisional cluster c,
- * row_top [c] is the node whose number its rows take (gc_hdb_row_choice's
- * top) and row_glosh [c] its GLOSH death; *single and *threshold are
- * gc_hdb_label_prepare's.  Per node, w->k_selected and w->k_death hold the
- * selection and the deaths of the probabilities.
+ * Selects the given clusters (numbered); then per node, top [K] is the
+ * node whose number its rows take (gc_hdb_row_choice's top, in w->sub)
+ * and glosh [K] its GLOSH death; *single and *threshold are
+ * gc_hdb_label_prepare's.  w->k_selected holds the selection.
  */
 static inline gc_status
-gc_hdb_given_select(gc_hdb_work *w, const gc_hdbscan_params *p, int64_t *row_top,
-					double *row_glosh, int *single, double *threshold,
-					gc_cancel_fn cancel, void *carg, gc_error *e)
+gc_hdb_given_select(gc_hdb_work *w, const gc_hdbscan_params *p, double *glosh, int *single,
+					double *threshold, gc_error *e)
 {
-	int64_t		K = w->nodes;
-	double	   *glosh = (double *) malloc(sizeof(double) * (size_t) (K > 0 ? K : 1));
 	gc_status	st;
 
 	*single = 0;
 	*threshold = 0.0;
-	if (glosh == NULL)
-		return gc_error_set(e, GC_ERR_OUT_OF_MEMORY, "out of memory for HDBSCAN's %lld clusters",
-							(long long) K);
-	if ((st = gc_hdb_number(w, cancel, carg, e)) == GC_OK &&
-		(st = gc_hdb_select(w, p, e)) == GC_OK)
-	{
+	if ((st = gc_hdb_select(w, p, e)) == GC_OK)
 		gc_hdb_label_prepare(w, p, w->sub, glosh, single, threshold);
-		for (int64_t c = 0; c < K; c++)
-		{
-			row_top[c] = w->sub[w->k_num[c]];
-			row_glosh[c] = glosh[w->k_num[c]];
-		}
-	}
-	free(glosh);
 	return st;
 }
 

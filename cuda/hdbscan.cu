@@ -82,7 +82,8 @@ int64_t bytes_estimate(int32_t n, int32_t d, size_t esize, int32_t k, size_t sor
 	/*
 	 * 160 bytes a row for the tree and the Boruvka rounds, 96 for the
 	 * hierarchy, 160 for the places in the condensed tree (the finish
-	 * needs less: 32 a row and 88 a cluster, at most one cluster a row)
+	 * needs less: at most 40 a row and 120 a cluster, at most one cluster
+	 * a row)
 	 */
 	int64_t		need = nn * (2 * d * (int64_t) esize + 2 * B * (int64_t) esize + 416) +
 		(int64_t) sort_tmp + (16 << 20);

@@ -17,9 +17,11 @@
  *             ones (rows leaving a cluster one at a time), a chunk of
  *             kHostChunk terms at a time, asking cancel between chunks
  *             (timing counts[2]: how many clusters);
- *   select    the clusters are copied to the host, which numbers and
- *             selects them (gc_hdb_given_select: gc_hdb_number and
- *             gc_hdb_select, the CPU back end's code);
+ *   select    the clusters are numbered on the device as gc_hdb_number
+ *             numbers them (a CUB sort of the splits by their place in the
+ *             breadth-first walk) and copied to the host, which selects
+ *             them (gc_hdb_given_select: gc_hdb_select, the CPU back end's
+ *             code);
  *   rows      each row's cluster and each cluster's lowest row on the
  *             device; the host numbers the clusters by their lowest row;
  *             each row's number, probability and GLOSH score on the device,
@@ -271,10 +273,78 @@ __global__ void sums(const double *terms, const int64_t *from, const int64_t *to
 		stab[k] = s;
 }
 
+/* The splits' places, to be sorted (gc_hdb_number's order). */
+__global__ void split_keys(const Split *split, int64_t splits, unsigned long long *key, uint32_t *val)
+{
+	const int64_t j = (int64_t) blockIdx.x * blockDim.x + threadIdx.x;
+
+	if (j < splits)
+	{
+		key[j] = split[j].key;
+		val[j] = (uint32_t) j;
+	}
+}
+
+/* num [c]: the number of provisional cluster c, from the splits in order (num [0] preset to 0). */
+__global__ void number(const uint32_t *order, int64_t splits, int64_t *num)
+{
+	const int64_t t = (int64_t) blockIdx.x * blockDim.x + threadIdx.x;
+
+	if (t < splits)
+	{
+		const int64_t j = order[t];
+
+		num[1 + 2 * j] = 1 + 2 * t;
+		num[2 + 2 * j] = 2 + 2 * t;
+	}
+}
+
+/* The clusters as the host's arrays, numbered (child1 and child2 preset to -1). */
+struct Numbered
+{
+	int64_t    *parent;
+	double	   *birth;
+	int64_t    *size;
+	int64_t    *child1;
+	int64_t    *child2;
+	double	   *stab;
+	double	   *death;
+};
+
+__global__ void permute(const Split *split, const int64_t *num, const double *stab, const double *death,
+						int64_t K, int64_t n, Numbered out)
+{
+	const int64_t c = (int64_t) blockIdx.x * blockDim.x + threadIdx.x;
+
+	if (c >= K)
+		return;
+	const int64_t k = num[c];
+
+	out.stab[k] = stab[c];
+	out.death[k] = death[c];
+	if (c == 0)
+	{
+		out.parent[k] = -1;
+		out.birth[k] = 0.0;
+		out.size[k] = n;
+		return;
+	}
+	const Split x = split[(c - 1) / 2];
+	const int64_t p = num[x.parent];
+
+	out.parent[k] = p;
+	out.birth[k] = x.birth;
+	out.size[k] = c % 2 == 1 ? x.lsize : x.rsize;
+	if (c % 2 == 1)
+		out.child1[p] = k;
+	else
+		out.child2[p] = k;
+}
+
 /* Each row's chosen cluster node (-1: noise) into cluster, and each node's lowest row. */
-__global__ void choose(const gc_hdb_state *st, int64_t n, int64_t K, const int64_t *row_top,
-					   const uint8_t *selected, int single, double threshold, int32_t *cluster,
-					   unsigned long long *first, int *bad)
+__global__ void choose(const gc_hdb_state *st, int64_t n, int64_t K, const int64_t *num,
+					   const int64_t *node_top, const uint8_t *selected, int single, double threshold,
+					   int32_t *cluster, unsigned long long *first, int *bad)
 {
 	const int64_t i = (int64_t) blockIdx.x * blockDim.x + threadIdx.x;
 
@@ -288,7 +358,7 @@ __global__ void choose(const gc_hdb_state *st, int64_t n, int64_t K, const int64
 		cluster[i] = -1;
 		return;
 	}
-	const int64_t top = row_top[s.own];
+	const int64_t top = node_top[num[s.own]];
 	int64_t		k = gc_hdb_row_choice(top, selected[top], s.at.lambda, single, threshold);
 
 	if (k == -2)
@@ -302,8 +372,8 @@ __global__ void choose(const gc_hdb_state *st, int64_t n, int64_t K, const int64
 }
 
 /* Each row's number, probability and GLOSH score. */
-__global__ void answer(const gc_hdb_state *st, int64_t n, const int64_t *node_label,
-					   const double *death, const double *row_glosh, int32_t *cluster,
+__global__ void answer(const gc_hdb_state *st, int64_t n, const int64_t *num, const int64_t *node_label,
+					   const double *death, const double *glosh, int32_t *cluster,
 					   double *probability, double *score)
 {
 	const int64_t i = (int64_t) blockIdx.x * blockDim.x + threadIdx.x;
@@ -320,7 +390,7 @@ __global__ void answer(const gc_hdb_state *st, int64_t n, const int64_t *node_la
 		cluster[i] = (int32_t) node_label[k];
 		probability[i] = gc_hdb_row_probability(s.at.lambda, death[k]);
 	}
-	score[i] = gc_hdb_row_glosh(s.at.lambda, row_glosh[s.own]);
+	score[i] = gc_hdb_row_glosh(s.at.lambda, glosh[num[s.own]]);
 }
 
 /* Copies count elements from device src to host dst. */
@@ -391,20 +461,15 @@ void finish(const Call &call, const gc_hdbscan_params &p, const gc_hdbscan_edge 
 
 	require(gc_hdb_given_alloc(&w, n, K, error_record()));
 
-	std::unique_ptr<int64_t[]> row_top(new int64_t[(size_t) K]);
-	std::unique_ptr<double[]> row_glosh(new double[(size_t) K]);
+	std::unique_ptr<double[]> glosh(new double[(size_t) K]);
 	std::unique_ptr<int64_t[]> first(new int64_t[(size_t) K]);
 	std::unique_ptr<int64_t[]> node_label(new int64_t[(size_t) K]);
-	std::vector<Split> hsplit((size_t) (splits > 0 ? splits : 1));
 	const size_t kb = sizeof(int64_t) * (size_t) K;
 	std::unique_ptr<Prefault> pf(new Prefault({{w.k_parent, kb}, {w.k_birth, kb}, {w.k_size, kb},
 											   {w.k_child1, kb}, {w.k_child2, kb}, {w.k_stab, kb},
 											   {w.k_death, kb}, {w.k_selected, (size_t) K},
-											   {w.k_top, kb}, {w.k_key, kb}, {w.k_order, kb},
-											   {w.k_num, kb}, {w.sub, kb}, {row_top.get(), kb},
-											   {row_glosh.get(), kb}, {first.get(), kb},
-											   {node_label.get(), kb},
-											   {hsplit.data(), sizeof(Split) * hsplit.size()}},
+											   {w.sub, kb}, {glosh.get(), kb}, {first.get(), kb},
+											   {node_label.get(), kb}},
 											  threads, (size_t) 4 << 20));
 
 	CUDA_TRY(cudaMemset(bad.get(), 0, sizeof(int)));
@@ -482,34 +547,8 @@ void finish(const Call &call, const gc_hdbscan_params &p, const gc_hdbscan_edge 
 		step("device sums");
 	}
 	check_bad(bad, "clusters");
-	pf.reset();
-	step("host memory faulted in");
-
-	/* The clusters on the host: the splits' records, the sums, the deaths. */
-	to_host(hsplit.data(), split.get(), splits);
-	to_host(w.k_stab, stab.get(), K);
-	to_host(w.k_death, death.get(), K);
-	w.k_parent[0] = -1;
-	w.k_birth[0] = 0.0;
-	w.k_size[0] = n;
-	for (int64_t k = 0; k < K; k++)
-		w.k_child1[k] = w.k_child2[k] = -1;
-	for (int64_t j = 0; j < splits; j++)
 	{
-		const Split &x = hsplit[(size_t) j];
-		const int64_t c = 1 + 2 * j;
-
-		w.k_parent[c] = w.k_parent[c + 1] = x.parent;
-		w.k_birth[c] = w.k_birth[c + 1] = x.birth;
-		w.k_size[c] = x.lsize;
-		w.k_size[c + 1] = x.rsize;
-		w.k_child1[x.parent] = c;
-		w.k_child2[x.parent] = c + 1;
-		w.k_key[j] = x.key;
-	}
-	step("clusters copied");
-	{
-		/* the long sums, in order, a chunk at a time */
+		/* the long sums, in order, a chunk at a time, into stab */
 		std::vector<double> chunk;
 
 		for (const LongSum &x : longs)
@@ -526,18 +565,69 @@ void finish(const Call &call, const gc_hdbscan_params &p, const gc_hdbscan_edge 
 				for (int64_t j = 0; j < c; j++)
 					sum += chunk[(size_t) j];
 			}
-			w.k_stab[x.k] = sum;
+			to_device(stab.get() + x.k, &sum, 1);
 		}
 		terms.release();
 	}
 	step("host sums");
 
+	/* The numbers (gc_hdb_number's: the splits by their place) and the numbered clusters. */
+	DeviceBuffer<int64_t> num(K, what), n_parent(K, what), n_size(K, what), n_child1(K, what),
+				n_child2(K, what);
+	DeviceBuffer<double> n_birth(K, what), n_stab(K, what), n_death(K, what);
+
+	CUDA_TRY(cudaMemset(num.get(), 0, sizeof(int64_t)));
+	if (splits > 0)
+	{
+		DeviceBuffer<unsigned long long> k1(splits, what), k2(splits, what);
+		DeviceBuffer<uint32_t> v1(splits, what), v2(splits, what);
+		cub::DoubleBuffer<unsigned long long> kbuf(k1.get(), k2.get());
+		cub::DoubleBuffer<uint32_t> vbuf(v1.get(), v2.get());
+		size_t		bytes = 0;
+
+		split_keys<<<blocks_for(splits, 256), 256>>>(split.get(), splits, k1.get(), v1.get());
+		CHECK_LAUNCH("split_keys");
+		CUDA_TRY(cub::DeviceRadixSort::SortPairs(nullptr, bytes, kbuf, vbuf, (int) splits, 0, 64));
+		{
+			DeviceBuffer<unsigned char> tmp(bytes, what);
+
+			CUDA_TRY(cub::DeviceRadixSort::SortPairs(tmp.get(), bytes, kbuf, vbuf, (int) splits, 0, 64));
+		}
+		number<<<blocks_for(splits, 256), 256>>>(vbuf.Current(), splits, num.get());
+		CHECK_LAUNCH("number");
+	}
+	{
+		Numbered	out = {n_parent.get(), n_birth.get(), n_size.get(), n_child1.get(), n_child2.get(),
+						   n_stab.get(), n_death.get()};
+
+		CUDA_TRY(cudaMemset(n_child1.get(), 0xff, n_child1.bytes()));
+		CUDA_TRY(cudaMemset(n_child2.get(), 0xff, n_child2.bytes()));
+		permute<<<blocks_for(K, 256), 256>>>(split.get(), num.get(), stab.get(), death.get(), K, n, out);
+		CHECK_LAUNCH("permute");
+	}
+	split.release();
+	birth.release();
+	stab.release();
+	death.release();
+	step("numbered");
+	pf.reset();
+	step("host memory faulted in");
+
+	/* The clusters on the host. */
+	to_host(w.k_parent, n_parent.get(), K);
+	to_host(w.k_birth, n_birth.get(), K);
+	to_host(w.k_size, n_size.get(), K);
+	to_host(w.k_child1, n_child1.get(), K);
+	to_host(w.k_child2, n_child2.get(), K);
+	to_host(w.k_stab, n_stab.get(), K);
+	to_host(w.k_death, n_death.get(), K);
+	step("clusters copied");
+
 	/* The selection on the host. */
 	int			single = 0;
 	double		threshold = 0.0;
 
-	require(gc_hdb_given_select(&w, &p, row_top.get(), row_glosh.get(), &single, &threshold,
-								call.exec.cancel, call.exec.cancel_arg, error_record()));
+	require(gc_hdb_given_select(&w, &p, glosh.get(), &single, &threshold, error_record()));
 	step("selection");
 
 	/* The rows. */
@@ -548,14 +638,13 @@ void finish(const Call &call, const gc_hdbscan_params &p, const gc_hdbscan_edge 
 	DeviceBuffer<int32_t> cluster(n, "HDBSCAN's labels");
 	DeviceBuffer<double> probability(n, "HDBSCAN's probabilities"), score(n, "HDBSCAN's scores");
 
-	to_device(d_top.get(), row_top.get(), K);
-	to_device(d_glosh.get(), row_glosh.get(), K);
+	to_device(d_top.get(), w.sub, K);
+	to_device(d_glosh.get(), glosh.get(), K);
 	to_device(d_selected.get(), w.k_selected, K);
-	to_device(death.get(), w.k_death, K);
 	CUDA_TRY(cudaMemset(d_first.get(), 0xff, d_first.bytes()));
 	call.check_cancel();
-	choose<<<blocks_for(n, 256), 256>>>(st, n, K, d_top.get(), d_selected.get(), single, threshold,
-										cluster.get(), d_first.get(), bad.get());
+	choose<<<blocks_for(n, 256), 256>>>(st, n, K, num.get(), d_top.get(), d_selected.get(), single,
+										threshold, cluster.get(), d_first.get(), bad.get());
 	CHECK_LAUNCH("choose");
 	check_bad(bad, "labels");
 	to_host((unsigned long long *) first.get(), d_first.get(), K);
@@ -569,8 +658,8 @@ void finish(const Call &call, const gc_hdbscan_params &p, const gc_hdbscan_edge 
 	require(gc_hdb_given_number(first.get(), K, n, node_label.get(), &clusters_found,
 								call.exec.cancel, call.exec.cancel_arg, error_record()));
 	to_device(d_label.get(), node_label.get(), K);
-	answer<<<blocks_for(n, 256), 256>>>(st, n, d_label.get(), death.get(), d_glosh.get(), cluster.get(),
-										probability.get(), score.get());
+	answer<<<blocks_for(n, 256), 256>>>(st, n, num.get(), d_label.get(), n_death.get(), d_glosh.get(),
+										cluster.get(), probability.get(), score.get());
 	CHECK_LAUNCH("answer");
 	CUDA_TRY(cudaDeviceSynchronize());
 	step("answers");

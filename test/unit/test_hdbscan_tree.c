@@ -347,7 +347,11 @@ rows_given_answer(const gc_hdbscan_params *p, int64_t n, const gc_hdbscan_edge *
 					threshold = 0.0;
 		int			single = 0;
 
-		rc = gc_hdb_given_select(&w, p, top, glosh, &single, &threshold, NULL, NULL, err);
+		/* the device numbers the clusters as gc_hdb_number does */
+		if ((rc = gc_hdb_number(&w, NULL, NULL, err)) == GC_OK)
+			rc = gc_hdb_given_select(&w, p, glosh, &single, &threshold, err);
+		for (int64_t k = 0; k < K && rc == GC_OK; k++)
+			top[k] = w.sub[w.k_num[k]];
 		for (int64_t k = 0; k < K; k++)
 			first[k] = n;
 		for (int64_t i = 0; i < n && rc == GC_OK; i++)
@@ -370,7 +374,7 @@ rows_given_answer(const gc_hdbscan_params *p, int64_t n, const gc_hdbscan_edge *
 			a->prob[i] = k < 0 ? 0.0 : gc_hdb_row_probability(st[i].at.lambda, w.k_death[k]);
 			if (k >= 0)
 				a->cluster[i] = (int32_t) label[k];
-			a->score[i] = gc_hdb_row_glosh(st[i].at.lambda, glosh[st[i].own]);
+			a->score[i] = gc_hdb_row_glosh(st[i].at.lambda, glosh[w.k_num[st[i].own]]);
 		}
 		a->n_clusters = count;
 		free(top);
