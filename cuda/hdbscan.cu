@@ -158,7 +158,7 @@ void run(Workspace &w, const void *x, /* [n, d] host */
 		 gc_hdbscan_edge *mst, /* [n - 1] out, host, without result */
 		 gc_hdb_merge *merges, /* [n - 1] out, host, without result */
 		 gc_hdb_state *states, /* [2 n - 1] out, host, without result */
-		 int threads /* host threads that fault in the finish's host memory */)
+		 FinishHost *host /* with result: the finish's host memory */)
 {
 	gc_timing  *t = w.call.timing;
 	Stopwatch	sw;
@@ -229,7 +229,7 @@ void run(Workspace &w, const void *x, /* [n, d] host */
 	{
 		Stopwatch	fin;
 
-		finish(w.call, p, edges.get(), mg.get(), st.get(), w.n, result, threads);
+		finish(w.call, p, edges.get(), mg.get(), st.get(), w.n, result, *host);
 		t->from_device_ms += copy_ms;
 		t->phase_ms[2] = fin.ms() - (t->from_device_ms - copy_ms);
 		return;
@@ -312,17 +312,27 @@ extern "C" gc_status gcu_hdbscan(const gc_exec *exec,
 	 */
 	if (!result->tree)
 	{
-		gc::hdbscan::Prefault pf({{result->cluster, sizeof(int32_t) * (size_t) n},
-								  {result->probability, sizeof(double) * (size_t) n},
-								  {result->outlier_score, sizeof(double) * (size_t) n},
-								  {result->core_distance, result->core_distance ? sizeof(double) * (size_t) n : 0}},
-								 std::min(8, host_threads(call)));
+		/* at most kmax clusters: the leaves hold disjoint sets of min_cluster_size rows or more */
+		const int64_t kmax = params->min_cluster_size >= 2 ? 2 * (n / params->min_cluster_size) + 1 : n;
+		gc::hdbscan::FinishHost host(n, kmax);
+		std::vector<std::pair<void *, size_t>> bufs;
+
+		/* the clusters' arrays too, unless gigabytes (min_cluster_size 2 on tens of millions of rows) */
+		if (kmax <= ((int64_t) 1 << 30) / 100)
+			bufs = host.buffers();
+
+		bufs.push_back({result->cluster, sizeof(int32_t) * (size_t) n});
+		bufs.push_back({result->probability, sizeof(double) * (size_t) n});
+		bufs.push_back({result->outlier_score, sizeof(double) * (size_t) n});
+		if (result->core_distance)
+			bufs.push_back({result->core_distance, sizeof(double) * (size_t) n});
+
+		gc::hdbscan::Prefault pf(bufs, std::min(8, host_threads(call)));
 
 		gc::run_on_device(call, [&] {
 			gc::hdbscan::Workspace w(call, dtype, (int32_t) n, d, *params);
 
-			gc::hdbscan::run(w, x, *params, result->core_distance, result, NULL, NULL, NULL,
-							 std::min(8, host_threads(call)));
+			gc::hdbscan::run(w, x, *params, result->core_distance, result, NULL, NULL, NULL, &host);
 		});
 		return GC_OK;
 	}
@@ -344,7 +354,7 @@ extern "C" gc_status gcu_hdbscan(const gc_exec *exec,
 		gc::run_on_device(call, [&] {
 			gc::hdbscan::Workspace w(call, dtype, (int32_t) n, d, *params);
 
-			gc::hdbscan::run(w, x, *params, core.get(), NULL, mst.get(), merges.get(), states.get(), 0);
+			gc::hdbscan::run(w, x, *params, core.get(), NULL, mst.get(), merges.get(), states.get(), NULL);
 		});
 	}
 

@@ -30,6 +30,7 @@
 #include "metric.h"
 
 #include <functional>
+#include <memory>
 #include <initializer_list>
 #include <thread>
 #include <utility>
@@ -198,9 +199,45 @@ int64_t split_numbers(const gc_hdb_merge *mg, int64_t m, int64_t min_size, Devic
  * probability, outlier_score and n_clusters, all computed on the device but
  * the clusters' numbering and selection (cuda/hdbscan_finish.cu).
  */
+/*
+ * The host's memory of the finish: the clusters' arrays (gc_hdb_given_alloc)
+ * and three more per cluster, for at most kmax clusters, allocated before
+ * the device part so that they can be faulted in while it computes.
+ */
+struct FinishHost
+{
+	gc_hdb_work w;
+	int64_t		kmax;
+	std::unique_ptr<double[]> glosh;
+	std::unique_ptr<int64_t[]> first;
+	std::unique_ptr<int64_t[]> node_label;
+
+	FinishHost(int64_t n, int64_t kmax_) : kmax(kmax_)
+	{
+		memset(&w, 0, sizeof(w));
+		require(gc_hdb_given_alloc(&w, n, kmax, error_record()));
+		glosh.reset(new double[(size_t) kmax]);
+		first.reset(new int64_t[(size_t) kmax]);
+		node_label.reset(new int64_t[(size_t) kmax]);
+	}
+	~FinishHost() { gc_hdb_free(&w); }
+	FinishHost(const FinishHost &) = delete;
+	FinishHost &operator=(const FinishHost &) = delete;
+
+	/* The arrays the finish writes, for Prefault. */
+	std::vector<std::pair<void *, size_t>> buffers() const
+	{
+		const size_t b = sizeof(int64_t) * (size_t) kmax;
+
+		return {{w.k_parent, b}, {w.k_birth, b}, {w.k_size, b}, {w.k_child1, b}, {w.k_child2, b},
+				{w.k_stab, b}, {w.k_death, b}, {w.k_selected, (size_t) kmax}, {w.sub, b},
+				{glosh.get(), b}, {first.get(), b}, {node_label.get(), b}};
+	}
+};
+
 void finish(const Call &call, const gc_hdbscan_params &p, const gc_hdbscan_edge *edges,
 			const gc_hdb_merge *mg, const gc_hdb_state *st, int32_t n, gc_hdbscan_result *result,
-			int threads);
+			FinishHost &host);
 
 /*
  * Faults in host buffers on a few threads, beside the caller, from its
@@ -217,7 +254,7 @@ void finish(const Call &call, const gc_hdbscan_params &p, const gc_hdbscan_edge 
 class Prefault
 {
   public:
-	Prefault(std::initializer_list<std::pair<void *, size_t>> bufs, int threads,
+	Prefault(const std::vector<std::pair<void *, size_t>> &bufs, int threads,
 			 size_t min_bytes = (size_t) 64 << 20)
 	{
 		size_t		total = 0;

@@ -417,20 +417,11 @@ void check_bad(const DeviceBuffer<int> &bad, const char *what)
 		fail(GC_ERR_INTERNAL, "HDBSCAN's %s on the device are inconsistent", what);
 }
 
-/* Owns a gc_hdb_work of the host. */
-struct HostWork
-{
-	gc_hdb_work w;
-
-	HostWork() { memset(&w, 0, sizeof(w)); }
-	~HostWork() { gc_hdb_free(&w); }
-};
-
 } // namespace
 
 void finish(const Call &call, const gc_hdbscan_params &p, const gc_hdbscan_edge *edges,
 			const gc_hdb_merge *mg, const gc_hdb_state *st, int32_t n, gc_hdbscan_result *result,
-			int threads)
+			FinishHost &host)
 {
 	const int64_t m = (int64_t) n - 1,
 				min_size = p.min_cluster_size;
@@ -452,26 +443,16 @@ void finish(const Call &call, const gc_hdbscan_params &p, const gc_hdbscan_edge 
 	DeviceBuffer<double> birth(K, what), stab(K, what), death(K, what);
 	DeviceBuffer<int> bad(1, what);
 
-	/*
-	 * The host's arrays of the clusters, faulted in on threads while the
-	 * device works (new pages take a copy at about 1 GB/s).
-	 */
-	HostWork	hw;
-	gc_hdb_work &w = hw.w;
+	if (K > host.kmax)
+		fail(GC_ERR_INTERNAL, "HDBSCAN made %lld clusters, more than the %lld possible",
+			 (long long) K, (long long) host.kmax);
 
-	require(gc_hdb_given_alloc(&w, n, K, error_record()));
+	gc_hdb_work &w = host.w;
+	double	   *glosh = host.glosh.get();
+	int64_t    *first = host.first.get(),
+			   *node_label = host.node_label.get();
 
-	std::unique_ptr<double[]> glosh(new double[(size_t) K]);
-	std::unique_ptr<int64_t[]> first(new int64_t[(size_t) K]);
-	std::unique_ptr<int64_t[]> node_label(new int64_t[(size_t) K]);
-	const size_t kb = sizeof(int64_t) * (size_t) K;
-	std::unique_ptr<Prefault> pf(new Prefault({{w.k_parent, kb}, {w.k_birth, kb}, {w.k_size, kb},
-											   {w.k_child1, kb}, {w.k_child2, kb}, {w.k_stab, kb},
-											   {w.k_death, kb}, {w.k_selected, (size_t) K},
-											   {w.sub, kb}, {glosh.get(), kb}, {first.get(), kb},
-											   {node_label.get(), kb}},
-											  threads, (size_t) 4 << 20));
-
+	w.nodes = K;
 	CUDA_TRY(cudaMemset(bad.get(), 0, sizeof(int)));
 	CUDA_TRY(cudaMemset(birth.get(), 0, birth.bytes()));	/* the root's: its terms are lambda - 0 */
 	CUDA_TRY(cudaMemset(stab.get(), 0, stab.bytes()));
@@ -610,8 +591,6 @@ void finish(const Call &call, const gc_hdbscan_params &p, const gc_hdbscan_edge 
 	stab.release();
 	death.release();
 	step("numbered");
-	pf.reset();
-	step("host memory faulted in");
 
 	/* The clusters on the host. */
 	to_host(w.k_parent, n_parent.get(), K);
@@ -627,7 +606,7 @@ void finish(const Call &call, const gc_hdbscan_params &p, const gc_hdbscan_edge 
 	int			single = 0;
 	double		threshold = 0.0;
 
-	require(gc_hdb_given_select(&w, &p, glosh.get(), &single, &threshold, error_record()));
+	require(gc_hdb_given_select(&w, &p, glosh, &single, &threshold, error_record()));
 	step("selection");
 
 	/* The rows. */
@@ -639,7 +618,7 @@ void finish(const Call &call, const gc_hdbscan_params &p, const gc_hdbscan_edge 
 	DeviceBuffer<double> probability(n, "HDBSCAN's probabilities"), score(n, "HDBSCAN's scores");
 
 	to_device(d_top.get(), w.sub, K);
-	to_device(d_glosh.get(), glosh.get(), K);
+	to_device(d_glosh.get(), glosh, K);
 	to_device(d_selected.get(), w.k_selected, K);
 	CUDA_TRY(cudaMemset(d_first.get(), 0xff, d_first.bytes()));
 	call.check_cancel();
@@ -647,7 +626,7 @@ void finish(const Call &call, const gc_hdbscan_params &p, const gc_hdbscan_edge 
 										threshold, cluster.get(), d_first.get(), bad.get());
 	CHECK_LAUNCH("choose");
 	check_bad(bad, "labels");
-	to_host((unsigned long long *) first.get(), d_first.get(), K);
+	to_host((unsigned long long *) first, d_first.get(), K);
 	for (int64_t k = 0; k < K; k++)
 		if (first[k] < 0)
 			first[k] = n;		/* none: the preset all-ones */
@@ -655,9 +634,9 @@ void finish(const Call &call, const gc_hdbscan_params &p, const gc_hdbscan_edge 
 
 	int64_t		clusters_found = 0;
 
-	require(gc_hdb_given_number(first.get(), K, n, node_label.get(), &clusters_found,
+	require(gc_hdb_given_number(first, K, n, node_label, &clusters_found,
 								call.exec.cancel, call.exec.cancel_arg, error_record()));
-	to_device(d_label.get(), node_label.get(), K);
+	to_device(d_label.get(), node_label, K);
 	answer<<<blocks_for(n, 256), 256>>>(st, n, num.get(), d_label.get(), n_death.get(), d_glosh.get(),
 										cluster.get(), probability.get(), score.get());
 	CHECK_LAUNCH("answer");
