@@ -432,6 +432,11 @@ static const hd_case hd_cases[] = {
 	{"blobs", 3, 2, {2, 2, 0, 0, 1, 0}, F32, EUC, 0, 0, 1},
 	{"blobs", 1, 2, {2, 1, 0, 0, 0, 0}, F32, EUC, 0, 0, 1},
 	{"blobs", 100, 2, {5, 5, 0, 0, 0, 0}, F32, EUC, 0, 0, 1},
+	/* few rows without the tree: the answer computed on the device */
+	{"blobs", 2, 2, {2, 1, 0, 0, 0, 0}},
+	{"blobs", 3, 2, {2, 2, 0, 0, 1, 0}},
+	{"same", 50, 2, {5, 0, 0, 0, 1, 0}},
+	{"blobs", 100, 2, {5, 5, 0, 1, 0, 0}},
 };
 
 /* The rows of a case in its element type and metric; exits when out of memory or a row has no direction. */
