@@ -21,7 +21,12 @@
  *         (duplicates, lattices) are pruned by row index as well; or when its
  *         weight bound is above the least weight that any row of the
  *         component has found so far (shared through an atomicMin; the rows
- *         that hold the component's least edge never prune it).  Each
+ *         that hold the component's least edge never prune it).  A row
+ *         whose search was complete (nothing pruned by that shared bound
+ *         alone) keeps its edge in the next round without a search while
+ *         the edge's other end is still in another component: the rows of
+ *         other components only become fewer and the weights stay, so the
+ *         least edge over them is the same.  Each
  *         component then takes the least edge of its rows (atomicMin on the
  *         weight's bits, then on lo << 32 | hi among the rows at that
  *         weight), the components' edges are added (an edge chosen from both
@@ -280,8 +285,10 @@ __device__ __forceinline__ bool key_less(double wa, int32_t la, int32_t ha,
 template <int D, typename T>
 __global__ void __launch_bounds__(kThreads)
 boruvka_kernel(Tree<T> t, int32_t first, int32_t end,
-			   double *best_w, /* [n] out */
-			   unsigned long long *best_pair, /* [n] out: lo << 32 | hi */
+			   const int32_t *inv, /* [n] sorted position of each row */
+			   double *best_w, /* [n] in/out */
+			   unsigned long long *best_pair, /* [n] in/out: lo << 32 | hi */
+			   uint8_t *exact, /* [n] in/out: best_w / best_pair is the row's least edge */
 			   unsigned long long *cbound, /* [n] by root, in/out */
 			   unsigned long long *evals /* [1] in/out */)
 {
@@ -289,12 +296,31 @@ boruvka_kernel(Tree<T> t, int32_t first, int32_t end,
 	const bool	active = pos < end;
 	unsigned long long count = 0;
 
+	if (active && exact[pos])
+	{
+		/*
+		 * The row's least edge of the round before, if its other end is
+		 * still in another component, is its least edge now: the rows of
+		 * other components are fewer, the weights the same.
+		 */
+		const unsigned long long pr = best_pair[pos];
+		const int32_t row = __ldg(t.perm + pos);
+		const int32_t lo = (int32_t) (pr >> 32),
+					hi = (int32_t) (pr & 0xffffffffULL);
+
+		if (pr != ~0ULL && __ldg(t.comp + __ldg(inv + (lo == row ? hi : lo))) != __ldg(t.comp + pos))
+		{
+			atomicMin(cbound + __ldg(t.comp + pos), (unsigned long long) __double_as_longlong(best_w[pos]));
+			return;
+		}
+	}
 	if (active)
 	{
 		const int	d = D > 0 ? D : t.d;
 		const int32_t row = __ldg(t.perm + pos);
 		const int32_t cq = __ldg(t.comp + pos);
 		const double coreq = __ldg(t.core_s + pos);
+		bool		complete = true;	/* nothing pruned by the component's bound alone */
 		dbscan::Query<D, T> q;
 		int32_t		stack[kStack];
 		double		sbound[kStack];
@@ -336,8 +362,13 @@ boruvka_kernel(Tree<T> t, int32_t first, int32_t end,
 				const double lw = sbound[sp];
 				const int32_t m = __ldg(t.minrow + v);
 
-				if (lw > cbw || !key_less(lw, min(row, m), max(row, m), bw, blo, bhi))
+				if (!key_less(lw, min(row, m), max(row, m), bw, blo, bhi))
 					continue;
+				if (lw > cbw)
+				{
+					complete = false;
+					continue;
+				}
 			}
 
 			const int32_t c[2] = {__ldg(t.left + v), __ldg(t.right + v)};
@@ -384,8 +415,13 @@ boruvka_kernel(Tree<T> t, int32_t first, int32_t end,
 													 gc_metric_distance(t.metric, bd2));
 					const int32_t m = __ldg(t.minrow + c[s]);
 
-					if (lw > cbw || !key_less(lw, min(row, m), max(row, m), bw, blo, bhi))
+					if (!key_less(lw, min(row, m), max(row, m), bw, blo, bhi))
 						continue;
+					if (lw > cbw)
+					{
+						complete = false;
+						continue;
+					}
 					b[s] = lw;
 					bm[s] = m;
 				}
@@ -417,6 +453,7 @@ boruvka_kernel(Tree<T> t, int32_t first, int32_t end,
 		best_w[pos] = bw;
 		best_pair[pos] = blo != INT_MAX ? (((unsigned long long) (uint32_t) blo << 32) | (uint32_t) bhi)
 			: ~0ULL;
+		exact[pos] = complete && !aborted;
 	}
 	add_count(evals, count);
 }
@@ -567,6 +604,7 @@ void mst_phase(Workspace &w)
 	DeviceBuffer<int32_t> forest(n, "the components");
 	DeviceBuffer<double> best_w(n, "the Boruvka edges");
 	DeviceBuffer<unsigned long long> best_pair(n, "the Boruvka edges");
+	DeviceBuffer<uint8_t> exact(n, "the Boruvka edges");
 	DeviceBuffer<unsigned long long> cw(n, "the Boruvka edges");
 	DeviceBuffer<unsigned long long> cp(n, "the Boruvka edges");
 	DeviceBuffer<int32_t> nedges(1, "the Boruvka edges");
@@ -580,6 +618,7 @@ void mst_phase(Workspace &w)
 	iota_kernel<<<blocks_for(n, 256), 256>>>(forest.get(), n);
 	CHECK_LAUNCH("iota_kernel");
 	CUDA_TRY(cudaMemset(nedges.get(), 0, sizeof(int32_t)));
+	CUDA_TRY(cudaMemset(exact.get(), 0, exact.bytes()));
 
 	while (have < n - 1)
 	{
@@ -598,7 +637,8 @@ void mst_phase(Workspace &w)
 
 					t.comp = comp.get();
 					boruvka_kernel<D, T><<<blocks_for(end - first, kThreads), kThreads>>>(
-						t, first, end, best_w.get(), best_pair.get(), cw.get(), w.evals.get());
+						t, first, end, w.inv.get(), best_w.get(), best_pair.get(), exact.get(), cw.get(),
+						w.evals.get());
 					CHECK_LAUNCH("boruvka_kernel");
 				});
 			});
