@@ -186,10 +186,24 @@ void run(Workspace &w, const void *x, /* [n, d] host */
 		CUDA_TRY(cudaDeviceSynchronize());
 	});
 	timed(t->phase_ms[1], [&] {
+		Stopwatch	lap;
+		auto		step = [&](const char *done) {
+			if (w.debug)
+			{
+				CUDA_TRY(cudaDeviceSynchronize());
+				fprintf(stderr, "gpuclust hdbscan: %s, %.3f ms\n", done, lap.ms());
+				lap.restart();
+			}
+		};
+
 		mst_phase(w);
+		step("spanning tree");
 		sort_edges(w, edges);
+		step("edges sorted");
 		linkage(w.call, edges.get(), w.n, mg);
+		step("hierarchy");
 		condense(w.call, edges.get(), mg.get(), w.n, w.min_cluster_size, st);
+		step("places in the condensed tree");
 		CUDA_TRY(cudaDeviceSynchronize());
 	});
 	t->compute_ms = compute.ms();
