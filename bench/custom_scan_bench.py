@@ -14,8 +14,12 @@ custom_scan_bench.py
 
 --device and --parallel-gather take lists: every combination is measured on
 the same table.  --order-by also measures the query with ORDER BY id (the
-table then gets a primary key).  The table is filled in id order, so that
-the parallel gather needs no sort for it; --scattered-key adds a column
+table then gets a primary key, and is clustered on it: the rows of
+rowpath_bench.make_2d come grouped by blob, not in id order, since its join
+sorts them on i % 20; in id order the parallel gather needs no sort for
+ORDER BY id, and the plain query reads the rows in the same order;
+until 2026-11-27 the table was not clustered, and ORDER BY id was
+sorted); --scattered-key adds a column
 k = id * 48271 % 2147483647 (unique, NOT NULL, in no relation to the
 table's order) and measures ORDER BY k as well, which it sorts.
 
@@ -121,7 +125,8 @@ def main():
         make_2d(table, rows)
         queries = [f"SELECT id, f FROM {table}"]
         if a.order_by:
-            psql(f"ALTER TABLE {table} ADD PRIMARY KEY (id); VACUUM ANALYZE {table};")
+            psql(f"ALTER TABLE {table} ADD PRIMARY KEY (id); CLUSTER {table} USING {table}_pkey; "
+                 f"VACUUM ANALYZE {table};")
             queries.append(f"SELECT id, f FROM {table} ORDER BY id")
             if a.scattered_key:
                 psql(f"ALTER TABLE {table} ADD COLUMN k bigint NOT NULL "

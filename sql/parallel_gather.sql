@@ -237,6 +237,54 @@ SELECT * FROM pg_same('SELECT id, f FROM pgo WHERE length(repeat(pad || ''x'', 1
 RESET parallel_leader_participation;
 -- scalar columns and casts, ordered
 SELECT * FROM pg_same('SELECT id::int, a::real, c::float8 FROM pgo WHERE c IS NOT NULL ORDER BY id', 4);
+-- a table in key order: each participant checks as it reads that its keys
+-- never decrease, and no sort runs (DEBUG2 says "already in it"); an ORDER
+-- BY of the row id itself (integer, bigint or smallint, not a cast) takes
+-- each row's key from its id.  Then descending, another key, a cast, and
+-- the same table with rows updated (their new versions at the end) and
+-- with a row put back in the middle, where the sort must run again
+CREATE TABLE pgkey (id int PRIMARY KEY, k bigint NOT NULL UNIQUE, s smallint NOT NULL UNIQUE, f real[])
+  WITH (autovacuum_enabled = off, parallel_workers = 4);
+INSERT INTO pgkey
+SELECT g, 1000000 - g, g - 16000, ARRAY[(g * 7919 % 1000) / 100.0, (g::bigint * 104729 % 1000) / 100.0]::real[]
+FROM generate_series(1, 30000) g ORDER BY g;
+SELECT pg_taken('SELECT id, f FROM pgkey ORDER BY id', 4);
+SELECT * FROM pg_same('SELECT id, f FROM pgkey ORDER BY id', 1);
+SELECT * FROM pg_same('SELECT id, f FROM pgkey ORDER BY id', 4);
+SELECT * FROM pg_same('SELECT id, f FROM pgkey ORDER BY id DESC', 4);
+SELECT * FROM pg_same('SELECT k, f FROM pgkey ORDER BY k', 4);
+SELECT * FROM pg_same('SELECT s, f FROM pgkey ORDER BY s DESC', 4);
+SELECT * FROM pg_same('SELECT id, f FROM pgkey ORDER BY k', 4);
+SELECT * FROM pg_same('SELECT id, f FROM pgkey ORDER BY s', 4);
+SELECT * FROM pg_same('SELECT id::bigint, f FROM pgkey ORDER BY id', 4);
+-- the rows shared among the participants (a filter that takes time)
+SELECT * FROM pg_same('SELECT id, f FROM pgkey WHERE length(repeat(id::text, 100)) > 0 ORDER BY id', 4);
+SELECT * FROM pg_same('SELECT id, f FROM pgkey WHERE length(repeat(id::text, 100)) > 0 ORDER BY s', 4);
+SET parallel_leader_participation = off;
+SELECT * FROM pg_same('SELECT id, f FROM pgkey WHERE length(repeat(id::text, 100)) > 0 ORDER BY id', 4);
+SELECT * FROM pg_same('SELECT id, f FROM pgkey WHERE length(repeat(id::text, 100)) > 0 ORDER BY id DESC', 4);
+SELECT * FROM pg_same('SELECT id, f FROM pgkey WHERE length(repeat(id::text, 100)) > 0 ORDER BY k', 4);
+RESET parallel_leader_participation;
+UPDATE pgkey SET f = ARRAY[f[2], f[1]] WHERE id % 1000 = 0;
+SELECT * FROM pg_same('SELECT id, f FROM pgkey ORDER BY id', 4);
+SELECT * FROM pg_same('SELECT id, f FROM pgkey ORDER BY s DESC', 4);
+SELECT * FROM pg_same('SELECT id, f FROM pgkey WHERE length(repeat(id::text, 100)) > 0 ORDER BY id', 4);
+SELECT * FROM pg_same('SELECT id, f FROM pgkey WHERE length(repeat(id::text, 100)) > 0 ORDER BY s', 4);
+DELETE FROM pgkey WHERE id = 15000;
+INSERT INTO pgkey VALUES (15000, 985000, -1000, '{1, 2}');
+SELECT * FROM pg_same('SELECT id, f FROM pgkey WHERE id % 1000 <> 0 ORDER BY id', 4);
+SELECT * FROM pg_same('SELECT id, f FROM pgkey WHERE id % 1000 <> 0 AND length(repeat(id::text, 100)) > 0 ORDER BY id', 4);
+-- five blocks, each in key order and each after the next: a filter that
+-- takes long on each row gives most participants one block, whose rows are
+-- in order; the order from one part to the next is then what needs the sort
+CREATE TABLE pgrev (id int PRIMARY KEY, f real[], pad text)
+  WITH (autovacuum_enabled = off, parallel_workers = 4);
+INSERT INTO pgrev
+SELECT (4 - g / 19) * 1000 + g % 19, ARRAY[g % 7, g % 5]::real[], repeat('x', 350)
+FROM generate_series(0, 94) g ORDER BY g;
+SELECT count(DISTINCT (ctid::text::point)[0]) AS blocks FROM pgrev;
+SELECT * FROM pg_same('SELECT id, f FROM pgrev WHERE length(repeat(pad, 20000)) > 0 ORDER BY id', 4, 1.5, 3);
+SELECT * FROM pg_same('SELECT id, f FROM pgrev WHERE length(repeat(pad, 20000)) > 0 ORDER BY id DESC', 4, 1.5, 3);
 -- the serial gather: an ORDER BY that is not unique (a column, or two
 -- that hold no unique key), of an expression, of a type without a key here
 -- (text), with a LIMIT; a unique key that is deferrable or partial
@@ -376,7 +424,7 @@ SELECT pg_taken('SELECT id, f FROM pgwide', 4);
 DROP TABLE pgwide;
 
 DROP VIEW pgv;
-DROP TABLE pgt, pgw, pgbad, pgo, pgobad;
+DROP TABLE pgt, pgw, pgbad, pgo, pgobad, pgkey, pgrev;
 DROP FUNCTION pg_same(text, int, float8, int), pg_taken(text, int);
 RESET min_parallel_table_scan_size;
 RESET gpuclust.parallel_gather;
