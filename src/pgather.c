@@ -852,6 +852,23 @@ typedef struct MergeRun
 	int64		from;
 } MergeRun;
 
+/*
+ * The runs [*from, *to) of share t of nt, each share about total / nt rows
+ * of the merged buffers: the runs that start below share t's end, from
+ * where share t - 1's ended (*r, 0 for the first share).
+ */
+static void
+ShareOfRuns(const MergeRun *runs, int64 nruns, int64 total, int t, int nt, int64 *r,
+			int64 *from, int64 *to)
+{
+	int64		upto = total * (t + 1) / nt;
+
+	*from = *r;
+	while (*r < nruns && runs[*r].out < upto)
+		(*r)++;
+	*to = t == nt - 1 ? nruns : *r;
+}
+
 /* The copies of runs [from, to) into the merged buffers: one thread's share. */
 typedef struct MergeCopy
 {
@@ -1098,18 +1115,13 @@ OrderRows(const PartRows *parts, const MergeRun *runs, int64 nruns, int64 total,
 
 			for (int t = 0; t < nt; t++)
 			{
-				int64		upto = total * (t + 1) / nt;
-
 				shares[t].parts = parts;
 				shares[t].runs = runs;
 				shares[t].order = order;
 				shares[t].w = w;
 				shares[t].refs = refs;
 				shares[t].keys = keys;
-				shares[t].from = r;
-				while (r < nruns && runs[r].out < upto)
-					r++;
-				shares[t].to = t == nt - 1 ? nruns : r;
+				ShareOfRuns(runs, nruns, total, t, nt, &r, &shares[t].from, &shares[t].to);
 			}
 			RunShares(OrderFillRuns, (char *) shares, sizeof(OrderFill), nt);
 			CHECK_FOR_INTERRUPTS();
@@ -1381,16 +1393,11 @@ Merge(GatherReceiver *st, PartRows *parts, int nparts, int nthreads, const GcOrd
 
 			for (int t = 0; t < nt; t++)
 			{
-				int64		upto = total * (t + 1) / nt;
-
 				shares[t].runs = runs;
 				shares[t].ids = in->ids;
 				shares[t].x = (char *) in->x;
 				shares[t].rowbytes = rowbytes;
-				shares[t].from = r;
-				while (r < nruns && runs[r].out < upto)
-					r++;
-				shares[t].to = t == nt - 1 ? nruns : r;
+				ShareOfRuns(runs, nruns, total, t, nt, &r, &shares[t].from, &shares[t].to);
 			}
 			RunShares(MergeCopyRuns, (char *) shares, sizeof(MergeCopy), nt);
 		}
