@@ -274,6 +274,21 @@ gc_hdb_lambda(const gc_hdb_work *w, uint32_t m)
 	return w->mst[m].w > 0.0 ? 1.0 / w->mst[m].w : INFINITY;
 }
 
+/*
+ * Merge m of cluster k, with children of lc and rc rows, into k's death and
+ * stability (in the order the merges come); returns the merge's lambda.
+ */
+static inline double
+gc_hdb_merge_into(gc_hdb_work *w, uint32_t m, int64_t k, int64_t lc, int64_t rc, int64_t min_size)
+{
+	double		lambda = gc_hdb_lambda(w, m);
+
+	if (lambda > w->k_death[k])
+		w->k_death[k] = lambda;
+	w->k_stab[k] = gc_hdb_stab_add(w->k_stab[k], lambda - w->k_birth[k], lc, rc, min_size);
+	return lambda;
+}
+
 /* Cluster k (provisional number) made from a child of cluster parent at lambda. */
 static inline void
 gc_hdb_init_cluster(gc_hdb_work *w, int64_t k, int64_t parent, double lambda, int64_t size)
@@ -332,8 +347,7 @@ gc_hdb_condense_node(gc_hdb_work *w, int64_t m, int64_t min_size)
 	int64_t		lc = g.lsize,
 				rc = g.rsize,
 				k = s.own;
-	double		lambda,
-				v;
+	double		lambda;
 	uint64_t	depth = (s.at.place >> 32) + 1,
 				pre = s.at.place & UINT32_MAX;
 	gc_hdb_state down;
@@ -344,11 +358,7 @@ gc_hdb_condense_node(gc_hdb_work *w, int64_t m, int64_t min_size)
 		st[r] = s;
 		return;
 	}
-	lambda = gc_hdb_lambda(w, (uint32_t) m);
-	if (lambda > w->k_death[k])
-		w->k_death[k] = lambda;
-	v = lambda - w->k_birth[k];
-	w->k_stab[k] = gc_hdb_stab_add(w->k_stab[k], v, lc, rc, min_size);
+	lambda = gc_hdb_merge_into(w, (uint32_t) m, k, lc, rc, min_size);
 	if (lc >= min_size && rc >= min_size)
 	{
 		int64_t		c;
@@ -402,8 +412,7 @@ gc_hdb_condense_given(gc_hdb_work *w, int64_t min_size, gc_error *e)
 		int64_t		k = s.own,
 					lc = g.lsize,
 					rc = g.rsize;
-		double		lambda,
-					v;
+		double		lambda;
 
 		if (gc_hdb_poll(&w->loops, NULL, &count))
 			return gc_hdb_cancel_error(e);
@@ -413,11 +422,7 @@ gc_hdb_condense_given(gc_hdb_work *w, int64_t min_size, gc_error *e)
 			return gc_error_set(e, GC_ERR_INTERNAL,
 								"HDBSCAN's merge %lld belongs to cluster %lld of %lld made",
 								(long long) m, (long long) k, (long long) w->nodes);
-		lambda = gc_hdb_lambda(w, (uint32_t) m);
-		if (lambda > w->k_death[k])
-			w->k_death[k] = lambda;
-		v = lambda - w->k_birth[k];
-		w->k_stab[k] = gc_hdb_stab_add(w->k_stab[k], v, lc, rc, min_size);
+		lambda = gc_hdb_merge_into(w, (uint32_t) m, k, lc, rc, min_size);
 		if (lc >= min_size && rc >= min_size)
 		{
 			int64_t		c = st[g.left].own;
