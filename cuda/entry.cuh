@@ -4,7 +4,7 @@
  *    (gcu_dbscan in cuda/dbscan.cu, gcu_density_peaks in cuda/dpeaks.cu):
  *    the call's exec record, tuning and timing, the device it runs on, the
  *    bytes asked for when device memory runs out, the points uploaded and
- *    the results copied back, and the dispatch of a templated kernel on the
+ *    the results copied back (cuda/copy.cu), and the dispatch of a templated kernel on the
  *    number of dimensions.
  */
 #ifndef GPUCLUST_ENTRY_CUH
@@ -136,6 +136,14 @@ inline void require_device_memory(const Call &call, int64_t need, const char *al
 }
 
 /*
+ * bytes from the caller's pageable host memory src to the device at dst,
+ * and back: large copies go through pinned staging buffers on a few host
+ * threads (cuda/copy.cu).  copy_to_host waits for the device first.
+ */
+void copy_to_device(const Call &call, void *dst, const void *src, size_t bytes);
+void copy_to_host(const Call &call, void *dst, const void *src, size_t bytes);
+
+/*
  * The caller's points [n, d] of element type T in a new device buffer.
  * timing->to_device_ms is the time since the call's run began (since), the
  * copy included.
@@ -148,7 +156,7 @@ DeviceBuffer<T> upload_points(const Call &call, const Stopwatch &since,
 	DeviceBuffer<T> dev((size_t) n * d, "the points");
 
 	call.check_cancel();
-	CUDA_TRY(cudaMemcpy(dev.get(), x, dev.bytes(), cudaMemcpyHostToDevice));
+	copy_to_device(call, dev.get(), x, dev.bytes());
 	call.timing->to_device_ms = since.ms();
 	return dev;
 }
@@ -167,7 +175,7 @@ inline void copy_results(const Call &call, std::initializer_list<ResultCopy> cop
 	Stopwatch	sw;
 
 	for (const ResultCopy &c : copies)
-		CUDA_TRY(cudaMemcpy(c.dst, c.src, c.bytes, cudaMemcpyDeviceToHost));
+		copy_to_host(call, c.dst, c.src, c.bytes);
 	call.timing->from_device_ms = sw.ms();
 }
 

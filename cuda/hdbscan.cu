@@ -35,7 +35,9 @@
  *
  * Memory is linear in n: about n (2 d e + 2 min(d, 8) e + 416) bytes with e
  * bytes an element, plus CUB's temporary storage (and 256 MiB of heaps when
- * min_samples > 32), estimated before anything is allocated.  The searches
+ * min_samples > 32, 4 min_samples + 8 bytes a row of nearest rows for the
+ * first Boruvka round when 2 <= min_samples <= 16), estimated before
+ * anything is allocated.  The searches
  * run in chunks of rows sized to take 10 to 50 ms; the cancel callback is
  * asked while they run, and an abort flag stops a running launch.
  *
@@ -90,6 +92,8 @@ int64_t bytes_estimate(int32_t n, int32_t d, size_t esize, int32_t k, size_t sor
 
 	if (k > kLocalK)
 		need += (int64_t) 256 << 20;
+	if (k >= 2 && k <= kSeedK)
+		need += nn * (4 * (int64_t) k + 8);	/* the nearest rows for the first Boruvka round */
 	return need;
 }
 

@@ -57,6 +57,19 @@ constexpr int32_t kAbortEvery = 4096;
 /* k up to this is kept in a heap in registers / local memory; larger k in global memory. */
 constexpr int kLocalK = 32;
 
+/*
+ * min_samples from 2 up to this keep their k nearest rows for the first
+ * Boruvka round (Seed): 4 k + 8 bytes a row.
+ */
+constexpr int kSeedK = 16;
+
+/* The k nearest rows of each row for the first Boruvka round (cuda/hdbscan_search.cu). */
+struct Seed
+{
+	int32_t    *nbr;			/* [n, k] sorted positions, -1 for none */
+	double	   *next;			/* [n] distance of the (k + 1)-th nearest, infinity for none */
+};
+
 /* The kernels' view of the hierarchy and the per-row arrays; passed by value. */
 template <typename T>
 struct Tree
@@ -120,12 +133,19 @@ struct Workspace
 	DeviceBuffer<double> mincore;	/* [n - 1] */
 	DeviceBuffer<int32_t> ncomp;	/* [n - 1] */
 	DeviceBuffer<double> core_s;	/* [n] */
+	/* The k nearest of each row for the first Boruvka round, where seeds () */
+	DeviceBuffer<int32_t> seed_nbr;	/* [n, k] */
+	DeviceBuffer<double> seed_next;	/* [n] */
 	DeviceBuffer<unsigned long long> evals;	/* [1] distance evaluations */
 
 	/* The minimum spanning tree: n - 1 edges as weight bits and (lo << 32 | hi). */
 	DeviceBuffer<unsigned long long> edge_w;	/* [n - 1] */
 	DeviceBuffer<unsigned long long> edge_pair;	/* [n - 1] */
 	int64_t		rounds = 0;
+	int64_t		seeded = 0;		/* rows whose first Boruvka edge came from their k nearest */
+
+	/* Whether the core search keeps each row's k nearest for the first round. */
+	bool		seeds() const { return k >= 2 && k <= kSeedK; }
 
 	template <typename T> Tree<T> tree()
 	{

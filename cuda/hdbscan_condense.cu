@@ -15,7 +15,19 @@
  * depth and preorder add up.  So each node's state is the composition of
  * the steps on its path from the root, found by pointer jumping (each
  * round doubles the length of path each node has composed): about log2 of
- * the hierarchy's depth rounds, each a pass over the nodes.
+ * the hierarchy's depth rounds.
+ *
+ * Only nodes of min_cluster_size rows or more (big) can be on a path above
+ * a fall, and they never fall themselves.  So a node whose composed path
+ * has fallen is done as soon as that path reaches a big node: nothing
+ * above can fall, and its fall is final; its cluster is that of the merge
+ * where it fell (the big node there), taken from that node's final state
+ * at the end.  Small nodes, the rows among them, so stop within about
+ * log2 (min_cluster_size) rounds.  A round's threads of nodes done return
+ * after reading one byte (a pass in node order, so that the reads of the
+ * nodes still going stay coalesced), and a node that finishes is written
+ * to both buffers after the round, so that every later round reads its
+ * final step.
  *
  * Cluster numbers (provisional, as the host's): the root 0, split j's left
  * child 1 + 2j and right child 2 + 2j, the splits numbered in merge order;
@@ -67,18 +79,44 @@ __global__ void split_flags(const gc_hdb_merge *mg, int64_t m, int64_t min_size,
 		flag[i] = mg[i].lsize >= min_size && mg[i].rsize >= min_size;
 }
 
-/* Each child's step from its parent merge. */
+/* The rows of hierarchy node x (rows 0 .. n - 1, merges n ..). */
+__device__ inline int64_t node_rows(const gc_hdb_merge *mg, int64_t n, uint32_t x)
+{
+	if (x < n)
+		return 1;
+
+	const gc_hdb_merge g = mg[x - n];
+
+	return (int64_t) g.lsize + g.rsize;
+}
+
+/* Whether node x with composed step s up to its ancestor a is done. */
+__device__ inline bool done(const gc_hdb_merge *mg, int64_t n, int64_t min_size, uint32_t root,
+							const Step &s, uint32_t a)
+{
+	return a == root || (s.fell != kNone && node_rows(mg, n, a) >= min_size);
+}
+
+/*
+ * Each child's step from its parent merge, into both buffers; going [x]: 1
+ * where node x is not done after it (0 for the root).
+ */
 __global__ void first_steps(const gc_hdb_merge *mg, const uint32_t *split_index, int64_t n,
-							int64_t min_size, Step *step, uint32_t *anc)
+							int64_t min_size, Step *step, uint32_t *anc, Step *step2, uint32_t *anc2,
+							uint8_t *going, int *more)
 {
 	const int64_t i = (int64_t) blockIdx.x * blockDim.x + threadIdx.x;
+	const uint32_t root = (uint32_t) (2 * n - 2);
 
 	if (i == 0)
 	{
 		Step		id = {kNone, kInherit, 0, 0, 0};
 
-		step[2 * n - 2] = id;
-		anc[2 * n - 2] = (uint32_t) (2 * n - 2);
+		step[root] = id;
+		anc[root] = root;
+		step2[root] = id;
+		anc2[root] = root;
+		going[root] = 0;
 	}
 	if (i >= n - 1)
 		return;
@@ -90,6 +128,7 @@ __global__ void first_steps(const gc_hdb_merge *mg, const uint32_t *split_index,
 	{
 		uint32_t	x = side == 0 ? g.left : g.right;
 		uint32_t	rows = side == 0 ? g.lsize : g.rsize;
+		uint32_t	a = (uint32_t) (n + i);
 		Step		s = {kNone, kInherit, 1, 0, side == 0 ? 1ULL : 2ULL * g.lsize};
 
 		if (split)
@@ -97,34 +136,61 @@ __global__ void first_steps(const gc_hdb_merge *mg, const uint32_t *split_index,
 		else if (rows < min_size)
 			s.fell = (uint32_t) i;
 		step[x] = s;
-		anc[x] = (uint32_t) (n + i);
+		anc[x] = a;
+		step2[x] = s;
+		anc2[x] = a;
+		going[x] = !done(mg, n, min_size, root, s, a);
+		if (going[x])
+			*more = 1;
 	}
 }
 
-/* One round of pointer jumping: each node composes its ancestor's path with its own. */
-__global__ void jump(const Step *step, const uint32_t *anc, int64_t nodes, uint32_t root, Step *step2,
-					 uint32_t *anc2, int *more)
+/*
+ * One round of pointer jumping over the nodes still going: each composes
+ * its ancestor's path with its own, reading step / anc and writing step2 /
+ * anc2; going [x] becomes 2 where x is done now (settle finishes it).
+ */
+__global__ void jump(const gc_hdb_merge *mg, int64_t n, int64_t min_size, int64_t nodes,
+					 const Step *step, const uint32_t *anc, Step *step2, uint32_t *anc2,
+					 uint8_t *going, int *more)
 {
 	const int64_t x = (int64_t) blockIdx.x * blockDim.x + threadIdx.x;
 
-	if (x >= nodes)
+	if (x >= nodes || going[x] != 1)
 		return;
-	uint32_t	a = anc[x];
 
-	if (a == root)
-	{
-		step2[x] = step[x];
-		anc2[x] = a;
-		return;
-	}
-	step2[x] = compose(step[a], step[x]);
-	anc2[x] = anc[a];
-	if (anc[a] != root)
+	const uint32_t root = (uint32_t) (2 * n - 2);
+	const uint32_t up = anc[x];
+	const Step	s = compose(step[up], step[x]);
+	const uint32_t a = anc[up];
+
+	step2[x] = s;
+	anc2[x] = a;
+	if (done(mg, n, min_size, root, s, a))
+		going[x] = 2;
+	else
 		*more = 1;
 }
 
-/* The states from the composed paths, the root's state being (0, no fall, depth 0, preorder 0). */
-__global__ void states(const Step *step, const gc_hdbscan_edge *edges, int64_t nodes,
+/* The nodes done in the last round (going 2): their final step into the other buffer too. */
+__global__ void settle(int64_t nodes, const Step *from, const uint32_t *afrom, Step *to, uint32_t *ato,
+					   uint8_t *going)
+{
+	const int64_t x = (int64_t) blockIdx.x * blockDim.x + threadIdx.x;
+
+	if (x >= nodes || going[x] != 2)
+		return;
+	to[x] = from[x];
+	ato[x] = afrom[x];
+	going[x] = 0;
+}
+
+/*
+ * The states from the composed paths, the root's state being (0, no fall,
+ * depth 0, preorder 0); a node that fell takes the cluster of the merge
+ * where it fell (a node that does not fall, whose path is whole).
+ */
+__global__ void states(const Step *step, const gc_hdbscan_edge *edges, int64_t n, int64_t nodes,
 					   gc_hdb_state *st)
 {
 	const int64_t x = (int64_t) blockIdx.x * blockDim.x + threadIdx.x;
@@ -133,8 +199,9 @@ __global__ void states(const Step *step, const gc_hdbscan_edge *edges, int64_t n
 		return;
 	Step		s = step[x];
 	gc_hdb_state out;
+	const uint32_t own = s.fell != kNone ? step[n + s.fell].own : s.own;
 
-	out.own = s.own == kInherit ? 0 : s.own;
+	out.own = own == kInherit ? 0 : own;
 	out.fell = s.fell;
 	if (s.fell != kNone)
 	{
@@ -178,30 +245,41 @@ void condense(const Call &call, const gc_hdbscan_edge *edges, const gc_hdb_merge
 	const char *what = "HDBSCAN's condensed tree";
 	DeviceBuffer<uint32_t> index, anc(nodes, what), anc2(nodes, what);
 	DeviceBuffer<Step> step(nodes, what), step2(nodes, what);
+	DeviceBuffer<uint8_t> going(nodes, what);
 	DeviceBuffer<int> more(1, what);
+	Stopwatch	sw;
+	int			round = 0;
+	int			h = 0;
 
 	split_numbers(mg, m, min_size, index);
-	first_steps<<<blocks_for(m, 256), 256>>>(mg, index.get(), n, min_size, step.get(), anc.get());
+	CUDA_TRY(cudaMemset(more.get(), 0, sizeof(int)));
+	first_steps<<<blocks_for(m, 256), 256>>>(mg, index.get(), n, min_size, step.get(), anc.get(),
+											 step2.get(), anc2.get(), going.get(), more.get());
 	CHECK_LAUNCH("first_steps");
-	for (int round = 0;; round++)
-	{
-		int			h = 0;
+	CUDA_TRY(cudaMemcpy(&h, more.get(), sizeof(int), cudaMemcpyDeviceToHost));
 
-		if (round > 64)
+	/* step / anc hold every node's path so far, the nodes done final in both buffers */
+	for (; h; round++)
+	{
+		if (round >= 64)
 			fail(GC_ERR_INTERNAL, "HDBSCAN's hierarchy is deeper than 2^64");
 		call.check_cancel();
 		CUDA_TRY(cudaMemset(more.get(), 0, sizeof(int)));
-		jump<<<blocks_for(nodes, 256), 256>>>(step.get(), anc.get(), nodes, (uint32_t) (2 * n - 2),
-											  step2.get(), anc2.get(), more.get());
+		jump<<<blocks_for(nodes, 256), 256>>>(mg, n, min_size, nodes, step.get(), anc.get(), step2.get(),
+											  anc2.get(), going.get(), more.get());
 		CHECK_LAUNCH("jump");
+		settle<<<blocks_for(nodes, 256), 256>>>(nodes, step2.get(), anc2.get(), step.get(), anc.get(),
+												going.get());
+		CHECK_LAUNCH("settle");
 		std::swap(step, step2);
 		std::swap(anc, anc2);
 		CUDA_TRY(cudaMemcpy(&h, more.get(), sizeof(int), cudaMemcpyDeviceToHost));
-		if (!h)
-			break;
 	}
+	if (call.tuning.debug)
+		fprintf(stderr, "gpuclust hdbscan: places by %d rounds of pointer jumping over %lld nodes, %.3f ms\n",
+				round, (long long) nodes, sw.ms());
 	st.reset(nodes, what);
-	states<<<blocks_for(nodes, 256), 256>>>(step.get(), edges, nodes, st.get());
+	states<<<blocks_for(nodes, 256), 256>>>(step.get(), edges, n, nodes, st.get());
 	CHECK_LAUNCH("states");
 }
 

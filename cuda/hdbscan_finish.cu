@@ -341,33 +341,45 @@ __global__ void permute(const Split *split, const int64_t *num, const double *st
 		out.child2[p] = k;
 }
 
-/* Each row's chosen cluster node (-1: noise) into cluster, and each node's lowest row. */
+/*
+ * Each row's chosen cluster node (-1: noise) into cluster, and each node's
+ * lowest row.  The lanes of a warp that chose the same node send only the
+ * lowest of their rows, and only while it is below what first holds: with
+ * few clusters, millions of rows would otherwise wait on a few addresses.
+ * Every lane of a block runs to the end (the warp-wide match).
+ */
 __global__ void choose(const gc_hdb_state *st, int64_t n, int64_t K, const int64_t *num,
 					   const int64_t *node_top, const uint8_t *selected, int single, double threshold,
 					   int32_t *cluster, unsigned long long *first, int *bad)
 {
 	const int64_t i = (int64_t) blockIdx.x * blockDim.x + threadIdx.x;
+	int64_t		k = -1;
 
-	if (i >= n)
-		return;
-	const gc_hdb_state s = st[i];
-
-	if (s.fell == kNone || s.own >= K)
+	if (i < n)
 	{
-		*bad = 1;
-		cluster[i] = -1;
-		return;
-	}
-	const int64_t top = node_top[num[s.own]];
-	int64_t		k = gc_hdb_row_choice(top, selected[top], s.at.lambda, single, threshold);
+		const gc_hdb_state s = st[i];
 
-	if (k == -2)
-	{
-		*bad = 1;
-		k = -1;
+		if (s.fell == kNone || s.own >= K)
+			*bad = 1;
+		else
+		{
+			const int64_t top = node_top[num[s.own]];
+
+			k = gc_hdb_row_choice(top, selected[top], s.at.lambda, single, threshold);
+			if (k == -2)
+			{
+				*bad = 1;
+				k = -1;
+			}
+		}
+		cluster[i] = (int32_t) k;
 	}
-	cluster[i] = (int32_t) k;
-	if (k >= 0)
+
+	/* the lanes of the same node: the lowest lane holds the lowest row */
+	const unsigned same = __match_any_sync(0xffffffffu, (unsigned long long) k);
+
+	if (k >= 0 && (threadIdx.x & 31) == __ffs(same) - 1 &&
+		(unsigned long long) i < *(volatile unsigned long long *) &first[k])
 		atomicMin(&first[k], (unsigned long long) i);
 }
 

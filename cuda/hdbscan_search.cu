@@ -10,6 +10,9 @@
  *         is full and its box distance is at least the heap's largest: it
  *         cannot change the min_samples-th value, so that identical rows do
  *         not make the search quadratic.
+ *         For 2 <= min_samples <= kSeedK the heap holds one more row, and
+ *         the rows of the min_samples nearest and the distance of the next
+ *         are kept for the first Boruvka round (seed_kernel).
  *   MST   Boruvka rounds of the single-tree EMST of ArborX (Prokopenko,
  *         Sao and Lebrun-Grandie, ICPP 2022): every row finds its least edge
  *         to another component under the order (w, lo, hi) of
@@ -26,7 +29,11 @@
  *         alone) keeps its edge in the next round without a search while
  *         the edge's other end is still in another component: the rows of
  *         other components only become fewer and the weights stay, so the
- *         least edge over them is the same.  Each
+ *         least edge over them is the same.  In the first round a row whose
+ *         least edge over its kept nearest rows weighs less than the
+ *         distance of the next row needs no search (ArborX takes its first
+ *         round from the k-nearest-neighbour lists as well): every other row
+ *         is at least that far, and its mutual reachability no less.  Each
  *         component then takes the least edge of its rows (atomicMin on the
  *         weight's bits, then on lo << 32 | hi among the rows at that
  *         weight), the components' edges are added (an edge chosen from both
@@ -150,12 +157,20 @@ struct Heap
  * smallest dist2 over all rows (itself included), as a distance of the
  * metric.  KCAP: the local heap's capacity (k <= KCAP), 0 for the global
  * heap heap_g [k, end - first].
+ *
+ * SEED (k + 1 <= KCAP): the heap keeps the k + 1 smallest with their rows,
+ * and the k smallest go to seed.nbr [pos * k ..] (sorted positions, -1
+ * where fewer rows exist), the (k + 1)-th as a distance to seed.next [pos]
+ * (infinity where none).  Every row nearer than the (k + 1)-th is in the
+ * list: a subtree is pruned only at a bound not below the heap's largest,
+ * which only falls, and a row leaves the heap only as its largest.
  */
-template <int D, typename T, int KCAP>
+template <int D, typename T, int KCAP, bool SEED>
 __global__ void __launch_bounds__(kThreads)
 core_kernel(Tree<T> t, int32_t first, int32_t end, int32_t k,
 			double *heap_g, /* [k, end - first] (KCAP == 0) */
 			double *core_s, /* [n] out */
+			Seed seed, /* (SEED) out */
 			unsigned long long *evals /* [1] in/out */)
 {
 	const int64_t pos = first + (int64_t) blockIdx.x * blockDim.x + threadIdx.x;
@@ -165,13 +180,15 @@ core_kernel(Tree<T> t, int32_t first, int32_t end, int32_t k,
 	if (active)
 	{
 		const int	d = D > 0 ? D : t.d;
+		const int	hk = SEED ? k + 1 : k;	/* the heap's size when full */
 		dbscan::Query<D, T> q;
 		Heap<KCAP>	h;
+		int32_t		hrow[SEED ? KCAP : 1];	/* the heap's rows (SEED) */
 		int32_t		stack[kStack];
 		double		sbound[kStack];
 		int			sp = 0;
 		int			cnt = 0;
-		double		kth = INFINITY;	/* until the heap holds k */
+		double		top = INFINITY;	/* the heap's largest once it holds hk */
 		int32_t		tick = 0;
 		bool		aborted = false;
 
@@ -192,7 +209,7 @@ core_kernel(Tree<T> t, int32_t first, int32_t end, int32_t k,
 
 			const int32_t v = stack[sp];
 
-			if (cnt == k && sbound[sp] >= kth)
+			if (cnt == hk && sbound[sp] >= top)
 				continue;
 
 			const int32_t c[2] = {__ldg(t.left + v), __ldg(t.right + v)};
@@ -206,7 +223,7 @@ core_kernel(Tree<T> t, int32_t first, int32_t end, int32_t k,
 					const double d2 = dbscan::dist2<D, T>(q.p, dbscan::point<D, T>(t.xs, ~c[s], d), d);
 
 					count++;
-					if (cnt < k)
+					if (cnt < hk)
 					{
 						int			i = cnt++;
 
@@ -217,9 +234,13 @@ core_kernel(Tree<T> t, int32_t first, int32_t end, int32_t k,
 							if (h.at(par) >= d2)
 								break;
 							h.at(i) = h.at(par);
+							if (SEED)
+								hrow[i] = hrow[par];
 							i = par;
 						}
 						h.at(i) = d2;
+						if (SEED)
+							hrow[i] = ~c[s];
 					}
 					else if (d2 < h.at(0))
 					{
@@ -229,19 +250,23 @@ core_kernel(Tree<T> t, int32_t first, int32_t end, int32_t k,
 						{
 							int			l = 2 * i + 1;
 
-							if (l >= k)
+							if (l >= hk)
 								break;
 
-							int			m = (l + 1 < k && h.at(l + 1) > h.at(l)) ? l + 1 : l;
+							int			m = (l + 1 < hk && h.at(l + 1) > h.at(l)) ? l + 1 : l;
 
 							if (h.at(m) <= d2)
 								break;
 							h.at(i) = h.at(m);
+							if (SEED)
+								hrow[i] = hrow[m];
 							i = m;
 						}
 						h.at(i) = d2;
+						if (SEED)
+							hrow[i] = ~c[s];
 					}
-					kth = cnt == k ? h.at(0) : INFINITY;
+					top = cnt == hk ? h.at(0) : INFINITY;
 				}
 				else
 					b[s] = box_dist2<D, T>(q.p, t.box + (size_t) c[s] * 2 * t.B, t.B);
@@ -253,12 +278,33 @@ core_kernel(Tree<T> t, int32_t first, int32_t end, int32_t k,
 			{
 				const int	s = o == 0 ? 1 - nearer : nearer;
 
-				if (b[s] < 0 || (cnt == k && b[s] >= kth))
+				if (b[s] < 0 || (cnt == hk && b[s] >= top))
 					continue;
 				stack[sp] = c[s];
 				sbound[sp] = b[s];
 				sp++;
 			}
+		}
+
+		double		kth = INFINITY;	/* the k-th smallest dist2 */
+
+		if (!SEED)
+			kth = cnt == k ? h.at(0) : INFINITY;
+		else
+		{
+			/* full: the k-th is the larger child of the root; else every row is in the heap */
+			const bool	full = cnt == hk;
+			int			out = 0;
+
+			if (full)
+				kth = hk >= 3 ? fmax(h.at(1), h.at(2)) : h.at(1);
+			else if (cnt == k)
+				kth = h.at(0);
+			for (int i = full ? 1 : 0; i < cnt; i++)
+				seed.nbr[pos * k + out++] = hrow[i];
+			while (out < k)
+				seed.nbr[pos * k + out++] = -1;
+			seed.next[pos] = full ? gc_metric_distance(t.metric, h.at(0)) : INFINITY;
 		}
 		core_s[pos] = gc_metric_distance(t.metric, kth);
 	}
@@ -270,6 +316,68 @@ __device__ __forceinline__ bool key_less(double wa, int32_t la, int32_t ha,
 										 double wb, int32_t lb, int32_t hb)
 {
 	return gc_hdbscan_edge_less(wa, la, ha, wb, lb, hb) != 0;
+}
+
+/*
+ * The first Boruvka round's edge of each row from its k nearest (core_phase
+ * with a Seed): the least key (w, lo, hi) over the listed rows, taken as the
+ * row's least edge to any other row (exact [pos] = 1) where its weight is
+ * below next [pos]: a row outside the list is at a distance of at least
+ * next, and its mutual reachability is no less.  The rest search as usual
+ * (exact [pos] = 0).
+ */
+template <int D, typename T>
+__global__ void seed_kernel(Tree<T> t, int32_t k, Seed seed,
+							double *best_w, /* [n] out */
+							unsigned long long *best_pair, /* [n] out */
+							uint8_t *exact, /* [n] out */
+							unsigned long long *nseeded /* [1] in/out */)
+{
+	const int64_t pos = (int64_t) blockIdx.x * blockDim.x + threadIdx.x;
+	unsigned long long got = 0;
+
+	if (pos < t.n)
+	{
+		const int	d = D > 0 ? D : t.d;
+		const int32_t row = __ldg(t.perm + pos);
+		const double coreq = __ldg(t.core_s + pos);
+		dbscan::Query<D, T> q;
+		double		bw = INFINITY;
+		int32_t		blo = INT_MAX,
+					bhi = INT_MAX;
+
+		q.load(t.xs, (int32_t) pos, d);
+		for (int i = 0; i < k; i++)
+		{
+			const int32_t p = seed.nbr[pos * k + i];
+
+			if (p < 0 || p == pos)
+				continue;
+
+			const double d2 = dbscan::dist2<D, T>(q.p, dbscan::point<D, T>(t.xs, p, d), d);
+			const double w = gc_hdbscan_mrd(coreq, __ldg(t.core_s + p), gc_metric_distance(t.metric, d2));
+			const int32_t rp = __ldg(t.perm + p);
+			const int32_t lo = min(row, rp),
+						hi = max(row, rp);
+
+			if (key_less(w, lo, hi, bw, blo, bhi))
+			{
+				bw = w;
+				blo = lo;
+				bhi = hi;
+			}
+		}
+		if (blo != INT_MAX && bw < seed.next[pos])
+		{
+			best_w[pos] = bw;
+			best_pair[pos] = ((unsigned long long) (uint32_t) blo << 32) | (uint32_t) bhi;
+			exact[pos] = 1;
+			got = 1;
+		}
+		else
+			exact[pos] = 0;
+	}
+	add_count(nseeded, got);
 }
 
 /*
@@ -309,10 +417,7 @@ boruvka_kernel(Tree<T> t, int32_t first, int32_t end,
 					hi = (int32_t) (pr & 0xffffffffULL);
 
 		if (pr != ~0ULL && __ldg(t.comp + __ldg(inv + (lo == row ? hi : lo))) != __ldg(t.comp + pos))
-		{
-			atomicMin(cbound + __ldg(t.comp + pos), (unsigned long long) __double_as_longlong(best_w[pos]));
-			return;
-		}
+			return;				/* its weight is in cbound already (prime_bounds) */
 	}
 	if (active)
 	{
@@ -458,6 +563,44 @@ boruvka_kernel(Tree<T> t, int32_t first, int32_t end,
 	add_count(evals, count);
 }
 
+/*
+ * Before a round's searches: every row's edge of the round before whose
+ * other end is still in another component is an edge out of the row's
+ * component, so its weight bounds the component's least edge from above
+ * (cbound).  With it from the start, the rows deep inside a large
+ * component prune at once instead of searching with no bound until a row
+ * nearer the border has found an edge.
+ */
+__global__ void prime_bounds(const unsigned long long *best_pair, /* [n] */
+							 const double *best_w, /* [n] */
+							 const int32_t *comp, /* [n] */ const int32_t *inv, /* [n] */
+							 const int32_t *perm, /* [n] */ int32_t n,
+							 unsigned long long *cbound /* [n] by root, in/out */)
+{
+	const int64_t pos = (int64_t) blockIdx.x * blockDim.x + threadIdx.x;
+
+	if (pos >= n)
+		return;
+
+	const unsigned long long pr = best_pair[pos];
+
+	if (pr == ~0ULL)
+		return;
+
+	const int32_t row = perm[pos];
+	const int32_t lo = (int32_t) (pr >> 32),
+				hi = (int32_t) (pr & 0xffffffffULL);
+	const int32_t c = comp[pos];
+
+	if (comp[inv[lo == row ? hi : lo]] != c)
+	{
+		const unsigned long long wb = (unsigned long long) __double_as_longlong(best_w[pos]);
+
+		if (wb < cbound[c])
+			atomicMin(cbound + c, wb);
+	}
+}
+
 /* The least weight per component (the bits of w >= 0 order as w). */
 __global__ void comp_min_w(const double *best_w, /* [n] */
 						   const unsigned long long *best_pair, /* [n] */
@@ -552,14 +695,44 @@ void launch_core(Workspace &w, int32_t first, int32_t end, double *heap_g)
 {
 	const unsigned blocks = blocks_for(end - first, kThreads);
 	Tree<T>		t = w.tree<T>();
+	Seed		seed = {w.seed_nbr.get(), w.seed_next.get()};
 
-	if (w.k <= kLocalK)
-		core_kernel<D, T, kLocalK><<<blocks, kThreads>>>(t, first, end, w.k, nullptr,
-														  w.core_s.get(), w.evals.get());
+	if (w.seeds())
+		core_kernel<D, T, kSeedK + 1, true><<<blocks, kThreads>>>(t, first, end, w.k, nullptr,
+																   w.core_s.get(), seed, w.evals.get());
+	else if (w.k <= kLocalK)
+		core_kernel<D, T, kLocalK, false><<<blocks, kThreads>>>(t, first, end, w.k, nullptr,
+																 w.core_s.get(), seed, w.evals.get());
 	else
-		core_kernel<D, T, 0><<<blocks, kThreads>>>(t, first, end, w.k, heap_g,
-													w.core_s.get(), w.evals.get());
+		core_kernel<D, T, 0, false><<<blocks, kThreads>>>(t, first, end, w.k, heap_g,
+														   w.core_s.get(), seed, w.evals.get());
 	CHECK_LAUNCH("core_kernel");
+}
+
+/*
+ * The first round's edges from the k nearest of each row into best_w,
+ * best_pair and exact; frees the lists.
+ */
+void seed_round(Workspace &w, double *best_w, unsigned long long *best_pair, uint8_t *exact)
+{
+	DeviceBuffer<unsigned long long> nseeded(1, "a counter");
+	Seed		seed = {w.seed_nbr.get(), w.seed_next.get()};
+	unsigned long long h = 0;
+
+	CUDA_TRY(cudaMemset(nseeded.get(), 0, sizeof(unsigned long long)));
+	by_type(w.dtype, [&](auto tv) {
+		using T = decltype(tv);
+
+		by_dim(w.d, [&](auto dv) {
+			seed_kernel<decltype(dv)::value, T><<<blocks_for(w.n, kThreads), kThreads>>>(
+				w.tree<T>(), w.k, seed, best_w, best_pair, exact, nseeded.get());
+			CHECK_LAUNCH("seed_kernel");
+		});
+	});
+	CUDA_TRY(cudaMemcpy(&h, nseeded.get(), sizeof(h), cudaMemcpyDeviceToHost));
+	w.seeded = (int64_t) h;
+	w.seed_nbr.release();
+	w.seed_next.release();
 }
 
 } // namespace
@@ -580,6 +753,11 @@ void core_phase(Workspace &w)
 	int64_t		chunk = std::min<int32_t>(max_chunk, 1 << 14);
 
 	w.core_s.reset(w.n, "the core distances");
+	if (w.seeds())
+	{
+		w.seed_nbr.reset((size_t) w.n * w.k, "the nearest rows");
+		w.seed_next.reset(w.n, "the nearest rows");
+	}
 	run_chunked(w, "core distances", w.n, chunk, [&](int32_t first, int32_t end) {
 		for (int32_t b = first; b < end; b += max_chunk)
 		{
@@ -619,6 +797,16 @@ void mst_phase(Workspace &w)
 	CHECK_LAUNCH("iota_kernel");
 	CUDA_TRY(cudaMemset(nedges.get(), 0, sizeof(int32_t)));
 	CUDA_TRY(cudaMemset(exact.get(), 0, exact.bytes()));
+	CUDA_TRY(cudaMemset(best_pair.get(), 0xff, best_pair.bytes()));	/* no edge yet */
+	if (w.seeds())
+	{
+		Stopwatch	sw;
+
+		seed_round(w, best_w.get(), best_pair.get(), exact.get());
+		if (w.debug)
+			fprintf(stderr, "gpuclust hdbscan: first round's edges of %lld of %d rows from their %d nearest, %.3f ms\n",
+					(long long) w.seeded, n, w.k, sw.ms());
+	}
 
 	while (have < n - 1)
 	{
@@ -627,6 +815,9 @@ void mst_phase(Workspace &w)
 		fill_ncomp(w, comp.get());
 		/* cw: the shared bound of each component while its rows search, then its least weight */
 		CUDA_TRY(cudaMemset(cw.get(), 0xff, cw.bytes()));
+		prime_bounds<<<blocks_for(n, 256), 256>>>(best_pair.get(), best_w.get(), comp.get(), w.inv.get(),
+												  w.perm.get(), n, cw.get());
+		CHECK_LAUNCH("prime_bounds");
 		run_chunked(w, "Boruvka round", n, chunk, [&](int32_t first, int32_t end) {
 			by_type(w.dtype, [&](auto tv) {
 				using T = decltype(tv);

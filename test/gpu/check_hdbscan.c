@@ -415,6 +415,9 @@ static const hd_case hd_cases[] = {
 	{"flat", 20000, 8, {10, 5, 0, 0, 0, 0}},
 	{"close", 300000, 2, {20, 10, 0, 0, 0, 0}},
 	{"chain", 1000000, 2, {10, 5, 0, 0, 0, 0}},	/* one cluster of nearly every merge */
+	/* rows and answers of 64 MB and more: the copies through pinned memory on several threads */
+	{"blobs", 10000000, 2, {10, 10, 0, 0, 0, 0}},
+	{"gantao", 6000000, 3, {100, 2, 0, 0, 0, 0}},
 	{"chain", 300000, 1, {2, 1, 0, 0, 0, 0}},
 	/* double precision */
 	{"round2", 1000000, 2, {10, 10, 0, 0, 0, 0}, F64, EUC, 100},
