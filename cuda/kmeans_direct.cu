@@ -4,7 +4,8 @@
  *    d <= 32 the direct one below, for d > 32 a checked DGEMM product (at
  *    the end of the file), which gives the same labels.  The same DGEMM,
  *    on rows of single precision made double, is the exact level of the
- *    single-precision product on devices with fast FP64 (assign_dgemm_rows).
+ *    single-precision product on devices with fast FP64 (assign_dgemm_rows;
+ *    in tile mode over each tile's candidates only, assign_dgemm_cols).
  *
  * The direct form: every distance of a
  *    row to a centroid is summed in double over the features in order,

@@ -23,7 +23,10 @@
  * to tile mode: rows ordered by their labels' place in a spatial order of
  * the centroids, each tile of rows centred, with the centroids, on its own
  * centre (the mean of a sample of its rows), through one batched GEMM per
- * group of tiles.
+ * group of tiles.  There, on devices with fast FP64, the rows a tile leaves
+ * open go to a DGEMM against the union of their candidate windows only
+ * (dgemm_tiles, assign_dgemm_cols): a few hundred of k centroids, where
+ * rows of one tile lie close together.
  */
 #include <dlfcn.h>
 
@@ -951,7 +954,9 @@ void dgemm_tiles(const Plan &plan, Product &pr, const Centroids &cen, const Repo
  * 10 candidates a row, 1.5 ns a candidate against 28 ns a row of the full
  * DGEMM (about 18 by the flops), yet k / 48 (21) sent 1 % of the rows to the
  * DGEMM and cost 18.0 ms an iteration against 16.5 with none (the DGEMM of
- * a few open rows costs more than its flops): k / 16, 4 to 64.
+ * a few open rows costs more than its flops): k / 16, 4 to 64.  (In tile
+ * mode the DGEMM level takes only each tile's candidates and costs a row
+ * about one more read of its TF32 products; the cap is the same.)
  */
 void product_choose(Product &pr, const gc_kmeans_params &p, const gc_tuning &tuning, int cc_major, bool fast_fp64,
 					int k)
