@@ -532,8 +532,8 @@ void assign_dgemm(const Plan &plan, Product &pr, const Centroids &cen, const Rep
 							   pr.xc64.get() + t0 * d, d, &zero, pr.dots64.get(), k));
 		argmin64_kernel<double><<<grid_for((int64_t) tr * 32, BLOCK, 1u << 30), BLOCK>>>(
 			pr.dots64.get(), tr, k, d, cen.cval64.get(), pr.xnorm64.get() + t0, cen.cmax64.get(),
-			x + t0 * d, nullptr, nullptr, cen.cen.get(), labels + t0, labels_old ? labels_old + t0 : nullptr, d2 + t0,
-			rep.changed(), rep.checked());
+			x + t0 * d, nullptr, nullptr, cen.cen.get(), labels + t0, labels_old ? labels_old + t0 : nullptr,
+			d2 + t0, rep.changed(), rep.checked());
 		CHECK_LAUNCH("argmin64_kernel");
 	}
 }
