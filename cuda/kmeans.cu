@@ -220,6 +220,10 @@ void KMeans::size_chunks(size_t free_b)
 		if (maxd == 0)
 			fixed += kd * 4 + (size_t) k * 12 + (size_t) d * 8 + (size_t) plan_.gemm_tile * 4 +
 				(size_t) (plan_.gemm_tile / 4096 + 1) * ((size_t) k * (d + 2) * 4 + (size_t) d * 8);
+		/* its DGEMM level: marks and lists of candidates and open rows, a tile's candidates gathered */
+		if (maxd == 0 && prod_.dgemm)
+			fixed += (size_t) (plan_.gemm_tile / 4096 + 1) * k * 5 + (size_t) plan_.gemm_tile * 5 +
+				(size_t) (k / 4 + 1) * (d + 1) * 8;
 	}
 	if (!fused)
 		fixed += (size_t) (k + 1) * d * 8;	/* partial sums, beyond the per-slice rows */
@@ -530,6 +534,7 @@ void KMeans::assign(bool with_sums, int32_t *labels, const int32_t *labels_old)
 	if (plan_.f64_gemm || (plan_.maxd == 0 && prod_.dgemm))
 		prep_centroids64(plan_, cen_);
 	prod_.escalated = 0;
+	prod_.escalated_full = 0;
 	pass(with_sums, labels, labels_old);
 	prod_.escalated_total += prod_.escalated;
 	if (with_sums)

@@ -211,7 +211,8 @@ struct Product
 	float		wfac = 2.5f;			/* the candidate window, 2.5 E (1.25 of 2 E) */
 	bool		tile_mode = false;		/* rows by their last label, each tile centred on its own */
 	int64_t		escalated = 0;			/* rows of this pass sent to the second product */
-	int64_t		escalated_total = 0;	/* ... over the call */
+	int64_t		escalated_full = 0;		/* ... of them to the DGEMM of all k centroids */
+	int64_t		escalated_total = 0;	/* rows sent to the second product over the call */
 	Cublas		blas;
 	DeviceBuffer<float> xc;				/* [chunk_rows, d] centred rows */
 	DeviceBuffer<float> xnorm;			/* [chunk_rows] ||x'||^2 */
@@ -233,6 +234,14 @@ struct Product
 	DeviceBuffer<float> xtn;			/* [chunk_rows] ||x - centre||^2 of the rows in perm order (in xc) */
 	DeviceBuffer<float> cen_t;			/* [group_tiles, k, d] centroids - centre */
 	DeviceBuffer<float> cval_t, cnrm_t; /* [group_tiles, k] their squared norms and norms */
+	/* tile mode's DGEMM level over each tile's candidates (dgemm) */
+	DeviceBuffer<unsigned char> cmark;	/* [group_tiles, k] the tiles' candidates, marked */
+	DeviceBuffer<unsigned char> qopen;	/* [group_tiles * tile_step] the group's rows left open */
+	DeviceBuffer<int32_t> tcols;		/* [group_tiles, k] each tile's candidates, increasing */
+	DeviceBuffer<int32_t> trows;		/* [group_tiles * tile_step] each tile's open rows (chunk rows) */
+	DeviceBuffer<int32_t> tcount;		/* [2, group_tiles] candidates and open rows per tile */
+	std::vector<int32_t> tcount_h;		/* the host's copy */
+	DeviceBuffer<double> cen_g, cval_g; /* [k / 4, d], [k / 4] a tile's candidates, gathered */
 	DeviceBuffer<double> xc64;			/* [chunk_rows, d] centred rows (DGEMM form) */
 	DeviceBuffer<double> xnorm64;		/* [chunk_rows] ||x'||^2 (DGEMM form) */
 	DeviceBuffer<double> dots64;		/* [gemm_tile, k] x'.c' of one tile (DGEMM form) */
@@ -297,6 +306,18 @@ void assign_dgemm(const Plan &plan, Product &pr, const Centroids &cen, const Rep
 void assign_dgemm_rows(const Plan &plan, Product &pr, const Centroids &cen, const Report &rep,
 					   const float *x /* [rows, d] */, const int32_t *rowmap /* [tr] or null */, int64_t tr,
 					   int32_t *labels, const int32_t *labels_old, float *d2, const gc_exec &exec);
+
+/*
+ * The DGEMM level over a tile's candidates only (tile mode on devices with
+ * fast FP64): the tr rows rowmap[q] of the chunk x, which the TF32 check
+ * left open, against the u centroids cols[0 .. u) (increasing numbers)
+ * that hold every candidate of those rows, so every centroid at a row's
+ * nearest distance; checked as assign_dgemm_rows, with the same labels.
+ */
+void assign_dgemm_cols(const Plan &plan, Product &pr, const Centroids &cen, const Report &rep,
+					   const float *x /* [rows, d] */, const int32_t *rowmap /* [tr] */, int64_t tr,
+					   const int32_t *cols /* [u] device */, int u,
+					   int32_t *labels, const int32_t *labels_old, float *d2);
 
 /* ---------------------------------------------------------------- kmeans_product.cu */
 

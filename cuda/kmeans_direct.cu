@@ -4,7 +4,8 @@
  *    d <= 32 the direct one below, for d > 32 a checked DGEMM product (at
  *    the end of the file), which gives the same labels.  The same DGEMM,
  *    on rows of single precision made double, is the exact level of the
- *    single-precision product on devices with fast FP64 (assign_dgemm_rows).
+ *    single-precision product on devices with fast FP64 (assign_dgemm_rows;
+ *    in tile mode over each tile's candidates only, assign_dgemm_cols).
  *
  * The direct form: every distance of a
  *    row to a centroid is summed in double over the features in order,
@@ -271,6 +272,14 @@ __global__ void prep_centroids64_kernel(const double *__restrict__ cen,	/* [k, d
  * rowmap (or null) gives the row of tile row q in x, labels, labels_old and
  * d2out; xnorm is by q.  stats[0] counts the rows with more than one
  * candidate, stats[1] the candidates compared there.
+ *
+ * colmap (or null): column j of the product is centroid colmap[j] (the
+ * DGEMM over a tile's candidates, assign_dgemm_cols), k the number of
+ * columns.  The bound above holds for any set of columns that holds the
+ * CPU's nearest centroid and every centroid at its distance (the argument
+ * takes i and j* from the set, and cmax of all k centroids is at least
+ * that of the set's); the labels are centroid numbers, and ties go to the
+ * lowest centroid number as without it.
  */
 template <typename T>
 __global__ void __launch_bounds__(BLOCK)
@@ -281,7 +290,8 @@ argmin64_kernel(const double *__restrict__ dots,	/* [tr, k] */
 				const unsigned long long *__restrict__ cmax,	/* [1] */
 				const T *__restrict__ x,	/* [rows, d] */
 				const int32_t *__restrict__ rowmap,	/* [tr] or null */
-				const double *__restrict__ cen, /* [k, d] */
+				const int32_t *__restrict__ colmap,	/* [k] or null */
+				const double *__restrict__ cen, /* [centroids, d] */
 				int32_t *__restrict__ labels,	/* [rows] out */
 				const int32_t *__restrict__ labels_old, /* [rows] or null */
 				float *__restrict__ d2out,	/* [rows] out */
@@ -351,6 +361,8 @@ argmin64_kernel(const double *__restrict__ dots,	/* [tr, k] */
 		if (!(rest <= lim) && mj != INT_MAX)
 		{
 			/* one candidate: its distance in double, one lane, in order as the CPU */
+			if (colmap)
+				mj = colmap[mj];
 			if (lane == 0)
 			{
 				const double *cj = cen + (size_t) mj * d;
@@ -381,7 +393,8 @@ argmin64_kernel(const double *__restrict__ dots,	/* [tr, k] */
 				seen += __popc(bal);
 				if (cand)
 				{
-					const double *cj = cen + (size_t) j * d;
+					const int	id = colmap ? colmap[j] : j;
+					const double *cj = cen + (size_t) id * d;
 					double		s = 0.0;
 
 					for (int t = 0; t < d; t++)
@@ -391,7 +404,7 @@ argmin64_kernel(const double *__restrict__ dots,	/* [tr, k] */
 						s = __dadd_rn(s, __dmul_rn(u, u));
 					}
 					dj = s;
-					jj = j;
+					jj = id;
 				}
 				for (int o = 16; o > 0; o >>= 1)
 				{
@@ -458,6 +471,30 @@ __global__ void center_gather64_kernel(const float *__restrict__ x, int d,	/* [r
 		xn[q] = s;
 }
 
+/*
+ * The DGEMM over a tile's candidates: a warp per column u, the centred
+ * centroid cols[u] and its squared norm, gathered from the DGEMM form.
+ */
+__global__ void gather_centroids64_kernel(const double *__restrict__ cen_cd,	/* [k, d] */
+										  const double *__restrict__ cval,	/* [k] */
+										  int d,
+										  const int32_t *__restrict__ cols, int u,	/* [u] */
+										  double *__restrict__ cg,	/* [u, d] out */
+										  double *__restrict__ cvg /* [u] out */ )
+{
+	int64_t		w = ((int64_t) blockIdx.x * BLOCK + threadIdx.x) / 32;
+	int			lane = threadIdx.x & 31;
+
+	if (w >= u)
+		return;
+	const int64_t j = cols[w];
+
+	for (int t = lane; t < d; t += 32)
+		cg[w * d + t] = cen_cd[j * d + t];
+	if (lane == 0)
+		cvg[w] = cval[j];
+}
+
 } // namespace
 
 void center_rows64(const Plan &plan, const double *x, int64_t rows, const double *mean, Product &pr)
@@ -495,8 +532,8 @@ void assign_dgemm(const Plan &plan, Product &pr, const Centroids &cen, const Rep
 							   pr.xc64.get() + t0 * d, d, &zero, pr.dots64.get(), k));
 		argmin64_kernel<double><<<grid_for((int64_t) tr * 32, BLOCK, 1u << 30), BLOCK>>>(
 			pr.dots64.get(), tr, k, d, cen.cval64.get(), pr.xnorm64.get() + t0, cen.cmax64.get(),
-			x + t0 * d, nullptr, cen.cen.get(), labels + t0, labels_old ? labels_old + t0 : nullptr, d2 + t0,
-			rep.changed(), rep.checked());
+			x + t0 * d, nullptr, nullptr, cen.cen.get(), labels + t0, labels_old ? labels_old + t0 : nullptr,
+			d2 + t0, rep.changed(), rep.checked());
 		CHECK_LAUNCH("argmin64_kernel");
 	}
 }
@@ -546,8 +583,49 @@ void assign_dgemm_rows(const Plan &plan, Product &pr, const Centroids &cen, cons
 		CUBLAS_TRY(cublas.dgemm(pr.blas.h, CUBLAS_OP_T, CUBLAS_OP_N, k, n, d, &one, cen.cen_cd.get(), d,
 							   xc, d, &zero, dots, k));
 		argmin64_kernel<float><<<grid_for((int64_t) n * 32, BLOCK, 1u << 30), BLOCK>>>(
-			dots, n, k, d, cen.cval64.get(), xn, cen.cmax64.get(), xs, map, cen.cen.get(), lab, old, dd,
+			dots, n, k, d, cen.cval64.get(), xn, cen.cmax64.get(), xs, map, nullptr, cen.cen.get(), lab, old, dd,
 			rep.changed(), rep.checked());
+		CHECK_LAUNCH("argmin64_kernel");
+	}
+}
+
+/*
+ * The DGEMM level over one tile's candidates (tile mode, kmeans.cuh): the
+ * u centroids cols[0 .. u) (increasing numbers), gathered in the DGEMM form
+ * (centred on the data mean, as the bound assumes), against the tile's tr
+ * open rows rowmap[q] of the chunk x, in parts of plan.gemm_tile / 2 rows
+ * (the buffers of assign_dgemm_rows), each checked by argmin64_kernel over
+ * those columns.  The caller looks at cancel.
+ */
+void assign_dgemm_cols(const Plan &plan, Product &pr, const Centroids &cen, const Report &rep,
+					   const float *x, const int32_t *rowmap, int64_t tr, const int32_t *cols, int u,
+					   int32_t *labels, const int32_t *labels_old, float *d2)
+{
+	const int	d = plan.d;
+	const int64_t step = std::max<int64_t>(1, plan.gemm_tile / 2);
+	const double one = 1.0,
+				zero = 0.0;
+	double	   *xc = reinterpret_cast<double *>(pr.xg.get());
+	double	   *xn = reinterpret_cast<double *>(pr.xg_norm.get());
+	double	   *dots = reinterpret_cast<double *>(pr.dots.get());
+
+	gather_centroids64_kernel<<<grid_for((int64_t) u * 32, BLOCK, 1u << 30), BLOCK>>>(
+		cen.cen_cd.get(), cen.cval64.get(), d, cols, u, pr.cen_g.get(), pr.cval_g.get());
+	CHECK_LAUNCH("gather_centroids64_kernel");
+	for (int64_t t0 = 0; t0 < tr; t0 += step)
+	{
+		int			n = (int) std::min<int64_t>(step, tr - t0);
+		const int32_t *map = rowmap + t0;
+
+		center_gather64_kernel<<<grid_for((int64_t) n * 32, BLOCK, 1u << 30), BLOCK>>>(
+			x, d, map, n, cen.mean_d.get(), xc, xn);
+		CHECK_LAUNCH("center_gather64_kernel");
+		/* dots [n, u] = xc [n, d] . cen_g [u, d]^T */
+		CUBLAS_TRY(cublas.dgemm(pr.blas.h, CUBLAS_OP_T, CUBLAS_OP_N, u, n, d, &one, pr.cen_g.get(), d,
+							   xc, d, &zero, dots, u));
+		argmin64_kernel<float><<<grid_for((int64_t) n * 32, BLOCK, 1u << 30), BLOCK>>>(
+			dots, n, u, d, pr.cval_g.get(), xn, cen.cmax64.get(), x, map, cols, cen.cen.get(), labels,
+			labels_old, d2, rep.changed(), rep.checked());
 		CHECK_LAUNCH("argmin64_kernel");
 	}
 }

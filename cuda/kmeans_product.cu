@@ -23,7 +23,10 @@
  * to tile mode: rows ordered by their labels' place in a spatial order of
  * the centroids, each tile of rows centred, with the centroids, on its own
  * centre (the mean of a sample of its rows), through one batched GEMM per
- * group of tiles.
+ * group of tiles.  There, on devices with fast FP64, the rows a tile leaves
+ * open go to a DGEMM against the union of their candidate windows only
+ * (dgemm_tiles, assign_dgemm_cols): a few hundred of k centroids, where
+ * rows of one tile lie close together.
  */
 #include <dlfcn.h>
 
@@ -195,6 +198,13 @@ __device__ inline void keep_candidate(float (&cv)[CAND_CAP], int (&cj)[CAND_CAP]
  * rowmap (or null) gives the chunk row of tile row q; xnorm is indexed by q
  * when xnorm_by_q, else by the chunk row.  stats[0] counts the rows decided
  * in double, stats[1] the candidates compared.
+ *
+ * mark (TILED, below the last level, or null): a row left open goes to no
+ * list; instead its window, every j with v_j - E_j <= min_i (v_i + E_i)
+ * (the test of the last level's scan of every column, so the CPU's nearest
+ * centroid and every centroid at the same distance), is marked in its
+ * tile's row of mark [tiles, k], and qopen[q] is set: the DGEMM over each
+ * tile's marked columns decides those rows (dgemm_tiles).
  * One function: split, the scan's candidates would leave registers.
  */
 template <bool REFINE, bool TILED>
@@ -218,7 +228,9 @@ argmin_rows_kernel(const float *__restrict__ dots,	/* [tr, k] */
 				   unsigned long long *__restrict__ stats,	/* [2] in/out (REFINE) */
 				   int32_t *__restrict__ unres, /* [rows] out (REFINE, not last level): unres_base + row */
 				   unsigned int *__restrict__ unres_n,	/* [1] in/out: entries of unres */
-				   int64_t unres_base)
+				   int64_t unres_base,
+				   unsigned char *__restrict__ mark,	/* [tr / tile_rows, k] in/out, or null */
+				   unsigned char *__restrict__ qopen /* [tr] out (with mark) */ )
 {
 	const unsigned int full = 0xffffffffu;
 	int64_t		q = ((int64_t) blockIdx.x * BLOCK + threadIdx.x) / 32;
@@ -342,7 +354,24 @@ argmin_rows_kernel(const float *__restrict__ dots,	/* [tr, k] */
 			/* a value let go inside the final window: this lane's list is short of a candidate */
 			over = __any_sync(full, dropped <= lim);
 			if ((over || total > decide_cap) && !last_level)
+			{
 				resolved = false;
+				if (TILED && mark)
+				{
+					/* the window, marked for the DGEMM over the tile's candidates */
+					unsigned char *mk = mark + (q / tile_rows) * k;
+
+#pragma unroll 4
+					for (int j = lane; j < k; j += 32)
+					{
+						float		c = cnrm[j];
+						float		t = r + c;
+
+						if (__fmaf_rn(-2.0f, dr[j], cval[j]) - (ea * c + eb * t * t) <= lim)
+							mk[j] = 1;
+					}
+				}
+			}
 			else if (over || total > 1)
 			{
 				const float *xr = x + row * d;
@@ -426,7 +455,10 @@ argmin_rows_kernel(const float *__restrict__ dots,	/* [tr, k] */
 			if (!resolved)
 			{
 				/* the label of the product, for the order of tile mode should it start in this pass */
-				unres[atomicAdd(unres_n, 1u)] = (int32_t) (unres_base + row);
+				if (TILED && mark)
+					qopen[q] = 1;
+				else
+					unres[atomicAdd(unres_n, 1u)] = (int32_t) (unres_base + row);
 				labels[row] = bj;
 			}
 			else
@@ -720,7 +752,7 @@ struct Norms
 void argmin_tile(const Plan &plan, Product &pr, const Centroids &cen, const Report &rep, const Norms &nm,
 				 const float *x /* [chunk rows, d] */, bool tf32, int64_t tr,
 				 const int32_t *rowmap /* [tr] or null */, int64_t off,
-				 int32_t *labels, const int32_t *labels_old, float *d2, bool last)
+				 int32_t *labels, const int32_t *labels_old, float *d2, bool last, bool mark = false)
 {
 	unsigned int grid = grid_for(tr * 32, BLOCK, 1u << 30);
 	int32_t    *lab = labels + off;
@@ -735,7 +767,8 @@ void argmin_tile(const Plan &plan, Product &pr, const Centroids &cen, const Repo
 	{
 		kern_plain<<<grid, BLOCK>>>(
 			pr.dots.get(), tr, plan.k, nm.cval, xn, nm.by_q, nm.tile_rows, rowmap, nullptr, 0.0f, 0.0f, true,
-			0x7fffffff, nullptr, plan.d, nullptr, lab, old, d2 + off, rep.changed(), nullptr, nullptr, nullptr, 0);
+			0x7fffffff, nullptr, plan.d, nullptr, lab, old, d2 + off, rep.changed(), nullptr, nullptr, nullptr, 0,
+			nullptr, nullptr);
 		CHECK_LAUNCH("argmin_rows_kernel");
 		return;
 	}
@@ -745,8 +778,83 @@ void argmin_tile(const Plan &plan, Product &pr, const Centroids &cen, const Repo
 	kern_refine<<<grid, BLOCK>>>(
 		pr.dots.get(), tr, plan.k, nm.cval, xn, nm.by_q, nm.tile_rows, rowmap, nm.cnrm, (float) delta,
 		pr.wfac, last, pr.decide_cap, x + off * plan.d, plan.d, cen.cen.get(), lab, old, d2 + off, rep.changed(),
-		rep.checked(), pr.unres.get(), pr.unres_n.get(), off);
+		rep.checked(), pr.unres.get(), pr.unres_n.get(), off, mark ? pr.cmark.get() : nullptr,
+		mark ? pr.qopen.get() : nullptr);
 	CHECK_LAUNCH("argmin_rows_kernel");
+}
+
+constexpr int CT_THREADS = 512;			/* threads of compact_tiles_kernel */
+constexpr int CT_ITEMS = 8;				/* flags per thread and step */
+
+/*
+ * Block-wide compaction of the flags f[0 .. len) in increasing index: the
+ * flagged indices i go to out[0 ..) as val(i), the flags are cleared;
+ * returns the count (every thread).
+ */
+template <typename Val>
+__device__ int compact_flags(unsigned char *__restrict__ f, int64_t len, int32_t *__restrict__ out, Val val)
+{
+	using Scan = cub::BlockScan<int, CT_THREADS>;
+	__shared__ typename Scan::TempStorage tmp;
+	int			base = 0;
+
+	for (int64_t i0 = 0; i0 < len; i0 += CT_THREADS * CT_ITEMS)
+	{
+		int64_t		ib = i0 + (int64_t) threadIdx.x * CT_ITEMS;
+		unsigned char fl[CT_ITEMS];
+		int			c = 0,
+					pos = 0,
+					all = 0;
+
+#pragma unroll
+		for (int u = 0; u < CT_ITEMS; u++)
+		{
+			fl[u] = ib + u < len ? f[ib + u] : 0;
+			c += fl[u] != 0;
+		}
+		Scan(tmp).ExclusiveSum(c, pos, all);
+#pragma unroll
+		for (int u = 0; u < CT_ITEMS; u++)
+			if (fl[u])
+			{
+				f[ib + u] = 0;
+				out[base + pos++] = val(ib + u);
+			}
+		base += all;
+		__syncthreads();		/* tmp again */
+	}
+	return base;
+}
+
+/*
+ * The DGEMM level of tile mode, after the group's argmin: a block per tile
+ * of the group lists its marked candidates (increasing centroid numbers,
+ * cols [tiles, k]) and its open rows (chunk rows, in the tile's order, at
+ * orows + t * step), clears both sets of flags for the next group, and
+ * writes their counts, count[t] and count[tiles + t].
+ */
+__global__ void __launch_bounds__(CT_THREADS)
+compact_tiles_kernel(unsigned char *__restrict__ mark, int k,	/* [tiles, k] */
+					 unsigned char *__restrict__ qopen,	/* [rows] */
+					 const int32_t *__restrict__ perm, int64_t rows, int64_t step,	/* [rows] */
+					 int32_t *__restrict__ cols,	/* [tiles, k] out */
+					 int32_t *__restrict__ orows,	/* [rows] out */
+					 int32_t *__restrict__ count,	/* [2, tiles] out */
+					 int tiles)
+{
+	const int	t = blockIdx.x;
+	const int64_t q0 = (int64_t) t * step;
+	const int64_t len = rows - q0 < step ? rows - q0 : step;
+	int			u,
+				o;
+
+	u = compact_flags(mark + (size_t) t * k, k, cols + (size_t) t * k, [](int64_t j) { return (int32_t) j; });
+	o = compact_flags(qopen + q0, len, orows + q0, [=](int64_t q) { return perm[q0 + q]; });
+	if (threadIdx.x == 0)
+	{
+		count[t] = u;
+		count[tiles + t] = o;
+	}
 }
 
 /*
@@ -778,6 +886,52 @@ void order_rows(const Plan &plan, Product &pr, const Centroids &cen, const int32
 											 pr.piota.get(), pr.perm.get(), (int) rows));
 }
 
+/*
+ * The DGEMM level of tile mode for the group of ntiles tiles at perm (gr
+ * rows), after its argmin marked the open rows and their windows: per tile,
+ * a DGEMM of its open rows against its marked centroids only
+ * (assign_dgemm_cols).  Rows of one tile lie close together (ordered by
+ * their labels in a spatial order of the centroids), so the union of their
+ * windows is a small part of k; a centroid outside it is outside every
+ * window of the tile's rows, so farther from each of them than its nearest
+ * (the TF32 check's bound), and the labels are those of the DGEMM of every
+ * centroid.  A tile whose union holds more than k / 4 centroids takes that
+ * DGEMM instead (assign_dgemm_rows).  The counts come to the host (the
+ * group loop waits for the device anyway, at its look at cancel).
+ */
+void dgemm_tiles(const Plan &plan, Product &pr, const Centroids &cen, const Report &rep, const float *x,
+				 const int32_t *perm, int64_t gr, int ntiles, int32_t *labels, const int32_t *labels_old,
+				 float *d2, const gc_exec &exec)
+{
+	const int	k = plan.k;
+	const int64_t step = pr.tile_step;
+
+	compact_tiles_kernel<<<ntiles, CT_THREADS>>>(pr.cmark.get(), k, pr.qopen.get(), perm, gr, step,
+												 pr.tcols.get(), pr.trows.get(), pr.tcount.get(), ntiles);
+	CHECK_LAUNCH("compact_tiles_kernel");
+	CUDA_TRY(cudaMemcpy(pr.tcount_h.data(), pr.tcount.get(), sizeof(int32_t) * 2 * ntiles,
+						cudaMemcpyDeviceToHost));
+	for (int t = 0; t < ntiles; t++)
+	{
+		const int	u = pr.tcount_h[t];
+		const int64_t open = pr.tcount_h[ntiles + t];
+		const int32_t *rws = pr.trows.get() + t * step;
+
+		if (open == 0)
+			continue;
+		if (u == 0 || u > k / 4)
+		{
+			/* a wide union (or NaN products: none marked) */
+			assign_dgemm_rows(plan, pr, cen, rep, x, rws, open, labels, labels_old, d2, exec);
+			pr.escalated_full += open;
+		}
+		else
+			assign_dgemm_cols(plan, pr, cen, rep, x, rws, open, pr.tcols.get() + (size_t) t * k, u, labels,
+							  labels_old, d2);
+		pr.escalated += open;
+	}
+}
+
 } // namespace
 
 /*
@@ -800,7 +954,9 @@ void order_rows(const Plan &plan, Product &pr, const Centroids &cen, const int32
  * 10 candidates a row, 1.5 ns a candidate against 28 ns a row of the full
  * DGEMM (about 18 by the flops), yet k / 48 (21) sent 1 % of the rows to the
  * DGEMM and cost 18.0 ms an iteration against 16.5 with none (the DGEMM of
- * a few open rows costs more than its flops): k / 16, 4 to 64.
+ * a few open rows costs more than its flops): k / 16, 4 to 64.  (In tile
+ * mode the DGEMM level takes only each tile's candidates and costs a row
+ * about one more read of its TF32 products; the cap is the same.)
  */
 void product_choose(Product &pr, const gc_kmeans_params &p, const gc_tuning &tuning, int cc_major, bool fast_fp64,
 					int k)
@@ -881,12 +1037,14 @@ void product_settle(Product &pr, int64_t n)
 		/* rows far from the data mean next to close centroids: centre each tile on its own */
 		pr.tile_mode = true;
 	}
-	else if (pr.dgemm && pr.escalated > n / 4 * 3)
+	else if (pr.dgemm && pr.escalated_full > n / 4 * 3)
 	{
 		/*
-		 * most rows need the DGEMM: every row straight to it from now on
-		 * (below three quarters, the TF32 product and the DGEMM of the open
-		 * rows cost less than the DGEMM of all)
+		 * most rows need the DGEMM of every centroid: every row straight to
+		 * it from now on (below three quarters, the TF32 product and the
+		 * DGEMM of the open rows cost less than the DGEMM of all; rows that
+		 * tile mode sends to the DGEMM of their tile's candidates do not
+		 * count, that one costs a small part of it)
 		 */
 		pr.two_level = false;
 		pr.dgemm_all = true;
@@ -921,6 +1079,22 @@ static void product_tile_buffers(const Plan &plan, Product &pr)
 	pr.cen_t.reset((size_t) pr.group_tiles * plan.k * plan.d, "centroids");
 	pr.cval_t.reset((size_t) pr.group_tiles * plan.k, "centroid norms");
 	pr.cnrm_t.reset((size_t) pr.group_tiles * plan.k, "centroid norms");
+	if (pr.dgemm)
+	{
+		const int64_t grows = pr.tile_step * pr.group_tiles;
+		const int	ucap = std::max(1, plan.k / 4);
+
+		pr.cmark.reset((size_t) pr.group_tiles * plan.k, "candidate marks");
+		pr.qopen.reset(grows, "candidate marks");
+		CUDA_TRY(cudaMemset(pr.cmark.get(), 0, (size_t) pr.group_tiles * plan.k));
+		CUDA_TRY(cudaMemset(pr.qopen.get(), 0, (size_t) grows));
+		pr.tcols.reset((size_t) pr.group_tiles * plan.k, "tile candidates");
+		pr.trows.reset(grows, "tile candidates");
+		pr.tcount.reset(2 * (size_t) pr.group_tiles, "tile candidates");
+		pr.tcount_h.assign(2 * (size_t) pr.group_tiles, 0);
+		pr.cen_g.reset((size_t) ucap * plan.d, "tile candidates");
+		pr.cval_g.reset(ucap, "tile candidates");
+	}
 }
 
 void assign_product(const Plan &plan, Product &pr, const Centroids &cen, const Report &rep,
@@ -937,6 +1111,7 @@ void assign_product(const Plan &plan, Product &pr, const Centroids &cen, const R
 		/* most rows were left open by the TF32 check: every row through the DGEMM */
 		assign_dgemm_rows(plan, pr, cen, rep, x, nullptr, rows, labels, labels_old, d2, exec);
 		pr.escalated += rows;
+		pr.escalated_full += rows;
 		return;
 	}
 	if (pr.two_level)
@@ -960,6 +1135,8 @@ void assign_product(const Plan &plan, Product &pr, const Centroids &cen, const R
 		if (!pr.perm.get())
 			product_tile_buffers(plan, pr);
 
+		/* the rows left open through the DGEMM over each tile's candidates (dgemm_tiles) */
+		const bool	narrow = pr.two_level && pr.dgemm;
 		const int64_t step = pr.tile_step;
 		const int64_t group_rows = step * pr.group_tiles;
 		const int32_t *perm = pr.perm.get();
@@ -1001,7 +1178,9 @@ void assign_product(const Plan &plan, Product &pr, const Centroids &cen, const R
 			const Norms local = {pr.cval_t.get(), pr.cnrm_t.get(), pr.xtn.get() + g0, true, step};
 
 			argmin_tile(plan, pr, cen, rep, local, x, pr.tf32_first, gr, perm + g0, 0, labels, labels_old, d2,
-						!pr.two_level);
+						!pr.two_level, narrow);
+			if (narrow)
+				dgemm_tiles(plan, pr, cen, rep, x, perm + g0, gr, ntiles, labels, labels_old, d2, exec);
 		}
 	}
 	else
@@ -1042,7 +1221,10 @@ void assign_product(const Plan &plan, Product &pr, const Centroids &cen, const R
 			return;
 		}
 		if (pr.dgemm && m > 0)
+		{
 			assign_dgemm_rows(plan, pr, cen, rep, x, pr.unres.get(), m, labels, labels_old, d2, exec);
+			pr.escalated_full += m;
+		}
 		for (int64_t s0 = 0; !pr.dgemm && s0 < (int64_t) m; s0 += plan.gemm_tile)
 		{
 			int			sm = (int) std::min<int64_t>(plan.gemm_tile, (int64_t) m - s0);

@@ -706,6 +706,36 @@ km_assign_case(const km_data *D, const char *label, const gc_kmeans_params *p)
 	km_free(&ref);
 }
 
+/*
+ * gpu_kmeans_assign to given centroids against the CPU, labels identical
+ * (rows of single precision, d > 32: every label decided in double).
+ */
+static void
+km_assign_given(const km_data *D, const char *label, int32_t k, const double *centroids)
+{
+	km_answer	mine,
+				ref;
+	km_diff		df;
+	char		verdict[2400],
+				what[256];
+	int			ok;
+
+	km_alloc(&mine, D->n, k, D->d);
+	km_alloc(&ref, D->n, k, D->d);
+	km_assign_run(H.test, &mine, km_x(D), D->dtype, D->metric, D->n, D->d, k, centroids, NULL);
+	km_assign_run(H.ref, &ref, km_x(D), D->dtype, D->metric, D->n, D->d, k, centroids, NULL);
+	ok = km_compare(km_x(D), D->dtype, D->n, D->d, k, &ref, &mine, KM_EXACT, 1e-6, &df, verdict, sizeof(verdict));
+	snprintf(what, sizeof(what), "kmeans_assign %s %lld x %d k=%d, given centroids: %s against cpu", label,
+			 (long long) D->n, D->d, k, h_test_name());
+	h_check(ok, what, verdict);
+	printf("| assign %-17s f32 | %8lld x %-3d | %4d | against cpu | %lld (%lld near ties) | cpu %8.0f ms | %s |\n",
+		   label, (long long) D->n, D->d, k, (long long) df.mismatches, (long long) df.near_ties, ref.wall_ms,
+		   verdict);
+	fflush(stdout);
+	km_free(&mine);
+	km_free(&ref);
+}
+
 /* The comparison notices a label moved to another cluster, also under the near-tie rule. */
 static void
 km_self_check(void)
@@ -1378,6 +1408,21 @@ kmeans_checks(void)
 		km_data_free(&B);
 		km_data_free(&W);
 	}
+	{
+		/*
+		 * Tile mode's DGEMM over each tile's candidates: 60 centroids a
+		 * blob, more than the TF32 check decides in double, so the rows go
+		 * to the DGEMM level in tile mode; a tile of 4,096 rows spans one or
+		 * two blobs, so the union of its rows' windows is mostly within a
+		 * quarter of k (the DGEMM over those columns) and sometimes beyond
+		 * (the DGEMM of every centroid).
+		 */
+		km_data		B = km_separated(60000, 256, 10, 0.0);
+		gc_kmeans_params r = km_params(600, GC_KMEANS_INIT_RANDOM, NULL, 5, 1e-4, F);
+
+		km_case(&B, "tile candidates", &r, dflt, 1, KM_NEAR_TIES, 1e-6);
+		km_data_free(&B);
+	}
 
 	/* gpu_kmeans_assign */
 	printf("\n## k-means assignment: %s\n\n| case | n x d | k | against | labels | time | result |\n"
@@ -1420,6 +1465,30 @@ kmeans_checks(void)
 		km_assign_case(&W, "close centroids", &r);
 		km_data_free(&B);
 		km_data_free(&W);
+	}
+	{
+		/*
+		 * Exact ties through the DGEMM over each tile's candidates: 200
+		 * rows of 10 blobs as centroids, each twice (centroid j + 200 is
+		 * centroid j), 40 candidates a row; every row is at the same
+		 * distance from both copies and takes the lower number, as on the
+		 * CPU.
+		 */
+		km_data		B = km_separated(60000, 256, 10, 0.0);
+		double	   *c = (double *) malloc(sizeof(double) * 400 * 256);
+
+		if (!c)
+		{
+			fprintf(stderr, "gpu_vs_cpu: out of host memory\n");
+			exit(2);
+		}
+		for (int j = 0; j < 200; j++)
+			for (int t = 0; t < 256; t++)
+				c[(size_t) j * 256 + t] = c[(size_t) (j + 200) * 256 + t] =
+					B.x[(size_t) (j * (B.n / 200)) * 256 + t];
+		km_assign_given(&B, "duplicates", 400, c);
+		free(c);
+		km_data_free(&B);
 	}
 
 	km_precision_metric_checks();
