@@ -23,8 +23,10 @@
  *         that key is below every edge into the subtree, so ties of weight
  *         (duplicates, lattices) are pruned by row index as well; or when its
  *         weight bound is above the least weight that any row of the
- *         component has found so far (shared through an atomicMin; the rows
- *         that hold the component's least edge never prune it).  A row
+ *         component has found so far (shared through an atomicMin, and
+ *         primed before the searches with the rows' edges of the round
+ *         before that still leave the component; the rows that hold the
+ *         component's least edge never prune it).  A row
  *         whose search was complete (nothing pruned by that shared bound
  *         alone) keeps its edge in the next round without a search while
  *         the edge's other end is still in another component: the rows of

@@ -363,6 +363,7 @@ typedef struct hd_case
 	double		scale;			/* GC_F64: values rounded to multiples of 1/scale; 0: the floats */
 	double		shift;			/* added to every coordinate before the rest (cosine: spreads directions) */
 	int			tree;			/* compare the condensed tree too */
+	int			host_sums;		/* on the GPU, the host must sum a cluster of more than 65,536 terms */
 } hd_case;
 
 #define F64 GC_F64
@@ -414,7 +415,7 @@ static const hd_case hd_cases[] = {
 	{"blobs", 20000, 64, {10, 5, 0, 0, 0, 0}},
 	{"flat", 20000, 8, {10, 5, 0, 0, 0, 0}},
 	{"close", 300000, 2, {20, 10, 0, 0, 0, 0}},
-	{"chain", 1000000, 2, {10, 5, 0, 0, 0, 0}},	/* one cluster of nearly every merge */
+	{"chain", 1000000, 2, {10, 5, 0, 0, 0, 0}, F32, EUC, 0, 0, 0, 1},	/* one cluster of nearly every merge */
 	/* rows and answers of 64 MB and more: the copies through pinned memory on several threads */
 	{"blobs", 10000000, 2, {10, 10, 0, 0, 0, 0}},
 	{"gantao", 6000000, 3, {100, 2, 0, 0, 0, 0}},
@@ -510,6 +511,16 @@ hd_differential(const hd_case *c0)
 			 (long long) c.n, p.min_cluster_size, p.min_samples, p.cluster_selection_epsilon,
 			 c.p.leaf ? "leaf" : "eom", c.p.single ? " single" : "", (long long) c.p.maxcs);
 	h_check(ok, what, verdict);
+	if (c.host_sums && !H.cpu_only && c.n >= 200000 && t.status == GC_OK)
+	{
+		char		detail[200];
+
+		/* counts[2]: the clusters whose stability the host summed (cuda/hdbscan_finish.cu) */
+		snprintf(detail, sizeof(detail), "%lld clusters summed on the host", (long long) t.timing.counts[2]);
+		snprintf(what, sizeof(what), "hdbscan %s n=%lld: the longest cluster summed on the host", name,
+				 (long long) c.n);
+		h_check(t.timing.counts[2] > 0, what, detail);
+	}
 	printf("| %-16s | %8lld | %3d | %4d | %5d | %6g | %-4s | %d | %6lld | %6lld | %8lld | %9.1f | "
 		   "%8.2f / %8.2f / %8.2f | %4lld | %12lld | %s |\n",
 		   name, (long long) c.n, c.d, p.min_cluster_size, p.min_samples, p.cluster_selection_epsilon,
