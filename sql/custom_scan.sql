@@ -78,6 +78,11 @@ SELECT cs_same($q$SELECT cluster_id FROM gpu_hdbscan('SELECT id, f FROM cs_pts O
 SELECT cs_same($q$SELECT id * 2, is_core FROM gpu_dbscan('SELECT id, f FROM cs_pts ORDER BY id', 0.5, 3) WHERE cluster_id IS NULL OR id % 4 = 0$q$);
 SELECT cs_same($q$SELECT distance, distance FROM gpu_kmeans_assign('SELECT id, f FROM cs_pts ORDER BY id', '{{0,0},{10,10},{20,20}}')$q$);
 SELECT cs_same($q$SELECT 1 FROM gpu_density_peaks('SELECT id, f FROM cs_pts ORDER BY id', n_clusters => 3)$q$);
+-- without quals, columns only: the node fills the output columns straight from the arrays
+SELECT cs_same($q$SELECT cluster_id, id, cluster_id FROM gpu_dbscan('SELECT id, f FROM cs_pts ORDER BY id', 0.5, 3)$q$);
+SELECT cs_same($q$SELECT probability FROM gpu_hdbscan('SELECT id, f FROM cs_pts ORDER BY id', 5)$q$);
+SELECT cs_same($q$SELECT id, cluster_id FROM gpu_kmeans('SELECT id, f FROM cs_pts ORDER BY id', 3, seed => 7) ORDER BY id DESC$q$);
+SELECT cs_same($q$SELECT count(*) FROM gpu_density_peaks('SELECT id, f FROM cs_pts ORDER BY id', n_clusters => 3)$q$);
 EXPLAIN (COSTS OFF, VERBOSE)
 SELECT cluster_id FROM gpu_hdbscan('SELECT id, f FROM cs_pts ORDER BY id', 5) WHERE outlier_score > 0.1;
 

@@ -77,6 +77,15 @@ typedef struct GcScanState
 	bool		computed;
 	int64		pos;			/* 1-based row last returned; 0 before, nrows + 1 after */
 	int64		computations;
+
+	/*
+	 * Without quals and with a target list of the row's columns only (count(*)
+	 * has none), each output column is filled straight from the result
+	 * arrays into the projection's slot: no scan tuple, no projection.
+	 */
+	bool		direct;
+	int			ndirect;
+	int		   *direct_col;		/* [ndirect] the row's column of each output column (0: id) */
 } GcScanState;
 
 static Plan *PlanScan(PlannerInfo *root, RelOptInfo *rel, CustomPath *best_path,
@@ -248,6 +257,36 @@ CreateScanState(CustomScan *cscan)
 	return (Node *) s;
 }
 
+/*
+ * The direct path (GcScanState.direct), where the plan allows it: no quals,
+ * a projection whose every entry is a Var of the scan tuple (custom_scan_tlist,
+ * INDEX_VAR after set_plan_references).
+ */
+static void
+SetDirect(GcScanState *s)
+{
+	Plan	   *plan = s->css.ss.ps.plan;
+	int			natts = s->css.ss.ss_ScanTupleSlot->tts_tupleDescriptor->natts;
+	int			i = 0;
+	ListCell   *lc;
+
+	s->direct = false;
+	if (plan->qual != NIL || s->css.ss.ps.ps_ProjInfo == NULL)
+		return;
+	s->direct_col = palloc(sizeof(int) * Max(list_length(plan->targetlist), 1));
+	foreach(lc, plan->targetlist)
+	{
+		TargetEntry *te = lfirst_node(TargetEntry, lc);
+		Var		   *v = (Var *) te->expr;
+
+		if (!IsA(v, Var) || v->varno != INDEX_VAR || v->varattno < 1 || v->varattno > natts)
+			return;
+		s->direct_col[i++] = v->varattno - 1;
+	}
+	s->ndirect = i;
+	s->direct = true;
+}
+
 /* As ExecInitFunctionResultSet: EXECUTE privilege, the hook, fmgr and the arguments. */
 static void
 BeginScan(CustomScanState *node, EState *estate, int eflags)
@@ -270,6 +309,7 @@ BeginScan(CustomScanState *node, EState *estate, int eflags)
 	s->args = ExecInitExprList(s->funcexpr->args, &node->ss.ps);
 	s->cxt = AllocSetContextCreate(estate->es_query_cxt, "gpuclust scan",
 								   ALLOCSET_DEFAULT_SIZES);
+	SetDirect(s);
 }
 
 /* Runs the function into the sink: the result arrays, in s->cxt. */
@@ -315,24 +355,21 @@ Compute(GcScanState *s)
 	s->pos = 0;
 }
 
-/* The next row in the executor's direction, as a virtual tuple; NULL at either end. */
-static TupleTableSlot *
-NextRow(ScanState *ss)
+/* Moves s->pos one row in the executor's direction; false at either end (computes first). */
+static bool
+Advance(GcScanState *s)
 {
-	GcScanState *s = (GcScanState *) ss;
-	TupleTableSlot *slot = ss->ss_ScanTupleSlot;
 	int64		nrows;
 
 	if (!s->computed)
 		Compute(s);
 	nrows = s->sink.filled ? s->sink.rows.nrows : 0;
-	ExecClearTuple(slot);
-	if (ScanDirectionIsBackward(ss->ps.state->es_direction))
+	if (ScanDirectionIsBackward(s->css.ss.ps.state->es_direction))
 	{
 		if (s->pos <= 1)
 		{
 			s->pos = 0;
-			return slot;
+			return false;
 		}
 		s->pos--;
 	}
@@ -341,11 +378,39 @@ NextRow(ScanState *ss)
 		if (s->pos >= nrows)
 		{
 			s->pos = nrows + 1;
-			return slot;
+			return false;
 		}
 		s->pos++;
 	}
+	return true;
+}
+
+/* The next row in the executor's direction, as a virtual tuple; an empty slot at either end. */
+static TupleTableSlot *
+NextRow(ScanState *ss)
+{
+	GcScanState *s = (GcScanState *) ss;
+	TupleTableSlot *slot = ss->ss_ScanTupleSlot;
+
+	ExecClearTuple(slot);
+	if (!Advance(s))
+		return slot;
 	GcRowsFill(&s->sink.rows, s->pos - 1, slot->tts_values, slot->tts_isnull);
+	return ExecStoreVirtualTuple(slot);
+}
+
+/* The direct path: the next row's output columns into the projection's slot. */
+static TupleTableSlot *
+NextRowDirect(GcScanState *s)
+{
+	TupleTableSlot *slot = s->css.ss.ps.ps_ProjInfo->pi_state.resultslot;
+
+	ExecClearTuple(slot);
+	if (!Advance(s))
+		return slot;
+	for (int c = 0; c < s->ndirect; c++)
+		GcRowsFillColumn(&s->sink.rows, s->pos - 1, s->direct_col[c], &slot->tts_values[c],
+						 &slot->tts_isnull[c]);
 	return ExecStoreVirtualTuple(slot);
 }
 
@@ -358,6 +423,11 @@ RecheckRow(ScanState *ss, TupleTableSlot *slot)
 static TupleTableSlot *
 ExecScanNode(CustomScanState *node)
 {
+	GcScanState *s = (GcScanState *) node;
+
+	/* (an EvalPlanQual recheck, which the planner hook's shapes never need, takes ExecScan's way) */
+	if (s->direct && node->ss.ps.state->es_epq_active == NULL)
+		return NextRowDirect(s);
 	return ExecScan(&node->ss, NextRow, RecheckRow);
 }
 
