@@ -21,6 +21,10 @@
  * memory, which stays in a context of the node's until a rescan with new
  * parameter values or the end of the scan.  The node reads forward and
  * backward (SCROLL cursors); a rescan without changed parameters rewinds.
+ * Without quals, and with a target list of the row's own columns (none for
+ * count(*)), each row's output columns are filled straight from the
+ * arrays (NextRowDirect); otherwise ExecScan fills the whole scan tuple,
+ * checks the quals and projects.
  */
 #include "postgres.h"
 

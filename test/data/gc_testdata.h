@@ -60,9 +60,11 @@
  *              (d > 3): the spread lies in the later features only
  *   chain      rows on a line (the first coordinate; the others 0) whose
  *              gaps grow along it, in random order: single linkage adds the
- *              rows to one cluster one at a time, so that one HDBSCAN
- *              cluster holds nearly every merge (its stability is one long
- *              sum); past 2^23 rows float rounds the gaps into ties
+ *              rows to one cluster one at a time while the gaps' growth
+ *              (1/n a step) is above the rounding of float coordinates (up
+ *              to 1.5 n), that is for a few thousand rows; larger sets are
+ *              long lines of uneven gaps, deep hierarchies whose clusters
+ *              lose rows one or a few at a time
  *
  * Plain C that also compiles as C++ (bench/kmeans_bench.cu): header only,
  * static inline, explicit casts.  Coordinates are computed in double and

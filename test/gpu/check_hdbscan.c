@@ -420,7 +420,7 @@ static const hd_case hd_cases[] = {
 	{"blobs", 20000, 64, {10, 5, 0, 0, 0, 0}},
 	{"flat", 20000, 8, {10, 5, 0, 0, 0, 0}},
 	{"close", 300000, 2, {20, 10, 0, 0, 0, 0}},
-	{"chain", 1000000, 2, {10, 5, 0, 0, 0, 0}},	/* one cluster of nearly every merge */
+	{"chain", 1000000, 2, {10, 5, 0, 0, 0, 0}},	/* a deep hierarchy, rows added one or a few at a time */
 	/* rows and answers of 64 MB and more: the copies through pinned memory on several threads */
 	{"blobs", 10000000, 2, {10, 10, 0, 0, 0, 0}},
 	{"gantao", 6000000, 3, {100, 2, 0, 0, 0, 0}},
