@@ -409,6 +409,7 @@ NextRowDirect(GcScanState *s)
 {
 	TupleTableSlot *slot = s->css.ss.ps.ps_ProjInfo->pi_state.resultslot;
 
+	CHECK_FOR_INTERRUPTS();		/* as ExecScanFetch does for every row */
 	ExecClearTuple(slot);
 	if (!Advance(s))
 		return slot;
