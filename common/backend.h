@@ -401,6 +401,7 @@ typedef struct gc_hdbscan_result
 	int32_t    *cluster;		/* [n] out: cluster id or -1 for noise */
 	double	   *probability;	/* [n] out: scikit-learn's probabilities_ */
 	double	   *outlier_score;	/* [n] out: GLOSH, as the hdbscan library's outlier_scores_ */
+	/* (both or neither NULL: not wanted, not computed) */
 	double	   *core_distance;	/* [n] out, NULL: not wanted */
 	gc_hdbscan_tree *tree;		/* NULL: not wanted */
 	int64_t		n_clusters;		/* out */

@@ -905,13 +905,11 @@ gc_hdb_lab_answer(void *arg, int64_t t, void *worker)
 					k = res->cluster[i];
 		double		lam = w->st[i].at.lambda;
 
-		if (k < 0)
-			res->probability[i] = 0.0;
-		else
-		{
+		if (k >= 0)
 			res->cluster[i] = (int32_t) L->node_label[k];
-			res->probability[i] = gc_hdb_row_probability(lam, w->k_death[k]);
-		}
+		if (res->probability == NULL)
+			continue;			/* not wanted (nor the outlier scores) */
+		res->probability[i] = k < 0 ? 0.0 : gc_hdb_row_probability(lam, w->k_death[k]);
 		res->outlier_score[i] = gc_hdb_row_glosh(lam, L->death_glosh[pk]);
 	}
 	return 0;
@@ -1353,8 +1351,11 @@ gc_hdbscan_finish(const gc_hdbscan_params *p, int64_t n, const double *core,
 	if (n == 1)
 	{
 		result->cluster[0] = -1;
-		result->probability[0] = 0.0;
-		result->outlier_score[0] = 0.0;
+		if (result->probability != NULL)
+		{
+			result->probability[0] = 0.0;
+			result->outlier_score[0] = 0.0;
+		}
 		if (result->tree != NULL)
 		{
 			result->tree->nodes = 1;

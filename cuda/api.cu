@@ -102,17 +102,80 @@ void drop_init()
 		pending_init[i] = 0.0;
 }
 
-void *device_alloc(size_t bytes, const char *what)
+/*
+ * Device memory.  Outside a pooled call, cudaMalloc and cudaFree.  In a
+ * pooled call (between begin_pool and end_pool), the device's default
+ * stream-ordered pool: cudaMallocAsync and cudaFreeAsync on the legacy
+ * default stream, where every kernel of the back end runs.  A buffer freed
+ * there is reused by the next allocation of the call without a new mapping,
+ * and the free does not wait for the device.  The pool keeps what is freed
+ * while the call runs (its release threshold is the maximum); end_pool
+ * gives it all back, so that a session holds no pool memory between calls.
+ * Devices without pools take cudaMalloc in pooled calls too.
+ */
+static cudaMemPool_t device_pool[64];	/* the default pool of each device, once set up */
+static bool pool_checked[64];
+static cudaMemPool_t active_pool = nullptr;	/* while a pooled call runs */
+static MemoryStats mem_stats;
+
+MemoryStats &memory_stats() { return mem_stats; }
+
+/* Gives back what the pool holds free; the frees are stream ordered, so the device is waited for first. */
+static void trim(cudaMemPool_t p)
+{
+	if (cudaDeviceSynchronize() == cudaSuccess)
+		cudaMemPoolTrimTo(p, 0);
+	cudaGetLastError();
+}
+
+void begin_pool(int32_t device_id)
+{
+	if (device_id >= 0 && device_id < 64 && !pool_checked[device_id])
+	{
+		int			supported = 0;
+		cudaMemPool_t p = nullptr;
+		uint64_t	keep = UINT64_MAX;
+
+		pool_checked[device_id] = true;
+		if (cudaDeviceGetAttribute(&supported, cudaDevAttrMemoryPoolsSupported, device_id) == cudaSuccess &&
+			supported && cudaDeviceGetDefaultMemPool(&p, device_id) == cudaSuccess &&
+			cudaMemPoolSetAttribute(p, cudaMemPoolAttrReleaseThreshold, &keep) == cudaSuccess)
+			device_pool[device_id] = p;
+		cudaGetLastError();
+	}
+	active_pool = device_id >= 0 && device_id < 64 ? device_pool[device_id] : nullptr;
+	if (active_pool)
+		trim(active_pool);
+}
+
+void end_pool()
+{
+	if (active_pool)
+		trim(active_pool);
+	active_pool = nullptr;
+}
+
+void *device_alloc(size_t bytes, const char *what, bool *pooled)
 {
 	void *p = nullptr;
 	Stopwatch sw;
-	cudaError_t err = cudaMalloc(&p, bytes);
+	cudaMemPool_t pool = active_pool;
+	cudaError_t err = pool ? cudaMallocAsync(&p, bytes, 0) : cudaMalloc(&p, bytes);
 
+	if (err == cudaErrorMemoryAllocation && pool)
+	{
+		/* what the pool holds free may be in pieces too small: give it back and try again */
+		cudaGetLastError();
+		trim(pool);
+		err = cudaMallocAsync(&p, bytes, 0);
+	}
 	if (err == cudaSuccess && !first_alloc_done)
 	{
 		first_alloc_done = true;
 		note_init(GC_INIT_ALLOC, sw.ms());
 	}
+	mem_stats.allocs++;
+	mem_stats.alloc_ms += sw.ms();
 
 	if (err == cudaErrorMemoryAllocation)
 	{
@@ -126,8 +189,21 @@ void *device_alloc(size_t bytes, const char *what)
 			 bytes, what, free_b, total_b);
 	}
 	if (err != cudaSuccess)
-		fail_cuda(err, "cudaMalloc", __FILE__, __LINE__);
+		fail_cuda(err, pool ? "cudaMallocAsync" : "cudaMalloc", __FILE__, __LINE__);
+	*pooled = pool != nullptr;
 	return p;
+}
+
+void device_free(void *p, bool pooled)
+{
+	Stopwatch	sw;
+
+	if (pooled)
+		cudaFreeAsync(p, 0);
+	else
+		cudaFree(p);
+	mem_stats.frees++;
+	mem_stats.free_ms += sw.ms();
 }
 
 void use_device(int32_t device_id)

@@ -164,8 +164,26 @@ class Stopwatch
 	std::chrono::steady_clock::time_point t0_;
 };
 
-/* Allocates device memory; an out-of-memory names how much was needed. */
-void *device_alloc(size_t bytes, const char *what);
+/*
+ * Allocates device memory: from the device's stream-ordered pool in a pooled
+ * call (*pooled set), else by cudaMalloc (see cuda/api.cu); an out-of-memory
+ * names how much was needed.  device_free gives it back the way it came.
+ * begin_pool and end_pool bracket a pooled call (run_on_device).
+ */
+void *device_alloc(size_t bytes, const char *what, bool *pooled);
+void device_free(void *p, bool pooled);
+void begin_pool(int32_t device_id);
+void end_pool();
+
+/* Allocations and frees of the call so far, and their host milliseconds (for the debug lines). */
+struct MemoryStats
+{
+	int64_t		allocs;
+	int64_t		frees;
+	double		alloc_ms;
+	double		free_ms;
+};
+MemoryStats &memory_stats();
 
 /* An owned device array of T; freed when it goes out of scope. */
 template <typename T>
@@ -177,11 +195,16 @@ class DeviceBuffer
 	~DeviceBuffer() { release(); }
 	DeviceBuffer(const DeviceBuffer &) = delete;
 	DeviceBuffer &operator=(const DeviceBuffer &) = delete;
-	DeviceBuffer(DeviceBuffer &&o) noexcept : p_(o.p_), n_(o.n_) { o.p_ = nullptr; o.n_ = 0; }
+	DeviceBuffer(DeviceBuffer &&o) noexcept : p_(o.p_), n_(o.n_), pooled_(o.pooled_)
+	{
+		o.p_ = nullptr;
+		o.n_ = 0;
+	}
 	DeviceBuffer &operator=(DeviceBuffer &&o) noexcept
 	{
 		std::swap(p_, o.p_);
 		std::swap(n_, o.n_);
+		std::swap(pooled_, o.pooled_);
 		return *this;
 	}
 
@@ -189,13 +212,13 @@ class DeviceBuffer
 	{
 		release();
 		if (count > 0)
-			p_ = static_cast<T *>(device_alloc(count * sizeof(T), what));
+			p_ = static_cast<T *>(device_alloc(count * sizeof(T), what, &pooled_));
 		n_ = count;
 	}
 	void release()
 	{
 		if (p_)
-			cudaFree(p_);
+			device_free(p_, pooled_);
 		p_ = nullptr;
 		n_ = 0;
 	}
@@ -206,6 +229,7 @@ class DeviceBuffer
   private:
 	T *p_ = nullptr;
 	size_t n_ = 0;
+	bool pooled_ = false;
 };
 
 } // namespace gc

@@ -87,20 +87,48 @@ void timed(double &ms, Phase &&phase)
 	ms += sw.ms();
 }
 
+/* A pooled call's pool, from construction to destruction, however the call ends. */
+class PoolScope
+{
+  public:
+	PoolScope(bool on, int32_t device_id) : on_(on)
+	{
+		if (on_)
+			begin_pool(device_id);
+	}
+	~PoolScope()
+	{
+		if (on_)
+			end_pool();
+	}
+	PoolScope(const PoolScope &) = delete;
+	PoolScope &operator=(const PoolScope &) = delete;
+
+  private:
+	bool		on_;
+};
+
 /*
  * Runs the algorithm on the call's device; the GPU start-up it paid (the
  * first call of the process) goes to timing->init_ms.  When device memory runs out,
  * timing->bytes_needed says the larger of the estimate and the allocation
- * that failed.
+ * that failed.  pooled: its device memory comes from the device's pool
+ * (cuda/api.cu), given back when it ends; for an algorithm of many
+ * buffers a call (HDBSCAN), where cudaMalloc and cudaFree cost milliseconds.
+ * With backend debugging on, the allocations and their time go to stderr.
  */
 template <typename Run>
-void run_on_device(const Call &call, Run &&run)
+void run_on_device(const Call &call, Run &&run, bool pooled = false)
 {
 	/* the start-up this call pays goes to its timing->init_ms, not what device_info paid */
 	drop_init();
+	memory_stats() = MemoryStats{};
 	try
 	{
 		use_device(call.exec.device_id);
+
+		PoolScope	scope(pooled, call.exec.device_id);
+
 		run();
 	}
 	catch (const Failure &f)
@@ -111,6 +139,13 @@ void run_on_device(const Call &call, Run &&run)
 		throw;
 	}
 	take_init(call.timing);
+	if (call.tuning.debug)
+	{
+		const MemoryStats &m = memory_stats();
+
+		fprintf(stderr, "gpuclust: device memory%s: %lld allocations, %.3f ms; %lld frees, %.3f ms\n",
+				pooled ? " (pooled)" : "", (long long) m.allocs, m.alloc_ms, (long long) m.frees, m.free_ms);
+	}
 }
 
 /*

@@ -290,8 +290,8 @@ extern "C" gc_status gcu_hdbscan(const gc_exec *exec,
 	gc::Call	call(exec);
 
 	gc::require_buffers("HDBSCAN", x, n,
-						result && (n == 0 || (result->cluster && result->probability &&
-											  result->outlier_score)));
+						result && (n == 0 || (result->cluster &&
+											  !result->probability == !result->outlier_score)));
 	if (result->tree && n > 0 && result->tree->capacity < 2 * n)
 		return gc::set_error(GC_ERR_INTERNAL, "HDBSCAN's tree holds %lld rows, not 2 n = %lld",
 							 (long long) result->tree->capacity, (long long) (2 * n));
@@ -340,8 +340,11 @@ extern "C" gc_status gcu_hdbscan(const gc_exec *exec,
 			bufs = host.buffers();
 
 		bufs.push_back({result->cluster, sizeof(int32_t) * (size_t) n});
-		bufs.push_back({result->probability, sizeof(double) * (size_t) n});
-		bufs.push_back({result->outlier_score, sizeof(double) * (size_t) n});
+		if (result->probability)
+		{
+			bufs.push_back({result->probability, sizeof(double) * (size_t) n});
+			bufs.push_back({result->outlier_score, sizeof(double) * (size_t) n});
+		}
 		if (result->core_distance)
 			bufs.push_back({result->core_distance, sizeof(double) * (size_t) n});
 
@@ -351,7 +354,7 @@ extern "C" gc_status gcu_hdbscan(const gc_exec *exec,
 			gc::hdbscan::Workspace w(call, dtype, (int32_t) n, d, *params);
 
 			gc::hdbscan::run(w, x, *params, result->core_distance, result, NULL, NULL, NULL, &host);
-		});
+		}, true);
 		return GC_OK;
 	}
 
@@ -373,7 +376,7 @@ extern "C" gc_status gcu_hdbscan(const gc_exec *exec,
 			gc::hdbscan::Workspace w(call, dtype, (int32_t) n, d, *params);
 
 			gc::hdbscan::run(w, x, *params, core.get(), NULL, mst.get(), merges.get(), states.get(), NULL);
-		});
+		}, true);
 	}
 
 	gc_status	st;

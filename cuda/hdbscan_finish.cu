@@ -383,7 +383,7 @@ __global__ void choose(const gc_hdb_state *st, int64_t n, int64_t K, const int64
 		atomicMin(&first[k], (unsigned long long) i);
 }
 
-/* Each row's number, probability and GLOSH score. */
+/* Each row's number, and its probability and GLOSH score where wanted (not null). */
 __global__ void answer(const gc_hdb_state *st, int64_t n, const int64_t *num, const int64_t *node_label,
 					   const double *death, const double *glosh, int32_t *cluster,
 					   double *probability, double *score)
@@ -392,16 +392,16 @@ __global__ void answer(const gc_hdb_state *st, int64_t n, const int64_t *num, co
 
 	if (i >= n)
 		return;
-	const gc_hdb_state s = st[i];
 	const int32_t k = cluster[i];
 
-	if (k < 0)
-		probability[i] = 0.0;
-	else
-	{
+	if (k >= 0)
 		cluster[i] = (int32_t) node_label[k];
-		probability[i] = gc_hdb_row_probability(s.at.lambda, death[k]);
-	}
+	if (!probability)
+		return;
+
+	const gc_hdb_state s = st[i];
+
+	probability[i] = k < 0 ? 0.0 : gc_hdb_row_probability(s.at.lambda, death[k]);
 	score[i] = gc_hdb_row_glosh(s.at.lambda, glosh[num[s.own]]);
 }
 
@@ -627,7 +627,9 @@ void finish(const Call &call, const gc_hdbscan_params &p, const gc_hdbscan_edge 
 	DeviceBuffer<uint8_t> d_selected(K, what);
 	DeviceBuffer<unsigned long long> d_first(K, what);
 	DeviceBuffer<int32_t> cluster(n, "HDBSCAN's labels");
-	DeviceBuffer<double> probability(n, "HDBSCAN's probabilities"), score(n, "HDBSCAN's scores");
+	/* the probabilities and scores only where wanted */
+	const size_t scored = result->probability ? (size_t) n : 0;
+	DeviceBuffer<double> probability(scored, "HDBSCAN's probabilities"), score(scored, "HDBSCAN's scores");
 
 	to_device(d_top.get(), w.sub, K);
 	to_device(d_glosh.get(), glosh, K);
@@ -654,9 +656,12 @@ void finish(const Call &call, const gc_hdbscan_params &p, const gc_hdbscan_edge 
 	CHECK_LAUNCH("answer");
 	CUDA_TRY(cudaDeviceSynchronize());
 	step("answers");
-	copy_results(call, {{result->cluster, cluster.get(), cluster.bytes()},
-						{result->probability, probability.get(), probability.bytes()},
-						{result->outlier_score, score.get(), score.bytes()}});
+	if (scored)
+		copy_results(call, {{result->cluster, cluster.get(), cluster.bytes()},
+							{result->probability, probability.get(), probability.bytes()},
+							{result->outlier_score, score.get(), score.bytes()}});
+	else
+		copy_results(call, {{result->cluster, cluster.get(), cluster.bytes()}});
 	result->n_clusters = clusters_found;
 	step("answers copied");
 }

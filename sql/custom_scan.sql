@@ -85,6 +85,14 @@ SELECT cs_same($q$SELECT id, cluster_id FROM gpu_kmeans('SELECT id, f FROM cs_pt
 SELECT cs_same($q$SELECT count(*) FROM gpu_density_peaks('SELECT id, f FROM cs_pts ORDER BY id', n_clusters => 3)$q$);
 EXPLAIN (COSTS OFF, VERBOSE)
 SELECT cluster_id FROM gpu_hdbscan('SELECT id, f FROM cs_pts ORDER BY id', 5) WHERE outlier_score > 0.1;
+-- a query that reads neither probability nor outlier_score: gpu_hdbscan computes neither
+SELECT cs_same($q$SELECT id, cluster_id FROM gpu_hdbscan('SELECT id, f FROM cs_pts ORDER BY id', 5)$q$);
+SELECT cs_same($q$SELECT cluster_id FROM gpu_hdbscan('SELECT id, f FROM cs_pts ORDER BY id', 5) WHERE cluster_id IS NOT NULL OR id % 5 = 0$q$);
+SELECT cs_same($q$SELECT p.id, h.cluster_id FROM cs_pts p JOIN gpu_hdbscan('SELECT id, f FROM cs_pts ORDER BY id', 5) h USING (id) ORDER BY p.id$q$);
+SELECT cs_explain($q$SELECT count(*) FROM gpu_hdbscan('SELECT id, f FROM cs_pts', 5)$q$);
+SELECT cs_explain($q$SELECT id FROM gpu_hdbscan('SELECT id, f FROM cs_pts', 5) WHERE cluster_id = 0$q$);
+-- one of them read: both computed
+SELECT cs_explain($q$SELECT count(*) FROM gpu_hdbscan('SELECT id, f FROM cs_pts', 5) WHERE outlier_score > 0.1$q$);
 
 -- the same rows both ways as sets (EXCEPT ALL each way), through the node
 CREATE TEMP TABLE cs_off AS SELECT * FROM gpu_hdbscan('SELECT id, f FROM cs_pts', 5);

@@ -134,10 +134,11 @@ SrfArgs(FunctionCallInfo fcinfo, GcHdbscanJob *job)
 
 /*
  * The common part of both functions: arguments, gather, checks against the
- * rows, and the run; tree: the condensed tree's arrays wanted.
+ * rows, and the run; tree: the condensed tree's arrays wanted; scores: the
+ * probabilities and outlier scores wanted (else not computed).
  */
 static void
-HdbscanCompute(FunctionCallInfo fcinfo, GcCall *call, GcHdbscanJob *job, bool tree)
+HdbscanCompute(FunctionCallInfo fcinfo, GcCall *call, GcHdbscanJob *job, bool tree, bool scores)
 {
 	text	   *query = GcArgText(fcinfo, 0, "query");
 	gc_error	err;
@@ -151,8 +152,11 @@ HdbscanCompute(FunctionCallInfo fcinfo, GcCall *call, GcHdbscanJob *job, bool tr
 	GcReportCheck(gc_check_hdbscan(&job->params, n, call->in.d, &err), &err);
 
 	job->result.cluster = GcAlloc(call, sizeof(int32) * n, "cluster ids");
-	job->result.probability = GcAlloc(call, sizeof(double) * n, "probabilities");
-	job->result.outlier_score = GcAlloc(call, sizeof(double) * n, "outlier scores");
+	if (scores)
+	{
+		job->result.probability = GcAlloc(call, sizeof(double) * n, "probabilities");
+		job->result.outlier_score = GcAlloc(call, sizeof(double) * n, "outlier scores");
+	}
 	if (tree)
 	{
 		gc_hdbscan_tree *t = GcAlloc(call, sizeof(gc_hdbscan_tree), "condensed tree");
@@ -180,11 +184,14 @@ gpu_hdbscan(PG_FUNCTION_ARGS)
 	GcRows		rows;
 	char		extra[256];
 
-	HdbscanCompute(fcinfo, &call, &job, false);
+	/* a query that reads neither probability nor outlier_score gets neither computed */
+	bool		scores = GcRowsColumnRead(fcinfo, 2) || GcRowsColumnRead(fcinfo, 3);
+
+	HdbscanCompute(fcinfo, &call, &job, false, scores);
 	GcRowsInit(&rows, &call);
 	GcRowsAdd(&rows, GC_COL_INT32, job.result.cluster, true);
-	GcRowsAdd(&rows, GC_COL_FLOAT8, job.result.probability, false);
-	GcRowsAdd(&rows, GC_COL_FLOAT8, job.result.outlier_score, false);
+	GcRowsAdd(&rows, scores ? GC_COL_FLOAT8 : GC_COL_UNREAD, job.result.probability, false);
+	GcRowsAdd(&rows, scores ? GC_COL_FLOAT8 : GC_COL_UNREAD, job.result.outlier_score, false);
 	GcHdbscanExtra(&call, &job, extra, sizeof(extra));
 	GcCallOutputRows(&call, fcinfo, &rows, extra);
 	return (Datum) 0;
@@ -207,7 +214,7 @@ gpu_hdbscan_tree(PG_FUNCTION_ARGS)
 	gc_hdbscan_tree *t;
 	char		extra[256];
 
-	HdbscanCompute(fcinfo, &call, &job, true);
+	HdbscanCompute(fcinfo, &call, &job, true, true);
 	t = job.result.tree;
 	ts = GcCallOutputStart(&call, fcinfo, &desc, t->rows + 1);
 	if (t->nodes > 0)

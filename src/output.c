@@ -131,6 +131,14 @@ GcRowsSinkOf(FunctionCallInfo fcinfo)
 	return NULL;
 }
 
+bool
+GcRowsColumnRead(FunctionCallInfo fcinfo, int c)
+{
+	GcRowsSink *sink = GcRowsSinkOf(fcinfo);
+
+	return sink == NULL || c >= 32 || (sink->unread & ((uint32) 1 << c)) == 0;
+}
+
 void
 GcCallOutputRows(GcCall *call, FunctionCallInfo fcinfo, const GcRows *rows, const char *extra)
 {

@@ -29,7 +29,8 @@ typedef enum GcRowsKind
 {
 	GC_COL_INT32,				/* int32 array; NULL where negative if null_if_negative */
 	GC_COL_FLOAT8,				/* double array */
-	GC_COL_BOOL					/* uint8 array */
+	GC_COL_BOOL,				/* uint8 array */
+	GC_COL_UNREAD				/* not computed: NULL (a column the plan never reads) */
 } GcRowsKind;
 
 typedef struct GcRows
@@ -79,6 +80,10 @@ GcRowsFillColumn(const GcRows *rows, int64 i, int c, Datum *value, bool *isnull)
 		case GC_COL_BOOL:
 			*value = BoolGetDatum(((const uint8 *) rows->col[c].values)[i] != 0);
 			return;
+		case GC_COL_UNREAD:
+			*value = (Datum) 0;
+			*isnull = true;
+			return;
 	}
 }
 
@@ -92,10 +97,15 @@ GcRowsFillColumn(const GcRows *rows, int64 i, int c, Datum *value, bool *isnull)
 extern void GcCallOutputRows(GcCall *call, FunctionCallInfo fcinfo,
 							 const GcRows *rows, const char *extra);
 
-/* What the GPU Cluster Scan node gets from the call (fcinfo->context). */
+/*
+ * What the GPU Cluster Scan node gets from the call (fcinfo->context); the
+ * node sets unread before the call: bit c for each column c of GcRowsFillColumn
+ * that no expression of the plan reads.
+ */
 typedef struct GcRowsSink
 {
 	ExtensibleNode node;		/* T_ExtensibleNode, extnodename GC_ROWS_SINK */
+	uint32		unread;
 	bool		filled;
 	GcRows		rows;
 	const GcAlgorithm *algorithm;
@@ -109,6 +119,14 @@ typedef struct GcRowsSink
 #define GC_ROWS_SINK "GcRowsSink"
 
 extern GcRowsSink *GcRowsSinkOf(FunctionCallInfo fcinfo);
+
+/*
+ * Whether the query reads column c of the rows (GcRowsFillColumn's numbering):
+ * false only where the GPU Cluster Scan node called the function and no
+ * expression of its plan reads the column, which may then be left out
+ * (GC_COL_UNREAD) and not computed.
+ */
+extern bool GcRowsColumnRead(FunctionCallInfo fcinfo, int c);
 
 /* The GPU Cluster Scan node and gpuclust.custom_scan (scan.c), from _PG_init. */
 extern void GcScanInit(void);

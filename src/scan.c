@@ -90,6 +90,8 @@ typedef struct GcScanState
 	bool		direct;
 	int			ndirect;
 	int		   *direct_col;		/* [ndirect] the row's column of each output column (0: id) */
+
+	uint32		unread;			/* the row's columns no expression of the plan reads (GcRowsSink) */
 } GcScanState;
 
 static Plan *PlanScan(PlannerInfo *root, RelOptInfo *rel, CustomPath *best_path,
@@ -291,6 +293,42 @@ SetDirect(GcScanState *s)
 	s->direct = true;
 }
 
+/* Clears bit c of *unread for each column c of the row that a Var of the scan tuple reads. */
+static bool
+ReadColumns(Node *node, uint32 *unread)
+{
+	if (node == NULL)
+		return false;
+	if (IsA(node, Var))
+	{
+		Var		   *v = (Var *) node;
+
+		if (v->varno == INDEX_VAR && v->varlevelsup == 0)
+		{
+			if (v->varattno < 1)
+				*unread = 0;	/* the whole row */
+			else if (v->varattno <= 32)
+				*unread &= ~((uint32) 1 << (v->varattno - 1));
+		}
+		return false;
+	}
+	return expression_tree_walker(node, ReadColumns, (void *) unread);
+}
+
+/*
+ * The row's columns that neither the target list nor the quals read: the
+ * function may leave them out (GcRowsColumnRead).
+ */
+static uint32
+UnreadColumns(Plan *plan, int natts)
+{
+	uint32		unread = natts >= 32 ? ~(uint32) 0 : (((uint32) 1 << natts) - 1);
+
+	ReadColumns((Node *) plan->targetlist, &unread);
+	ReadColumns((Node *) plan->qual, &unread);
+	return unread;
+}
+
 /* As ExecInitFunctionResultSet: EXECUTE privilege, the hook, fmgr and the arguments. */
 static void
 BeginScan(CustomScanState *node, EState *estate, int eflags)
@@ -314,6 +352,7 @@ BeginScan(CustomScanState *node, EState *estate, int eflags)
 	s->cxt = AllocSetContextCreate(estate->es_query_cxt, "gpuclust scan",
 								   ALLOCSET_DEFAULT_SIZES);
 	SetDirect(s);
+	s->unread = UnreadColumns(node->ss.ps.plan, node->ss.ss_ScanTupleSlot->tts_tupleDescriptor->natts);
 }
 
 /* Runs the function into the sink: the result arrays, in s->cxt. */
@@ -330,6 +369,7 @@ Compute(GcScanState *s)
 
 	MemoryContextReset(s->cxt);
 	memset(&s->sink, 0, sizeof(s->sink));
+	s->sink.unread = s->unread;
 	s->sink.node.type = T_ExtensibleNode;
 	s->sink.node.extnodename = GC_ROWS_SINK;
 	old = MemoryContextSwitchTo(s->cxt);
@@ -480,6 +520,19 @@ ExplainScan(CustomScanState *node, List *ancestors, ExplainState *es)
 	ExplainPropertyInteger("Input Rows", NULL, k->rows.nrows, es);
 	ExplainPropertyInteger("Features", NULL, k->d, es);
 	ExplainPropertyInteger("Computations", NULL, s->computations, es);
+	{
+		/* the columns the function left out, as the query reads none of them */
+		TupleDesc	desc = node->ss.ss_ScanTupleSlot->tts_tupleDescriptor;
+		StringInfoData out;
+
+		initStringInfo(&out);
+		for (int c = 0; c < k->rows.ncols && c + 1 < desc->natts; c++)
+			if (k->rows.col[c].kind == GC_COL_UNREAD)
+				appendStringInfo(&out, "%s%s", out.len > 0 ? ", " : "",
+								 NameStr(TupleDescAttr(desc, c + 1)->attname));
+		if (out.len > 0)
+			ExplainPropertyText("Not Computed", out.data, es);
+	}
 	if (es->timing)
 	{
 		ExplainPropertyFloat("Gather Time", "ms", k->gather_ms, 3, es);

@@ -355,9 +355,8 @@ WinHdbscanPartition(FunctionCallInfo fcinfo, WindowObject winobj, WinState *ws, 
 	if (call.in.n > 0)
 	{
 		GcReportCheck(gc_check_hdbscan(&job.params, call.in.n, call.in.d, &err), &err);
+		/* the window returns the cluster only: no probabilities or outlier scores */
 		job.result.cluster = GcAlloc(&call, sizeof(int32) * call.in.n, "cluster ids");
-		job.result.probability = GcAlloc(&call, sizeof(double) * call.in.n, "probabilities");
-		job.result.outlier_score = GcAlloc(&call, sizeof(double) * call.in.n, "outlier scores");
 		GcCallCompute(&call, GcRunHdbscan, &job);
 	}
 	INSTR_TIME_SET_CURRENT(call.t_phase);

@@ -298,8 +298,8 @@ cpu_hdbscan(const gc_exec *exec, const void *x, gc_dtype dtype, int64_t n, int32
 {
 	gc_tuning	defaults = gc_tuning_defaults();
 	int			result_ok = result != NULL &&
-		(n == 0 || (result->cluster != NULL && result->probability != NULL &&
-					result->outlier_score != NULL));
+		(n == 0 || (result->cluster != NULL &&
+					(result->probability == NULL) == (result->outlier_score == NULL)));
 	gc_timing	scratch;
 	gc_core_ctx ctx;
 	gc_status	st;

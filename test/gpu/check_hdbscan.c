@@ -483,6 +483,44 @@ hd_rows(const hd_case *c)
 }
 
 /* One data set through both back ends; prints one table row.  Returns 1 when they agreed. */
+/*
+ * The labels alone (probabilities, outlier scores and core distances not
+ * wanted: NULL, as gpu_hdbscan asks when the query reads no score) from
+ * back end api equal ref's labels and count; detail says where not.
+ */
+static int
+hd_labels_only(const gc_backend_api *api, const hd_answer *ref, const void *x, const hd_case *c,
+			   const gc_hdbscan_params *p, char *detail, size_t size)
+{
+	hd_answer	a;
+	int64_t		first = -1;
+	double	   *prob,
+			   *outlier,
+			   *core;
+
+	hd_alloc(&a, c->n, 0);
+	prob = a.probability;
+	outlier = a.outlier;
+	core = a.core;
+	a.probability = a.outlier = a.core = NULL;
+	hd_run(api, &a, x, c->dtype, c->metric, c->n, c->d, p, NULL, NULL);
+	for (int64_t i = 0; a.status == GC_OK && i < c->n && first < 0; i++)
+		if (a.cluster[i] != ref->cluster[i])
+			first = i;
+	if (a.status != GC_OK)
+		snprintf(detail, size, "%s labels only: status %s (%s)", api->name, gc_h_status_name(a.status), a.error);
+	else if (first >= 0 || a.n_clusters != ref->n_clusters)
+		snprintf(detail, size, "%s labels only: %lld clusters against %lld, first different label at row %lld",
+				 api->name, (long long) a.n_clusters, (long long) ref->n_clusters, (long long) first);
+	else
+		snprintf(detail, size, "%s labels only: identical", api->name);
+	a.probability = prob;
+	a.outlier = outlier;
+	a.core = core;
+	hd_free(&a);
+	return a.status == GC_OK && first < 0 && a.n_clusters == ref->n_clusters;
+}
+
 static int
 hd_differential(const hd_case *c0)
 {
@@ -516,6 +554,20 @@ hd_differential(const hd_case *c0)
 			 (long long) c.n, p.min_cluster_size, p.min_samples, p.cluster_selection_epsilon,
 			 c.p.leaf ? "leaf" : "eom", c.p.single ? " single" : "", (long long) c.p.maxcs);
 	h_check(ok, what, verdict);
+	if (ok && ref.status == GC_OK && c.n <= 200000 && !c.tree)
+	{
+		char		detail[1200];
+
+		/* both back ends without the scores (the CPU on the smaller cases): the same labels */
+		if (c.n <= 20000)
+		{
+			snprintf(what, sizeof(what), "hdbscan %s n=%lld: cpu labels only", name, (long long) c.n);
+			h_check(hd_labels_only(H.ref, &ref, x, &c, &p, detail, sizeof(detail)), what, detail);
+		}
+		snprintf(what, sizeof(what), "hdbscan %s n=%lld: %s labels only", name, (long long) c.n,
+				 h_test_name());
+		h_check(hd_labels_only(H.test, &ref, x, &c, &p, detail, sizeof(detail)), what, detail);
+	}
 	if (c.host_sums && !H.cpu_only && c.n >= 100000 && t.status == GC_OK)
 	{
 		char		detail[200];
