@@ -356,6 +356,40 @@ check_shape(const dataset *s, const answer *a)
 	CHECK(bad == 0, "%s: %lld rows break the answer's invariants", s->name, (long long) bad);
 }
 
+/*
+ * The labels alone, as gpu_hdbscan asks when the query reads no score
+ * (probability, outlier scores and core distances NULL), on 3 threads:
+ * the same labels and count as the full answer a.  With one of the two
+ * score arrays alone, the call is refused.
+ */
+static void
+labels_only(const dataset *s, const gc_hdbscan_params *p, const answer *a)
+{
+	int32_t    *cluster = malloc(sizeof(int32_t) * (size_t) s->n);
+	gc_timing	timing;
+	gc_exec		e;
+	gc_hdbscan_result r;
+	gc_status	st;
+	int64_t		bad = 0;
+
+	unit_threads = 3;
+	e = unit_exec(NULL, &timing);
+	memset(&r, 0, sizeof(r));
+	r.cluster = cluster;
+	st = gc_cpu_api()->hdbscan(&e, s->x, s->dtype, s->n, s->d, p, &r);
+	CHECK(st == GC_OK, "%s labels only: %s", s->name, gc_cpu_api()->last_error()->message);
+	for (int64_t i = 0; st == GC_OK && i < s->n; i++)
+		bad += cluster[i] != a->cluster[i];
+	CHECK(st != GC_OK || r.n_clusters == a->n_clusters, "%s labels only: %lld clusters against %lld",
+		  s->name, (long long) r.n_clusters, (long long) a->n_clusters);
+	CHECK(bad == 0, "%s labels only: %lld labels differ", s->name, (long long) bad);
+
+	r.probability = a->prob;	/* without the outlier scores */
+	st = gc_cpu_api()->hdbscan(&e, s->x, s->dtype, s->n, s->d, p, &r);
+	CHECK(st == GC_ERR_INTERNAL, "%s: probabilities without outlier scores: status %d", s->name, (int) st);
+	free(cluster);
+}
+
 static void
 case_against_reference(dataset *s, gc_hdbscan_params p)
 {
@@ -372,6 +406,7 @@ case_against_reference(dataset *s, gc_hdbscan_params p)
 	run_ref(s, &p, &b);
 	compare("1 thread vs reference", s, &a, &b);
 	check_shape(s, &a);
+	labels_only(s, &p, &a);
 	st = run_cpu(s, &p, &c, 4);
 	CHECK(st == GC_OK, "%s: %s", s->name, gc_cpu_api()->last_error()->message);
 	compare("4 threads vs 1", s, &c, &a);
