@@ -33,7 +33,7 @@
  * gc_metric_distance of common/metric.h (cosine: the caller passes unit
  * rows, as for DBSCAN).
  *
- * Memory is linear in n: about n (2 d e + 2 min(d, 8) e + 416) bytes with e
+ * Memory is linear in n: about n (2 d e + 2 min(d, 8) e + 420) bytes with e
  * bytes an element, plus CUB's temporary storage (and 256 MiB of heaps when
  * min_samples > 32, 4 min_samples + 8 bytes a row of nearest rows for the
  * first Boruvka round when 2 <= min_samples <= 16), estimated before
@@ -82,12 +82,12 @@ int64_t bytes_estimate(int32_t n, int32_t d, size_t esize, int32_t k, size_t sor
 	const int64_t nn = n;
 	const int64_t B = std::min<int32_t>(d, kMaxBoxDims);
 	/*
-	 * 160 bytes a row for the tree and the Boruvka rounds, 96 for the
+	 * 164 bytes a row for the tree and the Boruvka rounds, 96 for the
 	 * hierarchy, 160 for the places in the condensed tree (the finish
 	 * needs less: at most 40 a row and 120 a cluster, at most one cluster
 	 * a row)
 	 */
-	int64_t		need = nn * (2 * d * (int64_t) esize + 2 * B * (int64_t) esize + 416) +
+	int64_t		need = nn * (2 * d * (int64_t) esize + 2 * B * (int64_t) esize + 420) +
 		(int64_t) sort_tmp + (16 << 20);
 
 	if (k > kLocalK)

@@ -78,6 +78,7 @@ struct Tree
 	const int32_t *perm;		/* [n] row index of each sorted position */
 	const int32_t *left;		/* [n - 1] child of each internal node */
 	const int32_t *right;		/* [n - 1] */
+	const int32_t *span;		/* [n - 1] node i holds sorted positions min (i, span [i]) .. max */
 	const T    *box;			/* [n - 1, 2 * B] lo [B] then hi [B] */
 	const int32_t *minrow;		/* [n - 1] lowest row index under the node */
 	const double *mincore;		/* [n - 1] smallest core distance under the node */
@@ -128,6 +129,7 @@ struct Workspace
 	DeviceBuffer<int32_t> left, right;	/* [n - 1] */
 	DeviceBuffer<int32_t> parent_int;	/* [n - 1] parent of each internal node, -1 at the root */
 	DeviceBuffer<int32_t> parent_leaf;	/* [n] parent of each leaf */
+	DeviceBuffer<int32_t> span;		/* [n - 1] the far end of each internal node's sorted positions */
 	DeviceBuffer<int32_t> flag;		/* [n - 1] arrivals in the bottom-up passes */
 	DeviceBuffer<int32_t> minrow;	/* [n - 1] */
 	DeviceBuffer<double> mincore;	/* [n - 1] */
@@ -155,6 +157,7 @@ struct Workspace
 		t.perm = perm.get();
 		t.left = left.get();
 		t.right = right.get();
+		t.span = span.get();
 		t.box = box<T>().get();
 		t.minrow = minrow.get();
 		t.mincore = mincore.get();

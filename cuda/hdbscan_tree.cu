@@ -206,12 +206,16 @@ __device__ __forceinline__ int delta(const unsigned long long *code, /* [n] */ i
 	return 64 + __clz((int) ((uint32_t) i ^ (uint32_t) j));
 }
 
-/* Karras 2012, algorithm 4: the children of internal node i, and their parent. */
+/*
+ * Karras 2012, algorithm 4: the children of internal node i, their parent,
+ * and the far end j of the node's sorted positions [min (i, j), max (i, j)].
+ */
 __global__ void karras_kernel(const unsigned long long *code, /* [n] sorted */ int32_t n,
 							  int32_t *left, /* [n - 1] out */
 							  int32_t *right, /* [n - 1] out */
 							  int32_t *parent_int, /* [n - 1] out (the root's set before) */
-							  int32_t *parent_leaf /* [n] out */)
+							  int32_t *parent_leaf, /* [n] out */
+							  int32_t *span /* [n - 1] out */)
 {
 	const int64_t i = (int64_t) blockIdx.x * blockDim.x + threadIdx.x;
 
@@ -273,6 +277,7 @@ __global__ void karras_kernel(const unsigned long long *code, /* [n] sorted */ i
 	}
 	left[i] = lc;
 	right[i] = rc;
+	span[i] = (int32_t) j;
 }
 
 enum UpMode
@@ -593,11 +598,12 @@ void build_tree(Workspace &w)
 		w.right.reset(n - 1, "the hierarchy");
 		w.parent_int.reset(n - 1, "the hierarchy");
 		w.parent_leaf.reset(n, "the hierarchy");
+		w.span.reset(n - 1, "the hierarchy");
 		w.flag.reset(n - 1, "the hierarchy");
 		CUDA_TRY(cudaMemset(w.parent_int.get(), 0xff, w.parent_int.bytes()));
 		karras_kernel<<<blocks_for(n - 1, 256), 256>>>(keys.Current(), n, w.left.get(),
 														w.right.get(), w.parent_int.get(),
-														w.parent_leaf.get());
+														w.parent_leaf.get(), w.span.get());
 		CHECK_LAUNCH("karras_kernel");
 		CUDA_TRY(cudaDeviceSynchronize());
 	}
