@@ -175,6 +175,14 @@ HdbscanCompute(FunctionCallInfo fcinfo, GcCall *call, GcHdbscanJob *job, bool tr
 	GcCallCompute(call, GcRunHdbscan, job);
 }
 
+/* gpu_hdbscan's output columns, numbered as GcRowsFillColumn numbers them (0: id) */
+enum
+{
+	HDB_COL_CLUSTER = 1,
+	HDB_COL_PROBABILITY = 2,
+	HDB_COL_OUTLIER_SCORE = 3
+};
+
 /* gpu_hdbscan(query, ...): see the file header. */
 Datum
 gpu_hdbscan(PG_FUNCTION_ARGS)
@@ -185,13 +193,16 @@ gpu_hdbscan(PG_FUNCTION_ARGS)
 	char		extra[256];
 
 	/* a query that reads neither probability nor outlier_score gets neither computed */
-	bool		scores = GcRowsColumnRead(fcinfo, 2) || GcRowsColumnRead(fcinfo, 3);
+	bool		scores = GcRowsColumnRead(fcinfo, HDB_COL_PROBABILITY) ||
+		GcRowsColumnRead(fcinfo, HDB_COL_OUTLIER_SCORE);
 
 	HdbscanCompute(fcinfo, &call, &job, false, scores);
 	GcRowsInit(&rows, &call);
+	/* added in the order of the columns */
 	GcRowsAdd(&rows, GC_COL_INT32, job.result.cluster, true);
 	GcRowsAdd(&rows, scores ? GC_COL_FLOAT8 : GC_COL_UNREAD, job.result.probability, false);
 	GcRowsAdd(&rows, scores ? GC_COL_FLOAT8 : GC_COL_UNREAD, job.result.outlier_score, false);
+	Assert(rows.ncols == HDB_COL_OUTLIER_SCORE);
 	GcHdbscanExtra(&call, &job, extra, sizeof(extra));
 	GcCallOutputRows(&call, fcinfo, &rows, extra);
 	return (Datum) 0;
