@@ -108,8 +108,8 @@ constexpr int kThreads = 128;
 /*
  * The core search of d <= 3 reads the rows of a node of at most this many
  * rows one after the other instead of walking down to them.  On the H100
- * machine, 1M 2-D rows, min_samples 10: the search took 8.4 ms without,
- * 7.9 with 4, 6.8 with 8 and 5.7 with 16 (1.9 times the distances).  Only
+ * machine, 1M 2-D rows, min_samples 10: tree and search 8.4 ms without,
+ * 7.9 with 4, 6.8 with 8, 5.7 with 16 (the call's distances 1.9 times).  Only
  * for d <= 3, where the Morton code covers every coordinate and a small
  * node's rows are near in all of them: in 8-D they may lie far apart in
  * the others, where the boxes prune them (1M 8-D blobs: 13.0 s without,
