@@ -293,7 +293,11 @@ SetDirect(GcScanState *s)
 	s->direct = true;
 }
 
-/* Clears bit c of *unread for each column c of the row that a Var of the scan tuple reads. */
+/*
+ * Clears bit c of *unread for each column c of the row that a Var of the
+ * scan tuple reads; a whole-row Var, or a Var of this level that is not of
+ * the scan tuple (which the node's plans do not have), reads them all.
+ */
 static bool
 ReadColumns(Node *node, uint32 *unread)
 {
@@ -303,13 +307,12 @@ ReadColumns(Node *node, uint32 *unread)
 	{
 		Var		   *v = (Var *) node;
 
-		if (v->varno == INDEX_VAR && v->varlevelsup == 0)
-		{
-			if (v->varattno < 1)
-				*unread = 0;	/* the whole row */
-			else if (v->varattno <= 32)
-				*unread &= ~((uint32) 1 << (v->varattno - 1));
-		}
+		if (v->varlevelsup != 0)
+			return false;
+		if (v->varno != INDEX_VAR || v->varattno < 1)
+			*unread = 0;
+		else if (v->varattno <= 32)
+			*unread &= ~((uint32) 1 << (v->varattno - 1));
 		return false;
 	}
 	return expression_tree_walker(node, ReadColumns, (void *) unread);

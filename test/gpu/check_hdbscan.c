@@ -482,7 +482,6 @@ hd_rows(const hd_case *c)
 	return x;
 }
 
-/* One data set through both back ends; prints one table row.  Returns 1 when they agreed. */
 /*
  * The labels alone (probabilities, outlier scores and core distances not
  * wanted: NULL, as gpu_hdbscan asks when the query reads no score) from
@@ -521,6 +520,7 @@ hd_labels_only(const gc_backend_api *api, const hd_answer *ref, const void *x, c
 	return a.status == GC_OK && first < 0 && a.n_clusters == ref->n_clusters;
 }
 
+/* One data set through both back ends; prints one table row.  Returns 1 when they agreed. */
 static int
 hd_differential(const hd_case *c0)
 {
