@@ -33,7 +33,7 @@ extern "C" {
 #endif
 
 /* Bumped whenever a struct or the api table changes incompatibly. */
-#define GC_ABI_VERSION 7
+#define GC_ABI_VERSION 8
 
 typedef enum gc_status
 {
@@ -93,7 +93,14 @@ typedef struct gc_timing
 	int64_t		bytes_needed;	/* bytes needed; set on GC_ERR_OUT_OF_MEMORY */
 	int32_t		threads;		/* CPU threads that ran the call (the CPU back end; 0 on the GPU) */
 	double		init_ms[GC_INIT_PARTS]; /* GPU start-up this call paid (gc_init_part); 0 when warm */
+	int32_t		path;			/* DBSCAN, density peaks: GC_PATH_INDEX or GC_PATH_PAIRS; 0 not said */
+	int32_t		pair_screen;	/* the pair engine's screen (gc_pair_precision of common/pairs.h) */
+	int64_t		pair_exact;		/* pairs the pair engine decided in the canonical arithmetic */
 } gc_timing;
+
+/* gc_timing.path: the grid or tree index, or the pair engine (common/pairs.h). */
+#define GC_PATH_INDEX 1
+#define GC_PATH_PAIRS 2
 
 /*
  * Tuning and debugging knobs: none changes an answer, only the way to it.
@@ -101,7 +108,7 @@ typedef struct gc_timing
  * harnesses from their arguments.  gc_tuning_defaults() gives the values
  * used when the caller passes no tuning.
  */
-#define GC_TUNING_VERSION 2
+#define GC_TUNING_VERSION 3
 
 typedef enum gc_dbscan_grid
 {
@@ -129,7 +136,10 @@ typedef struct gc_tuning
 	int64_t		kmeans_chunk_rows;	/* cap on GPU rows per chunk (>= 1024); 0: no cap */
 	int32_t		cpu_threads;	/* CPU back end threads, and the GPU's for HDBSCAN's host part; 0: the CPUs the process may run on */
 	int32_t		dbscan_sweep;	/* CPU DBSCAN of few rows: 0 the back end chooses, -1 always the grid */
-	int32_t		cpu_blas;		/* CPU k-means products: 0 through OpenBLAS where installed, -1 never (exact loops) */
+	int32_t		cpu_blas;		/* CPU k-means products and pair engine: 0 through OpenBLAS where installed, -1 never (exact loops) */
+	int32_t		pair_path;		/* DBSCAN, density peaks: 0 the rule of common/pairs.h, 1 the pair engine, -1 the grid or tree */
+	int32_t		pair_screen;	/* the pair engine's screen: 0 chosen, else 1 + a gc_pair_precision */
+	double		pair_margin;	/* the screen's error bound times this: 1; 0 only for the mutation check */
 } gc_tuning;
 
 static inline gc_tuning
@@ -148,6 +158,9 @@ gc_tuning_defaults(void)
 	t.cpu_threads = 0;
 	t.dbscan_sweep = 0;
 	t.cpu_blas = 0;
+	t.pair_path = 0;
+	t.pair_screen = 0;
+	t.pair_margin = 1.0;
 	return t;
 }
 

@@ -19,6 +19,7 @@
 #include "gpuclust.h"
 #include "kmeans.h"
 #include "output.h"
+#include "pairs.h"
 #include "pgather.h"
 #include "precision.h"
 #include "range.h"
@@ -466,7 +467,7 @@ GcCallEnd(GcCall *call, const char *extra)
 	{
 		char		gpu[384] = "";
 		char		cpu[32] = "";
-		char		phases[256] = "";
+		char		phases[384] = "";
 
 		/* the algorithm's named phases, as both back ends fill them */
 		for (int i = 0; call->in.n > 0 && call->algorithm->phases != NULL && i < GC_PHASES; i++)
@@ -494,6 +495,14 @@ GcCallEnd(GcCall *call, const char *extra)
 		else
 			snprintf(cpu, sizeof(cpu), " threads=%d",
 					 call->timing.threads > 0 ? (int) call->timing.threads : 1);
+		/* DBSCAN and density peaks: the index or the pair engine, and its pairs decided exactly */
+		if (call->in.n > 0 && call->timing.path == GC_PATH_PAIRS)
+			snprintf(phases + strlen(phases), sizeof(phases) - strlen(phases),
+					 " path=pairs screen=%s exact_pairs=%lld",
+					 gc_pair_precision_names[call->timing.pair_screen % 3],
+					 (long long) call->timing.pair_exact);
+		else if (call->in.n > 0 && call->timing.path == GC_PATH_INDEX)
+			snprintf(phases + strlen(phases), sizeof(phases) - strlen(phases), " path=index");
 		ereport(NOTICE,
 				(errmsg("gpuclust: %s n=%lld d=%d device=%s%s gather=%.3f%s compute=%.3f output=%.3f total=%.3f%s%s%s precision=%s%s",
 						call->algorithm->name, (long long) call->in.n, call->in.d,

@@ -24,11 +24,30 @@ static double kmeans_window_guc = 0.0;
 static int	kmeans_tile_rows_guc = 0;
 static int	kmeans_chunk_rows_guc = 0;
 static bool cpu_blas_guc = true;
+static int	pair_path_guc = 0;
+static int	pair_screen_guc = 0;
+static double pair_margin_guc = 1.0;
 
 static const struct config_enum_entry grid_options[] = {
 	{"auto", GC_DBSCAN_GRID_AUTO, false},
 	{"fine", GC_DBSCAN_GRID_FINE, false},
 	{"coarse", GC_DBSCAN_GRID_COARSE, false},
+	{NULL, 0, false}
+};
+
+static const struct config_enum_entry pair_path_options[] = {
+	{"auto", 0, false},
+	{"pairs", 1, false},
+	{"index", -1, false},
+	{NULL, 0, false}
+};
+
+/* 1 + gc_pair_precision of common/pairs.h */
+static const struct config_enum_entry pair_screen_options[] = {
+	{"auto", 0, false},
+	{"fp32", 1, false},
+	{"tf32", 2, false},
+	{"fp64", 3, false},
 	{NULL, 0, false}
 };
 
@@ -52,6 +71,9 @@ SyncTuning(void)
 	gc_tuning_gucs.kmeans_chunk_rows = kmeans_chunk_rows_guc;
 	gc_tuning_gucs.cpu_threads = cpu_threads_guc;
 	gc_tuning_gucs.cpu_blas = cpu_blas_guc ? 0 : -1;
+	gc_tuning_gucs.pair_path = pair_path_guc;
+	gc_tuning_gucs.pair_screen = pair_screen_guc;
+	gc_tuning_gucs.pair_margin = pair_margin_guc;
 }
 
 /* gpuclust.kmeans_window: 0 (the default window) or a factor of at least 1. */
@@ -100,6 +122,18 @@ DefineTuningGucs(void)
 	DefineCustomBoolVariable("gpuclust.cpu_blas",
 							 "The CPU k-means takes its full searches from OpenBLAS's matrix product where OpenBLAS is installed (off: the exact loops alone).",
 							 NULL, &cpu_blas_guc, true,
+							 PGC_USERSET, flags, NULL, NULL, NULL);
+	DefineCustomEnumVariable("gpuclust.pair_path",
+							 "DBSCAN and density peaks: auto (the pair engine from 16 features on), pairs (always the pair engine) or index (never).",
+							 NULL, &pair_path_guc, 0, pair_path_options,
+							 PGC_USERSET, flags, NULL, NULL, NULL);
+	DefineCustomEnumVariable("gpuclust.pair_screen",
+							 "Precision of the pair engine's screen: auto (chosen from its error bound), fp32 (CPU), tf32 (GPU) or fp64.",
+							 NULL, &pair_screen_guc, 0, pair_screen_options,
+							 PGC_USERSET, flags, NULL, NULL, NULL);
+	DefineCustomRealVariable("gpuclust.pair_margin",
+							 "The pair engine's error bound times this: 1 (proven); 0 only to check that the tests notice a screen without a bound.",
+							 NULL, &pair_margin_guc, 1.0, 0.0, 1.0,
 							 PGC_USERSET, flags, NULL, NULL, NULL);
 	DefineCustomIntVariable("gpuclust.kmeans_chunk_rows",
 							"Caps the rows the GPU k-means keeps on the device at once (0: no cap; at least 1024 otherwise).",

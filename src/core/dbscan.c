@@ -59,6 +59,7 @@
 #include "core.h"
 #include "dbscan_grid.h"
 #include "metric.h"
+#include "pair_engine.h"
 #include "phases.h"
 
 /* Coordinates compared between two questions to the cancel callback (a few ms). */
@@ -1517,6 +1518,142 @@ out:
 	return st;
 }
 
+/* ---------------------------------------------------------------- pairs */
+
+/*
+ * DBSCAN on the pair engine (pair_engine.h), where the grid prunes little
+ * (common/pairs.h, gc_pair_engine_chosen): the same phases with the rows in
+ * their own order (perm is the identity) and the tiles as the only index.
+ *
+ *  core    each row counts the rows within eps, itself included, and stops
+ *          at min_pts; a row block stops asking for tiles once all its
+ *          rows are core;
+ *  union   each core row joins every core row after it within eps (each
+ *          pair once) in the forest; a non-core row takes the first core
+ *          row within eps in ascending column order, which is the
+ *          lowest-row one, and stops there;
+ *  number  as for the grid.
+ * Two passes over the tiles: the core flags must be known before any union.
+ */
+typedef struct dbscan_pairs_job
+{
+	dbscan_ws  *ws;
+	gc_pe	   *pe;
+	int64_t    *count;			/* [n] neighbours so far (core pass); best core row or -1 (union pass) */
+} dbscan_pairs_job;
+
+/* A tile of the core pass. */
+static gc_status
+dbscan_pairs_core_tile(void *arg, gc_worker *w, gc_pe_tile *t, int *done)
+{
+	dbscan_pairs_job *job = arg;
+	dbscan_ws  *ws = job->ws;
+	int			open = 0;
+
+	for (int64_t i = t->i0; i < t->i1; i++)
+	{
+		int64_t		c = job->count[i];
+
+		for (int64_t j = t->j0; j < t->j1 && c < ws->min_pts; j++)
+			c += gc_pe_in(job->pe, t, i, j);
+		job->count[i] = c;
+		if (c < ws->min_pts)
+			open = 1;
+		else
+			ws->core[i] = 1;
+	}
+	*done = !open;
+	return GC_OK;
+}
+
+/* A tile of the union pass. */
+static gc_status
+dbscan_pairs_union_tile(void *arg, gc_worker *w, gc_pe_tile *t, int *done)
+{
+	dbscan_pairs_job *job = arg;
+	dbscan_ws  *ws = job->ws;
+	int			open = 0;
+
+	for (int64_t i = t->i0; i < t->i1; i++)
+	{
+		if (ws->core[i])
+		{
+			for (int64_t j = i + 1 > t->j0 ? i + 1 : t->j0; j < t->j1; j++)
+				if (ws->core[j] && gc_pe_in(job->pe, t, i, j))
+					uf_union(ws->parent, i, j);
+			open |= t->j1 < ws->n;
+		}
+		else if (job->count[i] < 0)
+		{
+			for (int64_t j = t->j0; j < t->j1; j++)
+				if (ws->core[j] && gc_pe_in(job->pe, t, i, j))
+				{
+					job->count[i] = j;
+					break;
+				}
+			open |= job->count[i] < 0;
+		}
+	}
+	*done = !open;
+	return GC_OK;
+}
+
+/* DBSCAN of the workspace's rows on the pair engine. */
+static gc_status
+dbscan_pairs(dbscan_ws *ws, gc_dbscan_result *result)
+{
+	gc_pe		pe;
+	dbscan_pairs_job job;
+	gc_status	st;
+	double		t0 = gc_core_now_ms();
+	int64_t		n = ws->n;
+
+	ws->perm = dbscan_big_alloc(sizeof(int64_t) * (size_t) n);
+	ws->core = calloc((size_t) n, 1);
+	ws->parent = dbscan_big_alloc(sizeof(int64_t) * (size_t) n);
+	job.count = dbscan_big_alloc(sizeof(int64_t) * (size_t) n);
+	if (!ws->perm || !ws->core || !ws->parent || !job.count)
+	{
+		free(job.count);
+		return gc_core_oom(ws->ctx, 25 * (size_t) n, "out of memory for DBSCAN on the pair engine");
+	}
+	/* the rows in their own order: xs is the caller's x, not a copy (dbscan_ws_free must not free it) */
+	ws->xs = (void *) ws->x;
+	for (int64_t i = 0; i < n; i++)
+	{
+		ws->perm[i] = i;
+		ws->parent[i] = i;
+		job.count[i] = 0;
+	}
+	job.ws = ws;
+	job.pe = &pe;
+	st = gc_pe_prepare(&pe, ws->ctx, ws->x, ws->dtype, n, ws->d, ws->bound);
+	dbscan_phase_done(ws, GC_DBSCAN_PHASE_INDEX, &t0);
+	if (st == GC_OK)
+		st = gc_pe_run(&pe, dbscan_pairs_core_tile, &job);
+	dbscan_phase_done(ws, GC_DBSCAN_PHASE_CORE, &t0);
+	if (st == GC_OK)
+	{
+		for (int64_t i = 0; i < n; i++)
+			job.count[i] = -1;
+		st = gc_pe_run(&pe, dbscan_pairs_union_tile, &job);
+		dbscan_phase_done(ws, GC_DBSCAN_PHASE_UNION, &t0);
+	}
+	if (st == GC_OK)
+	{
+		for (int64_t i = 0; i < n; i++)
+			if (!ws->core[i])
+				ws->parent[i] = job.count[i] >= 0 ? uf_find(ws->parent, job.count[i]) : -1;
+		st = dbscan_number(ws, result);
+	}
+	dbscan_phase_done(ws, GC_DBSCAN_PHASE_BORDER, &t0);
+	gc_core_debug(ws->ctx, "DBSCAN pairs: exact=%lld", (long long) pe.exact);
+	gc_pe_free(&pe);
+	ws->xs = NULL;
+	free(job.count);
+	return st;
+}
+
 /*
  * DBSCAN of n >= 1 points of dimension d: the five phases over one
  * workspace, timed as the GPU's are (the neighbour table with the index, the
@@ -1532,6 +1669,13 @@ gc_core_dbscan(gc_core_ctx *ctx, const void *x, gc_dtype dtype, int64_t n, int32
 	double		t0 = gc_core_now_ms();
 
 	dbscan_ws_init(&ws, ctx, x, dtype, n, d, params);
+	if (gc_pair_engine_chosen(ctx->tuning, d))
+	{
+		st = dbscan_pairs(&ws, result);
+		dbscan_ws_free(&ws);
+		return st;
+	}
+	ctx->timing->path = GC_PATH_INDEX;
 	if (n < DBSCAN_SWEEP_ROWS && ctx->tuning->dbscan_sweep >= 0)
 	{
 		st = dbscan_sweep(&ws, result, &taken);

@@ -1,0 +1,308 @@
+/*
+ * pair_engine.c
+ *    The CPU pair engine (pair_engine.h): operands, the screen's precision,
+ *    and the tiles handed to the algorithms' epilogues, products through
+ *    OpenBLAS (blas.h).
+ *
+ * The operands are the rows centred on their column means and scaled by a
+ * power of two (common/pairs.h): centring makes the norms, and with them
+ * the error bound, as small as the data's spread allows.  A tile's products
+ * are one SGEMM or DGEMM of GC_PE_BI rows against GC_PE_BJ columns on the
+ * thread that owns the row block, so the threads never share a product
+ * buffer.  The answers do not depend on the operands, the precision, the
+ * tile sizes or the thread count: every verdict is exact.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "blas.h"
+#include "pair_engine.h"
+
+/* Rows of the sample whose norms give the screen's typical S. */
+#define PE_SAMPLE 4096
+/* Coordinates of products between two looks at cancel (GEMM work is cheaper than the loops'). */
+#define PE_CANCEL_EVERY ((int64_t) 1 << 27)
+
+/* Coordinate k of row i, in double. */
+static inline double
+pe_elem(const void *x, gc_dtype t, int32_t d, int64_t i, int32_t k)
+{
+	return t == GC_F64 ? ((const double *) x)[(size_t) i * d + k]
+		: (double) ((const float *) x)[(size_t) i * d + k];
+}
+
+typedef struct pe_prep_job
+{
+	gc_pe	   *pe;
+	const double *mu;			/* [d] */
+	double		s;
+} pe_prep_job;
+
+/* The operands and norms of rows [b, e). */
+static gc_status
+pe_prep_block(void *arg, gc_worker *w, int64_t b, int64_t e)
+{
+	pe_prep_job *job = arg;
+	gc_pe	   *pe = job->pe;
+	int32_t		d = pe->d;
+
+	for (int64_t i = b; i < e; i++)
+	{
+		double		s2 = 0.0;
+
+		for (int32_t k = 0; k < d; k++)
+		{
+			double		y = (pe_elem(pe->x, pe->dtype, d, i, k) - job->mu[k]) * job->s;
+
+			if (pe->prec == GC_PAIR_FP64)
+			{
+				((double *) pe->op)[(size_t) i * d + k] = y;
+				s2 += y * y;
+			}
+			else
+			{
+				float		f = (float) y;
+
+				((float *) pe->op)[(size_t) i * d + k] = f;
+				s2 += (double) f * (double) f;
+			}
+		}
+		/* a row whose operands overflowed takes the canonical path for all its pairs */
+		pe->n2[i] = isfinite(s2) ? s2 : INFINITY;
+		pe->nx[i] = sqrt(pe->n2[i]);
+	}
+	return gc_worker_tick(w, (e - b) * d, PE_CANCEL_EVERY) ? GC_ERR_CANCELLED : GC_OK;
+}
+
+static int
+pe_cmp_double(const void *a, const void *b)
+{
+	double		x = *(const double *) a;
+	double		y = *(const double *) b;
+
+	return (x > y) - (x < y);
+}
+
+gc_status
+gc_pe_prepare(gc_pe *pe, gc_core_ctx *ctx, const void *x, gc_dtype dtype, int64_t n, int32_t d,
+			  double t)
+{
+	const gc_tuning *tu = ctx->tuning;
+	double	   *mu = NULL;
+	double		m = 0.0;
+	double		s;
+	double		s_typ;
+	size_t		esize;
+	pe_prep_job job;
+	gc_status	st;
+	int64_t		step;
+	int64_t		ns;
+	double		sample[PE_SAMPLE];
+	double	   *col;
+
+	memset(pe, 0, sizeof(*pe));
+	pe->ctx = ctx;
+	pe->x = x;
+	pe->dtype = dtype;
+	pe->n = n;
+	pe->d = d;
+	pe->t = t;
+	pe->products = tu->cpu_blas >= 0 && gc_blas_available();
+	pe->threads = gc_pool_threads(ctx->pool);
+
+	/*
+	 * The centre: each feature's median over a sample of rows, so that a far
+	 * outlier moves neither the centre nor the scale (its own pairs then have
+	 * norms too large for the screen and take the canonical path).  The scale:
+	 * the 99th percentile of the sample's absolute centred coordinates.
+	 */
+	mu = calloc((size_t) d, sizeof(double));
+	col = malloc(sizeof(double) * PE_SAMPLE);
+	if (!mu || !col)
+	{
+		free(mu);
+		free(col);
+		return gc_core_oom(ctx, sizeof(double) * ((size_t) d + PE_SAMPLE),
+						   "out of memory preparing the pair engine");
+	}
+	step = n > PE_SAMPLE ? n / PE_SAMPLE : 1;
+	for (int32_t k = 0; k < d; k++)
+	{
+		ns = 0;
+		for (int64_t i = 0; i < n && ns < PE_SAMPLE; i += step)
+			col[ns++] = pe_elem(x, dtype, d, i, k);
+		qsort(col, (size_t) ns, sizeof(double), pe_cmp_double);
+		mu[k] = col[ns / 2];
+	}
+	for (int64_t q = 0; q < PE_SAMPLE; q++)
+	{
+		int64_t		i = (q * step) % n;
+		int32_t		k = (int32_t) ((q * 7919) % d);
+
+		col[q] = fabs(pe_elem(x, dtype, d, i, k) - mu[k]);
+	}
+	qsort(col, PE_SAMPLE, sizeof(double), pe_cmp_double);
+	m = col[(PE_SAMPLE * 99) / 100];
+	free(col);
+	col = NULL;
+	s = gc_pair_scale(m);
+
+	/* the screen's precision: FP32 products unless their band would be wide */
+	pe->prec = GC_PAIR_FP32;
+	esize = sizeof(float);
+	pe->n2 = malloc(sizeof(double) * (size_t) n);
+	pe->nx = malloc(sizeof(double) * (size_t) n);
+	if (!pe->n2 || !pe->nx)
+	{
+		free(mu);
+		return gc_core_oom(ctx, 2 * sizeof(double) * (size_t) n, "out of memory preparing the pair engine");
+	}
+	ns = 0;
+	for (int64_t i = 0; i < n && ns < PE_SAMPLE; i += step)
+	{
+		double		s2 = 0.0;
+
+		for (int32_t k = 0; k < d; k++)
+		{
+			double		y = (pe_elem(x, dtype, d, i, k) - mu[k]) * s;
+
+			s2 += y * y;
+		}
+		sample[ns++] = sqrt(s2);
+	}
+	qsort(sample, (size_t) ns, sizeof(double), pe_cmp_double);
+	s_typ = 2.0 * sample[(ns * 9) / 10 < ns ? (ns * 9) / 10 : ns - 1];
+	if (tu->pair_screen > 0)
+		pe->prec = (gc_pair_precision) (tu->pair_screen - 1);
+	else
+		pe->prec = gc_pair_choose(GC_PAIR_FP32, d, s, t, s_typ);
+	if (pe->prec == GC_PAIR_TF32)
+		pe->prec = GC_PAIR_FP32;	/* no tensor cores here: the IEEE product, a tighter bound */
+	if (pe->prec == GC_PAIR_FP64)
+		esize = sizeof(double);
+	pe->bound = gc_pair_bound_make(pe->prec, d, s, t, tu->pair_margin);
+
+	if (pe->products)
+	{
+		pe->op = malloc(esize * (size_t) n * (size_t) d);
+		pe->prod = calloc((size_t) pe->threads, sizeof(void *));
+		if (!pe->op || !pe->prod)
+		{
+			free(mu);
+			return gc_core_oom(ctx, esize * (size_t) n * (size_t) d,
+							   "out of memory for the pair engine's operands");
+		}
+		for (int i = 0; i < pe->threads; i++)
+			if (!(pe->prod[i] = malloc(esize * GC_PE_BI * GC_PE_BJ)))
+			{
+				free(mu);
+				return gc_core_oom(ctx, esize * GC_PE_BI * GC_PE_BJ,
+								   "out of memory for the pair engine's tiles");
+			}
+		job.pe = pe;
+		job.mu = mu;
+		job.s = s;
+		st = gc_pool_for(ctx->pool, n, 1024, pe_prep_block, &job);
+		if (st != GC_OK)
+		{
+			free(mu);
+			return st;
+		}
+	}
+	free(mu);
+	ctx->timing->path = GC_PATH_PAIRS;
+	ctx->timing->pair_screen = pe->prec;
+	gc_core_debug(ctx, "pair engine: n=%lld d=%d screen=%s products=%s scale=%g s_typ=%g band(s_typ)=%g t=%g",
+				  (long long) n, d, gc_pair_precision_names[pe->prec], pe->products ? "openblas" : "none",
+				  s, s_typ, gc_pair_margin(&pe->bound, s_typ), t * s * s);
+	return GC_OK;
+}
+
+typedef struct pe_run_job
+{
+	gc_pe	   *pe;
+	gc_pe_fn	fn;
+	void	   *arg;
+} pe_run_job;
+
+/* One row block against every column block, in ascending order. */
+static gc_status
+pe_run_block(void *arg, gc_worker *w, int64_t b, int64_t e)
+{
+	pe_run_job *job = arg;
+	gc_pe	   *pe = job->pe;
+
+	for (int64_t blk = b; blk < e; blk++)
+	{
+		int64_t		i0 = blk * GC_PE_BI;
+		int64_t		i1 = i0 + GC_PE_BI < pe->n ? i0 + GC_PE_BI : pe->n;
+		int			done = 0;
+
+		for (int64_t j0 = 0; j0 < pe->n && !done; j0 += GC_PE_BJ)
+		{
+			gc_pe_tile	tile;
+			gc_status	st;
+
+			tile.i0 = i0;
+			tile.i1 = i1;
+			tile.j0 = j0;
+			tile.j1 = j0 + GC_PE_BJ < pe->n ? j0 + GC_PE_BJ : pe->n;
+			tile.exact = 0;
+			tile.prod = NULL;
+			if (pe->products)
+			{
+				void	   *c = pe->prod[w->id];
+				int			m = (int) (i1 - i0);
+				int			nn = (int) (tile.j1 - j0);
+
+				if (pe->prec == GC_PAIR_FP64)
+					gc_blas_dgemm_nt(m, nn, pe->d, (const double *) pe->op + (size_t) i0 * pe->d,
+									 (const double *) pe->op + (size_t) j0 * pe->d, (double *) c);
+				else
+					gc_blas_sgemm_nt(m, nn, pe->d, (const float *) pe->op + (size_t) i0 * pe->d,
+									 (const float *) pe->op + (size_t) j0 * pe->d, (float *) c);
+				tile.prod = c;
+			}
+			st = job->fn(job->arg, w, &tile, &done);
+			if (tile.exact)
+				__atomic_fetch_add(&pe->exact, tile.exact, __ATOMIC_RELAXED);
+			if (st != GC_OK)
+				return st;
+			if (gc_worker_tick(w, (i1 - i0) * (tile.j1 - j0) * pe->d + tile.exact * pe->d * 8,
+							   PE_CANCEL_EVERY))
+				return GC_ERR_CANCELLED;
+		}
+	}
+	return GC_OK;
+}
+
+gc_status
+gc_pe_run(gc_pe *pe, gc_pe_fn fn, void *arg)
+{
+	pe_run_job	job;
+	int64_t		blocks = (pe->n + GC_PE_BI - 1) / GC_PE_BI;
+	gc_status	st;
+
+	if (gc_core_cancelled(pe->ctx))
+		return GC_ERR_CANCELLED;
+	job.pe = pe;
+	job.fn = fn;
+	job.arg = arg;
+	st = gc_pool_for(pe->ctx->pool, blocks, 1, pe_run_block, &job);
+	pe->ctx->timing->pair_exact = pe->exact;
+	return st;
+}
+
+void
+gc_pe_free(gc_pe *pe)
+{
+	if (pe->prod)
+		for (int i = 0; i < pe->threads; i++)
+			free(pe->prod[i]);
+	free(pe->prod);
+	free(pe->op);
+	free(pe->n2);
+	free(pe->nx);
+	memset(pe, 0, sizeof(*pe));
+}

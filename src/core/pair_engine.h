@@ -1,0 +1,122 @@
+/*
+ * pair_engine.h
+ *    The CPU back end's pair engine: the distances between blocks of rows
+ *    as OpenBLAS products (GEMM tiles of a few megabytes, never an n x n
+ *    matrix), each pair decided exactly by the screen of common/pairs.h or,
+ *    inside its error band, by the canonical arithmetic (gc_dist2 or
+ *    gc_dist2_f64).  DBSCAN and density peaks run their epilogues (counts,
+ *    unions, nearest rows) over the tiles it hands out; cuda/pairs.cu is
+ *    the same engine on the GPU.
+ *
+ * gc_pe_run cuts the rows into blocks of GC_PE_BI, hands each block to a
+ * thread of the call's pool, and visits for it the column blocks of
+ * GC_PE_BJ in ascending order: the product of the two blocks' operands,
+ * then the caller's tile function, which reads each pair's verdict with
+ * gc_pe_in.  Without OpenBLAS (or with gpuclust.cpu_blas off) no product
+ * is computed and every pair takes the canonical path: the same answers,
+ * more slowly.
+ */
+#ifndef GPUCLUST_PAIR_ENGINE_H
+#define GPUCLUST_PAIR_ENGINE_H
+
+#include <stdint.h>
+
+#include "core.h"
+#include "metric.h"
+#include "pairs.h"
+
+/* Rows of a row block and columns of a column block. */
+#define GC_PE_BI 128
+#define GC_PE_BJ 2048
+
+/* One prepared call of the engine; gc_pe_free frees it. */
+typedef struct gc_pe
+{
+	gc_core_ctx *ctx;
+	const void *x;				/* [n, d] the rows as given, of element type dtype */
+	gc_dtype	dtype;
+	int64_t		n;
+	int32_t		d;
+	double		t;				/* a pair is in when its dist2 <= t */
+	gc_pair_precision prec;		/* of the operands and products */
+	gc_pair_bound bound;
+	int			products;		/* 0: no product, every pair exact */
+	void	   *op;				/* [n, d] the operands (common/pairs.h), float or double */
+	double	   *n2;				/* [n] squared norms of the operands */
+	double	   *nx;				/* [n] their norms */
+	void	  **prod;			/* [threads] a tile's products, [GC_PE_BI, GC_PE_BJ] each */
+	int			threads;
+	int64_t		exact;			/* pairs decided by the canonical path so far */
+} gc_pe;
+
+/* One tile: rows [i0, i1) against columns [j0, j1), products row-major with leading dimension j1 - j0. */
+typedef struct gc_pe_tile
+{
+	int64_t		i0,
+				i1,
+				j0,
+				j1;
+	const void *prod;
+	int64_t		exact;			/* pairs of this tile sent to the canonical path */
+} gc_pe_tile;
+
+/*
+ * A tile function: reads the tile's verdicts, writes only outputs of the
+ * rows [i0, i1) or what is safe to share (atomics); sets *done when the row
+ * block needs no further column block.
+ */
+typedef gc_status (*gc_pe_fn) (void *arg, gc_worker *w, gc_pe_tile *tile, int *done);
+
+/*
+ * Prepares the engine for the rows x [n, d] and the threshold t (a pair is
+ * in when dist2 <= t): the operands, their norms, the precision of the
+ * screen (common/pairs.h's choice between FP32 and FP64) and the bound.
+ * margin scales the bound (1; 0 only for the mutation check).
+ */
+gc_status	gc_pe_prepare(gc_pe *pe, gc_core_ctx *ctx, const void *x, gc_dtype dtype, int64_t n,
+						  int32_t d, double t);
+
+/* Runs fn over every tile, row blocks in parallel, column blocks in ascending order. */
+gc_status	gc_pe_run(gc_pe *pe, gc_pe_fn fn, void *arg);
+
+/* Frees the engine's buffers. */
+void		gc_pe_free(gc_pe *pe);
+
+/* The canonical dist2 of rows i and j. */
+static inline double
+gc_pe_dist2(const gc_pe *pe, int64_t i, int64_t j)
+{
+	size_t		d = (size_t) pe->d;
+
+	return pe->dtype == GC_F64
+		? gc_dist2_f64((const double *) pe->x + (size_t) i * d, (const double *) pe->x + (size_t) j * d, pe->d)
+		: gc_dist2((const float *) pe->x + (size_t) i * d, (const float *) pe->x + (size_t) j * d, pe->d);
+}
+
+/* The screened value A of rows i and j of a tile. */
+static inline double
+gc_pe_screened(const gc_pe *pe, const gc_pe_tile *t, int64_t i, int64_t j)
+{
+	size_t		k = (size_t) (i - t->i0) * (size_t) (t->j1 - t->j0) + (size_t) (j - t->j0);
+	double		p = pe->prec == GC_PAIR_FP64 ? ((const double *) t->prod)[k]
+		: (double) ((const float *) t->prod)[k];
+
+	return pe->n2[i] + pe->n2[j] - 2.0 * p;
+}
+
+/* Whether rows i and j of a tile are within t (dist2 <= t), decided exactly. */
+static inline int
+gc_pe_in(const gc_pe *pe, gc_pe_tile *t, int64_t i, int64_t j)
+{
+	if (pe->products)
+	{
+		int			v = gc_pair_decide(&pe->bound, gc_pe_screened(pe, t, i, j), pe->nx[i] + pe->nx[j]);
+
+		if (v >= 0)
+			return v;
+	}
+	t->exact++;
+	return gc_pe_dist2(pe, i, j) <= pe->t;
+}
+
+#endif							/* GPUCLUST_PAIR_ENGINE_H */

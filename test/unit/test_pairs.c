@@ -1,0 +1,346 @@
+/*
+ * test_pairs.c
+ *    Unit tests of the CPU pair engine (src/core/pair_engine.c) through
+ *    DBSCAN: on the pair engine and on the grid the answers must be equal,
+ *    and equal to a brute-force reference that applies the rules to every
+ *    pair, on data shaped like embeddings and like the cases users hit:
+ *    blobs with noise at 16, 64 and 256 dimensions, cosine rows at 384,
+ *    duplicate rows, a far outlier, coordinates of one decimal with a round
+ *    eps (pairs at exactly eps), float and double rows, every screen
+ *    precision.  And the mutation check: a screen whose error margin is
+ *    zero must give a wrong answer on the tie-heavy sets, so that the
+ *    comparison is known to notice a screen without a bound.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "metric.h"
+#include "pairs.h"
+#include "unit.h"
+
+static uint64_t rng_state = 7;
+
+static double
+urand(void)
+{
+	rng_state ^= rng_state << 13;
+	rng_state ^= rng_state >> 7;
+	rng_state ^= rng_state << 17;
+	return (double) (rng_state >> 11) / 9007199254740992.0;
+}
+
+static double
+nrand(void)
+{
+	double		u = urand() + 1e-300;
+	double		v = urand();
+
+	return sqrt(-2.0 * log(u)) * cos(6.283185307179586 * v);
+}
+
+static double
+row_dist2(const void *x, gc_dtype t, int32_t d, int64_t i, int64_t j)
+{
+	if (t == GC_F64)
+		return gc_dist2_f64((const double *) x + i * d, (const double *) x + j * d, d);
+	return gc_dist2((const float *) x + i * d, (const float *) x + j * d, d);
+}
+
+/* The rules of gc_dbscan_params on every pair (O(n^2) per row at most). */
+static void
+reference(const void *x, gc_dtype t, int64_t n, int32_t d, double bound, int min_pts,
+		  int32_t *cluster, uint8_t *is_core)
+{
+	int64_t    *comp = malloc(sizeof(int64_t) * n);
+	int64_t    *id = malloc(sizeof(int64_t) * n);
+	int64_t    *stack = malloc(sizeof(int64_t) * n);
+	int32_t		next = 0;
+
+	for (int64_t i = 0; i < n; i++)
+	{
+		int64_t		cnt = 0;
+
+		for (int64_t j = 0; j < n; j++)
+			cnt += row_dist2(x, t, d, i, j) <= bound;
+		is_core[i] = cnt >= min_pts;
+		comp[i] = -1;
+		id[i] = -1;
+	}
+	for (int64_t i = 0; i < n; i++)
+	{
+		int64_t		top = 0;
+
+		if (!is_core[i] || comp[i] >= 0)
+			continue;
+		comp[i] = i;
+		stack[top++] = i;
+		while (top > 0)
+		{
+			int64_t		a = stack[--top];
+
+			for (int64_t j = 0; j < n; j++)
+				if (is_core[j] && comp[j] < 0 && row_dist2(x, t, d, a, j) <= bound)
+				{
+					comp[j] = i;
+					stack[top++] = j;
+				}
+		}
+	}
+	for (int64_t i = 0; i < n; i++)
+		if (!is_core[i])
+			for (int64_t j = 0; j < n; j++)
+				if (is_core[j] && row_dist2(x, t, d, i, j) <= bound)
+				{
+					comp[i] = comp[j];
+					break;
+				}
+	for (int64_t i = 0; i < n; i++)
+	{
+		if (comp[i] < 0)
+			cluster[i] = -1;
+		else
+		{
+			if (id[comp[i]] < 0)
+				id[comp[i]] = next++;
+			cluster[i] = (int32_t) id[comp[i]];
+		}
+	}
+	free(comp);
+	free(id);
+	free(stack);
+}
+
+/*
+ * DBSCAN through the CPU back end with the given path (1 pairs, -1 index),
+ * screen (0 chosen, else 1 + precision) and margin; returns the rows that
+ * differ from the reference (ref_cluster, ref_core), or -1 on an error.
+ */
+static int64_t
+run_path(const void *x, gc_dtype t, gc_metric m, int64_t n, int32_t d, double eps, int min_pts,
+		 int path, int screen, double margin, const int32_t *ref_cluster, const uint8_t *ref_core,
+		 gc_timing *timing)
+{
+	gc_exec		e = unit_exec(NULL, timing);
+	gc_dbscan_params p = {sizeof(p), eps, min_pts, m};
+	gc_dbscan_result r;
+	int64_t		diff = 0;
+	gc_status	st;
+
+	unit_tuning.pair_path = path;
+	unit_tuning.pair_screen = screen;
+	unit_tuning.pair_margin = margin;
+	r.cluster = malloc(sizeof(int32_t) * n);
+	r.is_core = malloc(n);
+	st = gc_cpu_api()->dbscan(&e, x, t, n, d, &p, &r);
+	if (st != GC_OK)
+	{
+		fprintf(stderr, "dbscan failed: %s\n", gc_cpu_api()->last_error()->message);
+		diff = -1;
+	}
+	else
+		for (int64_t i = 0; i < n; i++)
+			diff += r.cluster[i] != ref_cluster[i] || r.is_core[i] != ref_core[i];
+	free(r.cluster);
+	free(r.is_core);
+	return diff;
+}
+
+/* Both paths and every screen against the reference; returns the mismatches of a margin-0 FP32 screen. */
+static int64_t
+check_set(const char *name, const void *x, gc_dtype t, gc_metric m, int64_t n, int32_t d,
+		  double eps, int min_pts)
+{
+	int32_t    *rc = malloc(sizeof(int32_t) * n);
+	uint8_t    *rk = malloc(n);
+	double		bound = gc_metric_dist2_le(m, eps);
+	gc_timing	tm;
+	int64_t		diff;
+	int			nclusters = -1;
+	int64_t		ncore = 0;
+
+	reference(x, t, n, d, bound, min_pts, rc, rk);
+	for (int64_t i = 0; i < n; i++)
+	{
+		nclusters = rc[i] > nclusters ? rc[i] : nclusters;
+		ncore += rk[i];
+	}
+	diff = run_path(x, t, m, n, d, eps, min_pts, -1, 0, 1.0, rc, rk, NULL);
+	CHECK(diff == 0, "%s: the grid differs from the reference in %lld rows", name, (long long) diff);
+	for (int screen = 0; screen <= 3; screen++)
+	{
+		memset(&tm, 0, sizeof(tm));
+		diff = run_path(x, t, m, n, d, eps, min_pts, 1, screen, 1.0, rc, rk, &tm);
+		CHECK(diff == 0, "%s: the pair engine (screen %d) differs from the reference in %lld rows",
+			  name, screen, (long long) diff);
+		CHECK(tm.path == GC_PATH_PAIRS, "%s: timing.path %d", name, tm.path);
+		if (screen == 0)
+			printf("  %-28s n=%lld d=%d clusters=%d core=%lld screen=%s exact_pairs=%lld\n", name,
+				   (long long) n, d, nclusters + 1, (long long) ncore,
+				   gc_pair_precision_names[tm.pair_screen], (long long) tm.pair_exact);
+	}
+	diff = run_path(x, t, m, n, d, eps, min_pts, 1, 1 + GC_PAIR_FP32, 0.0, rc, rk, NULL);
+	free(rc);
+	free(rk);
+	return diff;
+}
+
+/* k blobs of sd 1 in a box of side box, and a share of uniform noise. */
+static void *
+blobs(gc_dtype t, int64_t n, int32_t d, int k, double box, double noise)
+{
+	double	   *c = malloc(sizeof(double) * k * d);
+	void	   *x = malloc((t == GC_F64 ? 8 : 4) * (size_t) n * d);
+
+	for (int64_t j = 0; j < (int64_t) k * d; j++)
+		c[j] = urand() * box;
+	for (int64_t i = 0; i < n; i++)
+	{
+		int			b = (int) (urand() * k);
+		int			isnoise = urand() < noise;
+
+		for (int32_t q = 0; q < d; q++)
+		{
+			double		v = isnoise ? urand() * box : c[b * d + q] + nrand();
+
+			if (t == GC_F64)
+				((double *) x)[i * d + q] = v;
+			else
+				((float *) x)[i * d + q] = (float) v;
+		}
+	}
+	free(c);
+	return x;
+}
+
+/* The median distance to the k-th nearest row (the eps users pick from a k-distance plot). */
+static double
+kth_median(const void *x, gc_dtype t, gc_metric m, int64_t n, int32_t d, int k)
+{
+	double	   *kd = malloc(sizeof(double) * n);
+	double	   *row = malloc(sizeof(double) * n);
+	double		med;
+
+	for (int64_t i = 0; i < n; i++)
+	{
+		for (int64_t j = 0; j < n; j++)
+			row[j] = row_dist2(x, t, d, i, j);
+		/* partial selection of the k-th smallest */
+		for (int a = 0; a <= k; a++)
+			for (int64_t j = a + 1; j < n; j++)
+				if (row[j] < row[a])
+				{
+					double		tmp = row[a];
+
+					row[a] = row[j];
+					row[j] = tmp;
+				}
+		kd[i] = gc_metric_distance(m, row[k]);
+	}
+	for (int64_t i = 1; i < n; i++)
+		for (int64_t j = i; j > 0 && kd[j] < kd[j - 1]; j--)
+		{
+			double		tmp = kd[j];
+
+			kd[j] = kd[j - 1];
+			kd[j - 1] = tmp;
+		}
+	med = kd[n / 2];
+	free(kd);
+	free(row);
+	return med;
+}
+
+/* Rows of one decimal on a lattice in the first two features, far from the origin in all d. */
+static void *
+lattice(gc_dtype t, int64_t n, int32_t d)
+{
+	void	   *x = malloc((t == GC_F64 ? 8 : 4) * (size_t) n * d);
+	int64_t		side = (int64_t) sqrt((double) n) + 1;
+
+	for (int64_t i = 0; i < n; i++)
+		for (int32_t q = 0; q < d; q++)
+		{
+			double		v = q == 0 ? 1000.0 + 0.1 * (double) (i % side)
+				: q == 1 ? 2000.0 + 0.1 * (double) (i / side) : 0.1 * (double) ((q * 7) % 13);
+
+			if (t == GC_F64)
+				((double *) x)[i * d + q] = v;
+			else
+				((float *) x)[i * d + q] = (float) v;
+		}
+	return x;
+}
+
+int
+main(void)
+{
+	int64_t		mut = 0;
+
+	unit_threads = 2;
+	for (int f = 0; f < 2; f++)
+	{
+		gc_dtype	t = f ? GC_F64 : GC_F32;
+		const char *tn = f ? "double" : "float";
+		char		name[64];
+		void	   *x;
+		double		eps;
+
+		/* blobs with 10 % noise at 16, 64 and 256 features, eps the median 10th-neighbour distance */
+		for (int di = 0; di < 3; di++)
+		{
+			int32_t		d = di == 0 ? 16 : di == 1 ? 64 : 256;
+			int64_t		n = 1500;
+
+			x = blobs(t, n, d, 12, 20.0, 0.1);
+			eps = kth_median(x, t, GC_METRIC_EUCLIDEAN, n, d, 10);
+			snprintf(name, sizeof(name), "blobs %s d=%d", tn, d);
+			check_set(name, x, t, GC_METRIC_EUCLIDEAN, n, d, eps, 10);
+			/* a far outlier, and duplicates of the first rows */
+			if (t == GC_F64)
+			{
+				((double *) x)[(n - 1) * d] = 1e12;
+				memcpy((double *) x + 100 * d, x, sizeof(double) * 100 * d);
+			}
+			else
+			{
+				((float *) x)[(n - 1) * d] = 1e12f;
+				memcpy((float *) x + 100 * d, x, sizeof(float) * 100 * d);
+			}
+			snprintf(name, sizeof(name), "outlier+dups %s d=%d", tn, d);
+			check_set(name, x, t, GC_METRIC_EUCLIDEAN, n, d, eps, 10);
+			free(x);
+		}
+
+		/* cosine: unit rows at 384 features, topics as directions */
+		{
+			int64_t		n = 1200;
+			int32_t		d = 384;
+
+			x = blobs(t, n, d, 8, 3.0, 0.1);
+			CHECK(gc_unit_rows(x, t, n, d) < 0, "a zero row");
+			eps = kth_median(x, t, GC_METRIC_COSINE, n, d, 10);
+			snprintf(name, sizeof(name), "cosine %s d=%d", tn, d);
+			check_set(name, x, t, GC_METRIC_COSINE, n, d, eps, 10);
+			free(x);
+		}
+
+		/* one decimal, eps 0.1 and 0.2: pairs at exactly eps; the mutation must fail here */
+		for (int e = 1; e <= 2; e++)
+		{
+			int64_t		n = 1600;
+			int32_t		d = 16;
+			int64_t		m;
+
+			x = lattice(t, n, d);
+			snprintf(name, sizeof(name), "ties %s eps=0.%d", tn, e);
+			m = check_set(name, x, t, GC_METRIC_EUCLIDEAN, n, d, 0.1 * e, e == 1 ? 5 : 11);
+			printf("  %-28s margin 0: %lld rows differ\n", name, (long long) m);
+			mut += m > 0 ? m : 0;
+			free(x);
+		}
+	}
+	CHECK(mut > 0, "a screen without its error margin gave the right answer on every tie set: "
+		  "the tests would not notice a missing bound");
+	UNIT_DONE();
+}
