@@ -61,6 +61,7 @@
 #include <float.h>
 #include <math.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 #include "backend.h"
 #include "portable.h"
@@ -207,6 +208,102 @@ gc_pair_choose(gc_pair_precision fast_prec, int32_t d, double s, double t, doubl
 	if (b.screen && gc_pair_margin(&b, s_typ) * 16.0 <= t * s * s)
 		return fast_prec;
 	return GC_PAIR_FP64;
+}
+
+/* Rows of the sample that gc_pair_centre reads. */
+#define GC_PAIR_SAMPLE 2048
+
+/* Coordinate k of row i of x [n, d] (element type t), in double. */
+static inline double
+gc_pair_elem(const void *x, gc_dtype t, int32_t d, int64_t i, int32_t k)
+{
+	return t == GC_F64 ? ((const double *) x)[(size_t) i * d + k]
+		: (double) ((const float *) x)[(size_t) i * d + k];
+}
+
+/* The r-th smallest of v [m] (Hoare's selection; v is reordered). */
+static inline double
+gc_pair_select(double *v, int64_t m, int64_t r)
+{
+	int64_t		lo = 0,
+				hi = m - 1;
+
+	while (lo < hi)
+	{
+		double		pivot = v[lo + (hi - lo) / 2];
+		int64_t		a = lo,
+					b = hi;
+
+		while (a <= b)
+		{
+			while (v[a] < pivot)
+				a++;
+			while (v[b] > pivot)
+				b--;
+			if (a <= b)
+			{
+				double		tmp = v[a];
+
+				v[a++] = v[b];
+				v[b--] = tmp;
+			}
+		}
+		if (r <= b)
+			hi = b;
+		else if (r >= a)
+			lo = a;
+		else
+			break;
+	}
+	return v[r];
+}
+
+/*
+ * The operands' centre and scale from a sample of GC_PAIR_SAMPLE rows of x
+ * [n, d] (n >= 1): mu [d] each feature's median, so that a far outlier moves
+ * neither the centre nor the scale (its own pairs then have norms too large
+ * for the screen and take the canonical path); *s the power of two of the
+ * 99th percentile of the sample's absolute centred coordinates
+ * (gc_pair_scale); *s_typ twice the 90th percentile of the sample's scaled
+ * norms, the typical S of gc_pair_choose.  Needs col [GC_PAIR_SAMPLE] of
+ * scratch.  Host code; the answers never depend on it, only the speed.
+ */
+static inline void
+gc_pair_centre(const void *x, gc_dtype t, int64_t n, int32_t d, double *mu, double *s,
+			   double *s_typ, double *col)
+{
+	int64_t		step = n > GC_PAIR_SAMPLE ? n / GC_PAIR_SAMPLE : 1;
+	int64_t		ns = 0;
+
+	for (int32_t k = 0; k < d; k++)
+	{
+		ns = 0;
+		for (int64_t i = 0; i < n && ns < GC_PAIR_SAMPLE; i += step)
+			col[ns++] = gc_pair_elem(x, t, d, i, k);
+		mu[k] = gc_pair_select(col, ns, ns / 2);
+	}
+	for (int64_t q = 0; q < GC_PAIR_SAMPLE; q++)
+	{
+		int64_t		i = (q * step) % n;
+		int32_t		k = (int32_t) ((q * 7919) % d);
+
+		col[q] = fabs(gc_pair_elem(x, t, d, i, k) - mu[k]);
+	}
+	*s = gc_pair_scale(gc_pair_select(col, GC_PAIR_SAMPLE, (GC_PAIR_SAMPLE * 99) / 100));
+	ns = 0;
+	for (int64_t i = 0; i < n && ns < GC_PAIR_SAMPLE; i += step)
+	{
+		double		s2 = 0.0;
+
+		for (int32_t k = 0; k < d; k++)
+		{
+			double		y = (gc_pair_elem(x, t, d, i, k) - mu[k]) * *s;
+
+			s2 += y * y;
+		}
+		col[ns++] = sqrt(s2);
+	}
+	*s_typ = 2.0 * gc_pair_select(col, ns, (ns * 9) / 10);
 }
 
 /*

@@ -73,6 +73,7 @@
  * and cluster numbers.
  */
 #include "dbscan.cuh"
+#include "pairs.h"
 #include "phases.h"
 
 #include <cub/cub.cuh>
@@ -127,6 +128,28 @@ void run(Workspace &w, const void *x, /* [n, d] host */ gc_dbscan_result *result
 {
 	gc_timing  *t = w.call.timing;
 	Stopwatch	sw;
+
+	if (gc_pair_engine_chosen(&w.call.tuning, w.d))
+	{
+		require_device_memory(w.call, pairs_bytes_estimate(w.n, w.d, gc_dtype_size(w.dtype)), "DBSCAN",
+							  w.n, w.d);
+		by_type(w.dtype, [&](auto tv) {
+			using T = decltype(tv);
+
+			w.x<T>() = upload_points(w.call, sw, (const T *) x, w.n, w.d);
+		});
+		w.hx = x;
+
+		Stopwatch	compute;
+
+		pairs_phases(w);
+		t->compute_ms = compute.ms();
+		copy_results(w.call, {{result->cluster, w.cluster.get(), w.cluster.bytes()},
+							  {result->is_core, w.is_core.get(), w.is_core.bytes()}});
+		result->n_clusters = w.n_clusters;
+		return;
+	}
+	t->path = GC_PATH_INDEX;
 
 	/* Memory first: say how much is needed before any work starts. */
 	require_device_memory(w.call, bytes_estimate(w.n, w.d, gc_dtype_size(w.dtype),

@@ -12,6 +12,8 @@
  *                            neighbour cells
  *    cuda/dbscan_number.cu   phase number: clusters numbered by their
  *                            lowest member row
+ *    cuda/dbscan_pairs.cu    the phases on the pair engine (cuda/pairs.cuh)
+ *                            where the grid prunes little
  *    cuda/dbscan_device.cuh  device helpers: cells, distances, the
  *                            disjoint-set forest
  */
@@ -203,6 +205,10 @@ void core_phase(Workspace &w);
 void union_phase(Workspace &w);
 void border_phase(Workspace &w);
 void number_phase(Workspace &w);
+
+/* DBSCAN on the pair engine instead of the grid (cuda/dbscan_pairs.cu): its device bytes, its phases. */
+int64_t pairs_bytes_estimate(int32_t n, int32_t d, size_t esize);
+void pairs_phases(Workspace &w);
 
 } // namespace dbscan
 } // namespace gc

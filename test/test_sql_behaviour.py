@@ -21,6 +21,7 @@ TIMING_RE = re.compile(
     r"(to_device=[0-9.]+ from_device=[0-9.]+ (?:gpu_init=[0-9.]+(?: init_[a-z]+=[0-9.]+){5} )?)?"
     r"compute=[0-9.]+ output=[0-9.]+ total=[0-9.]+ "
     r"(index_ms=[0-9.]+ core_ms=[0-9.]+ union_ms=[0-9.]+ border_ms=[0-9.]+ )?"
+    r"(path=(?:index|pairs screen=(?:fp32|tf32|fp64) exact_pairs=\d+) )?"
     r"precision=(single|double)(?: metric=cosine)?")
 
 def gpuclust_notices(conn):
@@ -67,6 +68,34 @@ def test_timing_notice_format(conn, small):
         else:
             # to_device/from_device are reported exactly when the GPU computed.
             assert (m.group(4) is not None) == (m.group(3) == "gpu"), notes[0]
+
+
+def test_timing_notice_path(conn, small):
+    """The NOTICE says which path ran: the grid below 16 features, the pair engine
+    from 16 on (common/pairs.h), and either where gpuclust.pair_path forces it;
+    the answers are the same."""
+    rng = np.random.default_rng(5)
+    X = np.vstack([rng.normal(0.0, 1.0, size=(300, 16)), rng.normal(6.0, 1.0, size=(300, 16))])
+    load_matrix(conn, "beh_wide", X)
+    cur = conn.cursor()
+    cur.execute("SET gpuclust.timing = on")
+    answers = {}
+    for table, d, force, want in ((small, 3, "auto", "index"), ("beh_wide", 16, "auto", "pairs"),
+                                  ("beh_wide", 16, "index", "index"), (small, 3, "pairs", "pairs")):
+        cur.execute(f"SET gpuclust.pair_path = {force}")
+        del conn.notices[:]
+        ids, labels, core = dbscan(conn, f"SELECT id, f FROM {table}", 4.0 if d == 16 else 0.5, 5,
+                                   device="cpu")
+        notes = gpuclust_notices(conn)
+        m = TIMING_RE.fullmatch(notes[0])
+        assert m and m.group(2) == str(d), notes
+        assert f" path={want}" in notes[0], notes[0]
+        if want == "pairs":
+            assert re.search(r" screen=fp(32|64) exact_pairs=\d+ ", notes[0]), notes[0]
+        answers.setdefault(table, []).append((list(ids), list(labels), list(core)))
+    cur.execute("RESET gpuclust.pair_path")
+    for table, runs in answers.items():
+        assert runs[0] == runs[1], f"{table}: the grid and the pair engine differ"
 
 
 def test_timing_notice_scalar_columns_and_empty_input(conn, small):

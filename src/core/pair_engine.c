@@ -19,18 +19,8 @@
 #include "blas.h"
 #include "pair_engine.h"
 
-/* Rows of the sample whose norms give the screen's typical S. */
-#define PE_SAMPLE 4096
 /* Coordinates of products between two looks at cancel (GEMM work is cheaper than the loops'). */
 #define PE_CANCEL_EVERY ((int64_t) 1 << 27)
-
-/* Coordinate k of row i, in double. */
-static inline double
-pe_elem(const void *x, gc_dtype t, int32_t d, int64_t i, int32_t k)
-{
-	return t == GC_F64 ? ((const double *) x)[(size_t) i * d + k]
-		: (double) ((const float *) x)[(size_t) i * d + k];
-}
 
 typedef struct pe_prep_job
 {
@@ -53,7 +43,7 @@ pe_prep_block(void *arg, gc_worker *w, int64_t b, int64_t e)
 
 		for (int32_t k = 0; k < d; k++)
 		{
-			double		y = (pe_elem(pe->x, pe->dtype, d, i, k) - job->mu[k]) * job->s;
+			double		y = (gc_pair_elem(pe->x, pe->dtype, d, i, k) - job->mu[k]) * job->s;
 
 			if (pe->prec == GC_PAIR_FP64)
 			{
@@ -75,30 +65,17 @@ pe_prep_block(void *arg, gc_worker *w, int64_t b, int64_t e)
 	return gc_worker_tick(w, (e - b) * d, PE_CANCEL_EVERY) ? GC_ERR_CANCELLED : GC_OK;
 }
 
-static int
-pe_cmp_double(const void *a, const void *b)
-{
-	double		x = *(const double *) a;
-	double		y = *(const double *) b;
-
-	return (x > y) - (x < y);
-}
-
 gc_status
 gc_pe_prepare(gc_pe *pe, gc_core_ctx *ctx, const void *x, gc_dtype dtype, int64_t n, int32_t d,
 			  double t)
 {
 	const gc_tuning *tu = ctx->tuning;
 	double	   *mu = NULL;
-	double		m = 0.0;
 	double		s;
 	double		s_typ;
 	size_t		esize;
 	pe_prep_job job;
 	gc_status	st;
-	int64_t		step;
-	int64_t		ns;
-	double		sample[PE_SAMPLE];
 	double	   *col;
 
 	memset(pe, 0, sizeof(*pe));
@@ -111,68 +88,20 @@ gc_pe_prepare(gc_pe *pe, gc_core_ctx *ctx, const void *x, gc_dtype dtype, int64_
 	pe->products = tu->cpu_blas >= 0 && gc_blas_available();
 	pe->threads = gc_pool_threads(ctx->pool);
 
-	/*
-	 * The centre: each feature's median over a sample of rows, so that a far
-	 * outlier moves neither the centre nor the scale (its own pairs then have
-	 * norms too large for the screen and take the canonical path).  The scale:
-	 * the 99th percentile of the sample's absolute centred coordinates.
-	 */
 	mu = calloc((size_t) d, sizeof(double));
-	col = malloc(sizeof(double) * PE_SAMPLE);
-	if (!mu || !col)
+	col = malloc(sizeof(double) * GC_PAIR_SAMPLE);
+	pe->n2 = malloc(sizeof(double) * (size_t) n);
+	pe->nx = malloc(sizeof(double) * (size_t) n);
+	if (!mu || !col || !pe->n2 || !pe->nx)
 	{
 		free(mu);
 		free(col);
-		return gc_core_oom(ctx, sizeof(double) * ((size_t) d + PE_SAMPLE),
+		return gc_core_oom(ctx, sizeof(double) * ((size_t) d + GC_PAIR_SAMPLE + 2 * (size_t) n),
 						   "out of memory preparing the pair engine");
 	}
-	step = n > PE_SAMPLE ? n / PE_SAMPLE : 1;
-	for (int32_t k = 0; k < d; k++)
-	{
-		ns = 0;
-		for (int64_t i = 0; i < n && ns < PE_SAMPLE; i += step)
-			col[ns++] = pe_elem(x, dtype, d, i, k);
-		qsort(col, (size_t) ns, sizeof(double), pe_cmp_double);
-		mu[k] = col[ns / 2];
-	}
-	for (int64_t q = 0; q < PE_SAMPLE; q++)
-	{
-		int64_t		i = (q * step) % n;
-		int32_t		k = (int32_t) ((q * 7919) % d);
-
-		col[q] = fabs(pe_elem(x, dtype, d, i, k) - mu[k]);
-	}
-	qsort(col, PE_SAMPLE, sizeof(double), pe_cmp_double);
-	m = col[(PE_SAMPLE * 99) / 100];
+	gc_pair_centre(x, dtype, n, d, mu, &s, &s_typ, col);
 	free(col);
-	col = NULL;
-	s = gc_pair_scale(m);
-
-	/* the screen's precision: FP32 products unless their band would be wide */
-	pe->prec = GC_PAIR_FP32;
 	esize = sizeof(float);
-	pe->n2 = malloc(sizeof(double) * (size_t) n);
-	pe->nx = malloc(sizeof(double) * (size_t) n);
-	if (!pe->n2 || !pe->nx)
-	{
-		free(mu);
-		return gc_core_oom(ctx, 2 * sizeof(double) * (size_t) n, "out of memory preparing the pair engine");
-	}
-	ns = 0;
-	for (int64_t i = 0; i < n && ns < PE_SAMPLE; i += step)
-	{
-		double		s2 = 0.0;
-
-		for (int32_t k = 0; k < d; k++)
-		{
-			double		y = (pe_elem(x, dtype, d, i, k) - mu[k]) * s;
-
-			s2 += y * y;
-		}
-		sample[ns++] = sqrt(s2);
-	}
-	qsort(sample, (size_t) ns, sizeof(double), pe_cmp_double);
-	s_typ = 2.0 * sample[(ns * 9) / 10 < ns ? (ns * 9) / 10 : ns - 1];
 	if (tu->pair_screen > 0)
 		pe->prec = (gc_pair_precision) (tu->pair_screen - 1);
 	else

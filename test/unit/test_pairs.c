@@ -10,6 +10,13 @@
  *    precision.  And the mutation check: a screen whose error margin is
  *    zero must give a wrong answer on the tie-heavy sets, so that the
  *    comparison is known to notice a screen without a bound.
+ *
+ *    test/unit/test_pairs [--gpu PATH]: with --gpu, the GPU back end at PATH
+ *    (gpuclust_cuda.so) runs every set too, with each of its screens (TF32,
+ *    FP32, FP64), and must give the reference's answer bit for bit; its
+ *    margin-0 TF32 screen must fail on the tie sets as the CPU's does.  On
+ *    the GPU machine: make test/unit/test_pairs && test/unit/test_pairs --gpu
+ *    ./gpuclust_cuda.so
  */
 #include <math.h>
 #include <stdlib.h>
@@ -18,8 +25,14 @@
 #include "metric.h"
 #include "pairs.h"
 #include "unit.h"
+#include "../gpu/gc_backends.h"
+
+/* The GPU back end under test (--gpu), or NULL. */
+static const gc_backend_api *gpu_api = NULL;
 
 static uint64_t rng_state = 7;
+/* Rows the GPU's margin-0 screen got wrong, over all sets. */
+static int64_t gpu_mutation = 0;
 
 static double
 urand(void)
@@ -117,9 +130,9 @@ reference(const void *x, gc_dtype t, int64_t n, int32_t d, double bound, int min
  * differ from the reference (ref_cluster, ref_core), or -1 on an error.
  */
 static int64_t
-run_path(const void *x, gc_dtype t, gc_metric m, int64_t n, int32_t d, double eps, int min_pts,
-		 int path, int screen, double margin, const int32_t *ref_cluster, const uint8_t *ref_core,
-		 gc_timing *timing)
+run_path_on(const gc_backend_api *api, const void *x, gc_dtype t, gc_metric m, int64_t n, int32_t d,
+			double eps, int min_pts, int path, int screen, double margin, const int32_t *ref_cluster,
+			const uint8_t *ref_core, gc_timing *timing)
 {
 	gc_exec		e = unit_exec(NULL, timing);
 	gc_dbscan_params p = {sizeof(p), eps, min_pts, m};
@@ -132,10 +145,10 @@ run_path(const void *x, gc_dtype t, gc_metric m, int64_t n, int32_t d, double ep
 	unit_tuning.pair_margin = margin;
 	r.cluster = malloc(sizeof(int32_t) * n);
 	r.is_core = malloc(n);
-	st = gc_cpu_api()->dbscan(&e, x, t, n, d, &p, &r);
+	st = api->dbscan(&e, x, t, n, d, &p, &r);
 	if (st != GC_OK)
 	{
-		fprintf(stderr, "dbscan failed: %s\n", gc_cpu_api()->last_error()->message);
+		fprintf(stderr, "dbscan (%s) failed: %s\n", api->name, api->last_error()->message);
 		diff = -1;
 	}
 	else
@@ -144,6 +157,15 @@ run_path(const void *x, gc_dtype t, gc_metric m, int64_t n, int32_t d, double ep
 	free(r.cluster);
 	free(r.is_core);
 	return diff;
+}
+
+static int64_t
+run_path(const void *x, gc_dtype t, gc_metric m, int64_t n, int32_t d, double eps, int min_pts,
+		 int path, int screen, double margin, const int32_t *ref_cluster, const uint8_t *ref_core,
+		 gc_timing *timing)
+{
+	return run_path_on(gc_cpu_api(), x, t, m, n, d, eps, min_pts, path, screen, margin, ref_cluster,
+					   ref_core, timing);
 }
 
 /* Both paths and every screen against the reference; returns the mismatches of a margin-0 FP32 screen. */
@@ -178,6 +200,23 @@ check_set(const char *name, const void *x, gc_dtype t, gc_metric m, int64_t n, i
 			printf("  %-28s n=%lld d=%d clusters=%d core=%lld screen=%s exact_pairs=%lld\n", name,
 				   (long long) n, d, nclusters + 1, (long long) ncore,
 				   gc_pair_precision_names[tm.pair_screen], (long long) tm.pair_exact);
+	}
+	if (gpu_api)
+	{
+		for (int screen = 0; screen <= 3; screen++)
+		{
+			memset(&tm, 0, sizeof(tm));
+			diff = run_path_on(gpu_api, x, t, m, n, d, eps, min_pts, screen == 0 ? 0 : 1, screen, 1.0, rc, rk,
+							   &tm);
+			CHECK(diff == 0, "%s: the GPU (screen %d) differs from the reference in %lld rows", name, screen,
+				  (long long) diff);
+			if (screen == 0)
+				printf("  %-28s GPU: path=%s screen=%s exact_pairs=%lld\n", name,
+					   tm.path == GC_PATH_PAIRS ? "pairs" : "index", gc_pair_precision_names[tm.pair_screen % 3],
+					   (long long) tm.pair_exact);
+		}
+		gpu_mutation += run_path_on(gpu_api, x, t, m, n, d, eps, min_pts, 1, 1 + GC_PAIR_TF32, 0.0, rc, rk,
+									NULL);
 	}
 	diff = run_path(x, t, m, n, d, eps, min_pts, 1, 1 + GC_PAIR_FP32, 0.0, rc, rk, NULL);
 	free(rc);
@@ -273,11 +312,25 @@ lattice(gc_dtype t, int64_t n, int32_t d)
 }
 
 int
-main(void)
+main(int argc, char **argv)
 {
 	int64_t		mut = 0;
 
 	unit_threads = 2;
+	if (argc == 3 && strcmp(argv[1], "--gpu") == 0)
+	{
+		gc_device_info info;
+		char		why[1100];
+
+		gpu_api = gc_h_open_gpu(argv[2], &info, why, sizeof(why));
+		if (!gpu_api)
+		{
+			fprintf(stderr, "%s\n", why);
+			return 1;
+		}
+		printf("GPU: %s\n", info.name);
+		unit_threads = 0;
+	}
 	for (int f = 0; f < 2; f++)
 	{
 		gc_dtype	t = f ? GC_F64 : GC_F32;
@@ -286,11 +339,11 @@ main(void)
 		void	   *x;
 		double		eps;
 
-		/* blobs with 10 % noise at 16, 64 and 256 features, eps the median 10th-neighbour distance */
-		for (int di = 0; di < 3; di++)
+		/* blobs with 10 % noise at 8 (forced), 16, 64, 256 and 768 features, eps the median 10th-neighbour distance */
+		for (int di = 0; di < 5; di++)
 		{
-			int32_t		d = di == 0 ? 16 : di == 1 ? 64 : 256;
-			int64_t		n = 1500;
+			int32_t		d = di == 0 ? 8 : di == 1 ? 16 : di == 2 ? 64 : di == 3 ? 256 : 768;
+			int64_t		n = d >= 768 ? 800 : 1500;
 
 			x = blobs(t, n, d, 12, 20.0, 0.1);
 			eps = kth_median(x, t, GC_METRIC_EUCLIDEAN, n, d, 10);
@@ -342,5 +395,10 @@ main(void)
 	}
 	CHECK(mut > 0, "a screen without its error margin gave the right answer on every tie set: "
 		  "the tests would not notice a missing bound");
+	if (gpu_api)
+	{
+		printf("  GPU margin 0 (TF32): %lld rows differ\n", (long long) gpu_mutation);
+		CHECK(gpu_mutation > 0, "the GPU's TF32 screen without its margin gave the right answer everywhere");
+	}
 	UNIT_DONE();
 }

@@ -1,0 +1,160 @@
+/*
+ * pairs.cuh
+ *    The GPU pair engine: the distances between blocks of rows as cuBLAS
+ *    products (TF32 tensor cores, or FP64 where the TF32 band would be
+ *    wide), one tile of at most kTile x kTile products at a time, never an
+ *    n x n matrix; each pair decided exactly by the screen of
+ *    common/pairs.h or, inside its error band, by the canonical arithmetic
+ *    (gc_dist2 or gc_dist2_f64, bit for bit).  DBSCAN (cuda/dbscan_pairs.cu)
+ *    launches its epilogues over the tiles; src/core/pair_engine.c is the
+ *    same engine on the CPU, with the same operands, bound and answers.
+ *
+ * A tile's products are column-major: the product of rows i and j of tile
+ * (i0, j0) is at (i - i0) + (j - j0) * bi, so that the threads of a warp,
+ * which take consecutive rows i, read consecutive words.
+ */
+#ifndef GPUCLUST_PAIRS_CUH
+#define GPUCLUST_PAIRS_CUH
+
+#include "common.cuh"
+#include "entry.cuh"
+#include "metric.h"
+#include "pairs.h"
+
+namespace gc {
+namespace pairs {
+
+/* What an epilogue kernel reads of the engine and of one tile; passed by value. */
+struct Tile
+{
+	const void *x;				/* [n, d] the rows as given (element type of the call) */
+	const double *n2;			/* [n] squared norms of the operands */
+	const double *nx;			/* [n] their norms */
+	const float *pf;			/* the tile's products (FP32 and TF32 screens), or NULL */
+	const double *pd;			/* the same for the FP64 screen, or NULL */
+	gc_pair_bound bound;
+	double		t;				/* a pair is in when its dist2 <= t */
+	int32_t		n;
+	int32_t		d;
+	int32_t		i0, bi;			/* rows [i0, i0 + bi) */
+	int32_t		j0, bj;			/* columns [j0, j0 + bj) */
+	unsigned long long *exact;	/* [1] pairs sent to the canonical path */
+};
+
+/* gc_dist2 (T = float) or gc_dist2_f64 (T = double): double, in order, no contraction. */
+template <typename T>
+__device__ __forceinline__ double canonical_dist2(const T *a, /* [d] */ const T *b, /* [d] */ int d)
+{
+	double		s = 0.0;
+
+	for (int k = 0; k < d; k++)
+	{
+		double		u = __dsub_rn((double) a[k], (double) b[k]);
+
+		s = __dadd_rn(s, __dmul_rn(u, u));
+	}
+	return s;
+}
+
+/* Whether rows i and j of the tile are within t, decided exactly; *exact counts the canonical ones. */
+template <typename T>
+__device__ __forceinline__ bool pair_in(const Tile &tl, int32_t i, int32_t j, unsigned &exact)
+{
+	size_t		k = (size_t) (i - tl.i0) + (size_t) (j - tl.j0) * (size_t) tl.bi;
+	double		p = tl.pd ? tl.pd[k] : (double) tl.pf[k];
+	double		A = __dsub_rn(__dadd_rn(tl.n2[i], tl.n2[j]), __dmul_rn(2.0, p));
+	int			v = gc_pair_decide(&tl.bound, A, __dadd_rn(tl.nx[i], tl.nx[j]));
+
+	if (v >= 0)
+		return v != 0;
+	exact++;
+	return canonical_dist2((const T *) tl.x + (size_t) i * tl.d, (const T *) tl.x + (size_t) j * tl.d,
+						   tl.d) <= tl.t;
+}
+
+/* Adds every thread's count to *total, one atomic per warp. */
+__device__ __forceinline__ void warp_add(unsigned long long *total, unsigned mine)
+{
+	for (int o = 16; o > 0; o >>= 1)
+		mine += __shfl_down_sync(0xffffffffu, mine, o);
+	if ((threadIdx.x & 31) == 0 && mine)
+		atomicAdd(total, (unsigned long long) mine);
+}
+
+/*
+ * One call of the engine: the operands of the rows on the device, the
+ * screen's precision and bound, the tile buffer; run() visits the tiles.
+ */
+class Engine
+{
+  public:
+	/*
+	 * hx: the rows on the host (for the centre and scale, common/pairs.h),
+	 * dx: the same on the device; t: a pair is in when dist2 <= t.
+	 */
+	Engine(const Call &call, const void *hx, const void *dx, gc_dtype dtype, int32_t n, int32_t d, double t);
+
+	/* Device bytes the engine takes for n rows of d features beside the rows themselves. */
+	static int64_t bytes_estimate(int32_t n, int32_t d);
+
+	/*
+	 * Calls epilogue(tile) for every tile of the upper triangle (column
+	 * block >= row block: each unordered pair of rows once, the diagonal
+	 * tiles whole), row blocks in ascending order and in each the column
+	 * blocks in ascending order, after the tile's product; asks the
+	 * caller's cancel about every 10 ms.  epilogue launches kernels.
+	 */
+	template <typename F>
+	void run(F &&epilogue)
+	{
+		Stopwatch	since;
+
+		for (int32_t i0 = 0; i0 < n_; i0 += tile_)
+			for (int32_t j0 = i0; j0 < n_; j0 += tile_)
+			{
+				Tile		tl = tile(i0, j0);
+
+				product(tl);
+				epilogue(tl);
+				if (since.ms() > 10.0)
+				{
+					check_cancel_synced(call_.exec);
+					since.restart();
+				}
+				CUDA_TRY(cudaStreamSynchronize(0));
+			}
+		CUDA_TRY(cudaMemcpy(&exact_host_, exact_.get(), sizeof(exact_host_), cudaMemcpyDeviceToHost));
+		call_.timing->pair_exact = (int64_t) exact_host_;
+	}
+
+	gc_pair_precision precision() const { return prec_; }
+	int64_t exact() const { return (int64_t) exact_host_; }
+
+  private:
+	Tile		tile(int32_t i0, int32_t j0) const;
+	void		product(const Tile &tl);
+
+	const Call &call_;
+	const void *dx_;
+	gc_dtype	dtype_;
+	int32_t		n_,
+				d_;
+	double		t_;
+	int32_t		tile_ = 0;
+	gc_pair_precision prec_ = GC_PAIR_TF32;
+	gc_pair_bound bound_;
+	DeviceBuffer<float> opf_;	/* [n, d] operands (FP32, TF32) */
+	DeviceBuffer<double> opd_;	/* [n, d] operands (FP64) */
+	DeviceBuffer<double> n2_;	/* [n] */
+	DeviceBuffer<double> nx_;	/* [n] */
+	DeviceBuffer<float> pf_;	/* [tile, tile] products */
+	DeviceBuffer<double> pd_;
+	DeviceBuffer<unsigned long long> exact_;
+	unsigned long long exact_host_ = 0;
+	void	   *blas_ = nullptr;	/* the cuBLAS handle */
+};
+
+} // namespace pairs
+} // namespace gc
+
+#endif /* GPUCLUST_PAIRS_CUH */
