@@ -14,8 +14,17 @@
  *
  * The pinned buffers (kThreads * 2 * kPiece, 64 MiB) are allocated at the
  * first copy of kStagedMin bytes or more and kept for the life of the
- * process, so that only that first copy pays for pinning them.  Smaller
- * copies, and every copy when they cannot be had, take cudaMemcpy.
+ * process, so that only that first copy pays for pinning them.  So are the
+ * threads' streams and events: all kThreads of them, made for a device at
+ * its first staged copy, whatever that copy's number of threads.  Streams
+ * made and destroyed in every copy left the driver's own device memory for
+ * them to grow by 2 MiB at a time whenever a copy ran on more threads at
+ * once than any before it (issue 42: a cancelled DBSCAN of 10M double rows,
+ * 160 MB on 8 threads after 80 MB float uploads on 4, ended with 2 MiB less
+ * free device memory); now that memory is taken once, at the first staged
+ * copy, and every later copy of any size uses the same streams.  Smaller
+ * copies, and every copy when the buffers or streams cannot be had, take
+ * cudaMemcpy.
  *
  * Copies are short (tens of milliseconds for gigabytes); no cancel is asked
  * while one runs.
@@ -37,17 +46,63 @@ constexpr int kThreads = 8;
 constexpr size_t kPiece = (size_t) 4 << 20;
 constexpr size_t kStagedMin = (size_t) 64 << 20;
 
+constexpr int kMaxDevices = 64;
+
+/* One copy thread's stream and the events of its two buffers, on one device. */
+struct Lane
+{
+	cudaStream_t s = nullptr;
+	cudaEvent_t ev[2] = {nullptr, nullptr};
+};
+
 struct Staging
 {
 	std::mutex	mu;
 	bool		tried = false;
 	char	   *buf = nullptr;	/* [kThreads][2][kPiece] pinned, or null */
+	bool		lanes_tried[kMaxDevices] = {};
+	bool		lanes_ok[kMaxDevices] = {};
+	Lane		lanes[kMaxDevices][kThreads];	/* made once per device, kept for the process */
 };
 
 Staging staging;
 
-/* The pinned buffers, allocated at the first call; null where they cannot be had. */
-char *staging_buffers()
+/*
+ * The streams and events of every copy thread on device (the current one),
+ * all kThreads made at once; false where they cannot be had (what was made
+ * is destroyed, and the copies of that device take cudaMemcpy).
+ */
+bool make_lanes(int device)
+{
+	Lane	   *l = staging.lanes[device];
+	cudaError_t e = cudaSuccess;
+
+	for (int t = 0; t < kThreads && e == cudaSuccess; t++)
+	{
+		e = cudaStreamCreateWithFlags(&l[t].s, cudaStreamNonBlocking);
+		for (int b = 0; b < 2 && e == cudaSuccess; b++)
+			e = cudaEventCreateWithFlags(&l[t].ev[b], cudaEventDisableTiming);
+	}
+	if (e == cudaSuccess)
+		return true;
+	(void) cudaGetLastError();	/* the error is not the call's: it copies without */
+	for (int t = 0; t < kThreads; t++)
+	{
+		for (int b = 0; b < 2; b++)
+			if (l[t].ev[b])
+				cudaEventDestroy(l[t].ev[b]);
+		if (l[t].s)
+			cudaStreamDestroy(l[t].s);
+		l[t] = Lane();
+	}
+	return false;
+}
+
+/*
+ * The pinned buffers, allocated at the first call, and the lanes of device
+ * (the current one), made at its first call; null where either cannot be had.
+ */
+char *staging_buffers(int device)
 {
 	std::lock_guard<std::mutex> lock(staging.mu);
 
@@ -61,7 +116,14 @@ char *staging_buffers()
 		else
 			(void) cudaGetLastError();	/* the error is not the call's: it copies without */
 	}
-	return staging.buf;
+	if (!staging.buf || device < 0 || device >= kMaxDevices)
+		return nullptr;
+	if (!staging.lanes_tried[device])
+	{
+		staging.lanes_tried[device] = true;
+		staging.lanes_ok[device] = make_lanes(device);
+	}
+	return staging.lanes_ok[device] ? staging.buf : nullptr;
 }
 
 /* The threads to use for bytes: one per 16 MiB, at most kThreads and the CPUs this process may use. */
@@ -78,19 +140,16 @@ int copy_threads(const Call &call, size_t bytes)
 }
 
 /*
- * One thread's share [from, to) of a copy, through its buffers buf [2][kPiece]:
- * to the device (dev is dst) or from it (dev is src).
+ * One thread's share [from, to) of a copy, through its buffers buf [2][kPiece]
+ * on its lane (stream and events): to the device (dev is dst) or from it
+ * (dev is src).
  */
-cudaError_t copy_share(int device, bool to_device, char *host, char *dev, size_t from, size_t to, char *buf)
+cudaError_t copy_share(int device, bool to_device, char *host, char *dev, size_t from, size_t to, char *buf,
+					   const Lane &lane)
 {
-	cudaStream_t s = nullptr;
-	cudaEvent_t ev[2] = {nullptr, nullptr};
+	cudaStream_t s = lane.s;
+	const cudaEvent_t *ev = lane.ev;
 	cudaError_t e = cudaSetDevice(device);
-
-	if (e == cudaSuccess)
-		e = cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
-	for (int b = 0; b < 2 && e == cudaSuccess; b++)
-		e = cudaEventCreateWithFlags(&ev[b], cudaEventDisableTiming);
 
 	size_t		pending_at = 0,
 				pending_len = 0;	/* (from the device) the piece in the other buffer, not yet copied out */
@@ -134,20 +193,22 @@ cudaError_t copy_share(int device, bool to_device, char *host, char *dev, size_t
 		if (e == cudaSuccess)
 			memcpy(host + pending_at, buf + (size_t) ((j - 1) & 1) * kPiece, pending_len);
 	}
-	if (e == cudaSuccess && s)
-		e = cudaStreamSynchronize(s);
-	for (int b = 0; b < 2; b++)
-		if (ev[b])
-			cudaEventDestroy(ev[b]);
+	/* the lane is the next copy's: nothing of this one may still run on it */
 	if (s)
-		cudaStreamDestroy(s);
+	{
+		cudaError_t w = cudaStreamSynchronize(s);
+
+		if (e == cudaSuccess)
+			e = w;
+	}
 	return e;
 }
 
 void copy(const Call &call, bool to_device, void *host, void *dev, size_t bytes)
 {
 	const cudaMemcpyKind kind = to_device ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost;
-	char	   *buf = bytes >= kStagedMin ? staging_buffers() : nullptr;
+	const int	device = call.exec.device_id;
+	char	   *buf = bytes >= kStagedMin ? staging_buffers(device) : nullptr;
 
 	if (!buf)
 	{
@@ -160,7 +221,7 @@ void copy(const Call &call, bool to_device, void *host, void *dev, size_t bytes)
 		CUDA_TRY(cudaDeviceSynchronize());
 
 	const int	threads = copy_threads(call, bytes);
-	const int	device = call.exec.device_id;
+	const Lane *lanes = staging.lanes[device];
 	std::vector<cudaError_t> status((size_t) threads, cudaSuccess);
 	std::vector<std::thread> pool;
 	sigset_t	all,
@@ -185,7 +246,7 @@ void copy(const Call &call, bool to_device, void *host, void *dev, size_t bytes)
 		{
 			pool.emplace_back([&, t, from, to] {
 				status[(size_t) t] = copy_share(device, to_device, (char *) host, (char *) dev, from, to,
-												buf + (size_t) t * 2 * kPiece);
+												buf + (size_t) t * 2 * kPiece, lanes[t]);
 			});
 			started++;
 		}
@@ -205,7 +266,7 @@ void copy(const Call &call, bool to_device, void *host, void *dev, size_t bytes)
 
 			share(t, from, to);
 			if (status[0] == cudaSuccess)
-				status[0] = copy_share(device, to_device, (char *) host, (char *) dev, from, to, buf);
+				status[0] = copy_share(device, to_device, (char *) host, (char *) dev, from, to, buf, lanes[0]);
 		}
 	for (auto &th : pool)
 		th.join();

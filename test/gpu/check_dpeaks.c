@@ -686,7 +686,31 @@ dp_self_check(void)
 	}
 }
 
-/* Cancel and a bad parameter, with the device memory before and after. */
+/* One call of the cancels in a row (h_cancel_storm). */
+typedef struct dp_storm
+{
+	const void *x;
+	gc_dtype	t;
+	int64_t		n;
+	int32_t		d;
+	const gc_dpeaks_params *p;
+	dp_answer  *a;
+} dp_storm;
+
+static gc_status
+dp_storm_run(void *ctx, gc_h_cancel *cancel)
+{
+	dp_storm   *s = (dp_storm *) ctx;
+
+	dp_run_t(H.test, s->a, s->x, s->t, s->n, s->d, s->p, cancel);
+	return s->a->status;
+}
+
+/*
+ * Cancel and a bad parameter, with the device memory before and after; 200
+ * cancels in a row at random questions on float and on double rows
+ * (h_cancel_storm).
+ */
 static void
 dp_error_paths(void)
 {
@@ -739,6 +763,22 @@ dp_error_paths(void)
 		printf("| neighbor_rate = 1.5 | %s | %s | %s |\n",
 			   a.status == GC_ERR_INVALID_ARGUMENT ? "GC_ERR_INVALID_ARGUMENT" : "UNEXPECTED", detail,
 			   h_memory_text(before, after, mem, sizeof(mem)));
+	}
+	{
+		double	   *xd = (double *) malloc(sizeof(double) * (size_t) n * 2);
+		dp_storm	sf = {x, GC_F32, n, 2, &p, &a};
+		dp_storm	sd = {xd, GC_F64, n, 2, &p, &a};
+
+		if (!xd)
+		{
+			fprintf(stderr, "gpu_vs_cpu: out of host memory\n");
+			exit(2);
+		}
+		for (int64_t i = 0; i < n * 2; i++)
+			xd[i] = gc_td_refine(x[i]);
+		h_cancel_storm("dpeaks", "float rows", n, dp_storm_run, &sf);
+		h_cancel_storm("dpeaks", "double rows", n, dp_storm_run, &sd);
+		free(xd);
 	}
 	dp_free(&a);
 	free(x);

@@ -21,7 +21,9 @@
  * a callback that never says yes, a deadline in the middle of the work, a
  * non-finite coordinate, bad parameters, no rows and an input too large for
  * the device, each followed by a
- * check that the free device memory is what it was.
+ * check that the free device memory is what it was; 200 cancels in a row at
+ * random questions on float and on double rows (h_cancel_storm), on 1M
+ * rows (200,000 with --quick).
  */
 #define _GNU_SOURCE
 #include <math.h>
@@ -658,6 +660,47 @@ hd_memory_check(const char *what, int64_t before, const char *detail)
 	h_check(before >= 0 && after == before, what, buf);
 }
 
+/* One call of the cancels in a row (h_cancel_storm). */
+typedef struct hd_storm
+{
+	const void *x;
+	gc_dtype	t;
+	int64_t		n;
+	int32_t		d;
+	const gc_hdbscan_params *p;
+	hd_answer  *a;
+} hd_storm;
+
+static gc_status
+hd_storm_run(void *ctx, gc_h_cancel *cancel)
+{
+	hd_storm   *s = (hd_storm *) ctx;
+
+	hd_run(H.test, s->a, s->x, s->t, GC_METRIC_EUCLIDEAN, s->n, s->d, s->p, NULL, cancel);
+	return s->a->status;
+}
+
+/*
+ * The cancels in a row on the first rows of x [>= n, d], as floats and as
+ * doubles (the same values, so that both kernels see the same work).
+ */
+static void
+hd_cancels_in_a_row(const float *x, int64_t n, int32_t d, const gc_hdbscan_params *p)
+{
+	double	   *xd = (double *) hd_malloc(sizeof(double) * (size_t) (n * d));
+	hd_answer	a;
+	hd_storm	sf = {x, GC_F32, n, d, p, &a};
+	hd_storm	sd = {xd, GC_F64, n, d, p, &a};
+
+	for (int64_t i = 0; i < n * d; i++)
+		xd[i] = (double) x[i];
+	hd_alloc(&a, n, 0);
+	h_cancel_storm("hdbscan", "float rows", n, hd_storm_run, &sf);
+	h_cancel_storm("hdbscan", "double rows", n, hd_storm_run, &sd);
+	hd_free(&a);
+	free(xd);
+}
+
 /* Float rows 1.1 times the device's size, mapped but never touched: GC_ERR_OUT_OF_MEMORY before any work. */
 static void
 hd_out_of_memory(int64_t before)
@@ -722,7 +765,8 @@ static void
 hd_error_paths(void)
 {
 	/* On the GPU a large set, so that the work has many steps; the CPU's on fewer rows. */
-	const int64_t n = H.cpu_only ? 200000 : 10000000;
+	/* 10M also with --quick: a few seconds of GPU, and answers of 80 MB, the staged copies back */
+	const int64_t n = h_size(10000000, 10000000, 200000);
 	const int32_t d = 2;
 	float	   *x = h_generate("blobs", n, d);
 	hd_params	q = {10, 10, 0, 0, 0, 0};
@@ -803,6 +847,7 @@ hd_error_paths(void)
 		hd_memory_check("device memory after an error", before, detail);
 		hd_row("NaN coordinate", a.status, GC_ERR_INVALID_ARGUMENT, detail, before);
 	}
+	hd_cancels_in_a_row(x, h_size(1000000, 200000, 50000), d, &p);
 	free(x);
 	hd_free(&a);
 

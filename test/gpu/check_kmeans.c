@@ -827,7 +827,28 @@ km_twice(void)
 	km_data_free(&D);
 }
 
-/* Cancel and a bad parameter, with the device memory before and after. */
+/* One call of the cancels in a row (h_cancel_storm). */
+typedef struct km_storm
+{
+	const km_data *D;
+	const gc_kmeans_params *p;
+	km_answer  *a;
+} km_storm;
+
+static gc_status
+km_storm_run(void *ctx, gc_h_cancel *cancel)
+{
+	km_storm   *s = (km_storm *) ctx;
+
+	km_run_dt(H.test, s->a, km_x(s->D), s->D->dtype, s->D->n, s->D->d, s->p, NULL, cancel);
+	return s->a->status;
+}
+
+/*
+ * Cancel and a bad parameter, with the device memory before and after; 200
+ * cancels in a row at random questions on float and on double rows
+ * (h_cancel_storm).
+ */
 static void
 km_error_paths(void)
 {
@@ -912,6 +933,15 @@ km_error_paths(void)
 		printf("| assignment, rows x 2^62 | %s | %s | %s |\n", a.status == want ? want_name : "UNEXPECTED",
 			   detail, h_memory_text(before, after, mem, sizeof(mem)));
 		free(big);
+	}
+	{
+		km_data		D64 = km_f64(&D, -1);
+		km_storm	sf = {&D, &p, &a};
+		km_storm	sd = {&D64, &p, &a};
+
+		h_cancel_storm("kmeans", "float rows", D.n, km_storm_run, &sf);
+		h_cancel_storm("kmeans", "double rows", D64.n, km_storm_run, &sd);
+		km_data_free(&D64);
 	}
 	km_free(&a);
 	km_data_free(&D);

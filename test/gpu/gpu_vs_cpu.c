@@ -33,7 +33,15 @@
  *   test/gpu/gpu_vs_cpu [--lib PATH] [--quick] [--max-n N] [dbscan] [kmeans] [dpeaks] [hdbscan]
  *       the named algorithms (all when none is named) against the GPU
  *       back end at PATH (default $GPUCLUST_CUDA_SO, else ./gpuclust_cuda.so);
- *       --quick caps every data set at 200,000 rows, --max-n at N rows.
+ *       --max-n caps every data set at N rows.  --quick runs every kind of
+ *       case (each shape, precision, metric, tuning; ties; cancel, the
+ *       cancels in a row, error paths, out of memory) at small sizes: the
+ *       differential sets capped at 200,000 rows and 2e7 values (wide rows:
+ *       fewer), the cancels in a row of HDBSCAN on 200,000 rows; the error
+ *       paths of DBSCAN and HDBSCAN keep their 10M rows (GPU only, seconds;
+ *       uploads of 80 and 160 MB and answers of 80 MB, the staged copies of
+ *       cuda/copy.cu), so that all four algorithms take a few minutes on the
+ *       GPU machine.
  *       Without a usable GPU it says so and fails.
  *
  *   test/gpu/gpu_vs_cpu --cpu-only [--max-n N] [dbscan] [kmeans] [dpeaks] [hdbscan]
@@ -44,8 +52,9 @@
  *       non-finite coordinate, out of device memory) are skipped.  Each part
  *       also checks that its comparison notices a changed answer.
  *
- * Prints a table per algorithm and, last, "N passed, N failed"; exits 1 when
- * a check failed, 2 on a usage error.  The timings of bench/ are separate
+ * Prints a table per algorithm, after each algorithm "ALGORITHM: N passed,
+ * N failed in S s" (its own checks and wall time) and, last, "N passed, N
+ * failed"; exits 1 when a check failed, 2 on a usage error.  The timings of bench/ are separate
  * (bench/dbscan_bench, bench/kmeans_bench, bench/dpeaks_bench).
  */
 #include <math.h>
@@ -85,7 +94,16 @@ h_rows(int64_t n, int32_t d)
 		if (n > quadratic)
 			n = quadratic;
 	}
+	/* --quick: wide sets of the same shape with fewer rows, at most 2e7 values (200,000 x 100) */
+	if (H.quick && !H.explicit_max_n && n > (int64_t) (2e7 / (d > 0 ? d : 1)))
+		n = (int64_t) (2e7 / (d > 0 ? d : 1));
 	return n;
+}
+
+int64_t
+h_size(int64_t full, int64_t quick, int64_t cpu)
+{
+	return H.cpu_only ? cpu : H.quick ? quick : full;
 }
 
 int64_t
@@ -144,6 +162,123 @@ h_status_verdict(gc_status ref, const char *ref_error, gc_status test, const cha
 	return 1;
 }
 
+/* splitmix64: the random questions of the cancels in a row. */
+static uint64_t
+h_next(uint64_t *state)
+{
+	uint64_t	z = (*state += 0x9E3779B97F4A7C15ULL);
+
+	z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+	z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+	return z ^ (z >> 31);
+}
+
+/* The free device memory once the back end has let go of what it may keep (release()). */
+static int64_t
+h_released_memory(void)
+{
+	if (H.test->release)
+		H.test->release();
+	return h_free_device_memory();
+}
+
+void
+h_cancel_storm(const char *algorithm, const char *kind, int64_t n, h_cancel_run run, void *ctx)
+{
+	const int	count = H.cpu_only ? 20 : 200;
+	gc_h_cancel never = {0, 0, 0, 0};
+	gc_status	st;
+	uint64_t	seed = 42,
+				state;
+	int64_t		base,
+				end;
+	int			cancelled = 0,
+				completed = 0,
+				unexpected = 0,
+				drifted = 0,
+				questions;
+	char		what[160],
+				first_bad[400] = "",
+				first_drift[400] = "",
+				detail[1600],
+				mem[64];
+	double		t0 = gc_h_now_ms();
+
+	for (const char *p = algorithm; *p; p++)
+		seed = seed * 131 + (unsigned char) *p;
+	for (const char *p = kind; *p; p++)
+		seed = seed * 131 + (unsigned char) *p;
+	state = seed;
+
+	/* the warm-up of this very kind: what a first call of it makes and keeps is made here */
+	st = run(ctx, &never);
+	questions = never.calls;
+	base = h_released_memory();
+	snprintf(what, sizeof(what), "%s cancels in a row, %s: warm-up run", algorithm, kind);
+	h_check(st == GC_OK && questions >= 1, what, gc_h_status_name(st));
+
+	for (int i = 0; i < count && st == GC_OK; i++)
+	{
+		gc_h_cancel c = {0, 1 + (int) (h_next(&state) % (uint64_t) (questions + 1)), 0, 0};
+		gc_status	s = run(ctx, &c);
+		int64_t		now;
+
+		if (s == GC_ERR_CANCELLED && c.t_yes > 0)
+			cancelled++;
+		else if (s == GC_OK)
+			completed++;
+		else
+		{
+			unexpected++;
+			if (!first_bad[0])
+				snprintf(first_bad, sizeof(first_bad), "; first unexpected: call %d, yes at question %d of %d asked: %s",
+						 i + 1, c.yes_after, c.calls, gc_h_status_name(s));
+		}
+		now = h_released_memory();
+		if (now != base)
+		{
+			drifted++;
+			if (!first_drift[0])
+				snprintf(first_drift, sizeof(first_drift),
+						 "; first at call %d (yes at question %d, %s): %lld -> %lld", i + 1, c.yes_after,
+						 gc_h_status_name(s), (long long) base, (long long) now);
+		}
+	}
+	end = h_released_memory();
+	snprintf(detail, sizeof(detail),
+			 "%lld rows, seed %llu, %d questions in a whole run: %d cancelled, %d ended GC_OK (yes after "
+			 "their last question), %d unexpected%s; free memory differed after %d calls%s; %.1f s",
+			 (long long) n, (unsigned long long) seed, questions, cancelled, completed, unexpected, first_bad,
+			 drifted, first_drift, (gc_h_now_ms() - t0) / 1000.0);
+	snprintf(what, sizeof(what), "%s %d cancels in a row, %s: each ends cancelled (or done)", algorithm, count,
+			 kind);
+	h_check(st == GC_OK && unexpected == 0 && cancelled > 0, what, detail);
+	if (!H.cpu_only)
+	{
+		snprintf(what, sizeof(what), "%s %d cancels in a row, %s: free device memory back to its start",
+				 algorithm, count, kind);
+		h_check(base >= 0 && end == base && drifted == 0, what, detail);
+	}
+	printf("| cancels in a row (%d, %s) | %s | %s | %s |\n", count, kind,
+		   st == GC_OK && unexpected == 0 ? "GC_ERR_CANCELLED" : "UNEXPECTED", detail,
+		   h_memory_text(base, end, mem, sizeof(mem)));
+	fflush(stdout);
+}
+
+/* Runs one algorithm's checks; prints its own count and wall time. */
+static void
+h_part(const char *name, void (*checks) (void))
+{
+	int			passed = H.passed,
+				failed = H.failed;
+	double		t0 = gc_h_now_ms();
+
+	checks();
+	printf("\n%s: %d passed, %d failed in %.1f s\n", name, H.passed - passed, H.failed - failed,
+		   (gc_h_now_ms() - t0) / 1000.0);
+	fflush(stdout);
+}
+
 static void
 usage(void)
 {
@@ -195,6 +330,7 @@ main(int argc, char **argv)
 		want_dbscan = want_kmeans = want_dpeaks = want_hdbscan = 1;
 	H.max_n = max_n >= 0 ? max_n : H.cpu_only ? 4000 : quick ? 200000 : 0;
 	H.explicit_max_n = max_n >= 0;
+	H.quick = quick;
 
 	H.ref = gc_cpu_api();
 	if (!H.ref || H.ref->abi_version != GC_ABI_VERSION || H.ref->struct_size != sizeof(gc_backend_api))
@@ -229,14 +365,17 @@ main(int argc, char **argv)
 			   H.cpu_only && !H.explicit_max_n ? " (fewer for wide rows: rows^2 d <= 2.5e8)" : "");
 	fflush(stdout);
 
+	if (H.quick)
+		printf("--quick: every kind of case at small sizes (see gpu_vs_cpu.c)\n");
+	fflush(stdout);
 	if (want_dbscan)
-		dbscan_checks();
+		h_part("dbscan", dbscan_checks);
 	if (want_kmeans)
-		kmeans_checks();
+		h_part("kmeans", kmeans_checks);
 	if (want_dpeaks)
-		dpeaks_checks();
+		h_part("dpeaks", dpeaks_checks);
 	if (want_hdbscan)
-		hdbscan_checks();
+		h_part("hdbscan", hdbscan_checks);
 
 	printf("\n%d passed, %d failed\n", H.passed, H.failed);
 	return H.failed ? 1 : 0;

@@ -1,9 +1,9 @@
 /*
  * harness.h
- *    The parts of gpu_vs_cpu (test/gpu) that its three algorithm files
- *    (check_dbscan.c, check_kmeans.c, check_dpeaks.c) share: which tables
- *    are compared, the size limits of the run, the pass/fail count, and the
- *    device-memory reading.
+ *    The parts of gpu_vs_cpu (test/gpu) that its four algorithm files
+ *    (check_dbscan.c, check_kmeans.c, check_dpeaks.c, check_hdbscan.c)
+ *    share: which tables are compared, the size limits of the run, the
+ *    pass/fail count, the device-memory reading and the cancels in a row.
  *
  * Every check runs one input through the reference, the CPU back end
  * (gc_cpu_api()), and through the table under test: the GPU back end
@@ -27,6 +27,7 @@ typedef struct harness
 	const gc_backend_api *ref;	/* the CPU back end */
 	const gc_backend_api *test; /* the GPU back end, or the CPU one with --cpu-only */
 	int			cpu_only;		/* test is the CPU table */
+	int			quick;			/* --quick: every kind of case, at small sizes */
 	int64_t		max_n;			/* > 0: every data set capped at this many rows */
 	int			explicit_max_n; /* max_n given with --max-n */
 	gc_device_info device;		/* device 0 (GPU runs) */
@@ -42,9 +43,16 @@ int			h_check(int ok, const char *what, const char *detail);
 /*
  * The rows of a data set of n rows of d features under the run's caps:
  * max_n, and with --cpu-only also rows^2 d <= 2.5e8 (at least 1000 rows),
- * so that the quadratic cases stay short on a CPU.
+ * so that the quadratic cases stay short on a CPU; with --quick also
+ * rows d <= 2e7.
  */
 int64_t		h_rows(int64_t n, int32_t d);
+
+/*
+ * The rows of a set that no cap applies to (the error paths, the cancels in
+ * a row): full in a full run, quick with --quick, cpu with --cpu-only.
+ */
+int64_t		h_size(int64_t full, int64_t quick, int64_t cpu);
 
 /* Free memory of device 0 in bytes, -1 when there is no device (--cpu-only) or on error. */
 int64_t		h_free_device_memory(void);
@@ -66,7 +74,22 @@ const char *h_test_name(void);
 int			h_status_verdict(gc_status ref, const char *ref_error, gc_status test,
 							 const char *test_error, char *verdict, size_t size, int *same);
 
-/* The three parts; each prints its tables and counts its checks. */
+/*
+ * Cancels in a row (issue 42): run(ctx, cancel) makes one call of the table
+ * under test on the same input each time and returns its status.  After a
+ * warm-up call whose callback never says yes (its questions counted, q),
+ * count calls (200 on a GPU, 20 with --cpu-only) whose callback says yes at
+ * a random question in 1 .. q + 1 (a fixed seed), so that the cancels fall
+ * anywhere in the work.  Each must end GC_ERR_CANCELLED, or GC_OK when the
+ * yes came after its last question; after each, and at the end, the free
+ * device memory (after the back end's release()) must be exactly what it
+ * was after the warm-up.  Prints one row of an error-path table, whose
+ * first column starts with "cancels in a row".
+ */
+typedef gc_status (*h_cancel_run) (void *ctx, gc_h_cancel *cancel);
+void		h_cancel_storm(const char *algorithm, const char *kind, int64_t n, h_cancel_run run, void *ctx);
+
+/* The four parts; each prints its tables and counts its checks. */
 void		dbscan_checks(void);
 void		kmeans_checks(void);
 void		dpeaks_checks(void);
