@@ -194,6 +194,7 @@ h_cancel_storm(const char *algorithm, const char *kind, int64_t n, h_cancel_run 
 				end;
 	int			cancelled = 0,
 				completed = 0,
+				yes_ignored = 0,
 				unexpected = 0,
 				drifted = 0,
 				questions;
@@ -226,7 +227,10 @@ h_cancel_storm(const char *algorithm, const char *kind, int64_t n, h_cancel_run 
 		if (s == GC_ERR_CANCELLED && c.t_yes > 0)
 			cancelled++;
 		else if (s == GC_OK)
+		{
 			completed++;
+			yes_ignored += c.t_yes > 0;
+		}
 		else
 		{
 			unexpected++;
@@ -246,9 +250,10 @@ h_cancel_storm(const char *algorithm, const char *kind, int64_t n, h_cancel_run 
 	}
 	end = h_released_memory();
 	snprintf(detail, sizeof(detail),
-			 "%lld rows, seed %llu, %d questions in a whole run: %d cancelled, %d ended GC_OK (yes after "
-			 "their last question), %d unexpected%s; free memory differed after %d calls%s; %.1f s",
-			 (long long) n, (unsigned long long) seed, questions, cancelled, completed, unexpected, first_bad,
+			 "%lld rows, seed %llu, %d questions in a whole run: %d cancelled, %d ended GC_OK (%d of them "
+			 "after a yes at their last questions), %d unexpected%s; free memory differed after %d calls%s; %.1f s",
+			 (long long) n, (unsigned long long) seed, questions, cancelled, completed, yes_ignored, unexpected,
+			 first_bad,
 			 drifted, first_drift, (gc_h_now_ms() - t0) / 1000.0);
 	snprintf(what, sizeof(what), "%s %d cancels in a row, %s: each ends cancelled (or done)", algorithm, count,
 			 kind);
