@@ -265,6 +265,35 @@ gc_dp_gauss_fixed(double u)
 	return (uint64_t) (m >> (-sh));
 }
 
+/*
+ * The largest dist2 whose gaussian term can be above zero: u of
+ * gc_dp_gauss_u is non-decreasing in dist2, and gc_dp_gauss_fixed is zero
+ * from u = 40 on, so every pair whose dist2 is above this bound has a term
+ * of exactly zero (the pair engine decides those by its screen alone).
+ * -1 when no dist2 has a term (f so large that even 0 gives u >= 40 does
+ * not happen: u(0) = 0).  A bisection over the bit patterns of dist2.
+ */
+static inline double
+gc_dp_gauss_reach(gc_metric m, double f)
+{
+	uint64_t	lo = 0,
+				hi = gc_dp_key(DBL_MAX);
+
+	if (gc_dp_gauss_u(m, DBL_MAX, f) < 40.0)
+		return DBL_MAX;
+	/* invariant: u(lo) < 40 <= u(hi) */
+	while (hi - lo > 1)
+	{
+		uint64_t	mid = lo + (hi - lo) / 2;
+
+		if (gc_dp_gauss_u(m, gc_dp_unkey(mid), f) < 40.0)
+			lo = mid;
+		else
+			hi = mid;
+	}
+	return gc_dp_unkey(lo);
+}
+
 /* 128-bit accumulator (two 64-bit words) for the gaussian sums. */
 static GC_HD void
 gc_dp_acc_add(uint64_t *hi, uint64_t *lo, uint64_t v)

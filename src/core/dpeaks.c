@@ -44,6 +44,7 @@
 
 #include "core.h"
 #include "dpeaks_common.h"
+#include "pair_engine.h"
 #include "phases.h"
 #include "sort.h"
 
@@ -84,6 +85,10 @@ typedef struct dpeaks_ws
 	int64_t    *by_rank;		/* [n] rank -> row */
 	int64_t    *rank_of;		/* [n] row -> rank */
 	int64_t    *nbr;			/* [n] row -> its nearest denser row, -1 for the densest */
+
+	/* the pair engine (d >= 16, common/pairs.h): rho and delta over its tiles */
+	int			use_pairs;
+	gc_pe		pe;
 } dpeaks_ws;
 
 /*
@@ -187,7 +192,9 @@ dpeaks_ws_init(dpeaks_ws *ws, gc_core_ctx *ctx, const void *x, gc_dtype dtype, i
 	ws->d = d;
 	ws->params = params;
 	ws->result = result;
-	ws->use_grid = d <= GC_DP_GRID_MAX_DIM;
+	ws->use_pairs = gc_pair_engine_chosen(ctx->tuning, d);
+	ws->use_grid = d <= GC_DP_GRID_MAX_DIM && !ws->use_pairs;
+	ctx->timing->path = ws->use_pairs ? GC_PATH_PAIRS : GC_PATH_INDEX;
 	ws->jstride = DP_CANCEL_WORK / ((int64_t) d + 1);
 	if (ws->jstride < 1)
 		ws->jstride = 1;
@@ -204,6 +211,8 @@ dpeaks_ws_free(dpeaks_ws *ws)
 	free(ws->by_rank);
 	free(ws->rank_of);
 	free(ws->nbr);
+	if (ws->use_pairs)
+		gc_pe_free(&ws->pe);
 	memset(ws, 0, sizeof(*ws));
 }
 
@@ -983,6 +992,168 @@ rho_cutoff(dpeaks_ws *ws, double *rho)
 	return GC_OK;
 }
 
+/* ---------------------------------------------------------------- the pair engine */
+
+/*
+ * rho and delta over the tiles of the pair engine (pair_engine.h), where
+ * the grid prunes nothing (d >= 16).  A row block is one thread's, so each
+ * row's sums and nearest point are its own, as in the row loops above.
+ *
+ *  rho     gaussian: a pair whose dist2 the screen puts above
+ *          gc_dp_gauss_reach has a term of exactly zero; every other pair's
+ *          term comes from its canonical dist2.  Cutoff: the pairs with
+ *          dist2 < T, decided by the engine (dist2 <= the double below T);
+ *  delta   row i looks at the rows of lower rank whose screened lower
+ *          bound on dist2 is at most the best dist2 found so far (a row
+ *          above it cannot be nearer, nor equal), and takes the canonical
+ *          dist2 of those: the same nearest denser point as the scan.
+ */
+typedef struct dp_pairs_job
+{
+	dpeaks_ws  *ws;
+	int			gaussian;
+	double		inv;			/* gaussian: gc_dp_gauss_factor */
+	uint64_t   *hi;				/* [n] gaussian sums, or cutoff counts in hi */
+	uint64_t   *lo;				/* [n] */
+	double	   *best_d2;		/* [n] delta */
+	int64_t    *best_rank;		/* [n] */
+} dp_pairs_job;
+
+static gc_status
+dp_pairs_rho_tile(void *arg, gc_worker *w, gc_pe_tile *t, int *done)
+{
+	dp_pairs_job *job = arg;
+	dpeaks_ws  *ws = job->ws;
+	gc_pe	   *pe = &ws->pe;
+
+	for (int64_t i = t->i0; i < t->i1; i++)
+		for (int64_t j = t->j0; j < t->j1; j++)
+		{
+			if (j == i)
+				continue;
+			if (job->gaussian)
+			{
+				uint64_t	term;
+
+				if (gc_pe_screen(pe, t, i, j) == 0)
+					continue;
+				t->exact++;
+				term = gc_dp_gauss_fixed(gc_dp_gauss_u(ws->metric, gc_pe_dist2(pe, i, j), job->inv));
+				if (term)
+					gc_dp_acc_add(&job->hi[i], &job->lo[i], term);
+			}
+			else
+				job->hi[i] += (uint64_t) gc_pe_in(pe, t, i, j);
+		}
+	return GC_OK;
+}
+
+/* rho on the pair engine (prepared here; delta reuses it). */
+static gc_status
+dp_pairs_rho(dpeaks_ws *ws, double *rho)
+{
+	int64_t		n = ws->n;
+	dp_pairs_job job;
+	gc_status	st;
+	double		t;
+
+	memset(&job, 0, sizeof(job));
+	job.ws = ws;
+	job.gaussian = ws->params->kernel == GC_DP_KERNEL_GAUSSIAN;
+	if (job.gaussian)
+	{
+		job.inv = gc_dp_gauss_factor(ws->metric, ws->dc);
+		t = gc_dp_gauss_reach(ws->metric, job.inv);
+	}
+	else
+		t = nextafter(gc_dp_cutoff_threshold(ws->metric, ws->dc), 0.0);
+	if ((st = gc_pe_prepare(&ws->pe, ws->ctx, ws->x, ws->dtype, n, ws->d, t)) != GC_OK)
+		return st;
+	job.hi = calloc((size_t) n, sizeof(uint64_t));
+	job.lo = calloc((size_t) n, sizeof(uint64_t));
+	if (!job.hi || !job.lo)
+		st = gc_core_oom(ws->ctx, 2 * sizeof(uint64_t) * (size_t) n, "out of memory for the densities");
+	else
+		st = gc_pe_run(&ws->pe, dp_pairs_rho_tile, &job);
+	for (int64_t i = 0; i < n && st == GC_OK; i++)
+		rho[i] = job.gaussian ? gc_dp_acc_value(job.hi[i], job.lo[i]) : (double) job.hi[i];
+	free(job.hi);
+	free(job.lo);
+	return st;
+}
+
+static gc_status
+dp_pairs_delta_tile(void *arg, gc_worker *w, gc_pe_tile *t, int *done)
+{
+	dp_pairs_job *job = arg;
+	dpeaks_ws  *ws = job->ws;
+	gc_pe	   *pe = &ws->pe;
+
+	for (int64_t i = t->i0; i < t->i1; i++)
+	{
+		int64_t		r = ws->rank_of[i];
+		double		bd2 = job->best_d2[i];
+		int64_t		br = job->best_rank[i];
+
+		if (r == 0)
+			continue;
+		for (int64_t j = t->j0; j < t->j1; j++)
+		{
+			int64_t		s = ws->rank_of[j];
+			double		d2;
+
+			if (s >= r || gc_pe_lower(pe, t, i, j) > bd2)
+				continue;
+			t->exact++;
+			d2 = gc_pe_dist2(pe, i, j);
+			if (br < 0 || gc_dp_better(d2, s, bd2, br))
+			{
+				bd2 = d2;
+				br = s;
+			}
+		}
+		job->best_d2[i] = bd2;
+		job->best_rank[i] = br;
+	}
+	return GC_OK;
+}
+
+/* delta on the pair engine that rho prepared: every row but the densest. */
+static gc_status
+dp_pairs_delta(dpeaks_ws *ws)
+{
+	int64_t		n = ws->n;
+	dp_pairs_job job;
+	gc_status	st;
+
+	memset(&job, 0, sizeof(job));
+	job.ws = ws;
+	job.best_d2 = malloc(sizeof(double) * (size_t) n);
+	job.best_rank = malloc(sizeof(int64_t) * (size_t) n);
+	if (!job.best_d2 || !job.best_rank)
+	{
+		free(job.best_d2);
+		free(job.best_rank);
+		return gc_core_oom(ws->ctx, 16 * (size_t) n, "out of memory for the nearest denser points");
+	}
+	for (int64_t i = 0; i < n; i++)
+	{
+		job.best_d2[i] = INFINITY;
+		job.best_rank[i] = -1;
+	}
+	st = gc_pe_run(&ws->pe, dp_pairs_delta_tile, &job);
+	for (int64_t i = 0; i < n && st == GC_OK; i++)
+	{
+		if (ws->rank_of[i] == 0)
+			continue;
+		ws->result->delta[i] = gc_metric_distance(ws->metric, job.best_d2[i]);
+		ws->nbr[i] = ws->by_rank[job.best_rank[i]];
+	}
+	free(job.best_d2);
+	free(job.best_rank);
+	return st;
+}
+
 /* Phase rho: the grid index (d <= 3), then the densities. */
 static gc_status
 dpeaks_rho(dpeaks_ws *ws)
@@ -991,6 +1162,8 @@ dpeaks_rho(dpeaks_ws *ws)
 
 	if (gc_core_cancelled(ws->ctx))
 		return GC_ERR_CANCELLED;
+	if (ws->use_pairs)
+		return dp_pairs_rho(ws, ws->result->rho);
 	if (ws->use_grid && (st = grid_build(ws)) != GC_OK)
 		return st;
 	if (ws->params->kernel == GC_DP_KERNEL_GAUSSIAN)
@@ -1165,6 +1338,8 @@ dpeaks_delta(dpeaks_ws *ws)
 		return GC_ERR_CANCELLED;
 	if ((st = density_order(ws)) != GC_OK || (st = delta_densest(ws)) != GC_OK)
 		return st;
+	if (ws->use_pairs)
+		return dp_pairs_delta(ws);
 	return gc_pool_for(ws->ctx->pool, ws->n, DP_ROW_GRAIN / 4, delta_block, ws);
 }
 

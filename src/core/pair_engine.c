@@ -111,6 +111,7 @@ gc_pe_prepare(gc_pe *pe, gc_core_ctx *ctx, const void *x, gc_dtype dtype, int64_
 	if (pe->prec == GC_PAIR_FP64)
 		esize = sizeof(double);
 	pe->bound = gc_pair_bound_make(pe->prec, d, s, t, tu->pair_margin);
+	pe->s2inv = 1.0 / (s * s);
 
 	if (pe->products)
 	{

@@ -19,6 +19,7 @@
 #ifndef GPUCLUST_PAIR_ENGINE_H
 #define GPUCLUST_PAIR_ENGINE_H
 
+#include <math.h>
 #include <stdint.h>
 
 #include "core.h"
@@ -47,6 +48,7 @@ typedef struct gc_pe
 	void	  **prod;			/* [threads] a tile's products, [GC_PE_BI, GC_PE_BJ] each */
 	int			threads;
 	int64_t		exact;			/* pairs decided by the canonical path so far */
+	double		s2inv;			/* 1 / s^2: scaled units back to dist2 (exact, s a power of two) */
 } gc_pe;
 
 /* One tile: rows [i0, i1) against columns [j0, j1), products row-major with leading dimension j1 - j0. */
@@ -102,6 +104,32 @@ gc_pe_screened(const gc_pe *pe, const gc_pe_tile *t, int64_t i, int64_t j)
 		: (double) ((const float *) t->prod)[k];
 
 	return pe->n2[i] + pe->n2[j] - 2.0 * p;
+}
+
+/* The screen's verdict alone for rows i and j: 1 in, 0 out, -1 undecided (nothing computed exactly). */
+static inline int
+gc_pe_screen(const gc_pe *pe, const gc_pe_tile *t, int64_t i, int64_t j)
+{
+	if (!pe->products)
+		return -1;
+	return gc_pair_decide(&pe->bound, gc_pe_screened(pe, t, i, j), pe->nx[i] + pe->nx[j]);
+}
+
+/*
+ * A lower bound on the canonical dist2 of rows i and j (common/pairs.h:
+ * s^2 R >= A - E), or -infinity where the screen cannot say.
+ */
+static inline double
+gc_pe_lower(const gc_pe *pe, const gc_pe_tile *t, int64_t i, int64_t j)
+{
+	double		v;
+
+	if (!pe->products || !pe->bound.screen)
+		return -INFINITY;
+	v = gc_pe_screened(pe, t, i, j) - gc_pair_margin(&pe->bound, pe->nx[i] + pe->nx[j]);
+	if (!(v == v))
+		return -INFINITY;
+	return v * (1 - 0x1p-50) * pe->s2inv;
 }
 
 /* Whether rows i and j of a tile are within t (dist2 <= t), decided exactly. */

@@ -168,6 +168,102 @@ run_path(const void *x, gc_dtype t, gc_metric m, int64_t n, int32_t d, double ep
 					   ref_core, timing);
 }
 
+/* Density peaks through api with the given path and screen; the answer into r's arrays. */
+static gc_status
+dp_run(const gc_backend_api *api, const void *x, gc_dtype t, gc_metric m, int64_t n, int32_t d,
+	   gc_dp_kernel kernel, int path, int screen, gc_dpeaks_result *r, gc_timing *timing)
+{
+	gc_exec		e = unit_exec(NULL, timing);
+	gc_dpeaks_params p;
+
+	memset(&p, 0, sizeof(p));
+	p.struct_size = sizeof(p);
+	p.n_clusters = 8;
+	p.derive_dc = 1;
+	p.neighbor_rate = 0.02;
+	p.kernel = kernel;
+	p.seed = 11;
+	p.metric = m;
+	unit_tuning.pair_path = path;
+	unit_tuning.pair_screen = screen;
+	unit_tuning.pair_margin = 1.0;
+	return api->density_peaks(&e, x, t, n, d, &p, r);
+}
+
+static gc_dpeaks_result
+dp_alloc(int64_t n)
+{
+	gc_dpeaks_result r;
+
+	memset(&r, 0, sizeof(r));
+	r.cluster = malloc(sizeof(int32_t) * n);
+	r.rho = malloc(sizeof(double) * n);
+	r.delta = malloc(sizeof(double) * n);
+	r.is_center = malloc(n);
+	return r;
+}
+
+static void
+dp_free(gc_dpeaks_result *r)
+{
+	free(r->cluster);
+	free(r->rho);
+	free(r->delta);
+	free(r->is_center);
+}
+
+/* Rows where two answers differ (bit for bit), or -1 when a run failed. */
+static int64_t
+dp_diff(const gc_dpeaks_result *a, const gc_dpeaks_result *b, int64_t n)
+{
+	int64_t		diff = 0;
+
+	for (int64_t i = 0; i < n; i++)
+		diff += a->cluster[i] != b->cluster[i] || memcmp(&a->rho[i], &b->rho[i], sizeof(double)) ||
+			memcmp(&a->delta[i], &b->delta[i], sizeof(double)) || a->is_center[i] != b->is_center[i];
+	return diff + (memcmp(&a->dc, &b->dc, sizeof(double)) != 0);
+}
+
+/* Density peaks, both kernels: the pair engine (every screen, and the GPU's) against the scans. */
+static void
+check_dpeaks(const char *name, const void *x, gc_dtype t, gc_metric m, int64_t n, int32_t d)
+{
+	for (int k = 0; k < 2; k++)
+	{
+		gc_dp_kernel kernel = k ? GC_DP_KERNEL_CUTOFF : GC_DP_KERNEL_GAUSSIAN;
+		gc_dpeaks_result ref = dp_alloc(n);
+		gc_timing	tm;
+		gc_status	st = dp_run(gc_cpu_api(), x, t, m, n, d, kernel, -1, 0, &ref, NULL);
+
+		CHECK(st == GC_OK, "%s: density peaks (scans) failed", name);
+		for (int screen = 0; screen <= 3 && st == GC_OK; screen++)
+		{
+			gc_dpeaks_result r = dp_alloc(n);
+			int64_t		diff;
+
+			memset(&tm, 0, sizeof(tm));
+			diff = dp_run(gc_cpu_api(), x, t, m, n, d, kernel, 1, screen, &r, &tm) == GC_OK
+				? dp_diff(&ref, &r, n) : -1;
+			CHECK(diff == 0, "%s: density peaks (%s) on the pair engine, screen %d: %lld rows differ", name,
+				  k ? "cutoff" : "gaussian", screen, (long long) diff);
+			if (screen == 0)
+				printf("  %-28s dpeaks %-8s centers=%lld exact_pairs=%lld\n", name, k ? "cutoff" : "gaussian",
+					   (long long) r.n_centers, (long long) tm.pair_exact);
+			dp_free(&r);
+			if (gpu_api && screen <= 3)
+			{
+				r = dp_alloc(n);
+				diff = dp_run(gpu_api, x, t, m, n, d, kernel, screen == 0 ? 0 : 1, screen, &r, NULL) == GC_OK
+					? dp_diff(&ref, &r, n) : -1;
+				CHECK(diff == 0, "%s: GPU density peaks (%s), screen %d: %lld rows differ", name,
+					  k ? "cutoff" : "gaussian", screen, (long long) diff);
+				dp_free(&r);
+			}
+		}
+		dp_free(&ref);
+	}
+}
+
 /* Both paths and every screen against the reference; returns the mismatches of a margin-0 FP32 screen. */
 static int64_t
 check_set(const char *name, const void *x, gc_dtype t, gc_metric m, int64_t n, int32_t d,
@@ -182,6 +278,7 @@ check_set(const char *name, const void *x, gc_dtype t, gc_metric m, int64_t n, i
 	int64_t		ncore = 0;
 
 	reference(x, t, n, d, bound, min_pts, rc, rk);
+	check_dpeaks(name, x, t, m, n, d);
 	for (int64_t i = 0; i < n; i++)
 	{
 		nclusters = rc[i] > nclusters ? rc[i] : nclusters;
