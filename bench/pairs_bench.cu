@@ -10,6 +10,7 @@
  *   .bench/pairs_bench N D [--cosine] [--f64] [--k K] [--min-pts M] [--reps R]
  *                      [--threads T] [--no-cpu] [--algo dbscan|dpeaks|both]
  *                      [--path auto|pairs|index] [--eps E] [--json FILE] [--lib PATH]
+ *                      [--dump FILE]
  *
  * The data: 20 Gaussian blobs of sd 1 in [0, 100]^D with 10 % uniform
  * noise (test/data/gc_testdata.h), for --cosine centred on the box and
@@ -21,7 +22,8 @@
  * Prints one table row per algorithm: GPU best of R (compute and the
  * phases), the screen, the pairs sent to the exact path, the CPU time with
  * T threads, whether the answers agree, and the anchors with the ratio
- * GPU / TF32 anchor.  --json appends the same as one JSON object per line.
+ * GPU / TF32 anchor.  --json appends the same as one JSON object per line;
+ * --dump writes the float rows (N x D, raw) for bench/pairs_sklearn.py.
  */
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
@@ -224,7 +226,8 @@ main(int argc, char **argv)
 	double		eps = 0.0;
 	const char *algo = "dbscan",
 			   *json = NULL,
-			   *lib = NULL;
+			   *lib = NULL,
+			   *dump = NULL;
 	char		why[512];
 	gc_device_info info;
 
@@ -261,6 +264,8 @@ main(int argc, char **argv)
 			json = argv[++i];
 		else if (!strcmp(argv[i], "--lib") && i + 1 < argc)
 			lib = argv[++i];
+		else if (!strcmp(argv[i], "--dump") && i + 1 < argc)
+			dump = argv[++i];
 		else if (!strcmp(argv[i], "--path") && i + 1 < argc)
 		{
 			i++;
@@ -297,6 +302,18 @@ main(int argc, char **argv)
 		xd.assign(xf.begin(), xf.end());
 	if (eps <= 0)
 		eps = choose_eps(xf.data(), n, d, k, cosine);
+
+	if (dump)
+	{
+		FILE	   *f = fopen(dump, "wb");
+
+		if (!f || fwrite(xf.data(), sizeof(float), xf.size(), f) != xf.size())
+		{
+			fprintf(stderr, "cannot write %s\n", dump);
+			return 1;
+		}
+		fclose(f);
+	}
 
 	const void *x = f64 ? (const void *) xd.data() : (const void *) xf.data();
 	gc_dtype	t = f64 ? GC_F64 : GC_F32;

@@ -1549,13 +1549,27 @@ dbscan_pairs_core_tile(void *arg, gc_worker *w, gc_pe_tile *t, int *done)
 	dbscan_pairs_job *job = arg;
 	dbscan_ws  *ws = job->ws;
 	int			open = 0;
+	int8_t		v[GC_PE_BJ];
 
 	for (int64_t i = t->i0; i < t->i1; i++)
 	{
 		int64_t		c = job->count[i];
 
-		for (int64_t j = t->j0; j < t->j1 && c < ws->min_pts; j++)
-			c += gc_pe_in(job->pe, t, i, j);
+		if (c < ws->min_pts)
+		{
+			gc_pe_verdicts(job->pe, t, i, v);
+			for (int64_t j = t->j0; j < t->j1; j++)
+			{
+				int8_t		x = v[j - t->j0];
+
+				if (x < 0)
+				{
+					t->exact++;
+					x = (int8_t) (gc_pe_dist2(job->pe, i, j) <= job->pe->t);
+				}
+				c += x;
+			}
+		}
 		job->count[i] = c;
 		if (c < ws->min_pts)
 			open = 1;
@@ -1566,6 +1580,16 @@ dbscan_pairs_core_tile(void *arg, gc_worker *w, gc_pe_tile *t, int *done)
 	return GC_OK;
 }
 
+/* Row i against column j of a tile, from its verdict x: decided exactly. */
+static inline int
+dbscan_pairs_in(dbscan_pairs_job *job, gc_pe_tile *t, int8_t x, int64_t i, int64_t j)
+{
+	if (x >= 0)
+		return x;
+	t->exact++;
+	return gc_pe_dist2(job->pe, i, j) <= job->pe->t;
+}
+
 /* A tile of the union pass. */
 static gc_status
 dbscan_pairs_union_tile(void *arg, gc_worker *w, gc_pe_tile *t, int *done)
@@ -1573,20 +1597,28 @@ dbscan_pairs_union_tile(void *arg, gc_worker *w, gc_pe_tile *t, int *done)
 	dbscan_pairs_job *job = arg;
 	dbscan_ws  *ws = job->ws;
 	int			open = 0;
+	int8_t		v[GC_PE_BJ];
 
 	for (int64_t i = t->i0; i < t->i1; i++)
 	{
 		if (ws->core[i])
 		{
-			for (int64_t j = i + 1 > t->j0 ? i + 1 : t->j0; j < t->j1; j++)
-				if (ws->core[j] && gc_pe_in(job->pe, t, i, j))
-					uf_union(ws->parent, i, j);
+			int64_t		j0 = i + 1 > t->j0 ? i + 1 : t->j0;
+
+			if (j0 < t->j1)
+			{
+				gc_pe_verdicts(job->pe, t, i, v);
+				for (int64_t j = j0; j < t->j1; j++)
+					if (ws->core[j] && v[j - t->j0] != 0 && dbscan_pairs_in(job, t, v[j - t->j0], i, j))
+						uf_union(ws->parent, i, j);
+			}
 			open |= t->j1 < ws->n;
 		}
 		else if (job->count[i] < 0)
 		{
+			gc_pe_verdicts(job->pe, t, i, v);
 			for (int64_t j = t->j0; j < t->j1; j++)
-				if (ws->core[j] && gc_pe_in(job->pe, t, i, j))
+				if (ws->core[j] && v[j - t->j0] != 0 && dbscan_pairs_in(job, t, v[j - t->j0], i, j))
 				{
 					job->count[i] = j;
 					break;

@@ -149,6 +149,74 @@ gc_pe_prepare(gc_pe *pe, gc_core_ctx *ctx, const void *x, gc_dtype dtype, int64_
 	return GC_OK;
 }
 
+/*
+ * GCC vectorises the verdict loops only when told (as kmeans_gemm.c's); on
+ * x86-64 they are also built for AVX2 and AVX-512 and the loader picks the
+ * clone the CPU runs.  No multiply-add is contracted (-ffp-contract=off):
+ * the margins are those of common/pairs.h, operation by operation.
+ */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__)
+#define PE_VECTORIZE __attribute__((optimize("tree-vectorize", "vect-cost-model=dynamic"), \
+									target_clones("avx512f", "avx2", "default")))
+#elif defined(__GNUC__) && !defined(__clang__)
+#define PE_VECTORIZE __attribute__((optimize("tree-vectorize", "vect-cost-model=dynamic")))
+#else
+#define PE_VECTORIZE
+#endif
+
+PE_VECTORIZE
+static void
+pe_verdicts_f32(const double *restrict n2, const double *restrict nx, const float *restrict p,
+				int64_t m, double n2i, double nxi, gc_pair_bound b, int8_t *restrict v)
+{
+	for (int64_t q = 0; q < m; q++)
+	{
+		double		A = n2i + n2[q] - 2.0 * (double) p[q];
+		double		S = nxi + nx[q];
+		double		E = (b.cS * S + b.cL) * S + b.c0;
+		int8_t		in = (int8_t) (A + E < b.lo);
+		int8_t		out = (int8_t) (A - E > b.hi);
+
+		v[q] = (int8_t) (in - (1 - in) * (1 - out));
+	}
+}
+
+PE_VECTORIZE
+static void
+pe_verdicts_f64(const double *restrict n2, const double *restrict nx, const double *restrict p,
+				int64_t m, double n2i, double nxi, gc_pair_bound b, int8_t *restrict v)
+{
+	for (int64_t q = 0; q < m; q++)
+	{
+		double		A = n2i + n2[q] - 2.0 * p[q];
+		double		S = nxi + nx[q];
+		double		E = (b.cS * S + b.cL) * S + b.c0;
+		int8_t		in = (int8_t) (A + E < b.lo);
+		int8_t		out = (int8_t) (A - E > b.hi);
+
+		v[q] = (int8_t) (in - (1 - in) * (1 - out));
+	}
+}
+
+void
+gc_pe_verdicts(const gc_pe *pe, const gc_pe_tile *t, int64_t i, int8_t *v)
+{
+	int64_t		m = t->j1 - t->j0;
+	size_t		off = (size_t) (i - t->i0) * (size_t) m;
+
+	if (!pe->products || !pe->bound.screen)
+	{
+		memset(v, -1, (size_t) m);
+		return;
+	}
+	if (pe->prec == GC_PAIR_FP64)
+		pe_verdicts_f64(pe->n2 + t->j0, pe->nx + t->j0, (const double *) t->prod + off, m, pe->n2[i], pe->nx[i],
+						pe->bound, v);
+	else
+		pe_verdicts_f32(pe->n2 + t->j0, pe->nx + t->j0, (const float *) t->prod + off, m, pe->n2[i], pe->nx[i],
+						pe->bound, v);
+}
+
 typedef struct pe_run_job
 {
 	gc_pe	   *pe;

@@ -132,6 +132,13 @@ gc_pe_lower(const gc_pe *pe, const gc_pe_tile *t, int64_t i, int64_t j)
 	return v * (1 - 0x1p-50) * pe->s2inv;
 }
 
+/*
+ * The screen's verdicts for row i against every column of the tile:
+ * v [j1 - j0] gets 1 in, 0 out, -1 undecided (gc_pair_decide for each), in
+ * one vectorised loop; all -1 without products.
+ */
+void		gc_pe_verdicts(const gc_pe *pe, const gc_pe_tile *t, int64_t i, int8_t *v);
+
 /* Whether rows i and j of a tile are within t (dist2 <= t), decided exactly. */
 static inline int
 gc_pe_in(const gc_pe *pe, gc_pe_tile *t, int64_t i, int64_t j)
