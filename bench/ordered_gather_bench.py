@@ -11,15 +11,22 @@ ordered_gather_bench.py
     server named by the libpq environment variables, where gpuclust is
     installed; on the GPU machine: source .device/pg-up first.
 
-    bench/ordered_gather_bench.py [--rows 2000000] [--workers 2] [--repeat 5]
-                                  [--device cpu] [--keep]
+    bench/ordered_gather_bench.py [--rows 1000000,10000000] [--workers 2]
+                                  [--repeat 5] [--device cpu] [--keep]
 
 Each call is SELECT count(*) FROM gpu_dbscan(query, 0.05, 5, device) with
 gpuclust.timing on and client_min_messages debug2; the plain and the ordered
 query alternate in one session after one warm-up call of each, and each
 figure is the median (and the least) of --repeat calls.  "gather" is the
 gather= figure of the gpuclust.timing NOTICE: the whole gather, planning
-included.  Tables are unlogged, named ordered_gather_bench_<rows>_{blobs,
+included; "compute" its compute=; "statement" the whole statement as
+psql's \timing gives it.  A second table gives, for each table, the
+statement and the gather + compute of ORDER BY id against the plain query
+(issue 42's goal: at most 1.2 on the table in id order, where nothing is
+sorted, and at most 2.0 on the blob order, whose rows must be put in key
+order).  "sorted" says how the gather put the rows in ORDER BY order: "no"
+(already in it), "ranks" (each row to its place by its key's rank) or
+"yes" (the radix sort).  Tables are unlogged, named ordered_gather_bench_<rows>_{blobs,
 ordered}, and dropped at the end unless --keep.
 """
 
@@ -34,9 +41,10 @@ from rowpath_bench import psql, make_2d  # noqa: E402
 
 PHASES = re.compile(r"set-up ([0-9.]+) ms, scan ([0-9.]+) ms, merge and copy ([0-9.]+) ms, "
                     r"shared memory released ([0-9.]+) ms")
-ORDER = re.compile(r"rows put in ORDER BY order in ([0-9.]+) ms( \(already in it\))?")
+ORDER = re.compile(r"rows put in ORDER BY order in ([0-9.]+) ms(?: \((already in it|by ranks)\))?")
 NOTICE = re.compile(r"gpuclust: dbscan n=\d+ .*? gather=([0-9.]+) compute=([0-9.]+)")
-FIELDS = ["gather", "scan", "merge", "order", "release"]
+TIME = re.compile(r"^Time: ([0-9.]+) ms")
+FIELDS = ["gather", "scan", "merge", "order", "release", "compute", "statement"]
 
 
 def run(table, a):
@@ -44,7 +52,7 @@ def run(table, a):
     queries = {"plain": f"SELECT id, f FROM {table}",
                "ORDER BY id": f"SELECT id, f FROM {table} ORDER BY id"}
     script = (f"SET max_parallel_workers_per_gather = {a.workers};\n"
-              "SET gpuclust.timing = on;\nSET client_min_messages = debug2;\n")
+              "SET gpuclust.timing = on;\nSET client_min_messages = debug2;\n\\timing on\n")
     order = []
     for _ in range(a.repeat + 1):
         for name, q in queries.items():
@@ -62,10 +70,14 @@ def run(table, a):
         m = ORDER.search(line)
         if m:
             cur["order"] = float(m[1])
-            cur["sorted"] = "no" if m[2] else "yes"
+            cur["sorted"] = {"already in it": "no", "by ranks": "ranks"}.get(m[2], "yes")
         m = NOTICE.search(line)
         if m:
             cur["gather"] = float(m[1])
+            cur["compute"] = float(m[2])
+        m = TIME.search(line)
+        if m and "gather" in cur:
+            cur["statement"] = float(m[1])
             name = order[call]
             if call >= len(queries):        # the first call of each: the warm-up
                 for f in FIELDS:
@@ -83,7 +95,7 @@ def run(table, a):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--rows", default="2000000")
+    ap.add_argument("--rows", default="1000000,10000000")
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--device", default="cpu")
@@ -91,6 +103,7 @@ def main():
     a = ap.parse_args()
 
     psql("CREATE EXTENSION IF NOT EXISTS gpuclust;")
+    summary = []
     print(f"{'rows':>9} {'table':>8} {'query':>12} {'sorted':>6} "
           + " ".join(f"{f + ' ms':>15}" for f in FIELDS) + "   (median / least)")
     for rows in [int(r) for r in a.rows.split(",")]:
@@ -111,8 +124,23 @@ def main():
                     cells.append(f"{statistics.median(v):>7.1f} / {min(v):>5.1f}" if v else f"{'-':>15}")
                 print(f"{rows:>9} {label:>8} {name:>12} {','.join(sorted(sorted_[name])) or '-':>6} "
                       + " ".join(cells), flush=True)
+            med = {name: {f: statistics.median(v) for f, v in fig.items() if v}
+                   for name, fig in figures.items()}
+            summary.append((rows, label, ",".join(sorted(sorted_["ORDER BY id"])) or "-",
+                            med["plain"], med["ORDER BY id"]))
         if not a.keep:
             psql(f"DROP TABLE {blobs}, {ordered};")
+
+    print(f"\nORDER BY id against the plain query: device {a.device}, {a.workers} workers, "
+          f"medians of {a.repeat} (goal: at most 1.2 in id order, 2.0 in blob order)")
+    print(f"{'rows':>9} {'table':>8} {'sorted':>6} {'plain ms':>9} {'ordered ms':>10} {'ratio':>6} "
+          f"{'plain g+c ms':>12} {'ordered g+c ms':>14} {'ratio':>6}")
+    for rows, label, how, p, o in summary:
+        pgc = p["gather"] + p["compute"]
+        ogc = o["gather"] + o["compute"]
+        print(f"{rows:>9} {label:>8} {how:>6} {p['statement']:>9.1f} {o['statement']:>10.1f} "
+              f"{o['statement'] / p['statement']:>6.2f} {pgc:>12.1f} {ogc:>14.1f} {ogc / pgc:>6.2f}",
+              flush=True)
 
 
 if __name__ == "__main__":

@@ -285,6 +285,23 @@ FROM generate_series(0, 94) g ORDER BY g;
 SELECT count(DISTINCT (ctid::text::point)[0]) AS blocks FROM pgrev;
 SELECT * FROM pg_same('SELECT id, f FROM pgrev WHERE length(repeat(pad, 20000)) > 0 ORDER BY id', 4, 1.5, 3);
 SELECT * FROM pg_same('SELECT id, f FROM pgrev WHERE length(repeat(pad, 20000)) > 0 ORDER BY id DESC', 4, 1.5, 3);
+-- a key of one word whose values span at most four times as many as the
+-- rows, scattered in the table, is put in order by ranks (a bitmap of the
+-- keys present: each row straight to its place); a wider one (k) by the
+-- sort: the same rows in the same order either way
+CREATE TABLE pgrank (id int PRIMARY KEY, k bigint NOT NULL UNIQUE, f real[])
+  WITH (autovacuum_enabled = off, parallel_workers = 4);
+INSERT INTO pgrank
+SELECT g * 7919 % 30011, (g * 7919 % 30011)::bigint * 1000003,
+       ARRAY[(g * 7919 % 1000) / 100.0, (g::bigint * 104729 % 1000) / 100.0]::real[]
+FROM generate_series(1, 30000) g ORDER BY g;
+SELECT * FROM pg_same('SELECT id, f FROM pgrank ORDER BY id', 1);
+SELECT * FROM pg_same('SELECT id, f FROM pgrank ORDER BY id', 4);
+SELECT * FROM pg_same('SELECT id, f FROM pgrank ORDER BY id DESC', 4);
+SELECT * FROM pg_same('SELECT id, f FROM pgrank WHERE id % 5 <> 0 ORDER BY id', 4);
+SELECT * FROM pg_same('SELECT id, f FROM pgrank ORDER BY k', 4);
+SELECT * FROM pg_same('SELECT id, f FROM pgrank ORDER BY k DESC', 4);
+DROP TABLE pgrank;
 -- the serial gather: an ORDER BY that is not unique (a column, or two
 -- that hold no unique key), of an expression, of a type without a key here
 -- (text), with a LIMIT; a unique key that is deferrable or partial

@@ -29,7 +29,10 @@
  * whether its rows came in key order; where every one did and each part's
  * rows follow the rows before them in the key order too, as in a table
  * filled in key order, nothing is sorted and no pass over the keys is made
- * (RunsAscending).
+ * (RunsAscending).  Where the key is one word whose values span at most a
+ * few times as many as the rows (a serial or identity key, scattered in the
+ * table), each row is copied straight to its place, its rank read from a
+ * bitmap of the keys present, instead of sorted (DenseOrder).
  *
  * Errors: the first offending row must be the one the serial gather names
  * (in the scan's order, or the ORDER BY's), and a participant may meet a
@@ -77,6 +80,7 @@
 #include "parser/parse_relation.h"
 #include "parser/parsetree.h"
 #include "port/atomics.h"
+#include "port/pg_bitutils.h"
 #include "portability/instr_time.h"
 #include "storage/bufmgr.h"
 #include "storage/lwlock.h"
@@ -134,6 +138,8 @@ typedef struct GcPart
 	int32		d;
 	int32		dtype;
 	bool		ascending;		/* its rows' ORDER BY keys never decrease (in scan order) */
+	uint64		minw;			/* the least and greatest first word of its rows' keys */
+	uint64		maxw;
 	dsa_pointer first;			/* the first chunk, InvalidDsaPointer if none */
 } GcPart;
 
@@ -196,6 +202,8 @@ typedef struct PartScan
 	uint64	   *okeys;			/* [in.n, order->stored] their normalized words */
 	bool		ascending;		/* every row's words so far >= the row's before (lastw) */
 	bool		any;			/* a row was kept: lastw holds its words */
+	uint64		minw;			/* the least and greatest first word so far (DenseOrder) */
+	uint64		maxw;
 	uint64		lastw[2 * INDEX_MAX_KEYS];
 	/* a worker's: the area its chunks go to, the rows of a chunk, the last chunk */
 	dsa_area   *area;
@@ -213,6 +221,8 @@ typedef struct PartRows
 	const uint64 *keys;
 	const uint64 *okeys;		/* [n, stored] the ORDER BY's words, or NULL (RowWord) */
 	bool		ascending;		/* its rows' words never decrease from a row to the next */
+	uint64		minw;			/* its participant's least and greatest first word */
+	uint64		maxw;
 	const char *x;
 } PartRows;
 
@@ -586,6 +596,8 @@ PartBegin(PartScan *p, Relation rel, List *tlist, List *qual, const GcOrder *ord
 	p->rel = rel;
 	p->order = order;
 	p->ascending = true;
+	p->minw = PG_UINT64_MAX;
+	p->maxw = 0;
 	p->econtext = CreateStandaloneExprContext();
 	rdesc = ExecTypeFromTL(tlist);
 	p->rslot = MakeSingleTupleTableSlot(rdesc, &TTSOpsVirtual);
@@ -774,6 +786,9 @@ PartRun(PartScan *p, ParallelTableScanDesc pscan)
 			if (p->ascending && p->any && CompareWords(w, p->lastw, p->order->nwords) < 0)
 				p->ascending = false;
 			memcpy(p->lastw, w, sizeof(uint64) * p->order->nwords);
+			/* the range of the first words, for the order by ranks (DenseOrder) */
+			p->minw = Min(p->minw, w[0]);
+			p->maxw = Max(p->maxw, w[0]);
 			p->any = true;
 		}
 		if (p->area != NULL)
@@ -805,6 +820,8 @@ PartRowsOf(PartScan *p, PartRows *out)
 	out->keys = p->keys;
 	out->okeys = p->okeys;
 	out->ascending = p->ascending;
+	out->minw = p->minw;
+	out->maxw = p->maxw;
 	out->x = p->in.x;
 }
 
@@ -834,6 +851,8 @@ GcParallelGatherMain(dsm_segment *seg, shm_toc *toc)
 	part->d = p.in.d;
 	part->dtype = (int32) p.in.dtype;
 	part->ascending = p.ascending;
+	part->minw = p.minw;
+	part->maxw = p.maxw;
 	pg_write_barrier();
 
 	MemoryContextDelete(cxt);	/* the row buffers go with it */
@@ -1241,6 +1260,160 @@ RunsAscending(const PartRows *parts, int nparts, const MergeRun *runs, int64 nru
 }
 
 /*
+ * The order by ranks, for a key of one word (one NOT NULL column) whose
+ * words span at most DENSE_SPAN times as many values as there are rows,
+ * such as a serial or identity key: a row's place in the ORDER BY order is
+ * the number of rows with a smaller word, read from a bitmap of the words
+ * present beside a count of the bits set before each of its words.  Each
+ * row is then copied once, straight from its part to its place, the parts
+ * read in their order: no sort, and no array of the rows' order (OrderRows
+ * sorts and keeps 32 bytes a row, and its copy reads the parts at random).
+ * With unique words this is the order of the stable sort exactly; a word
+ * met twice (which a unique key cannot give) leaves the order to the sort.
+ */
+#define DENSE_SPAN	4
+
+/* Word b of the bitmap of the ranks, with the bits set in the words before it. */
+typedef struct RankWord
+{
+	uint64		bits;			/* bit j: a row's word is minw + 64 b + j */
+	int64		before;
+} RankWord;
+
+/* One thread's share of the runs [from, to), to mark in the bitmap or to copy to their places. */
+typedef struct DenseShare
+{
+	const PartRows *parts;
+	const MergeRun *runs;
+	int64		from;
+	int64		to;
+	const GcOrder *order;
+	uint64		minw;
+	RankWord   *ranks;
+	/* the copy: its slice [fault_from, fault_to) of the buffers to fault in first */
+	int64		fault_from;
+	int64		fault_to;
+	int64	   *ids;
+	char	   *x;
+	Size		rowbytes;
+} DenseShare;
+
+/* Marks the words of a share's rows in the bitmap; the threads of DenseOrder run it (no PostgreSQL call). */
+static void *
+DenseMarkRuns(void *arg)
+{
+	DenseShare *m = (DenseShare *) arg;
+
+	for (int64 r = m->from; r < m->to; r++)
+	{
+		const MergeRun *run = &m->runs[r];
+		const PartRows *pr = &m->parts[run->part];
+
+		for (int64 j = 0; j < run->n; j++)
+		{
+			uint64		b = RowWord(m->order, pr, run->from + j, 0) - m->minw;
+
+			/* other threads set bits of the same words: an atomic or, whose result is not needed */
+			(void) __atomic_fetch_or(&m->ranks[b >> 6].bits, UINT64CONST(1) << (b & 63), __ATOMIC_RELAXED);
+		}
+	}
+	return NULL;
+}
+
+/* The place of word b (less minw) among the rows: the bits set before it. */
+static inline int64
+DenseRank(const RankWord *ranks, uint64 b)
+{
+	const RankWord *rw = &ranks[b >> 6];
+
+	return rw->before + pg_popcount64(rw->bits & ((UINT64CONST(1) << (b & 63)) - 1));
+}
+
+/* Copies a share's rows to their places in the buffers; the threads of Merge run it (no PostgreSQL call). */
+static void *
+DenseCopyRuns(void *arg)
+{
+	DenseShare *m = (DenseShare *) arg;
+
+	/* the rows go anywhere: each thread faults in an equal slice of the buffers, beside the others */
+	(void) Populate(m->x + (Size) m->fault_from * m->rowbytes, m->x + (Size) m->fault_to * m->rowbytes);
+	(void) Populate(m->ids + m->fault_from, m->ids + m->fault_to);
+	for (int64 r = m->from; r < m->to; r++)
+	{
+		const MergeRun *run = &m->runs[r];
+		const PartRows *pr = &m->parts[run->part];
+
+		for (int64 j = 0; j < run->n; j++)
+		{
+			int64		i = DenseRank(m->ranks, RowWord(m->order, pr, run->from + j, 0) - m->minw);
+
+			m->ids[i] = run->ids[j];
+			memcpy(m->x + (Size) i * m->rowbytes, run->x + (Size) j * m->rowbytes, m->rowbytes);
+		}
+	}
+	return NULL;
+}
+
+/*
+ * The bitmap of the ranks of the rows' words (the comment above RankWord), with
+ * the least word in *minw, on nt threads; NULL where the key is not of one
+ * word, its words span more than DENSE_SPAN times the rows, or a word comes
+ * twice: then OrderRows sorts.
+ */
+static RankWord *
+DenseOrder(const PartRows *parts, int nparts, const MergeRun *runs, int64 nruns, int64 total,
+		   const GcOrder *order, int nt, uint64 *minw)
+{
+	uint64		lo = PG_UINT64_MAX;
+	uint64		hi = 0;
+	int64		nranks;
+	int64		set = 0;
+	RankWord   *ranks;
+	DenseShare *shares;
+	int64		r = 0;
+
+	if (order->nwords != 1 || total < 2)
+		return NULL;
+	for (int i = 0; i < nparts; i++)
+		if (parts[i].n > 0)
+		{
+			lo = Min(lo, parts[i].minw);
+			hi = Max(hi, parts[i].maxw);
+		}
+	if (hi < lo || hi - lo >= (uint64) total * DENSE_SPAN)
+		return NULL;
+	nranks = (int64) ((hi - lo) >> 6) + 1;
+	ranks = MemoryContextAllocExtended(CurrentMemoryContext, sizeof(RankWord) * nranks,
+									   MCXT_ALLOC_HUGE | MCXT_ALLOC_ZERO);
+	shares = palloc0(sizeof(DenseShare) * nt);
+	for (int t = 0; t < nt; t++)
+	{
+		shares[t].parts = parts;
+		shares[t].runs = runs;
+		shares[t].order = order;
+		shares[t].minw = lo;
+		shares[t].ranks = ranks;
+		ShareOfRuns(runs, nruns, total, t, nt, &r, &shares[t].from, &shares[t].to);
+	}
+	RunShares(DenseMarkRuns, (char *) shares, sizeof(DenseShare), nt);
+	pfree(shares);
+	CHECK_FOR_INTERRUPTS();
+	for (int64 b = 0; b < nranks; b++)
+	{
+		ranks[b].before = set;
+		set += pg_popcount64(ranks[b].bits);
+	}
+	if (set != total)
+	{
+		/* a word met twice: the keys are not unique after all, and the stable sort decides */
+		pfree(ranks);
+		return NULL;
+	}
+	*minw = lo;
+	return ranks;
+}
+
+/*
  * Merges the parts, each in block order, into st's row buffers by TID.
  * False, with nothing allocated, when the parts disagree on the number of
  * features (a row with another length than the first: the serial gather
@@ -1265,6 +1438,10 @@ Merge(GatherReceiver *st, PartRows *parts, int nparts, int nthreads, const GcOrd
 	int64		nruns = 0;
 	int64		capruns = 1024;
 	int64	   *refs;
+	RankWord   *ranks = NULL;
+	uint64		minw = 0;
+	/* threads for the copy in key order: from 4MB of rows (rows read or written anywhere wait on memory) */
+	int			ntord;
 
 	for (int i = 0; i < nparts; i++)
 	{
@@ -1281,6 +1458,7 @@ Merge(GatherReceiver *st, PartRows *parts, int nparts, int nthreads, const GcOrd
 		return false;
 	in->d = d;
 	rowbytes = (Size) d * gc_dtype_size(in->dtype);
+	ntord = (int) Min((int64) nthreads, Max((int64) 1, (int64) (total * (rowbytes + 8) >> 22)));
 
 	pos = palloc0(sizeof(int64) * nparts);
 	runs = palloc(sizeof(MergeRun) * capruns);
@@ -1346,6 +1524,8 @@ Merge(GatherReceiver *st, PartRows *parts, int nparts, int nthreads, const GcOrd
 		INSTR_TIME_SET_CURRENT(t0);
 		if (RunsAscending(parts, nparts, runs, nruns, order))
 			refs = NULL;
+		else if ((ranks = DenseOrder(parts, nparts, runs, nruns, total, order, ntord, &minw)) != NULL)
+			refs = NULL;
 		else if (!OrderRows(parts, runs, nruns, total, order, nthreads, &refs))
 		{
 			pfree(runs);
@@ -1354,7 +1534,8 @@ Merge(GatherReceiver *st, PartRows *parts, int nparts, int nthreads, const GcOrd
 		INSTR_TIME_SET_CURRENT(t1);
 		INSTR_TIME_SUBTRACT(t1, t0);
 		elog(DEBUG2, "gpuclust: parallel gather: " INT64_FORMAT " rows put in ORDER BY order in %.1f ms%s",
-			 total, INSTR_TIME_GET_MILLISEC(t1), refs == NULL ? " (already in it)" : "");
+			 total, INSTR_TIME_GET_MILLISEC(t1),
+			 ranks != NULL ? " (by ranks)" : refs == NULL ? " (already in it)" : "");
 	}
 
 	AllocRows(st, total, false);
@@ -1363,7 +1544,29 @@ Merge(GatherReceiver *st, PartRows *parts, int nparts, int nthreads, const GcOrd
 		int			nt = (int) Min((int64) nthreads, Max((int64) 1, (int64) (total * (rowbytes + 8) >> 24)));
 		int64		r = 0;
 
-		if (refs != NULL)
+		if (ranks != NULL)
+		{
+			/* each row from its part, in the parts' order, to its place in key order */
+			DenseShare *shares = palloc0(sizeof(DenseShare) * ntord);
+
+			for (int t = 0; t < ntord; t++)
+			{
+				shares[t].parts = parts;
+				shares[t].runs = runs;
+				shares[t].order = order;
+				shares[t].minw = minw;
+				shares[t].ranks = ranks;
+				shares[t].ids = in->ids;
+				shares[t].x = (char *) in->x;
+				shares[t].rowbytes = rowbytes;
+				shares[t].fault_from = total * t / ntord;
+				shares[t].fault_to = total * (t + 1) / ntord;
+				ShareOfRuns(runs, nruns, total, t, ntord, &r, &shares[t].from, &shares[t].to);
+			}
+			RunShares(DenseCopyRuns, (char *) shares, sizeof(DenseShare), ntord);
+			pfree(ranks);
+		}
+		else if (refs != NULL)
 		{
 			/*
 			 * Rows read in key order from anywhere in the parts wait on
@@ -1372,7 +1575,7 @@ Merge(GatherReceiver *st, PartRows *parts, int nparts, int nthreads, const GcOrd
 			 */
 			OrderCopy  *shares;
 
-			nt = (int) Min((int64) nthreads, Max((int64) 1, (int64) (total * (rowbytes + 8) >> 22)));
+			nt = ntord;
 			shares = palloc0(sizeof(OrderCopy) * nt);
 			for (int t = 0; t < nt; t++)
 			{
@@ -1648,6 +1851,8 @@ GcParallelGather(CachedPlanSource *ps, PlannedStmt *stmt, GatherReceiver *st, bo
 				r->keys = (const uint64 *) (base + (Size) c->n * sizeof(int64));
 				r->okeys = order.stored > 0 ? (const uint64 *) (base + 2 * (Size) c->n * sizeof(int64)) : NULL;
 				r->ascending = wp->ascending;
+				r->minw = wp->minw;
+				r->maxw = wp->maxw;
 				r->x = base + (2 + order.stored) * (Size) c->n * sizeof(int64);
 				dp = c->next;
 			}
