@@ -42,7 +42,7 @@ from rowpath_bench import psql, make_2d  # noqa: E402
 PHASES = re.compile(r"set-up ([0-9.]+) ms, scan ([0-9.]+) ms, merge and copy ([0-9.]+) ms, "
                     r"shared memory released ([0-9.]+) ms")
 ORDER = re.compile(r"rows put in ORDER BY order in ([0-9.]+) ms(?: \((already in it|by ranks)\))?")
-NOTICE = re.compile(r"gpuclust: dbscan n=\d+ .*? gather=([0-9.]+) compute=([0-9.]+)")
+NOTICE = re.compile(r"gpuclust: dbscan n=\d+ .*? gather=([0-9.]+) (?:to_device=[0-9.]+ from_device=[0-9.]+ (?:gpu_init=[0-9.]+(?: init_[a-z]+=[0-9.]+)* )?)?compute=([0-9.]+)")
 TIME = re.compile(r"^Time: ([0-9.]+) ms")
 FIELDS = ["gather", "scan", "merge", "order", "release", "compute", "statement"]
 
