@@ -43,6 +43,7 @@
 #include <math.h>
 
 #include "access/htup_details.h"
+#include "catalog/pg_class.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "funcapi.h"
@@ -53,6 +54,7 @@
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
+#include "utils/plancache.h"
 
 #include "feature.h"
 #include "gpuclust.h"
@@ -79,6 +81,8 @@ PG_FUNCTION_INFO_V1(gpu_kmeans_distance);
 PG_FUNCTION_INFO_V1(gpu_kmeans_row_hash);
 PG_FUNCTION_INFO_V1(gpu_kmeans_sample);
 PG_FUNCTION_INFO_V1(gpu_kmeans_fit_distributed);
+PG_FUNCTION_INFO_V1(gpu_kmeans_shard_step);
+PG_FUNCTION_INFO_V1(gpu_kmeans_shard_rows);
 
 /*
  * The nearest-centroid search of common/kmeans_step.h, vectorized: built
@@ -819,6 +823,26 @@ GkmMetricArg(FunctionCallInfo fcinfo, int argno)
 }
 
 /*
+ * Adds one row's feature (value, or NULL) to state s, whose matrix product
+ * belongs to context cxt: read as gpu_kmeans reads it, kept in the block,
+ * the block assigned and summed when full.
+ */
+static void
+GkmAddRow(GkmState *s, Datum value, bool isnull, MemoryContext cxt, const char *funcname)
+{
+	if (isnull)
+	{
+		s->nulls++;
+		return;
+	}
+	GkmReadFeature(value, s->ftype, GcFeatureTypeOf(s->ftype), s->dtype, s->metric,
+				   s->d, GKM_SCRATCH(s) + s->k, GkmBufRow(s, s->nbuf), funcname);
+	s->rows++;
+	if (++s->nbuf == GkmBlock(s->d))
+		GkmFlushRows(s, GkmGemmFor(cxt, s));
+}
+
+/*
  * The transition function: args (state, feature, centroids [, metric
  * [, mode]]); typid is the feature's type, or InvalidOid to find it.
  */
@@ -890,16 +914,7 @@ GkmTrans(FunctionCallInfo fcinfo, Oid typid)
 		}
 	}
 
-	if (PG_ARGISNULL(1))
-	{
-		s->nulls++;
-		PG_RETURN_POINTER(s);
-	}
-	GkmReadFeature(PG_GETARG_DATUM(1), s->ftype, GcFeatureTypeOf(s->ftype), s->dtype, s->metric,
-				   s->d, GKM_SCRATCH(s) + s->k, GkmBufRow(s, s->nbuf), "gpu_kmeans_step");
-	s->rows++;
-	if (++s->nbuf == GkmBlock(s->d))
-		GkmFlushRows(s, GkmGemmFor(aggcxt, s));
+	GkmAddRow(s, PG_GETARG_DATUM(1), PG_ARGISNULL(1), aggcxt, "gpu_kmeans_step");
 	PG_RETURN_POINTER(s);
 }
 
@@ -1501,6 +1516,394 @@ gpu_kmeans_sample(PG_FUNCTION_ARGS)
 	PG_RETURN_BOOL(u < PG_GETARG_FLOAT8(6) * d2);
 }
 
+/* ---------------------------------------------------------------- one call per shard */
+
+/*
+ * gpu_kmeans_fit_distributed runs these on every shard of a distributed
+ * table, one call per shard and request, through Citus's
+ * run_command_on_shards: each reads its shard with an ordinary query, as
+ * the caller (SECURITY INVOKER: the caller's privileges and row security),
+ * takes the centroids once, and returns one value, a partial state (its
+ * exact text form) or the rows a step of k-means|| picks (GKR_TEXT_PREFIX
+ * and hex: the count, d, the element type, then per row its key, its id
+ * and its features as the step reads them, all little-endian).
+ */
+#define GKR_TEXT_PREFIX "gkr1:"
+
+/* Rows read per fetch of a shard's cursor. */
+#define GKM_SHARD_FETCH 1000
+
+/* The schema-qualified, quoted name of relation relid (an error when there is none). */
+static char *
+GkmRelName(Oid relid)
+{
+	char	   *name = get_rel_name(relid);
+
+	if (name == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_TABLE),
+				 errmsg("relation with OID %u does not exist", relid)));
+	return quote_qualified_identifier(get_namespace_name(get_rel_namespace(relid)), name);
+}
+
+/* A NULL argument of a shard function is an error naming it. */
+static void
+GkmShardArgsNotNull(FunctionCallInfo fcinfo, const char *funcname, int nargs)
+{
+	for (int i = 0; i < nargs; i++)
+		if (PG_ARGISNULL(i))
+			ereport(ERROR,
+					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+					 errmsg("argument %d of %s must not be NULL", i + 1, funcname),
+					 errhint("gpu_kmeans_fit_distributed calls it on every shard.")));
+}
+
+/* Opens a read-only cursor on sql (after SPI_connect); its first column's type in *ftype. */
+static Portal
+GkmShardCursor(const char *sql, Oid *ftype)
+{
+	SPIPlanPtr	plan = SPI_prepare(sql, 0, NULL);
+	Portal		portal;
+
+	if (plan == NULL)
+		elog(ERROR, "SPI_prepare failed: %s", SPI_result_code_string(SPI_result));
+	portal = SPI_cursor_open(NULL, plan, NULL, NULL, true);
+	*ftype = SPI_gettypeid(portal->tupDesc, 1);
+	return portal;
+}
+
+/*
+ * gpu_kmeans_shard_step(shard, feature, centroids, metric, mode): the
+ * partial state of a k-means step over one relation's feature column, as
+ * gpu_kmeans_step_state over the same rows gives it; an empty relation gives
+ * an empty state, not NULL.
+ */
+Datum
+gpu_kmeans_shard_step(PG_FUNCTION_ARGS)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+	MemoryContext rowcxt;
+	Oid			relid;
+	char	   *feature;
+	int32		k;
+	int32		d;
+	double	   *cen;
+	gc_metric	metric;
+	int32		mode;
+	Portal		portal;
+	Oid			ftype;
+	GkmState   *s;
+
+	GkmShardArgsNotNull(fcinfo, "gpu_kmeans_shard_step", 5);
+	relid = PG_GETARG_OID(0);
+	feature = NameStr(*PG_GETARG_NAME(1));
+	cen = GkmCentroidArray(PG_GETARG_ARRAYTYPE_P(2), &k, &d);
+	metric = GkmMetricArg(fcinfo, 3);
+	mode = PG_GETARG_INT32(4);
+	if (mode < 0 || mode > GKM_MODES)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("mode of gpu_kmeans_shard_step must be 0, 1, 2 or 3"),
+				 errdetail("1 sums the features per cluster, 2 keeps cosine centroids as given.")));
+
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	portal = GkmShardCursor(psprintf("SELECT %s FROM %s", quote_identifier(feature), GkmRelName(relid)),
+							&ftype);
+	{
+		MemoryContext old = MemoryContextSwitchTo(cxt);
+		GcFeatureType kind = GkmFeatureKind(ftype, "gpu_kmeans_shard_step");
+
+		s = GkmNew(cxt, k, d, metric, GcFeatureDtype(kind, ftype), mode);
+		s->ftype = ftype;
+		memcpy(GKM_CEN(s), cen, sizeof(double) * (Size) k * d);
+		GkmWorkingCentroids(s);
+		MemoryContextSwitchTo(old);
+	}
+	rowcxt = AllocSetContextCreate(cxt, "gpu_kmeans_shard_step rows", ALLOCSET_DEFAULT_SIZES);
+	for (;;)
+	{
+		SPI_cursor_fetch(portal, true, GKM_SHARD_FETCH);
+		if (SPI_processed == 0)
+			break;
+		for (uint64 i = 0; i < SPI_processed; i++)
+		{
+			bool		isnull;
+			Datum		v = SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull);
+			MemoryContext old = MemoryContextSwitchTo(rowcxt);
+
+			GkmAddRow(s, v, isnull, cxt, "gpu_kmeans_shard_step");
+			MemoryContextSwitchTo(old);
+			MemoryContextReset(rowcxt);
+		}
+		SPI_freetuptable(SPI_tuptable);
+		CHECK_FOR_INTERRUPTS();
+	}
+	SPI_cursor_close(portal);
+	SPI_finish();
+	MemoryContextDelete(rowcxt);
+	GkmFlush(s);
+	PG_RETURN_POINTER(s);
+}
+
+/* A row a k-means|| request picks: its key, its id and its features [d]. */
+typedef struct GkrRow
+{
+	double		key;
+	int64		id;
+	double	   *x;
+} GkrRow;
+
+/* The order of picked rows: key ascending (descending when far), then id. */
+static int
+GkrCompare(const GkrRow *a, const GkrRow *b, bool far)
+{
+	if (a->key != b->key)
+		return (a->key < b->key) != far ? -1 : 1;
+	return a->id < b->id ? -1 : a->id > b->id ? 1 : 0;
+}
+
+static int
+GkrCompareNear(const void *a, const void *b)
+{
+	return GkrCompare(a, b, false);
+}
+
+static int
+GkrCompareFar(const void *a, const void *b)
+{
+	return GkrCompare(a, b, true);
+}
+
+/* The kinds of k-means|| requests of gpu_kmeans_shard_rows. */
+typedef enum GkrJob
+{
+	GKR_FIRST,					/* the first count rows by their draw of round 0 */
+	GKR_SAMPLE,					/* the rows a round draws */
+	GKR_FAR						/* the count rows farthest from their centroid */
+} GkrJob;
+
+/* The id column's value as int64 (smallint, integer or bigint). */
+static int64
+GkrId(Datum v, Oid typid)
+{
+	switch (typid)
+	{
+		case INT2OID:
+			return DatumGetInt16(v);
+		case INT4OID:
+			return DatumGetInt32(v);
+		case INT8OID:
+			return DatumGetInt64(v);
+	}
+	ereport(ERROR,
+			(errcode(ERRCODE_DATATYPE_MISMATCH),
+			 errmsg("the row id must be of type smallint, integer or bigint"),
+			 errdetail("It has type %s.", format_type_be(typid))));
+	return 0;
+}
+
+/*
+ * gpu_kmeans_shard_rows(shard, id, feature, job, centroids, metric, seed,
+ * round, scale, count): the rows of one relation that a step of
+ * gpu_kmeans_fit_distributed's k-means|| picks, in its text form.  job
+ * 'first': the count rows of least gpu_kmeans_row_hash(id, seed, 0); 'sample':
+ * the rows gpu_kmeans_sample draws in round round; 'far': the count rows of
+ * greatest gpu_kmeans_distance (ties: the lower id first).
+ */
+Datum
+gpu_kmeans_shard_rows(PG_FUNCTION_ARGS)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+	MemoryContext rowcxt;
+	Oid			relid;
+	char	   *job_s;
+	GkrJob		job;
+	gc_metric	metric;
+	int64		seed;
+	int32		round;
+	double		scale;
+	int64		count;
+	int32		k = 0;
+	int32		d = -1;
+	double	   *cent = NULL;
+	double	   *dist = NULL;
+	Portal		portal;
+	Oid			ftype;
+	Oid			idtype;
+	GcFeatureType kind;
+	gc_dtype	dtype;
+	GkrRow	   *rows = NULL;
+	int64		m = 0;
+	int64		cap = 0;
+	StringInfoData b;
+	StringInfoData hex;
+
+	GkmShardArgsNotNull(fcinfo, "gpu_kmeans_shard_rows", 4);
+	relid = PG_GETARG_OID(0);
+	job_s = text_to_cstring(PG_GETARG_TEXT_PP(3));
+	if (strcmp(job_s, "first") == 0)
+		job = GKR_FIRST;
+	else if (strcmp(job_s, "sample") == 0)
+		job = GKR_SAMPLE;
+	else if (strcmp(job_s, "far") == 0)
+		job = GKR_FAR;
+	else
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("job of gpu_kmeans_shard_rows must be 'first', 'sample' or 'far'")));
+	metric = GkmMetricArg(fcinfo, 5);
+	seed = PG_ARGISNULL(6) ? 0 : PG_GETARG_INT64(6);
+	round = PG_ARGISNULL(7) ? 0 : PG_GETARG_INT32(7);
+	scale = PG_ARGISNULL(8) ? 0.0 : PG_GETARG_FLOAT8(8);
+	count = PG_ARGISNULL(9) ? 0 : PG_GETARG_INT64(9);
+	if (job != GKR_SAMPLE && (count < 0 || count > INT32_MAX / 2))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("count of gpu_kmeans_shard_rows must be between 0 and %d", INT32_MAX / 2)));
+	if (job != GKR_FIRST)
+	{
+		double	   *cen = GkmCentroidArray(DatumGetArrayTypeP(GkmCentroidsArg(fcinfo, 4)), &k, &d);
+
+		/* as gpu_kmeans_sample and gpu_kmeans_distance read them (GkmGetModel) */
+		if (metric == GC_METRIC_COSINE)
+			for (int32 j = 0; j < k; j++)
+				if (!gc_unit_row_f64(cen + (Size) j * d, d))
+					ereport(ERROR,
+							(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+							 errmsg("row %d of centroids is all zero", j + 1)));
+		cent = palloc(sizeof(double) * (Size) k * d);
+		gc_kmeans_transpose(cen, k, d, cent);
+		dist = palloc(sizeof(double) * k);
+	}
+
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	{
+		const char *f = quote_identifier(NameStr(*PG_GETARG_NAME(2)));
+
+		portal = GkmShardCursor(psprintf("SELECT %s, %s FROM %s WHERE %s IS NOT NULL", f,
+										 quote_identifier(NameStr(*PG_GETARG_NAME(1))),
+										 GkmRelName(relid), f), &ftype);
+	}
+	idtype = SPI_gettypeid(portal->tupDesc, 2);
+	kind = GkmFeatureKind(ftype, "gpu_kmeans_shard_rows");
+	dtype = GcFeatureDtype(kind, ftype);
+	rowcxt = AllocSetContextCreate(cxt, "gpu_kmeans_shard_rows rows", ALLOCSET_DEFAULT_SIZES);
+	for (;;)
+	{
+		SPI_cursor_fetch(portal, true, GKM_SHARD_FETCH);
+		if (SPI_processed == 0)
+			break;
+		for (uint64 i = 0; i < SPI_processed; i++)
+		{
+			bool		isnull;
+			Datum		v = SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull);
+			Datum		idv = SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2, &isnull);
+			GkrRow		r;
+			MemoryContext old;
+			int64		pos;
+
+			if (isnull)
+				continue;		/* gpu_kmeans_sample draws no row without an id */
+			r.id = GkrId(idv, idtype);
+			old = MemoryContextSwitchTo(rowcxt);
+			if (d < 0)
+			{
+				/* 'first' has no centroids: the first row's dimension */
+				GcRowRef	ref = {0, -1, 0};
+				GcFeature	feat;
+
+				GcFeatureOpen(kind, ftype, v, &ref, rowcxt, &feat);
+				d = feat.d;
+			}
+			r.x = GkmReadFeature(v, ftype, kind, dtype, metric, d, NULL, NULL, "gpu_kmeans_shard_rows");
+			MemoryContextSwitchTo(old);
+			if (job == GKR_FIRST)
+				r.key = gc_kmeans_row_draw((uint64) r.id, (uint64) seed, 0);
+			else
+			{
+				double		d2;
+
+				(void) GkmNearest(r.x, d, cent, k, dist, &d2);
+				if (job == GKR_SAMPLE)
+				{
+					r.key = gc_kmeans_row_draw((uint64) r.id, (uint64) seed, (uint32) round);
+					if (!(r.key < scale * d2))
+					{
+						MemoryContextReset(rowcxt);
+						continue;
+					}
+				}
+				else
+					r.key = gc_metric_distance(metric, d2);
+			}
+			/* keep it: all of a sample, the count best of the others */
+			if (job != GKR_SAMPLE && m == count)
+			{
+				if (count == 0 || GkrCompare(&r, &rows[m - 1], job == GKR_FAR) >= 0)
+				{
+					MemoryContextReset(rowcxt);
+					continue;
+				}
+				pfree(rows[--m].x);
+			}
+			if (m == cap)
+			{
+				cap = cap * 2 + 16;
+				rows = rows ? repalloc_huge(rows, sizeof(GkrRow) * cap)
+					: MemoryContextAllocHuge(cxt, sizeof(GkrRow) * cap);
+			}
+			pos = m;
+			if (job != GKR_SAMPLE)
+				while (pos > 0 && GkrCompare(&r, &rows[pos - 1], job == GKR_FAR) < 0)
+				{
+					rows[pos] = rows[pos - 1];
+					pos--;
+				}
+			old = MemoryContextSwitchTo(cxt);
+			rows[pos] = r;
+			rows[pos].x = palloc(sizeof(double) * Max(d, 1));
+			MemoryContextSwitchTo(old);
+			memcpy(rows[pos].x, r.x, sizeof(double) * d);
+			m++;
+			MemoryContextReset(rowcxt);
+		}
+		SPI_freetuptable(SPI_tuptable);
+		CHECK_FOR_INTERRUPTS();
+	}
+	SPI_cursor_close(portal);
+	SPI_finish();
+	MemoryContextDelete(rowcxt);
+	if (job == GKR_SAMPLE && m > 1)
+		qsort(rows, m, sizeof(GkrRow), GkrCompareNear);
+
+	initStringInfo(&b);
+	PutInt(&b, m, 8);
+	PutInt(&b, Max(d, 0), 4);
+	PutInt(&b, dtype, 1);
+	for (int64 i = 0; i < m; i++)
+	{
+		uint64		bits;
+
+		memcpy(&bits, &rows[i].key, 8);
+		PutInt(&b, (int64) bits, 8);
+		PutInt(&b, rows[i].id, 8);
+		for (int32 t = 0; t < d; t++)
+		{
+			memcpy(&bits, &rows[i].x[t], 8);
+			PutInt(&b, (int64) bits, 8);
+		}
+	}
+	initStringInfo(&hex);
+	appendStringInfoString(&hex, GKR_TEXT_PREFIX);
+	enlargeStringInfo(&hex, b.len * 2 + 1);
+	hex_encode(b.data, b.len, hex.data + hex.len);
+	hex.len += 2 * b.len;
+	hex.data[hex.len] = '\0';
+	PG_RETURN_TEXT_P(cstring_to_text_with_len(hex.data, hex.len));
+}
+
 /* ---------------------------------------------------------------- the distributed fit */
 
 #define KF_ARG_QUERY		0
@@ -1532,8 +1935,371 @@ typedef struct GkmFit
 	int32		d;
 	int64		n;
 	int64		seed;			/* of the current run */
-	int64		queries;		/* aggregate queries run */
+	int64		queries;		/* aggregate queries (or rounds of shard calls) run */
+	const char *schema;			/* gpuclust's, quoted */
+	bool		sharded;		/* one call per shard of rel (KfShardable) */
+	Oid			rel;
+	char	   *id_col;
+	char	   *f_col;
+	int64		nshards;
+	int64		shard_calls;	/* calls run on shards */
 } GkmFit;
+
+/* ---------------------------------------------------------------- the calls per shard */
+
+/* Appends s to b with every '%' doubled (text that format() gives back unchanged). */
+static void
+KfAppendPct(StringInfo b, const char *s)
+{
+	for (; *s; s++)
+	{
+		if (*s == '%')
+			appendStringInfoChar(b, '%');
+		appendStringInfoChar(b, *s);
+	}
+}
+
+/* Appends a float8[] literal of cen [k, d], every value exactly (17 digits). */
+static void
+KfAppendMatrix(StringInfo b, const double *cen, int32 k, int32 d)
+{
+	appendStringInfoString(b, "'{");
+	for (int32 j = 0; j < k; j++)
+	{
+		appendStringInfoString(b, j ? ",{" : "{");
+		for (int32 t = 0; t < d; t++)
+			appendStringInfo(b, t ? ",%.17g" : "%.17g", cen[(Size) j * d + t]);
+		appendStringInfoChar(b, '}');
+	}
+	appendStringInfoString(b, "}'::double precision[]");
+}
+
+/*
+ * Whether the query is SELECT id, f FROM t of a table t that Citus
+ * distributes over shards (no WHERE, join, grouping, order, limit or row
+ * security): then every pass over the rows is one call per shard
+ * (f->sharded, with the table and the two columns), else an aggregate query.
+ */
+static void
+KfShardable(GkmFit *f, const char *query)
+{
+	SPIPlanPtr	plan = SPI_prepare(query, 0, NULL);
+	List	   *sources;
+	CachedPlanSource *ps;
+	Query	   *q;
+	RangeTblEntry *rte;
+	List	   *vars = NIL;
+	ListCell   *lc;
+	Oid			types[1] = {OIDOID};
+	Datum		values[1];
+
+	if (plan == NULL)
+		elog(ERROR, "SPI_prepare failed: %s", SPI_result_code_string(SPI_result));
+	sources = SPI_plan_get_plan_sources(plan);
+	if (list_length(sources) != 1)
+		return;
+	ps = linitial(sources);
+	if (list_length(ps->query_list) != 1)
+		return;
+	q = linitial_node(Query, ps->query_list);
+	if (q->commandType != CMD_SELECT || q->utilityStmt || q->hasAggs || q->hasWindowFuncs ||
+		q->hasTargetSRFs || q->hasSubLinks || q->hasDistinctOn || q->hasRecursive ||
+		q->hasModifyingCTE || q->hasForUpdate || q->hasRowSecurity || q->cteList ||
+		list_length(q->rtable) != 1 || list_length(q->jointree->fromlist) != 1 ||
+		!IsA(linitial(q->jointree->fromlist), RangeTblRef) || q->jointree->quals ||
+		q->groupClause || q->groupingSets || q->havingQual || q->windowClause ||
+		q->distinctClause || q->sortClause || q->limitOffset || q->limitCount ||
+		q->rowMarks || q->setOperations)
+		return;
+	rte = linitial_node(RangeTblEntry, q->rtable);
+	if (rte->rtekind != RTE_RELATION || !rte->inh || rte->tablesample ||
+		(rte->relkind != RELKIND_RELATION && rte->relkind != RELKIND_PARTITIONED_TABLE))
+		return;
+	foreach(lc, q->targetList)
+	{
+		TargetEntry *te = lfirst_node(TargetEntry, lc);
+		Var		   *v = (Var *) te->expr;
+
+		if (te->resjunk)
+			continue;
+		if (!IsA(v, Var) || v->varno != 1 || v->varlevelsup != 0 || v->varattno <= 0)
+			return;
+		vars = lappend(vars, v);
+	}
+	if (list_length(vars) != 2)
+		return;
+	SPI_freeplan(plan);
+
+	/* a table Citus distributes (hash, range or append), with its shards */
+	if (SPI_execute("SELECT 1 FROM pg_catalog.pg_extension WHERE extname = 'citus'", true, 0) != SPI_OK_SELECT)
+		elog(ERROR, "the catalog could not be read, please report a bug");
+	if (SPI_processed != 1)
+		return;
+	values[0] = ObjectIdGetDatum(rte->relid);
+	if (SPI_execute_with_args("SELECT count(*) FROM pg_catalog.pg_dist_partition p "
+							  "JOIN pg_catalog.pg_dist_shard s USING (logicalrelid) "
+							  "WHERE p.logicalrelid = $1 AND p.partmethod IN ('h', 'r', 'a')",
+							  1, types, values, NULL, true, 0) != SPI_OK_SELECT || SPI_processed != 1)
+		elog(ERROR, "the Citus catalog could not be read, please report a bug");
+	{
+		bool		isnull;
+		int64		shards = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+
+		SPI_freetuptable(SPI_tuptable);
+		if (shards < 1)
+			return;
+		f->nshards = shards;
+	}
+	f->sharded = true;
+	f->rel = rte->relid;
+	f->id_col = MemoryContextStrdup(f->cxt, get_attname(rte->relid, ((Var *) linitial(vars))->varattno, false));
+	f->f_col = MemoryContextStrdup(f->cxt, get_attname(rte->relid, ((Var *) lsecond(vars))->varattno, false));
+}
+
+/*
+ * Runs the call on every shard of the fit's table at once (Citus's
+ * run_command_on_shards: one new connection per shard, as the caller) and
+ * returns the values [nshards], in the order of the shard ids.  call is the
+ * text of the call with every '%' doubled and %L where the shard's name
+ * goes.  A shard that fails, or a lost connection, is an error naming the
+ * shard; cancel and statement_timeout stop the wait, and Citus then cancels
+ * the calls still running.
+ */
+static char **
+KfRunShards(GkmFit *f, const char *call)
+{
+	Oid			types[2] = {REGCLASSOID, TEXTOID};
+	Datum		values[2];
+	char	  **out;
+	int			ret;
+
+	CHECK_FOR_INTERRUPTS();
+	values[0] = ObjectIdGetDatum(f->rel);
+	values[1] = CStringGetTextDatum(call);
+	ret = SPI_execute_with_args("SELECT shardid, success, result FROM pg_catalog.run_command_on_shards($1, $2) "
+								"ORDER BY shardid", 2, types, values, NULL, false, 0);
+	if (ret != SPI_OK_SELECT)
+		elog(ERROR, "run_command_on_shards returned %d, please report a bug", ret);
+	f->shard_calls += SPI_processed;
+	f->queries++;
+	for (uint64 i = 0; i < SPI_processed; i++)
+	{
+		bool		isnull;
+		HeapTuple	tup = SPI_tuptable->vals[i];
+		int64		shard = DatumGetInt64(SPI_getbinval(tup, SPI_tuptable->tupdesc, 1, &isnull));
+		bool		ok = DatumGetBool(SPI_getbinval(tup, SPI_tuptable->tupdesc, 2, &isnull));
+		char	   *msg = SPI_getvalue(tup, SPI_tuptable->tupdesc, 3);
+
+		if (!ok)
+		{
+			char	   *nl;
+			bool		conn;
+
+			if (msg == NULL)
+				msg = "no message";
+			if (strncmp(msg, "ERROR:  ", 8) == 0)
+				msg += 8;
+			conn = strstr(msg, "connect") != NULL || strstr(msg, "result unavailable") != NULL;
+			nl = strchr(msg, '\n');
+			ereport(ERROR,
+					(errcode(conn ? ERRCODE_CONNECTION_FAILURE : ERRCODE_EXTERNAL_ROUTINE_EXCEPTION),
+					 errmsg("k-means on shard " INT64_FORMAT " of %s failed: %.*s", shard,
+							get_rel_name(f->rel), nl ? (int) (nl - msg) : (int) strlen(msg), msg),
+					 nl && nl[1] ? errdetail("%s", nl + 1) : 0,
+					 errhint(conn ? "A worker node went away or could not be reached; the fit was stopped and nothing was written. Run it again when every node is up."
+							 : "The fit runs one call per shard on the worker that holds it; the call's error is above.")));
+		}
+	}
+	if (SPI_processed != (uint64) f->nshards)
+		ereport(ERROR,
+				(errcode(ERRCODE_CONNECTION_FAILURE),
+				 errmsg("k-means reached " UINT64_FORMAT " of the " INT64_FORMAT " shards of %s",
+						SPI_processed, f->nshards, get_rel_name(f->rel)),
+				 errdetail("Some shards have no active placement."),
+				 errhint("Check pg_dist_placement and the worker nodes.")));
+	out = MemoryContextAlloc(f->cxt, sizeof(char *) * Max(SPI_processed, 1));
+	for (uint64 i = 0; i < SPI_processed; i++)
+	{
+		char	   *v = SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 3);
+
+		out[i] = MemoryContextStrdup(f->cxt, v ? v : "");
+	}
+	SPI_freetuptable(SPI_tuptable);
+	pfree(DatumGetPointer(values[1]));
+	return out;
+}
+
+/* The start of a call of function fn with the shard (%L) as first argument. */
+static void
+KfCallStart(GkmFit *f, StringInfo b, const char *fn)
+{
+	initStringInfo(b);
+	appendStringInfoString(b, "SELECT ");
+	KfAppendPct(b, f->schema);
+	appendStringInfo(b, ".%s(%%L::regclass, ", fn);
+}
+
+/* Appends a name literal of col, '%' doubled. */
+static void
+KfAppendName(StringInfo b, const char *col)
+{
+	KfAppendPct(b, quote_literal_cstr(col));
+	appendStringInfoString(b, "::name");
+}
+
+/*
+ * The state of a step over the table, one gpu_kmeans_shard_step per shard,
+ * combined in the order of the shard ids (exact sums: any order gives the
+ * same bits).  NULL when the table has no rows.
+ */
+static GkmState *
+KfShardState(GkmFit *f, const double *cen, int32 k, int32 mode)
+{
+	StringInfoData b;
+	char	  **res;
+	GkmState   *s = NULL;
+
+	KfCallStart(f, &b, "gpu_kmeans_shard_step");
+	KfAppendName(&b, f->f_col);
+	appendStringInfoString(&b, ", ");
+	KfAppendMatrix(&b, cen, k, f->d);
+	appendStringInfo(&b, ", '%s', %d)", f->metric == GC_METRIC_COSINE ? "cosine" : "euclidean", mode);
+	res = KfRunShards(f, b.data);
+	pfree(b.data);
+	for (int64 i = 0; i < f->nshards; i++)
+	{
+		Datum		part = DirectFunctionCall1(gpu_kmeans_state_in, CStringGetDatum(res[i]));
+
+		s = s == NULL ? (GkmState *) DatumGetPointer(part)
+			: (GkmState *) DatumGetPointer(DirectFunctionCall2(gpu_kmeans_step_combine,
+															   PointerGetDatum(s), part));
+		pfree(res[i]);
+	}
+	pfree(res);
+	if (s->dtype != f->dtype)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("the shards read the features in another precision than the coordinator"),
+				 errhint("Set gpuclust.precision alike on every node.")));
+	if (s->rows == 0 && s->nulls == 0)
+	{
+		pfree(s);
+		return NULL;
+	}
+	{
+		GkmState   *copy = MemoryContextAlloc(f->cxt, VARSIZE(s));
+
+		memcpy(copy, s, VARSIZE(s));
+		pfree(s);
+		return copy;
+	}
+}
+
+/*
+ * The rows a k-means|| request picks over the whole table (see
+ * gpu_kmeans_shard_rows): every shard's picks merged in the order of the
+ * request, the first count of them (all of a sample), appended to rows
+ * [*m, d] of capacity *cap as in KfFeatures.
+ */
+static double *
+KfShardRows(GkmFit *f, const char *job, const double *cen, int32 k, int32 round, double scale,
+			int64 count, double *rows, int64 *m, int64 *cap)
+{
+	StringInfoData b;
+	char	  **res;
+	GkrRow	   *all = NULL;
+	int64		n = 0;
+	int64		ncap = 0;
+	bool		far = strcmp(job, "far") == 0;
+	Size		prefix = strlen(GKR_TEXT_PREFIX);
+
+	KfCallStart(f, &b, "gpu_kmeans_shard_rows");
+	KfAppendName(&b, f->id_col);
+	appendStringInfoString(&b, ", ");
+	KfAppendName(&b, f->f_col);
+	appendStringInfo(&b, ", '%s', ", job);
+	if (cen)
+		KfAppendMatrix(&b, cen, k, f->d);
+	else
+		appendStringInfoString(&b, "NULL");
+	appendStringInfo(&b, ", '%s', " INT64_FORMAT ", %d, %.17g, " INT64_FORMAT ")",
+					 f->metric == GC_METRIC_COSINE ? "cosine" : "euclidean", f->seed, round, scale, count);
+	res = KfRunShards(f, b.data);
+	pfree(b.data);
+	for (int64 i = 0; i < f->nshards; i++)
+	{
+		Size		len = strlen(res[i]);
+		Size		hexlen;
+		unsigned char *bin;
+		const unsigned char *p;
+		const unsigned char *end;
+		int64		rn;
+		int32		rd;
+
+		if (len < prefix || strncmp(res[i], GKR_TEXT_PREFIX, prefix) != 0 || (len - prefix) % 2 != 0)
+			elog(ERROR, "a shard returned no k-means|| rows, please report a bug");
+		hexlen = len - prefix;
+		bin = palloc(hexlen / 2 + 1);
+		hex_decode(res[i] + prefix, hexlen, (char *) bin);
+		p = bin;
+		end = bin + hexlen / 2;
+		rn = GetInt(&p, end, 8);
+		rd = (int32) GetInt(&p, end, 4);
+		if ((gc_dtype) GetInt(&p, end, 1) != f->dtype && rn > 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("the shards read the features in another precision than the coordinator"),
+					 errhint("Set gpuclust.precision alike on every node.")));
+		if (rn > 0 && rd != f->d)
+			ereport(ERROR,
+					(errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
+					 errmsg("a shard has features of %d dimensions, but the query's first row has %d", rd, f->d)));
+		for (int64 r = 0; r < rn; r++)
+		{
+			uint64		bits;
+
+			if (n == ncap)
+			{
+				ncap = ncap * 2 + 16;
+				all = all ? repalloc_huge(all, sizeof(GkrRow) * ncap) : palloc_extended(sizeof(GkrRow) * ncap, MCXT_ALLOC_HUGE);
+			}
+			bits = (uint64) GetInt(&p, end, 8);
+			memcpy(&all[n].key, &bits, 8);
+			all[n].id = GetInt(&p, end, 8);
+			all[n].x = palloc(sizeof(double) * f->d);
+			for (int32 t = 0; t < f->d; t++)
+			{
+				bits = (uint64) GetInt(&p, end, 8);
+				memcpy(&all[n].x[t], &bits, 8);
+			}
+			n++;
+		}
+		pfree(bin);
+		pfree(res[i]);
+	}
+	pfree(res);
+	if (n > 1)
+		qsort(all, n, sizeof(GkrRow), far ? GkrCompareFar : GkrCompareNear);
+	if (strcmp(job, "sample") != 0 && n > count)
+		n = count;
+	for (int64 i = 0; i < n; i++)
+	{
+		if (*m == *cap)
+		{
+			*cap = *cap * 2 + 16;
+			if ((Size) *cap * f->d * sizeof(double) > MaxAllocSize)
+				ereport(ERROR,
+						(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+						 errmsg("too many k-means|| candidates"),
+						 errhint("Use a smaller oversampling or fewer rounds.")));
+			rows = rows ? repalloc(rows, sizeof(double) * (Size) *cap * f->d)
+				: MemoryContextAlloc(f->cxt, sizeof(double) * (Size) *cap * f->d);
+		}
+		memcpy(rows + (Size) *m * f->d, all[i].x, sizeof(double) * f->d);
+		(*m)++;
+	}
+	return rows;
+}
 
 /* The metric's name, as the SQL functions take it. */
 static Datum
@@ -1557,6 +2323,8 @@ KfState(GkmFit *f, const double *cen, int32 k, int32 mode)
 	GkmState   *copy;
 	int			ret;
 
+	if (f->sharded)
+		return KfShardState(f, cen, k, mode);
 	CHECK_FOR_INTERRUPTS();
 	values[0] = PointerGetDatum(GkmMatrix(cen, k, f->d));
 	values[1] = KfMetricText(f);
@@ -1630,6 +2398,8 @@ KfFirstRows(GkmFit *f, int64 count, double *rows, int64 *m, int64 *cap)
 	Oid			types[2] = {INT8OID, INT8OID};
 	Datum		values[2] = {Int64GetDatum(f->seed), Int64GetDatum(count)};
 
+	if (f->sharded)
+		return KfShardRows(f, "first", NULL, 0, 0, 0.0, count, rows, m, cap);
 	return KfFeatures(f, f->sql_first, 2, types, values, rows, m, cap);
 }
 
@@ -1799,6 +2569,11 @@ KfInitParallel(GkmFit *f, int32 k, double oversampling, int32 rounds, double *ce
 		pfree(s);
 		if (!(phi > 0))
 			break;				/* every row is a candidate already */
+		if (f->sharded)
+		{
+			cand = KfShardRows(f, "sample", cand, (int32) m, r, l / phi, 0, cand, &m, &cap);
+			continue;
+		}
 		values[0] = PointerGetDatum(GkmMatrix(cand, (int32) m, f->d));
 		values[1] = KfMetricText(f);
 		values[2] = Int64GetDatum(f->seed);
@@ -1866,7 +2641,10 @@ KfLloyd(GkmFit *f, int32 k, int32 max_iter, double tol_abs, double *cen, KfRun *
 			values[0] = PointerGetDatum(GkmMatrix(cen, k, d));
 			values[1] = KfMetricText(f);
 			values[2] = Int64GetDatum(empty);
-			far = KfFeatures(f, f->sql_far, 3, types, values, far, &m, &cap);
+			if (f->sharded)
+				far = KfShardRows(f, "far", cen, k, 0, 0.0, empty, far, &m, &cap);
+			else
+				far = KfFeatures(f, f->sql_far, 3, types, values, far, &m, &cap);
 			for (int32 j = 0; j < k && used < m; j++)
 				if (GKM_COUNTS(s)[j] == 0)
 					memcpy(next + (Size) j * d, far + (Size) used++ * d, sizeof(double) * d);
@@ -1942,6 +2720,7 @@ KfCheckQuery(GkmFit *f, const char *query)
 	SPI_freetuptable(SPI_tuptable);
 	SPI_freeplan(plan);
 	pfree(sql);
+	KfShardable(f, query);
 }
 
 /*
@@ -2029,6 +2808,7 @@ gpu_kmeans_fit_distributed(PG_FUNCTION_ARGS)
 	f.cxt = CurrentMemoryContext;
 	f.metric = p.metric;
 	schema = quote_identifier(get_namespace_name(get_func_namespace(fcinfo->flinfo->fn_oid)));
+	f.schema = schema;
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
 	KfCheckQuery(&f, query);
@@ -2162,7 +2942,8 @@ gpu_kmeans_fit_distributed(PG_FUNCTION_ARGS)
 	MemoryContextSwitchTo(oldcxt);
 	if (gc_timing_guc)
 		ereport(NOTICE,
-				(errmsg("gpuclust: kmeans_distributed rows=" INT64_FORMAT " d=%d k=%d iterations=%d queries=" INT64_FORMAT,
-						f.n, f.d, p.k, best.iterations, f.queries)));
+				(errmsg("gpuclust: kmeans_distributed rows=" INT64_FORMAT " d=%d k=%d iterations=%d queries=" INT64_FORMAT
+						" shards=" INT64_FORMAT " shard_calls=" INT64_FORMAT,
+						f.n, f.d, p.k, best.iterations, f.queries, f.nshards, f.shard_calls)));
 	return (Datum) 0;
 }
