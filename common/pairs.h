@@ -195,6 +195,111 @@ gc_pair_decide(const gc_pair_bound *b, double A, double S)
 }
 
 /*
+ * The screen of the GPU engine, whose operands are centred on one of K
+ * centres each (cuda/pairs.cu): row a's operand is af = fl(s a - C_P), row
+ * b's bf = fl(s b - C_Q), with C_P = s c_P, C_Q = s c_Q the scaled centres
+ * of a's and b's parts (exact in the reals, s a power of two).  Then
+ *   s (a - b) = (af - bf) + (C_P - C_Q) + (the operands' rounding),
+ * and with na = ||af||, nb = ||bf||, D = ||C_P - C_Q||^2 (double, from the
+ * differences in order), Ua = af . C_Q, Wa = af . C_P, Ub = bf . C_P,
+ * Wb = bf . C_Q (double), p the product's af . bf:
+ *   A = na^2 + nb^2 + D - 2 p + 2 (Wa - Ua) - 2 (Ub - Wb).
+ * Bound, in the scaled units, E = 2 m [g na nb + (G_d + 8u)(na^2 + nb^2)
+ *   + 2 G_d (na + nb)(cP + cQ) + G_{d+2} (D + Zb^2) + 8u M + dl (2 Z + dl)
+ *   + the absolute terms], with
+ *   g, e2, t2 as for gc_pair_bound (the product and the operands);
+ *   cP = ||C_P||, cQ = ||C_Q||: the four dot products with the centres,
+ *     each within G_d of its sum of absolute terms (Higham);
+ *   G_{d+2} D: D's own rounding; Z = na + nb + sqrt(D) >= ||z||, where
+ *     z = af - bf + C_P - C_Q; dl = e2 (na + nb) + t2 bounds the rounding
+ *     of the operands, so | ||z||^2 - s^2 ||a - b||^2 | <= dl (2 Z + dl);
+ *   G_{d+2} Zb^2, Zb = Z + dl: the canonical loop's rounding of R;
+ *   8u M, M = na^2 + nb^2 + D + 2 na nb + 2 (na + nb)(cP + cQ): the
+ *     roundings of the seven-term sum A and of A +/- E;
+ *   m the margin factor (1; 0 for the mutation check).
+ * The operands are close to their centres, so na and nb are small where
+ * pairs lie near the threshold, and with them the product's part of the
+ * bound: TF32 decides nearly every pair of rows of the same region.
+ */
+typedef struct gc_pair_pbound
+{
+	double		g,
+				e2,
+				t2,
+				Gd,
+				Gd2,
+				abs0;			/* the absolute terms (subnormals), with the factor 2 m */
+	double		m2;				/* 2 m */
+	double		lo,
+				hi;				/* as for gc_pair_bound */
+	int			screen;
+} gc_pair_pbound;
+
+static inline gc_pair_pbound
+gc_pair_pbound_make(gc_pair_precision prec, int32_t d, double s, double t, double margin)
+{
+	const double u = 0x1p-53;
+	double		e_in,
+				u_acc,
+				e,
+				tiny,
+				ts;
+	gc_pair_pbound b;
+
+	switch (prec)
+	{
+		case GC_PAIR_TF32:
+			e_in = 0x1p-10;
+			u_acc = 0x1p-20;
+			e = 0x1p-24 + 0x1p-52;
+			tiny = 0x1p-126;
+			break;
+		case GC_PAIR_FP32:
+			e_in = 0.0;
+			u_acc = 0x1p-24;
+			e = 0x1p-24 + 0x1p-52;
+			tiny = 0x1p-126;
+			break;
+		default:
+			e_in = 0.0;
+			u_acc = 0x1p-52;
+			e = 0x1p-51;
+			tiny = 0x1p-1020;
+			break;
+	}
+	b.g = (1 + e_in) * (1 + e_in) * (1 + gc_pair_gamma(d, u_acc)) - 1;
+	b.e2 = e / (1 - e);
+	b.t2 = 2.0 * sqrt((double) d) * tiny * 4.0;
+	b.Gd = gc_pair_gamma(d, u);
+	b.Gd2 = gc_pair_gamma(d + 2, u);
+	b.m2 = 2.0 * margin;
+	b.abs0 = b.m2 * (b.t2 * b.t2 * 4 + 8.0 * (double) d * tiny);
+	ts = t * s * s;
+	b.lo = ts * (1 - 4 * u);
+	b.hi = ts * (1 + 4 * u);
+	b.screen = isfinite(ts) && ts > 0x1p-900 && margin >= 0;
+	return b;
+}
+
+/*
+ * E of gc_pair_pbound for a pair: na, nb the operands' norms, D and sD the
+ * centres' squared distance and its square root, cP + cQ their norms' sum.
+ */
+static GC_HD double
+gc_pair_pmargin(const gc_pair_pbound *b, double na, double nb, double D, double sD, double cPQ)
+{
+	const double u = 0x1p-53;
+	double		N = na + nb;
+	double		Z = N + sD;
+	double		dl = b->e2 * N + b->t2;
+	double		Zb = Z + dl;
+	double		M = na * na + nb * nb + D + 2.0 * na * nb + 2.0 * N * cPQ;
+
+	return b->m2 * (b->g * na * nb + (b->Gd + 8 * u) * (na * na + nb * nb) + 2.0 * b->Gd * N * cPQ +
+					b->Gd2 * (D + Zb * Zb) + 8 * u * M + dl * (2.0 * Z + dl)) + b->abs0;
+}
+
+/*
  * The precision of the screen: fast_prec (TF32 on the GPU, FP32 on the
  * CPU) when its margin at a typical S (twice the 90th percentile of the
  * operands' norms, s_typ) is at most a sixteenth of the threshold, so that
