@@ -2107,7 +2107,7 @@ KfRunShards(GkmFit *f, const char *call)
 							get_rel_name(f->rel), nl ? (int) (nl - msg) : (int) strlen(msg), msg),
 					 nl && nl[1] ? errdetail("%s", nl + 1) : 0,
 					 errhint(conn ? "A worker node went away or could not be reached; the fit was stopped and nothing was written. Run it again when every node is up."
-							 : "The fit runs one call per shard on the worker that holds it; the call's error is above.")));
+							 : "The fit runs one call per shard, on the worker that holds the shard, as the caller.")));
 		}
 	}
 	if (SPI_processed != (uint64) f->nshards)

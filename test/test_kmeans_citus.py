@@ -9,10 +9,16 @@ gpuclust created on the coordinator and propagated to the workers.
     its result is the same bit for bit on 1, 2, 4 and 7 shards as on a plain
     table of the coordinator;
   * a shard's partial state does not grow with its rows;
-  * gpu_kmeans_fit_distributed on the distributed tables gives the plain
-    table's model bit for bit, from given centroids and from k-means||, with
-    every step query pushed down (citus.coordinator_aggregation_strategy =
-    'disabled' turns a gathered aggregate into an error);
+  * gpu_kmeans_fit_distributed on the distributed tables (1, 2, 4, 7 and 8
+    shards) gives the plain table's model bit for bit (single-node
+    brute-force Lloyd with exact sums, from the same start), from given
+    centroids and from k-means||, through one gpu_kmeans_shard_step or
+    gpu_kmeans_shard_rows call per shard and pass (the timing NOTICE counts
+    them), also with empty shards;
+  * NULL and non-finite features, a role without SELECT (the plain query's
+    error), statement_timeout and cancel on the coordinator (the workers'
+    calls gone within a second), a worker stopped mid-fit (a clear error,
+    nothing left running or prepared on any node, the next fit works);
   * gpu_kmeans_predict is pushed down in SELECT, UPDATE and CREATE TABLE AS
     and gives gpu_kmeans_assign's labels.
 
@@ -30,6 +36,8 @@ import io
 import os
 import re
 import subprocess
+import threading
+import time
 from pathlib import Path
 
 import numpy as np
@@ -40,7 +48,7 @@ ROOT = Path(__file__).resolve().parent.parent
 CITUS_UP = Path(os.environ.get("GPUCLUST_CITUS_UP") or ROOT.parent / "shared" / "citus" / "citus-up")
 CITUS_DOWN = Path(os.environ.get("GPUCLUST_CITUS_DOWN") or CITUS_UP.with_name("citus-down"))
 PORT = int(os.environ.get("GPUCLUST_CITUS_PORT", "9700"))
-SHARDS = (1, 2, 4, 7)
+SHARDS = (1, 2, 4, 7, 8)
 K = 5
 D = 8
 
@@ -62,9 +70,19 @@ def citus():
     env = dict(re.findall(r"^export (\w+)=(\S+)$", up.stdout, re.M))
     try:
         yield {"host": env["PGHOST"], "port": int(env["PGPORT"]), "user": env["PGUSER"],
-               "dbname": env["PGDATABASE"]}
+               "dbname": env["PGDATABASE"], "dir": env["CITUS_DIR"]}
     finally:
         subprocess.run([str(CITUS_DOWN), env["CITUS_DIR"]], capture_output=True, text=True, timeout=120)
+
+
+def dsn(citus, port=None, user=None):
+    """Connection settings of the coordinator, or of the node on port, as user."""
+    d = {k: v for k, v in citus.items() if k != "dir"}
+    if port:
+        d["port"] = port
+    if user:
+        d["user"] = user
+    return d
 
 
 class Cursor(psycopg2.extensions.cursor):
@@ -75,7 +93,7 @@ class Cursor(psycopg2.extensions.cursor):
 @pytest.fixture(scope="module")
 def cur(citus):
     """A cursor on the coordinator with a plain table kl and distributed copies kd<N> on N shards."""
-    conn = psycopg2.connect(**citus)
+    conn = psycopg2.connect(**dsn(citus))
     conn.autocommit = True
     c = conn.cursor(cursor_factory=Cursor)
     rng = np.random.default_rng(11)
@@ -83,7 +101,6 @@ def cur(citus):
     X = (centres[rng.integers(0, K, 20000)] + rng.normal(0, 1.5, size=(20000, D))).astype(np.float32)
     c.execute("CREATE TABLE kl (id bigint PRIMARY KEY, f real[], label integer)")
     rows = "\n".join(f"{i}\t{{{','.join(map(str, x))}}}\t\\N" for i, x in enumerate(X))
-    import io
     c.copy_expert("COPY kl FROM STDIN", io.StringIO(rows + "\n"))
     for n in SHARDS:
         c.execute(f"SET citus.shard_count = {n}")
@@ -165,13 +182,247 @@ def model(cur, table, **kw):
     return cur.fetchall()
 
 
+def timing(cur):
+    """The numbers of the last timing NOTICE of gpu_kmeans_fit_distributed."""
+    notes = [n for n in cur.connection.notices if "kmeans_distributed" in n]
+    cur.connection.notices.clear()
+    return {k: int(v) for k, v in re.findall(r"(\w+)=(\d+)", notes[-1])}
+
+
 def test_fit_same_bits_as_single_node(cur):
     init = literal(cur.centres + 3.0)
-    for kw in ({"initial_centroids": init}, {"seed": 3}, {"seed": 4, "n_init": 2, "metric": "cosine"}):
-        single = model(cur, "kl", **kw)
-        assert sum(r[2] for r in single) == 20000
-        for n in SHARDS:
-            assert model(cur, f"kd{n}", **kw) == single, (n, kw)
+    cur.execute("SET gpuclust.timing = on")
+    try:
+        for kw in ({"initial_centroids": init}, {"seed": 3}, {"seed": 4, "n_init": 2, "metric": "cosine"}):
+            single = model(cur, "kl", **kw)
+            assert timing(cur)["shard_calls"] == 0
+            assert sum(r[2] for r in single) == 20000
+            for n in SHARDS:
+                assert model(cur, f"kd{n}", **kw) == single, (n, kw)
+                t = timing(cur)
+                # one call per shard and pass: n calls for each round of calls
+                assert t["shards"] == n and t["shard_calls"] == n * t["queries"], (n, t)
+    finally:
+        cur.execute("RESET gpuclust.timing")
+
+
+def test_shard_step_is_the_step_state(cur):
+    """gpu_kmeans_shard_step over a relation is gpu_kmeans_step_state over its rows, bit for bit."""
+    C = literal(cur.centres)
+    for metric, mode in (("euclidean", 1), ("cosine", 1), ("cosine", 2), ("euclidean", 0)):
+        a = one(cur, "SELECT gpu_kmeans_shard_step('kl', 'f', %s::float8[], %s, %s)::text", [C, metric, mode])
+        b = one(cur, "SELECT gpu_kmeans_step_state(f, %s::float8[], %s, %s)::text FROM kl", [C, metric, mode])
+        assert a == b, (metric, mode)
+
+
+def test_empty_shards(cur):
+    """8 shards, three of them emptied: the same model as the plain table of the same rows."""
+    cur.execute("SET citus.shard_count = 8")
+    cur.execute("CREATE TABLE kempty (LIKE kl)")
+    cur.execute("SELECT create_distributed_table('kempty', 'id')")
+    cur.execute("RESET citus.shard_count")
+    cur.execute("INSERT INTO kempty SELECT * FROM kl")
+    cur.execute("SELECT shardid FROM pg_dist_shard WHERE logicalrelid = 'kempty'::regclass ORDER BY shardid LIMIT 3")
+    shards = [r[0] for r in cur.fetchall()]
+    cur.execute("SELECT array_agg(id) FROM kl WHERE get_shard_id_for_distribution_column('kempty', id) = ANY(%s)",
+                [shards])
+    cur.execute("DELETE FROM kempty WHERE id = ANY(%s)", [cur.fetchone()[0]])
+    cur.execute("SELECT count(*) FROM run_command_on_shards('kempty', $$SELECT count(*) FROM %s$$) WHERE result = '0'")
+    assert cur.fetchone()[0] == 3
+    cur.execute("CREATE TABLE klempty AS SELECT * FROM kempty")
+    init = literal(cur.centres + 3.0)
+    for kw in ({"initial_centroids": init}, {"seed": 5}):
+        assert model(cur, "kempty", **kw) == model(cur, "klempty", **kw), kw
+    cur.execute("DROP TABLE kempty, klempty")
+
+
+def test_null_and_non_finite_features(cur):
+    cur.execute("SET citus.shard_count = 4")
+    cur.execute("CREATE TABLE kbad (LIKE kl)")
+    cur.execute("SELECT create_distributed_table('kbad', 'id')")
+    cur.execute("RESET citus.shard_count")
+    cur.execute("INSERT INTO kbad SELECT * FROM kl WHERE id < 2000")
+    cur.execute("CREATE TABLE klbad AS SELECT * FROM kbad")
+    for table in ("kbad", "klbad"):
+        cur.execute(f"INSERT INTO {table} (id, f) VALUES (100000, NULL)")
+    errors = {}
+    for table in ("kbad", "klbad"):
+        with pytest.raises(psycopg2.Error) as e:
+            model(cur, table, seed=1)
+        errors[table] = (e.value.pgcode, e.value.diag.message_primary)
+    assert errors["kbad"] == errors["klbad"] == ("22004", "the feature is NULL in 1 row of the query"), errors
+    for bad in ("NaN", "Infinity", "-Infinity"):
+        cur.execute("UPDATE kbad SET f = %s WHERE id = 100000", ["{" + ",".join([bad] * D) + "}"])
+        with pytest.raises(psycopg2.Error) as e:
+            model(cur, "kbad", seed=1)
+        msg = e.value.diag.message_primary
+        assert re.match(r"k-means on shard \d+ of kbad failed: a feature of this row is -?" + bad.lstrip("-"), msg), msg
+        assert e.value.pgcode == "38000"
+    cur.execute("DELETE FROM kbad WHERE id = 100000")
+    cur.execute("DELETE FROM klbad WHERE id = 100000")
+    assert model(cur, "kbad", seed=1) == model(cur, "klbad", seed=1)
+    cur.execute("DROP TABLE kbad, klbad")
+
+
+def test_role_without_select(cur, citus):
+    cur.execute("CREATE ROLE kmeans_nopriv LOGIN")
+    try:
+        conn = psycopg2.connect(**dsn(citus, user="kmeans_nopriv"))
+        conn.autocommit = True
+        c = conn.cursor()
+        with pytest.raises(psycopg2.Error) as plain:
+            c.execute("SELECT id, f FROM kd4")
+        with pytest.raises(psycopg2.Error) as fit:
+            c.execute(f"SELECT * FROM gpu_kmeans_fit_distributed('SELECT id, f FROM kd4', {K}, seed => 1)")
+        assert plain.value.pgcode == fit.value.pgcode == "42501"
+        assert plain.value.diag.message_primary == fit.value.diag.message_primary == "permission denied for table kd4"
+        # the shard function itself runs as the caller (SECURITY INVOKER)
+        with pytest.raises(psycopg2.Error) as shard:
+            c.execute("SELECT gpu_kmeans_shard_step('kl', 'f', %s::float8[])", [literal(cur.centres)])
+        assert shard.value.pgcode == "42501" and shard.value.diag.message_primary == "permission denied for table kl"
+        conn.close()
+    finally:
+        cur.execute("DROP ROLE kmeans_nopriv")
+
+
+@pytest.fixture(scope="module")
+def slow(cur):
+    """A distributed table whose iterations take a while: 8 shards of 32 features, k = 64."""
+    rng = np.random.default_rng(5)
+    X = rng.normal(0, 1, size=(120000, 32)).astype(np.float32)
+    cur.execute("SET citus.shard_count = 8")
+    cur.execute("CREATE TABLE kslow (id bigint PRIMARY KEY, f real[])")
+    cur.execute("SELECT create_distributed_table('kslow', 'id')")
+    cur.execute("RESET citus.shard_count")
+    cur.copy_expert("COPY kslow FROM STDIN", io.StringIO(
+        "".join(f"{i}\t{{{','.join(map(str, x))}}}\n" for i, x in enumerate(X))))
+    yield "SELECT count(*) FROM gpu_kmeans_fit_distributed('SELECT id, f FROM kslow', 64, seed => 1, " \
+          "max_iter => 100000, tol => 0)"
+    cur.execute("DROP TABLE kslow")
+
+
+def shard_calls_running(citus):
+    """The gpuclust shard calls running on the workers."""
+    running = 0
+    for port in (citus["port"] + 1, citus["port"] + 2):
+        try:
+            conn = psycopg2.connect(**dsn(citus, port=port))
+        except psycopg2.OperationalError:
+            continue
+        conn.autocommit = True
+        c = conn.cursor()
+        c.execute("SELECT count(*) FROM pg_stat_activity WHERE state = 'active' "
+                  "AND query LIKE '%gpu_kmeans_shard_%' AND pid <> pg_backend_pid()")
+        running += c.fetchone()[0]
+        conn.close()
+    return running
+
+
+def wait_gone(citus, limit=1.0):
+    """Seconds until no shard call runs on any worker (None when still running after limit)."""
+    t0 = time.monotonic()
+    while time.monotonic() - t0 <= limit:
+        if shard_calls_running(citus) == 0:
+            return time.monotonic() - t0
+        time.sleep(0.02)
+    return None
+
+
+def run_fit_in_thread(citus, sql, setup=()):
+    """Starts sql on a new connection in a thread; returns (thread, connection, outcome dict)."""
+    conn = psycopg2.connect(**dsn(citus))
+    conn.autocommit = True
+    out = {}
+
+    def go():
+        c = conn.cursor()
+        try:
+            for s in setup:
+                c.execute(s)
+            c.execute(sql)
+            out["result"] = c.fetchall()
+        except psycopg2.Error as e:
+            out["error"] = e
+        out["t"] = time.monotonic()
+
+    th = threading.Thread(target=go)
+    th.start()
+    return th, conn, out
+
+
+def wait_running(citus, out, limit=30):
+    """Waits until shard calls run on the workers (the fit is in its passes)."""
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < limit and "t" not in out:
+        if shard_calls_running(citus) > 0:
+            return
+        time.sleep(0.05)
+    pytest.fail(f"the fit never ran shard calls: {out}")
+
+
+def test_statement_timeout_stops_workers(citus, slow):
+    th, conn, out = run_fit_in_thread(citus, slow, ["SET statement_timeout = '3s'"])
+    th.join(60)
+    assert isinstance(out.get("error"), psycopg2.errors.QueryCanceled), out
+    gone = wait_gone(citus)
+    assert gone is not None, "shard calls still running a second after statement_timeout"
+    conn.close()
+
+
+def test_cancel_stops_workers(citus, slow):
+    th, conn, out = run_fit_in_thread(citus, slow)
+    wait_running(citus, out)
+    time.sleep(1.0)
+    t0 = time.monotonic()
+    conn.cancel()
+    th.join(60)
+    assert isinstance(out.get("error"), psycopg2.errors.QueryCanceled), out
+    assert out["t"] - t0 < 1.0, out["t"] - t0
+    assert wait_gone(citus) is not None, "shard calls still running a second after cancel"
+    conn.close()
+
+
+def as_postgres(*cmd):
+    return subprocess.run(["runuser", "-u", "postgres", "--", *cmd], cwd="/", capture_output=True, text=True,
+                          timeout=120)
+
+
+def test_worker_stopped_mid_fit(cur, citus, slow):
+    d = Path(citus["dir"]) / "worker2"
+    th, conn, out = run_fit_in_thread(citus, slow)
+    wait_running(citus, out)
+    time.sleep(0.5)
+    stop = as_postgres("/usr/lib/postgresql/15/bin/pg_ctl", "-D", str(d), "-m", "immediate", "-w", "stop")
+    assert stop.returncode == 0, stop.stderr
+    try:
+        th.join(60)
+        e = out.get("error")
+        assert isinstance(e, psycopg2.Error), out
+        assert e.pgcode == "08006", (e.pgcode, str(e))
+        assert re.match(r"k-means on shard \d+ of kslow failed: ", e.diag.message_primary), e.diag.message_primary
+        assert "worker node went away" in e.diag.message_hint
+    finally:
+        start = as_postgres("/usr/lib/postgresql/15/bin/pg_ctl", "-D", str(d), "-l", f"{d}.log", "-w", "-t", "60",
+                            "start")
+        assert start.returncode == 0, start.stderr
+    conn.close()
+    # nothing left behind: no call running, no prepared transaction, on any node
+    assert wait_gone(citus, 5.0) is not None
+    for port in (citus["port"], citus["port"] + 1, citus["port"] + 2):
+        c = psycopg2.connect(**dsn(citus, port=port))
+        k = c.cursor()
+        k.execute("SELECT count(*) FROM pg_prepared_xacts")
+        assert k.fetchone()[0] == 0, port
+        c.close()
+    # and the cluster fits again
+    for attempt in range(20):
+        try:
+            assert len(model(cur, "kd2", seed=1)) == K
+            break
+        except psycopg2.Error:
+            if attempt == 19:
+                raise
+            time.sleep(0.5)
 
 
 def test_fit_close_to_gpu_kmeans(cur):
