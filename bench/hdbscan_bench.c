@@ -11,7 +11,7 @@
  *
  *   .bench/hdbscan_bench SHAPE N D MIN_CLUSTER_SIZE MIN_SAMPLES [--reps R]
  *                        [--cpu-reps R] [--no-cpu] [--no-gpu] [--f64] [--threads T]
- *                        [--gpu-threads T] [--debug] [--lib PATH] [--json FILE] [--header]
+ *                        [--gpu-threads T] [--debug] [--cpu-debug] [--lib PATH] [--json FILE] [--header]
  *
  *   SHAPE      a shape of gc_testdata.h (blobs, gantao, uniform, ...)
  *   --reps     GPU runs after the warm-up (default 5); the best is printed
@@ -21,6 +21,7 @@
  *   --threads  CPU threads (default 0: all the CPUs the process may run on)
  *   --gpu-threads  host threads of the GPU back end's host part (default 0: all)
  *   --debug    tuning.debug: the GPU back end prints its searches and rounds to stderr
+ *   --cpu-debug  tuning.debug for the CPU back end: its tree, searches and rounds to stderr
  *   --lib      the GPU back end (default $GPUCLUST_CUDA_SO, else ./gpuclust_cuda.so)
  *   --json     also append the figures to FILE as one JSON object on one line
  *   --header   print the table's header first
@@ -201,7 +202,7 @@ usage(void)
 	fprintf(stderr,
 			"usage: hdbscan_bench SHAPE N D MIN_CLUSTER_SIZE MIN_SAMPLES [--reps R] [--cpu-reps R]\n"
 			"                     [--no-cpu] [--no-gpu] [--f64] [--threads T] [--gpu-threads T]\n"
-			"                     [--debug] [--lib PATH]\n"
+			"                     [--debug] [--cpu-debug] [--lib PATH]\n"
 			"                     [--json FILE] [--header]\n");
 	exit(2);
 }
@@ -259,6 +260,8 @@ main(int argc, char **argv)
 			gtun.cpu_threads = atoi(argv[++i]);
 		else if (strcmp(argv[i], "--debug") == 0)
 			gtun.debug = 1;
+		else if (strcmp(argv[i], "--cpu-debug") == 0)
+			ctun.debug = 1;
 		else if (strcmp(argv[i], "--lib") == 0 && i + 1 < argc)
 			lib = argv[++i];
 		else if (strcmp(argv[i], "--json") == 0 && i + 1 < argc)

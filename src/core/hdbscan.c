@@ -37,6 +37,8 @@
 /* Rows a thread takes at once; cancel is asked every HDB_CANCEL_EVERY coordinates of work. */
 #define HDB_GRAIN 1024
 #define HDB_CANCEL_EVERY ((int64_t) 1 << 22)
+/* The largest min_samples + 1 whose neighbours are kept for the first Boruvka round. */
+#define HDB_NBR_MAX 33
 /* Depth bound of a traversal's stack: the tree is balanced, depth <= log2(n / HDB_LEAF) + 1. */
 #define HDB_STACK 128
 
@@ -46,6 +48,8 @@ typedef struct hdb_tree
 	int32_t		d;
 	gc_dtype	dtype;
 	const void *xs;				/* [n, d] the rows in tree order */
+	const void *xb;				/* per leaf [d, HDB_LEAF]: its rows by coordinate (64-byte aligned) */
+	int64_t    *leafoff;		/* [nodes] a leaf's block in xb, in elements */
 	int32_t    *row;			/* [n] tree position -> row index */
 	int64_t		nodes;
 	int64_t    *start;			/* [nodes] first position */
@@ -64,6 +68,8 @@ typedef struct hdb_ws
 	const gc_hdbscan_params *p;
 	hdb_tree	t;
 	void	   *xs_buf;
+	void	   *xb_buf;
+	double	   *lb;				/* [n] per position: a lower bound of the weight of its edges to other components */
 	double	   *core;			/* [n] by tree position */
 	int32_t    *pcomp;			/* [n] component of each position */
 	double	   *best_w;			/* [n] per position: its least edge to another component */
@@ -73,6 +79,10 @@ typedef struct hdb_ws
 	uint64_t   *comp_bound;		/* [n] per component: bits of the least weight found this round */
 	int64_t		dist_evals;
 	int64_t    *evals;			/* [threads] */
+	int64_t    *stat;			/* [threads, 4] per round: rows searched, nodes visited, distances, - */
+	int32_t		kk;				/* rows the core search keeps: min_samples + 1, or n */
+	int32_t    *nbr;			/* [n, kk] their positions, for the first round; NULL: not kept */
+	uint8_t    *ball;			/* [n] 1: nbr holds every row within the core distance */
 } hdb_ws;
 
 /* Coordinate k of position i, in double. */
@@ -84,13 +94,96 @@ hdb_coord(const hdb_tree *t, int64_t i, int32_t k)
 	return (double) ((const float *) t->xs)[i * t->d + k];
 }
 
-/* dist2 of positions a and b, as gc_dist2 computes it. */
+/* dist2 of positions a and b, as gc_dist2 and gc_dist2_f64 compute it. */
 static inline double
 hdb_dist2(const hdb_tree *t, int64_t a, int64_t b)
 {
 	if (t->dtype == GC_F64)
 		return gc_dist2_f64((const double *) t->xs + a * t->d, (const double *) t->xs + b * t->d, t->d);
 	return gc_dist2((const float *) t->xs + a * t->d, (const float *) t->xs + b * t->d, t->d);
+}
+
+/*
+ * dist2 from the query qv [d] to each row of leaf, into out [HDB_LEAF]
+ * (the lanes past the leaf's rows give values to ignore): four rows to a
+ * vector, each lane summing its row's terms over the features in order,
+ * without contraction (common/flags.mk), exactly as gc_dist2 and
+ * gc_dist2_f64 do (each coordinate converted exactly to double; (a - b)^2
+ * and (b - a)^2 are the same number).
+ */
+typedef double hdb_v4 __attribute__((vector_size(32)));
+typedef float hdb_v4f __attribute__((vector_size(16)));
+
+static inline void
+hdb_leaf_dist2(const hdb_tree *t, const double *qv, int64_t leaf, double *out)
+{
+	hdb_v4		a0 = {0.0, 0.0, 0.0, 0.0},
+				a1 = a0,
+				a2 = a0,
+				a3 = a0;
+
+	if (t->dtype == GC_F64)
+	{
+		const double *x = (const double *) t->xb + t->leafoff[leaf];
+
+		for (int32_t k = 0; k < t->d; k++, x += HDB_LEAF)
+		{
+			double		qk = qv[k];
+			hdb_v4		q = {qk, qk, qk, qk},
+						v0,
+						v1,
+						v2,
+						v3;
+
+			memcpy(&v0, x, sizeof(v0));
+			memcpy(&v1, x + 4, sizeof(v1));
+			memcpy(&v2, x + 8, sizeof(v2));
+			memcpy(&v3, x + 12, sizeof(v3));
+			v0 = q - v0;
+			v1 = q - v1;
+			v2 = q - v2;
+			v3 = q - v3;
+			a0 += v0 * v0;
+			a1 += v1 * v1;
+			a2 += v2 * v2;
+			a3 += v3 * v3;
+		}
+	}
+	else
+	{
+		const float *x = (const float *) t->xb + t->leafoff[leaf];
+
+		for (int32_t k = 0; k < t->d; k++, x += HDB_LEAF)
+		{
+			double		qk = qv[k];
+			hdb_v4		q = {qk, qk, qk, qk},
+						v0,
+						v1,
+						v2,
+						v3;
+			hdb_v4f		f0,
+						f1,
+						f2,
+						f3;
+
+			memcpy(&f0, x, sizeof(f0));
+			memcpy(&f1, x + 4, sizeof(f1));
+			memcpy(&f2, x + 8, sizeof(f2));
+			memcpy(&f3, x + 12, sizeof(f3));
+			v0 = q - __builtin_convertvector(f0, hdb_v4);
+			v1 = q - __builtin_convertvector(f1, hdb_v4);
+			v2 = q - __builtin_convertvector(f2, hdb_v4);
+			v3 = q - __builtin_convertvector(f3, hdb_v4);
+			a0 += v0 * v0;
+			a1 += v1 * v1;
+			a2 += v2 * v2;
+			a3 += v3 * v3;
+		}
+	}
+	memcpy(out, &a0, sizeof(a0));
+	memcpy(out + 4, &a1, sizeof(a1));
+	memcpy(out + 8, &a2, sizeof(a2));
+	memcpy(out + 12, &a3, sizeof(a3));
 }
 
 /*
@@ -437,12 +530,13 @@ hdb_build(hdb_ws *ws, const void *x, gc_dtype dtype, int64_t n, int32_t d)
 	t->min_core = (double *) malloc(sizeof(double) * (size_t) total);
 	t->min_row = (int32_t *) malloc(sizeof(int32_t) * (size_t) total);
 	t->comp = (int32_t *) malloc(sizeof(int32_t) * (size_t) total);
+	t->leafoff = (int64_t *) malloc(sizeof(int64_t) * (size_t) total);
 	ws->xs_buf = malloc(esize * (size_t) n * (size_t) d);
-	if (!t->min_core || !t->min_row || !t->comp || !ws->xs_buf)
+	if (!t->min_core || !t->min_row || !t->comp || !t->leafoff || !ws->xs_buf)
 	{
 		free(roots);
 		free(first);
-		return gc_core_oom(ws->ctx, esize * (size_t) n * (size_t) d + 16 * (size_t) total,
+		return gc_core_oom(ws->ctx, esize * (size_t) n * (size_t) d + 24 * (size_t) total,
 						   "out of memory for HDBSCAN's tree of %lld rows", (long long) n);
 	}
 	job.ws = ws;
@@ -460,6 +554,40 @@ hdb_build(hdb_ws *ws, const void *x, gc_dtype dtype, int64_t n, int32_t d)
 		memcpy((char *) ws->xs_buf + (size_t) i * d * esize,
 			   (const char *) x + (size_t) t->row[i] * d * esize, (size_t) d * esize);
 	t->xs = ws->xs_buf;
+	/* each leaf's rows by coordinate, in one block of HDB_LEAF lanes per coordinate */
+	{
+		int64_t		leaves = 0;
+		size_t		bytes;
+
+		for (int64_t node = 0; node < t->nodes; node++)
+			if (t->kid[node] < 0 && t->end[node] > t->start[node])
+				t->leafoff[node] = (leaves++) * (int64_t) d * HDB_LEAF;
+			else
+				t->leafoff[node] = 0;
+		bytes = esize * (size_t) (leaves > 0 ? leaves : 1) * (size_t) d * HDB_LEAF;
+		bytes = (bytes + 63) / 64 * 64;
+		ws->xb_buf = aligned_alloc(64, bytes);
+		if (ws->xb_buf == NULL)
+			return gc_core_oom(ws->ctx, bytes, "out of memory for HDBSCAN's tree of %lld rows",
+							   (long long) n);
+		memset(ws->xb_buf, 0, bytes);
+		for (int64_t node = 0; node < t->nodes; node++)
+		{
+			if (t->kid[node] >= 0 || t->end[node] == t->start[node])
+				continue;
+			for (int64_t i = t->start[node]; i < t->end[node]; i++)
+				for (int32_t k = 0; k < d; k++)
+				{
+					size_t		at = (size_t) t->leafoff[node] + (size_t) k * HDB_LEAF + (size_t) (i - t->start[node]);
+
+					if (dtype == GC_F64)
+						((double *) ws->xb_buf)[at] = ((const double *) t->xs)[i * d + k];
+					else
+						((float *) ws->xb_buf)[at] = ((const float *) t->xs)[i * d + k];
+				}
+		}
+		t->xb = ws->xb_buf;
+	}
 	for (int64_t node = t->nodes - 1; node >= 0; node--)
 	{
 		if (t->kid[node] < 0)
@@ -496,6 +624,9 @@ hdb_free(hdb_ws *ws)
 	free(t->min_row);
 	free(t->comp);
 	free(ws->xs_buf);
+	free(ws->xb_buf);
+	free(t->leafoff);
+	free(ws->lb);
 	free(ws->core);
 	free(ws->pcomp);
 	free(ws->best_w);
@@ -504,13 +635,16 @@ hdb_free(hdb_ws *ws)
 	free(ws->best_q);
 	free(ws->comp_bound);
 	free(ws->evals);
+	free(ws->stat);
+	free(ws->nbr);
+	free(ws->ball);
 }
 
 /* ---------------------------------------------------------------- core distances */
 
-/* Sifts a max-heap of dist2 values down from its top. */
+/* Sifts a max-heap of dist2 values (with their positions) down from its top. */
 static inline void
-hdb_heap_down(double *h, int32_t k)
+hdb_heap_down(double *h, int32_t *hp, int32_t k)
 {
 	int32_t		i = 0;
 
@@ -518,7 +652,8 @@ hdb_heap_down(double *h, int32_t k)
 	{
 		int32_t		l = 2 * i + 1,
 					r = l + 1,
-					m = i;
+					m = i,
+					tp;
 		double		tmp;
 
 		if (l < k && h[l] > h[m])
@@ -530,24 +665,41 @@ hdb_heap_down(double *h, int32_t k)
 		tmp = h[i];
 		h[i] = h[m];
 		h[m] = tmp;
+		tp = hp[i];
+		hp[i] = hp[m];
+		hp[m] = tp;
 		i = m;
 	}
 }
 
-/* Core distances of positions [b, e): the k-th smallest dist2 to any row, itself included. */
+/*
+ * Core distances of positions [b, e): the k-th smallest dist2 to any row,
+ * itself included.  The search keeps the kk = k + 1 nearest (k when k is
+ * every row): the values of the kk smallest dist2 are exact whatever the
+ * ties, and where the (k + 1)-th is above the k-th, the k kept are exactly
+ * the rows within the core distance.  With ws->nbr, those kk positions are
+ * kept for the first Boruvka round (hdb_first_round).
+ */
 static gc_status
 hdb_core_block(void *arg, gc_worker *w, int64_t b, int64_t e)
 {
 	hdb_ws	   *ws = (hdb_ws *) arg;
 	const hdb_tree *t = &ws->t;
-	int32_t		k = ws->p->min_samples;
-	double	   *heap = (double *) malloc(sizeof(double) * ((size_t) k + (size_t) t->d));
-	double	   *qv = heap + k;
+	int32_t		k = ws->p->min_samples,
+				kk = ws->kk;
+	double	   *heap = (double *) malloc(sizeof(double) * ((size_t) kk + (size_t) t->d));
+	int32_t    *hpos = (int32_t *) malloc(sizeof(int32_t) * (size_t) kk);
+	double	   *qv = heap + kk;
+	double		ld2[HDB_LEAF];
 	int64_t		evals = 0;
 
-	if (heap == NULL)
+	if (heap == NULL || hpos == NULL)
+	{
+		free(heap);
+		free(hpos);
 		return gc_error_set(&w->err, GC_ERR_OUT_OF_MEMORY,
 							"out of memory for HDBSCAN's neighbour search");
+	}
 	for (int64_t q = b; q < e; q++)
 	{
 		int64_t		stack[HDB_STACK];
@@ -565,34 +717,44 @@ hdb_core_block(void *arg, gc_worker *w, int64_t b, int64_t e)
 			int64_t		node = stack[--sn];
 			double		bound = sbound[sn];
 
-			if (filled == k && bound >= heap[0])
+			if (filled == kk && bound >= heap[0])
 				continue;
 			if (t->kid[node] < 0)
 			{
-				for (int64_t i = t->start[node]; i < t->end[node]; i++)
-				{
-					double		d2 = hdb_dist2(t, q, i);
+				int64_t		s0 = t->start[node],
+							m = t->end[node] - s0;
 
-					evals++;
-					if (filled < k)
+				hdb_leaf_dist2(t, qv, node, ld2);
+				evals += m;
+				for (int64_t i = 0; i < m; i++)
+				{
+					double		d2 = ld2[i];
+
+					if (filled < kk)
 					{
 						/* push, then restore the heap upwards */
 						int32_t		c = filled++;
 
 						heap[c] = d2;
+						hpos[c] = (int32_t) (s0 + i);
 						while (c > 0 && heap[(c - 1) / 2] < heap[c])
 						{
+							int32_t		up = (c - 1) / 2,
+										tp = hpos[c];
 							double		tmp = heap[c];
 
-							heap[c] = heap[(c - 1) / 2];
-							heap[(c - 1) / 2] = tmp;
-							c = (c - 1) / 2;
+							heap[c] = heap[up];
+							heap[up] = tmp;
+							hpos[c] = hpos[up];
+							hpos[up] = tp;
+							c = up;
 						}
 					}
 					else if (d2 < heap[0])
 					{
 						heap[0] = d2;
-						hdb_heap_down(heap, k);
+						hpos[0] = (int32_t) (s0 + i);
+						hdb_heap_down(heap, hpos, kk);
 					}
 				}
 			}
@@ -620,15 +782,36 @@ hdb_core_block(void *arg, gc_worker *w, int64_t b, int64_t e)
 				}
 			}
 		}
-		ws->core[q] = gc_metric_distance(ws->p->metric, heap[0]);
+		{
+			double		core2,
+						next2 = INFINITY;
+
+			if (kk > k)
+			{
+				/* the root is the (k + 1)-th; the k-th is the larger of its children */
+				next2 = heap[0];
+				core2 = kk == 2 || heap[1] >= heap[2] ? heap[1] : heap[2];
+			}
+			else
+				core2 = heap[0];
+			ws->core[q] = gc_metric_distance(ws->p->metric, core2);
+			if (ws->nbr != NULL)
+			{
+				/* the ball of the core distance is known exactly when the next row lies outside it */
+				ws->ball[q] = next2 > core2;
+				memcpy(ws->nbr + q * kk, hpos, sizeof(int32_t) * (size_t) kk);
+			}
+		}
 		if (gc_worker_tick(w, (evals - before + 1) * t->d, HDB_CANCEL_EVERY))
 		{
 			free(heap);
+			free(hpos);
 			return GC_ERR_CANCELLED;
 		}
 	}
 	ws->evals[w->id] += evals;
 	free(heap);
+	free(hpos);
 	return GC_OK;
 }
 
@@ -727,6 +910,8 @@ hdb_nearest_block(void *arg, gc_worker *w, int64_t b, int64_t e)
 				last_lo = INT32_MAX,
 				last_hi = INT32_MAX;
 	double		last_w = INFINITY;
+	double		ld2[HDB_LEAF];
+	int64_t    *stat = ws->stat + 4 * w->id;
 
 	if (qv == NULL)
 		return gc_error_set(&w->err, GC_ERR_OUT_OF_MEMORY,
@@ -743,7 +928,8 @@ hdb_nearest_block(void *arg, gc_worker *w, int64_t b, int64_t e)
 		double		bw = INFINITY,
 					gw,
 					t2,			/* dist2 at most this: distance at most min(bw, gw) */
-					cq_core = ws->core[q];
+					cq_core = ws->core[q],
+					lbq;
 		int64_t		before = evals;
 
 		if (cq == last_c)
@@ -754,22 +940,75 @@ hdb_nearest_block(void *arg, gc_worker *w, int64_t b, int64_t e)
 		}
 		gw = hdb_wval(__atomic_load_n(&ws->comp_bound[cq], __ATOMIC_RELAXED));
 		ws->best_q[q] = -1;
-		/* every edge of q weighs at least its core distance */
-		if (cq_core > bw || cq_core > gw)
+		/*
+		 * every edge of q weighs at least lb[q] (its core distance, or what
+		 * an earlier round's search proved): nothing here can beat the bounds
+		 */
+		lbq = ws->lb[q];
+		if (lbq > bw || lbq > gw)
 			continue;
+		if (ws->nbr != NULL)
+		{
+			/*
+			 * The first round: the rows kept by the core search are edges of
+			 * q.  Where one weighs the core distance of q and they are every
+			 * row within it, the least of them is the least edge of q (an
+			 * edge of that weight is to a row within the core distance).
+			 * Otherwise the least of them starts the search.
+			 */
+			const int32_t *nb = ws->nbr + q * ws->kk;
+
+			for (int32_t j = 0; j < ws->kk; j++)
+			{
+				int64_t		i = nb[j];
+				int32_t		ri = t->row[i],
+							lo = ri < rq ? ri : rq,
+							hi = ri < rq ? rq : ri;
+				double		wt;
+
+				if (ws->pcomp[i] == cq)
+					continue;
+				wt = gc_hdbscan_mrd(cq_core, ws->core[i], gc_metric_distance(metric, hdb_dist2(t, q, i)));
+				evals++;
+				if (wt <= gw && gc_hdbscan_edge_less(wt, lo, hi, bw, blo, bhi))
+				{
+					bw = wt;
+					blo = lo;
+					bhi = hi;
+					bq = (int32_t) i;
+				}
+			}
+			if (bq >= 0 && bw == cq_core && ws->ball[q])
+				goto found;
+		}
 		t2 = gc_metric_dist2_le(metric, bw < gw ? bw : gw);
 		for (int32_t k = 0; k < t->d; k++)
 			qv[k] = hdb_coord(t, q, k);
+		stat[0]++;
 		stack[sn++] = 0;
 		while (sn > 0)
 		{
 			int64_t		node = stack[--sn];
 
+			stat[1]++;
 			if (t->comp[node] == cq)
 				continue;
 			if (t->kid[node] < 0)
 			{
-				for (int64_t i = t->start[node]; i < t->end[node]; i++)
+				int64_t		s0 = t->start[node],
+							e0 = t->end[node],
+							live = 0;
+				double		cmax = bw < gw ? bw : gw;
+
+				/* the rows that may give an edge: of another component, core distance within the bounds */
+				for (int64_t i = s0; i < e0; i++)
+					live += ws->pcomp[i] != cq && ws->core[i] <= cmax;
+				if (live == 0)
+					continue;
+				if (live >= 4)
+					hdb_leaf_dist2(t, qv, node, ld2);
+				evals += live;
+				for (int64_t i = s0; i < e0; i++)
 				{
 					double		wt,
 								d2,
@@ -780,8 +1019,7 @@ hdb_nearest_block(void *arg, gc_worker *w, int64_t b, int64_t e)
 
 					if (ws->pcomp[i] == cq || ci > bw || ci > gw)
 						continue;
-					d2 = hdb_dist2(t, q, i);
-					evals++;
+					d2 = live >= 4 ? ld2[i - s0] : hdb_dist2(t, q, i);
 					if (d2 > t2)
 						continue;	/* its distance alone is above the bound */
 					ri = t->row[i];
@@ -842,6 +1080,14 @@ hdb_nearest_block(void *arg, gc_worker *w, int64_t b, int64_t e)
 						stack[sn++] = order[j];
 			}
 		}
+found:
+		/* no edge of q weighs less than the least of the bounds it ended with (see above) */
+		{
+			double		proved = bw < gw ? bw : gw;
+
+			if (proved > lbq)
+				ws->lb[q] = proved;
+		}
 		if (bq >= 0)
 		{
 			ws->best_w[q] = bw;
@@ -888,6 +1134,8 @@ hdb_boruvka(hdb_ws *ws, gc_hdbscan_edge *mst)
 	{
 		uf[i] = i;
 		ws->pcomp[i] = (int32_t) i;
+		ws->lb[i] = ws->core[i];
+		ws->best_q[i] = -1;
 	}
 	/* each node's least core distance */
 	for (int64_t node = t->nodes - 1; node >= 0; node--)
@@ -909,14 +1157,33 @@ hdb_boruvka(hdb_ws *ws, gc_hdbscan_edge *mst)
 	while (edges < n - 1)
 	{
 		int64_t		added = 0;
+		double		tr = gc_core_now_ms();
 
 		rounds++;
 		hdb_node_comp(ws);
 		for (int64_t i = 0; i < n; i++)
 			ws->comp_bound[i] = hdb_wbits(INFINITY);
+		/*
+		 * Each component's bound starts at the least edge of the round before
+		 * that still leaves it: rows deep inside a large component prune at
+		 * once.
+		 */
+		if (rounds > 1)
+			for (int64_t i = 0; i < n; i++)
+			{
+				int32_t		j = ws->best_q[i];
+
+				if (j >= 0 && ws->pcomp[j] != ws->pcomp[i])
+					hdb_bound_lower(&ws->comp_bound[ws->pcomp[i]], ws->best_w[i]);
+			}
 		st = gc_pool_for(ws->ctx->pool, n, HDB_GRAIN, hdb_nearest_block, ws);
 		if (st != GC_OK)
 			break;
+		/* the lists of the core search serve the first round only */
+		free(ws->nbr);
+		free(ws->ball);
+		ws->nbr = NULL;
+		ws->ball = NULL;
 		/* each component's least edge, positions indexed by the component's root */
 		for (int64_t i = 0; i < n; i++)
 			cbest[i] = -1;
@@ -959,6 +1226,20 @@ hdb_boruvka(hdb_ws *ws, gc_hdbscan_edge *mst)
 		}
 		for (int64_t i = 0; i < n; i++)
 			ws->pcomp[i] = (int32_t) gc_hdb_find(uf, i);
+		if (ws->ctx->tuning->debug)
+		{
+			int64_t		sum[4] = {0, 0, 0, 0};
+
+			for (int i = 0; i < gc_pool_threads(ws->ctx->pool); i++)
+				for (int j = 0; j < 4; j++)
+				{
+					sum[j] += ws->stat[4 * i + j];
+					ws->stat[4 * i + j] = 0;
+				}
+			gc_core_debug(ws->ctx, "hdbscan: round %lld: %lld edges added, %lld rows searched, "
+						  "%lld nodes visited, %.1f ms", (long long) rounds, (long long) added,
+						  (long long) sum[0], (long long) sum[1], gc_core_now_ms() - tr);
+		}
 		if (gc_core_cancelled(ws->ctx))
 		{
 			st = GC_ERR_CANCELLED;
@@ -1034,11 +1315,13 @@ gc_core_hdbscan(gc_core_ctx *ctx, const void *x, gc_dtype dtype, int64_t n, int3
 	ws.best_hi = (int32_t *) malloc(sizeof(int32_t) * (size_t) n);
 	ws.best_q = (int32_t *) malloc(sizeof(int32_t) * (size_t) n);
 	ws.comp_bound = (uint64_t *) malloc(sizeof(uint64_t) * (size_t) n);
+	ws.lb = (double *) malloc(sizeof(double) * (size_t) n);
 	ws.evals = (int64_t *) calloc((size_t) threads, sizeof(int64_t));
+	ws.stat = (int64_t *) calloc((size_t) threads * 4, sizeof(int64_t));
 	mst = (gc_hdbscan_edge *) malloc(sizeof(gc_hdbscan_edge) * (size_t) (n > 1 ? n - 1 : 1));
 	core_rows = (double *) malloc(sizeof(double) * (size_t) n);
-	if (!ws.core || !ws.pcomp || !ws.best_w || !ws.best_lo || !ws.best_hi || !ws.best_q || !ws.comp_bound ||
-		!ws.evals || !mst || !core_rows)
+	if (!ws.core || !ws.pcomp || !ws.best_w || !ws.best_lo || !ws.best_hi || !ws.best_q || !ws.comp_bound || !ws.lb ||
+		!ws.evals || !ws.stat || !mst || !core_rows)
 	{
 		st = gc_core_oom(ctx, (size_t) n * 64, "out of memory for HDBSCAN of %lld rows",
 						 (long long) n);
@@ -1048,6 +1331,24 @@ gc_core_hdbscan(gc_core_ctx *ctx, const void *x, gc_dtype dtype, int64_t n, int3
 		goto done;
 	gc_core_debug(ctx, "hdbscan: tree of %lld nodes built in %.1f ms", (long long) ws.t.nodes,
 				  gc_core_now_ms() - t0);
+	/*
+	 * The core search keeps min_samples + 1 rows; for a small min_samples
+	 * their positions are kept for the first Boruvka round (memory linear in
+	 * the rows: at most HDB_NBR_MAX ints a row).
+	 */
+	ws.kk = params->min_samples < n ? params->min_samples + 1 : params->min_samples;
+	if (ws.kk <= HDB_NBR_MAX)
+	{
+		ws.nbr = (int32_t *) malloc(sizeof(int32_t) * (size_t) n * (size_t) ws.kk);
+		ws.ball = (uint8_t *) malloc((size_t) n);
+		if (!ws.nbr || !ws.ball)
+		{
+			free(ws.nbr);
+			free(ws.ball);
+			ws.nbr = NULL;
+			ws.ball = NULL;
+		}
+	}
 	if ((st = gc_pool_for(ctx->pool, n, HDB_GRAIN, hdb_core_block, &ws)) != GC_OK)
 		goto done;
 	ctx->timing->phase_ms[0] = gc_core_now_ms() - t0;
