@@ -194,4 +194,35 @@ SELECT pg_temp.report_error($$SELECT * FROM gpu_kmeans_fit_distributed('SELECT i
 SELECT pg_temp.report_error($$SELECT * FROM gpu_kmeans_fit_distributed('SELECT id, CASE WHEN id = 5 THEN ''{1,NaN}'' ELSE f END FROM kd', 2)$$);
 SELECT pg_temp.report_error($$SELECT * FROM gpu_kmeans_fit_distributed('SELECT id, f FROM no_such_table', 2)$$);
 
+
+-- one call per shard (what gpu_kmeans_fit_distributed runs on each shard of a
+-- Citus table), here over a plain table: gpu_kmeans_shard_step is
+-- gpu_kmeans_step_state over the same rows, bit for bit; an empty relation
+-- gives an empty state, not NULL
+SELECT gpu_kmeans_shard_step('kd', 'f', '{{0,0},{4,2},{8,4}}'::float8[])::text
+       = (SELECT gpu_kmeans_step_state(f, '{{0,0},{4,2},{8,4}}'::float8[], 'euclidean', 1)::text FROM kd) AS shard_step_same,
+       gpu_kmeans_shard_step('kd', 'g', '{{1,0},{4,2},{8,1}}'::float8[], 'cosine', 2)::text
+       = (SELECT gpu_kmeans_step_state(g, '{{1,0},{4,2},{8,1}}'::float8[], 'cosine', 2)::text FROM kd) AS cosine_same,
+       gpu_kmeans_shard_step('kd', 'x', '{{0},{5}}'::float8[], 'euclidean', 0)::text
+       = (SELECT gpu_kmeans_step_state(x, '{{0},{5}}'::float8[], 'euclidean', 0)::text FROM kd) AS scalar_same;
+CREATE TEMP TABLE kd_empty (id bigint, f real[]);
+SELECT (gpu_kmeans_step_final(gpu_kmeans_shard_step('kd_empty', 'f', '{{0,0},{4,2}}'::float8[]))).sizes AS empty_sizes;
+-- the rows k-means|| picks: as many as asked, in a text form
+SELECT left(gpu_kmeans_shard_rows('kd', 'id', 'f', 'first', NULL, 'euclidean', 1, 0, 0, 3), 5) AS form,
+       length(gpu_kmeans_shard_rows('kd', 'id', 'f', 'first', NULL, 'euclidean', 1, 0, 0, 3))
+       = 5 + 2 * (8 + 4 + 1 + 3 * (8 + 8 + 2 * 8)) AS three_rows,
+       length(gpu_kmeans_shard_rows('kd', 'id', 'f', 'far', '{{0,0}}'::float8[], 'euclidean', 1, 0, 0, 2))
+       = 5 + 2 * (8 + 4 + 1 + 2 * (8 + 8 + 2 * 8)) AS two_far;
+-- errors
+SELECT pg_temp.report_error($$SELECT gpu_kmeans_shard_step('kd', 'nosuch', '{{0,0}}'::float8[])$$);
+SELECT pg_temp.report_error($$SELECT gpu_kmeans_shard_step('kd', 'f', '{{0,0,0}}'::float8[])$$);
+SELECT pg_temp.report_error($$SELECT gpu_kmeans_shard_step('kd', 'f', NULL)$$);
+SELECT pg_temp.report_error($$SELECT gpu_kmeans_shard_step('kd', 'f', '{{0,0}}'::float8[], 'euclidean', 7)$$);
+SELECT pg_temp.report_error($$SELECT gpu_kmeans_shard_rows('kd', 'id', 'f', 'other', NULL, 'euclidean', 1, 0, 0, 3)$$);
+SELECT pg_temp.report_error($$SELECT gpu_kmeans_shard_rows('kd', 'f', 'f', 'first', NULL, 'euclidean', 1, 0, 0, 3)$$);
+-- the fit over a plain table goes through the aggregate, as before
+SET gpuclust.timing = on;
+SELECT count(*) FROM gpu_kmeans_fit_distributed('SELECT id, f FROM kd', 3, seed => 1);
+RESET gpuclust.timing;
+DROP TABLE kd_empty;
 DROP TABLE kd;

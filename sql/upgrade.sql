@@ -40,5 +40,17 @@ SELECT 'extra after update', item FROM
   (SELECT item FROM pg_temp.gpuclust_catalog() item EXCEPT SELECT item FROM fresh) e
 ORDER BY 1, 2;
 
+-- from 0.2.0 (released, tagged v0.2.0)
+DROP EXTENSION gpuclust;
+CREATE EXTENSION gpuclust VERSION '0.2.0';
+ALTER EXTENSION gpuclust UPDATE;
+SELECT extversion FROM pg_extension WHERE extname = 'gpuclust';
+SELECT 'missing after update' AS problem, item FROM
+  (SELECT item FROM fresh EXCEPT SELECT item FROM pg_temp.gpuclust_catalog() item) m
+UNION ALL
+SELECT 'extra after update', item FROM
+  (SELECT item FROM pg_temp.gpuclust_catalog() item EXCEPT SELECT item FROM fresh) e
+ORDER BY 1, 2;
+
 -- the updated extension works
 SELECT count(*) FROM gpu_dbscan('SELECT g, g::real FROM generate_series(1, 10) g', 1.5, 2);

@@ -1604,7 +1604,8 @@ gpu_kmeans_shard_step(PG_FUNCTION_ARGS)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("mode of gpu_kmeans_shard_step must be 0, 1, 2 or 3"),
-				 errdetail("1 sums the features per cluster, 2 keeps cosine centroids as given.")));
+				 errdetail("1 sums the features per cluster, 2 keeps cosine centroids as given."),
+				 errhint("gpu_kmeans_fit_distributed calls it on every shard; use gpu_kmeans_step for one step by hand.")));
 
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
@@ -1699,7 +1700,8 @@ GkrId(Datum v, Oid typid)
 	ereport(ERROR,
 			(errcode(ERRCODE_DATATYPE_MISMATCH),
 			 errmsg("the row id must be of type smallint, integer or bigint"),
-			 errdetail("It has type %s.", format_type_be(typid))));
+			 errdetail("It has type %s.", format_type_be(typid)),
+			 errhint("Pass the name of the table's key column as id.")));
 	return 0;
 }
 
@@ -1751,7 +1753,8 @@ gpu_kmeans_shard_rows(PG_FUNCTION_ARGS)
 	else
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("job of gpu_kmeans_shard_rows must be 'first', 'sample' or 'far'")));
+				 errmsg("job of gpu_kmeans_shard_rows must be 'first', 'sample' or 'far'"),
+				 errhint("gpu_kmeans_fit_distributed calls it on every shard for k-means|| seeding.")));
 	metric = GkmMetricArg(fcinfo, 5);
 	seed = PG_ARGISNULL(6) ? 0 : PG_GETARG_INT64(6);
 	round = PG_ARGISNULL(7) ? 0 : PG_GETARG_INT32(7);
@@ -1760,7 +1763,8 @@ gpu_kmeans_shard_rows(PG_FUNCTION_ARGS)
 	if (job != GKR_SAMPLE && (count < 0 || count > INT32_MAX / 2))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("count of gpu_kmeans_shard_rows must be between 0 and %d", INT32_MAX / 2)));
+				 errmsg("count of gpu_kmeans_shard_rows must be between 0 and %d", INT32_MAX / 2),
+				 errhint("count is the number of rows the request picks.")));
 	if (job != GKR_FIRST)
 	{
 		double	   *cen = GkmCentroidArray(DatumGetArrayTypeP(GkmCentroidsArg(fcinfo, 4)), &k, &d);
@@ -1771,7 +1775,8 @@ gpu_kmeans_shard_rows(PG_FUNCTION_ARGS)
 				if (!gc_unit_row_f64(cen + (Size) j * d, d))
 					ereport(ERROR,
 							(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-							 errmsg("row %d of centroids is all zero", j + 1)));
+							 errmsg("row %d of centroids is all zero", j + 1),
+							 errhint("With the cosine metric every centroid needs a nonzero value.")));
 		cent = palloc(sizeof(double) * (Size) k * d);
 		gc_kmeans_transpose(cen, k, d, cent);
 		dist = palloc(sizeof(double) * k);
