@@ -5,7 +5,7 @@
  *    through cuBLAS.
  *
  * The rows are put in the engine's order: each takes the nearest of K
- * centres (rows of the data at an even stride, K = n / 1024 up to 256; the
+ * centres (rows of the data at an even stride, K = n / 256 up to 256; the
  * nearest by a TF32 product of the globally centred rows, which only
  * chooses, never decides), a stable CUB sort groups them by centre, and a
  * row's operand is its scaled offset from its centre (common/pairs.h,
@@ -194,7 +194,7 @@ Engine::Engine(const Call &call, const void *hx, const void *dx, gc_dtype dtype,
 	blas_ = (void *) cb.h;
 
 	/* the centres: K rows at an even stride, scaled (C = s c, exact) */
-	K_ = std::max<int32_t>(1, std::min<int32_t>(kMaxParts, n / 1024));
+	K_ = std::max<int32_t>(1, std::min<int32_t>(kMaxParts, n / 256));
 	std::vector<int32_t> crow((size_t) K_);
 	std::vector<double> C((size_t) K_ * d), CT((size_t) d * K_), D((size_t) K_ * K_), sD((size_t) K_ * K_),
 				cn((size_t) K_);
@@ -289,7 +289,11 @@ Engine::Engine(const Call &call, const void *hx, const void *dx, gc_dtype dtype,
 		CHECK_LAUNCH("DeviceRadixSort");
 	}
 
-	/* the rows by position, the operands' typical size, the screen */
+	/*
+	 * The rows by position, the operands' typical size (twice the median
+	 * offset: rows far from every centre, noise, are the exception), the
+	 * screen.
+	 */
 	n2_.reset((size_t) n, "the pair engine's norms");
 	nx_.reset((size_t) n, "the pair engine's norms");
 	auto		prep = [&](auto tv) {
@@ -315,7 +319,7 @@ Engine::Engine(const Call &call, const void *hx, const void *dx, gc_dtype dtype,
 		CUDA_TRY(cudaMemcpy(nx.data(), nx_.get(), sizeof(double) * n, cudaMemcpyDeviceToHost));
 		for (int64_t i = 0; i < n && ns < GC_PAIR_SAMPLE; i += step)
 			col[ns++] = nx[i];
-		s_typ = 2.0 * gc_pair_select(col.data(), ns, (ns * 9) / 10);
+		s_typ = 2.0 * gc_pair_select(col.data(), ns, ns / 2);
 	}
 	if (call.tuning.pair_screen > 0)
 		prec_ = (gc_pair_precision) (call.tuning.pair_screen - 1);
