@@ -50,6 +50,8 @@ typedef struct hdb_tree
 	const void *xs;				/* [n, d] the rows in tree order */
 	const void *xb;				/* per leaf [d, HDB_LEAF]: its rows by coordinate (64-byte aligned) */
 	int64_t    *leafoff;		/* [nodes] a leaf's block in xb, in elements */
+	int64_t    *leaves;			/* [nleaves] the leaves in position order */
+	int64_t		nleaves;
 	int32_t    *row;			/* [n] tree position -> row index */
 	int64_t		nodes;
 	int64_t    *start;			/* [nodes] first position */
@@ -206,6 +208,34 @@ hdb_box2v(const hdb_tree *t, const double *qv, int64_t node)
 			g = lo[k] - x;
 		else if (x > hi[k])
 			g = x - hi[k];
+		s += g * g;
+	}
+	return s;
+}
+
+/*
+ * A lower bound of dist2 from any row of node a to any row of node b:
+ * along each coordinate the gap between the boxes is no larger than the
+ * rounded difference of any two coordinates on either side (rounding is
+ * monotone), and the squares are summed in the same order as gc_dist2.
+ */
+static inline double
+hdb_boxbox2(const hdb_tree *t, int64_t a, int64_t b)
+{
+	const double *alo = t->lo + a * t->d,
+			   *ahi = t->hi + a * t->d,
+			   *blo = t->lo + b * t->d,
+			   *bhi = t->hi + b * t->d;
+	double		s = 0.0;
+
+	for (int32_t k = 0; k < t->d; k++)
+	{
+		double		g = 0.0;
+
+		if (blo[k] > ahi[k])
+			g = blo[k] - ahi[k];
+		else if (alo[k] > bhi[k])
+			g = alo[k] - bhi[k];
 		s += g * g;
 	}
 	return s;
@@ -587,6 +617,20 @@ hdb_build(hdb_ws *ws, const void *x, gc_dtype dtype, int64_t n, int32_t d)
 				}
 		}
 		t->xb = ws->xb_buf;
+		/* the leaves in position order: leaf_at[start] */
+		t->leaves = (int64_t *) malloc(sizeof(int64_t) * (size_t) (n > 0 ? n : 1));
+		if (t->leaves == NULL)
+			return gc_core_oom(ws->ctx, sizeof(int64_t) * (size_t) n,
+							   "out of memory for HDBSCAN's tree of %lld rows", (long long) n);
+		for (int64_t i = 0; i < n; i++)
+			t->leaves[i] = -1;
+		for (int64_t node = 0; node < t->nodes; node++)
+			if (t->kid[node] < 0 && t->end[node] > t->start[node])
+				t->leaves[t->start[node]] = node;
+		t->nleaves = 0;
+		for (int64_t i = 0; i < n; i++)
+			if (t->leaves[i] >= 0)
+				t->leaves[t->nleaves++] = t->leaves[i];
 	}
 	for (int64_t node = t->nodes - 1; node >= 0; node--)
 	{
@@ -626,6 +670,7 @@ hdb_free(hdb_ws *ws)
 	free(ws->xs_buf);
 	free(ws->xb_buf);
 	free(t->leafoff);
+	free(t->leaves);
 	free(ws->lb);
 	free(ws->core);
 	free(ws->pcomp);
@@ -673,24 +718,33 @@ hdb_heap_down(double *h, int32_t *hp, int32_t k)
 }
 
 /*
- * Core distances of positions [b, e): the k-th smallest dist2 to any row,
- * itself included.  The search keeps the kk = k + 1 nearest (k when k is
- * every row): the values of the kk smallest dist2 are exact whatever the
- * ties, and where the (k + 1)-th is above the k-th, the k kept are exactly
- * the rows within the core distance.  With ws->nbr, those kk positions are
- * kept for the first Boruvka round (hdb_first_round).
+ * Core distances of the rows of leaves [b, e) of t->leaves: the k-th
+ * smallest dist2 to any row, itself included.  The search keeps the
+ * kk = k + 1 nearest (k when k is every row): the values of the kk
+ * smallest dist2 are exact whatever the ties, and where the (k + 1)-th is
+ * above the k-th, the k kept are exactly the rows within the core
+ * distance.  With ws->nbr, those kk positions are kept for the first
+ * Boruvka round.  The rows of a leaf are searched together: one walk
+ * of the tree per leaf, pruned by the distance between the leaf's box and
+ * each node's against the largest bound of its rows; in a leaf reached,
+ * each row is pruned by the distance from it to the leaf's box against its
+ * own bound, then its distances to the leaf's rows are computed, four at a
+ * time.  Pruning only skips rows whose dist2 is not below a row's bound,
+ * so the kk least values are exact.
  */
 static gc_status
-hdb_core_block(void *arg, gc_worker *w, int64_t b, int64_t e)
+hdb_core_leaves(void *arg, gc_worker *w, int64_t b, int64_t e)
 {
 	hdb_ws	   *ws = (hdb_ws *) arg;
 	const hdb_tree *t = &ws->t;
 	int32_t		k = ws->p->min_samples,
-				kk = ws->kk;
-	double	   *heap = (double *) malloc(sizeof(double) * ((size_t) kk + (size_t) t->d));
-	int32_t    *hpos = (int32_t *) malloc(sizeof(int32_t) * (size_t) kk);
-	double	   *qv = heap + kk;
+				kk = ws->kk,
+				d = t->d;
+	double	   *heap = (double *) malloc(sizeof(double) * HDB_LEAF * ((size_t) kk + (size_t) d));
+	int32_t    *hpos = (int32_t *) malloc(sizeof(int32_t) * HDB_LEAF * (size_t) kk);
+	double	   *qvs = heap + HDB_LEAF * kk;
 	double		ld2[HDB_LEAF];
+	int32_t		filled[HDB_LEAF];
 	int64_t		evals = 0;
 
 	if (heap == NULL || hpos == NULL)
@@ -700,16 +754,23 @@ hdb_core_block(void *arg, gc_worker *w, int64_t b, int64_t e)
 		return gc_error_set(&w->err, GC_ERR_OUT_OF_MEMORY,
 							"out of memory for HDBSCAN's neighbour search");
 	}
-	for (int64_t q = b; q < e; q++)
+	for (int64_t l = b; l < e; l++)
 	{
-		int64_t		stack[HDB_STACK];
-		double		sbound[HDB_STACK];
+		int64_t		leaf = t->leaves[l],
+					s0 = t->start[leaf],
+					m = t->end[leaf] - s0,
+					stack[HDB_STACK],
+					before = evals;
+		double		sbound[HDB_STACK],
+					top = INFINITY;	/* the largest bound of the leaf's rows */
 		int			sn = 0;
-		int32_t		filled = 0;
-		int64_t		before = evals;
 
-		for (int32_t j = 0; j < t->d; j++)
-			qv[j] = hdb_coord(t, q, j);
+		for (int64_t i = 0; i < m; i++)
+		{
+			filled[i] = 0;
+			for (int32_t j = 0; j < d; j++)
+				qvs[i * d + j] = hdb_coord(t, s0 + i, j);
+		}
 		stack[sn] = 0;
 		sbound[sn++] = 0.0;
 		while (sn > 0)
@@ -717,53 +778,67 @@ hdb_core_block(void *arg, gc_worker *w, int64_t b, int64_t e)
 			int64_t		node = stack[--sn];
 			double		bound = sbound[sn];
 
-			if (filled == kk && bound >= heap[0])
+			if (bound >= top)
 				continue;
 			if (t->kid[node] < 0)
 			{
-				int64_t		s0 = t->start[node],
-							m = t->end[node] - s0;
+				int64_t		r0 = t->start[node],
+							rm = t->end[node] - r0;
 
-				hdb_leaf_dist2(t, qv, node, ld2);
-				evals += m;
 				for (int64_t i = 0; i < m; i++)
 				{
-					double		d2 = ld2[i];
+					double	   *h = heap + i * kk;
+					int32_t    *hp = hpos + i * kk;
 
-					if (filled < kk)
+					if (filled[i] == kk && hdb_box2v(t, qvs + i * d, node) >= h[0])
+						continue;
+					hdb_leaf_dist2(t, qvs + i * d, node, ld2);
+					evals += rm;
+					for (int64_t r = 0; r < rm; r++)
 					{
-						/* push, then restore the heap upwards */
-						int32_t		c = filled++;
+						double		d2 = ld2[r];
 
-						heap[c] = d2;
-						hpos[c] = (int32_t) (s0 + i);
-						while (c > 0 && heap[(c - 1) / 2] < heap[c])
+						if (filled[i] < kk)
 						{
-							int32_t		up = (c - 1) / 2,
-										tp = hpos[c];
-							double		tmp = heap[c];
+							int32_t		c = filled[i]++;
 
-							heap[c] = heap[up];
-							heap[up] = tmp;
-							hpos[c] = hpos[up];
-							hpos[up] = tp;
-							c = up;
+							h[c] = d2;
+							hp[c] = (int32_t) (r0 + r);
+							while (c > 0 && h[(c - 1) / 2] < h[c])
+							{
+								int32_t		up = (c - 1) / 2,
+											tp = hp[c];
+								double		tmp = h[c];
+
+								h[c] = h[up];
+								h[up] = tmp;
+								hp[c] = hp[up];
+								hp[up] = tp;
+								c = up;
+							}
+						}
+						else if (d2 < h[0])
+						{
+							h[0] = d2;
+							hp[0] = (int32_t) (r0 + r);
+							hdb_heap_down(h, hp, kk);
 						}
 					}
-					else if (d2 < heap[0])
-					{
-						heap[0] = d2;
-						hpos[0] = (int32_t) (s0 + i);
-						hdb_heap_down(heap, hpos, kk);
-					}
+				}
+				top = 0.0;
+				for (int64_t i = 0; i < m && top < INFINITY; i++)
+				{
+					double		v = filled[i] == kk ? heap[i * kk] : INFINITY;
+
+					top = v > top ? v : top;
 				}
 			}
 			else
 			{
 				int64_t		a = t->kid[node],
 							c = a + 1;
-				double		ba = hdb_box2v(t, qv, a),
-							bc = hdb_box2v(t, qv, c);
+				double		ba = hdb_boxbox2(t, leaf, a),
+							bc = hdb_boxbox2(t, leaf, c);
 
 				/* the nearer child on top */
 				if (ba <= bc)
@@ -782,27 +857,29 @@ hdb_core_block(void *arg, gc_worker *w, int64_t b, int64_t e)
 				}
 			}
 		}
+		for (int64_t i = 0; i < m; i++)
 		{
+			const double *h = heap + i * kk;
+			int64_t		q = s0 + i;
 			double		core2,
 						next2 = INFINITY;
 
 			if (kk > k)
 			{
 				/* the root is the (k + 1)-th; the k-th is the larger of its children */
-				next2 = heap[0];
-				core2 = kk == 2 || heap[1] >= heap[2] ? heap[1] : heap[2];
+				next2 = h[0];
+				core2 = kk == 2 || h[1] >= h[2] ? h[1] : h[2];
 			}
 			else
-				core2 = heap[0];
+				core2 = h[0];
 			ws->core[q] = gc_metric_distance(ws->p->metric, core2);
 			if (ws->nbr != NULL)
 			{
-				/* the ball of the core distance is known exactly when the next row lies outside it */
 				ws->ball[q] = next2 > core2;
-				memcpy(ws->nbr + q * kk, hpos, sizeof(int32_t) * (size_t) kk);
+				memcpy(ws->nbr + q * kk, hpos + i * kk, sizeof(int32_t) * (size_t) kk);
 			}
 		}
-		if (gc_worker_tick(w, (evals - before + 1) * t->d, HDB_CANCEL_EVERY))
+		if (gc_worker_tick(w, (evals - before + 1) * d, HDB_CANCEL_EVERY))
 		{
 			free(heap);
 			free(hpos);
@@ -887,6 +964,206 @@ hdb_bound_lower(uint64_t *bound, double w)
 		;
 }
 
+/* The best edge the rows searched before in a block found for their component. */
+typedef struct hdb_carry
+{
+	int32_t		c;				/* the component, -1: none */
+	int32_t		lo;
+	int32_t		hi;
+	double		w;
+} hdb_carry;
+
+/*
+ * The rows of leaf, all of one component, searched together: one walk of
+ * the tree, pruned by the least key an edge from the leaf's rows into each
+ * node can have (the distance between the boxes, the least core distance
+ * on either side, the least row on either side), with one best edge for
+ * them all, as the rows of a block share theirs (hdb_nearest_block).  In a
+ * leaf reached, each row is pruned and searched as there.  Every edge of a
+ * row with a key below the best and a weight within the component's bound
+ * is found, so each row's lower bound is proved as there.
+ */
+static void
+hdb_leaf_search(hdb_ws *ws, int64_t leaf, hdb_carry *cy, int64_t *stat, int64_t *evals, double *qvs,
+				double *ld2)
+{
+	const hdb_tree *t = &ws->t;
+	gc_metric	metric = ws->p->metric;
+	int32_t		d = t->d,
+				cq = t->comp[leaf],
+				blo = INT32_MAX,
+				bhi = INT32_MAX,
+				bq = -1,
+				bown = -1,
+				minrow = INT32_MAX,
+				na = 0;
+	int64_t		s0 = t->start[leaf],
+				m = t->end[leaf] - s0,
+				stack[HDB_STACK];
+	double		bw = INFINITY,
+				gw = hdb_wval(__atomic_load_n(&ws->comp_bound[cq], __ATOMIC_RELAXED)),
+				minc = INFINITY,
+				t2;
+	int			act[HDB_LEAF],
+				sn = 0;
+
+	if (cy->c == cq)
+	{
+		bw = cy->w;
+		blo = cy->lo;
+		bhi = cy->hi;
+	}
+	for (int64_t i = 0; i < m; i++)
+	{
+		int64_t		q = s0 + i;
+		double		lbq = ws->lb[q];
+
+		ws->best_q[q] = -1;
+		if (lbq > bw || lbq > gw)
+			continue;
+		act[na++] = (int) i;
+		minc = ws->core[q] < minc ? ws->core[q] : minc;
+		minrow = t->row[q] < minrow ? t->row[q] : minrow;
+		for (int32_t k = 0; k < d; k++)
+			qvs[i * d + k] = hdb_coord(t, q, k);
+	}
+	if (na == 0)
+		return;
+	stat[0] += na;
+	t2 = gc_metric_dist2_le(metric, bw < gw ? bw : gw);
+	stack[sn++] = 0;
+	while (sn > 0)
+	{
+		int64_t		node = stack[--sn];
+
+		stat[1]++;
+		if (t->comp[node] == cq)
+			continue;
+		if (t->kid[node] < 0)
+		{
+			int64_t		r0 = t->start[node],
+						r1 = t->end[node],
+						live = 0;
+			double		cmax = bw < gw ? bw : gw;
+			int32_t		mr = t->min_row[node];
+
+			stat[3]++;
+			for (int64_t r = r0; r < r1; r++)
+				live += ws->pcomp[r] != cq && ws->core[r] <= cmax;
+			if (live == 0)
+				continue;
+			for (int a = 0; a < na; a++)
+			{
+				int64_t		q = s0 + act[a];
+				const double *qv = qvs + act[a] * d;
+				int32_t		rq = t->row[q];
+				double		cqc = ws->core[q],
+							b2,
+							kw;
+
+				if (cqc > bw || cqc > gw)
+					continue;
+				b2 = hdb_box2v(t, qv, node);
+				if (b2 > t2)
+					continue;
+				kw = gc_hdbscan_mrd(cqc, t->min_core[node], gc_metric_distance(metric, b2));
+				if (kw > gw || !hdb_may_beat(kw, mr < rq ? mr : rq, mr < rq ? rq : mr, bw, blo, bhi))
+					continue;
+				if (live >= 4)
+					hdb_leaf_dist2(t, qv, node, ld2);
+				*evals += live;
+				stat[2] += live;
+				for (int64_t r = r0; r < r1; r++)
+				{
+					double		wt,
+								d2,
+								ci = ws->core[r];
+					int32_t		ri,
+								lo,
+								hi;
+
+					if (ws->pcomp[r] == cq || ci > bw || ci > gw)
+						continue;
+					d2 = live >= 4 ? ld2[r - r0] : hdb_dist2(t, q, r);
+					if (d2 > t2)
+						continue;
+					ri = t->row[r];
+					lo = ri < rq ? ri : rq;
+					hi = ri < rq ? rq : ri;
+					wt = gc_hdbscan_mrd(cqc, ci, gc_metric_distance(metric, d2));
+					if (wt <= gw && gc_hdbscan_edge_less(wt, lo, hi, bw, blo, bhi))
+					{
+						bw = wt;
+						blo = lo;
+						bhi = hi;
+						bq = (int32_t) r;
+						bown = act[a];
+						t2 = gc_metric_dist2_le(metric, bw < gw ? bw : gw);
+					}
+				}
+			}
+		}
+		else
+		{
+			int64_t		kids[2] = {t->kid[node], t->kid[node] + 1},
+						order[2];
+			double		kw[2];
+			int32_t		klo[2],
+						khi[2];
+			int			pushed = 0;
+
+			for (int j = 0; j < 2; j++)
+			{
+				int64_t		c = kids[j];
+				int32_t		mr = t->min_row[c];
+				double		b2;
+
+				if (t->comp[c] == cq)
+					continue;
+				b2 = hdb_boxbox2(t, leaf, c);
+				if (b2 > t2)
+					continue;
+				kw[pushed] = gc_hdbscan_mrd(minc, t->min_core[c], gc_metric_distance(metric, b2));
+				klo[pushed] = mr < minrow ? mr : minrow;
+				khi[pushed] = mr < minrow ? minrow : mr;
+				if (kw[pushed] > gw ||
+					!hdb_may_beat(kw[pushed], klo[pushed], khi[pushed], bw, blo, bhi))
+					continue;
+				order[pushed++] = c;
+			}
+			if (pushed == 2 && gc_hdbscan_edge_less(kw[0], klo[0], khi[0], kw[1], klo[1], khi[1]))
+			{
+				stack[sn++] = order[1];
+				stack[sn++] = order[0];
+			}
+			else
+				for (int j = 0; j < pushed; j++)
+					stack[sn++] = order[j];
+		}
+	}
+	{
+		double		proved = bw < gw ? bw : gw;
+
+		for (int a = 0; a < na; a++)
+			if (proved > ws->lb[s0 + act[a]])
+				ws->lb[s0 + act[a]] = proved;
+	}
+	if (bq >= 0)
+	{
+		int64_t		q = s0 + bown;
+
+		ws->best_w[q] = bw;
+		ws->best_lo[q] = blo;
+		ws->best_hi[q] = bhi;
+		ws->best_q[q] = bq;
+		cy->c = cq;
+		cy->w = bw;
+		cy->lo = blo;
+		cy->hi = bhi;
+		hdb_bound_lower(&ws->comp_bound[cq], bw);
+	}
+}
+
 /*
  * For positions [b, e): each row's least edge to a row of another
  * component, where it can beat what its component already has.  Only each
@@ -906,17 +1183,36 @@ hdb_nearest_block(void *arg, gc_worker *w, int64_t b, int64_t e)
 	gc_metric	metric = ws->p->metric;
 	int64_t		evals = 0;
 	double	   *qv = (double *) malloc(sizeof(double) * (size_t) t->d);
-	int32_t		last_c = -1,
-				last_lo = INT32_MAX,
-				last_hi = INT32_MAX;
-	double		last_w = INFINITY;
+	double	   *qvs = (double *) malloc(sizeof(double) * HDB_LEAF * (size_t) t->d);
+	hdb_carry	cy = {-1, INT32_MAX, INT32_MAX, INFINITY};
 	double		ld2[HDB_LEAF];
 	int64_t    *stat = ws->stat + 4 * w->id;
 
-	if (qv == NULL)
+	if (qv == NULL || qvs == NULL)
+	{
+		free(qv);
+		free(qvs);
 		return gc_error_set(&w->err, GC_ERR_OUT_OF_MEMORY,
 							"out of memory for HDBSCAN's neighbour search");
-	for (int64_t q = b; q < e; q++)
+	}
+	for (int64_t l = b; l < e; l++)
+	{
+	int64_t		leaf = t->leaves[l];
+
+	if (ws->nbr == NULL && t->comp[leaf] >= 0)
+	{
+		int64_t		before = evals;
+
+		hdb_leaf_search(ws, leaf, &cy, stat, &evals, qvs, ld2);
+		if (gc_worker_tick(w, (evals - before + 1) * t->d, HDB_CANCEL_EVERY))
+		{
+			free(qv);
+			free(qvs);
+			return GC_ERR_CANCELLED;
+		}
+		continue;
+	}
+	for (int64_t q = t->start[leaf]; q < t->end[leaf]; q++)
 	{
 		int64_t		stack[HDB_STACK];
 		int			sn = 0;
@@ -932,11 +1228,11 @@ hdb_nearest_block(void *arg, gc_worker *w, int64_t b, int64_t e)
 					lbq;
 		int64_t		before = evals;
 
-		if (cq == last_c)
+		if (cq == cy.c)
 		{
-			bw = last_w;
-			blo = last_lo;
-			bhi = last_hi;
+			bw = cy.w;
+			blo = cy.lo;
+			bhi = cy.hi;
 		}
 		gw = hdb_wval(__atomic_load_n(&ws->comp_bound[cq], __ATOMIC_RELAXED));
 		ws->best_q[q] = -1;
@@ -1003,8 +1299,10 @@ hdb_nearest_block(void *arg, gc_worker *w, int64_t b, int64_t e)
 				/* the rows that may give an edge: of another component, core distance within the bounds */
 				for (int64_t i = s0; i < e0; i++)
 					live += ws->pcomp[i] != cq && ws->core[i] <= cmax;
+				stat[3]++;
 				if (live == 0)
 					continue;
+				stat[2] += live;
 				if (live >= 4)
 					hdb_leaf_dist2(t, qv, node, ld2);
 				evals += live;
@@ -1094,20 +1392,23 @@ found:
 			ws->best_lo[q] = blo;
 			ws->best_hi[q] = bhi;
 			ws->best_q[q] = bq;
-			last_c = cq;
-			last_w = bw;
-			last_lo = blo;
-			last_hi = bhi;
+			cy.c = cq;
+			cy.w = bw;
+			cy.lo = blo;
+			cy.hi = bhi;
 			hdb_bound_lower(&ws->comp_bound[cq], bw);
 		}
 		if (gc_worker_tick(w, (evals - before + 1) * t->d, HDB_CANCEL_EVERY))
 		{
 			free(qv);
+			free(qvs);
 			return GC_ERR_CANCELLED;
 		}
 	}
+	}
 	ws->evals[w->id] += evals;
 	free(qv);
+	free(qvs);
 	return GC_OK;
 }
 
@@ -1176,7 +1477,7 @@ hdb_boruvka(hdb_ws *ws, gc_hdbscan_edge *mst)
 				if (j >= 0 && ws->pcomp[j] != ws->pcomp[i])
 					hdb_bound_lower(&ws->comp_bound[ws->pcomp[i]], ws->best_w[i]);
 			}
-		st = gc_pool_for(ws->ctx->pool, n, HDB_GRAIN, hdb_nearest_block, ws);
+		st = gc_pool_for(ws->ctx->pool, t->nleaves, HDB_GRAIN / HDB_LEAF, hdb_nearest_block, ws);
 		if (st != GC_OK)
 			break;
 		/* the lists of the core search serve the first round only */
@@ -1237,8 +1538,9 @@ hdb_boruvka(hdb_ws *ws, gc_hdbscan_edge *mst)
 					ws->stat[4 * i + j] = 0;
 				}
 			gc_core_debug(ws->ctx, "hdbscan: round %lld: %lld edges added, %lld rows searched, "
-						  "%lld nodes visited, %.1f ms", (long long) rounds, (long long) added,
-						  (long long) sum[0], (long long) sum[1], gc_core_now_ms() - tr);
+						  "%lld nodes visited (%lld leaves), %lld distances, %.1f ms", (long long) rounds,
+						  (long long) added, (long long) sum[0], (long long) sum[1], (long long) sum[3],
+						  (long long) sum[2], gc_core_now_ms() - tr);
 		}
 		if (gc_core_cancelled(ws->ctx))
 		{
@@ -1349,9 +1651,17 @@ gc_core_hdbscan(gc_core_ctx *ctx, const void *x, gc_dtype dtype, int64_t n, int3
 			ws.ball = NULL;
 		}
 	}
-	if ((st = gc_pool_for(ctx->pool, n, HDB_GRAIN, hdb_core_block, &ws)) != GC_OK)
+	if ((st = gc_pool_for(ctx->pool, ws.t.nleaves, HDB_GRAIN / HDB_LEAF, hdb_core_leaves, &ws)) != GC_OK)
 		goto done;
 	ctx->timing->phase_ms[0] = gc_core_now_ms() - t0;
+	{
+		int64_t		ev = 0;
+
+		for (int i = 0; i < threads; i++)
+			ev += ws.evals[i];
+		gc_core_debug(ctx, "hdbscan: core distances: %lld distances, %.1f ms", (long long) ev,
+					  ctx->timing->phase_ms[0]);
+	}
 
 	t0 = gc_core_now_ms();
 	if ((st = hdb_boruvka(&ws, mst)) != GC_OK)
