@@ -1,17 +1,23 @@
-"""Times k-means on a Citus cluster on one machine: gpu_kmeans_fit_distributed over a
-distributed table (coordinator + workers, CPU back end) against gpu_kmeans_centroids over
-the same rows in a plain table of the coordinator, from the same initial centroids, tol = 0,
-at most a fixed number of iterations (the gpuclust.timing notice tells how many ran); one
-gpu_kmeans_step over the distributed table; and the bytes one iteration's partial states
-take on the network. Prints a table.
+"""Times k-means on a Citus cluster on one machine (coordinator + 2 workers, CPU back end), from
+the same initial centroids, tol = 0, a fixed number of iterations:
+
+  * gpu_kmeans_fit_distributed over the distributed table: one gpu_kmeans_shard_step per shard
+    and iteration, all shards at once (run_command_on_shards);
+  * one single-node brute-force assign-and-sum pass over the same rows in a plain table of the
+    coordinator: gpu_kmeans_shard_step over the whole table in one backend (one thread), and
+    gpu_kmeans_assign alone with gpuclust.cpu_threads = T;
+  * gpu_kmeans_centroids over the distributed table (every row pulled to the coordinator) and
+    over the plain table (Hamerly's bounds, no distribution);
+  * the bytes one iteration moves (the shards' states) against the table's size;
+  * the identity: the centroids of the distributed fit on 2, 4 and 8 shards against the
+    plain table's (single-node brute-force Lloyd with exact sums), on the first --check-rows rows.
+
+Prints a table.
 
     python3 bench/kmeans_citus_bench.py [--rows N] [--dim D] [--k K] [--iters I]
-                                        [--shards S] [--threads T] [--port P]
+                                        [--shards S] [--threads T] [--port P] [--check-rows M]
 
-Needs root and a citus-up (../shared/citus/citus-up, or GPUCLUST_CITUS_UP for another
-PostgreSQL 15) and gpuclust installed. The single-node run uses gpuclust.cpu_threads = T;
-the distributed run uses every worker's backends (citus.max_adaptive_executor_pool_size
-= T per worker), so both use T threads per machine's worth of cores.
+Needs root, a citus-up (../shared/citus/citus-up, or GPUCLUST_CITUS_UP) and gpuclust installed.
 """
 import argparse
 import io
@@ -32,15 +38,29 @@ p = argparse.ArgumentParser()
 p.add_argument("--rows", type=int, default=1_000_000)
 p.add_argument("--dim", type=int, default=32)
 p.add_argument("--k", type=int, default=100)
-p.add_argument("--iters", type=int, default=20)
+p.add_argument("--iters", type=int, default=10)
 p.add_argument("--shards", type=int, default=8)
 p.add_argument("--threads", type=int, default=2)
+p.add_argument("--check-rows", type=int, default=200_000)
 p.add_argument("--port", type=int, default=int(os.environ.get("GPUCLUST_CITUS_PORT", "9700")))
 a = p.parse_args()
 
 up = subprocess.run([str(CITUS_UP), "--port", str(a.port), "--extension", "gpuclust"],
                     capture_output=True, text=True, check=True)
 env = dict(re.findall(r"^export (\w+)=(\S+)$", up.stdout, re.M))
+
+
+def best(cur, sql, args=(), n=3):
+    """Best wall time of n runs of sql, in seconds."""
+    times = []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        cur.execute(sql, args)
+        cur.fetchall()
+        times.append(time.perf_counter() - t0)
+    return min(times)
+
+
 try:
     conn = psycopg2.connect(host=env["PGHOST"], port=int(env["PGPORT"]), user=env["PGUSER"],
                             dbname=env["PGDATABASE"])
@@ -60,59 +80,83 @@ try:
     cur.execute("VACUUM ANALYZE bl")
     cur.execute("VACUUM ANALYZE bd")
     C = "{" + ",".join("{" + ",".join(repr(float(v)) for v in row) + "}" for row in X[:a.k]) + "}"
-
     cur.execute(f"SET gpuclust.cpu_threads = {a.threads}")
-    cur.execute(f"SET citus.max_adaptive_executor_pool_size = {a.threads}")
-    cur.execute("SET citus.coordinator_aggregation_strategy = 'disabled'")
-    t0 = time.perf_counter()
-    cur.execute("SELECT sum(size) FROM gpu_kmeans_centroids('SELECT id, f FROM bd', %s, max_iter => %s, "
-                "tol => 0, initial_centroids => %s::float8[], device => 'cpu')", [a.k, a.iters, C])
-    gathered = time.perf_counter() - t0
     cur.execute("SET gpuclust.timing = on")
 
-    queries = [None]
-
-    def iterations():
-        found = [int(m) for n in conn.notices for m in re.findall(r"iterations=(\d+)", n)]
-        queries[0] = ([int(m) for n in conn.notices for m in re.findall(r"queries=(\d+)", n)] or [None])[-1]
+    def notice():
+        found = [n for n in conn.notices if "kmeans_distributed" in n]
         conn.notices.clear()
-        return found[-1] if found else a.iters
+        return {k: int(v) for k, v in re.findall(r"(\w+)=(\d+)", found[-1])} if found else {}
 
-    conn.notices.clear()
-    t0 = time.perf_counter()
-    cur.execute("SELECT sum(size) FROM gpu_kmeans_centroids('SELECT id, f FROM bl', %s, max_iter => %s, "
-                "tol => 0, initial_centroids => %s::float8[], device => 'cpu')", [a.k, a.iters, C])
-    single = time.perf_counter() - t0
-    single_it = iterations()
-    t0 = time.perf_counter()
-    cur.execute("SELECT sum(size) FROM gpu_kmeans_fit_distributed('SELECT id, f FROM bd', %s, max_iter => %s, "
-                "tol => 0, initial_centroids => %s::float8[])", [a.k, a.iters, C])
-    dist = time.perf_counter() - t0
-    dist_it = iterations()
-    dist_queries = queries[0]
-    steps = []
-    for _ in range(3):
+    def fit(table, iters=a.iters, init=C):
+        conn.notices.clear()
         t0 = time.perf_counter()
-        cur.execute("SELECT (gpu_kmeans_step(f, %s::float8[])).sizes[1] FROM bd", [C])
-        steps.append(time.perf_counter() - t0)
-    step = min(steps)
+        cur.execute("SELECT cluster_id, centroid::text, size FROM gpu_kmeans_fit_distributed("
+                    f"'SELECT id, f FROM {table}', %s, max_iter => %s, tol => 0, "
+                    "initial_centroids => %s::float8[]) ORDER BY cluster_id", [a.k, iters, init])
+        rows = cur.fetchall()
+        return time.perf_counter() - t0, notice(), rows
+
+    def centroids(table):
+        conn.notices.clear()
+        t0 = time.perf_counter()
+        cur.execute(f"SELECT sum(size) FROM gpu_kmeans_centroids('SELECT id, f FROM {table}', %s, max_iter => %s, "
+                    "tol => 0, initial_centroids => %s::float8[], device => 'cpu')", [a.k, a.iters, C])
+        cur.fetchall()
+        t = time.perf_counter() - t0
+        its = [int(m) for n in conn.notices for m in re.findall(r"iterations=(\d+)", n)]
+        conn.notices.clear()
+        return t, (its[-1] if its else a.iters)
+
+    dist, dist_n, _ = fit("bd")
+    dist_it = dist_n["iterations"]
+    cur.execute("SET gpuclust.timing = off")
+    step_single = best(cur, "SELECT gpu_kmeans_shard_step('bl', 'f', %s::float8[]) IS NOT NULL", [C])
+    assign_single = best(cur, "SELECT count(*) FROM gpu_kmeans_assign('SELECT id, f FROM bl', %s::float8[], "
+                              "device => 'cpu')", [C])
+    cur.execute("SET gpuclust.timing = on")
+    gathered, gathered_it = centroids("bd")
+    single, single_it = centroids("bl")
     cur.execute("SELECT sum(length(result)), max(length(result)) FROM run_command_on_shards('bd', "
-                "$$SELECT gpu_kmeans_step_state(f, '" + C + "'::float8[], 'euclidean', 1)::text FROM %s$$)")
+                "$$SELECT gpu_kmeans_shard_step(%L::regclass, 'f', '" + C + "'::float8[])::text$$)")
     total_bytes, shard_bytes = cur.fetchone()
     cur.execute("SELECT pg_total_relation_size('bl')")
     table_bytes = cur.fetchone()[0]
 
-    print(f"\n{a.rows} rows x {a.dim} (real[]), k = {a.k}, max_iter {a.iters} (tol = 0), "
-          f"{a.shards} shards on 2 workers, {a.threads} threads, CPU back end\n")
+    # identity on 2, 4 and 8 shards (the first --check-rows rows), 5 iterations
+    m = min(a.check_rows, a.rows)
+    cur.execute(f"CREATE TABLE cl AS SELECT * FROM bl WHERE id < {m}")
+    _, _, ref = fit("cl", 5)
+    same = {}
+    for n in (2, 4, 8):
+        cur.execute(f"SET citus.shard_count = {n}")
+        cur.execute(f"CREATE TABLE c{n} (LIKE bl)")
+        cur.execute(f"SELECT create_distributed_table('c{n}', 'id')")
+        cur.execute(f"INSERT INTO c{n} SELECT * FROM cl")
+        _, t, got = fit(f"c{n}", 5)
+        same[n] = (got == ref, t.get("shard_calls"))
+
+    per_it = 1000 * dist / dist_it
+    print(f"\n{a.rows} rows x {a.dim} (real[]), k = {a.k}, {a.iters} iterations (tol = 0), "
+          f"{a.shards} shards on 2 workers, CPU back end, gpuclust.cpu_threads = {a.threads}, {os.cpu_count()} cores\n")
     print("| run | seconds | iterations | per iteration (ms) |")
     print("|---|---:|---:|---:|")
-    print(f"| gpu_kmeans_centroids, plain table on the coordinator | {single:.2f} | {single_it} | {1000 * single / single_it:.0f} |")
-    print(f"| gpu_kmeans_centroids, distributed table (rows gathered) | {gathered:.2f} | | |")
-    print(f"| gpu_kmeans_fit_distributed, distributed table | {dist:.2f} | {dist_it} | {1000 * dist / dist_it:.0f} |")
-    print(f"| one gpu_kmeans_step over the distributed table (best of 3) | {step:.2f} | 1 | {1000 * step:.0f} |")
-    print(f"\nratio distributed / plain: {dist / single:.2f}; the distributed fit ran {dist_queries} aggregate "
-          f"queries (a step per iteration, the final sizes, and one per re-seeding of empty clusters)")
-    print(f"partial states of one iteration: {total_bytes} bytes in all, {shard_bytes} per shard at most "
-          f"(the plain table: {table_bytes} bytes)")
+    print(f"| gpu_kmeans_fit_distributed, distributed table ({dist_n['queries']} rounds of "
+          f"{a.shards} shard calls) | {dist:.2f} | {dist_it} | {per_it:.0f} |")
+    print(f"| one assign-and-sum pass, plain table, one backend (gpu_kmeans_shard_step, best of 3) "
+          f"| {step_single:.2f} | 1 | {1000 * step_single:.0f} |")
+    print(f"| one assignment, plain table (gpu_kmeans_assign, {a.threads} threads, best of 3) "
+          f"| {assign_single:.2f} | 1 | {1000 * assign_single:.0f} |")
+    print(f"| gpu_kmeans_centroids, distributed table (rows gathered) | {gathered:.2f} | {gathered_it} | "
+          f"{1000 * gathered / gathered_it:.0f} |")
+    print(f"| gpu_kmeans_centroids, plain table (Hamerly's bounds) | {single:.2f} | {single_it} | "
+          f"{1000 * single / single_it:.0f} |")
+    print(f"\ndistributed fit per iteration / one single-node assign-and-sum pass: {per_it / (1000 * step_single):.2f}")
+    print(f"distributed fit / gpu_kmeans_centroids over the gathered rows: {dist / gathered:.2f}")
+    print(f"one iteration moves {total_bytes} bytes of partial states ({shard_bytes} per shard at most); "
+          f"the table is {table_bytes} bytes")
+    print(f"centroids after 5 iterations on {m} rows, distributed against the plain table: " +
+          ", ".join(f"{n} shards {'identical' if ok else 'DIFFERENT'} ({calls} shard calls)"
+                    for n, (ok, calls) in same.items()))
 finally:
     subprocess.run([str(CITUS_DOWN), env.get("CITUS_DIR", "")], capture_output=True)
