@@ -140,6 +140,18 @@ ds_lattice(const char *name, int side, gc_dtype dt, int shuffle)
 	return s;
 }
 
+/* n rows on a lattice of d coordinates, each one of levels values 0.5 apart: exact ties and duplicates. */
+static dataset
+ds_grid(const char *name, int64_t n, int32_t d, gc_dtype dt, int levels)
+{
+	dataset		s = {name, n, d, dt, malloc(sizeof(double) * (size_t) (n * d)), NULL};
+
+	for (int64_t i = 0; i < n * d; i++)
+		s.v[i] = (double) (int) (urand() * levels) * 0.5;
+	ds_finish(&s);
+	return s;
+}
+
 /* ---------------------------------------------------------------- the reference */
 
 static double
@@ -512,6 +524,94 @@ main(void)
 		case_against_reference(&s, p);
 		ds_free(&s);
 	}
+	/*
+	 * 4 to 16 dimensions (the tree splits on every coordinate): blobs with
+	 * noise rounded to 0.1 (ties), a far outlier, a lattice with exact ties
+	 * and duplicates, many copies of few rows, cosine; float and double.
+	 */
+	{
+		const int32_t dims[4] = {4, 5, 8, 16};
+
+		for (int di = 0; di < 4; di++)
+		{
+			int32_t		d = dims[di];
+			char		name[6][64];
+
+			snprintf(name[0], 64, "blobs %d-D f32 round", d);
+			snprintf(name[1], 64, "blobs %d-D f64 far outlier", d);
+			snprintf(name[2], 64, "lattice %d-D f64 ties", d);
+			snprintf(name[3], 64, "duplicates %d-D f32", d);
+			snprintf(name[4], 64, "cosine %d-D f64", d);
+			snprintf(name[5], 64, "cosine %d-D f32", d);
+			{
+				dataset		s = ds_blobs(name[0], 1500, d, GC_F32, 6, 0.4, 0.1, 10);
+
+				p = params(10, 10);
+				case_against_reference(&s, p);
+				p = params(5, 3);
+				case_against_reference(&s, p);
+				p = params(15, 1);
+				case_against_reference(&s, p);
+				ds_free(&s);
+			}
+			{
+				dataset		s = ds_blobs(name[1], 1000, d, GC_F64, 4, 0.3, 0.05, 0);
+
+				s.v[17 * d + d - 1] = 1e9;
+				((double *) s.x)[17 * d + d - 1] = 1e9;
+				p = params(10, 5);
+				case_against_reference(&s, p);
+				ds_free(&s);
+			}
+			{
+				dataset		s = ds_grid(name[2], 1200, d, GC_F64, d <= 5 ? 4 : 2);
+
+				p = params(10, 10);
+				case_against_reference(&s, p);
+				p = params(4, 1);
+				case_against_reference(&s, p);
+				ds_free(&s);
+			}
+			{
+				dataset		s = ds_copy_rows(name[3], 1000, d, GC_F32, 30);
+
+				p = params(5, 3);
+				case_against_reference(&s, p);
+				p = params(20, 40);
+				case_against_reference(&s, p);
+				ds_free(&s);
+			}
+			for (int f = 0; f < 2; f++)
+			{
+				dataset		s = ds_blobs(name[4 + f], 900, d, f ? GC_F64 : GC_F32, 5, 0.3, 0.05, 0);
+
+				/* unit rows for the cosine metric, as the glue makes them */
+				if (f)
+					for (int64_t i = 0; i < s.n; i++)
+						gc_unit_row_f64((double *) s.x + i * s.d, s.d);
+				else
+					for (int64_t i = 0; i < s.n; i++)
+					{
+						gc_unit_row_f32((float *) s.x + i * s.d, s.d);
+						for (int32_t k = 0; k < d; k++)
+							s.v[i * d + k] = ((float *) s.x)[i * d + k];
+					}
+				p = params(8, 4);
+				p.metric = GC_METRIC_COSINE;
+				case_against_reference(&s, p);
+				ds_free(&s);
+			}
+		}
+	}
+	/* a deeper tree: 5-D blobs, several levels of leaves searched together */
+	{
+		dataset		s = ds_blobs("blobs 5-D f32 4000 rows", 4000, 5, GC_F32, 8, 0.5, 0.1, 0);
+
+		p = params(10, 10);
+		case_against_reference(&s, p);
+		ds_free(&s);
+	}
+
 	/* tiny inputs */
 	for (int64_t n = 1; n <= 4; n++)
 	{
