@@ -31,14 +31,6 @@ namespace {
 constexpr int kRows = 128;		/* threads (rows) per block */
 constexpr int kChunk = 256;		/* columns per thread */
 
-/* The least v of the warp's lanes, in every lane. */
-__device__ __forceinline__ int32_t warp_min(int32_t v)
-{
-	for (int o = 16; o > 0; o >>= 1)
-		v = min(v, __shfl_xor_sync(0xffffffffu, v, o));
-	return v;
-}
-
 inline dim3 tile_grid(const pairs::Tile &tl)
 {
 	return dim3((unsigned) ((tl.bi + kRows - 1) / kRows), (unsigned) ((tl.bj + kChunk - 1) / kChunk));
@@ -80,40 +72,37 @@ __global__ void pairs_core_kernel(pairs::Tile tl, unsigned int *count /* [n] */)
 
 /*
  * Union pass: core rows within eps joined; a non-core row's best is the
- * lowest row among the core rows within eps (atomicMin of the row, from
- * its own lane and, as a column, from the warp's least row that found one:
- * positions are not in row order).
+ * lowest core row within eps (atomicMin, from its own lane and, as a
+ * column, from the lowest lane of a warp that found one).
  */
 template <typename T>
-__global__ void pairs_union_kernel(pairs::Tile tl, const uint8_t *core, /* [n] by position */
-								   const int32_t *row, /* [n] position -> row */
-								   int32_t *parent, /* [n] */ int32_t *best /* [n] a row, INT_MAX: none */)
+__global__ void pairs_union_kernel(pairs::Tile tl, const uint8_t *core, /* [n] */
+								   int32_t *parent, /* [n] */ int32_t *best /* [n] */)
 {
 	const int32_t i = tl.i0 + blockIdx.x * kRows + threadIdx.x;
+	const int32_t warp0 = i - (int32_t) (threadIdx.x & 31);
 	const int32_t jb = tl.j0 + blockIdx.y * kChunk;
 	const int32_t je = min(jb + kChunk, tl.j0 + tl.bj);
 	const bool	valid = i < tl.i0 + tl.bi;
 	const bool	diag = tl.i0 == tl.j0;
 	const bool	ci = valid && core[i];
-	const int32_t ri = valid ? row[i] : INT_MAX;
 	unsigned	exact = 0;
 
 	for (int32_t j = jb; j < je; j++)
 	{
 		const bool	cj = core[j];
-		const int32_t rj = row[j];
 		/* what the pair can change: a union, row i's best, or column j's best */
 		bool		need = valid && (!diag || j > i) &&
-			((ci && cj) || (!ci && cj && best[i] > rj) || (ci && !cj && best[j] > ri));
+			((ci && cj) || (!ci && cj && best[i] > j) || (ci && !cj && best[j] > warp0));
 		bool		in = need && pairs::pair_in<T>(tl, i, j, exact);
-		int32_t		colbest = warp_min((in && ci && !cj) ? ri : INT_MAX);
+		unsigned	col = __ballot_sync(0xffffffffu, in && ci && !cj);
 
 		if (in && ci && cj)
 			uf_union(parent, i, j);
 		else if (in && !ci)
-			atomicMin(best + i, rj);
-		if ((threadIdx.x & 31) == 0 && colbest != INT_MAX)
-			atomicMin(best + j, colbest);
+			atomicMin(best + i, j);
+		if ((threadIdx.x & 31) == 0 && col)
+			atomicMin(best + j, warp0 + __ffs(col) - 1);
 	}
 	pairs::warp_add(tl.exact, exact);
 }
@@ -141,15 +130,13 @@ __global__ void pairs_init_kernel(int32_t n, int32_t *row, int32_t *parent, int3
 	core[i] = 0;
 }
 
-/* best: the position of the core row found, or -1 (number_phase's convention); row: the engine's order. */
-__global__ void pairs_best_kernel(int32_t n, int32_t *best, const int32_t *pos, const int32_t *erow, int32_t *row)
+/* best: the core row found, or -1 (number_phase's convention). */
+__global__ void pairs_best_kernel(int32_t n, int32_t *best)
 {
 	int32_t		i = blockIdx.x * blockDim.x + threadIdx.x;
 
-	if (i >= n)
-		return;
-	best[i] = best[i] == INT_MAX ? -1 : pos[best[i]];
-	row[i] = erow[i];
+	if (i < n && best[i] == INT_MAX)
+		best[i] = -1;
 }
 
 } // namespace
@@ -199,11 +186,11 @@ void pairs_phases(Workspace &w)
 		count.release();
 		timed(t->phase_ms[GC_DBSCAN_PHASE_UNION], [&] {
 			eng.run([&](const pairs::Tile &tl) {
-				pairs_union_kernel<T><<<tile_grid(tl), kRows>>>(tl, w.core.get(), eng.row(), w.parent.get(),
+				pairs_union_kernel<T><<<tile_grid(tl), kRows>>>(tl, w.core.get(), w.parent.get(),
 																w.best.get());
 				CHECK_LAUNCH("pairs_union_kernel");
 			});
-			pairs_best_kernel<<<grid_for(n), kBlock>>>(n, w.best.get(), eng.pos(), eng.row(), w.row.get());
+			pairs_best_kernel<<<grid_for(n), kBlock>>>(n, w.best.get());
 			CHECK_LAUNCH("pairs_best_kernel");
 			CUDA_TRY(cudaDeviceSynchronize());
 		});

@@ -21,31 +21,18 @@
 #include "metric.h"
 #include "pairs.h"
 
-#include <type_traits>
-
 namespace gc {
 namespace pairs {
 
-/*
- * What an epilogue kernel reads of the engine and of one tile; passed by
- * value.  Rows are at their positions in the engine's order (grouped by
- * part, Engine::row() gives the row of a position).
- */
+/* What an epilogue kernel reads of the engine and of one tile; passed by value. */
 struct Tile
 {
-	const void *x;				/* [n, d] the rows by position (element type of the call) */
+	const void *x;				/* [n, d] the rows as given (element type of the call) */
 	const double *n2;			/* [n] squared norms of the operands */
 	const double *nx;			/* [n] their norms */
-	const int32_t *part;		/* [n] the part of each position */
-	const double *U;			/* [n, K] operand . centre of each part */
-	const double *W;			/* [n] operand . its own part's centre */
-	const double *D;			/* [K, K] squared distances of the centres */
-	const double *sD;			/* [K, K] their square roots */
-	const double *cn;			/* [K] the centres' norms */
-	int32_t		K;
 	const float *pf;			/* the tile's products (FP32 and TF32 screens), or NULL */
 	const double *pd;			/* the same for the FP64 screen, or NULL */
-	gc_pair_pbound bound;
+	gc_pair_bound bound;
 	double		t;				/* a pair is in when its dist2 <= t */
 	int32_t		n;
 	int32_t		d;
@@ -75,23 +62,11 @@ __device__ __forceinline__ bool pair_in(const Tile &tl, int32_t i, int32_t j, un
 {
 	size_t		k = (size_t) (i - tl.i0) + (size_t) (j - tl.j0) * (size_t) tl.bi;
 	double		p = tl.pd ? tl.pd[k] : (double) tl.pf[k];
+	double		A = __dsub_rn(__dadd_rn(tl.n2[i], tl.n2[j]), __dmul_rn(2.0, p));
+	int			v = gc_pair_decide(&tl.bound, A, __dadd_rn(tl.nx[i], tl.nx[j]));
 
-	if (tl.bound.screen)
-	{
-		const int32_t P = tl.part[i],
-					Q = tl.part[j];
-		const double D = tl.D[(size_t) P * tl.K + Q];
-		/* A = na^2 + nb^2 + D - 2 p + 2 (Wa - Ua) - 2 (Ub - Wb) (common/pairs.h) */
-		double		A = tl.n2[i] + tl.n2[j] + D - 2.0 * p +
-			2.0 * (tl.W[i] - tl.U[(size_t) i * tl.K + Q]) - 2.0 * (tl.U[(size_t) j * tl.K + P] - tl.W[j]);
-		double		E = gc_pair_pmargin(&tl.bound, tl.nx[i], tl.nx[j], D, tl.sD[(size_t) P * tl.K + Q],
-										tl.cn[P] + tl.cn[Q]);
-
-		if (A + E < tl.bound.lo)
-			return true;
-		if (A - E > tl.bound.hi)
-			return false;
-	}
+	if (v >= 0)
+		return v != 0;
 	exact++;
 	return canonical_dist2((const T *) tl.x + (size_t) i * tl.d, (const T *) tl.x + (size_t) j * tl.d,
 						   tl.d) <= tl.t;
@@ -114,12 +89,8 @@ class Engine
 {
   public:
 	/*
-	 * hx: the rows on the host (for the scale and the centres), dx: the
-	 * same on the device; t: a pair is in when dist2 <= t.  The engine
-	 * keeps the rows in its own order, grouped by the nearest of K centres
-	 * (rows of the data), and each row's operand is its offset from its
-	 * centre: pairs near the threshold have small operands, and TF32
-	 * decides nearly all of them (common/pairs.h, gc_pair_pbound).
+	 * hx: the rows on the host (for the centre and scale, common/pairs.h),
+	 * dx: the same on the device; t: a pair is in when dist2 <= t.
 	 */
 	Engine(const Call &call, const void *hx, const void *dx, gc_dtype dtype, int32_t n, int32_t d, double t);
 
@@ -158,35 +129,20 @@ class Engine
 
 	gc_pair_precision precision() const { return prec_; }
 	int64_t exact() const { return (int64_t) exact_host_; }
-	/* [n] position -> row and row -> position of the engine's order */
-	const int32_t *row() const { return row_.get(); }
-	const int32_t *pos() const { return pos_.get(); }
 
   private:
 	Tile		tile(int32_t i0, int32_t j0) const;
-	template <typename T>
-	DeviceBuffer<T> &xs_of()
-	{
-		if constexpr (std::is_same<T, float>::value)
-			return xs_f32_;
-		else
-			return xs_f64_;
-	}
 	void		product(const Tile &tl);
 
 	const Call &call_;
+	const void *dx_;
 	gc_dtype	dtype_;
 	int32_t		n_,
 				d_;
 	double		t_;
 	int32_t		tile_ = 0;
 	gc_pair_precision prec_ = GC_PAIR_TF32;
-	gc_pair_pbound bound_;
-	int32_t		K_ = 1;
-	DeviceBuffer<float> xs_f32_;	/* [n, d] the rows by position (GC_F32) */
-	DeviceBuffer<double> xs_f64_;	/* the same for GC_F64 */
-	DeviceBuffer<int32_t> row_, pos_, part_;	/* [n] */
-	DeviceBuffer<double> U_, W_, D_, sD_, cn_;
+	gc_pair_bound bound_;
 	DeviceBuffer<float> opf_;	/* [n, d] operands (FP32, TF32) */
 	DeviceBuffer<double> opd_;	/* [n, d] operands (FP64) */
 	DeviceBuffer<double> n2_;	/* [n] */

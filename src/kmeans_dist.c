@@ -4,10 +4,13 @@
  *    states combine in any order (gpu_kmeans_step, gpu_kmeans_step_state and
  *    the type gpu_kmeans_state), the model applied row by row
  *    (gpu_kmeans_predict, gpu_kmeans_distance), and a fit that never gathers
- *    the rows (gpu_kmeans_fit_distributed): each Lloyd iteration is one
- *    aggregate query over the user's query, which Citus splits into a partial
- *    aggregate on every shard and a combine on the coordinator, and which
- *    PostgreSQL's parallel aggregation splits over its workers on one node.
+ *    the rows (gpu_kmeans_fit_distributed): over SELECT id, f FROM t of a
+ *    table Citus distributes, each pass is one call per shard, all at once
+ *    (gpu_kmeans_shard_step, gpu_kmeans_shard_rows, through Citus's
+ *    run_command_on_shards), whose partial states the coordinator combines;
+ *    over any other query each pass is one aggregate query, which Citus
+ *    splits into a partial aggregate on every shard and a combine on the
+ *    coordinator, and PostgreSQL's parallel aggregation over its workers.
  *
  * The state holds, per cluster, the number of rows, the exact sum of their
  * features and the exact sum of their squared distances
