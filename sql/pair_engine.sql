@@ -51,10 +51,8 @@ FROM runs WHERE path = 'pairs' GROUP BY kind ORDER BY kind;
 -- the settings take only their values
 SET gpuclust.pair_path = 'sometimes';
 SET gpuclust.pair_screen = 'fp16';
-SET gpuclust.pair_margin = 2;
 SHOW gpuclust.pair_path;
 SHOW gpuclust.pair_screen;
-SHOW gpuclust.pair_margin;
 
 DROP FUNCTION run_paths();
 DROP TABLE wide16;

@@ -26,7 +26,6 @@ static int	kmeans_chunk_rows_guc = 0;
 static bool cpu_blas_guc = true;
 static int	pair_path_guc = 0;
 static int	pair_screen_guc = 0;
-static double pair_margin_guc = 1.0;
 
 static const struct config_enum_entry grid_options[] = {
 	{"auto", GC_DBSCAN_GRID_AUTO, false},
@@ -73,7 +72,6 @@ SyncTuning(void)
 	gc_tuning_gucs.cpu_blas = cpu_blas_guc ? 0 : -1;
 	gc_tuning_gucs.pair_path = pair_path_guc;
 	gc_tuning_gucs.pair_screen = pair_screen_guc;
-	gc_tuning_gucs.pair_margin = pair_margin_guc;
 }
 
 /* gpuclust.kmeans_window: 0 (the default window) or a factor of at least 1. */
@@ -130,10 +128,6 @@ DefineTuningGucs(void)
 	DefineCustomEnumVariable("gpuclust.pair_screen",
 							 "Precision of the pair engine's screen: auto (chosen from its error bound), fp32 (CPU), tf32 (GPU) or fp64.",
 							 NULL, &pair_screen_guc, 0, pair_screen_options,
-							 PGC_USERSET, flags, NULL, NULL, NULL);
-	DefineCustomRealVariable("gpuclust.pair_margin",
-							 "The pair engine's error bound times this: 1 (proven); 0 only to check that the tests notice a screen without a bound.",
-							 NULL, &pair_margin_guc, 1.0, 0.0, 1.0,
 							 PGC_USERSET, flags, NULL, NULL, NULL);
 	DefineCustomIntVariable("gpuclust.kmeans_chunk_rows",
 							"Caps the rows the GPU k-means keeps on the device at once (0: no cap; at least 1024 otherwise).",
