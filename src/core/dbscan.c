@@ -1523,61 +1523,71 @@ out:
 /*
  * DBSCAN on the pair engine (pair_engine.h), where the grid prunes little
  * (common/pairs.h, gc_pair_engine_chosen): the same phases with the rows in
- * their own order (perm is the identity) and the tiles as the only index.
+ * their own order (perm is the identity) and the tiles of the upper
+ * triangle as the only index, each unordered pair of rows looked at once:
  *
- *  core    each row counts the rows within eps, itself included, and stops
- *          at min_pts; a row block stops asking for tiles once all its
- *          rows are core;
- *  union   each core row joins every core row after it within eps (each
- *          pair once) in the forest; a non-core row takes the first core
- *          row within eps in ascending column order, which is the
- *          lowest-row one, and stops there;
+ *  core    a pair within eps counts for both its rows (an atomic add: few
+ *          pairs are within eps, and the rows of a column are other
+ *          threads'); a row is core when its count, itself included,
+ *          reaches min_pts;
+ *  union   core rows within eps are joined in the forest; a non-core row
+ *          takes the lowest core row within eps (an atomic minimum, from
+ *          its own row or from a column).  The core pass keeps the pairs
+ *          within eps it finds, up to 16 a row; then the union reads them
+ *          and the tiles are not visited again.  Where more pairs are
+ *          within eps (an eps that covers much of the data), the union
+ *          looks at the tiles again, skipping the pairs that can no longer
+ *          change anything;
  *  number  as for the grid.
- * Two passes over the tiles: the core flags must be known before any union.
+ * The core flags must be known before any union, hence the kept pairs.
  */
+typedef struct dbscan_pairs_list
+{
+	int64_t    *ij;				/* [2 * cap] the pairs within eps found by one thread */
+	int64_t		len;
+	int64_t		cap;
+} dbscan_pairs_list;
+
 typedef struct dbscan_pairs_job
 {
 	dbscan_ws  *ws;
 	gc_pe	   *pe;
-	int64_t    *count;			/* [n] neighbours so far (core pass); best core row or -1 (union pass) */
+	int64_t    *count;			/* [n] neighbours (core pass); lowest core row within eps, or n (union pass) */
+	dbscan_pairs_list *lists;	/* [threads] the pairs within eps of the core pass, per thread */
+	int64_t		list_cap;		/* pairs a thread may keep */
+	int			overflow;		/* a thread found more: the union pass looks at the tiles again */
 } dbscan_pairs_job;
 
-/* A tile of the core pass. */
-static gc_status
-dbscan_pairs_core_tile(void *arg, gc_worker *w, gc_pe_tile *t, int *done)
+/* Keeps the pair (i, j) within eps for the union; returns 0 once the thread's share is full. */
+static int
+dbscan_pairs_keep(dbscan_pairs_job *job, gc_worker *w, int64_t i, int64_t j)
 {
-	dbscan_pairs_job *job = arg;
-	dbscan_ws  *ws = job->ws;
-	int			open = 0;
-	int8_t		v[GC_PE_BJ];
+	dbscan_pairs_list *l = &job->lists[w->id];
 
-	for (int64_t i = t->i0; i < t->i1; i++)
+	if (l->len == l->cap)
 	{
-		int64_t		c = job->count[i];
+		int64_t		cap = l->cap ? 2 * l->cap : 4096;
+		int64_t    *ij;
 
-		if (c < ws->min_pts)
-		{
-			gc_pe_verdicts(job->pe, t, i, v);
-			for (int64_t j = t->j0; j < t->j1; j++)
-			{
-				int8_t		x = v[j - t->j0];
-
-				if (x < 0)
-				{
-					t->exact++;
-					x = (int8_t) (gc_pe_dist2(job->pe, i, j) <= job->pe->t);
-				}
-				c += x;
-			}
-		}
-		job->count[i] = c;
-		if (c < ws->min_pts)
-			open = 1;
-		else
-			ws->core[i] = 1;
+		if (cap > job->list_cap || !(ij = realloc(l->ij, sizeof(int64_t) * 2 * (size_t) cap)))
+			return 0;
+		l->ij = ij;
+		l->cap = cap;
 	}
-	*done = !open;
-	return GC_OK;
+	l->ij[2 * l->len] = i;
+	l->ij[2 * l->len + 1] = j;
+	l->len++;
+	return 1;
+}
+
+/* Lowers *a to v (an atomic minimum). */
+static inline void
+atomic_min_i64(int64_t *a, int64_t v)
+{
+	int64_t		cur = __atomic_load_n(a, __ATOMIC_RELAXED);
+
+	while (v < cur && !__atomic_compare_exchange_n(a, &cur, v, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+		;
 }
 
 /* Row i against column j of a tile, from its verdict x: decided exactly. */
@@ -1590,43 +1600,103 @@ dbscan_pairs_in(dbscan_pairs_job *job, gc_pe_tile *t, int8_t x, int64_t i, int64
 	return gc_pe_dist2(job->pe, i, j) <= job->pe->t;
 }
 
+/* A tile of the core pass. */
+static gc_status
+dbscan_pairs_core_tile(void *arg, gc_worker *w, gc_pe_tile *t, int *done)
+{
+	dbscan_pairs_job *job = arg;
+	int8_t		v[GC_PE_BJ];
+
+	for (int64_t i = t->i0; i < t->i1; i++)
+	{
+		int64_t		j0 = i + 1 > t->j0 ? i + 1 : t->j0;
+		int64_t		c = 0;
+
+		if (j0 >= t->j1)
+			continue;
+		gc_pe_verdicts(job->pe, t, i, v);
+		for (int64_t j = j0; j < t->j1; j++)
+			if (v[j - t->j0] != 0 && dbscan_pairs_in(job, t, v[j - t->j0], i, j))
+			{
+				c++;
+				__atomic_fetch_add(&job->count[j], 1, __ATOMIC_RELAXED);
+				if (!__atomic_load_n(&job->overflow, __ATOMIC_RELAXED) && !dbscan_pairs_keep(job, w, i, j))
+					__atomic_store_n(&job->overflow, 1, __ATOMIC_RELAXED);
+			}
+		if (c)
+			__atomic_fetch_add(&job->count[i], c, __ATOMIC_RELAXED);
+	}
+	return GC_OK;
+}
+
+/* One pair within eps, for the union: joins two core rows, or lowers a non-core row's best. */
+static inline void
+dbscan_pairs_join(dbscan_pairs_job *job, int64_t i, int64_t j)
+{
+	dbscan_ws  *ws = job->ws;
+	int			ci = ws->core[i],
+				cj = ws->core[j];
+
+	if (ci && cj)
+		uf_union(ws->parent, i, j);
+	else if (ci)
+		atomic_min_i64(&job->count[j], i);
+	else if (cj)
+		atomic_min_i64(&job->count[i], j);
+}
+
+/* The union from the pairs the core pass kept: one thread's list per block. */
+static gc_status
+dbscan_pairs_union_lists(void *arg, gc_worker *w, int64_t b, int64_t e)
+{
+	dbscan_pairs_job *job = arg;
+
+	for (int64_t t = b; t < e; t++)
+	{
+		const dbscan_pairs_list *l = &job->lists[t];
+
+		for (int64_t q = 0; q < l->len; q++)
+		{
+			dbscan_pairs_join(job, l->ij[2 * q], l->ij[2 * q + 1]);
+			if ((q & 65535) == 65535 && gc_worker_tick(w, 65536, DBSCAN_CANCEL_EVERY))
+				return GC_ERR_CANCELLED;
+		}
+	}
+	return GC_OK;
+}
+
 /* A tile of the union pass. */
 static gc_status
 dbscan_pairs_union_tile(void *arg, gc_worker *w, gc_pe_tile *t, int *done)
 {
 	dbscan_pairs_job *job = arg;
 	dbscan_ws  *ws = job->ws;
-	int			open = 0;
 	int8_t		v[GC_PE_BJ];
 
 	for (int64_t i = t->i0; i < t->i1; i++)
 	{
-		if (ws->core[i])
-		{
-			int64_t		j0 = i + 1 > t->j0 ? i + 1 : t->j0;
+		int64_t		j0 = i + 1 > t->j0 ? i + 1 : t->j0;
+		int			ci = ws->core[i];
+		int			have = 0;
 
-			if (j0 < t->j1)
+		for (int64_t j = j0; j < t->j1; j++)
+		{
+			int			cj = ws->core[j];
+			int			need = ci ? (cj || __atomic_load_n(&job->count[j], __ATOMIC_RELAXED) > i)
+				: (cj && __atomic_load_n(&job->count[i], __ATOMIC_RELAXED) > j);
+
+			if (!need)
+				continue;
+			if (!have)
 			{
 				gc_pe_verdicts(job->pe, t, i, v);
-				for (int64_t j = j0; j < t->j1; j++)
-					if (ws->core[j] && v[j - t->j0] != 0 && dbscan_pairs_in(job, t, v[j - t->j0], i, j))
-						uf_union(ws->parent, i, j);
+				have = 1;
 			}
-			open |= t->j1 < ws->n;
-		}
-		else if (job->count[i] < 0)
-		{
-			gc_pe_verdicts(job->pe, t, i, v);
-			for (int64_t j = t->j0; j < t->j1; j++)
-				if (ws->core[j] && v[j - t->j0] != 0 && dbscan_pairs_in(job, t, v[j - t->j0], i, j))
-				{
-					job->count[i] = j;
-					break;
-				}
-			open |= job->count[i] < 0;
+			if (v[j - t->j0] == 0 || !dbscan_pairs_in(job, t, v[j - t->j0], i, j))
+				continue;
+			dbscan_pairs_join(job, i, j);
 		}
 	}
-	*done = !open;
 	return GC_OK;
 }
 
@@ -1639,6 +1709,7 @@ dbscan_pairs(dbscan_ws *ws, gc_dbscan_result *result)
 	gc_status	st;
 	double		t0 = gc_core_now_ms();
 	int64_t		n = ws->n;
+	int			threads;
 
 	ws->perm = dbscan_big_alloc(sizeof(int64_t) * (size_t) n);
 	ws->core = calloc((size_t) n, 1);
@@ -1659,23 +1730,41 @@ dbscan_pairs(dbscan_ws *ws, gc_dbscan_result *result)
 	}
 	job.ws = ws;
 	job.pe = &pe;
+	job.overflow = 0;
+	threads = gc_pool_threads(ws->ctx->pool);
+	/* the pairs within eps kept for the union: up to 16 a row (256 bytes) over all threads */
+	job.list_cap = (16 * n + threads - 1) / threads + 4096;
+	job.lists = calloc((size_t) threads, sizeof(dbscan_pairs_list));
+	if (!job.lists)
+	{
+		free(job.count);
+		return gc_core_oom(ws->ctx, sizeof(dbscan_pairs_list) * threads, "out of memory for DBSCAN on the pair engine");
+	}
 	st = gc_pe_prepare(&pe, ws->ctx, ws->x, ws->dtype, n, ws->d, ws->bound);
 	dbscan_phase_done(ws, GC_DBSCAN_PHASE_INDEX, &t0);
 	if (st == GC_OK)
-		st = gc_pe_run(&pe, dbscan_pairs_core_tile, &job);
+		st = gc_pe_run_upper(&pe, dbscan_pairs_core_tile, &job);
+	if (st == GC_OK)
+		for (int64_t i = 0; i < n; i++)
+			ws->core[i] = job.count[i] + 1 >= ws->min_pts;
 	dbscan_phase_done(ws, GC_DBSCAN_PHASE_CORE, &t0);
 	if (st == GC_OK)
 	{
 		for (int64_t i = 0; i < n; i++)
-			job.count[i] = -1;
-		st = gc_pe_run(&pe, dbscan_pairs_union_tile, &job);
+			job.count[i] = n;
+		/* one pass over the tiles suffices where the core pass kept every pair within eps */
+		if (!job.overflow)
+			st = gc_pool_for(ws->ctx->pool, threads, 1, dbscan_pairs_union_lists, &job);
+		else
+			st = gc_pe_run_upper(&pe, dbscan_pairs_union_tile, &job);
+		gc_core_debug(ws->ctx, "DBSCAN pairs: union from %s", job.overflow ? "a second pass" : "the kept pairs");
 		dbscan_phase_done(ws, GC_DBSCAN_PHASE_UNION, &t0);
 	}
 	if (st == GC_OK)
 	{
 		for (int64_t i = 0; i < n; i++)
 			if (!ws->core[i])
-				ws->parent[i] = job.count[i] >= 0 ? uf_find(ws->parent, job.count[i]) : -1;
+				ws->parent[i] = job.count[i] < n ? uf_find(ws->parent, job.count[i]) : -1;
 		st = dbscan_number(ws, result);
 	}
 	dbscan_phase_done(ws, GC_DBSCAN_PHASE_BORDER, &t0);
@@ -1683,6 +1772,9 @@ dbscan_pairs(dbscan_ws *ws, gc_dbscan_result *result)
 	gc_pe_free(&pe);
 	ws->xs = NULL;
 	free(job.count);
+	for (int q = 0; q < threads; q++)
+		free(job.lists[q].ij);
+	free(job.lists);
 	return st;
 }
 

@@ -222,6 +222,7 @@ typedef struct pe_run_job
 	gc_pe	   *pe;
 	gc_pe_fn	fn;
 	void	   *arg;
+	int			upper;			/* column blocks from the row block's first row on */
 } pe_run_job;
 
 /* One row block against every column block, in ascending order. */
@@ -237,7 +238,7 @@ pe_run_block(void *arg, gc_worker *w, int64_t b, int64_t e)
 		int64_t		i1 = i0 + GC_PE_BI < pe->n ? i0 + GC_PE_BI : pe->n;
 		int			done = 0;
 
-		for (int64_t j0 = 0; j0 < pe->n && !done; j0 += GC_PE_BJ)
+		for (int64_t j0 = job->upper ? i0 : 0; j0 < pe->n && !done; j0 += GC_PE_BJ)
 		{
 			gc_pe_tile	tile;
 			gc_status	st;
@@ -275,8 +276,8 @@ pe_run_block(void *arg, gc_worker *w, int64_t b, int64_t e)
 	return GC_OK;
 }
 
-gc_status
-gc_pe_run(gc_pe *pe, gc_pe_fn fn, void *arg)
+static gc_status
+pe_run(gc_pe *pe, gc_pe_fn fn, void *arg, int upper)
 {
 	pe_run_job	job;
 	int64_t		blocks = (pe->n + GC_PE_BI - 1) / GC_PE_BI;
@@ -287,9 +288,22 @@ gc_pe_run(gc_pe *pe, gc_pe_fn fn, void *arg)
 	job.pe = pe;
 	job.fn = fn;
 	job.arg = arg;
+	job.upper = upper;
 	st = gc_pool_for(pe->ctx->pool, blocks, 1, pe_run_block, &job);
 	pe->ctx->timing->pair_exact = pe->exact;
 	return st;
+}
+
+gc_status
+gc_pe_run(gc_pe *pe, gc_pe_fn fn, void *arg)
+{
+	return pe_run(pe, fn, arg, 0);
+}
+
+gc_status
+gc_pe_run_upper(gc_pe *pe, gc_pe_fn fn, void *arg)
+{
+	return pe_run(pe, fn, arg, 1);
 }
 
 void

@@ -81,6 +81,13 @@ gc_status	gc_pe_prepare(gc_pe *pe, gc_core_ctx *ctx, const void *x, gc_dtype dty
 /* Runs fn over every tile, row blocks in parallel, column blocks in ascending order. */
 gc_status	gc_pe_run(gc_pe *pe, gc_pe_fn fn, void *arg);
 
+/*
+ * The same over the upper triangle: a row block's column blocks start at
+ * its own first row (j0 = i0, i0 + GC_PE_BJ, ...), so that fn, looking at
+ * the pairs j > i of each row, sees every unordered pair once.
+ */
+gc_status	gc_pe_run_upper(gc_pe *pe, gc_pe_fn fn, void *arg);
+
 /* Frees the engine's buffers. */
 void		gc_pe_free(gc_pe *pe);
 

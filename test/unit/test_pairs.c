@@ -446,6 +446,12 @@ main(int argc, char **argv)
 			eps = kth_median(x, t, GC_METRIC_EUCLIDEAN, n, d, 10);
 			snprintf(name, sizeof(name), "blobs %s d=%d", tn, d);
 			check_set(name, x, t, GC_METRIC_EUCLIDEAN, n, d, eps, 10);
+			/* an eps that covers most pairs: more pairs within eps than the core pass keeps */
+			if (d == 16)
+			{
+				snprintf(name, sizeof(name), "wide eps %s d=%d", tn, d);
+				check_set(name, x, t, GC_METRIC_EUCLIDEAN, n, d, eps * 8, 10);
+			}
 			/* a far outlier, and duplicates of the first rows */
 			if (t == GC_F64)
 			{
