@@ -78,6 +78,32 @@ def test_vector_and_halfvec_as_real_array(vector_conn):
         rows(conn, k, "SELECT id, v::halfvec::real[] FROM tv_embed ORDER BY id")
 
 
+def test_embeddings_on_the_pair_engine(vector_conn):
+    """384-dimensional vector and halfvec columns with the cosine metric go through the
+    pair engine (from 16 features on): the same rows as the grid and the scans
+    (gpuclust.pair_path = index), for DBSCAN and density peaks, with duplicates."""
+    conn = vector_conn
+    X = embeddings(1500, 384, 6, 5)
+    load_vectors(conn, "tv_embed384", X)
+    out = {}
+    for path in ("pairs", "index"):
+        with conn.cursor() as cur:
+            cur.execute(f"SET gpuclust.pair_path = {path}")
+        out[path] = (
+            rows(conn, "SELECT * FROM gpu_dbscan(%s, 0.01, 5, metric => 'cosine')",
+                 "SELECT id, v FROM tv_embed384 ORDER BY id"),
+            rows(conn, "SELECT * FROM gpu_dbscan(%s, 0.01, 5, metric => 'cosine')",
+                 "SELECT id, v::halfvec FROM tv_embed384 ORDER BY id"),
+            rows(conn, "SELECT * FROM gpu_density_peaks(%s, n_clusters => 6, dc => 0.01, "
+                       "metric => 'cosine')", "SELECT id, v FROM tv_embed384 ORDER BY id"),
+        )
+    with conn.cursor() as cur:
+        cur.execute("RESET gpuclust.pair_path")
+    assert out["pairs"] == out["index"]
+    labels = [r[1] for r in out["pairs"][0]]
+    assert len({c for c in labels if c is not None}) >= 4, "the set has too few clusters"
+
+
 def test_vector_window_per_group(vector_conn):
     conn = vector_conn
     rng = np.random.default_rng(2)
