@@ -1526,10 +1526,10 @@ out:
  * their own order (perm is the identity) and the tiles of the upper
  * triangle as the only index, each unordered pair of rows looked at once:
  *
- *  core    a pair within eps counts for both its rows (an atomic add: few
- *          pairs are within eps, and the rows of a column are other
- *          threads'); a row is core when its count, itself included,
- *          reaches min_pts;
+ *  core    a pair within eps counts for both its rows (a tile adds its
+ *          counts to its rows and, once per column, to its columns, which
+ *          other threads' rows share: atomic adds); a row is core when its
+ *          count, itself included, reaches min_pts;
  *  union   core rows within eps are joined in the forest; a non-core row
  *          takes the lowest core row within eps (an atomic minimum, from
  *          its own row or from a column).  The core pass keeps the pairs
@@ -1606,7 +1606,9 @@ dbscan_pairs_core_tile(void *arg, gc_worker *w, gc_pe_tile *t, int *done)
 {
 	dbscan_pairs_job *job = arg;
 	int8_t		v[GC_PE_BJ];
+	int32_t		col[GC_PE_BJ];	/* the tile's pairs within eps, by column */
 
+	memset(col, 0, sizeof(int32_t) * (size_t) (t->j1 - t->j0));
 	for (int64_t i = t->i0; i < t->i1; i++)
 	{
 		int64_t		j0 = i + 1 > t->j0 ? i + 1 : t->j0;
@@ -1619,13 +1621,17 @@ dbscan_pairs_core_tile(void *arg, gc_worker *w, gc_pe_tile *t, int *done)
 			if (v[j - t->j0] != 0 && dbscan_pairs_in(job, t, v[j - t->j0], i, j))
 			{
 				c++;
-				__atomic_fetch_add(&job->count[j], 1, __ATOMIC_RELAXED);
+				col[j - t->j0]++;
 				if (!__atomic_load_n(&job->overflow, __ATOMIC_RELAXED) && !dbscan_pairs_keep(job, w, i, j))
 					__atomic_store_n(&job->overflow, 1, __ATOMIC_RELAXED);
 			}
 		if (c)
 			__atomic_fetch_add(&job->count[i], c, __ATOMIC_RELAXED);
 	}
+	/* one atomic per column of the tile, whatever share of its pairs is within eps */
+	for (int64_t j = t->j0; j < t->j1; j++)
+		if (col[j - t->j0])
+			__atomic_fetch_add(&job->count[j], (int64_t) col[j - t->j0], __ATOMIC_RELAXED);
 	return GC_OK;
 }
 
@@ -1720,8 +1726,6 @@ dbscan_pairs(dbscan_ws *ws, gc_dbscan_result *result)
 		free(job.count);
 		return gc_core_oom(ws->ctx, 25 * (size_t) n, "out of memory for DBSCAN on the pair engine");
 	}
-	/* the rows in their own order: xs is the caller's x, not a copy (dbscan_ws_free must not free it) */
-	ws->xs = (void *) ws->x;
 	for (int64_t i = 0; i < n; i++)
 	{
 		ws->perm[i] = i;
@@ -1740,6 +1744,8 @@ dbscan_pairs(dbscan_ws *ws, gc_dbscan_result *result)
 		free(job.count);
 		return gc_core_oom(ws->ctx, sizeof(dbscan_pairs_list) * threads, "out of memory for DBSCAN on the pair engine");
 	}
+	/* the rows in their own order: xs is the caller's x, not a copy (dbscan_ws_free must not free it) */
+	ws->xs = (void *) ws->x;
 	st = gc_pe_prepare(&pe, ws->ctx, ws->x, ws->dtype, n, ws->d, ws->bound);
 	dbscan_phase_done(ws, GC_DBSCAN_PHASE_INDEX, &t0);
 	if (st == GC_OK)

@@ -4,9 +4,10 @@
  *    and the tiles handed to the algorithms' epilogues, products through
  *    OpenBLAS (blas.h).
  *
- * The operands are the rows centred on their column means and scaled by a
- * power of two (common/pairs.h): centring makes the norms, and with them
- * the error bound, as small as the data's spread allows.  A tile's products
+ * The operands are the rows centred on each feature's median and scaled by
+ * a power of two (gc_pair_centre of common/pairs.h): centring makes the
+ * norms, and with them the error bound, as small as the data's spread
+ * allows, and a far outlier moves neither.  A tile's products
  * are one SGEMM or DGEMM of GC_PE_BI rows against GC_PE_BJ columns on the
  * thread that owns the row block, so the threads never share a product
  * buffer.  The answers do not depend on the operands, the precision, the
