@@ -97,7 +97,7 @@ UNIT_CFLAGS = -std=gnu11 -O2 -g $(GC_WARN_CFLAGS) $(GC_EXACT_CFLAGS) -Isrc/core 
 test/unit/obj/%.o: src/core/%.c $(wildcard src/core/*.h common/*.h)
 	@mkdir -p test/unit/obj
 	$(CC) $(UNIT_CFLAGS) -c -o $@ $<
-test/unit/test_%: test/unit/test_%.c test/unit/unit.h $(UNIT_CORE_OBJS) $(wildcard src/core/*.h common/*.h)
+test/unit/test_%: test/unit/test_%.c test/unit/unit.h test/unit/dbscan_ref.h $(UNIT_CORE_OBJS) $(wildcard src/core/*.h common/*.h)
 	$(CC) $(UNIT_CFLAGS) -o $@ $< $(UNIT_CORE_OBJS) -ldl -lm -pthread
 
 unittest: $(UNIT_TESTS)

@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dbscan_ref.h"
 #include "metric.h"
 #include "pairs.h"
 #include "unit.h"
@@ -50,78 +51,6 @@ nrand(void)
 	double		v = urand();
 
 	return sqrt(-2.0 * log(u)) * cos(6.283185307179586 * v);
-}
-
-static double
-row_dist2(const void *x, gc_dtype t, int32_t d, int64_t i, int64_t j)
-{
-	if (t == GC_F64)
-		return gc_dist2_f64((const double *) x + i * d, (const double *) x + j * d, d);
-	return gc_dist2((const float *) x + i * d, (const float *) x + j * d, d);
-}
-
-/* The rules of gc_dbscan_params on every pair (O(n^2) per row at most). */
-static void
-reference(const void *x, gc_dtype t, int64_t n, int32_t d, double bound, int min_pts,
-		  int32_t *cluster, uint8_t *is_core)
-{
-	int64_t    *comp = malloc(sizeof(int64_t) * n);
-	int64_t    *id = malloc(sizeof(int64_t) * n);
-	int64_t    *stack = malloc(sizeof(int64_t) * n);
-	int32_t		next = 0;
-
-	for (int64_t i = 0; i < n; i++)
-	{
-		int64_t		cnt = 0;
-
-		for (int64_t j = 0; j < n; j++)
-			cnt += row_dist2(x, t, d, i, j) <= bound;
-		is_core[i] = cnt >= min_pts;
-		comp[i] = -1;
-		id[i] = -1;
-	}
-	for (int64_t i = 0; i < n; i++)
-	{
-		int64_t		top = 0;
-
-		if (!is_core[i] || comp[i] >= 0)
-			continue;
-		comp[i] = i;
-		stack[top++] = i;
-		while (top > 0)
-		{
-			int64_t		a = stack[--top];
-
-			for (int64_t j = 0; j < n; j++)
-				if (is_core[j] && comp[j] < 0 && row_dist2(x, t, d, a, j) <= bound)
-				{
-					comp[j] = i;
-					stack[top++] = j;
-				}
-		}
-	}
-	for (int64_t i = 0; i < n; i++)
-		if (!is_core[i])
-			for (int64_t j = 0; j < n; j++)
-				if (is_core[j] && row_dist2(x, t, d, i, j) <= bound)
-				{
-					comp[i] = comp[j];
-					break;
-				}
-	for (int64_t i = 0; i < n; i++)
-	{
-		if (comp[i] < 0)
-			cluster[i] = -1;
-		else
-		{
-			if (id[comp[i]] < 0)
-				id[comp[i]] = next++;
-			cluster[i] = (int32_t) id[comp[i]];
-		}
-	}
-	free(comp);
-	free(id);
-	free(stack);
 }
 
 /*
@@ -271,13 +200,12 @@ check_set(const char *name, const void *x, gc_dtype t, gc_metric m, int64_t n, i
 {
 	int32_t    *rc = malloc(sizeof(int32_t) * n);
 	uint8_t    *rk = malloc(n);
-	double		bound = gc_metric_dist2_le(m, eps);
 	gc_timing	tm;
 	int64_t		diff;
 	int			nclusters = -1;
 	int64_t		ncore = 0;
 
-	reference(x, t, n, d, bound, min_pts, rc, rk);
+	reference_t(x, t, m, n, d, eps, min_pts, rc, rk);
 	check_dpeaks(name, x, t, m, n, d);
 	for (int64_t i = 0; i < n; i++)
 	{
@@ -360,7 +288,7 @@ kth_median(const void *x, gc_dtype t, gc_metric m, int64_t n, int32_t d, int k)
 	for (int64_t i = 0; i < n; i++)
 	{
 		for (int64_t j = 0; j < n; j++)
-			row[j] = row_dist2(x, t, d, i, j);
+			row[j] = ref_dist2(x, t, d, i, j);
 		/* partial selection of the k-th smallest */
 		for (int a = 0; a <= k; a++)
 			for (int64_t j = a + 1; j < n; j++)
