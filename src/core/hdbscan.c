@@ -924,6 +924,27 @@ hdb_may_beat(double bw, int32_t blo, int32_t bhi, double w, int32_t lo, int32_t 
 }
 
 /*
+ * Pushes the pushed (at most 2) children order[] of a node onto stack at sn,
+ * the child of the lesser bound key (kw, klo, khi) on top: the nearer one,
+ * and on equal weights the one holding the lower row, so that ties
+ * (duplicates, lattices) lead straight to the least edge.  Returns the new sn.
+ */
+static inline int
+hdb_push_children(int64_t *stack, int sn, const int64_t *order, const double *kw, const int32_t *klo,
+				  const int32_t *khi, int pushed)
+{
+	if (pushed == 2 && gc_hdbscan_edge_less(kw[0], klo[0], khi[0], kw[1], klo[1], khi[1]))
+	{
+		stack[sn++] = order[1];
+		stack[sn++] = order[0];
+	}
+	else
+		for (int j = 0; j < pushed; j++)
+			stack[sn++] = order[j];
+	return sn;
+}
+
+/*
  * The bits of a weight w >= 0, whose unsigned order is the order of the
  * weights, and back.
  */
@@ -1124,14 +1145,7 @@ hdb_leaf_search(hdb_ws *ws, int64_t leaf, hdb_carry *cy, int64_t *stat, int64_t 
 					continue;
 				order[pushed++] = c;
 			}
-			if (pushed == 2 && gc_hdbscan_edge_less(kw[0], klo[0], khi[0], kw[1], klo[1], khi[1]))
-			{
-				stack[sn++] = order[1];
-				stack[sn++] = order[0];
-			}
-			else
-				for (int j = 0; j < pushed; j++)
-					stack[sn++] = order[j];
+			sn = hdb_push_children(stack, sn, order, kw, klo, khi, pushed);
 		}
 	}
 	{
@@ -1356,19 +1370,7 @@ hdb_nearest_block(void *arg, gc_worker *w, int64_t b, int64_t e)
 						continue;
 					order[pushed++] = c;
 				}
-				/*
-				 * The child of the lesser bound key on top: the nearer one, and
-				 * on equal weights the one holding the lower row, so that ties
-				 * (duplicates, lattices) lead straight to the least edge.
-				 */
-				if (pushed == 2 && gc_hdbscan_edge_less(kw[0], klo[0], khi[0], kw[1], klo[1], khi[1]))
-				{
-					stack[sn++] = order[1];
-					stack[sn++] = order[0];
-				}
-				else
-					for (int j = 0; j < pushed; j++)
-						stack[sn++] = order[j];
+				sn = hdb_push_children(stack, sn, order, kw, klo, khi, pushed);
 			}
 		}
 found:
