@@ -43,6 +43,8 @@
 #include "core.h"
 #include "hdbscan.h"
 #include "metric.h"
+#include "hdbscan_pairs.h"
+#include "pairs.h"
 
 /* Rows per leaf of the tree. */
 #define HDB_LEAF 16
@@ -1624,6 +1626,17 @@ gc_core_hdbscan(gc_core_ctx *ctx, const void *x, gc_dtype dtype, int64_t n, int3
 						 (long long) n);
 		goto done;
 	}
+	if (gc_pair_engine_chosen(ctx->tuning, d))
+	{
+		/* many features: the pair engine (hdbscan_pairs.c) instead of the tree */
+		if ((st = gc_hdbscan_pairs(ctx, x, dtype, n, d, params, core_rows, mst)) != GC_OK)
+			goto done;
+		t0 = gc_core_now_ms();
+		if ((st = gc_hdbscan_sort_edges(mst, n - 1, hdb_pool_sort, ctx, ctx->err)) != GC_OK)
+			goto done;
+		goto shared;
+	}
+	ctx->timing->path = GC_PATH_INDEX;
 	if ((st = hdb_build(&ws, x, dtype, n, d)) != GC_OK)
 		goto done;
 	gc_core_debug(ctx, "hdbscan: tree of %lld nodes built in %.1f ms", (long long) ws.t.nodes,
@@ -1671,6 +1684,7 @@ gc_core_hdbscan(gc_core_ctx *ctx, const void *x, gc_dtype dtype, int64_t n, int3
 		goto done;
 	for (int64_t i = 0; i < n; i++)
 		core_rows[ws.t.row[i]] = ws.core[i];
+shared:
 	if (result->core_distance != NULL)
 		memcpy(result->core_distance, core_rows, sizeof(double) * (size_t) n);
 	{

@@ -319,3 +319,146 @@ gc_pe_free(gc_pe *pe)
 	free(pe->nx);
 	memset(pe, 0, sizeof(*pe));
 }
+
+/* ---------------------------------------------------------------- bounds and chosen tiles */
+
+PE_VECTORIZE
+static void
+pe_bounds_f32(const double *restrict n2, const double *restrict nx, const float *restrict p, int64_t m,
+			  double n2i, double nxi, gc_pair_bound b, double s2inv, double *restrict lo, double *restrict hi)
+{
+	for (int64_t q = 0; q < m; q++)
+	{
+		double		A = n2i + n2[q] - 2.0 * (double) p[q];
+		double		S = nxi + nx[q];
+		double		E = (b.cS * S + b.cL) * S + b.c0;
+		double		l = A - E,
+					h = A + E;
+
+		lo[q] = l == l ? l * (1 - 0x1p-50) * s2inv : -INFINITY;
+		hi[q] = h == h ? h * (1 + 0x1p-50) * s2inv + 0x1p-1000 : INFINITY;
+	}
+}
+
+PE_VECTORIZE
+static void
+pe_bounds_f64(const double *restrict n2, const double *restrict nx, const double *restrict p, int64_t m,
+			  double n2i, double nxi, gc_pair_bound b, double s2inv, double *restrict lo, double *restrict hi)
+{
+	for (int64_t q = 0; q < m; q++)
+	{
+		double		A = n2i + n2[q] - 2.0 * p[q];
+		double		S = nxi + nx[q];
+		double		E = (b.cS * S + b.cL) * S + b.c0;
+		double		l = A - E,
+					h = A + E;
+
+		lo[q] = l == l ? l * (1 - 0x1p-50) * s2inv : -INFINITY;
+		hi[q] = h == h ? h * (1 + 0x1p-50) * s2inv + 0x1p-1000 : INFINITY;
+	}
+}
+
+void
+gc_pe_bounds(const gc_pe *pe, const gc_pe_tile *t, int64_t i, double *lo, double *hi)
+{
+	int64_t		m = t->j1 - t->j0;
+	size_t		off = (size_t) (i - t->i0) * (size_t) m;
+
+	if (!pe->products || !pe->bound.screen)
+	{
+		for (int64_t q = 0; q < m; q++)
+		{
+			lo[q] = -INFINITY;
+			hi[q] = INFINITY;
+		}
+		return;
+	}
+	if (pe->prec == GC_PAIR_FP64)
+		pe_bounds_f64(pe->n2 + t->j0, pe->nx + t->j0, (const double *) t->prod + off, m, pe->n2[i], pe->nx[i],
+					  pe->bound, pe->s2inv, lo, hi);
+	else
+		pe_bounds_f32(pe->n2 + t->j0, pe->nx + t->j0, (const float *) t->prod + off, m, pe->n2[i], pe->nx[i],
+					  pe->bound, pe->s2inv, lo, hi);
+}
+
+typedef struct pe_where_job
+{
+	gc_pe	   *pe;
+	gc_pe_want_fn want;
+	gc_pe_fn	fn;
+	void	   *arg;
+} pe_where_job;
+
+/* One row block against the column blocks want accepts, in ascending order. */
+static gc_status
+pe_where_block(void *arg, gc_worker *w, int64_t b, int64_t e)
+{
+	pe_where_job *job = arg;
+	gc_pe	   *pe = job->pe;
+
+	for (int64_t blk = b; blk < e; blk++)
+	{
+		int64_t		i0 = blk * GC_PE_BI;
+		int64_t		i1 = i0 + GC_PE_BI < pe->n ? i0 + GC_PE_BI : pe->n;
+		int			done = 0;
+
+		for (int64_t j0 = 0; j0 < pe->n && !done; j0 += GC_PE_BJ)
+		{
+			gc_pe_tile	tile;
+			gc_status	st;
+
+			tile.i0 = i0;
+			tile.i1 = i1;
+			tile.j0 = j0;
+			tile.j1 = j0 + GC_PE_BJ < pe->n ? j0 + GC_PE_BJ : pe->n;
+			tile.exact = 0;
+			tile.prod = NULL;
+			if (!job->want(job->arg, i0, i1, j0, tile.j1))
+			{
+				if (gc_worker_tick(w, i1 - i0, PE_CANCEL_EVERY))
+					return GC_ERR_CANCELLED;
+				continue;
+			}
+			if (pe->products)
+			{
+				void	   *c = pe->prod[w->id];
+				int			m = (int) (i1 - i0);
+				int			nn = (int) (tile.j1 - j0);
+
+				if (pe->prec == GC_PAIR_FP64)
+					gc_blas_dgemm_nt(m, nn, pe->d, (const double *) pe->op + (size_t) i0 * pe->d,
+									 (const double *) pe->op + (size_t) j0 * pe->d, (double *) c);
+				else
+					gc_blas_sgemm_nt(m, nn, pe->d, (const float *) pe->op + (size_t) i0 * pe->d,
+									 (const float *) pe->op + (size_t) j0 * pe->d, (float *) c);
+				tile.prod = c;
+			}
+			st = job->fn(job->arg, w, &tile, &done);
+			if (tile.exact)
+				__atomic_fetch_add(&pe->exact, tile.exact, __ATOMIC_RELAXED);
+			if (st != GC_OK)
+				return st;
+			if (gc_worker_tick(w, (i1 - i0) * (tile.j1 - j0) * pe->d + tile.exact * pe->d * 8,
+							   PE_CANCEL_EVERY))
+				return GC_ERR_CANCELLED;
+		}
+	}
+	return GC_OK;
+}
+
+gc_status
+gc_pe_run_where(gc_pe *pe, gc_pe_want_fn want, gc_pe_fn fn, void *arg)
+{
+	pe_where_job job;
+	gc_status	st;
+
+	if (gc_core_cancelled(pe->ctx))
+		return GC_ERR_CANCELLED;
+	job.pe = pe;
+	job.want = want;
+	job.fn = fn;
+	job.arg = arg;
+	st = gc_pool_for(pe->ctx->pool, (pe->n + GC_PE_BI - 1) / GC_PE_BI, 1, pe_where_block, &job);
+	pe->ctx->timing->pair_exact = pe->exact;
+	return st;
+}

@@ -140,6 +140,39 @@ gc_pe_lower(const gc_pe *pe, const gc_pe_tile *t, int64_t i, int64_t j)
 }
 
 /*
+ * An upper bound on the canonical dist2 of rows i and j (common/pairs.h:
+ * s^2 R <= A + E), or +infinity where the screen cannot say.
+ */
+static inline double
+gc_pe_upper(const gc_pe *pe, const gc_pe_tile *t, int64_t i, int64_t j)
+{
+	double		v;
+
+	if (!pe->products || !pe->bound.screen)
+		return INFINITY;
+	v = gc_pe_screened(pe, t, i, j) + gc_pair_margin(&pe->bound, pe->nx[i] + pe->nx[j]);
+	if (!(v == v))
+		return INFINITY;
+	return v * (1 + 0x1p-50) * pe->s2inv + 0x1p-1000;
+}
+
+/*
+ * gc_pe_lower and gc_pe_upper for row i against every column of the tile,
+ * into lo and hi [j1 - j0], in one vectorised loop; -infinity and
+ * +infinity without products.
+ */
+void		gc_pe_bounds(const gc_pe *pe, const gc_pe_tile *t, int64_t i, double *lo, double *hi);
+
+/*
+ * Whether gc_pe_run_where computes the tile rows [i0, i1) x columns
+ * [j0, j1): 0 skips it (neither its product nor the tile function).
+ */
+typedef int (*gc_pe_want_fn) (void *arg, int64_t i0, int64_t i1, int64_t j0, int64_t j1);
+
+/* gc_pe_run over the tiles that want accepts only. */
+gc_status	gc_pe_run_where(gc_pe *pe, gc_pe_want_fn want, gc_pe_fn fn, void *arg);
+
+/*
  * The screen's verdicts for row i against every column of the tile:
  * v [j1 - j0] gets 1 in, 0 out, -1 undecided (gc_pair_decide for each), in
  * one vectorised loop; all -1 without products.
