@@ -33,7 +33,7 @@ extern "C" {
 #endif
 
 /* Bumped whenever a struct or the api table changes incompatibly. */
-#define GC_ABI_VERSION 8
+#define GC_ABI_VERSION 9
 
 typedef enum gc_status
 {
@@ -45,7 +45,9 @@ typedef enum gc_status
 	GC_ERR_CANCELLED,			/* cancel callback answered yes */
 	GC_ERR_INVALID_ARGUMENT,	/* parameters or data rejected; the error says why */
 	GC_ERR_CUDA,				/* any other CUDA or library failure */
-	GC_ERR_INTERNAL				/* broken invariant: a bug */
+	GC_ERR_INTERNAL,			/* broken invariant: a bug */
+	GC_ERR_QUEUE_TIMEOUT,		/* the GPU service's queue: gpuclust.gpu_queue_timeout passed */
+	GC_ERR_UNAVAILABLE			/* the GPU service is not running, or stopped during the call */
 } gc_status;
 
 /*

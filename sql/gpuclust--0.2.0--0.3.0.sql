@@ -32,3 +32,27 @@ COMMENT ON FUNCTION gpu_kmeans_shard_rows(regclass, name, name, text, double pre
 'the rows of one relation (a shard) that a step of k-means|| seeding picks (gpu_kmeans_fit_distributed)';
 
 -- end of k-means on Citus, one call per shard
+
+-- ---------------------------------------------------------------- the GPU service (0.3.0)
+
+-- With gpuclust in shared_preload_libraries, one GPU service process runs
+-- the GPU calls of every session: these show it (no rows without it).
+CREATE FUNCTION gpuclust_service()
+RETURNS TABLE (device_id integer, name text, backend text, pid integer, threads integer,
+               running integer, queued integer, memory_reserved bigint, memory_budget bigint)
+AS 'MODULE_PATHNAME', 'gpuclust_service'
+LANGUAGE C VOLATILE PARALLEL SAFE ROWS 4;
+
+COMMENT ON FUNCTION gpuclust_service() IS
+'the GPU service: per device its worker threads, requests running and queued, and the device memory they reserved of the budget';
+
+CREATE FUNCTION gpuclust_service_requests()
+RETURNS TABLE (pid integer, state text, algorithm text, device_id integer, rows bigint,
+               dims integer, memory bigint, submitted timestamptz, started timestamptz)
+AS 'MODULE_PATHNAME', 'gpuclust_service_requests'
+LANGUAGE C VOLATILE PARALLEL SAFE ROWS 10;
+
+COMMENT ON FUNCTION gpuclust_service_requests() IS
+'the requests the GPU service holds, queued or running: session, algorithm, size and memory estimate';
+
+-- end of the GPU service

@@ -4,7 +4,9 @@
  *    process, on first GPU use.
  *
  * Nothing here runs in the postmaster or in _PG_init: CUDA does not survive
- * fork().  A back end that was not built, is not installed, cannot be loaded
+ * fork().  When the GPU service runs (gpuclust in shared_preload_libraries,
+ * service.c), backends get its proxy instead and only the service loads the
+ * back end, through the same code.  A back end that was not built, is not installed, cannot be loaded
  * (no driver library) or finds no device is an ordinary "no GPU" answer with
  * a reason, never a crash.  The answer is kept for the life of the backend.
  *
@@ -27,6 +29,7 @@
 
 #include "gpuclust.h"
 #include "gpu.h"
+#include "service.h"
 
 static bool gpu_tried = false;
 /* The start-up the glue paid (GC_INIT_DRIVER, GC_INIT_LOAD), until a GPU call reports it. */
@@ -179,6 +182,9 @@ GpuLoad(void)
 const gc_backend_api *
 GcGpuApi(char *reason, size_t reasonlen, gc_status *why)
 {
+	/* with the GPU service, a backend sends its GPU calls there and never loads CUDA */
+	if (GcServiceEnabled() && !IsBackgroundWorker)
+		return GcServiceApi(reason, reasonlen, why);
 	if (!gpu_tried)
 	{
 		gpu_tried = true;

@@ -23,6 +23,7 @@
 #include "pgather.h"
 #include "precision.h"
 #include "range.h"
+#include "service.h"
 #include "tuning.h"
 
 PG_MODULE_MAGIC;
@@ -70,6 +71,7 @@ _PG_init(void)
 	GcOutputDefineGucs();
 	GcScanInit();
 	GcTuningDefineGucs();
+	GcServiceInit();
 	MarkGUCPrefixReserved("gpuclust");
 }
 
@@ -395,6 +397,22 @@ ReportFailure(GcCall *call, const gc_backend_api *api, gc_status status)
 					 errdetail("%s", err->message),
 					 errhint("Use device => 'cpu'.")));
 			break;
+		case GC_ERR_QUEUE_TIMEOUT:
+			ereport(ERROR,
+					(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+					 errmsg("%s of %lld rows waited too long for the GPU",
+							call->algorithm->title, (long long) call->in.n),
+					 errdetail("%s", err->detail[0] ? err->detail : err->message),
+					 errhint("Raise gpuclust.gpu_queue_timeout (0 waits without limit), use device => 'auto' "
+							 "to compute on the CPU past it, or see gpuclust_service_requests().")));
+			break;
+		case GC_ERR_UNAVAILABLE:
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg("%s", err->message),
+					 err->detail[0] ? errdetail("%s", err->detail) : 0,
+					 errhint("Try again in a moment, or use device => 'auto' to compute on the CPU meanwhile.")));
+			break;
 		case GC_ERR_CUDA:
 			ereport(ERROR,
 					(errcode(ERRCODE_EXTERNAL_ROUTINE_EXCEPTION),
@@ -444,12 +462,20 @@ GcCallCompute(GcCall *call, GcRunFn run, void *job)
 		st = RunOn(call, api, run, job);
 		if (st == GC_OK)
 			return;
-		if (st != GC_ERR_OUT_OF_MEMORY || call->requested != GC_DEVICE_AUTO)
+		if ((st != GC_ERR_OUT_OF_MEMORY && st != GC_ERR_QUEUE_TIMEOUT && st != GC_ERR_UNAVAILABLE) ||
+			call->requested != GC_DEVICE_AUTO)
 			ReportFailure(call, api, st);
-		ereport(NOTICE,
-				(errmsg("gpuclust: not enough GPU memory for %s of %lld rows, computing on the CPU",
-						call->algorithm->name, (long long) call->in.n),
-				 errdetail("%s", api->last_error()->message)));
+		if (st == GC_ERR_OUT_OF_MEMORY)
+			ereport(NOTICE,
+					(errmsg("gpuclust: not enough GPU memory for %s of %lld rows, computing on the CPU",
+							call->algorithm->name, (long long) call->in.n),
+					 errdetail("%s", api->last_error()->message)));
+		else
+			ereport(NOTICE,
+					(errmsg("gpuclust: %s of %lld rows computes on the CPU: %s",
+							call->algorithm->name, (long long) call->in.n,
+							st == GC_ERR_QUEUE_TIMEOUT ? "gpuclust.gpu_queue_timeout passed in the GPU service's queue" :
+							api->last_error()->message)));
 	}
 	api = gc_cpu_api();
 	st = RunOn(call, api, run, job);

@@ -1,0 +1,653 @@
+/*
+ * service_main.c
+ *    The GPU service: the background worker that loads the back end once,
+ *    keeps it for the life of the server and runs the requests of every
+ *    backend (service_shm.h says how they travel, service.c is the
+ *    backends' side).
+ *
+ * One main loop and a few worker threads per device.  The main loop is the
+ * only part that calls PostgreSQL: it takes new requests from the slots,
+ * attaches their DSM segments, admits them in order of arrival (first come,
+ * first served: one request per session, so the queue is round-robin over
+ * sessions) while a worker thread and the device-memory budget allow, hands
+ * the thread plain pointers into the segment, and when the thread is done
+ * detaches and sets the backend's latch.  The threads run the back end's
+ * entry point and nothing else; they tell the main loop they finished by
+ * writing a byte into a pipe that the main loop waits on with its latch.
+ * The back end's cancel callback reads the slot's cancel flag.
+ *
+ * With gpuclust.service_backend = 'gpu' (the default) the back end is
+ * gpuclust_cuda.so, loaded here and in no other process of the server; its
+ * entry points run one at a time (every kernel of the back end runs on the
+ * legacy default stream, which serializes the device's work anyway).  With
+ * 'cpu' the CPU back end stands in for it behind the same protocol, for
+ * tests on machines without a GPU.
+ *
+ * A CUDA error that leaves the device unusable (the device no longer
+ * answers after a failed call) fails every open request and ends the
+ * service with exit status 1: the postmaster starts it again after
+ * bgw_restart_time, without restarting the server.
+ */
+#include "postgres.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "miscadmin.h"
+#include "pgstat.h"
+#include "postmaster/bgworker.h"
+#include "postmaster/interrupt.h"
+#include "storage/ipc.h"
+#include "storage/latch.h"
+#include "utils/guc.h"
+#include "utils/resowner.h"
+#include "utils/wait_event.h"
+
+#include "gpu.h"
+#include "service.h"
+#include "service_shm.h"
+
+/* One request handed to a worker thread: plain pointers only. */
+typedef struct SvcJob
+{
+	int			slot;			/* index in gc_service->slots */
+	dsm_segment *seg;			/* the main loop's mapping (the thread does not touch it) */
+	GcSvcRequest *req;			/* the head of the segment */
+	char	   *base;
+	volatile int *cancel;		/* the slot's cancel flag */
+} SvcJob;
+
+typedef struct SvcThread
+{
+	pthread_t	tid;
+	int			device;
+	SvcJob	   *job;			/* NULL: idle */
+	bool		done;			/* the job finished; the main loop takes it */
+	bool		context_lost;	/* the device no longer answers after the job */
+} SvcThread;
+
+static const gc_backend_api *svc_api = NULL;
+static bool svc_serial = false;	/* the back end's entry points run one at a time */
+static pthread_mutex_t svc_mu = PTHREAD_MUTEX_INITIALIZER;	/* guards threads[] and the job handoff */
+static pthread_cond_t svc_cv = PTHREAD_COND_INITIALIZER;
+static pthread_mutex_t svc_api_mu = PTHREAD_MUTEX_INITIALIZER;
+static SvcThread *threads = NULL;
+static int	nthreads = 0;
+static volatile int svc_stopping = 0;
+static int	wake_pipe[2] = {-1, -1};
+/* the segments attached in the main loop, per slot */
+static dsm_segment **attached = NULL;
+
+/* ----------------------------------------------------------------- threads */
+
+/* The back end's cancel callback: the backend's flag, or the service stopping. */
+static int
+JobCancelled(void *arg)
+{
+	SvcJob	   *job = (SvcJob *) arg;
+
+	return *job->cancel || svc_stopping;
+}
+
+/* The stand-in's test delay, in steps that heed cancel; whether it ran out uncancelled. */
+static bool
+TestDelay(SvcJob *job)
+{
+	for (int waited = 0; waited < job->req->test_delay_ms; waited += 10)
+	{
+		struct timespec ts = {0, 10 * 1000 * 1000};
+
+		if (JobCancelled(job))
+			return false;
+		nanosleep(&ts, NULL);
+	}
+	return true;
+}
+
+/* Runs one request on the back end, into its segment. */
+static void
+RunJob(SvcJob *job)
+{
+	GcSvcRequest *r = job->req;
+	GcSvcBuf	bufs[GC_SVC_MAX_BUFS];
+	int			nb = GcSvcBuffers(r, bufs);
+	gc_exec		exec;
+	const void *x = job->base + r->x_offset;
+	gc_status	st;
+
+	for (int i = 0; i < nb; i++)
+		*bufs[i].field = r->offset[i] < 0 ? NULL : job->base + r->offset[i];
+	if (r->op == GC_SVC_HDBSCAN)
+		r->result.hd.tree = r->has_tree ? &r->tree : NULL;
+	memset(&exec, 0, sizeof(exec));
+	exec.struct_size = sizeof(exec);
+	exec.device_id = gc_service_backend_guc == GC_SVC_BACKEND_CPU ? 0 : r->device_id;
+	exec.tuning = r->has_tuning ? &r->tuning : NULL;
+	exec.cancel = JobCancelled;
+	exec.cancel_arg = job;
+	exec.timing = &r->timing;
+	memset(&r->timing, 0, sizeof(r->timing));
+
+	if (gc_service_backend_guc == GC_SVC_BACKEND_CPU && r->test_delay_ms > 0 && !TestDelay(job))
+	{
+		r->status = GC_ERR_CANCELLED;
+		snprintf(r->error.message, sizeof(r->error.message), "cancelled");
+		return;
+	}
+	if (svc_serial)
+		pthread_mutex_lock(&svc_api_mu);
+	switch (r->op)
+	{
+		case GC_SVC_DEVICE_INFO:
+			st = svc_api->device_info(exec.device_id, &r->info);
+			break;
+		case GC_SVC_DBSCAN:
+			st = svc_api->dbscan(&exec, x, r->dtype, r->n, r->d, &r->params.db, &r->result.db);
+			break;
+		case GC_SVC_KMEANS:
+			st = svc_api->kmeans(&exec, x, r->dtype, r->n, r->d, &r->params.km, &r->result.km);
+			break;
+		case GC_SVC_DPEAKS:
+			st = svc_api->density_peaks(&exec, x, r->dtype, r->n, r->d, &r->params.dp, &r->result.dp);
+			break;
+		case GC_SVC_KMEANS_ASSIGN:
+			st = svc_api->kmeans_assign(&exec, x, r->dtype, r->n, r->d, &r->params.ka, &r->result.ka);
+			break;
+		case GC_SVC_HDBSCAN:
+			st = svc_api->hdbscan(&exec, x, r->dtype, r->n, r->d, &r->params.hd, &r->result.hd);
+			break;
+		default:
+			st = GC_ERR_INTERNAL;
+			snprintf(r->error.message, sizeof(r->error.message), "unknown request %d", (int) r->op);
+			break;
+	}
+	r->status = st;
+	if (st != GC_OK && r->op <= GC_SVC_HDBSCAN)
+		r->error = *svc_api->last_error();
+	if (svc_serial)
+		pthread_mutex_unlock(&svc_api_mu);
+}
+
+/* Whether the device still answers after a failed call (a lost context does not). */
+static bool
+DeviceAnswers(int device)
+{
+	gc_device_info info;
+	bool		ok;
+
+	if (svc_serial)
+		pthread_mutex_lock(&svc_api_mu);
+	ok = svc_api->device_info(device, &info) == GC_OK;
+	if (svc_serial)
+		pthread_mutex_unlock(&svc_api_mu);
+	return ok;
+}
+
+/* A worker thread: waits for a job, runs it, tells the main loop. */
+static void *
+ThreadMain(void *arg)
+{
+	SvcThread  *t = (SvcThread *) arg;
+
+	pthread_mutex_lock(&svc_mu);
+	for (;;)
+	{
+		SvcJob	   *job;
+		bool		lost = false;
+		char		b = 1;
+
+		while ((t->job == NULL || t->done) && !svc_stopping)
+			pthread_cond_wait(&svc_cv, &svc_mu);
+		if (t->job == NULL || t->done)
+			break;
+		job = t->job;
+		pthread_mutex_unlock(&svc_mu);
+
+		RunJob(job);
+		if (job->req->status == GC_ERR_CUDA && gc_service_backend_guc == GC_SVC_BACKEND_GPU)
+			lost = !DeviceAnswers(t->device);
+
+		pthread_mutex_lock(&svc_mu);
+		t->done = true;
+		t->context_lost = lost;
+		if (write(wake_pipe[1], &b, 1) < 0)
+		{
+			/* the pipe is full: the main loop is awake already */
+		}
+	}
+	pthread_mutex_unlock(&svc_mu);
+	return NULL;
+}
+
+/* Starts the worker threads with every signal blocked (signals are the main loop's). */
+static void
+StartThreads(int ndev, int per_device)
+{
+	sigset_t	all;
+	sigset_t	old;
+
+	nthreads = ndev * per_device;
+	threads = MemoryContextAllocZero(TopMemoryContext, sizeof(SvcThread) * Max(nthreads, 1));
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	for (int i = 0; i < nthreads; i++)
+	{
+		threads[i].device = i / per_device;
+		if (pthread_create(&threads[i].tid, NULL, ThreadMain, &threads[i]) != 0)
+		{
+			pthread_sigmask(SIG_SETMASK, &old, NULL);
+			ereport(FATAL,
+					(errmsg("gpuclust GPU service could not start its worker threads: %m")));
+		}
+	}
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+}
+
+/* ----------------------------------------------------------------- the main loop */
+
+/* Completes slot s (under the lock): DONE for its backend, or FREE when it went away. */
+static void
+Complete(int s)
+{
+	GcSvcSlot  *slot = &gc_service->slots[s];
+
+	if (attached[s])
+	{
+		dsm_detach(attached[s]);
+		attached[s] = NULL;
+	}
+	if (slot->orphaned)
+	{
+		slot->state = GC_SVC_FREE;
+		return;
+	}
+	slot->state = GC_SVC_DONE;
+	if (slot->latch)
+		SetLatch(slot->latch);
+}
+
+/* Answers a request that did not run, through its segment when attached. */
+static void
+Answer(int s, gc_status st, const char *message, const char *detail, const char *hint)
+{
+	if (attached[s])
+	{
+		GcSvcRequest *r = dsm_segment_address(attached[s]);
+
+		memset(&r->error, 0, sizeof(r->error));
+		r->status = st;
+		strlcpy(r->error.message, message, sizeof(r->error.message));
+		if (detail)
+			strlcpy(r->error.detail, detail, sizeof(r->error.detail));
+		if (hint)
+			strlcpy(r->error.hint, hint, sizeof(r->error.hint));
+	}
+	Complete(s);
+}
+
+/* Takes what the threads finished; whether one of them lost the device. */
+static bool
+CollectDone(void)
+{
+	bool		lost = false;
+	char		buf[64];
+
+	while (read(wake_pipe[0], buf, sizeof(buf)) > 0)
+		;
+	LWLockAcquire(gc_service->lock, LW_EXCLUSIVE);
+	pthread_mutex_lock(&svc_mu);
+	for (int i = 0; i < nthreads; i++)
+	{
+		SvcThread  *t = &threads[i];
+
+		if (t->job == NULL || !t->done)
+			continue;
+		if (t->context_lost)
+			lost = true;
+		{
+			int			s = t->job->slot;
+			GcSvcDevice *dev = &gc_service->devices[t->device];
+
+			dev->running--;
+			dev->reserved -= gc_service->slots[s].memory;
+			pfree(t->job);
+			t->job = NULL;
+			t->done = false;
+			t->context_lost = false;
+			Complete(s);
+		}
+	}
+	pthread_mutex_unlock(&svc_mu);
+	LWLockRelease(gc_service->lock);
+	return lost;
+}
+
+/* An idle worker thread of device dev, or -1. */
+static int
+IdleThread(int dev)
+{
+	for (int i = 0; i < nthreads; i++)
+		if (threads[i].device == dev && threads[i].job == NULL)
+			return i;
+	return -1;
+}
+
+/*
+ * One pass over the slots: attaches new requests, answers the cancelled and
+ * the abandoned, times out the queue, then admits in order of arrival.
+ */
+static void
+Schedule(void)
+{
+	int			nslots = gc_service->nslots;
+	TimestampTz now = GetCurrentTimestamp();
+	bool		blocked[GC_SVC_MAX_DEVICES] = {false};
+
+	/* new requests: attach outside the lock (dsm_attach takes its own) */
+	for (int s = 0; s < nslots; s++)
+	{
+		GcSvcSlot  *slot = &gc_service->slots[s];
+		dsm_handle	h;
+
+		if (slot->state != GC_SVC_SUBMITTED || slot->cancel || slot->orphaned || attached[s] ||
+			slot->generation != gc_service->generation)
+			continue;
+		h = slot->handle;
+		attached[s] = dsm_attach(h);
+		if (attached[s])
+			dsm_pin_mapping(attached[s]);
+	}
+
+	LWLockAcquire(gc_service->lock, LW_EXCLUSIVE);
+	for (int d = 0; d < gc_service->ndevices; d++)
+		gc_service->devices[d].queued = 0;
+	for (int s = 0; s < nslots; s++)
+	{
+		GcSvcSlot  *slot = &gc_service->slots[s];
+
+		if (slot->state != GC_SVC_SUBMITTED && slot->state != GC_SVC_QUEUED)
+			continue;
+		if (slot->generation != gc_service->generation)
+		{
+			/* a service before this one took it: its backend notices and frees it */
+			if (slot->orphaned)
+				slot->state = GC_SVC_FREE;
+			continue;
+		}
+		if (slot->orphaned)
+			Complete(s);
+		else if (slot->cancel)
+			Answer(s, GC_ERR_CANCELLED, "cancelled", NULL, NULL);
+		else if (slot->state == GC_SVC_SUBMITTED && attached[s] == NULL)
+			Answer(s, GC_ERR_INTERNAL, "the GPU service could not attach the request's shared memory", NULL, NULL);
+		else if (slot->device_id < 0 || slot->device_id >= gc_service->ndevices)
+		{
+			char		detail[128];
+
+			snprintf(detail, sizeof(detail), "The GPU service has %d device(s).", gc_service->ndevices);
+			Answer(s, GC_ERR_NO_DEVICE, "no such GPU in the GPU service", detail, NULL);
+		}
+		else if (slot->queue_timeout_ms > 0 &&
+				 TimestampDifferenceExceeds(slot->submitted, now, slot->queue_timeout_ms))
+		{
+			char		detail[256];
+
+			snprintf(detail, sizeof(detail),
+					 "The request waited %d ms behind %d running request(s) for a concurrency slot and %lld bytes of the device's memory budget of %lld bytes.",
+					 slot->queue_timeout_ms, gc_service->devices[slot->device_id].running,
+					 (long long) slot->memory, (long long) gc_service->devices[slot->device_id].budget);
+			Answer(s, GC_ERR_QUEUE_TIMEOUT, "the GPU service's queue is full", detail, NULL);
+		}
+		else
+		{
+			slot->state = GC_SVC_QUEUED;
+			gc_service->devices[slot->device_id].queued++;
+		}
+	}
+
+	/* admission: the oldest queued request of each device, while it fits */
+	for (;;)
+	{
+		int			best = -1;
+		GcSvcSlot  *slot;
+		GcSvcDevice *dev;
+		SvcJob	   *job;
+		int			t;
+
+		for (int s = 0; s < nslots; s++)
+		{
+			GcSvcSlot  *c = &gc_service->slots[s];
+
+			if (c->state == GC_SVC_QUEUED && c->generation == gc_service->generation &&
+				!blocked[c->device_id] &&
+				(best < 0 || c->ticket < gc_service->slots[best].ticket))
+				best = s;
+		}
+		if (best < 0)
+			break;
+		slot = &gc_service->slots[best];
+		dev = &gc_service->devices[slot->device_id];
+		t = IdleThread(slot->device_id);
+		/* a request larger than the whole budget runs alone */
+		if (t < 0 || (dev->running > 0 && dev->reserved + slot->memory > dev->budget))
+		{
+			/* first come, first served: nothing behind it on this device goes first */
+			blocked[slot->device_id] = true;
+			continue;
+		}
+		job = MemoryContextAllocZero(TopMemoryContext, sizeof(SvcJob));
+		job->slot = best;
+		job->seg = attached[best];
+		job->base = dsm_segment_address(attached[best]);
+		job->req = (GcSvcRequest *) job->base;
+		job->cancel = &slot->cancel;
+		slot->state = GC_SVC_RUNNING;
+		slot->started = GetCurrentTimestamp();
+		dev->running++;
+		dev->queued--;
+		dev->reserved += slot->memory;
+		pthread_mutex_lock(&svc_mu);
+		threads[t].job = job;
+		threads[t].done = false;
+		pthread_cond_broadcast(&svc_cv);
+		pthread_mutex_unlock(&svc_mu);
+	}
+	LWLockRelease(gc_service->lock);
+}
+
+/* The budget of each device from gpuclust.service_memory_budget. */
+static void
+SetBudgets(void)
+{
+	LWLockAcquire(gc_service->lock, LW_EXCLUSIVE);
+	for (int d = 0; d < gc_service->ndevices; d++)
+		gc_service->devices[d].budget = gc_service_memory_budget_guc > 0 ?
+			(int64) gc_service_memory_budget_guc * 1024 * 1024 :
+			(int64) (gc_service->devices[d].info.total_memory * GC_SVC_DEFAULT_BUDGET_SHARE);
+	LWLockRelease(gc_service->lock);
+}
+
+/* Asks every running request to stop and waits for the threads to finish them. */
+static void
+StopThreads(void)
+{
+	static bool joined = false;
+
+	if (joined)
+		return;
+	joined = true;
+	svc_stopping = 1;
+	pthread_mutex_lock(&svc_mu);
+	pthread_cond_broadcast(&svc_cv);
+	pthread_mutex_unlock(&svc_mu);
+	for (int i = 0; i < nthreads; i++)
+		pthread_join(threads[i].tid, NULL);
+	/* the threads are gone: what they held is the main loop's to answer */
+	pthread_mutex_lock(&svc_mu);
+	for (int i = 0; i < nthreads; i++)
+		if (threads[i].job)
+		{
+			GcSvcDevice *dev = &gc_service->devices[threads[i].device];
+
+			dev->running--;
+			threads[i].job = NULL;
+		}
+	pthread_mutex_unlock(&svc_mu);
+}
+
+/*
+ * before_shmem_exit (while the segments are still mapped): the service is
+ * going; the threads stop (their requests cancelled) and every open request
+ * is answered, so that no backend waits for it.
+ */
+static void
+ServiceExit(int code, Datum arg)
+{
+	if (gc_service == NULL || threads == NULL)
+		return;
+	StopThreads();
+	LWLockAcquire(gc_service->lock, LW_EXCLUSIVE);
+	gc_service->ready = false;
+	gc_service->service_pid = 0;
+	gc_service->service_latch = NULL;
+	for (int s = 0; attached && s < gc_service->nslots; s++)
+	{
+		GcSvcState st = gc_service->slots[s].state;
+
+		if (st == GC_SVC_SUBMITTED || st == GC_SVC_QUEUED || st == GC_SVC_RUNNING)
+			Answer(s, GC_ERR_UNAVAILABLE, "the gpuclust GPU service stopped during the call",
+				   "The postmaster restarts it; the next call can use it again.", NULL);
+	}
+	for (int d = 0; d < gc_service->ndevices; d++)
+	{
+		gc_service->devices[d].running = 0;
+		gc_service->devices[d].queued = 0;
+		gc_service->devices[d].reserved = 0;
+	}
+	LWLockRelease(gc_service->lock);
+}
+
+/* Loads the back end the service runs; fills the devices or the reason there are none. */
+static void
+LoadBackend(void)
+{
+	char		reason[512] = "";
+	gc_status	why = GC_OK;
+	int32		count = 0;
+
+	if (gc_service_backend_guc == GC_SVC_BACKEND_CPU)
+	{
+		svc_api = gc_cpu_api();
+		svc_serial = false;
+		strlcpy(gc_service->backend_name, "cpu", sizeof(gc_service->backend_name));
+	}
+	else
+	{
+		/* the service has the context for the life of the server: every module now */
+		setenv("CUDA_MODULE_LOADING", "EAGER", 0);
+		svc_api = GcGpuApi(reason, sizeof(reason), &why);
+		svc_serial = true;
+		strlcpy(gc_service->backend_name, "gpu", sizeof(gc_service->backend_name));
+	}
+	if (svc_api != NULL && svc_api->device_count(&count) != GC_OK)
+	{
+		why = GC_ERR_NO_DEVICE;
+		strlcpy(reason, svc_api->last_error()->message, sizeof(reason));
+		count = 0;
+	}
+	count = Min(count, GC_SVC_MAX_DEVICES);
+	for (int d = 0; d < count; d++)
+	{
+		GcSvcDevice *dev = &gc_service->devices[d];
+
+		memset(dev, 0, sizeof(*dev));
+		/* the device's primary context, made here once */
+		if (svc_api->device_info(d, &dev->info) != GC_OK)
+		{
+			why = GC_ERR_NO_DEVICE;
+			snprintf(reason, sizeof(reason), "GPU %d: %s", d, svc_api->last_error()->message);
+			count = 0;
+			break;
+		}
+		if (gc_service_backend_guc == GC_SVC_BACKEND_CPU)
+			strlcpy(dev->info.name, "CPU (the GPU service's test stand-in)", sizeof(dev->info.name));
+		dev->threads = gc_service_threads_guc;
+	}
+	gc_service->ndevices = count;
+	gc_service->why = why;
+	strlcpy(gc_service->reason, reason, sizeof(gc_service->reason));
+}
+
+void
+GcServiceMain(Datum arg)
+{
+	bool		lost = false;
+
+	pqsignal(SIGTERM, SignalHandlerForShutdownRequest);
+	pqsignal(SIGHUP, SignalHandlerForConfigReload);
+	BackgroundWorkerUnblockSignals();
+	if (gc_service == NULL)
+		ereport(FATAL, (errmsg("gpuclust GPU service: its shared memory is missing")));
+	CurrentResourceOwner = ResourceOwnerCreate(NULL, "gpuclust GPU service");
+	attached = MemoryContextAllocZero(TopMemoryContext, sizeof(dsm_segment *) * gc_service->nslots);
+
+	if (pipe(wake_pipe) != 0 || fcntl(wake_pipe[0], F_SETFL, O_NONBLOCK) != 0 ||
+		fcntl(wake_pipe[1], F_SETFL, O_NONBLOCK) != 0)
+		ereport(FATAL, (errmsg("gpuclust GPU service could not make its pipe: %m")));
+
+	/*
+	 * A new generation: requests a service before this one took (it stopped
+	 * without answering them) are not run; their backends notice the new
+	 * generation and free their slots, the abandoned ones are freed here.
+	 */
+	LWLockAcquire(gc_service->lock, LW_EXCLUSIVE);
+	gc_service->generation++;
+	for (int s = 0; s < gc_service->nslots; s++)
+		if (gc_service->slots[s].orphaned)
+			gc_service->slots[s].state = GC_SVC_FREE;
+	LWLockRelease(gc_service->lock);
+
+	LoadBackend();
+	SetBudgets();
+	StartThreads(gc_service->ndevices, gc_service_threads_guc);
+	before_shmem_exit(ServiceExit, (Datum) 0);
+
+	LWLockAcquire(gc_service->lock, LW_EXCLUSIVE);
+	gc_service->service_latch = MyLatch;
+	gc_service->service_pid = MyProcPid;
+	gc_service->ready = true;
+	LWLockRelease(gc_service->lock);
+	ereport(LOG,
+			(errmsg("gpuclust GPU service ready: %d device(s) on the %s back end, %d thread(s) each",
+					gc_service->ndevices, gc_service->backend_name, gc_service_threads_guc),
+			 gc_service->ndevices == 0 ? errdetail("%s", gc_service->reason) : 0));
+
+	while (!ShutdownRequestPending && !lost)
+	{
+		(void) WaitLatchOrSocket(MyLatch,
+								 WL_LATCH_SET | WL_SOCKET_READABLE | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+								 wake_pipe[0], 100, PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+		CHECK_FOR_INTERRUPTS();
+		if (ConfigReloadPending)
+		{
+			ConfigReloadPending = false;
+			ProcessConfigFile(PGC_SIGHUP);
+			SetBudgets();
+		}
+		lost = CollectDone();
+		if (!lost)
+			Schedule();
+	}
+
+	/* stopping: ServiceExit cancels and answers what is open */
+	if (lost)
+		ereport(LOG,
+				(errmsg("gpuclust GPU service lost its GPU context; restarting"),
+				 errdetail("A CUDA error left the device unusable in this process; the open requests fail with an error.")));
+	proc_exit(1);
+}
