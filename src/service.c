@@ -458,8 +458,14 @@ Submit(GcSvcRequest *r, const gc_exec *exec, const void *x)
 	}
 
 	/* the answer */
-	st = head->status;
+	st = slot->answer;
 	proxy_error = head->error;
+	if (cancelled)
+		st = ProxyFail(GC_ERR_CANCELLED, "cancelled", NULL, NULL);
+	else if (st != GC_OK && proxy_error.message[0] == '\0')
+		st = ProxyFail(st == GC_ERR_UNAVAILABLE ? GC_ERR_UNAVAILABLE : GC_ERR_INTERNAL,
+					   st == GC_ERR_UNAVAILABLE ? "the gpuclust GPU service stopped during the call" :
+					   "the gpuclust GPU service answered without running the request", NULL, NULL);
 	if (exec && exec->timing)
 		*exec->timing = head->timing;
 	if (st == GC_OK)
@@ -481,8 +487,6 @@ Submit(GcSvcRequest *r, const gc_exec *exec, const void *x)
 		r->tree = answer.tree;
 		r->info = answer.info;
 	}
-	if (cancelled && st == GC_OK)
-		st = ProxyFail(GC_ERR_CANCELLED, "cancelled", NULL, NULL);
 	LWLockAcquire(gc_service->lock, LW_EXCLUSIVE);
 	slot->state = GC_SVC_FREE;
 	LWLockRelease(gc_service->lock);

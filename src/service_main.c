@@ -68,6 +68,8 @@ typedef struct SvcThread
 	SvcJob	   *job;			/* NULL: idle */
 	bool		done;			/* the job finished; the main loop takes it */
 	bool		context_lost;	/* the device no longer answers after the job */
+	bool		have_info;		/* info was read after the job */
+	gc_device_info info;
 } SvcThread;
 
 static const gc_backend_api *svc_api = NULL;
@@ -172,16 +174,15 @@ RunJob(SvcJob *job)
 		pthread_mutex_unlock(&svc_api_mu);
 }
 
-/* Whether the device still answers after a failed call (a lost context does not). */
+/* Reads the device's state after a call; whether it answers (a lost context does not). */
 static bool
-DeviceAnswers(int device)
+DeviceAnswers(int device, gc_device_info *info)
 {
-	gc_device_info info;
 	bool		ok;
 
 	if (svc_serial)
 		pthread_mutex_lock(&svc_api_mu);
-	ok = svc_api->device_info(device, &info) == GC_OK;
+	ok = svc_api->device_info(device, info) == GC_OK;
 	if (svc_serial)
 		pthread_mutex_unlock(&svc_api_mu);
 	return ok;
@@ -197,7 +198,9 @@ ThreadMain(void *arg)
 	for (;;)
 	{
 		SvcJob	   *job;
-		bool		lost = false;
+		bool		lost;
+		bool		answers;
+		gc_device_info info;
 		char		b = 1;
 
 		while ((t->job == NULL || t->done) && !svc_stopping)
@@ -208,12 +211,16 @@ ThreadMain(void *arg)
 		pthread_mutex_unlock(&svc_mu);
 
 		RunJob(job);
-		if (job->req->status == GC_ERR_CUDA && gc_service_backend_guc == GC_SVC_BACKEND_GPU)
-			lost = !DeviceAnswers(t->device);
+		answers = DeviceAnswers(t->device, &info);
+		lost = !answers && job->req->status == GC_ERR_CUDA &&
+			gc_service_backend_guc == GC_SVC_BACKEND_GPU;
 
 		pthread_mutex_lock(&svc_mu);
 		t->done = true;
 		t->context_lost = lost;
+		t->have_info = answers;
+		if (answers)
+			t->info = info;
 		if (write(wake_pipe[1], &b, 1) < 0)
 		{
 			/* the pipe is full: the main loop is awake already */
@@ -257,6 +264,7 @@ Complete(int s)
 
 	if (attached[s])
 	{
+		slot->answer = ((GcSvcRequest *) dsm_segment_address(attached[s]))->status;
 		dsm_detach(attached[s]);
 		attached[s] = NULL;
 	}
@@ -274,6 +282,7 @@ Complete(int s)
 static void
 Answer(int s, gc_status st, const char *message, const char *detail, const char *hint)
 {
+	gc_service->slots[s].answer = st;
 	if (attached[s])
 	{
 		GcSvcRequest *r = dsm_segment_address(attached[s]);
@@ -314,6 +323,8 @@ CollectDone(void)
 
 			dev->running--;
 			dev->reserved -= gc_service->slots[s].memory;
+			if (t->have_info)
+				dev->info.free_memory = t->info.free_memory;
 			pfree(t->job);
 			t->job = NULL;
 			t->done = false;
@@ -390,6 +401,16 @@ Schedule(void)
 
 			snprintf(detail, sizeof(detail), "The GPU service has %d device(s).", gc_service->ndevices);
 			Answer(s, GC_ERR_NO_DEVICE, "no such GPU in the GPU service", detail, NULL);
+		}
+		else if (slot->op == GC_SVC_DEVICE_INFO)
+		{
+			/* from what the service knows, without waiting for a worker thread */
+			GcSvcRequest *r = dsm_segment_address(attached[s]);
+
+			r->info = gc_service->devices[slot->device_id].info;
+			memset(&r->error, 0, sizeof(r->error));
+			r->status = GC_OK;
+			Complete(s);
 		}
 		else if (slot->queue_timeout_ms > 0 &&
 				 TimestampDifferenceExceeds(slot->submitted, now, slot->queue_timeout_ms))

@@ -68,13 +68,14 @@ typedef struct GcSvcSlot
 	TimestampTz submitted;
 	TimestampTz started;
 	volatile int cancel;		/* set by the backend; read by the worker thread */
+	gc_status	answer;			/* the status, once DONE (also when the segment was never attached) */
 	bool		orphaned;		/* the backend went away: the service frees the slot */
 } GcSvcSlot;
 
 /* Per device, as the service runs it. */
 typedef struct GcSvcDevice
 {
-	gc_device_info info;
+	gc_device_info info;		/* free_memory as read after the last request */
 	int32		threads;
 	int32		running;
 	int32		queued;

@@ -368,3 +368,19 @@ def test_stopped_service_restarts_alone(server, conn, device):
     assert one(conn, "SELECT backend_start FROM pg_stat_activity WHERE pid = pg_backend_pid()") == backend_start
     wait_for(lambda: nothing_held(conn))
     assert rows(conn, DBSCAN, ("gpu",)) == rows(conn, DBSCAN, ("cpu",))
+
+
+def test_devices_do_not_wait_behind_running_requests(server, conn):
+    calls = [Call(server, DBSCAN, ("gpu",), slow(60000)) for _ in range(2)]
+    wait_for(lambda: states(conn) == ["running", "running"])
+    with conn.cursor() as cur:
+        cur.execute("SET gpuclust.gpu_queue_timeout = 0")
+        cur.execute("SELECT device_id, name FROM gpuclust_devices()")
+        assert cur.fetchall() == [(0, "CPU (the GPU service's test stand-in)")]
+    # answered while both worker threads were still busy
+    assert states(conn) == ["running", "running"]
+    for c in calls:
+        assert one(conn, "SELECT pg_cancel_backend(%s)", (c.pid,))
+        c.join()
+        assert isinstance(c.error, psycopg2.errors.QueryCanceled)
+    wait_for(lambda: nothing_held(conn))
