@@ -11,7 +11,8 @@
  *
  *   .bench/hdbscan_bench SHAPE N D MIN_CLUSTER_SIZE MIN_SAMPLES [--reps R]
  *                        [--cpu-reps R] [--no-cpu] [--no-gpu] [--f64] [--threads T]
- *                        [--gpu-threads T] [--debug] [--cpu-debug] [--lib PATH] [--json FILE] [--header]
+ *                        [--gpu-threads T] [--debug] [--cpu-debug] [--cosine] [--pair-path P]
+ *                        [--lib PATH] [--json FILE] [--header]
  *
  *   SHAPE      a shape of gc_testdata.h (blobs, gantao, uniform, ...)
  *   --reps     GPU runs after the warm-up (default 5); the best is printed
@@ -22,6 +23,9 @@
  *   --gpu-threads  host threads of the GPU back end's host part (default 0: all)
  *   --debug    tuning.debug: the GPU back end prints its searches and rounds to stderr
  *   --cpu-debug  tuning.debug for the CPU back end: its tree, searches and rounds to stderr
+ *   --cosine   the cosine metric (the rows scaled to unit length first, as the extension does)
+ *   --pair-path  tuning.pair_path (gpuclust.pair_path): pairs, index or auto (default auto:
+ *              the pair engine from 16 features on)
  *   --lib      the GPU back end (default $GPUCLUST_CUDA_SO, else ./gpuclust_cuda.so)
  *   --json     also append the figures to FILE as one JSON object on one line
  *   --header   print the table's header first
@@ -202,7 +206,8 @@ usage(void)
 	fprintf(stderr,
 			"usage: hdbscan_bench SHAPE N D MIN_CLUSTER_SIZE MIN_SAMPLES [--reps R] [--cpu-reps R]\n"
 			"                     [--no-cpu] [--no-gpu] [--f64] [--threads T] [--gpu-threads T]\n"
-			"                     [--debug] [--cpu-debug] [--lib PATH]\n"
+			"                     [--debug] [--cpu-debug] [--cosine] [--pair-path pairs|index|auto]\n"
+			"                     [--lib PATH]\n"
 			"                     [--json FILE] [--header]\n");
 	exit(2);
 }
@@ -222,7 +227,8 @@ main(int argc, char **argv)
 				no_cpu = 0,
 				no_gpu = 0,
 				f64 = 0,
-				header = 0;
+				header = 0,
+				cosine = 0;
 	gc_tuning	gtun = gc_tuning_defaults(),
 				ctun = gc_tuning_defaults();
 	gc_hdbscan_params p;
@@ -262,6 +268,14 @@ main(int argc, char **argv)
 			gtun.debug = 1;
 		else if (strcmp(argv[i], "--cpu-debug") == 0)
 			ctun.debug = 1;
+		else if (strcmp(argv[i], "--cosine") == 0)
+			cosine = 1;
+		else if (strcmp(argv[i], "--pair-path") == 0 && i + 1 < argc)
+		{
+			i++;
+			gtun.pair_path = ctun.pair_path = strcmp(argv[i], "pairs") == 0 ? 1
+				: strcmp(argv[i], "index") == 0 ? -1 : 0;
+		}
 		else if (strcmp(argv[i], "--lib") == 0 && i + 1 < argc)
 			lib = argv[++i];
 		else if (strcmp(argv[i], "--json") == 0 && i + 1 < argc)
@@ -291,12 +305,17 @@ main(int argc, char **argv)
 		x = xd;
 	}
 
+	if (cosine && gc_unit_rows(x, f64 ? GC_F64 : GC_F32, n, d) >= 0)
+	{
+		fprintf(stderr, "hdbscan_bench: a zero row has no direction for the cosine metric\n");
+		return 2;
+	}
 	memset(&p, 0, sizeof(p));
 	p.struct_size = sizeof(p);
 	p.min_cluster_size = mcs;
 	p.min_samples = ms;
 	p.method = GC_HDBSCAN_EOM;
-	p.metric = GC_METRIC_EUCLIDEAN;
+	p.metric = cosine ? GC_METRIC_COSINE : GC_METRIC_EUCLIDEAN;
 
 	answer_alloc(&g, n);
 	answer_alloc(&gt, n);
@@ -349,7 +368,8 @@ main(int argc, char **argv)
 				   "rounds | distances | cpu wall ms (threads) | cpu core / MST / host ms | "
 				   "clusters | noise | answers |\n"
 				   "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
-		printf("| %s%s | %lld | %d | %d | %d | ", shape, f64 ? " f64" : "", (long long) n, d, mcs, ms);
+		printf("| %s%s%s%s | %lld | %d | %d | %d | ", shape, f64 ? " f64" : "", cosine ? " cosine" : "",
+			   ctun.pair_path > 0 ? " pairs" : ctun.pair_path < 0 ? " index" : "", (long long) n, d, mcs, ms);
 		if (g.ran && g.status == GC_OK)
 			printf("%.1f | %.1f / %.1f / %.1f / %.1f / %.1f | %lld | %lld | ", g.wall_ms,
 				   g.timing.to_device_ms, g.timing.phase_ms[0], g.timing.phase_ms[1],

@@ -122,7 +122,7 @@ DefineTuningGucs(void)
 							 NULL, &cpu_blas_guc, true,
 							 PGC_USERSET, flags, NULL, NULL, NULL);
 	DefineCustomEnumVariable("gpuclust.pair_path",
-							 "DBSCAN and density peaks: auto (the pair engine from 16 features on), pairs (always the pair engine) or index (never).",
+							 "DBSCAN, density peaks, and HDBSCAN on the CPU: auto (the pair engine from 16 features on), pairs (always the pair engine) or index (never).",
 							 NULL, &pair_path_guc, 0, pair_path_options,
 							 PGC_USERSET, flags, NULL, NULL, NULL);
 	DefineCustomEnumVariable("gpuclust.pair_screen",

@@ -141,6 +141,27 @@ def tie_data(seed):
     return X[rng.permutation(len(X))]
 
 
+def tie_data_wide(seed, d):
+    """tie_data in d features (16, 64: the CPU back end's pair engine): rounded to 1 decimal,
+    duplicates, a far outlier."""
+    rng = np.random.default_rng(seed)
+    centers = rng.uniform(-3, 3, size=(4, d))
+    parts = [rng.normal(c, s, size=(m, d)) for c, s, m in zip(centers, (0.4, 0.3, 0.6, 1.0),
+                                                               (120, 100, 80, 60))]
+    X = np.vstack(parts + [rng.uniform(-8, 8, size=(30, d)), np.full((1, d), 1e4)])
+    X = np.round(X, 1)
+    X = np.vstack([X, X[:25]])          # exact duplicates
+    return X[rng.permutation(len(X))]
+
+
+def data_set(name):
+    if name == "lattice":
+        return lattice()
+    if name.startswith("wide"):
+        return tie_data_wide(7, int(name[4:]))
+    return tie_data(int(name[-1]))
+
+
 def lattice():
     g = np.arange(0, 12) * 0.5
     X = np.array([(x, y) for x in g for y in g])
@@ -161,10 +182,12 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize("data", ["ties0", "ties1", "lattice"])
+# wide16 and wide64 run on the CPU back end's pair engine (from 16 features on), the others
+# on its k-d tree
+@pytest.mark.parametrize("data", ["ties0", "ties1", "lattice", "wide16", "wide64"])
 @pytest.mark.parametrize("case", range(len(CASES)))
 def test_tie_rule_equals_sklearn_tree(conn, data, case):
-    X = lattice() if data == "lattice" else tie_data(int(data[-1]))
+    X = data_set(data)
     kw = CASES[case]
     load_matrix(conn, "hdb_ties", X, sqltype="double precision")
     labels, probs, _ = run(conn, "hdb_ties", **kw)
@@ -177,11 +200,11 @@ def test_tie_rule_equals_sklearn_tree(conn, data, case):
     assert np.array_equal(probs, ref_probs), f"max diff {np.abs(probs - ref_probs).max()}"
 
 
-@pytest.mark.parametrize("data", ["ties0", "ties1", "lattice"])
+@pytest.mark.parametrize("data", ["ties0", "ties1", "lattice", "wide16", "wide64"])
 @pytest.mark.parametrize("mcs,ms", [(5, None), (10, 3), (15, None), (2, 1)])
 def test_tree_rows_equal_sklearn_condensed_tree(conn, data, mcs, ms):
     """gpu_hdbscan_tree's rows after the root: scikit-learn's _condense_tree, row for row."""
-    X = lattice() if data == "lattice" else tie_data(int(data[-1]))
+    X = data_set(data)
     n = len(X)
     load_matrix(conn, "hdb_tree", X, sqltype="double precision")
     edges, _ = tie_rule_mst(X, ms or mcs)
@@ -216,7 +239,7 @@ def tie_free(seed, n=600, d=2):
 # Fixed data sets; those whose scikit-learn answer does not depend on the
 # order of tied edges are compared, and there must be many of them.
 FREE_CASES = [(seed, d, mcs, ms, method)
-              for seed in range(1, 7) for d in (2, 3, 8)
+              for seed in range(1, 7) for d in (2, 3, 8, 16, 64)
               for (mcs, ms, method) in [(15, 15, "eom"), (10, 4, "eom"), (20, 20, "leaf"),
                                         (10, 1, "eom")]]
 

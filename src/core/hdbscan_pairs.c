@@ -25,11 +25,15 @@
  * the round before that still leaves it, and every edge found lowers it
  * (shared by the threads); a row whose proved lower bound (its core
  * distance, raised by what its last full search proved) is above its
- * component's bound is not searched.  Each round the rows are put in the
- * order of their components, the searched rows of each first, and the
- * engine prepared on that order: a row block with no row to search and a
- * tile whose rows and columns all lie in one component are skipped whole
- * (gc_pe_run_where), and a row skips its own component's columns.
+ * component's bound is not searched.  A full search also proves the least
+ * max(core2_j, screened lower bound) over the other components' rows j,
+ * which stays a bound while components only merge, and rows deep inside a
+ * component stop being searched.  Each round the rows to search come
+ * first, then the others, each part in the order of the components, and
+ * the engine is prepared on that order: the row blocks past the rows to
+ * search and the tiles whose rows and columns all lie in one component are
+ * skipped whole (gc_pe_run_where), and a row skips its own component's
+ * columns.
  *
  * Memory is linear in the rows: a copy of the rows in the round's order,
  * the engine's operands, and at most HP_NBR_MAX neighbours a row.
@@ -69,6 +73,7 @@ typedef struct hp_ws
 	double	   *bhi;			/* [threads, GC_PE_BJ] and upper bounds */
 	/* by row */
 	double	   *core;			/* [n] core distances */
+	double	   *core2;			/* [n] their dist2 */
 	int32_t    *nbr;			/* [n, kk] the kk nearest, for the first round; NULL: not kept */
 	uint8_t    *ball;			/* [n] 1: nbr holds every row within the core distance */
 	double	   *lb;				/* [n] a lower bound of the weight of the row's edges to other components */
@@ -82,11 +87,17 @@ typedef struct hp_ws
 	int32_t    *row;			/* [n] position -> row */
 	int32_t    *pcomp;			/* [n] */
 	double	   *pcore;			/* [n] */
-	int64_t    *seg0;			/* [n] the first position of the position's component */
-	int64_t    *seg1;			/* [n] one past its last */
+	double	   *pc2;			/* [n] core dist2 */
+	int64_t    *seg0;			/* [n] the first position of the run of the position's component */
 	uint8_t    *act;			/* [n] 1: searched this round */
 	double	   *gwmin;			/* [n] the least component bound the search saw; -1: cut short */
-	uint8_t    *bact;			/* [row blocks] 1: some row to search */
+	double	   *kmin;			/* [n] the least max(core2_j, lower bound) over other components' j */
+	int64_t		nact;			/* rows searched this round: positions [0, nact) */
+	/* by component: its rows to search [sa0, sa1) and the others [sb0, sb1), in positions */
+	int64_t    *sa0;
+	int64_t    *sa1;
+	int64_t    *sb0;
+	int64_t    *sb1;
 	void	   *xs;				/* [n, d] the rows in the round's order */
 	uint8_t    *done;			/* [n] by row: the first round's least edge found from the lists */
 	int64_t		evals;			/* distances of the first round's lists */
@@ -276,6 +287,7 @@ hp_core_tile(void *arg, gc_worker *w, gc_pe_tile *t, int *done)
 			else
 				core2 = h[0];
 			ws->core[i] = gc_metric_distance(ws->metric, core2);
+			ws->core2[i] = core2;
 			if (ws->nbr != NULL)
 			{
 				/* every row within the core distance is kept when the next lies beyond it */
@@ -315,11 +327,36 @@ static int
 hp_want(void *arg, int64_t i0, int64_t i1, int64_t j0, int64_t j1)
 {
 	hp_ws	   *ws = (hp_ws *) arg;
-	int64_t		s = ws->seg0[i0];
 
-	if (!ws->bact[i0 / GC_PE_BI])
+	if (i0 >= ws->nact)
 		return 0;
-	return !(ws->seg0[i1 - 1] == s && ws->seg0[j0] == s && ws->seg0[j1 - 1] == s);
+	return !(ws->seg0[i1 - 1] == ws->seg0[i0] && ws->seg0[j1 - 1] == ws->seg0[j0] &&
+			 ws->pcomp[i0] == ws->pcomp[j0]);
+}
+
+/* The least max(pc2[q], lo[q - j0]) over positions [a, b) (+infinity when empty). */
+static inline double
+hp_kmin(const double *pc2, const double *lo, int64_t j0, int64_t a, int64_t b)
+{
+	double		m[4] = {INFINITY, INFINITY, INFINITY, INFINITY};
+	int64_t		q = a;
+
+	for (; q + 4 <= b; q += 4)
+		for (int u = 0; u < 4; u++)
+		{
+			double		k = pc2[q + u] > lo[q + u - j0] ? pc2[q + u] : lo[q + u - j0];
+
+			m[u] = k < m[u] ? k : m[u];
+		}
+	for (; q < b; q++)
+	{
+		double		k = pc2[q] > lo[q - j0] ? pc2[q] : lo[q - j0];
+
+		m[0] = k < m[0] ? k : m[0];
+	}
+	m[0] = m[1] < m[0] ? m[1] : m[0];
+	m[2] = m[3] < m[2] ? m[3] : m[2];
+	return m[2] < m[0] ? m[2] : m[0];
 }
 
 /*
@@ -350,7 +387,8 @@ hp_round_tile(void *arg, gc_worker *w, gc_pe_tile *t, int *done)
 					cmax,
 					t2;
 		int			found = 0;
-		int64_t		ranges[2][2];
+		int64_t		ranges[3][2];
+		double		km = INFINITY;
 
 		if (!ws->act[p] || ws->gwmin[p] < 0)
 			continue;
@@ -370,12 +408,30 @@ hp_round_tile(void *arg, gc_worker *w, gc_pe_tile *t, int *done)
 		cmax = bw < gw ? bw : gw;
 		t2 = gc_metric_dist2_le(metric, cmax);
 		gc_pe_bounds(pe, t, p, lo, hi);
-		/* the tile's columns before and after the row's own component */
+		/* the tile's columns outside the row's own component (its two runs) */
 		ranges[0][0] = t->j0;
-		ranges[0][1] = ws->seg0[p] < t->j1 ? ws->seg0[p] : t->j1;
-		ranges[1][0] = ws->seg1[p] > t->j0 ? ws->seg1[p] : t->j0;
-		ranges[1][1] = t->j1;
-		for (int g = 0; g < 2; g++)
+		ranges[0][1] = ws->sa0[c];
+		ranges[1][0] = ws->sa1[c];
+		ranges[1][1] = ws->sb0[c];
+		ranges[2][0] = ws->sb1[c];
+		ranges[2][1] = t->j1;
+		for (int g = 0; g < 3; g++)
+		{
+			ranges[g][0] = ranges[g][0] > t->j0 ? ranges[g][0] : t->j0;
+			ranges[g][1] = ranges[g][1] < t->j1 ? ranges[g][1] : t->j1;
+			if (ranges[g][0] < ranges[g][1])
+			{
+				double		k = hp_kmin(ws->pc2, lo, t->j0, ranges[g][0], ranges[g][1]);
+
+				km = k < km ? k : km;
+			}
+		}
+		if (km < ws->kmin[p])
+			ws->kmin[p] = km;
+		/* every column's dist2 or core dist2 is above t2: none can beat the bounds */
+		if (km > t2)
+			continue;
+		for (int g = 0; g < 3; g++)
 			for (int64_t q = ranges[g][0]; q < ranges[g][1]; q++)
 			{
 				double		d2,
@@ -477,53 +533,56 @@ hp_first_block(void *arg, gc_worker *w, int64_t b, int64_t e)
 }
 
 /*
- * Puts the rows in the order of their components (the rows to search,
- * act_row, first in each), fills the per-position arrays and the copy of
- * the rows in that order; cnt [n] is scratch.
+ * Puts the rows to search (act_row) first and the others after, each part
+ * in the order of the components, fills the per-position and per-component
+ * arrays and the copy of the rows in that order; cnt [n] is scratch.
  */
 static void
 hp_order(hp_ws *ws, const uint8_t *act_row, int64_t *cnt)
 {
 	int64_t		n = ws->n,
-				sum = 0,
-				blocks = (n + GC_PE_BI - 1) / GC_PE_BI;
+				sum = 0;
 	size_t		es = gc_dtype_size(ws->dtype) * (size_t) ws->d;
 
-	memset(cnt, 0, sizeof(int64_t) * (size_t) n);
+	/* rows to search per component in sa1, the others in sb1, then the starts */
+	memset(ws->sa1, 0, sizeof(int64_t) * (size_t) n);
+	memset(ws->sb1, 0, sizeof(int64_t) * (size_t) n);
 	for (int64_t i = 0; i < n; i++)
-		cnt[ws->comp[i]]++;
-	for (int64_t c = 0; c < n; c++)
+		(act_row[i] ? ws->sa1 : ws->sb1)[ws->comp[i]]++;
+	for (int part = 0; part < 2; part++)
 	{
-		int64_t		m = cnt[c];
+		int64_t    *s0 = part ? ws->sb0 : ws->sa0,
+				   *s1 = part ? ws->sb1 : ws->sa1;
 
-		cnt[c] = sum;
-		sum += m;
+		for (int64_t c = 0; c < n; c++)
+		{
+			s0[c] = sum;
+			sum += s1[c];
+			s1[c] = s0[c] + s1[c];
+		}
+		if (part == 0)
+			ws->nact = sum;
 	}
-	/* cnt[c]: the next free position of component c; its rows to search first */
-	for (int pass = 1; pass >= 0; pass--)
+	for (int part = 0; part < 2; part++)
+	{
+		memcpy(cnt, part ? ws->sb0 : ws->sa0, sizeof(int64_t) * (size_t) n);
 		for (int64_t i = 0; i < n; i++)
-			if (act_row[i] == pass)
-			{
-				int64_t		p = cnt[ws->comp[i]]++;
-
-				ws->row[p] = (int32_t) i;
-			}
-	memset(ws->bact, 0, (size_t) blocks);
+			if (act_row[i] == !part)
+				ws->row[cnt[ws->comp[i]]++] = (int32_t) i;
+	}
 	for (int64_t p = 0; p < n; p++)
 	{
 		int32_t		i = ws->row[p];
 
 		ws->pcomp[p] = ws->comp[i];
 		ws->pcore[p] = ws->core[i];
+		ws->pc2[p] = ws->core2[i];
 		ws->act[p] = act_row[i];
 		ws->gwmin[p] = INFINITY;
-		ws->bact[p / GC_PE_BI] |= act_row[i];
-		/* cnt[c] is now one past the component's last position */
-		ws->seg1[p] = cnt[ws->comp[i]];
+		ws->kmin[p] = INFINITY;
+		ws->seg0[p] = p > 0 && ws->pcomp[p - 1] == ws->pcomp[p] ? ws->seg0[p - 1] : p;
 		memcpy((char *) ws->xs + (size_t) p * es, (const char *) ws->x + (size_t) i * es, es);
 	}
-	for (int64_t p = 0; p < n; p++)
-		ws->seg0[p] = p > 0 && ws->pcomp[p - 1] == ws->pcomp[p] ? ws->seg0[p - 1] : p;
 }
 
 /* The minimum spanning tree into mst [n - 1]. */
@@ -613,8 +672,12 @@ hp_boruvka(hp_ws *ws, gc_hdbscan_edge *mst, double t_screen, int64_t *exact)
 				if (ws->act[p] && ws->gwmin[p] >= 0)
 				{
 					int32_t		i = ws->row[p];
-					double		proved = ws->best_w[i] < ws->gwmin[p] ? ws->best_w[i] : ws->gwmin[p];
+					double		proved = ws->best_w[i] < ws->gwmin[p] ? ws->best_w[i] : ws->gwmin[p],
+								far = gc_metric_distance(ws->metric,
+														 ws->pc2[p] > ws->kmin[p] ? ws->pc2[p] : ws->kmin[p]);
 
+					/* and none less than its least lower bound to another component's row */
+					proved = far > proved ? far : proved;
 					if (proved > ws->lb[i])
 						ws->lb[i] = proved;
 				}
@@ -702,11 +765,16 @@ hp_free(hp_ws *ws)
 	free(ws->row);
 	free(ws->pcomp);
 	free(ws->pcore);
+	free(ws->core2);
+	free(ws->pc2);
 	free(ws->seg0);
-	free(ws->seg1);
 	free(ws->act);
 	free(ws->gwmin);
-	free(ws->bact);
+	free(ws->kmin);
+	free(ws->sa0);
+	free(ws->sa1);
+	free(ws->sb0);
+	free(ws->sb1);
 	free(ws->xs);
 }
 
@@ -746,17 +814,22 @@ gc_hdbscan_pairs(gc_core_ctx *ctx, const void *x, gc_dtype dtype, int64_t n, int
 	ws.row = (int32_t *) malloc(sizeof(int32_t) * (size_t) n);
 	ws.pcomp = (int32_t *) malloc(sizeof(int32_t) * (size_t) n);
 	ws.pcore = (double *) malloc(sizeof(double) * (size_t) n);
+	ws.core2 = (double *) malloc(sizeof(double) * (size_t) n);
+	ws.pc2 = (double *) malloc(sizeof(double) * (size_t) n);
 	ws.seg0 = (int64_t *) malloc(sizeof(int64_t) * (size_t) n);
-	ws.seg1 = (int64_t *) malloc(sizeof(int64_t) * (size_t) n);
 	ws.act = (uint8_t *) malloc((size_t) n);
 	ws.gwmin = (double *) malloc(sizeof(double) * (size_t) n);
-	ws.bact = (uint8_t *) malloc((size_t) ((n + GC_PE_BI - 1) / GC_PE_BI));
+	ws.kmin = (double *) malloc(sizeof(double) * (size_t) n);
+	ws.sa0 = (int64_t *) malloc(sizeof(int64_t) * (size_t) n);
+	ws.sa1 = (int64_t *) malloc(sizeof(int64_t) * (size_t) n);
+	ws.sb0 = (int64_t *) malloc(sizeof(int64_t) * (size_t) n);
+	ws.sb1 = (int64_t *) malloc(sizeof(int64_t) * (size_t) n);
 	ws.xs = malloc(gc_dtype_size(dtype) * (size_t) n * (size_t) d);
 	if (!ws.blo || !ws.bhi || !ws.lb || !ws.best_w || !ws.best_lo || !ws.best_hi || !ws.best_q || !ws.comp ||
-		!ws.comp_bound || !ws.row || !ws.pcomp || !ws.pcore || !ws.seg0 || !ws.seg1 || !ws.act || !ws.gwmin ||
-		!ws.bact || !ws.xs)
+		!ws.comp_bound || !ws.row || !ws.pcomp || !ws.pcore || !ws.core2 || !ws.pc2 || !ws.seg0 || !ws.act ||
+		!ws.gwmin || !ws.kmin || !ws.sa0 || !ws.sa1 || !ws.sb0 || !ws.sb1 || !ws.xs)
 	{
-		st = gc_core_oom(ctx, (size_t) n * (96 + gc_dtype_size(dtype) * (size_t) d),
+		st = gc_core_oom(ctx, (size_t) n * (160 + gc_dtype_size(dtype) * (size_t) d),
 						 "out of memory for HDBSCAN of %lld rows", (long long) n);
 		goto done;
 	}
