@@ -183,7 +183,7 @@ const gc_backend_api *
 GcGpuApi(char *reason, size_t reasonlen, gc_status *why)
 {
 	/* with the GPU service, a backend sends its GPU calls there and never loads CUDA */
-	if (GcServiceEnabled() && !IsBackgroundWorker)
+	if (GcServiceEnabled())
 		return GcServiceApi(reason, reasonlen, why);
 	if (!gpu_tried)
 	{

@@ -169,10 +169,13 @@ GcServiceInit(void)
 	service_registered = true;
 }
 
+/* Set in the service process itself: there the back end is loaded directly. */
+bool		gc_in_service = false;
+
 bool
 GcServiceEnabled(void)
 {
-	return service_registered && gc_service != NULL;
+	return service_registered && gc_service != NULL && !gc_in_service;
 }
 
 /* ----------------------------------------------------------------- the proxy */

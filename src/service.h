@@ -19,7 +19,10 @@ extern int	gc_gpu_queue_timeout_guc;
  */
 extern void GcServiceInit(void);
 
-/* Whether GPU calls of this server go through the service (it was registered at start). */
+/* True in the service process, which loads the back end itself. */
+extern bool gc_in_service;
+
+/* Whether this process sends its GPU calls to the service (it was registered at start). */
 extern bool GcServiceEnabled(void);
 
 /*

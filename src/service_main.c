@@ -608,6 +608,7 @@ GcServiceMain(Datum arg)
 {
 	bool		lost = false;
 
+	gc_in_service = true;
 	pqsignal(SIGTERM, SignalHandlerForShutdownRequest);
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
 	BackgroundWorkerUnblockSignals();
