@@ -20,6 +20,8 @@
  *
  *  dc          n <= 50,000: radix select over all ordered pairs; larger n:
  *              2^22 seeded sample pairs (cuda/dpeaks_dc.cu).
+ *  From 16 features on (gc_pair_engine_chosen), rho and delta run on the
+ *  pair engine instead (cuda/dpeaks_pairs.cu); otherwise:
  *  rho         gaussian: every pair in shared-memory tiles, fixed-point
  *              terms summed in 128-bit integers, far tiles skipped in Morton
  *              order for d <= 3; cutoff: the grid index (d <= 3) or all
@@ -41,17 +43,27 @@ namespace dpeaks {
 namespace {
 
 /* Device bytes at the largest moment, the delta phase. */
-int64_t bytes_estimate(const Workspace &w)
+int64_t bytes_estimate(const Workspace &w, int64_t esize)
 {
 	const int64_t n = w.n;
 	const int	S = slices_for(w);
 	/* d doubles per copy of the points (xs, xr, the grid's and the Morton order's) */
 	const int64_t per_point = (int64_t) w.d * 8 * (w.gauss ? 4 : 3) + 8 * 12 + 16;
 
-	return n * per_point + (w.use_grid ? (2 * n + 17) * 16 : 0) +
+	return n * per_point + (w.use_pairs ? pairs_bytes_estimate(w, esize) : 0) + (w.use_grid ? (2 * n + 17) * 16 : 0) +
 		(w.gauss || !w.use_grid ? (int64_t) S * n * 16 : 0) +
 		(!w.params.derive_dc || n <= GC_DP_DC_EXACT_MAX_N ? 0 : GC_DP_DC_SAMPLE_PAIRS * 16) +
 		(INT64_C(64) << 20);
+}
+
+inline void keep_rows(Workspace &w, DeviceBuffer<float> &&xf)
+{
+	w.xrow_f = std::move(xf);
+}
+
+inline void keep_rows(Workspace &w, DeviceBuffer<double> &&xf)
+{
+	w.xrow_d = std::move(xf);
 }
 
 /* The phases in order, from the caller's points x to its result. */
@@ -67,7 +79,7 @@ void run(Workspace &w, const T *x, /* [n, d] host */ gc_dpeaks_result *result)
 	 * upload, n d elements of T next to xs, stays below the estimate's
 	 * copies of the points).
 	 */
-	require_device_memory(w.call, bytes_estimate(w), "density peaks", w.n, w.d);
+	require_device_memory(w.call, bytes_estimate(w, sizeof(T)), "density peaks", w.n, w.d);
 	w.hx = x;
 	w.dtype = sizeof(T) == sizeof(double) ? GC_F64 : GC_F32;
 	w.xs.reset((size_t) w.n * w.d, "the points");
@@ -76,6 +88,9 @@ void run(Workspace &w, const T *x, /* [n, d] host */ gc_dpeaks_result *result)
 
 		dc_sw.restart();		/* phase dc includes the conversion */
 		to_soa(xf.get(), w.n, w.d, w.xs.get());
+		/* the pair engine reads the rows as they came, until the density order */
+		if (w.use_pairs)
+			keep_rows(w, std::move(xf));
 	}
 
 	Stopwatch	compute;

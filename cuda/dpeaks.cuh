@@ -13,6 +13,7 @@
  *    cuda/dpeaks_rho.cu      phase rho: the densities
  *    cuda/dpeaks_delta.cu    phase delta: density order, nearest denser point
  *    cuda/dpeaks_assign.cu   phase assign: centres and labels
+ *    cuda/dpeaks_pairs.cu    rho and delta on the pair engine (d >= 16)
  *    cuda/dpeaks_tiles.cuh   device helpers of the all-pairs kernels
  */
 #ifndef GPUCLUST_DPEAKS_CUH
@@ -21,6 +22,7 @@
 #include "common.cuh"
 #include "dpeaks_common.h"
 #include "entry.cuh"
+#include "pairs.h"
 
 #include <algorithm>
 
@@ -91,9 +93,11 @@ struct Workspace
 {
 	Workspace(const Call &c, int64_t n_, int32_t d_, const gc_dpeaks_params &p, int sms_)
 		: call(c), params(p), n(n_), d(d_), sms(sms_),
-		  use_grid(d_ <= GC_DP_GRID_MAX_DIM), gauss(p.kernel == GC_DP_KERNEL_GAUSSIAN),
+		  use_pairs(gc_pair_engine_chosen(&c.tuning, d_) && n_ < INT32_MAX),
+		  use_grid(d_ <= GC_DP_GRID_MAX_DIM && !use_pairs), gauss(p.kernel == GC_DP_KERNEL_GAUSSIAN),
 		  metric(p.metric)
 	{
+		c.timing->path = use_pairs ? GC_PATH_PAIRS : GC_PATH_INDEX;
 	}
 
 	const Call &call;
@@ -101,6 +105,7 @@ struct Workspace
 	const int64_t n;
 	const int	d;
 	const int	sms;			/* multiprocessors of the device */
+	const bool	use_pairs;		/* rho and delta on the pair engine (cuda/dpeaks_pairs.cu) */
 	const bool	use_grid;		/* d <= 3: the grid index */
 	const bool	gauss;			/* the gaussian kernel, else the cutoff */
 	const gc_metric metric;		/* dc, delta in its units; every comparison on dist2 */
@@ -109,6 +114,13 @@ struct Workspace
 
 	Temp		temp;
 	DeviceBuffer<double> xs;	/* [d][n] the points by row, until the density order */
+	/* the pair engine: the rows as uploaded, [n, d] of dtype, until the density order */
+	DeviceBuffer<float> xrow_f;
+	DeviceBuffer<double> xrow_d;
+	int64_t		pair_exact = 0; /* pairs of rho sent to the canonical path */
+
+	template <typename T>
+	const T    *rows() const;
 
 	/* dc */
 	double		dc = 0.0;
@@ -134,6 +146,18 @@ struct Workspace
 	int64_t		n_centers = 0;
 };
 
+template <>
+inline const float *Workspace::rows<float>() const
+{
+	return xrow_f.get();
+}
+
+template <>
+inline const double *Workspace::rows<double>() const
+{
+	return xrow_d.get();
+}
+
 /* Slices of j so that about four resident waves of threads run. */
 /* gc::check_cancel_synced: launches here are cut to about 10 ms. */
 inline void cancel_point(const Workspace &w)
@@ -157,6 +181,19 @@ void gather_soa(const double *src, /* [d][n] */ const int64_t *perm, /* [n] */ i
 void sort_rows(Workspace &w, const uint64_t *keys, /* [n] */ int64_t n, int end_bit, bool descending,
 			   int64_t *order /* [n] out: rows by key, stable */);
 void build_grid(Workspace &w, const double *xs /* [d][n] */);
+
+/* The pair engine (cuda/dpeaks_pairs.cu): its device bytes beside the scans', rho, delta. */
+int64_t		pairs_bytes_estimate(const Workspace &w, int64_t esize);
+void		rho_pairs_engine(Workspace &w);
+/*
+ * The exact dc selection on the engine: the k-th smallest dist2 over
+ * ordered pairs (its bit pattern into *key); false where the window taken
+ * from the seeded sample missed it, and the radix select must decide.
+ */
+bool		dc_exact_pairs(Workspace &w, int64_t k, uint64_t seed, uint64_t *key);
+void		dc_sample_sorted(Workspace &w, const double *xs, /* [d][n] */ uint64_t seed,
+							 DeviceBuffer<uint64_t> &sorted /* [GC_DP_DC_SAMPLE_PAIRS] out */);
+void		delta_pairs_engine(Workspace &w);
 
 /* The phases, in order. */
 void dc_phase(Workspace &w);

@@ -10,6 +10,9 @@
  *    parallel implementation of a density peaks clustering algorithm on
  *    GPU"), histograms in shared memory; once few pairs carry the prefix
  *    found so far, they are collected and the rest is selected on the host.
+ *    On the pair engine (d >= 16) the exact selection is one pass over the
+ *    tiles instead (dc_exact_pairs, cuda/dpeaks_pairs.cu), the radix
+ *    select its fallback.
  *    Larger n: GC_DP_DC_SAMPLE_PAIRS seeded sample pairs, a CUB sort.
  */
 #include "dpeaks_tiles.cuh"
@@ -231,31 +234,40 @@ __global__ void dc_sample_kernel(const double *xs, /* [d][n] */ int64_t n, int d
 	}
 }
 
-/* The neighbor_rate quantile of the seeded sample pairs, as its bit pattern. */
-uint64_t dc_sample(Workspace &w, const double *xs, /* [d][n] */ double rate, uint64_t seed)
+} // namespace
+
+/* The dist2 bit patterns of GC_DP_DC_SAMPLE_PAIRS seeded sample pairs, sorted, into sorted. */
+void dc_sample_sorted(Workspace &w, const double *xs, /* [d][n] */ uint64_t seed,
+					  DeviceBuffer<uint64_t> &sorted /* [GC_DP_DC_SAMPLE_PAIRS] out */)
 {
 	int64_t		m = GC_DP_DC_SAMPLE_PAIRS;
 	DeviceBuffer<uint64_t> a((size_t) m, "the dc sample");
-	DeviceBuffer<uint64_t> b((size_t) m, "the dc sample");
 	size_t		bytes = 0;
-	uint64_t	key = 0;
 
+	sorted.reset((size_t) m, "the dc sample");
 	dc_sample_kernel<<<grid_for(m), kBlock>>>(xs, w.n, w.d, seed, m, a.get());
 	CHECK_LAUNCH("dc_sample_kernel");
-	CUDA_TRY(cub::DeviceRadixSort::SortKeys(nullptr, bytes, a.get(), b.get(), m));
-	CUDA_TRY(cub::DeviceRadixSort::SortKeys(w.temp.get(bytes), bytes, a.get(), b.get(), m));
+	CUDA_TRY(cub::DeviceRadixSort::SortKeys(nullptr, bytes, a.get(), sorted.get(), m));
+	CUDA_TRY(cub::DeviceRadixSort::SortKeys(w.temp.get(bytes), bytes, a.get(), sorted.get(), m));
 	CHECK_LAUNCH("SortKeys");
-	CUDA_TRY(cudaMemcpy(&key, b.get() + (gc_dp_quantile_rank(rate, m) - 1), sizeof(key),
+}
+
+namespace {
+
+/* The neighbor_rate quantile of the seeded sample pairs, as its bit pattern. */
+uint64_t dc_sample(Workspace &w, const double *xs, /* [d][n] */ double rate, uint64_t seed)
+{
+	DeviceBuffer<uint64_t> b;
+	uint64_t	key = 0;
+
+	dc_sample_sorted(w, xs, seed, b);
+	CUDA_TRY(cudaMemcpy(&key, b.get() + (gc_dp_quantile_rank(rate, GC_DP_DC_SAMPLE_PAIRS) - 1), sizeof(key),
 						cudaMemcpyDeviceToHost));
 	return key;
 }
 
 } // namespace
 
-/*
- * Phase dc: w.dc, w.dc_method and w.dc_sample.  A derived dc of zero (too
- * many duplicate pairs) is the data error of common/checks.h.
- */
 void dc_phase(Workspace &w)
 {
 	const gc_dpeaks_params &p = w.params;
@@ -273,7 +285,10 @@ void dc_phase(Workspace &w)
 
 		if (w.n <= GC_DP_DC_EXACT_MAX_N)
 		{
-			key = dc_exact(w, w.xs.get(), gc_dp_quantile_rank(p.neighbor_rate, gc_dp_ordered_pairs(w.n)));
+			int64_t		k = gc_dp_quantile_rank(p.neighbor_rate, gc_dp_ordered_pairs(w.n));
+
+			if (!w.use_pairs || !dc_exact_pairs(w, k, p.seed ? p.seed : GC_DP_DEFAULT_SEED, &key))
+				key = dc_exact(w, w.xs.get(), k);
 			w.dc_method = GC_DC_EXACT;
 		}
 		else

@@ -281,6 +281,12 @@ void delta_phase(Workspace &w)
 	density_order(w);
 	w.xs.release();
 	densest(w);
+	if (w.use_pairs)
+	{
+		delta_pairs_engine(w);
+		CUDA_TRY(cudaDeviceSynchronize());
+		return;
+	}
 
 	const int64_t scan_end = w.use_grid ? std::min<int64_t>(n, GC_DP_BRUTE_RANK) : n;
 

@@ -371,6 +371,12 @@ void rho_phase(Workspace &w)
 {
 	cancel_point(w);
 	w.rho.reset((size_t) w.n, "the densities");
+	if (w.use_pairs)
+	{
+		rho_pairs_engine(w);
+		CUDA_TRY(cudaDeviceSynchronize());
+		return;
+	}
 	if (w.use_grid)
 		build_grid(w, w.xs.get());
 	w.T = w.gauss ? 0.0 : gc_dp_cutoff_threshold(w.metric, w.dc);

@@ -83,6 +83,7 @@ Engine::Engine(const Call &call, const void *hx, const void *dx, gc_dtype dtype,
 	else
 		prec_ = gc_pair_choose(GC_PAIR_FP32, d, s, t, s_typ);
 	bound_ = gc_pair_bound_make(prec_, d, s, t, call.tuning.pair_margin);
+	s2inv_ = 1.0 / (s * s);
 
 	DeviceBuffer<double> dmu((size_t) d, "the pair engine's centre");
 
@@ -153,6 +154,7 @@ Tile Engine::tile(int32_t i0, int32_t j0) const
 	tl.pd = prec_ == GC_PAIR_FP64 ? pd_.get() : nullptr;
 	tl.bound = bound_;
 	tl.t = t_;
+	tl.s2inv = s2inv_;
 	tl.n = n_;
 	tl.d = d_;
 	tl.i0 = i0;

@@ -34,6 +34,7 @@ struct Tile
 	const double *pd;			/* the same for the FP64 screen, or NULL */
 	gc_pair_bound bound;
 	double		t;				/* a pair is in when its dist2 <= t */
+	double		s2inv;			/* 1 / s^2: scaled units back to dist2 (exact, s a power of two) */
 	int32_t		n;
 	int32_t		d;
 	int32_t		i0, bi;			/* rows [i0, i0 + bi) */
@@ -56,14 +57,50 @@ __device__ __forceinline__ double canonical_dist2(const T *a, /* [d] */ const T 
 	return s;
 }
 
+/* The screened value A of rows i and j of the tile (scaled units). */
+__device__ __forceinline__ double screened(const Tile &tl, int32_t i, int32_t j)
+{
+	size_t		k = (size_t) (i - tl.i0) + (size_t) (j - tl.j0) * (size_t) tl.bi;
+	double		p = tl.pd ? tl.pd[k] : (double) tl.pf[k];
+
+	return __dsub_rn(__dadd_rn(tl.n2[i], tl.n2[j]), __dmul_rn(2.0, p));
+}
+
+/*
+ * A lower bound on the canonical dist2 of rows i and j (common/pairs.h:
+ * s^2 R >= A - E), or -infinity where the screen cannot say; the CPU's
+ * gc_pe_lower.
+ */
+__device__ __forceinline__ double lower(const Tile &tl, int32_t i, int32_t j)
+{
+	if (!tl.bound.screen)
+		return -INFINITY;
+
+	double		v = __dsub_rn(screened(tl, i, j), gc_pair_margin(&tl.bound, __dadd_rn(tl.nx[i], tl.nx[j])));
+
+	if (!(v == v))
+		return -INFINITY;
+	return __dmul_rn(__dmul_rn(v, 1 - 0x1p-50), tl.s2inv);
+}
+
+/* An upper bound on the canonical dist2 of rows i and j (s^2 R <= A + E), or +infinity. */
+__device__ __forceinline__ double upper(const Tile &tl, int32_t i, int32_t j)
+{
+	if (!tl.bound.screen)
+		return INFINITY;
+
+	double		v = __dadd_rn(screened(tl, i, j), gc_pair_margin(&tl.bound, __dadd_rn(tl.nx[i], tl.nx[j])));
+
+	if (!(v == v))
+		return INFINITY;
+	return __dmul_rn(__dmul_rn(v, 1 + 0x1p-50), tl.s2inv);
+}
+
 /* Whether rows i and j of the tile are within t, decided exactly; *exact counts the canonical ones. */
 template <typename T>
 __device__ __forceinline__ bool pair_in(const Tile &tl, int32_t i, int32_t j, unsigned &exact)
 {
-	size_t		k = (size_t) (i - tl.i0) + (size_t) (j - tl.j0) * (size_t) tl.bi;
-	double		p = tl.pd ? tl.pd[k] : (double) tl.pf[k];
-	double		A = __dsub_rn(__dadd_rn(tl.n2[i], tl.n2[j]), __dmul_rn(2.0, p));
-	int			v = gc_pair_decide(&tl.bound, A, __dadd_rn(tl.nx[i], tl.nx[j]));
+	int			v = gc_pair_decide(&tl.bound, screened(tl, i, j), __dadd_rn(tl.nx[i], tl.nx[j]));
 
 	if (v >= 0)
 		return v != 0;
@@ -127,6 +164,36 @@ class Engine
 		call_.timing->pair_exact = (int64_t) exact_host_;
 	}
 
+	/*
+	 * run(), but only over the tiles for which want(i0, i1, j0, j1) says
+	 * yes (rows [i0, i1), columns [j0, j1), asked on the host before the
+	 * tile's product): the others get neither a product nor an epilogue.
+	 */
+	template <typename P, typename F>
+	void run_where(P &&want, F &&epilogue)
+	{
+		Stopwatch	since;
+
+		for (int32_t i0 = 0; i0 < n_; i0 += tile_)
+			for (int32_t j0 = i0; j0 < n_; j0 += tile_)
+			{
+				Tile		tl = tile(i0, j0);
+
+				if (!want(tl.i0, tl.i0 + tl.bi, tl.j0, tl.j0 + tl.bj))
+					continue;
+				product(tl);
+				epilogue(tl);
+				if (since.ms() > 10.0)
+				{
+					check_cancel_synced(call_.exec);
+					since.restart();
+				}
+				CUDA_TRY(cudaStreamSynchronize(0));
+			}
+		CUDA_TRY(cudaMemcpy(&exact_host_, exact_.get(), sizeof(exact_host_), cudaMemcpyDeviceToHost));
+		call_.timing->pair_exact = (int64_t) exact_host_;
+	}
+
 	gc_pair_precision precision() const { return prec_; }
 	int64_t exact() const { return (int64_t) exact_host_; }
 
@@ -140,6 +207,7 @@ class Engine
 	int32_t		n_,
 				d_;
 	double		t_;
+	double		s2inv_ = 1.0;
 	int32_t		tile_ = 0;
 	gc_pair_precision prec_ = GC_PAIR_TF32;
 	gc_pair_bound bound_;

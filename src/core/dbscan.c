@@ -1533,7 +1533,8 @@ out:
  *  union   core rows within eps are joined in the forest; a non-core row
  *          takes the lowest core row within eps (an atomic minimum, from
  *          its own row or from a column).  The core pass keeps the pairs
- *          within eps it finds, up to 16 a row; then the union reads them
+ *          within eps it finds, up to 64 a row (at most 2^26 in all, or
+ *          16 a row where that is more); then the union reads them
  *          and the tiles are not visited again.  Where more pairs are
  *          within eps (an eps that covers much of the data), the union
  *          looks at the tiles again, skipping the pairs that can no longer
@@ -1736,8 +1737,18 @@ dbscan_pairs(dbscan_ws *ws, gc_dbscan_result *result)
 	job.pe = &pe;
 	job.overflow = 0;
 	threads = gc_pool_threads(ws->ctx->pool);
-	/* the pairs within eps kept for the union: up to 16 a row (256 bytes) over all threads */
-	job.list_cap = (16 * n + threads - 1) / threads + 4096;
+	/*
+	 * the pairs within eps kept for the union, over all threads: up to 64 a
+	 * row (1 kB), at most 2^26 (1 GiB) in all unless 16 a row need more;
+	 * the lists grow only as pairs are found
+	 */
+	{
+		int64_t		want = 64 * n < (INT64_C(1) << 26) ? 64 * n : (INT64_C(1) << 26);
+
+		if (want < 16 * n)
+			want = 16 * n;
+		job.list_cap = (want + threads - 1) / threads + 4096;
+	}
 	job.lists = calloc((size_t) threads, sizeof(dbscan_pairs_list));
 	if (!job.lists)
 	{
