@@ -34,7 +34,10 @@
  * is above its component's bound; the rows of a leaf that lie in one
  * component are searched together (hdb_leaf_search); leaves are stored by
  * coordinate and scanned four rows to a vector, each lane summing in
- * feature order (hdb_leaf_dist2), on AVX2 where the machine has it.
+ * feature order (hdb_leaf_dist2), on AVX2 where the machine has it; an
+ * inner node keeps its children's boxes side by side, so that the bounds
+ * of both come from one vector loop without a branch (hdb_kids_gap2),
+ * which is most of a search's work at 5 to 16 dimensions.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -62,7 +65,7 @@ typedef struct hdb_tree
 	int32_t		d;
 	gc_dtype	dtype;
 	const void *xs;				/* [n, d] the rows in tree order */
-	const void *xb;				/* per leaf [d, HDB_LEAF]: its rows by coordinate (64-byte aligned) */
+	const double *xb;			/* per leaf [d, HDB_LEAF]: its rows by coordinate, in double (64-byte aligned) */
 	int64_t    *leafoff;		/* [nodes] a leaf's block in xb, in elements */
 	int64_t    *leaves;			/* [nleaves] the leaves in position order */
 	int64_t		nleaves;
@@ -73,6 +76,7 @@ typedef struct hdb_tree
 	int64_t    *kid;			/* [nodes] left child (right = kid + 1), -1 for a leaf */
 	double	   *lo;				/* [nodes, d] box */
 	double	   *hi;
+	double	   *kbox;			/* [nodes, d, 4] an inner node's children's boxes: per coordinate lo of kid, kid + 1, then hi */
 	double	   *min_core;		/* [nodes] least core distance in the node */
 	int32_t    *min_row;		/* [nodes] least row index in the node */
 	int32_t    *comp;			/* [nodes] component of all its rows, or -1 */
@@ -84,7 +88,8 @@ typedef struct hdb_ws
 	const gc_hdbscan_params *p;
 	hdb_tree	t;
 	void	   *xs_buf;
-	void	   *xb_buf;
+	double	   *xb_buf;
+	void	   *keys_buf;		/* the tree's build: scratch of its selections */
 	double	   *lb;				/* [n] per position: a lower bound of the weight of its edges to other components */
 	double	   *core;			/* [n] by tree position */
 	int32_t    *pcomp;			/* [n] component of each position */
@@ -124,8 +129,9 @@ hdb_dist2(const hdb_tree *t, int64_t a, int64_t b)
  * (the lanes past the leaf's rows give values to ignore): four rows to a
  * vector, each lane summing its row's terms over the features in order,
  * without contraction (common/flags.mk), exactly as gc_dist2 and
- * gc_dist2_f64 do (each coordinate converted exactly to double; (a - b)^2
- * and (b - a)^2 are the same number).
+ * gc_dist2_f64 do (each coordinate converted exactly to double, float rows
+ * once when the tree is built; (a - b)^2 and (b - a)^2 are the same
+ * number).
  */
 typedef double hdb_v4 __attribute__((vector_size(32)));
 
@@ -141,73 +147,37 @@ typedef double hdb_v4 __attribute__((vector_size(32)));
 #else
 #define HDB_CLONES
 #endif
-typedef float hdb_v4f __attribute__((vector_size(16)));
 
 static inline void
 hdb_leaf_dist2(const hdb_tree *t, const double *qv, int64_t leaf, double *out)
 {
+	const double *x = t->xb + t->leafoff[leaf];
 	hdb_v4		a0 = {0.0, 0.0, 0.0, 0.0},
 				a1 = a0,
 				a2 = a0,
 				a3 = a0;
 
-	if (t->dtype == GC_F64)
+	for (int32_t k = 0; k < t->d; k++, x += HDB_LEAF)
 	{
-		const double *x = (const double *) t->xb + t->leafoff[leaf];
+		double		qk = qv[k];
+		hdb_v4		q = {qk, qk, qk, qk},
+					v0,
+					v1,
+					v2,
+					v3;
 
-		for (int32_t k = 0; k < t->d; k++, x += HDB_LEAF)
-		{
-			double		qk = qv[k];
-			hdb_v4		q = {qk, qk, qk, qk},
-						v0,
-						v1,
-						v2,
-						v3;
-
-			memcpy(&v0, x, sizeof(v0));
-			memcpy(&v1, x + 4, sizeof(v1));
-			memcpy(&v2, x + 8, sizeof(v2));
-			memcpy(&v3, x + 12, sizeof(v3));
-			v0 = q - v0;
-			v1 = q - v1;
-			v2 = q - v2;
-			v3 = q - v3;
-			a0 += v0 * v0;
-			a1 += v1 * v1;
-			a2 += v2 * v2;
-			a3 += v3 * v3;
-		}
-	}
-	else
-	{
-		const float *x = (const float *) t->xb + t->leafoff[leaf];
-
-		for (int32_t k = 0; k < t->d; k++, x += HDB_LEAF)
-		{
-			double		qk = qv[k];
-			hdb_v4		q = {qk, qk, qk, qk},
-						v0,
-						v1,
-						v2,
-						v3;
-			hdb_v4f		f0,
-						f1,
-						f2,
-						f3;
-
-			memcpy(&f0, x, sizeof(f0));
-			memcpy(&f1, x + 4, sizeof(f1));
-			memcpy(&f2, x + 8, sizeof(f2));
-			memcpy(&f3, x + 12, sizeof(f3));
-			v0 = q - __builtin_convertvector(f0, hdb_v4);
-			v1 = q - __builtin_convertvector(f1, hdb_v4);
-			v2 = q - __builtin_convertvector(f2, hdb_v4);
-			v3 = q - __builtin_convertvector(f3, hdb_v4);
-			a0 += v0 * v0;
-			a1 += v1 * v1;
-			a2 += v2 * v2;
-			a3 += v3 * v3;
-		}
+		memcpy(&v0, x, sizeof(v0));
+		memcpy(&v1, x + 4, sizeof(v1));
+		memcpy(&v2, x + 8, sizeof(v2));
+		memcpy(&v3, x + 12, sizeof(v3));
+		v0 = q - v0;
+		v1 = q - v1;
+		v2 = q - v2;
+		v3 = q - v3;
+		a0 += v0 * v0;
+		a1 += v1 * v1;
+		a2 += v2 * v2;
+		a3 += v3 * v3;
 	}
 	memcpy(out, &a0, sizeof(a0));
 	memcpy(out + 4, &a1, sizeof(a1));
@@ -229,43 +199,56 @@ hdb_box2v(const hdb_tree *t, const double *qv, int64_t node)
 	for (int32_t k = 0; k < t->d; k++)
 	{
 		double		x = qv[k],
-					g = 0.0;
+					gl = lo[k] - x,
+					gh = x - hi[k];
 
-		if (x < lo[k])
-			g = lo[k] - x;
-		else if (x > hi[k])
-			g = x - hi[k];
-		s += g * g;
+		/* at most one of the gaps is positive: the sum is exactly its square (no branch) */
+		gl = gl > 0.0 ? gl : 0.0;
+		gh = gh > 0.0 ? gh : 0.0;
+		s += gl * gl + gh * gh;
 	}
 	return s;
 }
 
 /*
- * A lower bound of dist2 from any row of node a to any row of node b:
- * along each coordinate the gap between the boxes is no larger than the
- * rounded difference of any two coordinates on either side (rounding is
- * monotone), and the squares are summed in the same order as gc_dist2.
+ * Lower bounds of dist2 from any point of the box [alo, ahi] to any row of
+ * each child of the inner node, into b2[0] (kid) and b2[1] (kid + 1), the
+ * two children in the lanes of one vector and without a branch.  For a
+ * query row (alo = ahi = its coordinates) they are the numbers of
+ * hdb_box2v.  For a box (a leaf's rows searched together): along each
+ * coordinate the gap between the boxes is no larger than the rounded
+ * difference of any two coordinates on either side (rounding is monotone),
+ * and the squares are summed in the same order as gc_dist2.
  */
-static inline double
-hdb_boxbox2(const hdb_tree *t, int64_t a, int64_t b)
+typedef double hdb_v2 __attribute__((vector_size(16)));
+typedef long long hdb_v2i __attribute__((vector_size(16)));
+
+static inline void
+hdb_kids_gap2(const hdb_tree *t, const double *alo, const double *ahi, int64_t node, double *b2)
 {
-	const double *alo = t->lo + a * t->d,
-			   *ahi = t->hi + a * t->d,
-			   *blo = t->lo + b * t->d,
-			   *bhi = t->hi + b * t->d;
-	double		s = 0.0;
+	const double *kb = t->kbox + node * 4 * (int64_t) t->d;
+	hdb_v2		s = {0.0, 0.0},
+				z = {0.0, 0.0};
 
-	for (int32_t k = 0; k < t->d; k++)
+	for (int32_t k = 0; k < t->d; k++, kb += 4)
 	{
-		double		g = 0.0;
+		hdb_v2		l = {alo[k], alo[k]},
+					h = {ahi[k], ahi[k]},
+					lo,
+					hi,
+					gl,
+					gh;
 
-		if (blo[k] > ahi[k])
-			g = blo[k] - ahi[k];
-		else if (alo[k] > bhi[k])
-			g = alo[k] - bhi[k];
-		s += g * g;
+		memcpy(&lo, kb, sizeof(lo));
+		memcpy(&hi, kb + 2, sizeof(hi));
+		gl = lo - h;
+		gh = l - hi;
+		/* at most one of the gaps is positive: the sum is exactly its square */
+		gl = (hdb_v2) ((hdb_v2i) gl & (gl > z));
+		gh = (hdb_v2) ((hdb_v2i) gh & (gh > z));
+		s += gl * gl + gh * gh;
 	}
-	return s;
+	memcpy(b2, &s, sizeof(s));
 }
 
 /* ---------------------------------------------------------------- the tree */
@@ -302,26 +285,45 @@ hdb_val(const void *x, gc_dtype dtype, int32_t d, int64_t r, int32_t k)
 	return dtype == GC_F64 ? ((const double *) x)[r * d + k] : (double) ((const float *) x)[r * d + k];
 }
 
+/* A row's value along the split coordinate, and the row. */
+typedef struct hdb_key
+{
+	double		v;
+	int32_t		r;
+} hdb_key;
+
 /*
  * Puts the order[m] that a sort of order[b..e) by (value along k, row)
  * would put there, the smaller before it and the larger after it
  * (quickselect with a median-of-three pivot; the row breaks ties, so the
- * split is unique and no input is a worst case by duplicates).
+ * split is unique and no input is a worst case by duplicates).  The values
+ * are read once into keys [e - b], so that the passes of the selection run
+ * over one contiguous array rather than over rows scattered in x.
  */
 static void
 hdb_select(const void *x, gc_dtype dtype, int32_t d, int32_t *order, int64_t b, int64_t e,
-		   int64_t m, int32_t k)
+		   int64_t m, int32_t k, hdb_key *keys)
 {
-#define HDB_LESS(ra, rb) (hdb_val(x, dtype, d, ra, k) < hdb_val(x, dtype, d, rb, k) || \
-	(hdb_val(x, dtype, d, ra, k) == hdb_val(x, dtype, d, rb, k) && (ra) < (rb)))
+	int64_t		base = b,
+				len = e - b;
+
+#define HDB_LESS(ka, kb) ((ka).v < (kb).v || ((ka).v == (kb).v && (ka).r < (kb).r))
+	for (int64_t i = b; i < e; i++)
+	{
+		keys[i - base].v = hdb_val(x, dtype, d, order[i], k);
+		keys[i - base].r = order[i];
+	}
+	m -= base;
+	b = 0;
+	e -= base;
 	while (e - b > 1)
 	{
 		int64_t		mid = b + (e - b) / 2,
 					i,
 					j;
-		int32_t		a = order[b],
-					c = order[mid],
-					z = order[e - 1],
+		hdb_key		a = keys[b],
+					c = keys[mid],
+					z = keys[e - 1],
 					pivot,
 					tmp;
 
@@ -343,15 +345,15 @@ hdb_select(const void *x, gc_dtype dtype, int32_t d, int32_t *order, int64_t b, 
 		j = e - 1;
 		while (i <= j)
 		{
-			while (HDB_LESS(order[i], pivot))
+			while (HDB_LESS(keys[i], pivot))
 				i++;
-			while (HDB_LESS(pivot, order[j]))
+			while (HDB_LESS(pivot, keys[j]))
 				j--;
 			if (i <= j)
 			{
-				tmp = order[i];
-				order[i] = order[j];
-				order[j] = tmp;
+				tmp = keys[i];
+				keys[i] = keys[j];
+				keys[j] = tmp;
 				i++;
 				j--;
 			}
@@ -361,9 +363,11 @@ hdb_select(const void *x, gc_dtype dtype, int32_t d, int32_t *order, int64_t b, 
 		else if (m >= i)
 			b = i;
 		else
-			return;
+			break;
 	}
 #undef HDB_LESS
+	for (int64_t i = 0; i < len; i++)
+		order[base + i] = keys[i].r;
 }
 
 /* Node ids a subtree of m rows may use: leaves hold more than HDB_LEAF / 2 rows, or all m. */
@@ -376,10 +380,11 @@ hdb_node_cap(int64_t m)
 /*
  * Makes node (rows [start, end) of t->row) a leaf or splits it at the
  * median position along the widest side of its box into two children with
- * the ids *next and *next + 1.  Returns 1 when it split.
+ * the ids *next and *next + 1 (keys [n]: scratch, its positions' part
+ * used; boxed: its box is already there).  Returns 1 when it split.
  */
 static int
-hdb_split(hdb_tree *t, const void *x, int64_t node, int64_t *next)
+hdb_split(hdb_tree *t, const void *x, int64_t node, int64_t *next, hdb_key *keys, int boxed)
 {
 	int32_t		d = t->d,
 				k = 0;
@@ -390,7 +395,8 @@ hdb_split(hdb_tree *t, const void *x, int64_t node, int64_t *next)
 			   *hi = t->hi + node * d,
 				wide = -1.0;
 
-	hdb_box(x, t->dtype, d, t->row, b, e, lo, hi);
+	if (!boxed)
+		hdb_box(x, t->dtype, d, t->row, b, e, lo, hi);
 	t->kid[node] = -1;
 	if (e - b <= HDB_LEAF)
 		return 0;
@@ -403,7 +409,7 @@ hdb_split(hdb_tree *t, const void *x, int64_t node, int64_t *next)
 		}
 	}
 	m = b + (e - b) / 2;
-	hdb_select(x, t->dtype, d, t->row, b, e, m, k);
+	hdb_select(x, t->dtype, d, t->row, b, e, m, k, keys + b);
 	t->kid[node] = *next;
 	t->start[*next] = b;
 	t->end[*next] = m;
@@ -413,6 +419,73 @@ hdb_split(hdb_tree *t, const void *x, int64_t node, int64_t *next)
 	return 1;
 }
 
+/* Rows per block of a top node's box, which the threads share. */
+#define HDB_BOX_ROWS 32768
+
+/* The box of one large node in blocks of HDB_BOX_ROWS positions, each into its part. */
+typedef struct hdb_box_job
+{
+	const hdb_tree *t;
+	const void *x;
+	int64_t		b;				/* the node's positions [b, e) */
+	int64_t		e;
+	double	   *part;			/* [blocks, 2, d] each block's lo, then hi */
+} hdb_box_job;
+
+static gc_status
+hdb_box_block(void *arg, gc_worker *w, int64_t cb, int64_t ce)
+{
+	hdb_box_job *job = (hdb_box_job *) arg;
+	int32_t		d = job->t->d;
+
+	for (int64_t c = cb; c < ce; c++)
+	{
+		int64_t		rb = job->b + c * HDB_BOX_ROWS,
+					re = rb + HDB_BOX_ROWS < job->e ? rb + HDB_BOX_ROWS : job->e;
+
+		hdb_box(job->x, job->t->dtype, d, job->t->row, rb, re, job->part + c * 2 * d,
+				job->part + c * 2 * d + d);
+		if (gc_worker_tick(w, (re - rb) * d, HDB_CANCEL_EVERY))
+			return GC_ERR_CANCELLED;
+	}
+	return GC_OK;
+}
+
+/*
+ * The box of node on the pool's threads, combined in block order with the
+ * rule of hdb_box (the first of equal values stays), so that it is the box
+ * hdb_box gives.
+ */
+static gc_status
+hdb_box_par(hdb_ws *ws, const void *x, int64_t node, double *part)
+{
+	hdb_tree   *t = &ws->t;
+	int32_t		d = t->d;
+	hdb_box_job job = {t, x, t->start[node], t->end[node], part};
+	int64_t		blocks = (job.e - job.b + HDB_BOX_ROWS - 1) / HDB_BOX_ROWS;
+	double	   *lo = t->lo + node * d,
+			   *hi = t->hi + node * d;
+	gc_status	st = gc_pool_for(ws->ctx->pool, blocks, 1, hdb_box_block, &job);
+
+	if (st != GC_OK)
+		return st;
+	for (int32_t k = 0; k < d; k++)
+	{
+		lo[k] = INFINITY;
+		hi[k] = -INFINITY;
+	}
+	for (int64_t c = 0; c < blocks; c++)
+		for (int32_t k = 0; k < d; k++)
+		{
+			double		l = part[c * 2 * d + k],
+						h = part[c * 2 * d + d + k];
+
+			lo[k] = l < lo[k] ? l : lo[k];
+			hi[k] = h > hi[k] ? h : hi[k];
+		}
+	return GC_OK;
+}
+
 /* The subtrees below the top levels, one per item, each in its own range of node ids. */
 typedef struct hdb_build_job
 {
@@ -420,6 +493,7 @@ typedef struct hdb_build_job
 	const void *x;
 	const int64_t *roots;		/* [count] subtree roots */
 	const int64_t *first_id;	/* [count] the first id of each subtree's range */
+	hdb_key    *keys;			/* [n] scratch of the selections, by position */
 } hdb_build_job;
 
 static gc_status
@@ -442,12 +516,48 @@ hdb_build_block(void *arg, gc_worker *w, int64_t b, int64_t e)
 
 			if (gc_worker_tick(w, (t->end[node] - t->start[node]) * t->d, HDB_CANCEL_EVERY))
 				return GC_ERR_CANCELLED;
-			if (hdb_split(t, job->x, node, &next))
+			if (hdb_split(t, job->x, node, &next, job->keys, 0))
 			{
 				stack[sn++] = t->kid[node];
 				stack[sn++] = t->kid[node] + 1;
 			}
 		}
+	}
+	return GC_OK;
+}
+
+/*
+ * The rows of leaves [b, e) of t->leaves in tree order into ws->xs_buf, and
+ * by coordinate into their blocks of ws->xb_buf (lanes past a leaf's rows
+ * are 0).
+ */
+static gc_status
+hdb_fill_block(void *arg, gc_worker *w, int64_t b, int64_t e)
+{
+	hdb_build_job *job = (hdb_build_job *) arg;
+	hdb_ws	   *ws = job->ws;
+	hdb_tree   *t = &ws->t;
+	int32_t		d = t->d;
+	size_t		esize = gc_dtype_size(t->dtype);
+
+	for (int64_t l = b; l < e; l++)
+	{
+		int64_t		node = t->leaves[l],
+					s0 = t->start[node];
+		double	   *xb = ws->xb_buf + t->leafoff[node];
+
+		memset(xb, 0, sizeof(double) * (size_t) d * HDB_LEAF);
+		for (int64_t i = s0; i < t->end[node]; i++)
+		{
+			memcpy((char *) ws->xs_buf + (size_t) i * d * esize,
+				   (const char *) job->x + (size_t) t->row[i] * d * esize, (size_t) d * esize);
+			for (int32_t k = 0; k < d; k++)
+				xb[k * HDB_LEAF + (i - s0)] = t->dtype == GC_F64
+					? ((const double *) ws->xs_buf)[i * d + k]
+					: (double) ((const float *) ws->xs_buf)[i * d + k];
+		}
+		if (gc_worker_tick(w, (t->end[node] - s0) * d, HDB_CANCEL_EVERY))
+			return GC_ERR_CANCELLED;
 	}
 	return GC_OK;
 }
@@ -477,6 +587,8 @@ hdb_build(hdb_ws *ws, const void *x, gc_dtype dtype, int64_t n, int32_t d)
 	int64_t    *queue = NULL,
 			   *roots = NULL,
 			   *first = NULL;
+	hdb_key    *keys = NULL;
+	double	   *part = NULL;	/* [blocks, 2, d] of hdb_box_par */
 	hdb_build_job job;
 	gc_status	st;
 
@@ -488,18 +600,22 @@ hdb_build(hdb_ws *ws, const void *x, gc_dtype dtype, int64_t n, int32_t d)
 	t->end = (int64_t *) malloc(sizeof(int64_t) * (size_t) cap);
 	t->kid = (int64_t *) malloc(sizeof(int64_t) * (size_t) cap);
 	queue = (int64_t *) malloc(sizeof(int64_t) * (size_t) cap);
-	if (!t->row || !t->start || !t->end || !t->kid || !queue)
+	keys = (hdb_key *) malloc(sizeof(hdb_key) * (size_t) (n > 0 ? n : 1));
+	ws->keys_buf = keys;
+	if (!t->row || !t->start || !t->end || !t->kid || !queue || !keys)
 	{
 		free(queue);
-		return gc_core_oom(ws->ctx, sizeof(int64_t) * 4 * (size_t) cap,
+		return gc_core_oom(ws->ctx, sizeof(int64_t) * 4 * (size_t) cap + sizeof(hdb_key) * (size_t) n,
 						   "out of memory for HDBSCAN's tree of %lld rows", (long long) n);
 	}
 	/* boxes of the top levels go to a scratch area first: the final count is known below */
 	t->lo = (double *) malloc(sizeof(double) * (size_t) (4 * want + 4) * (size_t) d);
 	t->hi = (double *) malloc(sizeof(double) * (size_t) (4 * want + 4) * (size_t) d);
-	if (!t->lo || !t->hi)
+	part = (double *) malloc(sizeof(double) * 2 * (size_t) (n / HDB_BOX_ROWS + 1) * (size_t) d);
+	if (!t->lo || !t->hi || !part)
 	{
 		free(queue);
+		free(part);
 		return gc_core_oom(ws->ctx, sizeof(double) * 8 * (size_t) want * (size_t) d,
 						   "out of memory for HDBSCAN's tree of %lld rows", (long long) n);
 	}
@@ -513,18 +629,31 @@ hdb_build(hdb_ws *ws, const void *x, gc_dtype dtype, int64_t n, int32_t d)
 	while (head < tail && tail - head < want)
 	{
 		int64_t		node = queue[head++];
+		int			boxed = 0;
 
 		if (gc_core_work(ws->ctx, &work, (t->end[node] - t->start[node]) * d, HDB_CANCEL_EVERY))
 		{
 			free(queue);
+			free(part);
 			return GC_ERR_CANCELLED;
 		}
-		if (hdb_split(t, x, node, &top_next))
+		if (threads > 1 && t->end[node] - t->start[node] >= 2 * HDB_BOX_ROWS)
+		{
+			if ((st = hdb_box_par(ws, x, node, part)) != GC_OK)
+			{
+				free(queue);
+				free(part);
+				return st;
+			}
+			boxed = 1;
+		}
+		if (hdb_split(t, x, node, &top_next, keys, boxed))
 		{
 			queue[tail++] = t->kid[node];
 			queue[tail++] = t->kid[node] + 1;
 		}
 	}
+	free(part);
 	/* the pending subtrees' ranges of ids, after the top ids */
 	count = tail - head;
 	roots = (int64_t *) malloc(sizeof(int64_t) * (size_t) (count + 1));
@@ -600,18 +729,16 @@ hdb_build(hdb_ws *ws, const void *x, gc_dtype dtype, int64_t n, int32_t d)
 	job.x = x;
 	job.roots = roots;
 	job.first_id = first;
+	job.keys = keys;
 	st = gc_pool_for(ws->ctx->pool, count, 1, hdb_build_block, &job);
 	free(roots);
 	free(first);
+	free(ws->keys_buf);
+	ws->keys_buf = NULL;
 	if (st != GC_OK)
 		return st;
 
-	/* the rows in tree order, and each node's lowest row (children after parents) */
-	for (int64_t i = 0; i < n; i++)
-		memcpy((char *) ws->xs_buf + (size_t) i * d * esize,
-			   (const char *) x + (size_t) t->row[i] * d * esize, (size_t) d * esize);
-	t->xs = ws->xs_buf;
-	/* each leaf's rows by coordinate, in one block of HDB_LEAF lanes per coordinate */
+	/* each leaf's block of HDB_LEAF lanes per coordinate, and the leaves in position order */
 	{
 		int64_t		leaves = 0;
 		size_t		bytes;
@@ -621,33 +748,12 @@ hdb_build(hdb_ws *ws, const void *x, gc_dtype dtype, int64_t n, int32_t d)
 				t->leafoff[node] = (leaves++) * (int64_t) d * HDB_LEAF;
 			else
 				t->leafoff[node] = 0;
-		bytes = esize * (size_t) (leaves > 0 ? leaves : 1) * (size_t) d * HDB_LEAF;
+		bytes = sizeof(double) * (size_t) (leaves > 0 ? leaves : 1) * (size_t) d * HDB_LEAF;
 		bytes = (bytes + 63) / 64 * 64;
 		ws->xb_buf = aligned_alloc(64, bytes);
-		if (ws->xb_buf == NULL)
-			return gc_core_oom(ws->ctx, bytes, "out of memory for HDBSCAN's tree of %lld rows",
-							   (long long) n);
-		memset(ws->xb_buf, 0, bytes);
-		for (int64_t node = 0; node < t->nodes; node++)
-		{
-			if (t->kid[node] >= 0 || t->end[node] == t->start[node])
-				continue;
-			for (int64_t i = t->start[node]; i < t->end[node]; i++)
-				for (int32_t k = 0; k < d; k++)
-				{
-					size_t		at = (size_t) t->leafoff[node] + (size_t) k * HDB_LEAF + (size_t) (i - t->start[node]);
-
-					if (dtype == GC_F64)
-						((double *) ws->xb_buf)[at] = ((const double *) t->xs)[i * d + k];
-					else
-						((float *) ws->xb_buf)[at] = ((const float *) t->xs)[i * d + k];
-				}
-		}
-		t->xb = ws->xb_buf;
-		/* the leaves in position order: leaf_at[start] */
 		t->leaves = (int64_t *) malloc(sizeof(int64_t) * (size_t) (n > 0 ? n : 1));
-		if (t->leaves == NULL)
-			return gc_core_oom(ws->ctx, sizeof(int64_t) * (size_t) n,
+		if (ws->xb_buf == NULL || t->leaves == NULL)
+			return gc_core_oom(ws->ctx, bytes + sizeof(int64_t) * (size_t) n,
 							   "out of memory for HDBSCAN's tree of %lld rows", (long long) n);
 		for (int64_t i = 0; i < n; i++)
 			t->leaves[i] = -1;
@@ -659,6 +765,12 @@ hdb_build(hdb_ws *ws, const void *x, gc_dtype dtype, int64_t n, int32_t d)
 			if (t->leaves[i] >= 0)
 				t->leaves[t->nleaves++] = t->leaves[i];
 	}
+	/* the rows in tree order, and each leaf's rows by coordinate (hdb_fill_block) */
+	job.x = x;
+	if ((st = gc_pool_for(ws->ctx->pool, t->nleaves, HDB_GRAIN / HDB_LEAF, hdb_fill_block, &job)) != GC_OK)
+		return st;
+	t->xs = ws->xs_buf;
+	t->xb = ws->xb_buf;
 	for (int64_t node = t->nodes - 1; node >= 0; node--)
 	{
 		if (t->kid[node] < 0)
@@ -677,6 +789,26 @@ hdb_build(hdb_ws *ws, const void *x, gc_dtype dtype, int64_t n, int32_t d)
 			t->min_row[node] = a < c ? a : c;
 		}
 	}
+	/* the children's boxes of each inner node side by side, for hdb_kids_gap2 */
+	t->kbox = (double *) malloc(sizeof(double) * 4 * (size_t) t->nodes * (size_t) d);
+	if (t->kbox == NULL)
+		return gc_core_oom(ws->ctx, sizeof(double) * 4 * (size_t) t->nodes * (size_t) d,
+						   "out of memory for HDBSCAN's tree of %lld rows", (long long) n);
+	for (int64_t node = 0; node < t->nodes; node++)
+	{
+		double	   *kb = t->kbox + node * 4 * (int64_t) d;
+		int64_t		a = t->kid[node];
+
+		if (a < 0)
+			continue;
+		for (int32_t k = 0; k < d; k++, kb += 4)
+		{
+			kb[0] = t->lo[a * d + k];
+			kb[1] = t->lo[(a + 1) * d + k];
+			kb[2] = t->hi[a * d + k];
+			kb[3] = t->hi[(a + 1) * d + k];
+		}
+	}
 	return GC_OK;
 }
 
@@ -691,11 +823,13 @@ hdb_free(hdb_ws *ws)
 	free(t->kid);
 	free(t->lo);
 	free(t->hi);
+	free(t->kbox);
 	free(t->min_core);
 	free(t->min_row);
 	free(t->comp);
 	free(ws->xs_buf);
 	free(ws->xb_buf);
+	free(ws->keys_buf);
 	free(t->leafoff);
 	free(t->leaves);
 	free(ws->lb);
@@ -834,8 +968,13 @@ hdb_core_block(void *arg, gc_worker *w, int64_t b, int64_t e)
 			{
 				int64_t		a = t->kid[node],
 							c = a + 1;
-				double		ba = hdb_box2v(t, qv, a),
-							bc = hdb_box2v(t, qv, c);
+				double		b2[2],
+							ba,
+							bc;
+
+				hdb_kids_gap2(t, qv, qv, node, b2);
+				ba = b2[0];
+				bc = b2[1];
 
 				/* the nearer child on top */
 				if (ba <= bc)
@@ -999,7 +1138,7 @@ typedef struct hdb_carry
  * row with a key below the best and a weight within the component's bound
  * is found, so each row's lower bound is proved as there.
  */
-static inline void
+HDB_CLONES static void
 hdb_leaf_search(hdb_ws *ws, int64_t leaf, hdb_carry *cy, int64_t *stat, int64_t *evals, double *qvs,
 				double *ld2)
 {
@@ -1127,7 +1266,9 @@ hdb_leaf_search(hdb_ws *ws, int64_t leaf, hdb_carry *cy, int64_t *stat, int64_t 
 			int32_t		klo[2],
 						khi[2];
 			int			pushed = 0;
+			double		kb2[2];
 
+			hdb_kids_gap2(t, t->lo + leaf * d, t->hi + leaf * d, node, kb2);
 			for (int j = 0; j < 2; j++)
 			{
 				int64_t		c = kids[j];
@@ -1136,7 +1277,7 @@ hdb_leaf_search(hdb_ws *ws, int64_t leaf, hdb_carry *cy, int64_t *stat, int64_t 
 
 				if (t->comp[c] == cq)
 					continue;
-				b2 = hdb_boxbox2(t, leaf, c);
+				b2 = kb2[j];
 				if (b2 > t2)
 					continue;
 				kw[pushed] = gc_hdbscan_mrd(minc, t->min_core[c], gc_metric_distance(metric, b2));
@@ -1351,7 +1492,9 @@ hdb_nearest_block(void *arg, gc_worker *w, int64_t b, int64_t e)
 							khi[2];
 				int			pushed = 0;
 				int64_t		order[2];
+				double		kb2[2];
 
+				hdb_kids_gap2(t, qv, qv, node, kb2);
 				for (int j = 0; j < 2; j++)
 				{
 					int64_t		c = kids[j];
@@ -1360,7 +1503,7 @@ hdb_nearest_block(void *arg, gc_worker *w, int64_t b, int64_t e)
 
 					if (t->comp[c] == cq)
 						continue;
-					b2 = hdb_box2v(t, qv, c);
+					b2 = kb2[j];
 					if (b2 > t2)
 						continue;	/* farther than the bound */
 					/* the least key an edge from q into c can have */

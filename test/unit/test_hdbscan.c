@@ -611,6 +611,60 @@ main(void)
 		case_against_reference(&s, p);
 		ds_free(&s);
 	}
+	/*
+	 * Coordinates of five values, signed zeros among them, at an odd
+	 * dimension: boxes of zero width and queries on a face of a box, where
+	 * the gap below or above the box is zero of either sign (the bounds of
+	 * both children of a node are taken together, without a branch).
+	 */
+	for (int f = 0; f < 2; f++)
+	{
+		const double vals[5] = {-1.0, -0.0, 0.0, 0.5, 1.0};
+		int64_t		n = 1500;
+		int32_t		d = 7;
+		dataset		s = {f ? "signed zeros 7-D f64" : "signed zeros 7-D f32", n, d, f ? GC_F64 : GC_F32,
+		malloc(sizeof(double) * (size_t) (n * d)), NULL};
+
+		for (int64_t i = 0; i < n * d; i++)
+			s.v[i] = vals[(int) (urand() * 5)];
+		ds_finish(&s);
+		p = params(10, 10);
+		case_against_reference(&s, p);
+		p = params(5, 2);
+		case_against_reference(&s, p);
+		ds_free(&s);
+	}
+	/*
+	 * Enough rows that the boxes of the top nodes are taken on several
+	 * threads (blocks of rows combined in order): the same answer on 1 and
+	 * 4 threads, with signed zeros and equal values at the blocks' edges.
+	 */
+	{
+		dataset		s = ds_blobs("blobs 5-D f32 140000 rows, signed zeros", 140000, 5, GC_F32, 6, 0.5, 0.05, 0);
+		answer		a,
+					c;
+		gc_status	st;
+
+		for (int64_t i = 0; i < s.n; i += 3)
+		{
+			double		z = (i / 3) % 2 ? 0.0 : -0.0;
+
+			s.v[i * s.d + 1] = z;
+			((float *) s.x)[i * s.d + 1] = (float) z;
+		}
+		answer_alloc(&a, s.n);
+		answer_alloc(&c, s.n);
+		p = params(10, 10);
+		st = run_cpu(&s, &p, &a, 1);
+		CHECK(st == GC_OK, "%s: %s", s.name, gc_cpu_api()->last_error()->message);
+		st = run_cpu(&s, &p, &c, 4);
+		CHECK(st == GC_OK, "%s: %s", s.name, gc_cpu_api()->last_error()->message);
+		compare("4 threads vs 1", &s, &c, &a);
+		check_shape(&s, &c);
+		answer_free(&a);
+		answer_free(&c);
+		ds_free(&s);
+	}
 
 	/* tiny inputs */
 	for (int64_t n = 1; n <= 4; n++)
