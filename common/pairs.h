@@ -313,14 +313,35 @@ gc_pair_centre(const void *x, gc_dtype t, int64_t n, int32_t d, double *mu, doub
  */
 #define GC_PAIR_MIN_DIMS 16
 
+/*
+ * HDBSCAN's k-d tree splits on every feature and so prunes longer than
+ * the grid: it goes to the engine at d >= 32 (BENCHMARKS.md, "HDBSCAN on
+ * the pair engine": at 16 features the tree takes half the engine's time,
+ * at 32 the engine is ahead, at 64 far ahead).
+ */
+#define GC_HDBSCAN_PAIR_MIN_DIMS 32
+
 static inline int
-gc_pair_engine_chosen(const gc_tuning *tuning, int32_t d)
+gc_pair_engine_chosen_at(const gc_tuning *tuning, int32_t d, int32_t min_dims)
 {
 	if (tuning && tuning->pair_path > 0)
 		return 1;
 	if (tuning && tuning->pair_path < 0)
 		return 0;
-	return d >= GC_PAIR_MIN_DIMS;
+	return d >= min_dims;
+}
+
+static inline int
+gc_pair_engine_chosen(const gc_tuning *tuning, int32_t d)
+{
+	return gc_pair_engine_chosen_at(tuning, d, GC_PAIR_MIN_DIMS);
+}
+
+/* The same for HDBSCAN, both back ends. */
+static inline int
+gc_hdbscan_pairs_chosen(const gc_tuning *tuning, int32_t d)
+{
+	return gc_pair_engine_chosen_at(tuning, d, GC_HDBSCAN_PAIR_MIN_DIMS);
 }
 
 #endif							/* GPUCLUST_PAIRS_H */

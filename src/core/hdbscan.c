@@ -1769,7 +1769,7 @@ gc_core_hdbscan(gc_core_ctx *ctx, const void *x, gc_dtype dtype, int64_t n, int3
 						 (long long) n);
 		goto done;
 	}
-	if (gc_pair_engine_chosen(ctx->tuning, d))
+	if (gc_hdbscan_pairs_chosen(ctx->tuning, d))
 	{
 		/* many features: the pair engine (hdbscan_pairs.c) instead of the tree */
 		if ((st = gc_hdbscan_pairs(ctx, x, dtype, n, d, params, core_rows, mst)) != GC_OK)

@@ -1,7 +1,7 @@
 /*
  * hdbscan_pairs.c
  *    HDBSCAN's core distances and minimum spanning tree on the CPU pair
- *    engine (pair_engine.h), for many features (gc_pair_engine_chosen of
+ *    engine (pair_engine.h), for many features (gc_hdbscan_pairs_chosen of
  *    common/pairs.h), where the k-d tree of hdbscan.c prunes nothing: the
  *    distances between blocks of rows as matrix products, each distance
  *    that can enter the answer recomputed in the canonical arithmetic

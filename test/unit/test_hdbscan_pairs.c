@@ -496,10 +496,10 @@ main(void)
 	CHECK(mut > 0, "a screen without its error margin gave the right answer on every tie set: "
 		  "the tie sets do not test the margin");
 
-	/* the rule: the engine from GC_PAIR_MIN_DIMS features on, the tree below */
+	/* the rule: the engine from GC_HDBSCAN_PAIR_MIN_DIMS features on, the tree below */
 	{
-		dataset		lo = ds_blobs("rule 15", 300, GC_PAIR_MIN_DIMS - 1, GC_F32, 3, 0.5, 0),
-					hi = ds_blobs("rule 16", 300, GC_PAIR_MIN_DIMS, GC_F32, 3, 0.5, 0);
+		dataset		lo = ds_blobs("rule 31", 300, GC_HDBSCAN_PAIR_MIN_DIMS - 1, GC_F32, 3, 0.5, 0),
+					hi = ds_blobs("rule 32", 300, GC_HDBSCAN_PAIR_MIN_DIMS, GC_F32, 3, 0.5, 0);
 		gc_hdbscan_params p = params(&lo, 5, 5);
 		answer		a;
 
@@ -507,10 +507,10 @@ main(void)
 		ds_finish(&hi);
 		answer_alloc(&a, 300);
 		run_path(&lo, &p, &a, 2, 0, 1.0);
-		CHECK(a.timing.path == GC_PATH_INDEX, "15 features: path %d", a.timing.path);
+		CHECK(a.timing.path == GC_PATH_INDEX, "31 features: path %d", a.timing.path);
 		run_path(&hi, &p, &a, 2, 0, 1.0);
-		CHECK(a.timing.path == GC_PATH_PAIRS, "16 features: path %d", a.timing.path);
-		CHECK(a.timing.pair_exact > 0, "16 features: no exact pairs counted");
+		CHECK(a.timing.path == GC_PATH_PAIRS, "32 features: path %d", a.timing.path);
+		CHECK(a.timing.pair_exact > 0, "32 features: no exact pairs counted");
 		answer_free(&a);
 		ds_free(&lo);
 		ds_free(&hi);
