@@ -167,8 +167,11 @@ void run(Workspace &w, const void *x, /* [n, d] host */
 	gc_timing  *t = w.call.timing;
 	Stopwatch	sw;
 
-	require_device_memory(w.call, bytes_estimate(w.n, w.d, gc_dtype_size(w.dtype), w.k,
-												 sort64_temp_bytes(w.n)),
+	const bool	on_pairs = pairs_chosen(w);
+
+	require_device_memory(w.call, on_pairs ? pairs_bytes_estimate(w.n, w.d, gc_dtype_size(w.dtype), w.k,
+																  sort64_temp_bytes(w.n))
+						  : bytes_estimate(w.n, w.d, gc_dtype_size(w.dtype), w.k, sort64_temp_bytes(w.n)),
 						  "HDBSCAN", w.n, w.d);
 	by_type(w.dtype, [&](auto tv) {
 		using T = decltype(tv);
@@ -185,8 +188,14 @@ void run(Workspace &w, const void *x, /* [n, d] host */
 	DeviceBuffer<gc_hdb_state> st;
 
 	timed(t->phase_ms[0], [&] {
-		build_tree(w);
-		core_phase(w);
+		if (on_pairs)
+			pairs_core_phase(w);	/* the engine sets timing's path and screen */
+		else
+		{
+			t->path = GC_PATH_INDEX;
+			build_tree(w);
+			core_phase(w);
+		}
 		CUDA_TRY(cudaDeviceSynchronize());
 	});
 	timed(t->phase_ms[1], [&] {
@@ -200,7 +209,10 @@ void run(Workspace &w, const void *x, /* [n, d] host */
 			}
 		};
 
-		mst_phase(w);
+		if (on_pairs)
+			pairs_mst_phase(w);
+		else
+			mst_phase(w);
 		step("spanning tree");
 		sort_edges(w, edges);
 		step("edges sorted");
@@ -233,7 +245,9 @@ void run(Workspace &w, const void *x, /* [n, d] host */
 
 	CUDA_TRY(cudaMemcpy(&evals, w.evals.get(), sizeof(evals), cudaMemcpyDeviceToHost));
 	t->counts[0] = w.rounds;
-	t->counts[1] = (int64_t) evals;
+	t->counts[1] = (int64_t) evals + w.pair_exact;
+	if (on_pairs)
+		t->pair_exact = w.pair_exact;	/* over the engines of every pass */
 	if (core)
 	{
 		DeviceBuffer<double> core_row(w.n, "the core distances");

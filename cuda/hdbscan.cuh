@@ -146,6 +146,11 @@ struct Workspace
 	int64_t		rounds = 0;
 	int64_t		seeded = 0;		/* rows whose first Boruvka edge came from their k nearest */
 
+	/* The pair engine's path (cuda/hdbscan_pairs.cu) */
+	double		pair_t = 1.0;	/* the engines' threshold: it sets only the precision of the screen */
+	int64_t		pair_exact = 0;	/* pairs computed in the canonical arithmetic, over all its engines */
+	DeviceBuffer<unsigned long long> pair_prime;	/* [n] bits of a weight of an edge of each row */
+
 	/* Whether the core search keeps each row's k nearest for the first round. */
 	bool		seeds() const { return k >= 2 && k <= kSeedK; }
 
@@ -203,6 +208,44 @@ void core_phase(Workspace &w);
 
 /* The minimum spanning tree by Boruvka rounds into w.edge_w / w.edge_pair (cuda/hdbscan_search.cu). */
 void mst_phase(Workspace &w);
+
+/* a [i] = i for i < n (cuda/hdbscan_search.cu). */
+void iota_rows(int32_t *a, /* [n] out */ int32_t n);
+
+/*
+ * The end of a Boruvka round (cuda/hdbscan_search.cu): each component's
+ * least edge, its weight's bits in cw [root] and its lo << 32 | hi in cp
+ * [root] (cw ~0: none), appended once to edge_w / edge_pair at *nedges and
+ * joined in forest; then comp [pos] = the root of pos.  Components and the
+ * forest are by sorted position, inv [n] the position of each row.
+ */
+void join_components(int32_t *comp, /* [n] in/out */ const int32_t *inv, /* [n] */ int32_t n,
+					 const unsigned long long *cw, /* [n] */ const unsigned long long *cp, /* [n] */
+					 int32_t *forest, /* [n] in/out */ unsigned long long *edge_w, /* [n - 1] out */
+					 unsigned long long *edge_pair, /* [n - 1] out */ int32_t *nedges /* [1] in/out */);
+
+/*
+ * Whether the call runs on the pair engine (cuda/hdbscan_pairs.cu):
+ * min_samples + 1 at most kPairsK, and tuning.pair_path forces it or,
+ * with kPairsByDefault, the rule of common/pairs.h (gc_hdbscan_pairs_chosen:
+ * HDBSCAN's number of features, or tuning.pair_path) chooses it.
+ */
+constexpr int kPairsK = 64;
+constexpr bool kPairsByDefault = false;
+bool pairs_chosen(const Workspace &w);
+
+/* Device bytes of a call on the pair engine (cuda/hdbscan_pairs.cu). */
+int64_t pairs_bytes_estimate(int32_t n, int32_t d, size_t esize, int32_t k, size_t sort_tmp);
+
+/*
+ * Core distances on the pair engine into w.core_s (the rows keep their
+ * order: w.perm and w.inv are the identity), from the rows w.x<T>() and
+ * the host rows w.hx (cuda/hdbscan_pairs.cu).
+ */
+void pairs_core_phase(Workspace &w);
+
+/* The minimum spanning tree on the pair engine into w.edge_w / w.edge_pair (cuda/hdbscan_pairs.cu). */
+void pairs_mst_phase(Workspace &w);
 
 /* The single-linkage hierarchy of the sorted edges [n - 1] into mg (cuda/hdbscan_link.cu). */
 void linkage(const Call &call, const gc_hdbscan_edge *edges, int32_t n, DeviceBuffer<gc_hdb_merge> &mg);

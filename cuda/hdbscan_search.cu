@@ -771,6 +771,22 @@ void seed_round(Workspace &w, double *best_w, unsigned long long *best_pair, uin
 
 } // namespace
 
+void iota_rows(int32_t *a, int32_t n)
+{
+	iota_kernel<<<blocks_for(n, 256), 256>>>(a, n);
+	CHECK_LAUNCH("iota_kernel");
+}
+
+void join_components(int32_t *comp, const int32_t *inv, int32_t n, const unsigned long long *cw,
+					 const unsigned long long *cp, int32_t *forest, unsigned long long *edge_w,
+					 unsigned long long *edge_pair, int32_t *nedges)
+{
+	comp_join<<<blocks_for(n, 256), 256>>>(comp, inv, n, cw, cp, forest, edge_w, edge_pair, nedges);
+	CHECK_LAUNCH("comp_join");
+	comp_flatten<<<blocks_for(n, 256), 256>>>(forest, n, comp);
+	CHECK_LAUNCH("comp_flatten");
+}
+
 void core_phase(Workspace &w)
 {
 	/* The global heaps of k > kLocalK: at most 256 MiB, one column per row of a chunk. */

@@ -34,6 +34,7 @@
 
 #include "harness.h"
 #include "metric.h"
+#include "pairs.h"
 
 typedef struct hd_answer
 {
@@ -366,6 +367,7 @@ typedef struct hd_case
 	double		shift;			/* added to every coordinate before the rest (cosine: spreads directions) */
 	int			tree;			/* compare the condensed tree too */
 	int			host_sums;		/* on the GPU, the host must sum a cluster of more than 65,536 terms (counts[2]) */
+	int			pair_path;		/* tuning.pair_path of both back ends: 0 the rule (gc_hdbscan_pairs_chosen), 1 the engine, -1 the trees */
 } hd_case;
 
 #define F64 GC_F64
@@ -421,6 +423,35 @@ static const hd_case hd_cases[] = {
 	{"blobs", 100000, 8, {10, 10, 0, 0, 0, 0}},
 	{"blobs", 20000, 64, {10, 5, 0, 0, 0, 0}},
 	{"flat", 20000, 8, {10, 5, 0, 0, 0, 0}},
+	/*
+	 * 16 features and more: the pair engine on both back ends
+	 * (common/pairs.h; forced, as the GPU takes it only when asked); ties
+	 * (a 0/1 lattice, duplicates, every row equal: more tied candidates
+	 * than the GPU keeps), far outliers, min_samples 1, 63 (the GPU's
+	 * longest lists), 64 (the tree on the GPU) and n
+	 */
+	{"blobs", 25000, 16, {10, 5, 0, 0, 0, 0}, F32, EUC, 0, 0, 0, 0, 1},
+	{"blobs", 20000, 16, {10, 10, 0, 0, 0, 0}, F64, EUC, 1e6, 0, 0, 0, 1},
+	{"lattice", 6000, 16, {5, 5, 0, 0, 0, 0}, F32, EUC, 0, 0, 0, 0, 1},
+	{"lattice", 4000, 16, {5, 3, 0, 1, 0, 0}, F32, EUC, 0, 0, 1, 0, 1},
+	{"same", 2000, 16, {5, 0, 0, 0, 1, 0}, F32, EUC, 0, 0, 1, 0, 1},
+	{"dupblobs", 20000, 16, {10, 5, 0, 0, 0, 0}, F32, EUC, 0, 0, 0, 0, 1},
+	{"dups", 20000, 16, {10, 10, 0, 0, 0, 0}, F32, EUC, 0, 0, 0, 0, 1},
+	{"farone", 20000, 16, {10, 10, 0, 0, 0, 0}, F32, EUC, 0, 0, 0, 0, 1},
+	{"outliers", 20000, 16, {10, 5, 0, 0, 0, 0}, F32, EUC, 0, 0, 0, 0, 1},
+	{"blobs", 20000, 16, {10, 1, 0, 0, 0, 0}, F32, EUC, 0, 0, 0, 0, 1},
+	{"blobs", 20000, 16, {20, 63, 0, 0, 0, 0}, F32, EUC, 0, 0, 0, 0, 1},
+	{"blobs", 20000, 16, {20, 64, 0, 0, 0, 0}, F32, EUC, 0, 0, 0, 0, 1},
+	{"blobs", 50, 16, {5, -1, 0, 0, 0, 0}, F32, EUC, 0, 0, 1, 0, 1},
+	{"dups", 20000, 64, {10, 5, 0, 0, 0, 0}, F32, EUC, 0, 0, 0, 0, 1},
+	{"blobs", 10000, 64, {10, 5, 0, 0, 0, 0}, F64, EUC, 1e6, 0, 0, 0, 1},
+	{"blobs", 10000, 64, {10, 5, 0, 0, 0, 0}, F32, EUC, 0, 0, 1, 0, 1},
+	/* the pair engine forced below 16 features, and the trees forced above */
+	{"blobs", 20000, 2, {10, 5, 0, 0, 0, 0}, F32, EUC, 0, 0, 0, 0, 1},
+	{"lattice", 10000, 2, {5, 5, 0, 0, 0, 0}, F32, EUC, 0, 0, 0, 0, 1},
+	{"blobs", 20000, 8, {10, 5, 0, 0, 0, 0}, F64, EUC, 1e6, 0, 0, 0, 1},
+	{"blobs", 10000, 64, {10, 5, 0, 0, 0, 0}, F32, EUC, 0, 0, 0, 0, -1},
+	{"wide", 5000, 16, {10, 5, 0, 0, 0, 0}, F32, COS, 0, 0, 0, 0, -1},
 	{"close", 300000, 2, {20, 10, 0, 0, 0, 0}},
 	{"chain", 1000000, 2, {10, 5, 0, 0, 0, 0}},	/* a deep hierarchy, rows added one or a few at a time */
 	/* rows and answers of 64 MB and more: the copies through pinned memory on several threads */
@@ -438,6 +469,10 @@ static const hd_case hd_cases[] = {
 	{"wide", 20000, 64, {10, 5, 0, 0, 0, 0}, F64, COS},
 	{"blobs", 300000, 2, {10, 10, 0, 0, 0, 0}, F64, COS, 1e6, -50},
 	{"blobs", 100000, 3, {10, 10, 0.001, 0, 0, 0}, F32, COS, 0, -50},
+	{"wide", 20000, 16, {10, 5, 0, 0, 0, 0}, F32, COS, 0, 0, 0, 0, 1},
+	{"wide", 5000, 384, {10, 5, 0, 0, 0, 0}, F32, COS, 0, 0, 0, 0, 1},
+	{"wide", 5000, 384, {10, 10, 0, 0, 0, 0}, F64, COS, 0, 0, 0, 0, 1},
+	{"blobs", 5000, 384, {10, 5, 0, 0, 0, 0}, F32, COS, 0, -50, 0, 0, 1},
 	/* few rows */
 	{"blobs", 2, 2, {2, 1, 0, 0, 0, 0}, F32, EUC, 0, 0, 1},
 	{"blobs", 3, 2, {2, 2, 0, 0, 1, 0}, F32, EUC, 0, 0, 1},
@@ -491,7 +526,7 @@ hd_rows(const hd_case *c)
  */
 static int
 hd_labels_only(const gc_backend_api *api, const hd_answer *ref, const void *x, const hd_case *c,
-			   const gc_hdbscan_params *p, char *detail, size_t size)
+			   const gc_hdbscan_params *p, const gc_tuning *tuning, char *detail, size_t size)
 {
 	hd_answer	a;
 	int64_t		first = -1;
@@ -504,7 +539,7 @@ hd_labels_only(const gc_backend_api *api, const hd_answer *ref, const void *x, c
 	outlier = a.outlier;
 	core = a.core;
 	a.probability = a.outlier = a.core = NULL;
-	hd_run(api, &a, x, c->dtype, c->metric, c->n, c->d, p, NULL, NULL);
+	hd_run(api, &a, x, c->dtype, c->metric, c->n, c->d, p, tuning, NULL);
 	for (int64_t i = 0; a.status == GC_OK && i < c->n && first < 0; i++)
 		if (a.cluster[i] != ref->cluster[i])
 			first = i;
@@ -531,6 +566,8 @@ hd_differential(const hd_case *c0)
 	hd_answer	ref,
 				t;
 	gc_hdbscan_params p;
+	gc_tuning	tun = gc_tuning_defaults();
+	const gc_tuning *tp = NULL;
 	int64_t		noise = 0;
 	char		name[64],
 				what[200],
@@ -547,14 +584,37 @@ hd_differential(const hd_case *c0)
 	p = hd_make_params(&c.p, c.n, c.metric);
 	hd_alloc(&ref, c.n, c.tree);
 	hd_alloc(&t, c.n, c.tree);
-	snprintf(name, sizeof(name), "%s-%dd%s%s", c.shape, c.d, c.dtype == GC_F64 ? "-f64" : "",
-			 c.metric == GC_METRIC_COSINE ? "-cos" : "");
+	snprintf(name, sizeof(name), "%s-%dd%s%s%s", c.shape, c.d, c.dtype == GC_F64 ? "-f64" : "",
+			 c.metric == GC_METRIC_COSINE ? "-cos" : "",
+			 c.pair_path > 0 ? "-pairs" : c.pair_path < 0 ? "-index" : "");
+	if (c.pair_path != 0)
+	{
+		tun.pair_path = c.pair_path;
+		tp = &tun;
+	}
 
-	hd_run(H.ref, &ref, x, c.dtype, c.metric, c.n, c.d, &p, NULL, NULL);
-	hd_run(H.test, &t, x, c.dtype, c.metric, c.n, c.d, &p, NULL, NULL);
+	hd_run(H.ref, &ref, x, c.dtype, c.metric, c.n, c.d, &p, tp, NULL);
+	hd_run(H.test, &t, x, c.dtype, c.metric, c.n, c.d, &p, tp, NULL);
 	for (int64_t i = 0; ref.status == GC_OK && i < c.n; i++)
 		noise += ref.cluster[i] < 0;
 	ok = hd_compare(&ref, &t, c.n, verdict, sizeof(verdict));
+	if (!H.cpu_only && t.status == GC_OK && c.n >= 2)
+	{
+		/*
+		 * the GPU's path: the pair engine where forced and min_samples + 1
+		 * <= 64 (kPairsK, cuda/hdbscan.cuh), the tree where not chosen;
+		 * chosen by the rule alone, either (kPairsByDefault)
+		 */
+		int			kk = p.min_samples < c.n ? p.min_samples + 1 : p.min_samples;
+		int			want = c.pair_path > 0 && kk <= 64 ? GC_PATH_PAIRS
+			: !gc_hdbscan_pairs_chosen(tp, c.d) || kk > 64 ? GC_PATH_INDEX : 0;
+		char		detail[120];
+
+		snprintf(detail, sizeof(detail), "timing.path %d, expected %d", (int) t.timing.path, want);
+		snprintf(what, sizeof(what), "hdbscan %s n=%lld: gpu path", name, (long long) c.n);
+		h_check(want == 0 ? t.timing.path == GC_PATH_PAIRS || t.timing.path == GC_PATH_INDEX
+				: t.timing.path == want, what, detail);
+	}
 	snprintf(what, sizeof(what), "hdbscan %s n=%lld mcs=%d ms=%d eps=%g %s%s maxcs=%lld", name,
 			 (long long) c.n, p.min_cluster_size, p.min_samples, p.cluster_selection_epsilon,
 			 c.p.leaf ? "leaf" : "eom", c.p.single ? " single" : "", (long long) c.p.maxcs);
@@ -567,11 +627,11 @@ hd_differential(const hd_case *c0)
 		if (c.n <= 20000)
 		{
 			snprintf(what, sizeof(what), "hdbscan %s n=%lld: cpu labels only", name, (long long) c.n);
-			h_check(hd_labels_only(H.ref, &ref, x, &c, &p, detail, sizeof(detail)), what, detail);
+			h_check(hd_labels_only(H.ref, &ref, x, &c, &p, tp, detail, sizeof(detail)), what, detail);
 		}
 		snprintf(what, sizeof(what), "hdbscan %s n=%lld: %s labels only", name, (long long) c.n,
 				 h_test_name());
-		h_check(hd_labels_only(H.test, &ref, x, &c, &p, detail, sizeof(detail)), what, detail);
+		h_check(hd_labels_only(H.test, &ref, x, &c, &p, tp, detail, sizeof(detail)), what, detail);
 	}
 	if (c.host_sums && !H.cpu_only && c.n >= 100000 && t.status == GC_OK)
 	{
