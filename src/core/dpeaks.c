@@ -445,6 +445,32 @@ dc_collect_par(dpeaks_ws *ws, uint64_t prefix, int prefix_bits, int64_t m, int64
 	return st;
 }
 
+/* A growing list of keys, at most cap. */
+typedef struct dp_u64_list
+{
+	uint64_t   *v;
+	int64_t		len;
+	int64_t		size;
+} dp_u64_list;
+
+/* Appends key; 0 once cap keys are held or memory runs out. */
+static int
+dp_u64_push(dp_u64_list *l, uint64_t key, int64_t cap)
+{
+	if (l->len == l->size)
+	{
+		int64_t		size = l->size ? 2 * l->size : 4096;
+		uint64_t   *v;
+
+		if (l->len >= cap || !(v = realloc(l->v, sizeof(uint64_t) * (size_t) size)))
+			return 0;
+		l->v = v;
+		l->size = size;
+	}
+	l->v[l->len++] = key;
+	return 1;
+}
+
 /*
  * The k-th smallest (1-based) dist2 over unordered pairs, by radix select on
  * the bit patterns: each pass histograms the next twenty bits of the keys
@@ -572,6 +598,142 @@ dc_sample(dpeaks_ws *ws, double rate, uint64_t seed, uint64_t *key_out)
 	return GC_OK;
 }
 
+/*
+ * The exact dc on the pair engine (d >= 16), as on the GPU
+ * (cuda/dpeaks_pairs.cu): the seeded sample gives a window [lo, hi] around
+ * the quantile, six standard deviations of the sample quantile's rank on
+ * either side; one pass over the tiles counts the pairs certainly below lo
+ * (by the screen's upper bound, or their canonical dist2) and keeps the
+ * canonical dist2 of those in the window; the pair of the rank is selected
+ * from those.  *found is 0 where the window missed it (dc_exact decides).
+ */
+typedef struct dc_window_job
+{
+	gc_pe	   *pe;
+	double		lo,
+				hi;
+	int64_t    *below;			/* [threads] */
+	dp_u64_list *kept;			/* [threads] */
+	int64_t		cap;			/* keys a thread may keep */
+	int			overflow;
+} dc_window_job;
+
+static gc_status
+dc_window_tile(void *arg, gc_worker *w, gc_pe_tile *t, int *done)
+{
+	dc_window_job *job = arg;
+	double		lb[GC_PE_BJ],
+				ub[GC_PE_BJ];
+	int64_t		nb = 0;
+
+	for (int64_t i = t->i0; i < t->i1; i++)
+	{
+		int64_t		j0 = i + 1 > t->j0 ? i + 1 : t->j0;
+
+		if (j0 >= t->j1)
+			continue;
+		gc_pe_bounds(job->pe, t, i, lb, ub);
+		for (int64_t j = j0; j < t->j1; j++)
+		{
+			double		d2;
+
+			if (ub[j - t->j0] < job->lo)
+			{
+				nb++;
+				continue;
+			}
+			if (lb[j - t->j0] > job->hi)
+				continue;
+			t->exact++;
+			d2 = gc_pe_dist2(job->pe, i, j);
+			if (d2 < job->lo)
+				nb++;
+			else if (d2 <= job->hi && !__atomic_load_n(&job->overflow, __ATOMIC_RELAXED) &&
+					 !dp_u64_push(&job->kept[w->id], gc_dp_key(d2), job->cap))
+				__atomic_store_n(&job->overflow, 1, __ATOMIC_RELAXED);
+		}
+	}
+	job->below[w->id] += nb;
+	return GC_OK;
+}
+
+static gc_status
+dc_exact_pairs(dpeaks_ws *ws, int64_t m, uint64_t seed, uint64_t *key_out, int *found)
+{
+	const int64_t S = GC_DP_DC_SAMPLE_PAIRS;
+	const double N = (double) ws->n * (double) (ws->n - 1) / 2.0;
+	int			threads = gc_pool_threads(ws->ctx->pool);
+	uint64_t   *v = malloc(sizeof(uint64_t) * (size_t) S);
+	dc_sample_job sj = {ws, seed, v};
+	dc_window_job job;
+	gc_pe		pe;
+	gc_status	st;
+	double		p = (double) m / N,
+				delta = 6.0 * sqrt(p * (1.0 - p) / (double) S) + 2.0 / (double) S;
+	int64_t		rlo = (int64_t) floor((p - delta) * (double) S),
+				rhi = (int64_t) ceil((p + delta) * (double) S),
+				below = 0,
+				kept = 0;
+
+	*found = 0;
+	if (!v)
+		return gc_core_oom(ws->ctx, sizeof(uint64_t) * (size_t) S, "out of memory for the dc sample");
+	if (rhi >= S || (st = gc_pool_for(ws->ctx->pool, S, 16384, dc_sample_block, &sj)) != GC_OK)
+	{
+		free(v);
+		return rhi >= S ? GC_OK : st;
+	}
+	memset(&job, 0, sizeof(job));
+	job.pe = &pe;
+	job.hi = gc_dp_unkey(select_u64(v, S, rhi));
+	job.lo = rlo >= 0 ? gc_dp_unkey(select_u64(v, rhi, rlo)) : 0.0;
+	free(v);
+	if (!isfinite(job.hi))
+		return GC_OK;
+	/* room for eight times the pairs the window should hold, at least 2^20 */
+	job.cap = (int64_t) fmin(fmax(16.0 * delta * N, (double) (1 << 20)), (double) (INT64_C(1) << 28)) / threads + 4096;
+	job.below = calloc((size_t) threads, sizeof(int64_t));
+	job.kept = calloc((size_t) threads, sizeof(dp_u64_list));
+	if (!job.below || !job.kept)
+		st = gc_core_oom(ws->ctx, 32 * (size_t) threads, "out of memory for the dc window");
+	else if ((st = gc_pe_prepare(&pe, ws->ctx, ws->x, ws->dtype, ws->n, ws->d, job.hi)) == GC_OK)
+	{
+		st = gc_pe_run_upper(&pe, dc_window_tile, &job);
+		gc_pe_free(&pe);
+	}
+	for (int q = 0; q < threads && job.kept && job.below; q++)
+	{
+		below += job.below[q];
+		kept += job.kept[q].len;
+	}
+	if (st == GC_OK && !job.overflow && m > below && m <= below + kept)
+	{
+		uint64_t   *all = malloc(sizeof(uint64_t) * (size_t) (kept > 0 ? kept : 1));
+		int64_t		at = 0;
+
+		if (!all)
+			st = gc_core_oom(ws->ctx, sizeof(uint64_t) * (size_t) kept, "out of memory for the dc window");
+		else
+		{
+			for (int q = 0; q < threads; q++)
+			{
+				memcpy(all + at, job.kept[q].v, sizeof(uint64_t) * (size_t) job.kept[q].len);
+				at += job.kept[q].len;
+			}
+			*key_out = select_u64(all, kept, m - below - 1);
+			*found = 1;
+			free(all);
+		}
+	}
+	gc_core_debug(ws->ctx, "density peaks: dc window [%g, %g] below=%lld kept=%lld rank=%lld %s", job.lo, job.hi,
+				  (long long) below, (long long) kept, (long long) m, *found ? "found" : "missed");
+	for (int q = 0; q < threads && job.kept; q++)
+		free(job.kept[q].v);
+	free(job.kept);
+	free(job.below);
+	return st;
+}
+
 /* Phase dc: the cutoff distance, given or derived from neighbor_rate. */
 static gc_status
 dpeaks_dc(dpeaks_ws *ws)
@@ -594,7 +756,12 @@ dpeaks_dc(dpeaks_ws *ws)
 	{
 		int64_t		k = gc_dp_quantile_rank(p->neighbor_rate, gc_dp_ordered_pairs(ws->n));
 
-		st = dc_exact(ws, (k + 1) / 2, &key);
+		int			found = 0;
+
+		st = ws->use_pairs && ws->n >= 2
+			? dc_exact_pairs(ws, (k + 1) / 2, p->seed ? p->seed : GC_DP_DEFAULT_SEED, &key, &found) : GC_OK;
+		if (st == GC_OK && !found)
+			st = dc_exact(ws, (k + 1) / 2, &key);
 		result->dc_method = GC_DC_EXACT;
 	}
 	else

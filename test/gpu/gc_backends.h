@@ -138,6 +138,10 @@ gc_h_status_name(gc_status s)
 			return "GC_ERR_INVALID_ARGUMENT";
 		case GC_ERR_CUDA:
 			return "GC_ERR_CUDA";
+		case GC_ERR_QUEUE_TIMEOUT:
+			return "GC_ERR_QUEUE_TIMEOUT";
+		case GC_ERR_UNAVAILABLE:
+			return "GC_ERR_UNAVAILABLE";
 		case GC_ERR_INTERNAL:
 			return "GC_ERR_INTERNAL";
 	}
