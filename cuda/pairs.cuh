@@ -93,7 +93,7 @@ __device__ __forceinline__ double upper(const Tile &tl, int32_t i, int32_t j)
 
 	if (!(v == v))
 		return INFINITY;
-	return __dmul_rn(__dmul_rn(v, 1 + 0x1p-50), tl.s2inv);
+	return __dadd_rn(__dmul_rn(__dmul_rn(v, 1 + 0x1p-50), tl.s2inv), 0x1p-1000);
 }
 
 /* Whether rows i and j of the tile are within t, decided exactly; *exact counts the canonical ones. */
