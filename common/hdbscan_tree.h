@@ -212,6 +212,54 @@ gc_hdb_find(int64_t *uf, int64_t x)
 	return x;
 }
 
+/*
+ * The joins of one CPU Borůvka round: each component (comp[i] of place i,
+ * a place index) takes the least (gc_hdbscan_edge_less) of its places'
+ * best edges (best_q[i] >= 0: to place best_q[i]); every chosen edge that
+ * joins two sets of uf is appended to mst at *edges.  cbest [n] is
+ * scratch.  Returns the edges added.
+ */
+static inline int64_t
+gc_hdb_join_least(int64_t n, const int32_t *comp, const double *best_w, const int32_t *best_lo,
+				  const int32_t *best_hi, const int32_t *best_q, int32_t *cbest, int64_t *uf,
+				  gc_hdbscan_edge *mst, int64_t *edges)
+{
+	int64_t		added = 0;
+
+	for (int64_t i = 0; i < n; i++)
+		cbest[i] = -1;
+	for (int64_t i = 0; i < n; i++)
+	{
+		int32_t		c = comp[i],
+					j = cbest[c];
+
+		if (best_q[i] < 0)
+			continue;
+		if (j < 0 || gc_hdbscan_edge_less(best_w[i], best_lo[i], best_hi[i], best_w[j], best_lo[j], best_hi[j]))
+			cbest[c] = (int32_t) i;
+	}
+	for (int64_t c = 0; c < n; c++)
+	{
+		int32_t		i = cbest[c];
+		int64_t		a,
+					b;
+
+		if (i < 0)
+			continue;
+		a = gc_hdb_find(uf, i);
+		b = gc_hdb_find(uf, best_q[i]);
+		if (a == b)
+			continue;			/* the same edge, chosen by both its components */
+		uf[a < b ? b : a] = a < b ? a : b;
+		mst[*edges].w = best_w[i];
+		mst[*edges].lo = best_lo[i];
+		mst[*edges].hi = best_hi[i];
+		(*edges)++;
+		added++;
+	}
+	return added;
+}
+
 #include "hdbscan_linkage.h"
 
 /* Rows under merge m. */

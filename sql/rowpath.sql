@@ -56,11 +56,13 @@ SELECT (SELECT count(*) FROM huge) AS rows,
        (SELECT count(*) FROM ((TABLE huge EXCEPT TABLE small) UNION ALL (TABLE small EXCEPT TABLE huge)) d) AS differing;
 
 -- parallel labels: RESTRICTED from PostgreSQL 17 (subtransactions in
--- parallel mode), UNSAFE before; gpuclust_devices, gpuclust_defaults, the window
+-- parallel mode), UNSAFE before; gpuclust_devices, gpuclust_defaults, the GPU
+-- service's views (gpuclust_service, gpuclust_service_requests), the window
 -- functions and the per-row k-means functions and aggregates run no query: SAFE;
 -- gpu_kmeans_fit_distributed runs distributed queries from the leader, and the
 -- per-shard functions it calls on the workers (gpu_kmeans_shard_*) are UNSAFE too
-SELECT proname, proparallel = CASE WHEN proname IN ('gpuclust_devices', 'gpuclust_defaults') OR proname LIKE 'gpu_cluster_%'
+SELECT proname, proparallel = CASE WHEN proname IN ('gpuclust_devices', 'gpuclust_defaults', 'gpuclust_service',
+                                                      'gpuclust_service_requests') OR proname LIKE 'gpu_cluster_%'
                                      OR proname ~ '^gpu_kmeans_(step|state|predict|distance|row_hash|sample)' THEN 's'
                                    WHEN proname = 'gpu_kmeans_fit_distributed' OR proname LIKE 'gpu_kmeans_shard_%' THEN 'u'
                                    WHEN current_setting('server_version_num')::int >= 170000 THEN 'r'

@@ -1626,38 +1626,8 @@ hdb_boruvka(hdb_ws *ws, gc_hdbscan_edge *mst)
 		ws->nbr = NULL;
 		ws->ball = NULL;
 		/* each component's least edge, positions indexed by the component's root */
-		for (int64_t i = 0; i < n; i++)
-			cbest[i] = -1;
-		for (int64_t i = 0; i < n; i++)
-		{
-			int32_t		c = ws->pcomp[i],
-						j = cbest[c];
-
-			if (ws->best_q[i] < 0)
-				continue;
-			if (j < 0 || gc_hdbscan_edge_less(ws->best_w[i], ws->best_lo[i], ws->best_hi[i],
-											  ws->best_w[j], ws->best_lo[j], ws->best_hi[j]))
-				cbest[c] = (int32_t) i;
-		}
-		for (int64_t c = 0; c < n; c++)
-		{
-			int32_t		i = cbest[c];
-			int64_t		a,
-						b;
-
-			if (i < 0)
-				continue;
-			a = gc_hdb_find(uf, i);
-			b = gc_hdb_find(uf, ws->best_q[i]);
-			if (a == b)
-				continue;		/* the same edge, chosen by both its components */
-			uf[a < b ? b : a] = a < b ? a : b;
-			mst[edges].w = ws->best_w[i];
-			mst[edges].lo = ws->best_lo[i];
-			mst[edges].hi = ws->best_hi[i];
-			edges++;
-			added++;
-		}
+		added += gc_hdb_join_least(n, ws->pcomp, ws->best_w, ws->best_lo, ws->best_hi, ws->best_q, cbest, uf,
+								   mst, &edges);
 		if (added == 0)
 		{
 			st = gc_error_set(ws->ctx->err, GC_ERR_INTERNAL,

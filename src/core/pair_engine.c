@@ -224,6 +224,7 @@ typedef struct pe_run_job
 	gc_pe_fn	fn;
 	void	   *arg;
 	int			upper;			/* column blocks from the row block's first row on */
+	gc_pe_want_fn want;			/* NULL, or which tiles to compute (gc_pe_run_where) */
 } pe_run_job;
 
 /* One row block against every column block, in ascending order. */
@@ -250,6 +251,12 @@ pe_run_block(void *arg, gc_worker *w, int64_t b, int64_t e)
 			tile.j1 = j0 + GC_PE_BJ < pe->n ? j0 + GC_PE_BJ : pe->n;
 			tile.exact = 0;
 			tile.prod = NULL;
+			if (job->want && !job->want(job->arg, i0, i1, j0, tile.j1))
+			{
+				if (gc_worker_tick(w, i1 - i0, PE_CANCEL_EVERY))
+					return GC_ERR_CANCELLED;
+				continue;
+			}
 			if (pe->products)
 			{
 				void	   *c = pe->prod[w->id];
@@ -278,7 +285,7 @@ pe_run_block(void *arg, gc_worker *w, int64_t b, int64_t e)
 }
 
 static gc_status
-pe_run(gc_pe *pe, gc_pe_fn fn, void *arg, int upper)
+pe_run(gc_pe *pe, gc_pe_want_fn want, gc_pe_fn fn, void *arg, int upper)
 {
 	pe_run_job	job;
 	int64_t		blocks = (pe->n + GC_PE_BI - 1) / GC_PE_BI;
@@ -290,6 +297,7 @@ pe_run(gc_pe *pe, gc_pe_fn fn, void *arg, int upper)
 	job.fn = fn;
 	job.arg = arg;
 	job.upper = upper;
+	job.want = want;
 	st = gc_pool_for(pe->ctx->pool, blocks, 1, pe_run_block, &job);
 	pe->ctx->timing->pair_exact = pe->exact;
 	return st;
@@ -298,13 +306,13 @@ pe_run(gc_pe *pe, gc_pe_fn fn, void *arg, int upper)
 gc_status
 gc_pe_run(gc_pe *pe, gc_pe_fn fn, void *arg)
 {
-	return pe_run(pe, fn, arg, 0);
+	return pe_run(pe, NULL, fn, arg, 0);
 }
 
 gc_status
 gc_pe_run_upper(gc_pe *pe, gc_pe_fn fn, void *arg)
 {
-	return pe_run(pe, fn, arg, 1);
+	return pe_run(pe, NULL, fn, arg, 1);
 }
 
 void
@@ -381,84 +389,8 @@ gc_pe_bounds(const gc_pe *pe, const gc_pe_tile *t, int64_t i, double *lo, double
 					  pe->bound, pe->s2inv, lo, hi);
 }
 
-typedef struct pe_where_job
-{
-	gc_pe	   *pe;
-	gc_pe_want_fn want;
-	gc_pe_fn	fn;
-	void	   *arg;
-} pe_where_job;
-
-/* One row block against the column blocks want accepts, in ascending order. */
-static gc_status
-pe_where_block(void *arg, gc_worker *w, int64_t b, int64_t e)
-{
-	pe_where_job *job = arg;
-	gc_pe	   *pe = job->pe;
-
-	for (int64_t blk = b; blk < e; blk++)
-	{
-		int64_t		i0 = blk * GC_PE_BI;
-		int64_t		i1 = i0 + GC_PE_BI < pe->n ? i0 + GC_PE_BI : pe->n;
-		int			done = 0;
-
-		for (int64_t j0 = 0; j0 < pe->n && !done; j0 += GC_PE_BJ)
-		{
-			gc_pe_tile	tile;
-			gc_status	st;
-
-			tile.i0 = i0;
-			tile.i1 = i1;
-			tile.j0 = j0;
-			tile.j1 = j0 + GC_PE_BJ < pe->n ? j0 + GC_PE_BJ : pe->n;
-			tile.exact = 0;
-			tile.prod = NULL;
-			if (!job->want(job->arg, i0, i1, j0, tile.j1))
-			{
-				if (gc_worker_tick(w, i1 - i0, PE_CANCEL_EVERY))
-					return GC_ERR_CANCELLED;
-				continue;
-			}
-			if (pe->products)
-			{
-				void	   *c = pe->prod[w->id];
-				int			m = (int) (i1 - i0);
-				int			nn = (int) (tile.j1 - j0);
-
-				if (pe->prec == GC_PAIR_FP64)
-					gc_blas_dgemm_nt(m, nn, pe->d, (const double *) pe->op + (size_t) i0 * pe->d,
-									 (const double *) pe->op + (size_t) j0 * pe->d, (double *) c);
-				else
-					gc_blas_sgemm_nt(m, nn, pe->d, (const float *) pe->op + (size_t) i0 * pe->d,
-									 (const float *) pe->op + (size_t) j0 * pe->d, (float *) c);
-				tile.prod = c;
-			}
-			st = job->fn(job->arg, w, &tile, &done);
-			if (tile.exact)
-				__atomic_fetch_add(&pe->exact, tile.exact, __ATOMIC_RELAXED);
-			if (st != GC_OK)
-				return st;
-			if (gc_worker_tick(w, (i1 - i0) * (tile.j1 - j0) * pe->d + tile.exact * pe->d * 8,
-							   PE_CANCEL_EVERY))
-				return GC_ERR_CANCELLED;
-		}
-	}
-	return GC_OK;
-}
-
 gc_status
 gc_pe_run_where(gc_pe *pe, gc_pe_want_fn want, gc_pe_fn fn, void *arg)
 {
-	pe_where_job job;
-	gc_status	st;
-
-	if (gc_core_cancelled(pe->ctx))
-		return GC_ERR_CANCELLED;
-	job.pe = pe;
-	job.want = want;
-	job.fn = fn;
-	job.arg = arg;
-	st = gc_pool_for(pe->ctx->pool, (pe->n + GC_PE_BI - 1) / GC_PE_BI, 1, pe_where_block, &job);
-	pe->ctx->timing->pair_exact = pe->exact;
-	return st;
+	return pe_run(pe, want, fn, arg, 0);
 }
