@@ -60,7 +60,7 @@ _PG_init(void)
 							"The CUDA device gpuclust uses.",
 							"See gpuclust_devices() for the devices.",
 							&gc_device_id_guc, 0, 0, 1023,
-							PGC_USERSET, 0, NULL, NULL, NULL);
+							PGC_USERSET, 0, GcDeviceIdCheck, GcDeviceIdAssign, NULL);
 	DefineCustomIntVariable("gpuclust.gpu_min_rows",
 							"Inputs with fewer rows are computed on the CPU when gpuclust.device is auto.",
 							NULL, &gc_gpu_min_rows_guc, 20000, 0, INT_MAX,

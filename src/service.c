@@ -20,12 +20,14 @@
 
 #include <signal.h>
 
+#include "access/parallel.h"
 #include "fmgr.h"
 #include "funcapi.h"
 #include "miscadmin.h"
 #include "pgstat.h"
 #include "postmaster/bgworker.h"
 #include "storage/ipc.h"
+#include "storage/proc.h"
 #include "storage/shmem.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
@@ -40,7 +42,11 @@ int			gc_service_backend_guc = GC_SVC_BACKEND_GPU;
 int			gc_service_threads_guc = 2;
 int			gc_service_memory_budget_guc = 0;
 int			gc_service_test_delay_guc = 0;
+int			gc_service_test_devices_guc = 1;
 static bool gc_service_guc = true;
+
+/* Whether gpuclust.device_id was set rather than left at its default. */
+static bool device_id_set = false;
 
 GcServiceShared *gc_service = NULL;
 
@@ -104,6 +110,26 @@ ServiceShmemStartup(void)
 	LWLockRelease(AddinShmemInitLock);
 }
 
+/* gpuclust.device_id's check hook: extra records whether the value was set. */
+bool
+GcDeviceIdCheck(int *newval, void **extra, GucSource source)
+{
+	bool	   *set = malloc(sizeof(bool));
+
+	if (set == NULL)
+		return false;
+	*set = source > PGC_S_DYNAMIC_DEFAULT;
+	*extra = set;
+	return true;
+}
+
+/* gpuclust.device_id's assign hook (also on RESET and at the end of a transaction). */
+void
+GcDeviceIdAssign(int newval, void *extra)
+{
+	device_id_set = extra != NULL && *(bool *) extra;
+}
+
 /* Defines the service's settings; registers it while shared_preload_libraries is processed. */
 void
 GcServiceInit(void)
@@ -141,6 +167,10 @@ GcServiceInit(void)
 							 "The back end the GPU service runs (cpu: a stand-in for tests without a GPU).",
 							 NULL, &gc_service_backend_guc, GC_SVC_BACKEND_GPU, service_backend_options,
 							 PGC_POSTMASTER, GUC_NOT_IN_SAMPLE, NULL, NULL, NULL);
+	DefineCustomIntVariable("gpuclust.service_test_devices",
+							"Devices the GPU service's CPU stand-in presents (tests).",
+							NULL, &gc_service_test_devices_guc, 1, 1, GC_SVC_MAX_DEVICES,
+							PGC_POSTMASTER, GUC_NO_SHOW_ALL | GUC_NOT_IN_SAMPLE, NULL, NULL, NULL);
 	if (!gc_service_guc)
 		return;
 
@@ -320,14 +350,15 @@ TakeSlot(void)
 
 /*
  * Sends request r (its params and result hold the caller's pointers) with
- * rows x to the service, waits, and copies the answer back into the
+ * rows x to the service, to the device exec names when pinned, else to the
+ * one the service chooses; waits, and copies the answer back into the
  * caller's arrays and into *r.  The statuses of the service itself:
  * GC_ERR_UNAVAILABLE (not running, or stopped during the call) and
  * GC_ERR_QUEUE_TIMEOUT.  A cancel comes back as GC_ERR_CANCELLED, after
  * the service let go of the request.
  */
 static gc_status
-Submit(GcSvcRequest *r, const gc_exec *exec, const void *x)
+Submit(GcSvcRequest *r, const gc_exec *exec, bool pinned, const void *x)
 {
 	GcSvcBuf	bufs[GC_SVC_MAX_BUFS];
 	int			nb;
@@ -399,12 +430,15 @@ Submit(GcSvcRequest *r, const gc_exec *exec, const void *x)
 	slot = &gc_service->slots[s];
 	memset(slot, 0, sizeof(*slot));
 	slot->pid = MyProcPid;
+	/* a parallel worker takes its turns in the queue with its leader */
+	slot->session = IsParallelWorker() && MyProc->lockGroupLeader ?
+		MyProc->lockGroupLeader->pid : MyProcPid;
 	slot->latch = MyLatch;
 	gen = slot->generation = gc_service->generation;
 	slot->ticket = ++gc_service->next_ticket;
 	slot->handle = dsm_segment_handle(seg);
 	slot->op = r->op;
-	slot->device_id = r->device_id;
+	slot->device_id = pinned ? r->device_id : GC_SVC_ANY_DEVICE;
 	slot->rows = r->n;
 	slot->dims = r->d;
 	slot->memory = EstimateMemory(r);
@@ -520,7 +554,7 @@ ProxyDeviceInfo(int32_t device_id, gc_device_info *info)
 	exec.struct_size = sizeof(exec);
 	exec.device_id = device_id;
 	NewRequest(&r, GC_SVC_DEVICE_INFO, GC_F32, 0, 0);
-	st = Submit(&r, &exec, NULL);
+	st = Submit(&r, &exec, true, NULL);
 	if (st == GC_OK)
 		*info = r.info;
 	return st;
@@ -536,7 +570,7 @@ ProxyDbscan(const gc_exec *exec, const void *x, gc_dtype dtype, int64_t n, int32
 	NewRequest(&r, GC_SVC_DBSCAN, dtype, n, d);
 	r.params.db = *params;
 	r.result.db = *result;
-	st = Submit(&r, exec, x);
+	st = Submit(&r, exec, device_id_set, x);
 	if (st == GC_OK)
 		*result = r.result.db;
 	return st;
@@ -552,7 +586,7 @@ ProxyKmeans(const gc_exec *exec, const void *x, gc_dtype dtype, int64_t n, int32
 	NewRequest(&r, GC_SVC_KMEANS, dtype, n, d);
 	r.params.km = *params;
 	r.result.km = *result;
-	st = Submit(&r, exec, x);
+	st = Submit(&r, exec, device_id_set, x);
 	if (st == GC_OK)
 		*result = r.result.km;
 	return st;
@@ -568,7 +602,7 @@ ProxyDensityPeaks(const gc_exec *exec, const void *x, gc_dtype dtype, int64_t n,
 	NewRequest(&r, GC_SVC_DPEAKS, dtype, n, d);
 	r.params.dp = *params;
 	r.result.dp = *result;
-	st = Submit(&r, exec, x);
+	st = Submit(&r, exec, device_id_set, x);
 	if (st == GC_OK)
 		*result = r.result.dp;
 	return st;
@@ -584,7 +618,7 @@ ProxyKmeansAssign(const gc_exec *exec, const void *x, gc_dtype dtype, int64_t n,
 	NewRequest(&r, GC_SVC_KMEANS_ASSIGN, dtype, n, d);
 	r.params.ka = *params;
 	r.result.ka = *result;
-	st = Submit(&r, exec, x);
+	st = Submit(&r, exec, device_id_set, x);
 	if (st == GC_OK)
 		*result = r.result.ka;
 	return st;
@@ -605,7 +639,7 @@ ProxyHdbscan(const gc_exec *exec, const void *x, gc_dtype dtype, int64_t n, int3
 		r.has_tree = true;
 		r.tree = *result->tree;
 	}
-	st = Submit(&r, exec, x);
+	st = Submit(&r, exec, device_id_set, x);
 	if (st == GC_OK)
 	{
 		*result = r.result.hd;
@@ -777,6 +811,7 @@ gpuclust_service_requests(PG_FUNCTION_ARGS)
 		values[1] = CStringGetTextDatum(state);
 		values[2] = CStringGetTextDatum(GcSvcOpName(s->op));
 		values[3] = Int32GetDatum(s->device_id);
+		nulls[3] = s->device_id == GC_SVC_ANY_DEVICE;
 		values[4] = Int64GetDatum(s->rows);
 		values[5] = Int32GetDatum(s->dims);
 		values[6] = Int64GetDatum(s->memory);

@@ -9,6 +9,8 @@
 
 #include "gpuclust.h"
 
+#include "utils/guc.h"
+
 /* gpuclust.gpu_queue_timeout, in milliseconds; 0: wait without limit. */
 extern int	gc_gpu_queue_timeout_guc;
 
@@ -18,6 +20,15 @@ extern int	gc_gpu_queue_timeout_guc;
  * its background worker.
  */
 extern void GcServiceInit(void);
+
+/*
+ * The check and assign hooks of gpuclust.device_id: they note whether the
+ * value was set (in postgresql.conf, ALTER ROLE or DATABASE, SET) or is the
+ * default.  The service sends a call whose device was not set to the least
+ * loaded GPU; a set device_id pins it.
+ */
+extern bool GcDeviceIdCheck(int *newval, void **extra, GucSource source);
+extern void GcDeviceIdAssign(int newval, void *extra);
 
 /* True in the service process, which loads the back end itself. */
 extern bool gc_in_service;

@@ -7,11 +7,22 @@
  *
  * One main loop and a few worker threads per device.  The main loop is the
  * only part that calls PostgreSQL: it takes new requests from the slots,
- * attaches their DSM segments, admits them in order of arrival (first come,
- * first served: one request per session, so the queue is round-robin over
- * sessions) while a worker thread and the device-memory budget allow, hands
- * the thread plain pointers into the segment, and when the thread is done
- * detaches and sets the backend's latch.  The threads run the back end's
+ * attaches their DSM segments, admits them while a worker thread and the
+ * device-memory budget allow, hands the thread plain pointers into the
+ * segment, and when the thread is done detaches and sets the backend's
+ * latch.
+ *
+ * The queue is fair: round-robin over sessions.  The next request admitted
+ * is one of the session served least recently (a session never served
+ * first), a session's own requests in their order of arrival; a parallel
+ * worker's requests count as its leader's.  A request that does not fit
+ * keeps what is behind it from jumping ahead on its device (on every
+ * device when it may run on any), so a large request is not starved by
+ * small ones.  A request whose session did not set gpuclust.device_id goes
+ * to the least loaded device that has a worker thread free and the request's
+ * memory estimate within its budget: the least share of the budget
+ * reserved, then the fewest requests running, then the lowest number.  The
+ * answers do not depend on the device.  The threads run the back end's
  * entry point and nothing else; they tell the main loop they finished by
  * writing a byte into a pipe that the main loop waits on with its latch.
  * The back end's cancel callback reads the slot's cancel flag.
@@ -21,7 +32,8 @@
  * entry points run one at a time (every kernel of the back end runs on the
  * legacy default stream, which serializes the device's work anyway).  With
  * 'cpu' the CPU back end stands in for it behind the same protocol, for
- * tests on machines without a GPU.
+ * tests on machines without a GPU, as gpuclust.service_test_devices
+ * devices.
  *
  * A CUDA error that leaves the device unusable (the device no longer
  * answers after a failed call) fails every open request and ends the
@@ -83,6 +95,21 @@ static volatile int svc_stopping = 0;
 static int	wake_pipe[2] = {-1, -1};
 /* the segments attached in the main loop, per slot */
 static dsm_segment **attached = NULL;
+
+/*
+ * When each session was last served (admitted), for the queue's turns: one
+ * entry per session, as many as there are slots; when full, the entry
+ * served longest ago makes room (a session without an entry counts as
+ * never served, which orders it where its entry would have been).
+ */
+typedef struct SvcSession
+{
+	int			session;		/* 0: unused */
+	uint64		served;			/* svc_serve_clock at its last admission */
+} SvcSession;
+
+static SvcSession *sessions = NULL;
+static uint64 svc_serve_clock = 0;
 
 /* ----------------------------------------------------------------- threads */
 
@@ -179,12 +206,16 @@ static bool
 DeviceAnswers(int device, gc_device_info *info)
 {
 	bool		ok;
+	bool		standin = gc_service_backend_guc == GC_SVC_BACKEND_CPU;
 
 	if (svc_serial)
 		pthread_mutex_lock(&svc_api_mu);
-	ok = svc_api->device_info(device, info) == GC_OK;
+	/* the stand-in's devices are all the CPU, its device 0 */
+	ok = svc_api->device_info(standin ? 0 : device, info) == GC_OK;
 	if (svc_serial)
 		pthread_mutex_unlock(&svc_api_mu);
+	if (ok && standin)
+		info->device_id = device;
 	return ok;
 }
 
@@ -337,6 +368,36 @@ CollectDone(void)
 	return lost;
 }
 
+/* When session was last served; 0: never (or too long ago to remember). */
+static uint64
+LastServed(int session)
+{
+	for (int i = 0; i < gc_service->nslots; i++)
+		if (sessions[i].session == session)
+			return sessions[i].served;
+	return 0;
+}
+
+/* Notes that session is served now. */
+static void
+MarkServed(int session)
+{
+	int			e = -1;
+
+	for (int i = 0; i < gc_service->nslots; i++)
+	{
+		if (sessions[i].session == session)
+		{
+			e = i;
+			break;
+		}
+		if (e < 0 || sessions[i].served < sessions[e].served)
+			e = i;				/* an unused entry has served 0 */
+	}
+	sessions[e].session = session;
+	sessions[e].served = ++svc_serve_clock;
+}
+
 /* An idle worker thread of device dev, or -1. */
 static int
 IdleThread(int dev)
@@ -347,9 +408,72 @@ IdleThread(int dev)
 	return -1;
 }
 
+/* Whether request c may still be admitted in this pass: a device it may run on is not blocked. */
+static bool
+MayRun(const GcSvcSlot *c, const bool *blocked)
+{
+	if (c->device_id != GC_SVC_ANY_DEVICE)
+		return !blocked[c->device_id];
+	for (int d = 0; d < gc_service->ndevices; d++)
+		if (!blocked[d])
+			return true;
+	return false;
+}
+
+/*
+ * Whether a request of memory bytes fits on device d now: a worker thread
+ * is free and the estimate is within what the budget has left (a request
+ * larger than the whole budget runs alone).
+ */
+static bool
+Fits(int d, int64 memory)
+{
+	GcSvcDevice *dev = &gc_service->devices[d];
+
+	if (IdleThread(d) < 0)
+		return false;
+	return dev->running == 0 || dev->reserved + memory <= dev->budget;
+}
+
+/*
+ * The device request c runs on now, or -1 when it must wait: its own when
+ * the session set gpuclust.device_id, else the least loaded unblocked
+ * device it fits on (one whose budget holds the estimate before one it
+ * would have to itself).
+ */
+static int
+ChooseDevice(const GcSvcSlot *c, const bool *blocked)
+{
+	int			best = -1;
+	bool		best_within = false;
+	double		best_share = 0;
+
+	if (c->device_id != GC_SVC_ANY_DEVICE)
+		return Fits(c->device_id, c->memory) ? c->device_id : -1;
+	for (int d = 0; d < gc_service->ndevices; d++)
+	{
+		GcSvcDevice *dev = &gc_service->devices[d];
+		bool		within = c->memory <= dev->budget;
+		double		share = dev->budget > 0 ? (double) dev->reserved / dev->budget : 0;
+
+		if (blocked[d] || !Fits(d, c->memory))
+			continue;
+		if (best < 0 || (within && !best_within) ||
+			(within == best_within &&
+			 (share < best_share ||
+			  (share == best_share && dev->running < gc_service->devices[best].running))))
+		{
+			best = d;
+			best_within = within;
+			best_share = share;
+		}
+	}
+	return best;
+}
+
 /*
  * One pass over the slots: attaches new requests, answers the cancelled and
- * the abandoned, times out the queue, then admits in order of arrival.
+ * the abandoned, times out the queue, then admits in the queue's turns.
  */
 static void
 Schedule(void)
@@ -395,7 +519,9 @@ Schedule(void)
 			Answer(s, GC_ERR_CANCELLED, "cancelled", NULL, NULL);
 		else if (slot->state == GC_SVC_SUBMITTED && attached[s] == NULL)
 			Answer(s, GC_ERR_INTERNAL, "the GPU service could not attach the request's shared memory", NULL, NULL);
-		else if (slot->device_id < 0 || slot->device_id >= gc_service->ndevices)
+		else if ((slot->device_id == GC_SVC_ANY_DEVICE && slot->op == GC_SVC_DEVICE_INFO) ||
+				 (slot->device_id != GC_SVC_ANY_DEVICE &&
+				  (slot->device_id < 0 || slot->device_id >= gc_service->ndevices)))
 		{
 			char		detail[128];
 
@@ -415,62 +541,97 @@ Schedule(void)
 		else if (slot->queue_timeout_ms > 0 &&
 				 TimestampDifferenceExceeds(slot->submitted, now, slot->queue_timeout_ms))
 		{
-			char		detail[256];
+			char		detail[320];
 
-			snprintf(detail, sizeof(detail),
-					 "The request waited %d ms behind %d running request(s) for a concurrency slot and %lld bytes of the device's memory budget of %lld bytes.",
-					 slot->queue_timeout_ms, gc_service->devices[slot->device_id].running,
-					 (long long) slot->memory, (long long) gc_service->devices[slot->device_id].budget);
+			if (slot->device_id == GC_SVC_ANY_DEVICE)
+			{
+				int			running = 0;
+				int64		budget = 0;
+
+				for (int d = 0; d < gc_service->ndevices; d++)
+				{
+					running += gc_service->devices[d].running;
+					budget = Max(budget, gc_service->devices[d].budget);
+				}
+				snprintf(detail, sizeof(detail),
+						 "The request waited %d ms behind %d running request(s) on %d device(s) for a concurrency slot and %lld bytes of a device's memory budget (the largest is %lld bytes).",
+						 slot->queue_timeout_ms, running, gc_service->ndevices,
+						 (long long) slot->memory, (long long) budget);
+			}
+			else
+				snprintf(detail, sizeof(detail),
+						 "The request waited %d ms behind %d running request(s) for a concurrency slot and %lld bytes of the device's memory budget of %lld bytes.",
+						 slot->queue_timeout_ms, gc_service->devices[slot->device_id].running,
+						 (long long) slot->memory, (long long) gc_service->devices[slot->device_id].budget);
 			Answer(s, GC_ERR_QUEUE_TIMEOUT, "the GPU service's queue is full", detail, NULL);
 		}
 		else
 		{
 			slot->state = GC_SVC_QUEUED;
-			gc_service->devices[slot->device_id].queued++;
+			for (int d = 0; d < gc_service->ndevices; d++)
+				if (slot->device_id == GC_SVC_ANY_DEVICE || slot->device_id == d)
+					gc_service->devices[d].queued++;
 		}
 	}
 
-	/* admission: the oldest queued request of each device, while it fits */
+	/* admission: in the queue's turns, while the next request fits */
 	for (;;)
 	{
 		int			best = -1;
+		uint64		best_served = 0;
 		GcSvcSlot  *slot;
 		GcSvcDevice *dev;
 		SvcJob	   *job;
-		int			t;
+		int			t = -1;
+		int			d;
 
 		for (int s = 0; s < nslots; s++)
 		{
 			GcSvcSlot  *c = &gc_service->slots[s];
+			uint64		served;
 
-			if (c->state == GC_SVC_QUEUED && c->generation == gc_service->generation &&
-				!blocked[c->device_id] &&
-				(best < 0 || c->ticket < gc_service->slots[best].ticket))
+			if (c->state != GC_SVC_QUEUED || c->generation != gc_service->generation ||
+				!MayRun(c, blocked))
+				continue;
+			served = LastServed(c->session);
+			if (best < 0 || served < best_served ||
+				(served == best_served && c->ticket < gc_service->slots[best].ticket))
+			{
 				best = s;
+				best_served = served;
+			}
 		}
 		if (best < 0)
 			break;
 		slot = &gc_service->slots[best];
-		dev = &gc_service->devices[slot->device_id];
-		t = IdleThread(slot->device_id);
-		/* a request larger than the whole budget runs alone */
-		if (t < 0 || (dev->running > 0 && dev->reserved + slot->memory > dev->budget))
+		d = ChooseDevice(slot, blocked);
+		if (d >= 0)
+			t = IdleThread(d);
+		if (t < 0)
 		{
-			/* first come, first served: nothing behind it on this device goes first */
-			blocked[slot->device_id] = true;
+			/* nothing behind it goes first where it could run */
+			for (int i = 0; i < gc_service->ndevices; i++)
+				if (slot->device_id == GC_SVC_ANY_DEVICE || slot->device_id == i)
+					blocked[i] = true;
 			continue;
 		}
+		dev = &gc_service->devices[d];
 		job = MemoryContextAllocZero(TopMemoryContext, sizeof(SvcJob));
 		job->slot = best;
 		job->seg = attached[best];
 		job->base = dsm_segment_address(attached[best]);
 		job->req = (GcSvcRequest *) job->base;
+		job->req->device_id = d;
 		job->cancel = &slot->cancel;
+		for (int i = 0; i < gc_service->ndevices; i++)
+			if (slot->device_id == GC_SVC_ANY_DEVICE || slot->device_id == i)
+				gc_service->devices[i].queued--;
+		slot->device_id = d;
 		slot->state = GC_SVC_RUNNING;
 		slot->started = GetCurrentTimestamp();
 		dev->running++;
-		dev->queued--;
 		dev->reserved += slot->memory;
+		MarkServed(slot->session);
 		pthread_mutex_lock(&svc_mu);
 		threads[t].job = job;
 		threads[t].done = false;
@@ -580,14 +741,16 @@ LoadBackend(void)
 		strlcpy(reason, svc_api->last_error()->message, sizeof(reason));
 		count = 0;
 	}
+	else if (svc_api != NULL && gc_service_backend_guc == GC_SVC_BACKEND_CPU)
+		count = gc_service_test_devices_guc;
 	count = Min(count, GC_SVC_MAX_DEVICES);
 	for (int d = 0; d < count; d++)
 	{
 		GcSvcDevice *dev = &gc_service->devices[d];
 
 		memset(dev, 0, sizeof(*dev));
-		/* the device's primary context, made here once */
-		if (svc_api->device_info(d, &dev->info) != GC_OK)
+		/* the device's primary context, made here once (the stand-in's are all its device 0) */
+		if (!DeviceAnswers(d, &dev->info))
 		{
 			why = GC_ERR_NO_DEVICE;
 			snprintf(reason, sizeof(reason), "GPU %d: %s", d, svc_api->last_error()->message);
@@ -616,6 +779,7 @@ GcServiceMain(Datum arg)
 		ereport(FATAL, (errmsg("gpuclust GPU service: its shared memory is missing")));
 	CurrentResourceOwner = ResourceOwnerCreate(NULL, "gpuclust GPU service");
 	attached = MemoryContextAllocZero(TopMemoryContext, sizeof(dsm_segment *) * gc_service->nslots);
+	sessions = MemoryContextAllocZero(TopMemoryContext, sizeof(SvcSession) * gc_service->nslots);
 
 	if (pipe(wake_pipe) != 0 || fcntl(wake_pipe[0], F_SETFL, O_NONBLOCK) != 0 ||
 		fcntl(wake_pipe[1], F_SETFL, O_NONBLOCK) != 0)

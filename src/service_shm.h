@@ -10,7 +10,9 @@
  *                       segment and set the service's latch;
  *   -> QUEUED           the service attached the segment;
  *   -> RUNNING          admitted (a worker thread and the memory estimate
- *                       free on its device), handed to a worker thread;
+ *                       free on its device, the least loaded one when the
+ *                       session did not set gpuclust.device_id), handed to
+ *                       a worker thread;
  *   -> DONE             answered, cancelled, timed out in the queue or failed
  *                       by a stopping service; the service detached and set
  *                       the backend's latch;
@@ -30,6 +32,9 @@
 #include "backend.h"
 
 #define GC_SVC_MAX_DEVICES 16
+
+/* slot->device_id of a request that may run on any device (until admitted) */
+#define GC_SVC_ANY_DEVICE (-1)
 
 typedef enum GcSvcState
 {
@@ -55,12 +60,13 @@ typedef struct GcSvcSlot
 {
 	GcSvcState	state;
 	int			pid;			/* the backend's */
+	int			session;		/* the queue's turns: the leader's pid for a parallel worker, else pid */
 	Latch	   *latch;			/* the backend's, set when the state becomes DONE */
 	uint64		generation;		/* of the service that took it */
-	uint64		ticket;			/* arrival order: the queue is first come, first served */
+	uint64		ticket;			/* arrival order, within a session */
 	dsm_handle	handle;
 	GcSvcOp		op;
-	int32		device_id;
+	int32		device_id;		/* GC_SVC_ANY_DEVICE: the service chooses */
 	int64		rows;
 	int32		dims;
 	int64		memory;			/* the estimate the admission reserves */
@@ -78,7 +84,7 @@ typedef struct GcSvcDevice
 	gc_device_info info;		/* free_memory as read after the last request */
 	int32		threads;
 	int32		running;
-	int32		queued;
+	int32		queued;			/* waiting requests that may run here (set to it or to any) */
 	int64		budget;			/* bytes the requests running at once may reserve */
 	int64		reserved;		/* bytes the running requests reserved */
 } GcSvcDevice;
@@ -113,6 +119,7 @@ extern int	gc_service_backend_guc;
 extern int	gc_service_threads_guc;
 extern int	gc_service_memory_budget_guc;	/* MB; 0: a share of the device */
 extern int	gc_service_test_delay_guc;
+extern int	gc_service_test_devices_guc;
 
 /* The budget's share of the device's memory when gpuclust.service_memory_budget is 0. */
 #define GC_SVC_DEFAULT_BUDGET_SHARE 0.8
@@ -129,7 +136,7 @@ typedef struct GcSvcRequest
 	gc_dtype	dtype;
 	int64		n;
 	int32		d;
-	int32		device_id;
+	int32		device_id;		/* the device that runs it (the service writes its choice) */
 	bool		has_tuning;
 	gc_tuning	tuning;
 	int32		test_delay_ms;	/* the CPU stand-in waits this long first (tests) */

@@ -11,11 +11,15 @@ enough to see them queued and running.
 
 Checked: the answers through the service are those of the CPU in the
 backend for every algorithm; the concurrency slots and the memory budget
-queue requests; gpuclust.gpu_queue_timeout (device auto computes on the CPU,
-device gpu errors); cancel and statement_timeout while queued and while
+queue requests; the queue takes turns over the sessions (the session served
+least recently goes first); gpuclust.gpu_queue_timeout (device auto computes
+on the CPU, device gpu errors); cancel and statement_timeout while queued and while
 running; a backend terminated mid-request leaves nothing held; a service
 that stops is restarted by the postmaster alone, and the backend waiting on
-it computes on the CPU (auto) or gets a clear error (gpu).
+it computes on the CPU (auto) or gets a clear error (gpu).  A second server
+whose stand-in presents two devices (gpuclust.service_test_devices) checks
+that concurrent requests go to the least loaded device, with the answers of
+the CPU, and that a set gpuclust.device_id pins a request to its device.
 
 The server runs as the user postgres when the tests run as root (PostgreSQL
 refuses root), else as the current user.  Environment: PG_CONFIG (default:
@@ -62,9 +66,8 @@ def free_port():
         return s.getsockname()[1]
 
 
-@pytest.fixture(scope="module")
-def server():
-    """A server with the service on the CPU stand-in; its connection settings."""
+def service_server(extra_conf=""):
+    """Starts a server with the service on the CPU stand-in; yields its connection settings."""
     top = Path(tempfile.mkdtemp(prefix="gpuclust-service-"))
     data = top / "data"
     if RUN_AS:
@@ -82,6 +85,7 @@ max_connections = 40
 shared_preload_libraries = 'gpuclust'
 gpuclust.service_backend = 'cpu'
 gpuclust.service_threads = 2
+{extra_conf}
 """)
     start = as_server_user(str(BINDIR / "pg_ctl"), "-D", str(data), "-l", str(top / "log"), "-w", "-t", "60", "start")
     if start.returncode != 0:
@@ -102,6 +106,12 @@ gpuclust.service_threads = 2
     finally:
         as_server_user(str(BINDIR / "pg_ctl"), "-D", str(data), "-m", "immediate", "-w", "stop")
         shutil.rmtree(top, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def server():
+    """A server with the service on the CPU stand-in, one device; its connection settings."""
+    yield from service_server()
 
 
 def connect(dsn):
@@ -159,8 +169,8 @@ DBSCAN = "SELECT id, cluster_id, is_core FROM gpu_dbscan('SELECT id, f FROM pts'
 class Call:
     """A statement in a thread of its own on a new connection; result or error afterwards."""
 
-    def __init__(self, dsn, sql, args=(), setup=()):
-        self.conn = connect(dsn)
+    def __init__(self, dsn, sql, args=(), setup=(), conn=None):
+        self.conn = conn or connect(dsn)
         self.pid = self.conn.get_backend_pid()
         self.result = None
         self.error = None
@@ -384,3 +394,110 @@ def test_devices_do_not_wait_behind_running_requests(server, conn):
         c.join()
         assert isinstance(c.error, psycopg2.errors.QueryCanceled)
     wait_for(lambda: nothing_held(conn))
+
+
+def running_pids(conn):
+    return [r[0] for r in rows(conn, "SELECT pid FROM gpuclust_service_requests() WHERE state = 'running'")]
+
+
+def test_queue_takes_turns_over_sessions(server, conn, small_budget):
+    """The next request admitted is the one of the session served least recently,
+    not the one that arrived first."""
+    a, b = connect(server), connect(server)
+    expected = rows(conn, DBSCAN, ("cpu",))
+    # b is served, then a: a was served more recently
+    assert rows(b, DBSCAN, ("gpu",)) == expected
+    assert rows(a, DBSCAN, ("gpu",)) == expected
+    blocker = Call(server, DBSCAN, ("gpu",), slow(60000))
+    wait_for(lambda: running_pids(conn) == [blocker.pid])
+    # a's request arrives first, b's second
+    a_call = Call(server, DBSCAN, ("gpu",), slow(60000), conn=a)
+    wait_for(lambda: states(conn) == ["queued", "running"])
+    b_call = Call(server, DBSCAN, ("gpu",), slow(60000), conn=b)
+    wait_for(lambda: states(conn) == ["queued", "queued", "running"])
+    # the budget holds one request: each cancel admits the next in the queue's turns
+    assert one(conn, "SELECT pg_cancel_backend(%s)", (blocker.pid,))
+    assert wait_for(lambda: (p := running_pids(conn)) and p != [blocker.pid] and p) == [b_call.pid]
+    assert rows(conn, "SELECT pid FROM gpuclust_service_requests() WHERE state = 'queued'") == [(a_call.pid,)]
+    assert one(conn, "SELECT pg_cancel_backend(%s)", (b_call.pid,))
+    assert wait_for(lambda: (p := running_pids(conn)) and p != [b_call.pid] and p) == [a_call.pid]
+    assert one(conn, "SELECT pg_cancel_backend(%s)", (a_call.pid,))
+    for c in (blocker, b_call, a_call):
+        c.join()
+        assert isinstance(c.error, psycopg2.errors.QueryCanceled)
+    wait_for(lambda: nothing_held(conn))
+
+
+@pytest.fixture(scope="module")
+def two_devices():
+    """A server whose stand-in presents two devices, two worker threads each."""
+    yield from service_server("gpuclust.service_test_devices = 2")
+
+
+def by_device(conn):
+    """(device_id, state) of each request the service holds, sorted (device NULL: not chosen yet)."""
+    return sorted(rows(conn, "SELECT device_id, state FROM gpuclust_service_requests()"),
+                  key=lambda r: (r[0] is None, r[0] or 0, r[1]))
+
+
+def nothing_held_anywhere(conn):
+    return (rows(conn, "SELECT running, queued, memory_reserved FROM gpuclust_service() ORDER BY device_id")
+            == [(0, 0, 0), (0, 0, 0)] and rows(conn, "SELECT * FROM gpuclust_service_requests()") == [])
+
+
+def test_two_devices_are_seen(two_devices):
+    c = connect(two_devices)
+    assert rows(c, "SELECT device_id, name, threads FROM gpuclust_service() ORDER BY device_id") == [
+        (0, "CPU (the GPU service's test stand-in)", 2), (1, "CPU (the GPU service's test stand-in)", 2)]
+    assert rows(c, "SELECT device_id FROM gpuclust_devices()") == [(0,), (1,)]
+    c.close()
+
+
+def test_concurrent_requests_go_to_the_least_loaded_device(two_devices):
+    c = connect(two_devices)
+    expected = rows(c, DBSCAN, ("cpu",))
+    calls = [Call(two_devices, DBSCAN, ("gpu",), slow()) for _ in range(2)]
+    # the first takes device 0 (all equal: the lowest); device 0 has a thread free,
+    # but device 1 is less loaded
+    wait_for(lambda: by_device(c) == [(0, "running"), (1, "running")])
+    assert rows(c, "SELECT running, memory_reserved > 0 FROM gpuclust_service() ORDER BY device_id") == [
+        (1, True), (1, True)]
+    for call in calls:
+        call.join()
+        assert call.error is None
+        assert call.result == expected
+    wait_for(lambda: nothing_held_anywhere(c))
+    # with no other request, each call takes the lowest device, and answers as the CPU does
+    for dev in ("gpu", "auto"):
+        with c.cursor() as cur:
+            cur.execute("SET gpuclust.gpu_min_rows = 0")
+            cur.execute(DBSCAN, (dev,))
+            assert cur.fetchall() == expected
+    c.close()
+
+
+def test_a_set_device_id_pins_the_request(two_devices):
+    c = connect(two_devices)
+    pinned = ("SET gpuclust.device_id = 0",) + slow(60000)
+    calls = [Call(two_devices, DBSCAN, ("gpu",), pinned) for _ in range(2)]
+    # both on device 0, although device 1 is idle
+    wait_for(lambda: by_device(c) == [(0, "running"), (0, "running")])
+    calls.append(Call(two_devices, DBSCAN, ("gpu",), pinned))
+    wait_for(lambda: by_device(c) == [(0, "queued"), (0, "running"), (0, "running")])
+    # RESET puts the default back: the service chooses, and the request does not
+    # wait behind device 0's queue
+    calls.append(Call(two_devices, DBSCAN, ("gpu",), ("SET gpuclust.device_id = 0", "RESET gpuclust.device_id") + slow(60000)))
+    wait_for(lambda: by_device(c) == [(0, "queued"), (0, "running"), (0, "running"), (1, "running")])
+    calls.append(Call(two_devices, DBSCAN, ("gpu",), slow(60000)))
+    wait_for(lambda: by_device(c) == [(0, "queued"), (0, "running"), (0, "running"), (1, "running"), (1, "running")])
+    # every device busy: the next request waits for whichever frees first, its device not chosen yet
+    calls.append(Call(two_devices, DBSCAN, ("gpu",), slow(60000)))
+    wait_for(lambda: len(by_device(c)) == 6)
+    assert by_device(c)[-1] == (None, "queued")
+    assert rows(c, "SELECT running, queued FROM gpuclust_service() ORDER BY device_id") == [(2, 2), (2, 1)]
+    for call in reversed(calls):
+        assert one(c, "SELECT pg_cancel_backend(%s)", (call.pid,))
+        call.join()
+        assert isinstance(call.error, psycopg2.errors.QueryCanceled)
+    wait_for(lambda: nothing_held_anywhere(c))
+    c.close()
