@@ -139,7 +139,7 @@ typedef struct gc_tuning
 	int32_t		cpu_threads;	/* CPU back end threads, and the GPU's for HDBSCAN's host part; 0: the CPUs the process may run on */
 	int32_t		dbscan_sweep;	/* CPU DBSCAN of few rows: 0 the back end chooses, -1 always the grid */
 	int32_t		cpu_blas;		/* CPU k-means products and pair engine: 0 through OpenBLAS where installed, -1 never (exact loops) */
-	int32_t		pair_path;		/* DBSCAN, density peaks: 0 the rule of common/pairs.h, 1 the pair engine, -1 the grid or tree */
+	int32_t		pair_path;		/* DBSCAN, density peaks, HDBSCAN: 0 the rules of common/pairs.h, 1 the pair engine, -1 the grid or tree */
 	int32_t		pair_screen;	/* the pair engine's screen: 0 chosen, else 1 + a gc_pair_precision */
 	double		pair_margin;	/* the screen's error bound times this: 1; 0 only for the tests' mutation check (no setting) */
 } gc_tuning;

@@ -315,9 +315,9 @@ gc_pair_centre(const void *x, gc_dtype t, int64_t n, int32_t d, double *mu, doub
 
 /*
  * HDBSCAN's k-d tree splits on every feature and so prunes longer than
- * the grid: it goes to the engine at d >= 32 (BENCHMARKS.md, "HDBSCAN on
- * the pair engine": at 16 features the tree takes half the engine's time,
- * at 32 the engine is ahead, at 64 far ahead).
+ * the grid: it goes to the engine at d >= 32 (BENCHMARKS.md, "The pair
+ * engine", HDBSCAN: at 16 features the tree takes half the engine's time
+ * or less, at 32 the engine is ahead, at 64 far ahead).
  */
 #define GC_HDBSCAN_PAIR_MIN_DIMS 32
 

@@ -122,7 +122,7 @@ DefineTuningGucs(void)
 							 NULL, &cpu_blas_guc, true,
 							 PGC_USERSET, flags, NULL, NULL, NULL);
 	DefineCustomEnumVariable("gpuclust.pair_path",
-							 "DBSCAN, density peaks, and HDBSCAN on the CPU: auto (the pair engine from 16 features on), pairs (always the pair engine) or index (never).",
+							 "DBSCAN and density peaks: auto (the pair engine from 16 features on), pairs (always the pair engine) or index (never); HDBSCAN: auto from 32 features on the CPU, the GPU only with pairs.",
 							 NULL, &pair_path_guc, 0, pair_path_options,
 							 PGC_USERSET, flags, NULL, NULL, NULL);
 	DefineCustomEnumVariable("gpuclust.pair_screen",

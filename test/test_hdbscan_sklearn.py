@@ -182,12 +182,19 @@ CASES = [
 ]
 
 
-# wide16 and wide64 run on the CPU back end's pair engine (from 16 features on), the others
-# on its k-d tree
-@pytest.mark.parametrize("data", ["ties0", "ties1", "lattice", "wide16", "wide64"])
+def set_path(conn, data):
+    """A data set named "...-pairs" runs with gpuclust.pair_path forced to the pair engine."""
+    with conn.cursor() as cur:
+        cur.execute("SET gpuclust.pair_path = %s", ("pairs" if data.endswith("-pairs") else "auto",))
+    return data_set(data[:-len("-pairs")] if data.endswith("-pairs") else data)
+
+
+# wide64 runs on the CPU back end's pair engine (from 32 features on), wide16-pairs on the
+# engine by gpuclust.pair_path, the others on its k-d tree
+@pytest.mark.parametrize("data", ["ties0", "ties1", "lattice", "wide16", "wide16-pairs", "wide64"])
 @pytest.mark.parametrize("case", range(len(CASES)))
 def test_tie_rule_equals_sklearn_tree(conn, data, case):
-    X = data_set(data)
+    X = set_path(conn, data)
     kw = CASES[case]
     load_matrix(conn, "hdb_ties", X, sqltype="double precision")
     labels, probs, _ = run(conn, "hdb_ties", **kw)
@@ -200,11 +207,11 @@ def test_tie_rule_equals_sklearn_tree(conn, data, case):
     assert np.array_equal(probs, ref_probs), f"max diff {np.abs(probs - ref_probs).max()}"
 
 
-@pytest.mark.parametrize("data", ["ties0", "ties1", "lattice", "wide16", "wide64"])
+@pytest.mark.parametrize("data", ["ties0", "ties1", "lattice", "wide16", "wide16-pairs", "wide64"])
 @pytest.mark.parametrize("mcs,ms", [(5, None), (10, 3), (15, None), (2, 1)])
 def test_tree_rows_equal_sklearn_condensed_tree(conn, data, mcs, ms):
     """gpu_hdbscan_tree's rows after the root: scikit-learn's _condense_tree, row for row."""
-    X = data_set(data)
+    X = set_path(conn, data)
     n = len(X)
     load_matrix(conn, "hdb_tree", X, sqltype="double precision")
     edges, _ = tie_rule_mst(X, ms or mcs)
