@@ -213,6 +213,40 @@ gc_hdb_find(int64_t *uf, int64_t x)
 }
 
 /*
+ * The bits of a weight w >= 0, whose unsigned order is the order of the
+ * weights, and back: the CPU Borůvka searches' shared component bounds.
+ */
+static inline uint64_t
+gc_hdb_wbits(double w)
+{
+	uint64_t	b;
+
+	memcpy(&b, &w, sizeof(b));
+	return b;
+}
+
+static inline double
+gc_hdb_wval(uint64_t b)
+{
+	double		w;
+
+	memcpy(&w, &b, sizeof(w));
+	return w;
+}
+
+/* Lowers a component's weight bound to w (atomically, from any thread). */
+static inline void
+gc_hdb_bound_lower(uint64_t *bound, double w)
+{
+	uint64_t	nb = gc_hdb_wbits(w),
+				cur = __atomic_load_n(bound, __ATOMIC_RELAXED);
+
+	while (nb < cur &&
+		   !__atomic_compare_exchange_n(bound, &cur, nb, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+		;
+}
+
+/*
  * The joins of one CPU Borůvka round: each component (comp[i] of place i,
  * a place index) takes the least (gc_hdbscan_edge_less) of its places'
  * best edges (best_q[i] >= 0: to place best_q[i]); every chosen edge that

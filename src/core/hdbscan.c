@@ -1085,40 +1085,6 @@ hdb_push_children(int64_t *stack, int sn, const int64_t *order, const double *kw
 	return sn;
 }
 
-/*
- * The bits of a weight w >= 0, whose unsigned order is the order of the
- * weights, and back.
- */
-static inline uint64_t
-hdb_wbits(double w)
-{
-	uint64_t	b;
-
-	memcpy(&b, &w, sizeof(b));
-	return b;
-}
-
-static inline double
-hdb_wval(uint64_t b)
-{
-	double		w;
-
-	memcpy(&w, &b, sizeof(w));
-	return w;
-}
-
-/* Lowers the component's weight bound to w (atomically, from any thread). */
-static inline void
-hdb_bound_lower(uint64_t *bound, double w)
-{
-	uint64_t	nb = hdb_wbits(w),
-				cur = __atomic_load_n(bound, __ATOMIC_RELAXED);
-
-	while (nb < cur &&
-		   !__atomic_compare_exchange_n(bound, &cur, nb, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
-		;
-}
-
 /* The best edge the rows searched before in a block found for their component. */
 typedef struct hdb_carry
 {
@@ -1156,7 +1122,7 @@ hdb_leaf_search(hdb_ws *ws, int64_t leaf, hdb_carry *cy, int64_t *stat, int64_t 
 				m = t->end[leaf] - s0,
 				stack[HDB_STACK];
 	double		bw = INFINITY,
-				gw = hdb_wval(__atomic_load_n(&ws->comp_bound[cq], __ATOMIC_RELAXED)),
+				gw = gc_hdb_wval(__atomic_load_n(&ws->comp_bound[cq], __ATOMIC_RELAXED)),
 				minc = INFINITY,
 				t2;
 	int			act[HDB_LEAF],
@@ -1310,7 +1276,7 @@ hdb_leaf_search(hdb_ws *ws, int64_t leaf, hdb_carry *cy, int64_t *stat, int64_t 
 		cy->w = bw;
 		cy->lo = blo;
 		cy->hi = bhi;
-		hdb_bound_lower(&ws->comp_bound[cq], bw);
+		gc_hdb_bound_lower(&ws->comp_bound[cq], bw);
 	}
 }
 
@@ -1384,7 +1350,7 @@ hdb_nearest_block(void *arg, gc_worker *w, int64_t b, int64_t e)
 			blo = cy.lo;
 			bhi = cy.hi;
 		}
-		gw = hdb_wval(__atomic_load_n(&ws->comp_bound[cq], __ATOMIC_RELAXED));
+		gw = gc_hdb_wval(__atomic_load_n(&ws->comp_bound[cq], __ATOMIC_RELAXED));
 		ws->best_q[q] = -1;
 		/*
 		 * every edge of q weighs at least lb[q] (its core distance, or what
@@ -1536,7 +1502,7 @@ found:
 			cy.w = bw;
 			cy.lo = blo;
 			cy.hi = bhi;
-			hdb_bound_lower(&ws->comp_bound[cq], bw);
+			gc_hdb_bound_lower(&ws->comp_bound[cq], bw);
 		}
 		if (gc_worker_tick(w, (evals - before + 1) * t->d, HDB_CANCEL_EVERY))
 		{
@@ -1603,7 +1569,7 @@ hdb_boruvka(hdb_ws *ws, gc_hdbscan_edge *mst)
 		rounds++;
 		hdb_node_comp(ws);
 		for (int64_t i = 0; i < n; i++)
-			ws->comp_bound[i] = hdb_wbits(INFINITY);
+			ws->comp_bound[i] = gc_hdb_wbits(INFINITY);
 		/*
 		 * Each component's bound starts at the least edge of the round before
 		 * that still leaves it: rows deep inside a large component prune at
@@ -1615,7 +1581,7 @@ hdb_boruvka(hdb_ws *ws, gc_hdbscan_edge *mst)
 				int32_t		j = ws->best_q[i];
 
 				if (j >= 0 && ws->pcomp[j] != ws->pcomp[i])
-					hdb_bound_lower(&ws->comp_bound[ws->pcomp[i]], ws->best_w[i]);
+					gc_hdb_bound_lower(&ws->comp_bound[ws->pcomp[i]], ws->best_w[i]);
 			}
 		st = gc_pool_for(ws->ctx->pool, t->nleaves, HDB_GRAIN / HDB_LEAF, hdb_nearest_block, ws);
 		if (st != GC_OK)

@@ -103,37 +103,6 @@ typedef struct hp_ws
 	int64_t		evals;			/* distances of the first round's lists */
 } hp_ws;
 
-/* The bits of a weight w >= 0, whose unsigned order is the order of the weights, and back. */
-static inline uint64_t
-hp_wbits(double w)
-{
-	uint64_t	b;
-
-	memcpy(&b, &w, sizeof(b));
-	return b;
-}
-
-static inline double
-hp_wval(uint64_t b)
-{
-	double		w;
-
-	memcpy(&w, &b, sizeof(w));
-	return w;
-}
-
-/* Lowers a component's weight bound to w (atomically, from any thread). */
-static inline void
-hp_bound_lower(uint64_t *bound, double w)
-{
-	uint64_t	nb = hp_wbits(w),
-				cur = __atomic_load_n(bound, __ATOMIC_RELAXED);
-
-	while (nb < cur &&
-		   !__atomic_compare_exchange_n(bound, &cur, nb, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
-		;
-}
-
 /* The canonical dist2 of rows a and b of the caller's rows. */
 static inline double
 hp_dist2(const hp_ws *ws, int64_t a, int64_t b)
@@ -392,7 +361,7 @@ hp_round_tile(void *arg, gc_worker *w, gc_pe_tile *t, int *done)
 
 		if (!ws->act[p] || ws->gwmin[p] < 0)
 			continue;
-		gw = hp_wval(__atomic_load_n(&ws->comp_bound[c], __ATOMIC_RELAXED));
+		gw = gc_hdb_wval(__atomic_load_n(&ws->comp_bound[c], __ATOMIC_RELAXED));
 		if (ws->lb[ri] > gw || cp > gw)
 		{
 			/* nothing of this row can beat its component's bound now */
@@ -468,7 +437,7 @@ hp_round_tile(void *arg, gc_worker *w, gc_pe_tile *t, int *done)
 			ws->best_lo[ri] = blo;
 			ws->best_hi[ri] = bhi;
 			ws->best_q[ri] = bq;
-			hp_bound_lower(&ws->comp_bound[c], bw);
+			gc_hdb_bound_lower(&ws->comp_bound[c], bw);
 		}
 	}
 	return GC_OK;
@@ -520,7 +489,7 @@ hp_first_block(void *arg, gc_worker *w, int64_t b, int64_t e)
 			ws->best_lo[i] = blo;
 			ws->best_hi[i] = bhi;
 			ws->best_q[i] = bq;
-			ws->comp_bound[i] = hp_wbits(bw);	/* the row's own component */
+			ws->comp_bound[i] = gc_hdb_wbits(bw);	/* the row's own component */
 			if (bw == ws->core[i] && ws->ball[i])
 			{
 				ws->done[i] = 1;
@@ -622,14 +591,14 @@ hp_boruvka(hp_ws *ws, gc_hdbscan_edge *mst, double t_screen, int64_t *exact)
 
 		rounds++;
 		for (int64_t i = 0; i < n; i++)
-			ws->comp_bound[i] = hp_wbits(INFINITY);
+			ws->comp_bound[i] = gc_hdb_wbits(INFINITY);
 		/* each component's bound starts at the least edge of the round before that still leaves it */
 		for (int64_t i = 0; i < n; i++)
 		{
 			int32_t		j = ws->best_q[i];
 
 			if (j >= 0 && ws->comp[j] != ws->comp[i])
-				hp_bound_lower(&ws->comp_bound[ws->comp[i]], ws->best_w[i]);
+				gc_hdb_bound_lower(&ws->comp_bound[ws->comp[i]], ws->best_w[i]);
 		}
 		for (int64_t i = 0; i < n; i++)
 		{
@@ -652,7 +621,7 @@ hp_boruvka(hp_ws *ws, gc_hdbscan_edge *mst, double t_screen, int64_t *exact)
 		}
 		for (int64_t i = 0; i < n; i++)
 		{
-			double		gw = hp_wval(ws->comp_bound[ws->comp[i]]);
+			double		gw = gc_hdb_wval(ws->comp_bound[ws->comp[i]]);
 
 			act_row[i] = !done[i] && ws->lb[i] <= gw && ws->core[i] <= gw;
 			searched += act_row[i];
