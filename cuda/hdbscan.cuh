@@ -226,12 +226,11 @@ void join_components(int32_t *comp, /* [n] in/out */ const int32_t *inv, /* [n] 
 
 /*
  * Whether the call runs on the pair engine (cuda/hdbscan_pairs.cu):
- * min_samples + 1 at most kPairsK, and tuning.pair_path forces it or,
- * with kPairsByDefault, the rule of common/pairs.h (gc_hdbscan_pairs_chosen:
- * HDBSCAN's number of features, or tuning.pair_path) chooses it.
+ * min_samples + 1 at most kPairsK, and the rule of common/pairs.h
+ * (gc_hdbscan_pairs_chosen: HDBSCAN's number of features, or
+ * tuning.pair_path) chooses it, as on the CPU.
  */
 constexpr int kPairsK = 64;
-constexpr bool kPairsByDefault = false;
 bool pairs_chosen(const Workspace &w);
 
 /* Device bytes of a call on the pair engine (cuda/hdbscan_pairs.cu). */

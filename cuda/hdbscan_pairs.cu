@@ -51,9 +51,9 @@
  * order, the engine's operands and tile, 12 kk bytes a row of lists during
  * the core pass, about 130 bytes a row during the rounds.  Each tile's
  * kernels are short; the engine asks the cancel callback about every 10 ms.
- * min_samples + 1 above kPairsK keeps the tree path (cuda/hdbscan.cuh).
- * Until kPairsByDefault, the GPU takes this path only where
- * tuning.pair_path (gpuclust.pair_path = 'pairs') asks for it.
+ * min_samples + 1 above kPairsK keeps the tree path (cuda/hdbscan.cuh);
+ * otherwise the GPU takes this path where the CPU does (the rule of
+ * common/pairs.h, or gpuclust.pair_path).
  */
 #include "hdbscan.cuh"
 #include "pairs.cuh"
@@ -493,10 +493,7 @@ size_t sort_temp_bytes(int32_t n)
 
 bool pairs_chosen(const Workspace &w)
 {
-	const bool	asked = kPairsByDefault ? gc_hdbscan_pairs_chosen(&w.call.tuning, w.d) != 0
-		: w.call.tuning.pair_path > 0;
-
-	return w.n >= 2 && asked && list_len(w.k, w.n) <= kPairsK;
+	return w.n >= 2 && gc_hdbscan_pairs_chosen(&w.call.tuning, w.d) && list_len(w.k, w.n) <= kPairsK;
 }
 
 int64_t pairs_bytes_estimate(int32_t n, int32_t d, size_t esize, int32_t k, size_t sort_tmp)

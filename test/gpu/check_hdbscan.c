@@ -425,7 +425,8 @@ static const hd_case hd_cases[] = {
 	{"flat", 20000, 8, {10, 5, 0, 0, 0, 0}},
 	/*
 	 * 16 features and more: the pair engine on both back ends
-	 * (common/pairs.h; forced, as the GPU takes it only when asked); ties
+	 * (common/pairs.h; forced below 32 features, where the rule keeps the
+	 * trees); ties
 	 * (a 0/1 lattice, duplicates, every row equal: more tied candidates
 	 * than the GPU keeps), far outliers, min_samples 1, 63 (the GPU's
 	 * longest lists), 64 (the tree on the GPU) and n
@@ -601,19 +602,17 @@ hd_differential(const hd_case *c0)
 	if (!H.cpu_only && t.status == GC_OK && c.n >= 2)
 	{
 		/*
-		 * the GPU's path: the pair engine where forced and min_samples + 1
-		 * <= 64 (kPairsK, cuda/hdbscan.cuh), the tree where not chosen;
-		 * chosen by the rule alone, either (kPairsByDefault)
+		 * the GPU's path: the pair engine where the rule or pair_path
+		 * chooses it and min_samples + 1 <= 64 (kPairsK, cuda/hdbscan.cuh),
+		 * the tree otherwise
 		 */
 		int			kk = p.min_samples < c.n ? p.min_samples + 1 : p.min_samples;
-		int			want = c.pair_path > 0 && kk <= 64 ? GC_PATH_PAIRS
-			: !gc_hdbscan_pairs_chosen(tp, c.d) || kk > 64 ? GC_PATH_INDEX : 0;
+		int			want = gc_hdbscan_pairs_chosen(tp, c.d) && kk <= 64 ? GC_PATH_PAIRS : GC_PATH_INDEX;
 		char		detail[120];
 
 		snprintf(detail, sizeof(detail), "timing.path %d, expected %d", (int) t.timing.path, want);
 		snprintf(what, sizeof(what), "hdbscan %s n=%lld: gpu path", name, (long long) c.n);
-		h_check(want == 0 ? t.timing.path == GC_PATH_PAIRS || t.timing.path == GC_PATH_INDEX
-				: t.timing.path == want, what, detail);
+		h_check(t.timing.path == want, what, detail);
 	}
 	snprintf(what, sizeof(what), "hdbscan %s n=%lld mcs=%d ms=%d eps=%g %s%s maxcs=%lld", name,
 			 (long long) c.n, p.min_cluster_size, p.min_samples, p.cluster_selection_epsilon,
