@@ -14,7 +14,9 @@
  * pg_terminate_backend it sets the slot's cancel flag, waits for the
  * service to let go of the request and only then raises the error, so
  * nothing is left in the service.  A service that stops or restarts under a
- * waiting backend is noticed within GC_SVC_POLL_MS.
+ * waiting backend is noticed within GC_SVC_POLL_MS.  Each answered request
+ * says at DEBUG1 how long it waited in the service's queue and ran (the
+ * load benchmark reads it with client_min_messages = debug1).
  */
 #include "postgres.h"
 
@@ -43,6 +45,7 @@ int			gc_service_threads_guc = 2;
 int			gc_service_memory_budget_guc = 0;
 int			gc_service_test_delay_guc = 0;
 int			gc_service_test_devices_guc = 1;
+bool		gc_service_test_fault_guc = false;
 static bool gc_service_guc = true;
 
 /* Whether gpuclust.device_id was set rather than left at its default. */
@@ -150,6 +153,13 @@ GcServiceInit(void)
 							"Milliseconds the GPU service's CPU stand-in waits before each request (tests).",
 							NULL, &gc_service_test_delay_guc, 0, 0, 3600 * 1000,
 							PGC_SUSET, GUC_UNIT_MS | GUC_NO_SHOW_ALL | GUC_NOT_IN_SAMPLE, NULL, NULL, NULL);
+	DefineCustomBoolVariable("gpuclust.service_test_fault",
+							 "Makes the GPU service break its GPU context on this session's GPU calls (tests).",
+							 "Each call launches a kernel that writes to an illegal address instead of "
+							 "computing (the CPU stand-in simulates it); the service fails its open "
+							 "requests and restarts.",
+							 &gc_service_test_fault_guc, false,
+							 PGC_SUSET, GUC_NO_SHOW_ALL | GUC_NOT_IN_SAMPLE, NULL, NULL, NULL);
 
 	/* settings read at server start exist only where they can take effect */
 	if (!process_shared_preload_libraries_in_progress)
@@ -387,6 +397,7 @@ Submit(GcSvcRequest *r, const gc_exec *exec, bool pinned, const void *x)
 	if (r->has_tuning)
 		r->tuning = *exec->tuning;
 	r->test_delay_ms = gc_service_test_delay_guc;
+	r->test_fault = gc_service_test_fault_guc;
 	total = TYPEALIGN(64, sizeof(GcSvcRequest));
 	r->x_offset = total;
 	total += TYPEALIGN(64, xbytes);
@@ -497,6 +508,12 @@ Submit(GcSvcRequest *r, const gc_exec *exec, bool pinned, const void *x)
 	/* the answer */
 	st = slot->answer;
 	proxy_error = head->error;
+	if (slot->started != 0)
+		elog(DEBUG1, "gpuclust: the GPU service ran the %s request of %lld rows on device %d: "
+			 "queued %.3f ms, ran %.3f ms",
+			 GcSvcOpName(r->op), (long long) r->n, slot->device_id,
+			 (double) (slot->started - slot->submitted) / 1000.0,
+			 (double) (GetCurrentTimestamp() - slot->started) / 1000.0);
 	if (cancelled)
 		st = ProxyFail(GC_ERR_CANCELLED, "cancelled", NULL, NULL);
 	else if (st != GC_OK && proxy_error.message[0] == '\0')

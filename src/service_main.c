@@ -35,13 +35,28 @@
  * tests on machines without a GPU, as gpuclust.service_test_devices
  * devices.
  *
+ * At start, before it takes requests, the service makes a small call of
+ * every entry point on each device (WarmUp), so that what the back end
+ * sets up on first use (the device's memory pool, cuBLAS with its handle
+ * and first products for k-means above 32 dimensions, the first
+ * allocation) is paid once by the service and by no session's call.
+ *
  * A CUDA error that leaves the device unusable (the device no longer
  * answers after a failed call) fails every open request and ends the
  * service with exit status 1: the postmaster starts it again after
- * bgw_restart_time, without restarting the server.
+ * bgw_restart_time, without restarting the server.  The request whose
+ * call broke the context gets its CUDA error; every other open request,
+ * and any that a worker thread would start after it, the status
+ * GC_ERR_UNAVAILABLE ("lost its GPU context"), on which device auto
+ * computes on the CPU.  gpuclust.service_test_fault (tests) breaks the
+ * context on purpose: the request runs a kernel that writes to an
+ * illegal address (gpuclust_cuda_test_fault of cuda/service_fault.cu),
+ * or on the CPU stand-in a simulated CUDA error that the service treats
+ * the same way.
  */
 #include "postgres.h"
 
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -50,7 +65,9 @@
 #include <unistd.h>
 
 #include "miscadmin.h"
+#include "params.h"
 #include "pgstat.h"
+#include "portability/instr_time.h"
 #include "postmaster/bgworker.h"
 #include "postmaster/interrupt.h"
 #include "storage/ipc.h"
@@ -92,6 +109,24 @@ static pthread_mutex_t svc_api_mu = PTHREAD_MUTEX_INITIALIZER;
 static SvcThread *threads = NULL;
 static int	nthreads = 0;
 static volatile int svc_stopping = 0;
+
+/*
+ * Set (under svc_mu) by the worker thread whose call broke the device
+ * context; svc_lost_error is that call's error message.  No call starts on
+ * the back end after it.
+ */
+static volatile int svc_context_lost = 0;
+static char svc_lost_error[GC_ERROR_TEXT];
+
+/*
+ * The GPU back end's test-only entry point (cuda/service_fault.cu): a
+ * kernel that writes to an illegal address on the device, which breaks
+ * the context; returns GC_ERR_CUDA with the error in last_error().  Read
+ * with dlsym from gpuclust_cuda.so, which GcGpuApi loaded.
+ */
+typedef gc_status (*GcTestFaultFn) (int32_t device_id);
+#define GC_CUDA_TEST_FAULT_SYMBOL "gpuclust_cuda_test_fault"
+static GcTestFaultFn svc_test_fault = NULL;
 static int	wake_pipe[2] = {-1, -1};
 /* the segments attached in the main loop, per slot */
 static dsm_segment **attached = NULL;
@@ -137,6 +172,48 @@ TestDelay(SvcJob *job)
 	return true;
 }
 
+/* The error of a request that a lost context stopped (the service restarts). */
+static void
+LostContextError(gc_error *e)
+{
+	memset(e, 0, sizeof(*e));
+	strlcpy(e->message, "the gpuclust GPU service lost its GPU context during the call", sizeof(e->message));
+	snprintf(e->detail, sizeof(e->detail),
+			 "A CUDA error in another request left the device unusable (%s). "
+			 "The postmaster restarts the service; the next call can use it again.",
+			 svc_lost_error[0] ? svc_lost_error : "no message");
+}
+
+/*
+ * gpuclust.service_test_fault: instead of the request, a kernel that writes
+ * to an illegal address (the GPU back end), or the CUDA error it would give
+ * (the CPU stand-in).  Either way the request fails with GC_ERR_CUDA and
+ * ThreadMain finds the context lost.
+ */
+static void
+TestFault(GcSvcRequest *r)
+{
+	memset(&r->error, 0, sizeof(r->error));
+	if (gc_service_backend_guc == GC_SVC_BACKEND_CPU)
+	{
+		r->status = GC_ERR_CUDA;
+		strlcpy(r->error.message,
+				"gpuclust.service_test_fault: an illegal memory access was encountered "
+				"(cudaErrorIllegalAddress), simulated by the GPU service's CPU stand-in",
+				sizeof(r->error.message));
+		return;
+	}
+	if (svc_test_fault == NULL)
+	{
+		r->status = GC_ERR_INTERNAL;
+		strlcpy(r->error.message, "gpuclust.service_test_fault: the GPU back end has no "
+				GC_CUDA_TEST_FAULT_SYMBOL, sizeof(r->error.message));
+		return;
+	}
+	r->status = svc_test_fault(r->device_id);
+	r->error = *svc_api->last_error();
+}
+
 /* Runs one request on the back end, into its segment. */
 static void
 RunJob(SvcJob *job)
@@ -167,8 +244,18 @@ RunJob(SvcJob *job)
 		snprintf(r->error.message, sizeof(r->error.message), "cancelled");
 		return;
 	}
-	if (svc_serial)
-		pthread_mutex_lock(&svc_api_mu);
+	if (svc_context_lost)
+	{
+		/* another call broke the context: nothing more runs in this process */
+		r->status = GC_ERR_UNAVAILABLE;
+		LostContextError(&r->error);
+		return;
+	}
+	if (r->test_fault)
+	{
+		TestFault(r);
+		return;
+	}
 	switch (r->op)
 	{
 		case GC_SVC_DEVICE_INFO:
@@ -197,23 +284,21 @@ RunJob(SvcJob *job)
 	r->status = st;
 	if (st != GC_OK && r->op <= GC_SVC_HDBSCAN)
 		r->error = *svc_api->last_error();
-	if (svc_serial)
-		pthread_mutex_unlock(&svc_api_mu);
 }
 
-/* Reads the device's state after a call; whether it answers (a lost context does not). */
+/*
+ * Reads the device's state after a call; whether it answers (a lost
+ * context does not).  The caller holds svc_api_mu when the back end is
+ * serial.
+ */
 static bool
 DeviceAnswers(int device, gc_device_info *info)
 {
 	bool		ok;
 	bool		standin = gc_service_backend_guc == GC_SVC_BACKEND_CPU;
 
-	if (svc_serial)
-		pthread_mutex_lock(&svc_api_mu);
 	/* the stand-in's devices are all the CPU, its device 0 */
 	ok = svc_api->device_info(standin ? 0 : device, info) == GC_OK;
-	if (svc_serial)
-		pthread_mutex_unlock(&svc_api_mu);
 	if (ok && standin)
 		info->device_id = device;
 	return ok;
@@ -241,10 +326,25 @@ ThreadMain(void *arg)
 		job = t->job;
 		pthread_mutex_unlock(&svc_mu);
 
+		/* the call and the look at the device after it, with no other call between */
+		if (svc_serial)
+			pthread_mutex_lock(&svc_api_mu);
 		RunJob(job);
-		answers = DeviceAnswers(t->device, &info);
-		lost = !answers && job->req->status == GC_ERR_CUDA &&
-			gc_service_backend_guc == GC_SVC_BACKEND_GPU;
+		answers = !svc_context_lost && DeviceAnswers(t->device, &info);
+		if (gc_service_backend_guc == GC_SVC_BACKEND_GPU)
+			lost = !answers && job->req->status == GC_ERR_CUDA;
+		else
+			lost = job->req->test_fault && job->req->status == GC_ERR_CUDA;
+		if (lost)
+		{
+			pthread_mutex_lock(&svc_mu);
+			if (!svc_context_lost)
+				strlcpy(svc_lost_error, job->req->error.message, sizeof(svc_lost_error));
+			svc_context_lost = 1;
+			pthread_mutex_unlock(&svc_mu);
+		}
+		if (svc_serial)
+			pthread_mutex_unlock(&svc_api_mu);
 
 		pthread_mutex_lock(&svc_mu);
 		t->done = true;
@@ -668,17 +768,29 @@ StopThreads(void)
 	pthread_mutex_unlock(&svc_mu);
 	for (int i = 0; i < nthreads; i++)
 		pthread_join(threads[i].tid, NULL);
-	/* the threads are gone: what they held is the main loop's to answer */
+
+	/*
+	 * The threads are gone: an answer they finished stands (a request that
+	 * ran before the context was lost, or the one that lost it); the rest,
+	 * cancelled by the stop or not run, is the caller's to answer.
+	 */
+	LWLockAcquire(gc_service->lock, LW_EXCLUSIVE);
 	pthread_mutex_lock(&svc_mu);
 	for (int i = 0; i < nthreads; i++)
 		if (threads[i].job)
 		{
+			SvcJob	   *job = threads[i].job;
 			GcSvcDevice *dev = &gc_service->devices[threads[i].device];
+			gc_status	st = job->req->status;
 
 			dev->running--;
+			dev->reserved -= gc_service->slots[job->slot].memory;
+			if (threads[i].done && st != GC_ERR_CANCELLED && st != GC_ERR_UNAVAILABLE)
+				Complete(job->slot);
 			threads[i].job = NULL;
 		}
 	pthread_mutex_unlock(&svc_mu);
+	LWLockRelease(gc_service->lock);
 }
 
 /*
@@ -700,7 +812,16 @@ ServiceExit(int code, Datum arg)
 	{
 		GcSvcState st = gc_service->slots[s].state;
 
-		if (st == GC_SVC_SUBMITTED || st == GC_SVC_QUEUED || st == GC_SVC_RUNNING)
+		if (st != GC_SVC_SUBMITTED && st != GC_SVC_QUEUED && st != GC_SVC_RUNNING)
+			continue;
+		if (svc_context_lost)
+		{
+			gc_error	e;
+
+			LostContextError(&e);
+			Answer(s, GC_ERR_UNAVAILABLE, e.message, e.detail, NULL);
+		}
+		else
 			Answer(s, GC_ERR_UNAVAILABLE, "the gpuclust GPU service stopped during the call",
 				   "The postmaster restarts it; the next call can use it again.", NULL);
 	}
@@ -711,6 +832,143 @@ ServiceExit(int code, Datum arg)
 		gc_service->devices[d].reserved = 0;
 	}
 	LWLockRelease(gc_service->lock);
+}
+
+/*
+ * The rows of a warm-up call: 4 blobs of warm_rows / 4 rows in WARM_DIMS
+ * dimensions (fewer on the CPU stand-in, for which the warm-up only runs
+ * the code: its start stays short for the tests).
+ */
+#define WARM_ROWS 512
+#define WARM_ROWS_STANDIN 64
+#define WARM_DIMS 64
+static int	warm_rows = WARM_ROWS;
+
+/* Fills x [warm_rows, d] of dtype with the warm-up rows (a fixed sequence). */
+static void
+WarmRows(void *x, gc_dtype dtype, int d)
+{
+	uint64		state = 43;
+
+	for (int i = 0; i < warm_rows; i++)
+		for (int j = 0; j < d; j++)
+		{
+			double		v;
+
+			state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+			v = (i % 4) * 3.0 + (double) (state >> 11) / (double) (1ULL << 53);
+			if (dtype == GC_F32)
+				((float *) x)[(int64) i * d + j] = (float) v;
+			else
+				((double *) x)[(int64) i * d + j] = v;
+		}
+}
+
+/*
+ * A small call of every entry point on device dev, in both element types,
+ * at 2 and at 64 dimensions (k-means there through cuBLAS), so that the
+ * back end's first-use costs are paid here; returns the milliseconds, and
+ * the first failure's text in failed (empty when none).
+ */
+static double
+WarmUp(int dev, char *failed, size_t failedlen)
+{
+	instr_time	t0;
+	instr_time	t1;
+	gc_exec		exec;
+	gc_timing	timing;
+	int32	   *labels = palloc(sizeof(int32) * WARM_ROWS);
+	uint8	   *flags = palloc(WARM_ROWS);
+	double	   *a = palloc(sizeof(double) * WARM_ROWS);
+	double	   *b = palloc(sizeof(double) * WARM_ROWS);
+	double	   *c = palloc(sizeof(double) * WARM_ROWS);
+	double	   *centroids = palloc(sizeof(double) * 4 * WARM_DIMS);
+	int64	   *sizes = palloc(sizeof(int64) * 4);
+	double	   *inertia = palloc(sizeof(double) * 4);
+	void	   *x = palloc(sizeof(double) * WARM_ROWS * WARM_DIMS);
+
+	failed[0] = '\0';
+	if (gc_service_backend_guc == GC_SVC_BACKEND_CPU)
+		warm_rows = WARM_ROWS_STANDIN;
+	memset(&exec, 0, sizeof(exec));
+	exec.struct_size = sizeof(exec);
+	exec.device_id = dev;
+	exec.timing = &timing;
+	INSTR_TIME_SET_CURRENT(t0);
+	for (int t = 0; t < 2; t++)
+	{
+		gc_dtype	dtype = t == 0 ? GC_F32 : GC_F64;
+
+		for (int w = 0; w < 2; w++)
+		{
+			int			d = w == 0 ? 2 : WARM_DIMS;
+			const char *what = NULL;
+			gc_dbscan_params dbp;
+			gc_dbscan_result dbr = {labels, flags, 0};
+			gc_kmeans_params kmp;
+			gc_kmeans_result kmr = {labels, a, centroids, sizes, inertia, 0, 0};
+			gc_kmeans_assign_params kap;
+			gc_kmeans_assign_result kar = {labels, a};
+			gc_dpeaks_params dpp;
+			gc_dpeaks_result dpr;
+			gc_hdbscan_params hdp;
+			gc_hdbscan_result hdr;
+
+			WarmRows(x, dtype, d);
+			gc_dbscan_params_init(&dbp);
+			dbp.eps = 1.0;
+			dbp.min_pts = 4;
+			gc_kmeans_params_init(&kmp);
+			kmp.k = 4;
+			memset(&kap, 0, sizeof(kap));
+			kap.struct_size = sizeof(kap);
+			kap.k = 4;
+			kap.centroids = centroids;
+			kap.precision = GC_PRECISION_FP32;
+			kap.metric = GC_METRIC_EUCLIDEAN;
+			gc_dpeaks_params_init(&dpp);
+			dpp.n_clusters = 4;
+			memset(&dpr, 0, sizeof(dpr));
+			dpr.cluster = labels;
+			dpr.rho = a;
+			dpr.delta = b;
+			dpr.is_center = flags;
+			gc_hdbscan_params_init(&hdp);
+			hdp.min_cluster_size = 8;
+			hdp.min_samples = 8;
+			memset(&hdr, 0, sizeof(hdr));
+			hdr.cluster = labels;
+			hdr.probability = a;
+			hdr.outlier_score = b;
+			hdr.core_distance = c;
+
+			if (svc_api->dbscan(&exec, x, dtype, warm_rows, d, &dbp, &dbr) != GC_OK)
+				what = "DBSCAN";
+			else if (svc_api->kmeans(&exec, x, dtype, warm_rows, d, &kmp, &kmr) != GC_OK)
+				what = "k-means";
+			else if (svc_api->kmeans_assign(&exec, x, dtype, warm_rows, d, &kap, &kar) != GC_OK)
+				what = "k-means assignment";
+			else if (svc_api->density_peaks(&exec, x, dtype, warm_rows, d, &dpp, &dpr) != GC_OK)
+				what = "density peaks";
+			else if (svc_api->hdbscan(&exec, x, dtype, warm_rows, d, &hdp, &hdr) != GC_OK)
+				what = "HDBSCAN";
+			if (what != NULL && failed[0] == '\0')
+				snprintf(failed, failedlen, "%s of %d x %d %s rows: %s", what, warm_rows, d,
+						 dtype == GC_F32 ? "real" : "double precision", svc_api->last_error()->message);
+		}
+	}
+	INSTR_TIME_SET_CURRENT(t1);
+	INSTR_TIME_SUBTRACT(t1, t0);
+	pfree(labels);
+	pfree(flags);
+	pfree(a);
+	pfree(b);
+	pfree(c);
+	pfree(centroids);
+	pfree(sizes);
+	pfree(inertia);
+	pfree(x);
+	return INSTR_TIME_GET_MILLISEC(t1);
 }
 
 /* Loads the back end the service runs; fills the devices or the reason there are none. */
@@ -734,6 +992,17 @@ LoadBackend(void)
 		svc_api = GcGpuApi(reason, sizeof(reason), &why);
 		svc_serial = true;
 		strlcpy(gc_service->backend_name, "gpu", sizeof(gc_service->backend_name));
+		if (svc_api != NULL)
+		{
+			/* the test-only entry point, from the library GcGpuApi loaded */
+			char		path[MAXPGPATH];
+			void	   *h;
+
+			snprintf(path, sizeof(path), "%s/gpuclust_cuda%s", pkglib_path, DLSUFFIX);
+			h = dlopen(path, RTLD_NOW | RTLD_NOLOAD);
+			if (h != NULL)
+				svc_test_fault = (GcTestFaultFn) dlsym(h, GC_CUDA_TEST_FAULT_SYMBOL);
+		}
 	}
 	if (svc_api != NULL && svc_api->device_count(&count) != GC_OK)
 	{
@@ -770,6 +1039,7 @@ void
 GcServiceMain(Datum arg)
 {
 	bool		lost = false;
+	double		warm_ms = 0;
 
 	gc_in_service = true;
 	pqsignal(SIGTERM, SignalHandlerForShutdownRequest);
@@ -799,6 +1069,25 @@ GcServiceMain(Datum arg)
 
 	LoadBackend();
 	SetBudgets();
+
+	/* the back end's first-use costs, here and not in a session's first call (the stand-in's devices are one) */
+	for (int d = 0; d < (gc_service_backend_guc == GC_SVC_BACKEND_CPU ? Min(gc_service->ndevices, 1) :
+						 gc_service->ndevices); d++)
+	{
+		char		failed[GC_ERROR_TEXT + 128];
+		double		ms = WarmUp(d, failed, sizeof(failed));
+
+		if (failed[0])
+			ereport(WARNING,
+					(errmsg("gpuclust GPU service: the warm-up call on device %d failed", d),
+					 errdetail("%s", failed)));
+		warm_ms = Max(warm_ms, ms);
+		/* the free memory after it, for gpuclust_devices() */
+		if (DeviceAnswers(d, &gc_service->devices[d].info) &&
+			gc_service_backend_guc == GC_SVC_BACKEND_CPU)
+			strlcpy(gc_service->devices[d].info.name, "CPU (the GPU service's test stand-in)",
+					sizeof(gc_service->devices[d].info.name));
+	}
 	StartThreads(gc_service->ndevices, gc_service_threads_guc);
 	before_shmem_exit(ServiceExit, (Datum) 0);
 
@@ -808,8 +1097,8 @@ GcServiceMain(Datum arg)
 	gc_service->ready = true;
 	LWLockRelease(gc_service->lock);
 	ereport(LOG,
-			(errmsg("gpuclust GPU service ready: %d device(s) on the %s back end, %d thread(s) each",
-					gc_service->ndevices, gc_service->backend_name, gc_service_threads_guc),
+			(errmsg("gpuclust GPU service ready: %d device(s) on the %s back end, %d thread(s) each, warm-up %.0f ms",
+					gc_service->ndevices, gc_service->backend_name, gc_service_threads_guc, warm_ms),
 			 gc_service->ndevices == 0 ? errdetail("%s", gc_service->reason) : 0));
 
 	while (!ShutdownRequestPending && !lost)

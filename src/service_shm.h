@@ -120,6 +120,7 @@ extern int	gc_service_threads_guc;
 extern int	gc_service_memory_budget_guc;	/* MB; 0: a share of the device */
 extern int	gc_service_test_delay_guc;
 extern int	gc_service_test_devices_guc;
+extern bool gc_service_test_fault_guc;
 
 /* The budget's share of the device's memory when gpuclust.service_memory_budget is 0. */
 #define GC_SVC_DEFAULT_BUDGET_SHARE 0.8
@@ -140,6 +141,7 @@ typedef struct GcSvcRequest
 	bool		has_tuning;
 	gc_tuning	tuning;
 	int32		test_delay_ms;	/* the CPU stand-in waits this long first (tests) */
+	bool		test_fault;		/* gpuclust.service_test_fault: break the context instead (tests) */
 	union
 	{
 		gc_dbscan_params db;

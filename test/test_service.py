@@ -16,7 +16,12 @@ least recently goes first); gpuclust.gpu_queue_timeout (device auto computes
 on the CPU, device gpu errors); cancel and statement_timeout while queued and while
 running; a backend terminated mid-request leaves nothing held; a service
 that stops is restarted by the postmaster alone, and the backend waiting on
-it computes on the CPU (auto) or gets a clear error (gpu).  A second server
+it computes on the CPU (auto) or gets a clear error (gpu); a broken GPU
+context (gpuclust.service_test_fault, simulated by the stand-in) fails the
+call that broke it with its CUDA error and the other open calls clearly (or
+computes them on the CPU under auto), and restarts the service alone within
+10 s; the service warms every entry point up at start; each request's queue
+wait is reported at DEBUG1.  A second server
 whose stand-in presents two devices (gpuclust.service_test_devices) checks
 that concurrent requests go to the least loaded device, with the answers of
 the CPU, and that a set gpuclust.device_id pins a request to its device.
@@ -97,6 +102,15 @@ gpuclust.service_threads = 2
         c.autocommit = True
         with c.cursor() as cur:
             cur.execute("CREATE EXTENSION gpuclust")
+            # the service is ready (after its warm-up) when it shows its devices
+            t0 = time.monotonic()
+            while True:
+                cur.execute("SELECT count(*) FROM gpuclust_service()")
+                if cur.fetchone()[0] > 0:
+                    break
+                if time.monotonic() - t0 > 30:
+                    pytest.fail("the GPU service did not start:\n" + (top / "log").read_text()[-3000:])
+                time.sleep(0.05)
         rng = np.random.default_rng(43)
         centres = rng.normal(0, 6, size=(5, 3))
         X = np.vstack([ctr + rng.normal(0, 0.6, size=(300, 3)) for ctr in centres])
@@ -378,6 +392,88 @@ def test_stopped_service_restarts_alone(server, conn, device):
     assert one(conn, "SELECT backend_start FROM pg_stat_activity WHERE pid = pg_backend_pid()") == backend_start
     wait_for(lambda: nothing_held(conn))
     assert rows(conn, DBSCAN, ("gpu",)) == rows(conn, DBSCAN, ("cpu",))
+
+
+
+def server_log(dsn):
+    """The server's log (service_server writes it beside the socket)."""
+    return (Path(dsn["host"]) / "log").read_text(errors="replace")
+
+
+def test_the_service_warms_up_before_it_is_ready(server, conn):
+    # every entry point ran once at start (the GPU's first-use costs paid there), without a failure
+    log = server_log(server)
+    assert "gpuclust GPU service ready: 1 device(s) on the cpu back end, 2 thread(s) each, warm-up" in log
+    assert "warm-up call on device" not in log
+
+
+def test_queue_wait_is_reported_at_debug1(conn):
+    conn.notices.clear()
+    with conn.cursor() as cur:
+        cur.execute("SET client_min_messages = debug1")
+        cur.execute(DBSCAN, ("gpu",))
+        cur.execute("RESET client_min_messages")
+    lines = [n for n in conn.notices if "the GPU service ran the dbscan request of 1500 rows on device 0" in n]
+    assert len(lines) == 1 and "queued " in lines[0] and " ms, ran " in lines[0]
+
+
+def test_the_test_fault_is_for_superusers(conn):
+    with conn.cursor() as cur:
+        cur.execute("DROP ROLE IF EXISTS gc_fault_user")
+        cur.execute("CREATE ROLE gc_fault_user")
+        cur.execute("SET ROLE gc_fault_user")
+        with pytest.raises(psycopg2.errors.InsufficientPrivilege):
+            cur.execute("SET gpuclust.service_test_fault = on")
+        cur.execute("RESET ROLE")
+        cur.execute("DROP ROLE gc_fault_user")
+
+
+def test_a_broken_gpu_context_restarts_the_service_alone(server, conn):
+    """gpuclust.service_test_fault: the request breaks the context (the stand-in
+    simulates the CUDA error); its session gets the CUDA error, the other open
+    requests a clear error (device gpu) or their answer (auto: the CPU; one that
+    finished before: the service's), the service exits with status 1 and is ready
+    again within 10 s, and the cluster does not restart."""
+    expected = rows(conn, DBSCAN, ("cpu",))
+    postmaster_start = one(conn, "SELECT pg_postmaster_start_time()")
+    backend_start = one(conn, "SELECT backend_start FROM pg_stat_activity WHERE pid = pg_backend_pid()")
+    pid = service_pid(conn)
+    # both worker threads busy: one request finishes before the fault, one runs through it
+    finishes = Call(server, DBSCAN, ("gpu",), slow(3000))
+    through = Call(server, DBSCAN, ("auto",), slow(60000) + ("SET gpuclust.gpu_min_rows = 0",))
+    wait_for(lambda: states(conn) == ["running", "running"])
+    fault = Call(server, DBSCAN, ("gpu",), ("SET gpuclust.service_test_fault = on",))
+    wait_for(lambda: states(conn) == ["queued", "running", "running"])
+    queued = Call(server, DBSCAN, ("gpu",))
+    wait_for(lambda: states(conn) == ["queued", "queued", "running", "running"])
+    # the first request's thread takes the fault's request (first in the queue's turns)
+    fault.join()
+    t_fault = time.monotonic()
+    assert isinstance(fault.error, psycopg2.errors.ExternalRoutineException)
+    assert fault.error.diag.message_primary == "GPU DBSCAN failed"
+    assert "illegal memory access" in fault.error.diag.message_detail
+    finishes.join()
+    assert finishes.error is None and finishes.result == expected
+    through.join()
+    assert through.error is None and through.result == expected
+    assert any("lost its GPU context" in n and "computes on the CPU" in n for n in through.notices)
+    queued.join()
+    assert isinstance(queued.error, psycopg2.errors.ObjectNotInPrerequisiteState)
+    assert queued.error.diag.message_primary == "the gpuclust GPU service lost its GPU context during the call"
+    assert "illegal memory access" in queued.error.diag.message_detail
+    # a new service, ready within 10 s of the fault, computes again
+    new_pid = wait_for(lambda: (p := service_pid(conn)) and p != pid and p, limit=10)
+    assert rows(conn, DBSCAN, ("gpu",)) == expected
+    assert time.monotonic() - t_fault < 10
+    assert new_pid != pid
+    wait_for(lambda: nothing_held(conn))
+    # only the service restarted: this connection and the postmaster lived through it
+    assert one(conn, "SELECT pg_postmaster_start_time()") == postmaster_start
+    assert one(conn, "SELECT backend_start FROM pg_stat_activity WHERE pid = pg_backend_pid()") == backend_start
+    log = server_log(server)
+    assert f"(PID {pid}) exited with exit code 1" in log
+    assert "lost its GPU context; restarting" in log
+    assert "terminating any other active server processes" not in log
 
 
 def test_devices_do_not_wait_behind_running_requests(server, conn):
