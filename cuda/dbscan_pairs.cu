@@ -75,7 +75,7 @@ __global__ void pairs_core_kernel(pairs::Tile tl, unsigned int *count, /* [n] */
 	const int32_t jb = tl.j0 + blockIdx.y * kChunk;
 	const int32_t je = min(jb + kChunk, tl.j0 + tl.bj);
 	const bool	valid = i < tl.i0 + tl.bi;
-	const bool	diag = tl.i0 == tl.j0;
+	const bool	diag = tl.diag;
 	const unsigned lane = threadIdx.x & 31;
 	/* once full, a warp stops keeping (one atomic past cap per warp at most) */
 	bool		keep = __shfl_sync(0xffffffffu,
@@ -146,7 +146,7 @@ __global__ void pairs_union_kernel(pairs::Tile tl, const uint8_t *core, /* [n] *
 	const int32_t jb = tl.j0 + blockIdx.y * kChunk;
 	const int32_t je = min(jb + kChunk, tl.j0 + tl.bj);
 	const bool	valid = i < tl.i0 + tl.bi;
-	const bool	diag = tl.i0 == tl.j0;
+	const bool	diag = tl.diag;
 	const bool	ci = valid && core[i];
 	unsigned	exact = 0;
 

@@ -76,7 +76,7 @@ __global__ void rho_tile_kernel(pairs::Tile tl, gc_metric metric, double inv,
 	const int32_t jb = tl.j0 + blockIdx.y * kChunk;
 	const int32_t je = min(jb + kChunk, tl.j0 + tl.bj);
 	const bool	valid = i < tl.i0 + tl.bi;
-	const bool	diag = tl.i0 == tl.j0;
+	const bool	diag = tl.diag;
 	uint64_t	rhi = 0,
 				rlo = 0;
 	unsigned	exact = 0;
@@ -131,7 +131,7 @@ __global__ void dc_window_kernel(pairs::Tile tl, double lo, double hi, unsigned 
 	const int32_t i = tl.i0 + blockIdx.x * kRows + threadIdx.x;
 	const int32_t jb = tl.j0 + blockIdx.y * kChunk;
 	const int32_t je = min(jb + kChunk, tl.j0 + tl.bj);
-	const bool	diag = tl.i0 == tl.j0;
+	const bool	diag = tl.diag;
 	unsigned	nb = 0,
 				exact = 0;
 

@@ -297,7 +297,7 @@ __global__ void __launch_bounds__(kRows) round_kernel(pairs::Tile tl, Round v)
 		double		bw = bound_w(bb),
 					t2 = prune_t2(v.metric, bw);
 
-		for (int32_t j = tl.i0 == tl.j0 ? max(jb, i + 1) : jb; j < je; j++)
+		for (int32_t j = tl.diag ? max(jb, i + 1) : jb; j < je; j++)
 		{
 			const int32_t q = j - jb;
 
@@ -535,7 +535,7 @@ void pairs_core_phase(Workspace &w)
 		eng.run([&](const pairs::Tile &tl) {
 			knn_rows_kernel<T><<<blocks_for(tl.bi, kCoreRows), kCoreRows>>>(tl, L);
 			CHECK_LAUNCH("knn_rows_kernel");
-			if (tl.i0 != tl.j0)
+			if (!tl.diag)
 			{
 				knn_cols_kernel<T><<<blocks_for(tl.bj, kCoreWarps), kCoreWarps * 32>>>(tl, L);
 				CHECK_LAUNCH("knn_cols_kernel");

@@ -28,17 +28,6 @@ namespace {
 constexpr int32_t kTileMax = 16384;
 constexpr int32_t kTileMin = 1024;
 
-/*
- * At most this many pair features (tile^2 x d) a tile: an epilogue may
- * take every pair of a tile on the canonical path (duplicates, one tight
- * clump, the Gaussian rho), about 0.0125 ns a pair feature in float on an
- * H200 (2.7e8 pairs of 64 features in about 0.2 s), and the engine asks
- * about cancel only between tiles; 2^34 keeps a tile under about 0.25 s
- * (0.5 s for double rows) at any width, with 16384 rows a side up to 64
- * features, 8192 to 256 and 4096 to 1024.
- */
-constexpr double kTilePairFeatures = 0x1p34;
-
 /* op[i, :] = (x[i, :] - mu) * s rounded to O, n2[i] = its squared norm in double, nx[i] its norm. */
 template <typename T, typename O>
 __global__ void operands_kernel(const T *x, /* [n, d] */ int32_t n, int32_t d,
@@ -128,7 +117,7 @@ Engine::Engine(const Call &call, const void *hx, const void *dx, gc_dtype dtype,
 	else
 		prep(0.0f);
 
-	/* the tile: as large as a quarter of the free memory and the cancel latency allow */
+	/* the tile: as large as a quarter of the free memory allows */
 	size_t		free_b = 0,
 				total_b = 0;
 	const size_t esize = prec_ == GC_PAIR_FP64 ? sizeof(double) : sizeof(float);
@@ -136,8 +125,6 @@ Engine::Engine(const Call &call, const void *hx, const void *dx, gc_dtype dtype,
 	CUDA_TRY(cudaMemGetInfo(&free_b, &total_b));
 	tile_ = std::min<int32_t>(kTileMax, std::max<int32_t>(n, 1));
 	while (tile_ > kTileMin && (size_t) tile_ * tile_ * esize > free_b / 4)
-		tile_ /= 2;
-	while (tile_ > kTileMin && (double) tile_ * tile_ * d > kTilePairFeatures)
 		tile_ /= 2;
 	if (prec_ == GC_PAIR_FP64)
 		pd_.reset((size_t) tile_ * tile_, "the pair engine's tile");
@@ -148,12 +135,21 @@ Engine::Engine(const Call &call, const void *hx, const void *dx, gc_dtype dtype,
 
 	cb.open();
 	blas_ = (void *) cb.h;
+	for (cudaEvent_t &e : ev_)
+		CUDA_TRY(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
 	call.timing->path = GC_PATH_PAIRS;
 	call.timing->pair_screen = prec_;
 	if (call.tuning.debug)
 		fprintf(stderr, "gpuclust pairs: n=%d d=%d screen=%s tile=%d scale=%g s_typ=%g band(s_typ)=%g t=%g\n",
 				n, d, gc_pair_precision_names[prec_], tile_, s, s_typ, gc_pair_margin(&bound_, s_typ),
 				t * s * s);
+}
+
+Engine::~Engine()
+{
+	for (cudaEvent_t e : ev_)
+		if (e)
+			cudaEventDestroy(e);
 }
 
 Tile Engine::tile(int32_t i0, int32_t j0) const
@@ -174,6 +170,7 @@ Tile Engine::tile(int32_t i0, int32_t j0) const
 	tl.bi = std::min(tile_, n_ - i0);
 	tl.j0 = j0;
 	tl.bj = std::min(tile_, n_ - j0);
+	tl.diag = i0 == j0;
 	tl.exact = exact_.get();
 	return tl;
 }

@@ -39,6 +39,7 @@ struct Tile
 	int32_t		d;
 	int32_t		i0, bi;			/* rows [i0, i0 + bi) */
 	int32_t		j0, bj;			/* columns [j0, j0 + bj) */
+	bool		diag;			/* a slice of a diagonal tile: its columns are among its rows, so only j > i */
 	unsigned long long *exact;	/* [1] pairs sent to the canonical path */
 };
 
@@ -135,33 +136,23 @@ class Engine
 	static int64_t bytes_estimate(int32_t n, int32_t d);
 
 	/*
-	 * Calls epilogue(tile) for every tile of the upper triangle (column
+	 * Calls epilogue(slice) for every tile of the upper triangle (column
 	 * block >= row block: each unordered pair of rows once, the diagonal
 	 * tiles whole), row blocks in ascending order and in each the column
-	 * blocks in ascending order, after the tile's product; asks the
-	 * caller's cancel about every 10 ms.  epilogue launches kernels.
+	 * blocks in ascending order, after the tile's product.  The epilogue
+	 * sees a tile in slices of its columns (Tile.j0, bj and the products
+	 * narrowed; Tile.diag says whether the tile is on the diagonal) of at
+	 * most kSlicePairFeatures pair features, at most two of them queued on
+	 * the device, and the caller's cancel is asked about every 10 ms: an
+	 * epilogue that takes every pair of a slice on the canonical path
+	 * (duplicates, a tight clump, the Gaussian rho) still answers within
+	 * a few tens of milliseconds at any width.  epilogue launches kernels
+	 * on the default stream.
 	 */
 	template <typename F>
 	void run(F &&epilogue)
 	{
-		Stopwatch	since;
-
-		for (int32_t i0 = 0; i0 < n_; i0 += tile_)
-			for (int32_t j0 = i0; j0 < n_; j0 += tile_)
-			{
-				Tile		tl = tile(i0, j0);
-
-				product(tl);
-				epilogue(tl);
-				if (since.ms() > 10.0)
-				{
-					check_cancel_synced(call_.exec);
-					since.restart();
-				}
-				CUDA_TRY(cudaStreamSynchronize(0));
-			}
-		CUDA_TRY(cudaMemcpy(&exact_host_, exact_.get(), sizeof(exact_host_), cudaMemcpyDeviceToHost));
-		call_.timing->pair_exact = (int64_t) exact_host_;
+		run_where([](int32_t, int32_t, int32_t, int32_t) { return true; }, epilogue);
 	}
 
 	/*
@@ -178,15 +169,23 @@ class Engine
 			for (int32_t j0 = i0; j0 < n_; j0 += tile_)
 			{
 				Tile		tl = tile(i0, j0);
+				const int32_t w = slice_cols(tl);
 
 				if (!want(tl.i0, tl.i0 + tl.bi, tl.j0, tl.j0 + tl.bj))
 					continue;
 				product(tl);
-				epilogue(tl);
-				if (since.ms() > 10.0)
+				for (int32_t js = tl.j0, s = 0; js < tl.j0 + tl.bj; js += w, s++)
 				{
-					check_cancel_synced(call_.exec);
-					since.restart();
+					/* the slice before the last one has finished: the host keeps pace with the device */
+					if (s >= 2)
+						CUDA_TRY(cudaEventSynchronize(ev_[s & 1]));
+					epilogue(slice(tl, js, w));
+					CUDA_TRY(cudaEventRecord(ev_[s & 1], 0));
+					if (since.ms() > 10.0)
+					{
+						check_cancel_synced(call_.exec);
+						since.restart();
+					}
 				}
 				CUDA_TRY(cudaStreamSynchronize(0));
 			}
@@ -197,9 +196,39 @@ class Engine
 	gc_pair_precision precision() const { return prec_; }
 	int64_t exact() const { return (int64_t) exact_host_; }
 
+	~Engine();
+	Engine(const Engine &) = delete;
+	Engine &operator=(const Engine &) = delete;
+
+	/* Pair features (rows x columns x d) of an epilogue's slice at most, beside a floor of 32 columns. */
+	static constexpr double kSlicePairFeatures = 0x1p31;
+
   private:
 	Tile		tile(int32_t i0, int32_t j0) const;
 	void		product(const Tile &tl);
+
+	/* The columns of a slice of tl: a multiple of 32, at least 32, within kSlicePairFeatures. */
+	int32_t		slice_cols(const Tile &tl) const
+	{
+		double		w = kSlicePairFeatures / ((double) tl.bi * (double) d_);
+
+		return w >= (double) tl.bj ? tl.bj : std::max<int32_t>(32, (int32_t) w / 32 * 32);
+	}
+
+	/* Columns [js, js + w) of tl (within the tile), its products narrowed to them. */
+	static Tile slice(const Tile &tl, int32_t js, int32_t w)
+	{
+		Tile		sub = tl;
+		const size_t off = (size_t) (js - tl.j0) * (size_t) tl.bi;
+
+		sub.j0 = js;
+		sub.bj = std::min(w, tl.j0 + tl.bj - js);
+		if (sub.pf)
+			sub.pf += off;
+		if (sub.pd)
+			sub.pd += off;
+		return sub;
+	}
 
 	const Call &call_;
 	const void *dx_;
@@ -220,6 +249,7 @@ class Engine
 	DeviceBuffer<unsigned long long> exact_;
 	unsigned long long exact_host_ = 0;
 	void	   *blas_ = nullptr;	/* the cuBLAS handle */
+	cudaEvent_t ev_[2] = {nullptr, nullptr};	/* the last two slices queued */
 };
 
 } // namespace pairs
