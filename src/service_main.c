@@ -971,6 +971,19 @@ WarmUp(int dev, char *failed, size_t failedlen)
 	return INSTR_TIME_GET_MILLISEC(t1);
 }
 
+/*
+ * atexit, registered after the back end started (so it runs before the CUDA
+ * runtime's and cuBLAS's own exit handlers): a service whose context is
+ * lost leaves without tearing down CUDA in it, so that nothing can hold up
+ * its exit; PostgreSQL's exit callbacks have run by then.
+ */
+static void
+SkipCudaTeardown(void)
+{
+	if (svc_context_lost)
+		_exit(1);
+}
+
 /* Loads the back end the service runs; fills the devices or the reason there are none. */
 static void
 LoadBackend(void)
@@ -1088,6 +1101,7 @@ GcServiceMain(Datum arg)
 			strlcpy(gc_service->devices[d].info.name, "CPU (the GPU service's test stand-in)",
 					sizeof(gc_service->devices[d].info.name));
 	}
+	atexit(SkipCudaTeardown);
 	StartThreads(gc_service->ndevices, gc_service_threads_guc);
 	before_shmem_exit(ServiceExit, (Datum) 0);
 
