@@ -421,7 +421,7 @@ void delta_pairs_engine(Workspace &w)
 			delta_tile_kernel<T><<<(unsigned) ((tl.bj + kWarps - 1) / kWarps), kWarps * 32>>>(
 				tl, w.bd2_r.get(), w.nbr_r.get());
 			CHECK_LAUNCH("delta_tile_kernel");
-		});
+		}, pairs::Engine::Slices::rows);
 		w.call.timing->pair_exact = w.pair_exact + eng.exact();
 	});
 }

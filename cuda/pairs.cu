@@ -137,6 +137,13 @@ Engine::Engine(const Call &call, const void *hx, const void *dx, gc_dtype dtype,
 	blas_ = (void *) cb.h;
 	for (cudaEvent_t &e : ev_)
 		CUDA_TRY(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+	if (const char *e = getenv("GPUCLUST_TEST_SLICE_PAIR_FEATURES"))
+	{
+		const double v = atof(e);
+
+		if (v > 0 && v < slice_budget_)
+			slice_budget_ = v;
+	}
 	call.timing->path = GC_PATH_PAIRS;
 	call.timing->pair_screen = prec_;
 	if (call.tuning.debug)
@@ -170,6 +177,7 @@ Tile Engine::tile(int32_t i0, int32_t j0) const
 	tl.bi = std::min(tile_, n_ - i0);
 	tl.j0 = j0;
 	tl.bj = std::min(tile_, n_ - j0);
+	tl.ld = tl.bi;
 	tl.diag = i0 == j0;
 	tl.exact = exact_.get();
 	return tl;

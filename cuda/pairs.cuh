@@ -10,7 +10,7 @@
  *    same engine on the CPU, with the same operands, bound and answers.
  *
  * A tile's products are column-major: the product of rows i and j of tile
- * (i0, j0) is at (i - i0) + (j - j0) * bi, so that the threads of a warp,
+ * (i0, j0) is at (i - i0) + (j - j0) * ld, so that the threads of a warp,
  * which take consecutive rows i, read consecutive words.
  */
 #ifndef GPUCLUST_PAIRS_CUH
@@ -39,6 +39,7 @@ struct Tile
 	int32_t		d;
 	int32_t		i0, bi;			/* rows [i0, i0 + bi) */
 	int32_t		j0, bj;			/* columns [j0, j0 + bj) */
+	int32_t		ld;				/* the products' leading dimension (the whole tile's bi) */
 	bool		diag;			/* a slice of a diagonal tile: its columns are among its rows, so only j > i */
 	unsigned long long *exact;	/* [1] pairs sent to the canonical path */
 };
@@ -61,7 +62,7 @@ __device__ __forceinline__ double canonical_dist2(const T *a, /* [d] */ const T 
 /* The screened value A of rows i and j of the tile (scaled units). */
 __device__ __forceinline__ double screened(const Tile &tl, int32_t i, int32_t j)
 {
-	size_t		k = (size_t) (i - tl.i0) + (size_t) (j - tl.j0) * (size_t) tl.bi;
+	size_t		k = (size_t) (i - tl.i0) + (size_t) (j - tl.j0) * (size_t) tl.ld;
 	double		p = tl.pd ? tl.pd[k] : (double) tl.pf[k];
 
 	return __dsub_rn(__dadd_rn(tl.n2[i], tl.n2[j]), __dmul_rn(2.0, p));
@@ -135,24 +136,33 @@ class Engine
 	/* Device bytes the engine takes for n rows of d features beside the rows themselves. */
 	static int64_t bytes_estimate(int32_t n, int32_t d);
 
+	/* How run() cuts a tile for the epilogue: into slices of its columns or of its rows. */
+	enum class Slices
+	{
+		columns,
+		rows
+	};
+
 	/*
 	 * Calls epilogue(slice) for every tile of the upper triangle (column
 	 * block >= row block: each unordered pair of rows once, the diagonal
 	 * tiles whole), row blocks in ascending order and in each the column
 	 * blocks in ascending order, after the tile's product.  The epilogue
-	 * sees a tile in slices of its columns (Tile.j0, bj and the products
-	 * narrowed; Tile.diag says whether the tile is on the diagonal) of at
-	 * most kSlicePairFeatures pair features, at most two of them queued on
-	 * the device, and the caller's cancel is asked about every 10 ms: an
-	 * epilogue that takes every pair of a slice on the canonical path
-	 * (duplicates, a tight clump, the Gaussian rho) still answers within
-	 * a few tens of milliseconds at any width.  epilogue launches kernels
+	 * sees a tile in slices of its columns (or of its rows, by: Tile.i0,
+	 * bi or j0, bj narrowed, Tile.ld the tile's; Tile.diag says whether
+	 * the tile is on the diagonal) of at most kSlicePairFeatures pair
+	 * features, at most two of them queued on the device, and the
+	 * caller's cancel is asked about every 10 ms, so an epilogue that takes
+	 * every pair on the canonical path (duplicates, a tight clump, the
+	 * Gaussian rho) still answers within a fraction of a second at any
+	 * width.  A kernel that gives a warp to each column wants row slices,
+	 * so as to keep every column of the tile.  epilogue launches kernels
 	 * on the default stream.
 	 */
 	template <typename F>
-	void run(F &&epilogue)
+	void run(F &&epilogue, Slices by = Slices::columns)
 	{
-		run_where([](int32_t, int32_t, int32_t, int32_t) { return true; }, epilogue);
+		run_where([](int32_t, int32_t, int32_t, int32_t) { return true; }, epilogue, by);
 	}
 
 	/*
@@ -161,7 +171,7 @@ class Engine
 	 * tile's product): the others get neither a product nor an epilogue.
 	 */
 	template <typename P, typename F>
-	void run_where(P &&want, F &&epilogue)
+	void run_where(P &&want, F &&epilogue, Slices by = Slices::columns)
 	{
 		Stopwatch	since;
 
@@ -169,17 +179,20 @@ class Engine
 			for (int32_t j0 = i0; j0 < n_; j0 += tile_)
 			{
 				Tile		tl = tile(i0, j0);
-				const int32_t w = slice_cols(tl);
 
 				if (!want(tl.i0, tl.i0 + tl.bi, tl.j0, tl.j0 + tl.bj))
 					continue;
 				product(tl);
-				for (int32_t js = tl.j0, s = 0; js < tl.j0 + tl.bj; js += w, s++)
+
+				const int32_t len = by == Slices::columns ? tl.bj : tl.bi;
+				const int32_t w = slice_width(len, by == Slices::columns ? tl.bi : tl.bj);
+
+				for (int32_t o = 0, s = 0; o < len; o += w, s++)
 				{
 					/* the slice before the last one has finished: the host keeps pace with the device */
 					if (s >= 2)
 						CUDA_TRY(cudaEventSynchronize(ev_[s & 1]));
-					epilogue(slice(tl, js, w));
+					epilogue(slice(tl, by, o, w));
 					CUDA_TRY(cudaEventRecord(ev_[s & 1], 0));
 					if (since.ms() > 10.0)
 					{
@@ -200,29 +213,48 @@ class Engine
 	Engine(const Engine &) = delete;
 	Engine &operator=(const Engine &) = delete;
 
-	/* Pair features (rows x columns x d) of an epilogue's slice at most, beside a floor of 32 columns. */
-	static constexpr double kSlicePairFeatures = 0x1p31;
+	/*
+	 * Pair features (rows x columns x d) of an epilogue's slice at most:
+	 * about 0.2 s on an H200 when every pair of the slice is canonical
+	 * (float rows), so a tile of 16384 rows a side is cut only above 64
+	 * features, where the product is no longer most of the time.  The
+	 * environment variable GPUCLUST_TEST_SLICE_PAIR_FEATURES, when set to a
+	 * smaller positive number, cuts finer: the device suite's check that
+	 * the answers do not depend on the slices (test/gpu/run-device-suite,
+	 * SLICE_CHECK=1).
+	 */
+	static constexpr double kSlicePairFeatures = 0x1p34;
 
   private:
 	Tile		tile(int32_t i0, int32_t j0) const;
 	void		product(const Tile &tl);
 
-	/* The columns of a slice of tl: a multiple of 32, at least 32, within kSlicePairFeatures. */
-	int32_t		slice_cols(const Tile &tl) const
+	/* The width of a slice of len rows or columns across `across`: a multiple of 32, at least 32. */
+	int32_t		slice_width(int32_t len, int32_t across) const
 	{
-		double		w = kSlicePairFeatures / ((double) tl.bi * (double) d_);
+		double		w = slice_budget_ / ((double) across * (double) d_);
 
-		return w >= (double) tl.bj ? tl.bj : std::max<int32_t>(32, (int32_t) w / 32 * 32);
+		return w >= (double) len ? len : std::max<int32_t>(32, (int32_t) w / 32 * 32);
 	}
 
-	/* Columns [js, js + w) of tl (within the tile), its products narrowed to them. */
-	static Tile slice(const Tile &tl, int32_t js, int32_t w)
+	/* Columns (or rows) [o, o + w) of tl, counted from the tile's first, its products narrowed to them. */
+	static Tile slice(const Tile &tl, Slices by, int32_t o, int32_t w)
 	{
 		Tile		sub = tl;
-		const size_t off = (size_t) (js - tl.j0) * (size_t) tl.bi;
+		size_t		off;
 
-		sub.j0 = js;
-		sub.bj = std::min(w, tl.j0 + tl.bj - js);
+		if (by == Slices::columns)
+		{
+			sub.j0 = tl.j0 + o;
+			sub.bj = std::min(w, tl.bj - o);
+			off = (size_t) o * (size_t) tl.ld;
+		}
+		else
+		{
+			sub.i0 = tl.i0 + o;
+			sub.bi = std::min(w, tl.bi - o);
+			off = (size_t) o;
+		}
 		if (sub.pf)
 			sub.pf += off;
 		if (sub.pd)
@@ -250,6 +282,7 @@ class Engine
 	unsigned long long exact_host_ = 0;
 	void	   *blas_ = nullptr;	/* the cuBLAS handle */
 	cudaEvent_t ev_[2] = {nullptr, nullptr};	/* the last two slices queued */
+	double		slice_budget_ = kSlicePairFeatures;	/* GPUCLUST_TEST_SLICE_PAIR_FEATURES lowers it */
 };
 
 } // namespace pairs
