@@ -42,7 +42,8 @@ started it.  Standard library only; psql does the talking.
 server of its own whose service runs the CPU stand-in
 (gpuclust.service_backend = 'cpu'); "a context per session" is then
 device => 'cpu' in each session, and sizes are scaled down (a check of the
-script, not a measurement).
+script, not a measurement); with --pgup as well, on pg-up's server as on
+the GPU machine.
 """
 
 import argparse
@@ -90,8 +91,9 @@ class Server:
     def __init__(self, args):
         self.args = args
         self.standin = args.cpu_standin
+        self.own = args.cpu_standin and not args.pgup
         self.max_conn = max(args.sessions, args.load_sessions, args.fault_sessions) + 40
-        if self.standin:
+        if self.own:
             pg_config = os.environ.get("PG_CONFIG") or shutil.which("pg_config")
             self.bin = subprocess.run([pg_config, "--bindir"], capture_output=True, text=True,
                                       check=True).stdout.strip()
@@ -107,7 +109,7 @@ class Server:
             r = self.as_owner([os.path.join(self.bin, "initdb"), "-D", self.data, "-A", "trust", "-U", "postgres"])
             if r.returncode != 0:
                 raise RuntimeError("initdb failed: " + r.stdout + r.stderr)
-            self.base = f"-k {self.top} -p {self.port} -c listen_addresses='' -c gpuclust.service_backend=cpu"
+            self.base = f"-k {self.top} -p {self.port} -c listen_addresses=''"
             os.environ.update(PGHOST=self.top, PGPORT=str(self.port), PGUSER="postgres", PGDATABASE="postgres")
         else:
             pg_config = os.environ.get("PG_CONFIG")
@@ -121,6 +123,7 @@ class Server:
             # pg-up's options
             self.base = (f"-k {os.environ.get('PGHOST', '/tmp')} -p {self.port} -c shared_buffers=4GB "
                          "-c work_mem=256MB -c max_wal_size=8GB")
+            self.pgup_base = self.base
         self.mode = None
 
     def as_owner(self, cmd, timeout=180):
@@ -137,6 +140,8 @@ class Server:
         opts = f"{self.base} -c max_connections={self.max_conn}"
         if mode == "service":
             opts += " -c shared_preload_libraries=gpuclust"
+            if self.standin:
+                opts += " -c gpuclust.service_backend=cpu"
             if threads:
                 opts += f" -c gpuclust.service_threads={threads}"
         self.mode = None
@@ -153,11 +158,11 @@ class Server:
         self.mode = mode
 
     def restore(self):
-        if self.standin:
+        if self.own:
             self.as_owner([os.path.join(self.bin, "pg_ctl"), "-D", self.data, "-m", "immediate", "-w", "stop"])
             shutil.rmtree(self.top, ignore_errors=True)
         else:
-            self.pg_ctl("restart", self.base)
+            self.pg_ctl("restart", self.pgup_base)
 
     def log_size(self):
         try:
@@ -677,6 +682,8 @@ def part_fault(srv, args, limit):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--cpu-standin", action="store_true", help="a throwaway server whose service runs on the CPU")
+    ap.add_argument("--pgup", action="store_true",
+                    help="with --cpu-standin: pg-up's server rather than a throwaway one (a check of the device path)")
     ap.add_argument("--parts", default="abcd", help="which parts to run (default abcd)")
     ap.add_argument("--runs", type=int, default=3, help="a: new sessions per function (default 3)")
     ap.add_argument("--sessions", type=int, default=None, help="b: idle sessions (default 200; stand-in 40)")

@@ -516,10 +516,17 @@ Submit(GcSvcRequest *r, const gc_exec *exec, bool pinned, const void *x)
 			 (double) (GetCurrentTimestamp() - slot->started) / 1000.0);
 	if (cancelled)
 		st = ProxyFail(GC_ERR_CANCELLED, "cancelled", NULL, NULL);
+	else if (st == GC_ERR_UNAVAILABLE && proxy_error.message[0] == '\0')
+		st = ProxyFail(GC_ERR_UNAVAILABLE, "the gpuclust GPU service stopped during the call", NULL, NULL);
 	else if (st != GC_OK && proxy_error.message[0] == '\0')
-		st = ProxyFail(st == GC_ERR_UNAVAILABLE ? GC_ERR_UNAVAILABLE : GC_ERR_INTERNAL,
-					   st == GC_ERR_UNAVAILABLE ? "the gpuclust GPU service stopped during the call" :
-					   "the gpuclust GPU service answered without running the request", NULL, NULL);
+	{
+		char		message[160];
+
+		snprintf(message, sizeof(message),
+				 "the gpuclust GPU service answered the %s request with status %d and no error text (%s)",
+				 GcSvcOpName(r->op), (int) st, slot->started != 0 ? "it ran" : "it did not run");
+		st = ProxyFail(GC_ERR_INTERNAL, message, NULL, NULL);
+	}
 	if (exec && exec->timing)
 		*exec->timing = head->timing;
 	if (st == GC_OK)
