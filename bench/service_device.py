@@ -700,8 +700,8 @@ def main():
     ap.add_argument("--fault-lead", type=float, default=2.0, help="d: seconds the loops run before the fault")
     ap.add_argument("--fault-tail", type=float, default=3.0, help="d: seconds they run after the service is back")
     ap.add_argument("--fault-hold", type=float, default=15.0, help="d: seconds the surviving session sleeps")
-    ap.add_argument("--limits", default="70,80,130,50", help="seconds for parts a,b,c,d (default 70,80,130,50)")
-    ap.add_argument("--deadline", type=float, default=280, help="seconds for the whole run (default 280)")
+    ap.add_argument("--limits", default="50,70,100,45", help="seconds for parts a,b,c,d (default 50,70,100,45)")
+    ap.add_argument("--deadline", type=float, default=240, help="seconds for the whole run (default 240)")
     args = ap.parse_args()
     si = args.cpu_standin
     args.sessions = args.sessions or (40 if si else 200)
@@ -734,7 +734,7 @@ def main():
         lim = min(limits[key], left() - 5)
         log(f"\n== {key}. {title}")
         if lim < 10:
-            log(f"skipped: {left():.0f} s of the run's {args.deadline:.0f} left")
+            log(f"skipped: {lim:.0f} s for it ({left():.0f} s of the run's {args.deadline:.0f} left)")
             RESULTS["parts"].setdefault(key, {})["skipped"] = True
             save()
             return None
@@ -750,86 +750,119 @@ def main():
             RESULTS["parts"].setdefault(key, {})["error"] = f"{type(e).__name__}: {e}"
             return None
         finally:
+            # what a part cut short left running in the server does not weigh on the next
+            try:
+                psql("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                     "WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()", timeout=20)
+            except Exception:  # noqa: BLE001
+                pass
             save()
 
+    sess_dev = "cpu" if si else "gpu"
+    a_rows, b_rows = {}, []
+
+    def ensure(mode):
+        """The server in mode, unless it is already; whether it is."""
+        if srv.mode == mode:
+            return True
+        try:
+            srv.restart(mode)
+            return True
+        except Exception as e:  # noqa: BLE001
+            log(f"\nservice_device: restart in mode {mode} failed: {e}")
+            RESULTS.setdefault("restart_errors", []).append(f"{mode}: {e}")
+            return False
+
+    def do_a(mode):
+        dev = sess_dev if mode == "session" else "gpu"
+        label = "a CUDA context per session" if mode == "session" else "the GPU service"
+        r = run_part("a", f"first call, {label} ({args.runs} new sessions per function, medians, ms)",
+                     lambda lim: {mode: part_first_call(srv, args, lim / 2, mode, dev)})
+        if r:
+            a_rows.update(r)
+            RESULTS["parts"]["a"] = dict(RESULTS["parts"].get("a", {}), **a_rows)
+            rows = r[mode]
+            if rows:
+                hdr = list(rows[0].keys())
+                log(md_table(hdr, [[x[h] for h in hdr] for x in rows]))
+
+    def do_b(mode):
+        dev = sess_dev if mode == "session" else "gpu"
+        label = "a CUDA context per session" if mode == "session" else "the GPU service"
+        r = run_part("b", f"{args.sessions} idle sessions that made one GPU call, {label}",
+                     lambda lim: {mode: part_idle(srv, args, lim / 2, mode, dev)})
+        if r:
+            b_rows.append(r[mode])
+            RESULTS["parts"]["b"] = dict(RESULTS["parts"].get("b", {}), rows=b_rows)
+            log(md_table(["mode", "sessions", "MiB without", "MiB with", "MiB per session",
+                          "context processes without", "with", "their MiB"],
+                         [[x["mode"], x["sessions"], x["mib_before"], x["mib_after"],
+                           fmt(x["mib_per_session"]), x["context_processes_before"],
+                           x["context_processes_after"], x["context_mib_after"]] for x in b_rows]))
+
+    def do_c():
+        r = run_part("c", f"load: {args.load_sessions} concurrent sessions, DBSCAN {args.db_rows} x 2 and "
+                          f"k-means {args.km_rows} x {args.km_dims}, budget {args.budget_mb} MB",
+                     lambda lim: part_load(srv, args, lim))
+        if r:
+            log(f"tables made in {r['table_s']:.1f} s; serial: "
+                + ", ".join(f"{x['variant']} {x['seconds']:.2f} s" for x in r["serial"]))
+            rows = []
+            for k in ("service", "per_session"):
+                x = r.get(k)
+                if x:
+                    rows.append([x["mode"], x["sessions"], x["ok"], x["identical_to_serial"], x["errors"], x["oom"],
+                                 x["cpu_fallback"], x["on_gpu"], fmt(x["wall_s"], 2), fmt(x["requests_per_s"], 2),
+                                 fmt(x["wait_ms_p50"]), fmt(x["wait_ms_p99"]), fmt(x["wait_ms_max"]),
+                                 x["peak"]["reserved"] >> 20 if x["peak"]["reserved"] else None,
+                                 x["peak"]["running"], x["peak"]["queued"], x["peak"]["mib_used"]])
+            log(md_table(["mode", "sessions", "ok", "identical to serial", "errors", "out of memory",
+                          "on the CPU", "on the GPU", "wall s", "requests/s", "wait p50 ms", "wait p99 ms",
+                          "wait max ms", "peak reserved MiB", "peak running", "peak queued",
+                          "peak device MiB"], rows))
+            sv = r.get("service") or {}
+            if sv.get("combined_estimate"):
+                log(f"combined estimate of the {sv['sessions']} requests: {sv['combined_estimate'] >> 20} MiB "
+                    f"(per request {', '.join(f'{k} {v >> 20} MiB' for k, v in sv['estimate_by_op'].items())}); "
+                    f"budget {args.budget_mb} MiB")
+            for k in ("service", "per_session"):
+                for e in (r.get(k) or {}).get("error_samples", []):
+                    log(f"  {k} error: {e}")
+
+    def do_d():
+        r = run_part("d", "fault: a request breaks the service's CUDA context (gpuclust.service_test_fault)",
+                     lambda lim: part_fault(srv, args, lim))
+        if r:
+            log(f"fault call: rc {r['fault_call']['rc']}: {r['fault_call']['error']}")
+            log(md_table(["service pid before", "after", "new pid after s", "answers again after s",
+                          "postmaster start unchanged", "surviving session", "service exit code 1",
+                          "cluster restart in log"],
+                         [[r["old_service_pid"], r["new_service_pid"], fmt(r["new_pid_after_s"], 2),
+                           fmt(r["ready_after_s"], 2), r["postmaster_start_unchanged"],
+                           r["survivor_session"]["same_backend"], r["log"]["service_exit_1"],
+                           r["log"]["cluster_restart"]]]))
+            log(md_table(["device", "when", "outcome", "calls"],
+                         [[o["device"], o["when"], o["outcome"], o["calls"]] for o in r["outcomes"]]))
+            for line in r["log"]["lines"]:
+                log("  log: " + line)
+
+    # in the order that restarts the server least: the service (a, b, d), the load (c: the
+    # service, then a context per session), then a and b with a context per session
     try:
-        sess_dev = "cpu" if si else "gpu"
-        # a and b in the per-session mode, then in the service mode
-        a_rows, b_rows = {}, []
-        for mode in ("session", "service"):
-            try:
-                srv.restart(mode)
-            except Exception as e:  # noqa: BLE001
-                log(f"\nservice_device: restart in mode {mode} failed: {e}")
-                RESULTS.setdefault("restart_errors", []).append(f"{mode}: {e}")
-                continue
-            dev = sess_dev if mode == "session" else "gpu"
-            label = "a CUDA context per session" if mode == "session" else "the GPU service"
+        if ensure("service"):
             if "a" in args.parts:
-                r = run_part("a", f"first call, {label} ({args.runs} new sessions per function, medians, ms)",
-                             lambda lim, m=mode, d=dev: {m: part_first_call(srv, args, lim / 2, m, d)})
-                if r:
-                    a_rows.update(r)
-                    RESULTS["parts"]["a"] = dict(RESULTS["parts"].get("a", {}), **a_rows)
-                    rows = r[mode]
-                    if rows:
-                        hdr = list(rows[0].keys())
-                        log(md_table(hdr, [[x[h] for h in hdr] for x in rows]))
+                do_a("service")
             if "b" in args.parts:
-                r = run_part("b", f"{args.sessions} idle sessions that made one GPU call, {label}",
-                             lambda lim, m=mode, d=dev: {m: part_idle(srv, args, lim / 2, m, d)})
-                if r:
-                    b_rows.append(r[mode])
-                    RESULTS["parts"]["b"] = dict(RESULTS["parts"].get("b", {}), rows=b_rows)
-                    log(md_table(["mode", "sessions", "MiB without", "MiB with", "MiB per session",
-                                  "context processes without", "with", "their MiB"],
-                                 [[x["mode"], x["sessions"], x["mib_before"], x["mib_after"],
-                                   fmt(x["mib_per_session"]), x["context_processes_before"],
-                                   x["context_processes_after"], x["context_mib_after"]] for x in b_rows]))
+                do_b("service")
+            if "d" in args.parts:
+                do_d()
         if "c" in args.parts:
-            r = run_part("c", f"load: {args.load_sessions} concurrent sessions, DBSCAN {args.db_rows} x 2 and "
-                              f"k-means {args.km_rows} x {args.km_dims}, budget {args.budget_mb} MB",
-                         lambda lim: part_load(srv, args, lim))
-            if r:
-                log(f"tables made in {r['table_s']:.1f} s; serial: "
-                    + ", ".join(f"{x['variant']} {x['seconds']:.2f} s" for x in r["serial"]))
-                rows = []
-                for k in ("service", "per_session"):
-                    x = r.get(k)
-                    if x:
-                        rows.append([x["mode"], x["sessions"], x["ok"], x["identical_to_serial"], x["errors"], x["oom"],
-                                     x["cpu_fallback"], x["on_gpu"], fmt(x["wall_s"], 2), fmt(x["requests_per_s"], 2),
-                                     fmt(x["wait_ms_p50"]), fmt(x["wait_ms_p99"]), fmt(x["wait_ms_max"]),
-                                     x["peak"]["reserved"] >> 20 if x["peak"]["reserved"] else None,
-                                     x["peak"]["running"], x["peak"]["queued"], x["peak"]["mib_used"]])
-                log(md_table(["mode", "sessions", "ok", "identical to serial", "errors", "out of memory",
-                              "on the CPU", "on the GPU", "wall s", "requests/s", "wait p50 ms", "wait p99 ms",
-                              "wait max ms", "peak reserved MiB", "peak running", "peak queued",
-                              "peak device MiB"], rows))
-                s = r.get("service") or {}
-                if s.get("combined_estimate"):
-                    log(f"combined estimate of the {s['sessions']} requests: {s['combined_estimate'] >> 20} MiB "
-                        f"(per request {', '.join(f'{k} {v >> 20} MiB' for k, v in s['estimate_by_op'].items())}); "
-                        f"budget {args.budget_mb} MiB")
-                for k in ("service", "per_session"):
-                    for e in (r.get(k) or {}).get("error_samples", []):
-                        log(f"  {k} error: {e}")
-        if "d" in args.parts:
-            r = run_part("d", "fault: a request breaks the service's CUDA context (gpuclust.service_test_fault)",
-                         lambda lim: part_fault(srv, args, lim))
-            if r:
-                log(f"fault call: rc {r['fault_call']['rc']}: {r['fault_call']['error']}")
-                log(md_table(["service pid before", "after", "new pid after s", "answers again after s",
-                              "postmaster start unchanged", "surviving session", "service exit code 1",
-                              "cluster restart in log"],
-                             [[r["old_service_pid"], r["new_service_pid"], fmt(r["new_pid_after_s"], 2),
-                               fmt(r["ready_after_s"], 2), r["postmaster_start_unchanged"],
-                               r["survivor_session"]["same_backend"], r["log"]["service_exit_1"],
-                               r["log"]["cluster_restart"]]]))
-                log(md_table(["device", "when", "outcome", "calls"],
-                             [[o["device"], o["when"], o["outcome"], o["calls"]] for o in r["outcomes"]]))
-                for line in r["log"]["lines"]:
-                    log("  log: " + line)
+            do_c()
+        if ("a" in args.parts or "b" in args.parts) and ensure("session"):
+            if "a" in args.parts:
+                do_a("session")
+            if "b" in args.parts:
+                do_b("session")
     finally:
         try:
             srv.restore()
