@@ -66,6 +66,7 @@ _PG_init(void)
 							NULL, &gc_gpu_min_rows_guc, 20000, 0, INT_MAX,
 							PGC_USERSET, 0, NULL, NULL, NULL);
 	GcKmeansDefineGucs();
+	GcKmeansDistDefineGucs();
 	GcPrecisionDefineGucs();
 	GcParallelGatherDefineGucs();
 	GcOutputDefineGucs();

@@ -26,5 +26,6 @@ extern int	gc_kmeans_precision_guc;	/* gc_precision */
 
 /* Defines gpuclust.kmeans_precision. */
 extern void GcKmeansDefineGucs(void);
+extern void GcKmeansDistDefineGucs(void);	/* kmeans_dist.c */
 
 #endif							/* GPUCLUST_KMEANS_H */

@@ -46,6 +46,7 @@
 #include <math.h>
 
 #include "access/htup_details.h"
+#include "access/xact.h"
 #include "catalog/pg_class.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
@@ -55,9 +56,12 @@
 #include "nodes/primnodes.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
+#include "utils/guc.h"
+#include "utils/inval.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/plancache.h"
+#include "utils/timestamp.h"
 
 #include "feature.h"
 #include "gpuclust.h"
@@ -86,6 +90,9 @@ PG_FUNCTION_INFO_V1(gpu_kmeans_sample);
 PG_FUNCTION_INFO_V1(gpu_kmeans_fit_distributed);
 PG_FUNCTION_INFO_V1(gpu_kmeans_shard_step);
 PG_FUNCTION_INFO_V1(gpu_kmeans_shard_rows);
+PG_FUNCTION_INFO_V1(gpu_kmeans_shard_once);
+PG_FUNCTION_INFO_V1(gpu_kmeans_shard_call);
+PG_FUNCTION_INFO_V1(gpu_kmeans_shard_cache);
 
 /*
  * The nearest-centroid search of common/kmeans_step.h, vectorized: built
@@ -522,10 +529,11 @@ GkmGemmFor(MemoryContext aggcxt, GkmState *s)
  * else row by row) and adds them to the sums: counts, the 128-bit block
  * sums where the values fit their window, the superaccumulators where they
  * do not.  Exact, so the result is that of adding every row to the
- * superaccumulators one by one, in any order.
+ * superaccumulators one by one, in any order.  assigned: the labels and
+ * distances of the block's rows are already in place (the shard cache).
  */
 static void
-GkmFlushRows(GkmState *s, GkmGemm *g)
+GkmFlushRows(GkmState *s, GkmGemm *g, bool assigned)
 {
 	int32		n = s->nbuf;
 	int32		k = s->k;
@@ -541,7 +549,9 @@ GkmFlushRows(GkmState *s, GkmGemm *g)
 
 	if (n == 0)
 		return;
-	if (g != NULL)
+	if (assigned)
+		;						/* labels and distances given (the shard cache) */
+	else if (g != NULL)
 		gc_kmg_assign(g->kmg, g->scratch, GKM_BUF(s), NULL, 0, n, label, best, NULL, NULL);
 	else
 		for (int32 i = 0; i < n; i++)
@@ -631,7 +641,7 @@ GkmFlushRows(GkmState *s, GkmGemm *g)
 static void
 GkmFlush(GkmState *s)
 {
-	GkmFlushRows(s, NULL);
+	GkmFlushRows(s, NULL, false);
 	GkmFoldAll(s);
 }
 
@@ -842,7 +852,7 @@ GkmAddRow(GkmState *s, Datum value, bool isnull, MemoryContext cxt, const char *
 				   s->d, GKM_SCRATCH(s) + s->k, GkmBufRow(s, s->nbuf), funcname);
 	s->rows++;
 	if (++s->nbuf == GkmBlock(s->d))
-		GkmFlushRows(s, GkmGemmFor(cxt, s));
+		GkmFlushRows(s, GkmGemmFor(cxt, s), false);
 }
 
 /*
@@ -1576,39 +1586,18 @@ GkmShardCursor(const char *sql, Oid *ftype)
 }
 
 /*
- * gpu_kmeans_shard_step(shard, feature, centroids, metric, mode): the
- * partial state of a k-means step over one relation's feature column, as
- * gpu_kmeans_step_state over the same rows gives it; an empty relation gives
- * an empty state, not NULL.
+ * The state of a step over one relation's feature column read by one scan:
+ * centroids cen [k, d], metric, mode; in cxt.  An empty relation gives an
+ * empty state.
  */
-Datum
-gpu_kmeans_shard_step(PG_FUNCTION_ARGS)
+static GkmState *
+GkmShardStepScan(Oid relid, const char *feature, const double *cen, int32 k, int32 d,
+				 gc_metric metric, int32 mode, MemoryContext cxt)
 {
-	MemoryContext cxt = CurrentMemoryContext;
 	MemoryContext rowcxt;
-	Oid			relid;
-	char	   *feature;
-	int32		k;
-	int32		d;
-	double	   *cen;
-	gc_metric	metric;
-	int32		mode;
 	Portal		portal;
 	Oid			ftype;
 	GkmState   *s;
-
-	GkmShardArgsNotNull(fcinfo, "gpu_kmeans_shard_step", 5);
-	relid = PG_GETARG_OID(0);
-	feature = NameStr(*PG_GETARG_NAME(1));
-	cen = GkmCentroidArray(PG_GETARG_ARRAYTYPE_P(2), &k, &d);
-	metric = GkmMetricArg(fcinfo, 3);
-	mode = PG_GETARG_INT32(4);
-	if (mode < 0 || mode > GKM_MODES)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("mode of gpu_kmeans_shard_step must be 0, 1, 2 or 3"),
-				 errdetail("1 sums the features per cluster, 2 keeps cosine centroids as given."),
-				 errhint("gpu_kmeans_fit_distributed calls it on every shard; use gpu_kmeans_step for one step by hand.")));
 
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
@@ -1647,7 +1636,43 @@ gpu_kmeans_shard_step(PG_FUNCTION_ARGS)
 	SPI_finish();
 	MemoryContextDelete(rowcxt);
 	GkmFlush(s);
-	PG_RETURN_POINTER(s);
+	return s;
+}
+
+/* Checks the mode argument of a shard function. */
+static void
+GkmShardMode(int32 mode)
+{
+	if (mode < 0 || mode > GKM_MODES)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("mode of gpu_kmeans_shard_step must be 0, 1, 2 or 3"),
+				 errdetail("1 sums the features per cluster, 2 keeps cosine centroids as given."),
+				 errhint("gpu_kmeans_fit_distributed calls it on every shard; use gpu_kmeans_step for one step by hand.")));
+}
+
+/*
+ * gpu_kmeans_shard_step(shard, feature, centroids, metric, mode): the
+ * partial state of a k-means step over one relation's feature column, as
+ * gpu_kmeans_step_state over the same rows gives it; an empty relation gives
+ * an empty state, not NULL.
+ */
+Datum
+gpu_kmeans_shard_step(PG_FUNCTION_ARGS)
+{
+	int32		k;
+	int32		d;
+	double	   *cen;
+	gc_metric	metric;
+	int32		mode;
+
+	GkmShardArgsNotNull(fcinfo, "gpu_kmeans_shard_step", 5);
+	cen = GkmCentroidArray(PG_GETARG_ARRAYTYPE_P(2), &k, &d);
+	metric = GkmMetricArg(fcinfo, 3);
+	mode = PG_GETARG_INT32(4);
+	GkmShardMode(mode);
+	PG_RETURN_POINTER(GkmShardStepScan(PG_GETARG_OID(0), NameStr(*PG_GETARG_NAME(1)), cen, k, d,
+									   metric, mode, CurrentMemoryContext));
 }
 
 /* A row a k-means|| request picks: its key, its id and its features [d]. */
@@ -1912,6 +1937,767 @@ gpu_kmeans_shard_rows(PG_FUNCTION_ARGS)
 	PG_RETURN_TEXT_P(cstring_to_text_with_len(hex.data, hex.len));
 }
 
+/* ---------------------------------------------------------------- the shard calls of a fit, on the workers */
+
+/*
+ * gpu_kmeans_fit_distributed runs each pass over a Citus table as one
+ * ordinary distributed query that Citus sends to every shard on the
+ * connections it keeps for the coordinator's transaction:
+ *
+ *   SELECT gpu_kmeans_shard_call(tableoid, ctid, fit, pass, ...) FROM t
+ *   WHERE [ctid = ANY(probes) AND] gpu_kmeans_shard_once(tableoid, fit, pass)
+ *
+ * gpu_kmeans_shard_once lets one row per shard and pass through (the first
+ * the shard's scan or its TID probes meet), and gpu_kmeans_shard_call then
+ * does the shard's work once: a step's partial state or a k-means|| pick.
+ * The fit first takes LOCK TABLE t IN ACCESS SHARE MODE, which makes Citus
+ * run the rest of its transaction in a transaction block on every worker,
+ * one connection per shard placement for the whole transaction: the same
+ * worker backend serves a shard in every pass of one fit.
+ *
+ * That backend keeps, per fit and shard, the shard's rows as the step reads
+ * them (one scan per fit), each row's cluster and a Hamerly lower bound on
+ * its distance to every other centroid (Hamerly, "Making k-means even
+ * faster", SDM 2010), the last pass's centroids and the exact sums of the
+ * rows per cluster.  A later pass computes every row's exact distance to
+ * its own cluster's centroid; the row keeps its cluster without any other
+ * distance when that distance, with a margin of GKC_SLACK, is below both
+ * half the distance from its centroid to the nearest other centroid and its
+ * lower bound (moved by the centroids' moves), else it gets the full search
+ * (the checked matrix product or the exact loop, the lowest cluster number
+ * on a tie).  The sums then change only by the rows that changed cluster
+ * (the accumulators are exact, so subtracting a row and adding it elsewhere
+ * gives the same sums as adding every row again), and the squared distances
+ * are summed again from every row.  So the partial state is the stateless
+ * step's bit for bit.
+ *
+ * The cache lives in the worker backend's memory, at most
+ * gpuclust.kmeans_shard_cache megabytes per backend (the coordinator's
+ * setting, passed with every call; 0: off); it is built only inside a
+ * transaction block and dropped at the block's end (commit, abort, or a
+ * subtransaction's abort), when a call of another fit arrives, when the
+ * fit's last call asks for it, or when the shard's relation cache entry is
+ * invalidated (its rows are then read again).  The rows are those of the
+ * shard's first pass in the fit: the shard's lock, held to the end of the
+ * worker's transaction, keeps TRUNCATE, DROP and ALTER out meanwhile.
+ */
+
+/* The margin of the bounds' test, as src/core/kmeans.c's BOUND_SLACK. */
+#define GKC_SLACK 1e-9
+
+/* One shard of one fit in this backend. */
+typedef struct GkcEntry
+{
+	struct GkcEntry *next;
+	MemoryContext cxt;			/* the entry's memory, a child of GkcCxt */
+	int64		fit;
+	Oid			shard;
+	int32		gate_pass;		/* the pass gpu_kmeans_shard_once let a row through for */
+	bool		stale;			/* the relation cache entry was invalidated */
+	bool		refused;		/* over the cap: this fit reads the shard every pass */
+	/* the rows, once read */
+	bool		have_rows;
+	Oid			ftype;
+	int32		d;
+	int16		metric;
+	int16		dtype;
+	int64		n;				/* rows with a feature */
+	int64		nulls;			/* rows with a NULL feature */
+	void	   *x;				/* [n, d] the rows as the step reads them, of element type dtype */
+	/* what the last pass left */
+	int32		k;				/* 0: no labels */
+	int32	   *label;			/* [n] */
+	double	   *lower;			/* [n] a lower bound on the distance to every other centroid */
+	double	   *best;			/* [n] the squared distance to its centroid (this pass) */
+	double	   *cen;			/* [k, d] the last pass's working centroids */
+	bool		have_sums;
+	gc_sacc    *sums;			/* [k, d] the exact sums of the rows per label */
+	int64	   *counts;			/* [k] */
+	int64		pending;		/* additions to sums since they were normalized */
+} GkcEntry;
+
+static MemoryContext GkcCxt = NULL;
+static GkcEntry *GkcEntries = NULL;
+static bool GkcCallbacks = false;
+
+/* Drops every entry of this backend. */
+static void
+GkcDropAll(void)
+{
+	GkcEntries = NULL;
+	if (GkcCxt)
+		MemoryContextDelete(GkcCxt);
+	GkcCxt = NULL;
+}
+
+/* Frees what entry e holds but keeps the entry (its gate). */
+static void
+GkcDropRows(GkcEntry *e)
+{
+	MemoryContextReset(e->cxt);
+	e->have_rows = false;
+	e->x = NULL;
+	e->k = 0;
+	e->label = NULL;
+	e->lower = NULL;
+	e->best = NULL;
+	e->cen = NULL;
+	e->have_sums = false;
+	e->sums = NULL;
+	e->counts = NULL;
+	e->n = 0;
+	e->nulls = 0;
+	e->stale = false;
+}
+
+static void
+GkcXact(XactEvent event, void *arg)
+{
+	switch (event)
+	{
+		case XACT_EVENT_COMMIT:
+		case XACT_EVENT_PARALLEL_COMMIT:
+		case XACT_EVENT_ABORT:
+		case XACT_EVENT_PARALLEL_ABORT:
+		case XACT_EVENT_PREPARE:
+			GkcDropAll();
+			break;
+		default:
+			break;
+	}
+}
+
+static void
+GkcSubXact(SubXactEvent event, SubTransactionId mySubid, SubTransactionId parentSubid, void *arg)
+{
+	if (event == SUBXACT_EVENT_ABORT_SUB)
+		GkcDropAll();
+}
+
+/* Marks the entries of relid (every entry when InvalidOid) stale; frees nothing here. */
+static void
+GkcRelcache(Datum arg, Oid relid)
+{
+	for (GkcEntry *e = GkcEntries; e; e = e->next)
+		if (!OidIsValid(relid) || e->shard == relid)
+			e->stale = true;
+}
+
+/* Bytes the cache of this backend holds. */
+static Size
+GkcBytes(void)
+{
+	return GkcCxt ? MemoryContextMemAllocated(GkcCxt, true) : 0;
+}
+
+/* The entry of fit and shard, made when missing; entries of other fits are dropped. */
+static GkcEntry *
+GkcEntryFor(int64 fit, Oid shard)
+{
+	GkcEntry   *e;
+
+	if (!GkcCallbacks)
+	{
+		RegisterXactCallback(GkcXact, NULL);
+		RegisterSubXactCallback(GkcSubXact, NULL);
+		CacheRegisterRelcacheCallback(GkcRelcache, (Datum) 0);
+		GkcCallbacks = true;
+	}
+	if (GkcEntries && GkcEntries->fit != fit)
+		GkcDropAll();
+	for (e = GkcEntries; e; e = e->next)
+		if (e->shard == shard)
+			return e;
+	if (GkcCxt == NULL)
+		GkcCxt = AllocSetContextCreate(TopMemoryContext, "gpuclust k-means shard cache", ALLOCSET_DEFAULT_SIZES);
+	e = MemoryContextAllocZero(GkcCxt, sizeof(GkcEntry));
+	e->cxt = AllocSetContextCreate(GkcCxt, "gpuclust k-means shard", ALLOCSET_DEFAULT_SIZES);
+	e->fit = fit;
+	e->shard = shard;
+	e->gate_pass = -1;
+	e->next = GkcEntries;
+	GkcEntries = e;
+	return e;
+}
+
+/*
+ * gpu_kmeans_shard_once(shard, fit, pass): true for the first row it is
+ * asked about per shard, fit and pass in this backend, false after.
+ */
+Datum
+gpu_kmeans_shard_once(PG_FUNCTION_ARGS)
+{
+	GkcEntry   *e;
+
+	GkmShardArgsNotNull(fcinfo, "gpu_kmeans_shard_once", 3);
+	e = GkcEntryFor(PG_GETARG_INT64(1), PG_GETARG_OID(0));
+	if (e->gate_pass == PG_GETARG_INT32(2))
+		PG_RETURN_BOOL(false);
+	e->gate_pass = PG_GETARG_INT32(2);
+	PG_RETURN_BOOL(true);
+}
+
+/*
+ * Reads the shard's rows into e (the step's reading: NULL features counted,
+ * the others checked and copied in the element type, unit length for
+ * cosine), at most cap bytes in the cache in all; false (and nothing kept)
+ * when they do not fit.
+ */
+static bool
+GkcRead(GkcEntry *e, const char *feature, int32 d, gc_metric metric, Size cap)
+{
+	MemoryContext rowcxt;
+	Portal		portal;
+	Oid			ftype;
+	GcFeatureType kind;
+	gc_dtype	dtype;
+	Size		esz;
+	int64		cap_rows = 0;
+	double	   *scratch;
+	bool		fits = true;
+
+	GkcDropRows(e);
+	rowcxt = AllocSetContextCreate(CurrentMemoryContext, "gpu_kmeans_shard_call rows", ALLOCSET_DEFAULT_SIZES);
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	portal = GkmShardCursor(psprintf("SELECT %s FROM %s", quote_identifier(feature), GkmRelName(e->shard)),
+							&ftype);
+	kind = GkmFeatureKind(ftype, "gpu_kmeans_shard_call");
+	dtype = GcFeatureDtype(kind, ftype);
+	esz = dtype == GC_F64 ? sizeof(double) : sizeof(float);
+	e->ftype = ftype;
+	e->d = d;
+	e->metric = (int16) metric;
+	e->dtype = (int16) dtype;
+	scratch = MemoryContextAlloc(e->cxt, sizeof(double) * Max(d, 1));
+	while (fits)
+	{
+		SPI_cursor_fetch(portal, true, GKM_SHARD_FETCH);
+		if (SPI_processed == 0)
+			break;
+		for (uint64 i = 0; i < SPI_processed; i++)
+		{
+			bool		isnull;
+			Datum		v = SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull);
+			MemoryContext old;
+
+			if (isnull)
+			{
+				e->nulls++;
+				continue;
+			}
+			if (e->n == cap_rows)
+			{
+				int64		want = Max(cap_rows * 2, 1024);
+
+				if (GkcBytes() + (Size) (want - cap_rows) * d * esz > cap)
+				{
+					fits = false;
+					break;
+				}
+				e->x = e->x ? repalloc_huge(e->x, (Size) want * d * esz)
+					: MemoryContextAllocExtended(e->cxt, (Size) want * d * esz, MCXT_ALLOC_HUGE);
+				cap_rows = want;
+			}
+			old = MemoryContextSwitchTo(rowcxt);
+			GkmReadFeature(v, ftype, kind, dtype, metric, d, scratch,
+						   (double *) ((char *) e->x + (Size) e->n * d * esz), "gpu_kmeans_shard_call");
+			MemoryContextSwitchTo(old);
+			MemoryContextReset(rowcxt);
+			e->n++;
+		}
+		SPI_freetuptable(SPI_tuptable);
+		CHECK_FOR_INTERRUPTS();
+	}
+	SPI_cursor_close(portal);
+	SPI_finish();
+	MemoryContextDelete(rowcxt);
+	if (fits && (Size) 12 * e->n + GkcBytes() > cap)
+		fits = false;			/* no room for the labels and bounds */
+	if (!fits)
+	{
+		GkcDropRows(e);
+		return false;
+	}
+	e->have_rows = true;
+	e->label = MemoryContextAllocExtended(e->cxt, sizeof(int32) * Max(e->n, 1), MCXT_ALLOC_HUGE);
+	e->lower = MemoryContextAllocExtended(e->cxt, sizeof(double) * Max(e->n, 1), MCXT_ALLOC_HUGE);
+	e->best = MemoryContextAllocExtended(e->cxt, sizeof(double) * Max(e->n, 1), MCXT_ALLOC_HUGE);
+	return true;
+}
+
+/* Row i of the cached rows as doubles, into row [d]. */
+static inline void
+GkcRow(const GkcEntry *e, int64 i, double *row)
+{
+	if (e->dtype == GC_F64)
+		memcpy(row, (const double *) e->x + (Size) i * e->d, sizeof(double) * e->d);
+	else
+	{
+		const float *r = (const float *) e->x + (Size) i * e->d;
+
+		for (int32 t = 0; t < e->d; t++)
+			row[t] = (double) r[t];
+	}
+}
+
+/* The exact squared distance of row [d] to centroid c [d], summed as gc_kmeans_dist_f64 sums it. */
+static inline double
+GkcDist2(const double *row, const double *c, int32 d)
+{
+	double		s = 0.0;
+
+	for (int32 t = 0; t < d; t++)
+	{
+		double		diff = row[t] - c[t];
+
+		s += diff * diff;
+	}
+	return s;
+}
+
+/*
+ * The full search for the count rows rows[] (or from, from + 1, ...): their
+ * labels, squared distances (e->best) and lower bounds (e->lower), through
+ * the checked product g when not NULL, else the exact loop.
+ */
+static void
+GkcSearch(GkcEntry *e, GkmState *s, GkmGemm *g, const int64 *rows, int64 from, int64 count,
+		  double *row, double *dist)
+{
+	int32		k = s->k;
+	int32		d = s->d;
+	int32		B = GkmBlock(d);
+	int32	   *lab = palloc(sizeof(int32) * B);
+	double	   *bst = palloc(sizeof(double) * B);
+	double	   *sec = palloc(sizeof(double) * B);
+
+	for (int64 q0 = 0; q0 < count; q0 += B)
+	{
+		int32		nb = (int32) Min((int64) B, count - q0);
+
+		if (g != NULL)
+			gc_kmg_assign(g->kmg, g->scratch, e->x, rows ? rows + q0 : NULL, from + q0, nb, lab, bst, sec, NULL);
+		else
+			for (int32 q = 0; q < nb; q++)
+			{
+				int64		i = rows ? rows[q0 + q] : from + q0 + q;
+				double		second = HUGE_VAL;
+
+				GkcRow(e, i, row);
+				lab[q] = GkmNearest(row, d, GKM_CENT(s), k, dist, &bst[q]);
+				for (int32 j = 0; j < k; j++)
+					if (j != lab[q] && dist[j] < second)
+						second = dist[j];
+				sec[q] = second;
+			}
+		for (int32 q = 0; q < nb; q++)
+		{
+			int64		i = rows ? rows[q0 + q] : from + q0 + q;
+
+			e->label[i] = lab[q];
+			e->best[i] = bst[q];
+			e->lower[i] = sqrt(sec[q]);
+		}
+		CHECK_FOR_INTERRUPTS();
+	}
+	pfree(lab);
+	pfree(bst);
+	pfree(sec);
+}
+
+/*
+ * Adds every cached row to s under its label and distance (e->label,
+ * e->best), block by block through the step's own sums.
+ */
+static void
+GkcAddAll(GkcEntry *e, GkmState *s)
+{
+	int32		d = s->d;
+	int32		B = GkmBlock(d);
+	Size		esz = e->dtype == GC_F64 ? sizeof(double) : sizeof(float);
+
+	for (int64 i0 = 0; i0 < e->n; i0 += B)
+	{
+		int32		nb = (int32) Min((int64) B, e->n - i0);
+
+		memcpy(GKM_BUF(s), (char *) e->x + (Size) i0 * d * esz, (Size) nb * d * esz);
+		memcpy(GKM_BLABEL(s), e->label + i0, sizeof(int32) * nb);
+		memcpy(GKM_BBEST(s), e->best + i0, sizeof(double) * nb);
+		s->nbuf = nb;
+		s->rows += nb;
+		GkmFlushRows(s, NULL, true);
+		if ((i0 / B) % 64 == 63)
+			CHECK_FOR_INTERRUPTS();
+	}
+	GkmFoldAll(s);
+}
+
+/*
+ * The step of state s (empty, its centroids set) over e's cached rows:
+ * Hamerly's bounds when the last pass had as many centroids, else the full
+ * search; the same state as the scan's, bit for bit.  Returns the rows that
+ * took the full search.
+ */
+static int64
+GkcStep(GkcEntry *e, GkmState *s, MemoryContext cxt)
+{
+	int32		k = s->k;
+	int32		d = s->d;
+	int64		n = e->n;
+	double	   *cw = palloc(sizeof(double) * (Size) k * d);	/* [k, d] working centroids */
+	double	   *row = palloc(sizeof(double) * d);
+	double	   *dist = palloc(sizeof(double) * k);
+	GkmGemm    *g = GkmGemmFor(cxt, s);
+	bool		bounded = e->k == k && e->cen != NULL;
+	int32	   *old = NULL;
+	int64		full = 0;
+
+	for (int32 j = 0; j < k; j++)
+		for (int32 t = 0; t < d; t++)
+			cw[(Size) j * d + t] = GKM_CENT(s)[(Size) t * k + j];
+	s->nulls = e->nulls;
+
+	if (!bounded)
+	{
+		GkcSearch(e, s, g, NULL, 0, n, row, dist);
+		full = n;
+	}
+	else
+	{
+		double	   *delta = palloc(sizeof(double) * k);
+		double	   *half = palloc(sizeof(double) * k);
+		int64	   *redo = palloc_extended(sizeof(int64) * Max(n, 1), MCXT_ALLOC_HUGE);
+		int32		jmax = 0;
+		double		second = 0.0;
+
+		for (int32 j = 0; j < k; j++)
+		{
+			delta[j] = sqrt(GkcDist2(cw + (Size) j * d, e->cen + (Size) j * d, d));
+			if (delta[j] > delta[jmax])
+				jmax = j;
+		}
+		for (int32 j = 0; j < k; j++)
+			if (j != jmax && delta[j] > second)
+				second = delta[j];
+		for (int32 j = 0; j < k; j++)
+		{
+			double		h = HUGE_VAL;
+
+			for (int32 j2 = 0; j2 < k; j2++)
+				if (j2 != j)
+				{
+					double		v = 0.5 * sqrt(GkcDist2(cw + (Size) j * d, cw + (Size) j2 * d, d));
+
+					if (v < h)
+						h = v;
+				}
+			half[j] = h;
+		}
+		if (e->have_sums)
+		{
+			old = palloc_extended(sizeof(int32) * Max(n, 1), MCXT_ALLOC_HUGE);
+			memcpy(old, e->label, sizeof(int32) * n);
+		}
+		for (int64 i = 0; i < n; i++)
+		{
+			int32		a = e->label[i];
+			double		u;
+			double		m;
+
+			e->lower[i] -= a == jmax ? second : delta[jmax];
+			GkcRow(e, i, row);
+			e->best[i] = GkcDist2(row, cw + (Size) a * d, d);
+			u = sqrt(e->best[i]);
+			m = half[a] > e->lower[i] ? half[a] : e->lower[i];
+			if (!(u * (1.0 + GKC_SLACK) < m))
+				redo[full++] = i;
+			if ((i & 16383) == 16383)
+				CHECK_FOR_INTERRUPTS();
+		}
+		GkcSearch(e, s, g, redo, 0, full, row, dist);
+		pfree(redo);
+		pfree(delta);
+		pfree(half);
+	}
+
+	if ((s->mode & GKM_SUMS) && old != NULL)
+	{
+		/* the sums move by the rows that changed cluster; the squared distances again */
+		gc_sacc    *d2 = GKM_D2(s);
+
+		for (int64 i = 0; i < n; i++)
+		{
+			int32		a = old[i];
+			int32		b = e->label[i];
+
+			if (a != b)
+			{
+				GkcRow(e, i, row);
+				if (e->pending + 2 >= GC_SACC_MAX_PENDING)
+				{
+					for (Size c = 0; c < (Size) k * d; c++)
+						gc_sacc_normalize(&e->sums[c]);
+					e->pending = 0;
+				}
+				for (int32 t = 0; t < d; t++)
+				{
+					gc_sacc_add(&e->sums[(Size) b * d + t], row[t]);
+					gc_sacc_add(&e->sums[(Size) a * d + t], -row[t]);
+				}
+				e->pending += 2;
+				e->counts[a]--;
+				e->counts[b]++;
+			}
+			gc_sacc_add(&d2[b], e->best[i]);
+			if ((i & 16383) == 16383)
+				CHECK_FOR_INTERRUPTS();
+		}
+		memcpy(GKM_COUNTS(s), e->counts, sizeof(int64) * k);
+		memcpy(GKM_SUMSP(s), e->sums, sizeof(gc_sacc) * (Size) k * d);
+		s->rows = n;
+		s->pending = Max(n, e->pending);
+		GkmNormalize(s);
+	}
+	else
+	{
+		GkcAddAll(e, s);
+		GkmNormalize(s);
+		e->have_sums = false;
+		if (s->mode & GKM_SUMS)
+		{
+			MemoryContext oldcxt = MemoryContextSwitchTo(e->cxt);
+
+			if (e->sums == NULL || e->k != k)
+			{
+				if (e->sums)
+					pfree(e->sums);
+				if (e->counts)
+					pfree(e->counts);
+				e->sums = palloc(sizeof(gc_sacc) * (Size) k * d);
+				e->counts = palloc(sizeof(int64) * k);
+			}
+			MemoryContextSwitchTo(oldcxt);
+			memcpy(e->sums, GKM_SUMSP(s), sizeof(gc_sacc) * (Size) k * d);
+			memcpy(e->counts, GKM_COUNTS(s), sizeof(int64) * k);
+			e->pending = 0;
+			e->have_sums = true;
+		}
+	}
+	if (old)
+		pfree(old);
+	if (e->cen == NULL || e->k != k)
+	{
+		if (e->cen)
+			pfree(e->cen);
+		e->cen = MemoryContextAlloc(e->cxt, sizeof(double) * (Size) k * d);
+	}
+	memcpy(e->cen, cw, sizeof(double) * (Size) k * d);
+	e->k = k;
+	pfree(cw);
+	pfree(row);
+	pfree(dist);
+	return full;
+}
+
+/* The shard id at the end of a Citus shard's name (name_<shardid>), or -1. */
+static pg_noinline int64
+GkcShardId(Oid relid)
+{
+	char	   *name = get_rel_name(relid);
+	char	   *us = name ? strrchr(name, '_') : NULL;
+	char	   *end;
+	long long	v;
+
+	if (us == NULL || us[1] == '\0')
+		return -1;
+	errno = 0;
+	v = strtoll(us + 1, &end, 10);
+	return *end == '\0' && errno == 0 ? (int64) v : -1;
+}
+
+/* Arguments of gpu_kmeans_shard_call. */
+#define GKC_ARG_SHARD		0
+#define GKC_ARG_PROBE		1
+#define GKC_ARG_FIT			2
+#define GKC_ARG_PASS		3
+#define GKC_ARG_JOB			4
+#define GKC_ARG_ID			5
+#define GKC_ARG_FEATURE		6
+#define GKC_ARG_CENTROIDS	7
+#define GKC_ARG_METRIC		8
+#define GKC_ARG_MODE		9
+#define GKC_ARG_SEED		10
+#define GKC_ARG_ROUND		11
+#define GKC_ARG_SCALE		12
+#define GKC_ARG_COUNT		13
+#define GKC_ARG_CACHE		14
+#define GKC_NARGS			15
+
+#define GKC_TEXT_PREFIX "gks1:"
+
+/* What a call did with the cache (the answer's third field). */
+#define GKC_OFF		0			/* no cache: one scan */
+#define GKC_FILLED	1			/* read the rows into the cache, then the step on them */
+#define GKC_HIT		2			/* the step on the cached rows */
+
+/*
+ * gpu_kmeans_shard_call(shard, probe, fit, pass, job, id, feature,
+ * centroids, metric, mode, seed, round, scale, count, cache_mb): the work of
+ * one pass of gpu_kmeans_fit_distributed on one shard, as text:
+ * "gks1:<shard id>:<cache use>:<full searches>:<probe>:" and the step's
+ * state (job 'step') or gpu_kmeans_shard_rows's rows (job 'first',
+ * 'sample', 'far'); job 'drop' drops the fit's cache of the shard.  An
+ * error names the shard.
+ */
+Datum
+gpu_kmeans_shard_call(PG_FUNCTION_ARGS)
+{
+	Oid			shard;
+	int64		fit;
+	char	   *job;
+	int32		cache_mb;
+	int64		shardid;
+	MemoryContext cxt = CurrentMemoryContext;
+	StringInfoData out;
+	volatile int use = GKC_OFF;
+	volatile int64 full = -1;
+	char	   *volatile payload = "";
+
+	for (int i = 0; i < GKC_NARGS; i++)
+		if (PG_ARGISNULL(i) && i != GKC_ARG_CENTROIDS && i != GKC_ARG_ID)
+			ereport(ERROR,
+					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+					 errmsg("argument %d of gpu_kmeans_shard_call must not be NULL", i + 1),
+					 errhint("gpu_kmeans_fit_distributed calls it on every shard.")));
+	shard = PG_GETARG_OID(GKC_ARG_SHARD);
+	fit = PG_GETARG_INT64(GKC_ARG_FIT);
+	job = text_to_cstring(PG_GETARG_TEXT_PP(GKC_ARG_JOB));
+	cache_mb = PG_GETARG_INT32(GKC_ARG_CACHE);
+	shardid = GkcShardId(shard);
+
+	PG_TRY();
+	{
+		if (strcmp(job, "step") == 0)
+		{
+			int32		k;
+			int32		d;
+			double	   *cen = GkmCentroidArray(DatumGetArrayTypeP(GkmCentroidsArg(fcinfo, GKC_ARG_CENTROIDS)), &k, &d);
+			gc_metric	metric = GkmMetricArg(fcinfo, GKC_ARG_METRIC);
+			int32		mode = PG_GETARG_INT32(GKC_ARG_MODE);
+			const char *feature = NameStr(*PG_GETARG_NAME(GKC_ARG_FEATURE));
+			GkcEntry   *e = GkcEntryFor(fit, shard);
+			GkmState   *s;
+
+			GkmShardMode(mode);
+			if (e->stale || (e->have_rows && (e->d != d || e->metric != (int16) metric)))
+				GkcDropRows(e);
+			if (!e->have_rows && !e->refused && cache_mb > 0 && IsTransactionBlock())
+			{
+				if (GkcRead(e, feature, d, metric, (Size) cache_mb * 1024 * 1024))
+					use = GKC_FILLED;
+				else
+					e->refused = true;
+			}
+			else if (e->have_rows)
+				use = GKC_HIT;
+			if (e->have_rows)
+			{
+				s = GkmNew(cxt, k, d, metric, (gc_dtype) e->dtype, mode);
+				s->ftype = e->ftype;
+				memcpy(GKM_CEN(s), cen, sizeof(double) * (Size) k * d);
+				GkmWorkingCentroids(s);
+				full = GkcStep(e, s, cxt);
+			}
+			else
+				s = GkmShardStepScan(shard, feature, cen, k, d, metric, mode, cxt);
+			payload = DatumGetCString(DirectFunctionCall1(gpu_kmeans_state_out, PointerGetDatum(s)));
+		}
+		else if (strcmp(job, "drop") == 0)
+		{
+			GkcEntry   *e = GkcEntryFor(fit, shard);
+
+			GkcDropRows(e);
+		}
+		else
+		{
+			LOCAL_FCINFO(rf, 10);
+
+			InitFunctionCallInfoData(*rf, NULL, 10, InvalidOid, NULL, NULL);
+			rf->args[0].value = ObjectIdGetDatum(shard);
+			rf->args[1].value = PG_GETARG_DATUM(GKC_ARG_ID);
+			rf->args[2].value = PG_GETARG_DATUM(GKC_ARG_FEATURE);
+			rf->args[3].value = PG_GETARG_DATUM(GKC_ARG_JOB);
+			rf->args[4].value = PG_ARGISNULL(GKC_ARG_CENTROIDS) ? (Datum) 0 : PG_GETARG_DATUM(GKC_ARG_CENTROIDS);
+			rf->args[5].value = PG_GETARG_DATUM(GKC_ARG_METRIC);
+			rf->args[6].value = PG_GETARG_DATUM(GKC_ARG_SEED);
+			rf->args[7].value = PG_GETARG_DATUM(GKC_ARG_ROUND);
+			rf->args[8].value = PG_GETARG_DATUM(GKC_ARG_SCALE);
+			rf->args[9].value = PG_GETARG_DATUM(GKC_ARG_COUNT);
+			for (int i = 0; i < 10; i++)
+				rf->args[i].isnull = false;
+			rf->args[1].isnull = PG_ARGISNULL(GKC_ARG_ID);
+			rf->args[4].isnull = PG_ARGISNULL(GKC_ARG_CENTROIDS);
+			payload = text_to_cstring(DatumGetTextPP(gpu_kmeans_shard_rows(rf)));
+		}
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+		char	   *name;
+
+		MemoryContextSwitchTo(cxt);
+		edata = CopyErrorData();
+		if (edata->sqlerrcode == ERRCODE_QUERY_CANCELED || edata->sqlerrcode == ERRCODE_ADMIN_SHUTDOWN ||
+			edata->sqlerrcode == ERRCODE_INSUFFICIENT_PRIVILEGE)
+			PG_RE_THROW();
+		FlushErrorState();
+		name = get_rel_name(shard);
+		if (name && shardid >= 0)
+		{
+			char	   *us = strrchr(name, '_');
+
+			if (us)
+				*us = '\0';		/* the distributed table's name */
+		}
+		edata->message = psprintf("k-means on shard " INT64_FORMAT " of %s failed: %s", shardid,
+								  name ? name : "?", edata->message ? edata->message : "");
+		ReThrowError(edata);
+	}
+	PG_END_TRY();
+
+	initStringInfo(&out);
+	appendStringInfo(&out, GKC_TEXT_PREFIX INT64_FORMAT ":%d:" INT64_FORMAT ":%s:%s", shardid, use, full,
+					 DatumGetCString(DirectFunctionCall1(tidout, PG_GETARG_DATUM(GKC_ARG_PROBE))), payload);
+	PG_RETURN_TEXT_P(cstring_to_text_with_len(out.data, out.len));
+}
+
+/*
+ * gpu_kmeans_shard_cache(): what this backend's cache holds: per fit and
+ * shard its rows, whether it has their labels, and the bytes of the whole
+ * cache.
+ */
+Datum
+gpu_kmeans_shard_cache(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+
+	InitMaterializedSRF(fcinfo, 0);
+	for (GkcEntry *e = GkcEntries; e; e = e->next)
+	{
+		Datum		values[5];
+		bool		nulls[5] = {false, false, false, false, false};
+
+		values[0] = Int64GetDatum(e->fit);
+		values[1] = ObjectIdGetDatum(e->shard);
+		values[2] = Int64GetDatum(e->have_rows ? e->n : 0);
+		values[3] = Int32GetDatum(e->k);
+		values[4] = Int64GetDatum((int64) GkcBytes());
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	}
+	return (Datum) 0;
+}
+
 /* ---------------------------------------------------------------- the distributed fit */
 
 #define KF_ARG_QUERY		0
@@ -1951,36 +2737,37 @@ typedef struct GkmFit
 	char	   *f_col;
 	int64		nshards;
 	int64		shard_calls;	/* calls run on shards */
+	/* the passes as distributed queries (KfRunPass) */
+	char	   *relname;		/* the table, qualified and quoted */
+	int64	   *shardids;		/* [nshards] ascending */
+	bool	   *live;			/* [nshards] the shard had rows at the first pass */
+	char	  **probe;			/* [nshards] the TID of the row its last answer came from */
+	int64		fit_id;			/* the fit's key in the workers' caches */
+	int32		pass;
+	int32		cache_mb;		/* gpuclust.kmeans_shard_cache */
+	int64		cache_hits;		/* shard calls that found the shard's rows cached */
+	int64		cache_fills;	/* shard calls that read the rows into the cache */
+	int64		full_searches;	/* rows of cached shards that took the full search */
+	int64		rescans;		/* passes sent again without the probes */
 } GkmFit;
 
+/* The workers' row cache per backend, in megabytes (0: off); see gpu_kmeans_shard_call. */
+static int	kmeans_shard_cache_guc = 1024;
+
+/* Defines gpuclust.kmeans_shard_cache. */
+void
+GcKmeansDistDefineGucs(void)
+{
+	DefineCustomIntVariable("gpuclust.kmeans_shard_cache",
+							"Memory per worker backend for the rows a distributed k-means fit keeps between passes (MB).",
+							"gpu_kmeans_fit_distributed on a Citus table: each worker backend keeps its shards' rows, "
+							"their clusters and Hamerly bounds for the fit, up to this much, and reads a shard again every pass "
+							"when it does not fit; 0 turns the cache off.  Read on the coordinator.",
+							&kmeans_shard_cache_guc, 1024, 0, INT_MAX / 2,
+							PGC_USERSET, GUC_UNIT_MB, NULL, NULL, NULL);
+}
+
 /* ---------------------------------------------------------------- the calls per shard */
-
-/* Appends s to b with every '%' doubled (text that format() gives back unchanged). */
-static void
-KfAppendPct(StringInfo b, const char *s)
-{
-	for (; *s; s++)
-	{
-		if (*s == '%')
-			appendStringInfoChar(b, '%');
-		appendStringInfoChar(b, *s);
-	}
-}
-
-/* Appends a float8[] literal of cen [k, d], every value exactly (17 digits). */
-static void
-KfAppendMatrix(StringInfo b, const double *cen, int32 k, int32 d)
-{
-	appendStringInfoString(b, "'{");
-	for (int32 j = 0; j < k; j++)
-	{
-		appendStringInfoString(b, j ? ",{" : "{");
-		for (int32 t = 0; t < d; t++)
-			appendStringInfo(b, t ? ",%.17g" : "%.17g", cen[(Size) j * d + t]);
-		appendStringInfoChar(b, '}');
-	}
-	appendStringInfoString(b, "}'::double precision[]");
-}
 
 /*
  * Whether the query is SELECT id, f FROM t of a table t that Citus
@@ -2058,105 +2845,231 @@ KfShardable(GkmFit *f, const char *query)
 			return;
 		f->nshards = shards;
 	}
+	if (SPI_execute_with_args("SELECT shardid FROM pg_catalog.pg_dist_shard WHERE logicalrelid = $1 ORDER BY shardid",
+							  1, types, values, NULL, true, 0) != SPI_OK_SELECT ||
+		SPI_processed != (uint64) f->nshards)
+		elog(ERROR, "the Citus catalog could not be read, please report a bug");
+	f->shardids = MemoryContextAlloc(f->cxt, sizeof(int64) * f->nshards);
+	f->live = MemoryContextAllocZero(f->cxt, sizeof(bool) * f->nshards);
+	f->probe = MemoryContextAllocZero(f->cxt, sizeof(char *) * f->nshards);
+	for (int64 i = 0; i < f->nshards; i++)
+	{
+		bool		isnull;
+
+		f->shardids[i] = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull));
+	}
+	SPI_freetuptable(SPI_tuptable);
+	f->relname = MemoryContextStrdup(f->cxt, quote_qualified_identifier(get_namespace_name(get_rel_namespace(rte->relid)),
+																		get_rel_name(rte->relid)));
 	f->sharded = true;
 	f->rel = rte->relid;
 	f->id_col = MemoryContextStrdup(f->cxt, get_attname(rte->relid, ((Var *) linitial(vars))->varattno, false));
 	f->f_col = MemoryContextStrdup(f->cxt, get_attname(rte->relid, ((Var *) lsecond(vars))->varattno, false));
 }
 
-/*
- * Runs the call on every shard of the fit's table at once (Citus's
- * run_command_on_shards: one new connection per shard, as the caller) and
- * returns the values [nshards], in the order of the shard ids.  call is the
- * text of the call with every '%' doubled and %L where the shard's name
- * goes.  A shard that fails, or a lost connection, is an error naming the
- * shard; cancel and statement_timeout stop the wait, and Citus then cancels
- * the calls still running.
- */
-static char **
-KfRunShards(GkmFit *f, const char *call)
+/* The index of shard id in f->shardids, or -1. */
+static int64
+KfShardIndex(const GkmFit *f, int64 shardid)
 {
-	Oid			types[2] = {REGCLASSOID, TEXTOID};
-	Datum		values[2];
-	char	  **out;
-	int			ret;
+	int64		lo = 0;
+	int64		hi = f->nshards - 1;
 
-	CHECK_FOR_INTERRUPTS();
-	values[0] = ObjectIdGetDatum(f->rel);
-	values[1] = CStringGetTextDatum(call);
-	ret = SPI_execute_with_args("SELECT shardid, success, result FROM pg_catalog.run_command_on_shards($1, $2) "
-								"ORDER BY shardid", 2, types, values, NULL, false, 0);
-	if (ret != SPI_OK_SELECT)
-		elog(ERROR, "run_command_on_shards returned %d, please report a bug", ret);
-	f->shard_calls += SPI_processed;
-	f->queries++;
-	for (uint64 i = 0; i < SPI_processed; i++)
+	while (lo <= hi)
 	{
-		bool		isnull;
-		HeapTuple	tup = SPI_tuptable->vals[i];
-		int64		shard = DatumGetInt64(SPI_getbinval(tup, SPI_tuptable->tupdesc, 1, &isnull));
-		bool		ok = DatumGetBool(SPI_getbinval(tup, SPI_tuptable->tupdesc, 2, &isnull));
-		char	   *msg = SPI_getvalue(tup, SPI_tuptable->tupdesc, 3);
+		int64		mid = lo + (hi - lo) / 2;
 
-		if (!ok)
-		{
-			char	   *nl;
-			bool		conn;
-
-			if (msg == NULL)
-				msg = "no message";
-			if (strncmp(msg, "ERROR:  ", 8) == 0)
-				msg += 8;
-			conn = strstr(msg, "connect") != NULL || strstr(msg, "result unavailable") != NULL;
-			nl = strchr(msg, '\n');
-			ereport(ERROR,
-					(errcode(conn ? ERRCODE_CONNECTION_FAILURE : ERRCODE_EXTERNAL_ROUTINE_EXCEPTION),
-					 errmsg("k-means on shard " INT64_FORMAT " of %s failed: %.*s", shard,
-							get_rel_name(f->rel), nl ? (int) (nl - msg) : (int) strlen(msg), msg),
-					 nl && nl[1] ? errdetail("%s", nl + 1) : 0,
-					 errhint(conn ? "A worker node went away or could not be reached; the fit was stopped and nothing was written. Run it again when every node is up."
-							 : "The fit runs one call per shard, on the worker that holds the shard, as the caller.")));
-		}
+		if (f->shardids[mid] == shardid)
+			return mid;
+		if (f->shardids[mid] < shardid)
+			lo = mid + 1;
+		else
+			hi = mid - 1;
 	}
-	if (SPI_processed != (uint64) f->nshards)
+	return -1;
+}
+
+/*
+ * Runs one query of the pass on the fit's table: gpu_kmeans_shard_call with
+ * the arguments args (after shard, probe, fit and pass) on the rows
+ * gpu_kmeans_shard_once lets through, only among the probes' TIDs when
+ * probes.  Fills out [nshards] with the answers' payloads.  An error of the
+ * query is raised again, a lost worker as a connection failure.
+ */
+static void
+KfRunQuery(GkmFit *f, const char *args, bool probes, char **out)
+{
+	StringInfoData q;
+	MemoryContext cxt = CurrentMemoryContext;
+	int			ret = 0;
+
+	initStringInfo(&q);
+	appendStringInfo(&q, "SELECT %s.gpu_kmeans_shard_call(tableoid, ctid, " INT64_FORMAT ", %d, %s) FROM %s WHERE ",
+					 f->schema, f->fit_id, f->pass, args, f->relname);
+	if (probes)
+	{
+		bool		first = true;
+
+		appendStringInfoString(&q, "ctid = ANY('{");
+		for (int64 i = 0; i < f->nshards; i++)
+			if (f->probe[i])
+			{
+				appendStringInfo(&q, "%s\"%s\"", first ? "" : ",", f->probe[i]);
+				first = false;
+			}
+		appendStringInfoString(&q, "}'::pg_catalog.tid[]) AND ");
+	}
+	appendStringInfo(&q, "%s.gpu_kmeans_shard_once(tableoid, " INT64_FORMAT ", %d)", f->schema, f->fit_id, f->pass);
+	CHECK_FOR_INTERRUPTS();
+	PG_TRY();
+	{
+		ret = SPI_execute(q.data, false, 0);
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		MemoryContextSwitchTo(cxt);
+		edata = CopyErrorData();
+		if (ERRCODE_TO_CATEGORY(edata->sqlerrcode) != ERRCODE_CONNECTION_EXCEPTION)
+			PG_RE_THROW();
+		FlushErrorState();
 		ereport(ERROR,
 				(errcode(ERRCODE_CONNECTION_FAILURE),
-				 errmsg("k-means reached " UINT64_FORMAT " of the " INT64_FORMAT " shards of %s",
-						SPI_processed, f->nshards, get_rel_name(f->rel)),
-				 errdetail("Some shards have no active placement."),
-				 errhint("Check pg_dist_placement and the worker nodes.")));
-	out = MemoryContextAlloc(f->cxt, sizeof(char *) * Max(SPI_processed, 1));
-	for (uint64 i = 0; i < SPI_processed; i++)
+				 errmsg("k-means on the shards of %s failed: %s", get_rel_name(f->rel), edata->message),
+				 edata->detail ? errdetail("%s", edata->detail) : 0,
+				 errhint("A worker node went away or could not be reached; the fit was stopped and nothing was written. Run it again when every node is up.")));
+	}
+	PG_END_TRY();
+	if (ret != SPI_OK_SELECT)
+		elog(ERROR, "a k-means pass returned %d, please report a bug", ret);
+	f->shard_calls += SPI_processed;
+	for (uint64 r = 0; r < SPI_processed; r++)
 	{
-		char	   *v = SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 3);
+		char	   *v = SPI_getvalue(SPI_tuptable->vals[r], SPI_tuptable->tupdesc, 1);
+		char	   *p = v;
+		char	   *end;
+		int64		shardid;
+		int64		i;
+		int			use;
+		int64		full;
+		char	   *tid;
 
-		out[i] = MemoryContextStrdup(f->cxt, v ? v : "");
+		if (v == NULL || strncmp(v, GKC_TEXT_PREFIX, strlen(GKC_TEXT_PREFIX)) != 0)
+			elog(ERROR, "a shard gave no k-means answer, please report a bug");
+		p += strlen(GKC_TEXT_PREFIX);
+		shardid = strtoll(p, &end, 10);
+		if (*end != ':')
+			elog(ERROR, "a shard gave a malformed k-means answer, please report a bug");
+		p = end + 1;
+		use = (int) strtol(p, &end, 10);
+		p = end + 1;
+		full = strtoll(p, &end, 10);
+		p = end + 1;
+		tid = p;
+		end = strchr(p, ':');
+		if (end == NULL)
+			elog(ERROR, "a shard gave a malformed k-means answer, please report a bug");
+		*end = '\0';
+		i = KfShardIndex(f, shardid);
+		if (i < 0)
+			elog(ERROR, "shard " INT64_FORMAT " is not a shard of %s, please report a bug", shardid, get_rel_name(f->rel));
+		if (out[i])
+			elog(ERROR, "shard " INT64_FORMAT " answered twice in one pass, please report a bug", shardid);
+		out[i] = MemoryContextStrdup(f->cxt, end + 1);
+		if (f->probe[i])
+			pfree(f->probe[i]);
+		f->probe[i] = MemoryContextStrdup(f->cxt, tid);
+		f->cache_hits += use == GKC_HIT;
+		f->cache_fills += use == GKC_FILLED;
+		if (full > 0)
+			f->full_searches += full;
 	}
 	SPI_freetuptable(SPI_tuptable);
-	pfree(DatumGetPointer(values[1]));
+	pfree(q.data);
+}
+
+/*
+ * One pass over the fit's table: gpu_kmeans_shard_call with args on every
+ * shard, all at once, through Citus's executor (one task per shard, on the
+ * connection Citus keeps for the shard's placement in this transaction).
+ * The first pass scans for a row per shard and learns each shard's probe
+ * TID; a later one looks only at the probes, and the shards those missed
+ * (their row gone) are asked again with a scan in the same pass, which
+ * gpu_kmeans_shard_once keeps from answering twice.  Returns the payloads
+ * [nshards] (NULL for the shards that had no rows at the first pass).
+ */
+static char **
+KfRunPass(GkmFit *f, const char *args)
+{
+	char	  **out = MemoryContextAllocZero(f->cxt, sizeof(char *) * f->nshards);
+	bool		first = f->pass == 0;
+	bool		missing = false;
+
+	f->pass++;
+	f->queries++;
+	KfRunQuery(f, args, !first, out);
+	for (int64 i = 0; i < f->nshards; i++)
+	{
+		if (first && out[i])
+			f->live[i] = true;
+		missing |= f->live[i] && out[i] == NULL;
+	}
+	if (missing)
+	{
+		f->rescans++;
+		KfRunQuery(f, args, false, out);
+		for (int64 i = 0; i < f->nshards; i++)
+			if (f->live[i] && out[i] == NULL)
+				ereport(ERROR,
+						(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+						 errmsg("shard " INT64_FORMAT " of %s lost all its rows during the k-means fit",
+								f->shardids[i], get_rel_name(f->rel)),
+						 errhint("Run the fit again when the table is not being changed.")));
+	}
 	return out;
 }
 
-/* The start of a call of function fn with the shard (%L) as first argument. */
+/* The call's arguments after the job: id, feature. */
 static void
-KfCallStart(GkmFit *f, StringInfo b, const char *fn)
+KfAppendCols(GkmFit *f, StringInfo b)
 {
-	initStringInfo(b);
-	appendStringInfoString(b, "SELECT ");
-	KfAppendPct(b, f->schema);
-	appendStringInfo(b, ".%s(%%L::regclass, ", fn);
+	appendStringInfo(b, "%s::name, %s::name, ", quote_literal_cstr(f->id_col), quote_literal_cstr(f->f_col));
 }
 
-/* Appends a name literal of col, '%' doubled. */
+/* Appends a float8[] literal of cen [k, d], every value exactly (17 digits). */
 static void
-KfAppendName(StringInfo b, const char *col)
+KfAppendMatrix(StringInfo b, const double *cen, int32 k, int32 d)
 {
-	KfAppendPct(b, quote_literal_cstr(col));
-	appendStringInfoString(b, "::name");
+	appendStringInfoString(b, "'{");
+	for (int32 j = 0; j < k; j++)
+	{
+		appendStringInfoString(b, j ? ",{" : "{");
+		for (int32 t = 0; t < d; t++)
+			appendStringInfo(b, t ? ",%.17g" : "%.17g", cen[(Size) j * d + t]);
+		appendStringInfoChar(b, '}');
+	}
+	appendStringInfoString(b, "}'::double precision[]");
+}
+
+/* Drops the fit's caches on the workers (the probes only: what they miss goes at transaction end). */
+static void
+KfDropCaches(GkmFit *f)
+{
+	char	  **out = MemoryContextAllocZero(f->cxt, sizeof(char *) * f->nshards);
+	bool		any = false;
+
+	for (int64 i = 0; i < f->nshards; i++)
+		any |= f->probe[i] != NULL;
+	if (!any)
+		return;
+	f->pass++;
+	KfRunQuery(f, "'drop', NULL, 'f', NULL, 'euclidean', 0, 0, 0, 0, 0, 0", true, out);
+	for (int64 i = 0; i < f->nshards; i++)
+		f->shard_calls -= out[i] != NULL;	/* only the passes' calls are counted */
 }
 
 /*
- * The state of a step over the table, one gpu_kmeans_shard_step per shard,
+ * The state of a step over the table, one gpu_kmeans_shard_call per shard,
  * combined in the order of the shard ids (exact sums: any order gives the
  * same bits).  NULL when the table has no rows.
  */
@@ -2167,23 +3080,29 @@ KfShardState(GkmFit *f, const double *cen, int32 k, int32 mode)
 	char	  **res;
 	GkmState   *s = NULL;
 
-	KfCallStart(f, &b, "gpu_kmeans_shard_step");
-	KfAppendName(&b, f->f_col);
-	appendStringInfoString(&b, ", ");
+	initStringInfo(&b);
+	appendStringInfoString(&b, "'step', ");
+	KfAppendCols(f, &b);
 	KfAppendMatrix(&b, cen, k, f->d);
-	appendStringInfo(&b, ", '%s', %d)", f->metric == GC_METRIC_COSINE ? "cosine" : "euclidean", mode);
-	res = KfRunShards(f, b.data);
+	appendStringInfo(&b, ", '%s', %d, 0, 0, 0, 0, %d", f->metric == GC_METRIC_COSINE ? "cosine" : "euclidean",
+					 mode, f->cache_mb);
+	res = KfRunPass(f, b.data);
 	pfree(b.data);
 	for (int64 i = 0; i < f->nshards; i++)
 	{
-		Datum		part = DirectFunctionCall1(gpu_kmeans_state_in, CStringGetDatum(res[i]));
+		Datum		part;
 
+		if (res[i] == NULL)
+			continue;
+		part = DirectFunctionCall1(gpu_kmeans_state_in, CStringGetDatum(res[i]));
 		s = s == NULL ? (GkmState *) DatumGetPointer(part)
 			: (GkmState *) DatumGetPointer(DirectFunctionCall2(gpu_kmeans_step_combine,
 															   PointerGetDatum(s), part));
 		pfree(res[i]);
 	}
 	pfree(res);
+	if (s == NULL)
+		return NULL;
 	if (s->dtype != f->dtype)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
@@ -2221,28 +3140,31 @@ KfShardRows(GkmFit *f, const char *job, const double *cen, int32 k, int32 round,
 	bool		far = strcmp(job, "far") == 0;
 	Size		prefix = strlen(GKR_TEXT_PREFIX);
 
-	KfCallStart(f, &b, "gpu_kmeans_shard_rows");
-	KfAppendName(&b, f->id_col);
-	appendStringInfoString(&b, ", ");
-	KfAppendName(&b, f->f_col);
-	appendStringInfo(&b, ", '%s', ", job);
+	initStringInfo(&b);
+	appendStringInfo(&b, "'%s', ", job);
+	KfAppendCols(f, &b);
 	if (cen)
 		KfAppendMatrix(&b, cen, k, f->d);
 	else
 		appendStringInfoString(&b, "NULL");
-	appendStringInfo(&b, ", '%s', " INT64_FORMAT ", %d, %.17g, " INT64_FORMAT ")",
-					 f->metric == GC_METRIC_COSINE ? "cosine" : "euclidean", f->seed, round, scale, count);
-	res = KfRunShards(f, b.data);
+	appendStringInfo(&b, ", '%s', 0, " INT64_FORMAT ", %d, %.17g, " INT64_FORMAT ", %d",
+					 f->metric == GC_METRIC_COSINE ? "cosine" : "euclidean", f->seed, round, scale, count,
+					 f->cache_mb);
+	res = KfRunPass(f, b.data);
 	pfree(b.data);
 	for (int64 i = 0; i < f->nshards; i++)
 	{
-		Size		len = strlen(res[i]);
+		Size		len;
 		Size		hexlen;
 		unsigned char *bin;
 		const unsigned char *p;
 		const unsigned char *end;
 		int64		rn;
 		int32		rd;
+
+		if (res[i] == NULL)
+			continue;
+		len = strlen(res[i]);
 
 		if (len < prefix || strncmp(res[i], GKR_TEXT_PREFIX, prefix) != 0 || (len - prefix) % 2 != 0)
 			elog(ERROR, "a shard returned no k-means|| rows, please report a bug");
@@ -2820,6 +3742,24 @@ gpu_kmeans_fit_distributed(PG_FUNCTION_ARGS)
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
 	KfCheckQuery(&f, query);
+	if (f.sharded)
+	{
+		/*
+		 * The table's lock on every node makes Citus run the rest of the
+		 * transaction in a transaction block on the workers, each shard on
+		 * one connection throughout: the workers' caches live that long.
+		 */
+		uint64		id = 0;
+		char	   *lock = psprintf("LOCK TABLE %s IN ACCESS SHARE MODE", f.relname);
+
+		if (!pg_strong_random(&id, sizeof(id)))
+			id = (uint64) MyProcPid << 32 ^ (uint64) GetCurrentTimestamp();
+		f.fit_id = (int64) (id & ~(UINT64_C(1) << 63));
+		f.cache_mb = kmeans_shard_cache_guc;
+		if (SPI_execute(lock, false, 0) != SPI_OK_UTILITY)
+			elog(ERROR, "LOCK TABLE failed, please report a bug");
+		pfree(lock);
+	}
 	/*
 	 * Citus pushes down only a step over real[] or double precision[]
 	 * (worker_partial_agg refuses polymorphic aggregates): scalar features
@@ -2916,6 +3856,8 @@ gpu_kmeans_fit_distributed(PG_FUNCTION_ARGS)
 		if (r == 0 || gc_kmeans_run_better(run.total, best.total))
 			best = run;
 	}
+	if (f.sharded)
+		KfDropCaches(&f);
 	SPI_finish();
 
 	/* the model, as gpu_kmeans_centroids gives it */
@@ -2951,7 +3893,9 @@ gpu_kmeans_fit_distributed(PG_FUNCTION_ARGS)
 	if (gc_timing_guc)
 		ereport(NOTICE,
 				(errmsg("gpuclust: kmeans_distributed rows=" INT64_FORMAT " d=%d k=%d iterations=%d queries=" INT64_FORMAT
-						" shards=" INT64_FORMAT " shard_calls=" INT64_FORMAT,
-						f.n, f.d, p.k, best.iterations, f.queries, f.nshards, f.shard_calls)));
+						" shards=" INT64_FORMAT " shard_calls=" INT64_FORMAT " cache_fills=" INT64_FORMAT
+						" cache_hits=" INT64_FORMAT " full_searches=" INT64_FORMAT " rescans=" INT64_FORMAT,
+						f.n, f.d, p.k, best.iterations, f.queries, f.nshards, f.shard_calls, f.cache_fills,
+						f.cache_hits, f.full_searches, f.rescans)));
 	return (Datum) 0;
 }
