@@ -130,6 +130,8 @@ static GcTestFaultFn svc_test_fault = NULL;
 static int	wake_pipe[2] = {-1, -1};
 /* the segments attached in the main loop, per slot */
 static dsm_segment **attached = NULL;
+/* per slot: Schedule tried to attach its segment in this pass */
+static bool *attach_tried = NULL;
 
 /*
  * When each session was last served (admitted), for the queue's turns: one
@@ -582,7 +584,12 @@ Schedule(void)
 	TimestampTz now = GetCurrentTimestamp();
 	bool		blocked[GC_SVC_MAX_DEVICES] = {false};
 
-	/* new requests: attach outside the lock (dsm_attach takes its own) */
+	/*
+	 * New requests: attach outside the lock (dsm_attach takes its own).  A
+	 * request submitted after this loop passed its slot is attached in the
+	 * next pass (its backend set the latch), not failed below.
+	 */
+	memset(attach_tried, 0, sizeof(bool) * nslots);
 	for (int s = 0; s < nslots; s++)
 	{
 		GcSvcSlot  *slot = &gc_service->slots[s];
@@ -592,6 +599,7 @@ Schedule(void)
 			slot->generation != gc_service->generation)
 			continue;
 		h = slot->handle;
+		attach_tried[s] = true;
 		attached[s] = dsm_attach(h);
 		if (attached[s])
 			dsm_pin_mapping(attached[s]);
@@ -617,6 +625,8 @@ Schedule(void)
 			Complete(s);
 		else if (slot->cancel)
 			Answer(s, GC_ERR_CANCELLED, "cancelled", NULL, NULL);
+		else if (slot->state == GC_SVC_SUBMITTED && attached[s] == NULL && !attach_tried[s])
+			continue;			/* submitted after the attach loop: the next pass */
 		else if (slot->state == GC_SVC_SUBMITTED && attached[s] == NULL)
 			Answer(s, GC_ERR_INTERNAL, "the GPU service could not attach the request's shared memory", NULL, NULL);
 		else if ((slot->device_id == GC_SVC_ANY_DEVICE && slot->op == GC_SVC_DEVICE_INFO) ||
@@ -1062,6 +1072,7 @@ GcServiceMain(Datum arg)
 		ereport(FATAL, (errmsg("gpuclust GPU service: its shared memory is missing")));
 	CurrentResourceOwner = ResourceOwnerCreate(NULL, "gpuclust GPU service");
 	attached = MemoryContextAllocZero(TopMemoryContext, sizeof(dsm_segment *) * gc_service->nslots);
+	attach_tried = MemoryContextAllocZero(TopMemoryContext, sizeof(bool) * gc_service->nslots);
 	sessions = MemoryContextAllocZero(TopMemoryContext, sizeof(SvcSession) * gc_service->nslots);
 
 	if (pipe(wake_pipe) != 0 || fcntl(wake_pipe[0], F_SETFL, O_NONBLOCK) != 0 ||

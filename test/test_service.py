@@ -476,6 +476,32 @@ def test_a_broken_gpu_context_restarts_the_service_alone(server, conn):
     assert "terminating any other active server processes" not in log
 
 
+
+def test_many_sessions_submitting_at_once_are_all_answered(server, conn):
+    """Requests that arrive while the service attaches others are attached in its
+    next pass, not failed (a race seen under bench/service_device.py's load)."""
+    expected = rows(conn, DBSCAN, ("cpu",))
+    start = threading.Barrier(32)
+    results = [None] * 32
+
+    def one(i):
+        c = connect(server)
+        try:
+            start.wait()
+            results[i] = rows(c, DBSCAN, ("gpu",))
+        except psycopg2.Error as e:
+            results[i] = e
+        finally:
+            c.close()
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(32)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert [r if isinstance(r, Exception) else r == expected for r in results] == [True] * 32
+    wait_for(lambda: nothing_held(conn))
+
 def test_devices_do_not_wait_behind_running_requests(server, conn):
     calls = [Call(server, DBSCAN, ("gpu",), slow(60000)) for _ in range(2)]
     wait_for(lambda: states(conn) == ["running", "running"])
