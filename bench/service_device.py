@@ -277,7 +277,10 @@ def nvidia_smi(query):
 
 def used_mib():
     r = nvidia_smi("gpu=memory.used")
-    return None if r is None else sum(int(x[0]) for x in r)
+    try:
+        return None if r is None else sum(int(x[0]) for x in r)
+    except ValueError:
+        return None
 
 
 def context_processes():
@@ -700,7 +703,7 @@ def main():
     ap.add_argument("--fault-lead", type=float, default=2.0, help="d: seconds the loops run before the fault")
     ap.add_argument("--fault-tail", type=float, default=3.0, help="d: seconds they run after the service is back")
     ap.add_argument("--fault-hold", type=float, default=15.0, help="d: seconds the surviving session sleeps")
-    ap.add_argument("--limits", default="50,70,100,45", help="seconds for parts a,b,c,d (default 50,70,100,45)")
+    ap.add_argument("--limits", default="60,70,100,45", help="seconds for parts a,b,c,d (default 60,70,100,45)")
     ap.add_argument("--deadline", type=float, default=240, help="seconds for the whole run (default 240)")
     args = ap.parse_args()
     si = args.cpu_standin
