@@ -328,9 +328,10 @@ def part_idle(srv, args, limit, mode, device):
                  "WHERE query = 'SELECT pg_sleep(3600)'", timeout=30)
         except Exception as e:  # noqa: BLE001
             log(f"idle: terminating the sessions: {e}")
+        end = time.monotonic() + 20
         for p in procs:
             try:
-                p.wait(timeout=10)
+                p.wait(timeout=max(0.1, end - time.monotonic()))
             except subprocess.TimeoutExpired:
                 p.kill()
     res = {"mode": mode, "sessions": made, "mib_before": before, "mib_after": after,
