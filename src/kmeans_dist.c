@@ -2889,6 +2889,41 @@ KfShardIndex(const GkmFit *f, int64 shardid)
 }
 
 /*
+ * Runs sql through SPI (not read-only); an error is raised again, a lost or
+ * unreachable worker as a connection failure that names the table.
+ */
+static int
+KfExecute(GkmFit *f, const char *sql)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+	volatile int ret = 0;
+
+	CHECK_FOR_INTERRUPTS();
+	PG_TRY();
+	{
+		ret = SPI_execute(sql, false, 0);
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		MemoryContextSwitchTo(cxt);
+		edata = CopyErrorData();
+		if (ERRCODE_TO_CATEGORY(edata->sqlerrcode) != ERRCODE_CONNECTION_EXCEPTION &&
+			strstr(edata->message, "failure on connection") == NULL)
+			PG_RE_THROW();
+		FlushErrorState();
+		ereport(ERROR,
+				(errcode(ERRCODE_CONNECTION_FAILURE),
+				 errmsg("k-means on the shards of %s failed: %s", get_rel_name(f->rel), edata->message),
+				 edata->detail ? errdetail("%s", edata->detail) : 0,
+				 errhint("A worker node went away or could not be reached; the fit was stopped and nothing was written. Run it again when every node is up.")));
+	}
+	PG_END_TRY();
+	return ret;
+}
+
+/*
  * Runs one query of the pass on the fit's table: gpu_kmeans_shard_call with
  * the arguments args (after shard, probe, fit and pass) on the rows
  * gpu_kmeans_shard_once lets through, only among the probes' TIDs when
@@ -2899,8 +2934,7 @@ static void
 KfRunQuery(GkmFit *f, const char *args, bool probes, char **out)
 {
 	StringInfoData q;
-	MemoryContext cxt = CurrentMemoryContext;
-	int			ret = 0;
+	int			ret;
 
 	initStringInfo(&q);
 	appendStringInfo(&q, "SELECT %s.gpu_kmeans_shard_call(tableoid, ctid, " INT64_FORMAT ", %d, %s) FROM %s WHERE ",
@@ -2919,27 +2953,7 @@ KfRunQuery(GkmFit *f, const char *args, bool probes, char **out)
 		appendStringInfoString(&q, "}'::pg_catalog.tid[]) AND ");
 	}
 	appendStringInfo(&q, "%s.gpu_kmeans_shard_once(tableoid, " INT64_FORMAT ", %d)", f->schema, f->fit_id, f->pass);
-	CHECK_FOR_INTERRUPTS();
-	PG_TRY();
-	{
-		ret = SPI_execute(q.data, false, 0);
-	}
-	PG_CATCH();
-	{
-		ErrorData  *edata;
-
-		MemoryContextSwitchTo(cxt);
-		edata = CopyErrorData();
-		if (ERRCODE_TO_CATEGORY(edata->sqlerrcode) != ERRCODE_CONNECTION_EXCEPTION)
-			PG_RE_THROW();
-		FlushErrorState();
-		ereport(ERROR,
-				(errcode(ERRCODE_CONNECTION_FAILURE),
-				 errmsg("k-means on the shards of %s failed: %s", get_rel_name(f->rel), edata->message),
-				 edata->detail ? errdetail("%s", edata->detail) : 0,
-				 errhint("A worker node went away or could not be reached; the fit was stopped and nothing was written. Run it again when every node is up.")));
-	}
-	PG_END_TRY();
+	ret = KfExecute(f, q.data);
 	if (ret != SPI_OK_SELECT)
 		elog(ERROR, "a k-means pass returned %d, please report a bug", ret);
 	f->shard_calls += SPI_processed;
@@ -3750,15 +3764,15 @@ gpu_kmeans_fit_distributed(PG_FUNCTION_ARGS)
 		 * one connection throughout: the workers' caches live that long.
 		 */
 		uint64		id = 0;
-		char	   *lock = psprintf("LOCK TABLE %s IN ACCESS SHARE MODE", f.relname);
 
 		if (!pg_strong_random(&id, sizeof(id)))
 			id = (uint64) MyProcPid << 32 ^ (uint64) GetCurrentTimestamp();
 		f.fit_id = (int64) (id & ~(UINT64_C(1) << 63));
 		f.cache_mb = kmeans_shard_cache_guc;
-		if (SPI_execute(lock, false, 0) != SPI_OK_UTILITY)
+		/* a read first: it replaces a cached connection to a restarted worker, the LOCK would fail on it */
+		if (KfExecute(&f, psprintf("SELECT 1 FROM %s WHERE ctid = '(0,0)'", f.relname)) != SPI_OK_SELECT ||
+			KfExecute(&f, psprintf("LOCK TABLE %s IN ACCESS SHARE MODE", f.relname)) != SPI_OK_UTILITY)
 			elog(ERROR, "LOCK TABLE failed, please report a bug");
-		pfree(lock);
 	}
 	/*
 	 * Citus pushes down only a step over real[] or double precision[]

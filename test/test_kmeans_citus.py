@@ -12,9 +12,14 @@ gpuclust created on the coordinator and propagated to the workers.
   * gpu_kmeans_fit_distributed on the distributed tables (1, 2, 4, 7 and 8
     shards) gives the plain table's model bit for bit (single-node
     brute-force Lloyd with exact sums, from the same start), from given
-    centroids and from k-means||, through one gpu_kmeans_shard_step or
-    gpu_kmeans_shard_rows call per shard and pass (the timing NOTICE counts
-    them), also with empty shards;
+    centroids and from k-means||, with the workers' row cache on and off,
+    through one gpu_kmeans_shard_call per shard and pass (the timing NOTICE
+    counts them), also with empty shards; with the cache on, every shard is
+    read once per fit and every later pass finds its rows in the same worker
+    backend (cache_fills and cache_hits), over the cap it is not kept;
+  * the cache's life on the workers: kept inside the coordinator's
+    transaction, gone after the fit, at commit, after a rolled-back
+    savepoint and after an error;
   * NULL and non-finite features, a role without SELECT (the plain query's
     error), statement_timeout and cancel on the coordinator (the workers'
     calls gone within a second), a worker stopped mid-fit (a clear error,
@@ -198,12 +203,121 @@ def test_fit_same_bits_as_single_node(cur):
             assert timing(cur)["shard_calls"] == 0
             assert sum(r[2] for r in single) == 20000
             for n in SHARDS:
-                assert model(cur, f"kd{n}", **kw) == single, (n, kw)
-                t = timing(cur)
-                # one call per shard and pass: n calls for each round of calls
-                assert t["shards"] == n and t["shard_calls"] == n * t["queries"], (n, t)
+                for cache in (1024, 0):
+                    cur.execute(f"SET gpuclust.kmeans_shard_cache = {cache}")
+                    assert model(cur, f"kd{n}", **kw) == single, (n, kw, cache)
+                    t = timing(cur)
+                    # one call per shard and pass: n calls for each pass
+                    assert t["shards"] == n and t["shard_calls"] == n * t["queries"], (n, t)
+                    assert t["rescans"] == 0, t
+                    if cache:
+                        # each shard read once (a pass that missed it would read it again), then found
+                        # by the same backend in the later steps (k-means||'s picks read no cache)
+                        assert t["cache_fills"] == n and t["cache_hits"] >= n and t["cache_hits"] % n == 0, (n, t)
+                        # Hamerly's bounds spared full searches (every pass after the first has rows)
+                        assert t["full_searches"] < 20000 * (t["queries"] - 1), (n, t)
+                    else:
+                        assert t["cache_fills"] == t["cache_hits"] == t["full_searches"] == 0, (n, t)
     finally:
         cur.execute("RESET gpuclust.timing")
+        cur.execute("RESET gpuclust.kmeans_shard_cache")
+
+
+def worker_caches(cur, table):
+    """Per worker backend that serves table's shards now: {(fit, shard): rows} its cache holds
+    (the tables are filled by INSERT, so every shard has a row at TID (0,1))."""
+    cur.execute(f"SELECT pg_backend_pid() FROM {table} WHERE ctid = '(0,1)'")
+    held = {pid: {} for (pid,) in cur.fetchall()}
+    cur.execute(f"SELECT pg_backend_pid(), (gpu_kmeans_shard_cache()).* FROM {table} WHERE ctid = '(0,1)'")
+    for pid, fit, shard, rows, k, nbytes in cur.fetchall():
+        held.setdefault(pid, {})[(fit, shard)] = rows
+    return held
+
+
+def rows_held(held):
+    return sum(r for v in held.values() for r in v.values())
+
+
+def shard_call(cur, table, fit, passes, centroids, cache=1024):
+    """gpu_kmeans_shard_call's step on every shard of table, as the fit calls it; the answers."""
+    cur.execute(f"SELECT gpu_kmeans_shard_call(tableoid, ctid, %s, %s, 'step', 'id', 'f', %s::float8[], "
+                f"'euclidean', 1, 0, 0, 0, 0, %s) FROM {table} WHERE gpu_kmeans_shard_once(tableoid, %s, %s)",
+                [fit, next(passes), centroids, cache, fit, next(passes) - 1])
+    return [r[0] for r in cur.fetchall()]
+
+
+def test_cache_life(cur):
+    """The workers' cache inside one coordinator transaction: kept between passes by the same backends,
+    dropped at commit, by a rolled-back savepoint, and after a fit (in a transaction, and after an error)."""
+    import itertools
+    C = literal(cur.centres)
+    passes = itertools.count(1)
+    cur.execute("BEGIN")
+    try:
+        cur.execute("LOCK TABLE kd4 IN ACCESS SHARE MODE")
+        first = shard_call(cur, "kd4", 77, passes, C)
+        assert len(first) == 4 and all(a.split(":")[2] == "1" for a in first), first   # read into the cache
+        again = shard_call(cur, "kd4", 77, passes, C)
+        assert all(a.split(":")[2] == "2" for a in again), again                      # found there
+        # the same state as the stateless step, bit for bit
+        assert sorted(a.split(":", 5)[5] for a in again) == sorted(a.split(":", 5)[5] for a in first)
+        held = worker_caches(cur, "kd4")
+        assert rows_held(held) == 20000 and sum(len(v) for v in held.values()) == 4, held
+        pids = set(held)
+        # a rolled-back savepoint drops the cache of the backends that ran in it
+        cur.execute("SAVEPOINT s")
+        shard_call(cur, "kd4", 77, passes, C)
+        cur.execute("ROLLBACK TO SAVEPOINT s")
+        held = worker_caches(cur, "kd4")
+        assert set(held) == pids and rows_held(held) == 0, held
+        # a fit in the same transaction drops what it kept when it ends
+        shard_call(cur, "kd4", 78, passes, C)
+        assert rows_held(worker_caches(cur, "kd4")) == 20000
+        assert len(model(cur, "kd4", seed=1)) == K
+        held = worker_caches(cur, "kd4")
+        assert set(held) == pids and rows_held(held) == 0, held
+        shard_call(cur, "kd4", 79, passes, C)
+        assert rows_held(worker_caches(cur, "kd4")) == 20000
+    finally:
+        cur.execute("COMMIT")
+    # gone at commit: the connections Citus keeps answer, with nothing kept
+    held = worker_caches(cur, "kd4")
+    assert held and rows_held(held) == 0, held
+    # after an error inside the transaction
+    cur.execute("BEGIN")
+    try:
+        cur.execute("LOCK TABLE kd4 IN ACCESS SHARE MODE")
+        shard_call(cur, "kd4", 80, passes, C)
+        assert rows_held(worker_caches(cur, "kd4")) == 20000
+        cur.execute("SAVEPOINT s")
+        with pytest.raises(psycopg2.Error) as e:
+            shard_call(cur, "kd4", 80, passes, "{{1,2,3}}")     # wrong dimensions: the shard's error
+        assert re.match(r"k-means on shard \d+ of kd4 failed: the feature has 8 dimensions",
+                        e.value.diag.message_primary), e.value.diag.message_primary
+        cur.execute("ROLLBACK TO SAVEPOINT s")
+        assert rows_held(worker_caches(cur, "kd4")) == 0
+    finally:
+        cur.execute("COMMIT")
+
+
+def test_cache_over_the_cap(cur, slow):
+    """A shard over gpuclust.kmeans_shard_cache is read again every pass, with the same answer."""
+    init = literal(np.random.default_rng(2).normal(0, 1, size=(16, 32)))
+    cur.execute("SET gpuclust.timing = on")
+    try:
+        got = {}
+        for cache in (1024, 1, 0):
+            cur.execute(f"SET gpuclust.kmeans_shard_cache = {cache}")
+            cur.execute("SELECT centroid::text, size FROM gpu_kmeans_fit_distributed('SELECT id, f FROM kslow', 16, "
+                        "max_iter => 4, tol => 0, initial_centroids => %s::float8[]) ORDER BY cluster_id", [init])
+            got[cache] = cur.fetchall()
+            t = timing(cur)
+            # each shard holds 15000 rows of 32 features, 1.9 MB: over a 1 MB cap
+            assert t["cache_fills"] == (8 if cache == 1024 else 0), (cache, t)
+        assert got[1024] == got[1] == got[0]
+    finally:
+        cur.execute("RESET gpuclust.timing")
+        cur.execute("RESET gpuclust.kmeans_shard_cache")
 
 
 def test_shard_step_is_the_step_state(cur):
@@ -252,12 +366,21 @@ def test_null_and_non_finite_features(cur):
         errors[table] = (e.value.pgcode, e.value.diag.message_primary)
     assert errors["kbad"] == errors["klbad"] == ("22004", "the feature is NULL in 1 row of the query"), errors
     for bad in ("NaN", "Infinity", "-Infinity"):
-        cur.execute("UPDATE kbad SET f = %s WHERE id = 100000", ["{" + ",".join([bad] * D) + "}"])
-        with pytest.raises(psycopg2.Error) as e:
-            model(cur, "kbad", seed=1)
-        msg = e.value.diag.message_primary
-        assert re.match(r"k-means on shard \d+ of kbad failed: a feature of this row is -?" + bad.lstrip("-"), msg), msg
-        assert e.value.pgcode == "38000"
+        for table in ("kbad", "klbad"):
+            cur.execute(f"UPDATE {table} SET f = %s WHERE id = 100000", ["{" + ",".join([bad] * D) + "}"])
+        with pytest.raises(psycopg2.Error) as plain:
+            model(cur, "klbad", seed=1)
+        for cache in (1024, 0):
+            cur.execute(f"SET gpuclust.kmeans_shard_cache = {cache}")
+            with pytest.raises(psycopg2.Error) as e:
+                model(cur, "kbad", seed=1)
+            cur.execute("RESET gpuclust.kmeans_shard_cache")
+            msg = e.value.diag.message_primary
+            # the plain table's error, with the shard that raised it
+            assert re.match(r"k-means on shard \d+ of kbad failed: a feature of this row is -?" + bad.lstrip("-"),
+                            msg), msg
+            assert msg.endswith(plain.value.diag.message_primary), (msg, plain.value.diag.message_primary)
+            assert e.value.pgcode == plain.value.pgcode, (e.value.pgcode, plain.value.pgcode)
     cur.execute("DELETE FROM kbad WHERE id = 100000")
     cur.execute("DELETE FROM klbad WHERE id = 100000")
     assert model(cur, "kbad", seed=1) == model(cur, "klbad", seed=1)
@@ -311,8 +434,9 @@ def shard_calls_running(citus):
             continue
         conn.autocommit = True
         c = conn.cursor()
-        c.execute("SELECT count(*) FROM pg_stat_activity WHERE state = 'active' "
-                  "AND query LIKE '%gpu_kmeans_shard_%' AND pid <> pg_backend_pid()")
+        # a running shard call, or a worker transaction left open (it would hold the fit's cache)
+        c.execute("SELECT count(*) FROM pg_stat_activity WHERE pid <> pg_backend_pid() AND "
+                  "((state = 'active' AND query LIKE '%gpu_kmeans_shard_%') OR state LIKE 'idle in transaction%')")
         running += c.fetchone()[0]
         conn.close()
     return running
@@ -399,7 +523,7 @@ def test_worker_stopped_mid_fit(cur, citus, slow):
         e = out.get("error")
         assert isinstance(e, psycopg2.Error), out
         assert e.pgcode == "08006", (e.pgcode, str(e))
-        assert re.match(r"k-means on shard \d+ of kslow failed: ", e.diag.message_primary), e.diag.message_primary
+        assert re.match(r"k-means on the shards of kslow failed: ", e.diag.message_primary), e.diag.message_primary
         assert "worker node went away" in e.diag.message_hint
     finally:
         start = as_postgres("/usr/lib/postgresql/15/bin/pg_ctl", "-D", str(d), "-l", f"{d}.log", "-w", "-t", "60",
