@@ -5,6 +5,7 @@
 -- A call that ends well after 1 s ignored the timeout that long.
 --   psql -X -f bench/cancel_gpu.sql
 \set ON_ERROR_STOP 0
+CREATE EXTENSION IF NOT EXISTS gpuclust;
 \timing on
 CREATE TEMP TABLE cancel_u10 AS SELECT g::bigint AS id,
     ARRAY(SELECT random() FROM generate_series(1, 10) WHERE g > 0)::real[] AS f
