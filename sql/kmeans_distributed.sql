@@ -220,6 +220,40 @@ SELECT pg_temp.report_error($$SELECT gpu_kmeans_shard_step('kd', 'f', NULL)$$);
 SELECT pg_temp.report_error($$SELECT gpu_kmeans_shard_step('kd', 'f', '{{0,0}}'::float8[], 'euclidean', 7)$$);
 SELECT pg_temp.report_error($$SELECT gpu_kmeans_shard_rows('kd', 'id', 'f', 'other', NULL, 'euclidean', 1, 0, 0, 3)$$);
 SELECT pg_temp.report_error($$SELECT gpu_kmeans_shard_rows('kd', 'f', 'f', 'first', NULL, 'euclidean', 1, 0, 0, 3)$$);
+-- gpu_kmeans_shard_call (what the fit runs per shard and pass since 0.3.0):
+-- inside a transaction block the backend keeps the relation's rows, labels
+-- and Hamerly bounds between passes, and every pass's state is still the
+-- stateless step's bit for bit (32 features, 20 centroids: the checked
+-- product where OpenBLAS is installed); outside one it keeps nothing
+CREATE TEMP TABLE kc AS
+SELECT i AS id, ARRAY(SELECT (sin(i * 0.37 + t) * 3 + (i % 7) * 5 + t % 3)::real
+                      FROM generate_series(1, 32) t) AS f
+FROM generate_series(1, 3000) i;
+CREATE FUNCTION pg_temp.kc_passes(metric text, passes integer) RETURNS TABLE (pass integer, cache text, same boolean)
+LANGUAGE plpgsql AS $$
+DECLARE
+  c float8[];
+  answer text;
+BEGIN
+  SELECT array_agg(f::float8[] ORDER BY id) INTO c FROM kc WHERE id % 150 = 1;
+  FOR p IN 1..passes LOOP
+    answer := gpu_kmeans_shard_call('kc'::regclass, '(0,1)', 7, p, 'step', 'id', 'f', c, metric, 1, 0, 0, 0, 0, 64);
+    pass := p;
+    cache := CASE split_part(answer, ':', 3) WHEN '0' THEN 'off' WHEN '1' THEN 'read' ELSE 'kept' END;
+    same := regexp_replace(answer, '^([^:]*:){5}', '') = gpu_kmeans_shard_step('kc', 'f', c, metric, 1)::text;
+    RETURN NEXT;
+    c := (SELECT (gpu_kmeans_step(f, c, metric)).centroids FROM kc);
+  END LOOP;
+END $$;
+BEGIN;
+SELECT * FROM pg_temp.kc_passes('euclidean', 6);
+SELECT rows, k FROM gpu_kmeans_shard_cache();
+SELECT * FROM pg_temp.kc_passes('cosine', 4);
+COMMIT;
+SELECT count(*) AS kept_after_commit FROM gpu_kmeans_shard_cache();
+SELECT * FROM pg_temp.kc_passes('euclidean', 2);
+SELECT pg_temp.report_error($$SELECT gpu_kmeans_shard_call('kc'::regclass, '(0,1)', 7, 1, 'step', 'id', 'f', '{{1,2}}', 'euclidean', 1, 0, 0, 0, 0, 64)$$);
+DROP TABLE kc;
 -- the fit over a plain table goes through the aggregate, as before
 SET gpuclust.timing = on;
 SELECT count(*) FROM gpu_kmeans_fit_distributed('SELECT id, f FROM kd', 3, seed => 1);

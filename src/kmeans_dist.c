@@ -2660,8 +2660,12 @@ gpu_kmeans_shard_call(PG_FUNCTION_ARGS)
 			if (us)
 				*us = '\0';		/* the distributed table's name */
 		}
-		edata->message = psprintf("k-means on shard " INT64_FORMAT " of %s failed: %s", shardid,
-								  name ? name : "?", edata->message ? edata->message : "");
+		if (shardid >= 0)
+			edata->message = psprintf("k-means on shard " INT64_FORMAT " of %s failed: %s", shardid,
+									  name ? name : "?", edata->message ? edata->message : "");
+		else
+			edata->message = psprintf("k-means on %s failed: %s", name ? name : "?",
+									  edata->message ? edata->message : "");
 		ReThrowError(edata);
 	}
 	PG_END_TRY();
