@@ -1733,6 +1733,79 @@ GkrId(Datum v, Oid typid)
 	return 0;
 }
 
+/* What one k-means|| request of gpu_kmeans_shard_rows keeps while it reads the rows. */
+typedef struct GkrPick
+{
+	GkrJob		job;
+	MemoryContext cxt;			/* of the rows kept */
+	gc_metric	metric;
+	int64		seed;
+	int32		round;
+	double		scale;
+	int64		count;
+	int32		k;
+	int32		d;
+	const double *cent;			/* [d, k] */
+	double	   *dist;			/* [k] */
+	GkrRow	   *rows;
+	int64		m;
+	int64		cap;
+} GkrPick;
+
+/* Offers row r (its id and features; r.x is copied when kept) to the request. */
+static void
+GkrConsider(GkrPick *pk, GkrRow r)
+{
+	int64		pos;
+
+	if (pk->job == GKR_FIRST)
+		r.key = gc_kmeans_row_draw((uint64) r.id, (uint64) pk->seed, 0);
+	else
+	{
+		double		d2;
+
+		(void) GkmNearest(r.x, pk->d, pk->cent, pk->k, pk->dist, &d2);
+		if (pk->job == GKR_SAMPLE)
+		{
+			r.key = gc_kmeans_row_draw((uint64) r.id, (uint64) pk->seed, (uint32) pk->round);
+			if (!(r.key < pk->scale * d2))
+				return;
+		}
+		else
+			r.key = gc_metric_distance(pk->metric, d2);
+	}
+	/* keep it: all of a sample, the count best of the others */
+	if (pk->job != GKR_SAMPLE && pk->m == pk->count)
+	{
+		if (pk->count == 0 || GkrCompare(&r, &pk->rows[pk->m - 1], pk->job == GKR_FAR) >= 0)
+			return;
+		pfree(pk->rows[--pk->m].x);
+	}
+	if (pk->m == pk->cap)
+	{
+		pk->cap = pk->cap * 2 + 16;
+		pk->rows = pk->rows ? repalloc_huge(pk->rows, sizeof(GkrRow) * pk->cap)
+			: MemoryContextAllocHuge(pk->cxt, sizeof(GkrRow) * pk->cap);
+	}
+	pos = pk->m;
+	if (pk->job != GKR_SAMPLE)
+		while (pos > 0 && GkrCompare(&r, &pk->rows[pos - 1], pk->job == GKR_FAR) < 0)
+		{
+			pk->rows[pos] = pk->rows[pos - 1];
+			pos--;
+		}
+	pk->rows[pos] = r;
+	pk->rows[pos].x = MemoryContextAlloc(pk->cxt, sizeof(double) * Max(pk->d, 1));
+	memcpy(pk->rows[pos].x, r.x, sizeof(double) * pk->d);
+	pk->m++;
+}
+
+typedef struct GkcEntry GkcEntry;
+static void GkrFromCacheRows(GkrPick *pk, GkcEntry *e, gc_dtype *dtype);
+
+/* The cached rows gpu_kmeans_shard_call hands gpu_kmeans_shard_rows (NULL: read the relation). */
+static GkcEntry *GkrFromCache = NULL;
+
 /*
  * gpu_kmeans_shard_rows(shard, id, feature, job, centroids, metric, seed,
  * round, scale, count): the rows of one relation that a step of
@@ -1763,9 +1836,9 @@ gpu_kmeans_shard_rows(PG_FUNCTION_ARGS)
 	Oid			idtype;
 	GcFeatureType kind;
 	gc_dtype	dtype;
-	GkrRow	   *rows = NULL;
-	int64		m = 0;
-	int64		cap = 0;
+	GkrPick		pk;
+	GkrRow	   *rows;
+	int64		m;
 	StringInfoData b;
 	StringInfoData hex;
 
@@ -1810,104 +1883,76 @@ gpu_kmeans_shard_rows(PG_FUNCTION_ARGS)
 		dist = palloc(sizeof(double) * k);
 	}
 
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
+	memset(&pk, 0, sizeof(pk));
+	pk.job = job;
+	pk.cxt = cxt;
+	pk.metric = metric;
+	pk.seed = seed;
+	pk.round = round;
+	pk.scale = scale;
+	pk.count = count;
+	pk.k = k;
+	pk.d = d;
+	pk.cent = cent;
+	pk.dist = dist;
+	if (GkrFromCache)
+		GkrFromCacheRows(&pk, GkrFromCache, &dtype);
+	else
 	{
-		const char *f = quote_identifier(NameStr(*PG_GETARG_NAME(2)));
-
-		portal = GkmShardCursor(psprintf("SELECT %s, %s FROM %s WHERE %s IS NOT NULL", f,
-										 quote_identifier(NameStr(*PG_GETARG_NAME(1))),
-										 GkmRelName(relid), f), &ftype);
-	}
-	idtype = SPI_gettypeid(portal->tupDesc, 2);
-	kind = GkmFeatureKind(ftype, "gpu_kmeans_shard_rows");
-	dtype = GcFeatureDtype(kind, ftype);
-	rowcxt = AllocSetContextCreate(cxt, "gpu_kmeans_shard_rows rows", ALLOCSET_DEFAULT_SIZES);
-	for (;;)
-	{
-		SPI_cursor_fetch(portal, true, GKM_SHARD_FETCH);
-		if (SPI_processed == 0)
-			break;
-		for (uint64 i = 0; i < SPI_processed; i++)
+		if (SPI_connect() != SPI_OK_CONNECT)
+			elog(ERROR, "SPI_connect failed");
 		{
-			bool		isnull;
-			Datum		v = SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull);
-			Datum		idv = SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2, &isnull);
-			GkrRow		r;
-			MemoryContext old;
-			int64		pos;
+			const char *f = quote_identifier(NameStr(*PG_GETARG_NAME(2)));
 
-			if (isnull)
-				continue;		/* gpu_kmeans_sample draws no row without an id */
-			r.id = GkrId(idv, idtype);
-			old = MemoryContextSwitchTo(rowcxt);
-			if (d < 0)
-			{
-				/* 'first' has no centroids: the first row's dimension */
-				GcRowRef	ref = {0, -1, 0};
-				GcFeature	feat;
-
-				GcFeatureOpen(kind, ftype, v, &ref, rowcxt, &feat);
-				d = feat.d;
-			}
-			r.x = GkmReadFeature(v, ftype, kind, dtype, metric, d, NULL, NULL, "gpu_kmeans_shard_rows");
-			MemoryContextSwitchTo(old);
-			if (job == GKR_FIRST)
-				r.key = gc_kmeans_row_draw((uint64) r.id, (uint64) seed, 0);
-			else
-			{
-				double		d2;
-
-				(void) GkmNearest(r.x, d, cent, k, dist, &d2);
-				if (job == GKR_SAMPLE)
-				{
-					r.key = gc_kmeans_row_draw((uint64) r.id, (uint64) seed, (uint32) round);
-					if (!(r.key < scale * d2))
-					{
-						MemoryContextReset(rowcxt);
-						continue;
-					}
-				}
-				else
-					r.key = gc_metric_distance(metric, d2);
-			}
-			/* keep it: all of a sample, the count best of the others */
-			if (job != GKR_SAMPLE && m == count)
-			{
-				if (count == 0 || GkrCompare(&r, &rows[m - 1], job == GKR_FAR) >= 0)
-				{
-					MemoryContextReset(rowcxt);
-					continue;
-				}
-				pfree(rows[--m].x);
-			}
-			if (m == cap)
-			{
-				cap = cap * 2 + 16;
-				rows = rows ? repalloc_huge(rows, sizeof(GkrRow) * cap)
-					: MemoryContextAllocHuge(cxt, sizeof(GkrRow) * cap);
-			}
-			pos = m;
-			if (job != GKR_SAMPLE)
-				while (pos > 0 && GkrCompare(&r, &rows[pos - 1], job == GKR_FAR) < 0)
-				{
-					rows[pos] = rows[pos - 1];
-					pos--;
-				}
-			old = MemoryContextSwitchTo(cxt);
-			rows[pos] = r;
-			rows[pos].x = palloc(sizeof(double) * Max(d, 1));
-			MemoryContextSwitchTo(old);
-			memcpy(rows[pos].x, r.x, sizeof(double) * d);
-			m++;
-			MemoryContextReset(rowcxt);
+			portal = GkmShardCursor(psprintf("SELECT %s, %s FROM %s WHERE %s IS NOT NULL", f,
+											 quote_identifier(NameStr(*PG_GETARG_NAME(1))),
+											 GkmRelName(relid), f), &ftype);
 		}
-		SPI_freetuptable(SPI_tuptable);
-		CHECK_FOR_INTERRUPTS();
+		idtype = SPI_gettypeid(portal->tupDesc, 2);
+		kind = GkmFeatureKind(ftype, "gpu_kmeans_shard_rows");
+		dtype = GcFeatureDtype(kind, ftype);
+		rowcxt = AllocSetContextCreate(cxt, "gpu_kmeans_shard_rows rows", ALLOCSET_DEFAULT_SIZES);
+		for (;;)
+		{
+			SPI_cursor_fetch(portal, true, GKM_SHARD_FETCH);
+			if (SPI_processed == 0)
+				break;
+			for (uint64 i = 0; i < SPI_processed; i++)
+			{
+				bool		isnull;
+				Datum		v = SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull);
+				Datum		idv = SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2, &isnull);
+				GkrRow		r;
+				MemoryContext old;
+
+				if (isnull)
+					continue;	/* gpu_kmeans_sample draws no row without an id */
+				r.id = GkrId(idv, idtype);
+				old = MemoryContextSwitchTo(rowcxt);
+				if (pk.d < 0)
+				{
+					/* 'first' has no centroids: the first row's dimension */
+					GcRowRef	ref = {0, -1, 0};
+					GcFeature	feat;
+
+					GcFeatureOpen(kind, ftype, v, &ref, rowcxt, &feat);
+					pk.d = feat.d;
+				}
+				r.x = GkmReadFeature(v, ftype, kind, dtype, metric, pk.d, NULL, NULL, "gpu_kmeans_shard_rows");
+				MemoryContextSwitchTo(old);
+				GkrConsider(&pk, r);
+				MemoryContextReset(rowcxt);
+			}
+			SPI_freetuptable(SPI_tuptable);
+			CHECK_FOR_INTERRUPTS();
+		}
+		SPI_cursor_close(portal);
+		SPI_finish();
+		MemoryContextDelete(rowcxt);
 	}
-	SPI_cursor_close(portal);
-	SPI_finish();
-	MemoryContextDelete(rowcxt);
+	rows = pk.rows;
+	m = pk.m;
+	d = pk.d;
 	if (job == GKR_SAMPLE && m > 1)
 		qsort(rows, m, sizeof(GkrRow), GkrCompareNear);
 
@@ -1986,7 +2031,7 @@ gpu_kmeans_shard_rows(PG_FUNCTION_ARGS)
 #define GKC_SLACK 1e-9
 
 /* One shard of one fit in this backend. */
-typedef struct GkcEntry
+struct GkcEntry
 {
 	struct GkcEntry *next;
 	MemoryContext cxt;			/* the entry's memory, a child of GkcCxt */
@@ -2004,6 +2049,7 @@ typedef struct GkcEntry
 	int64		n;				/* rows with a feature */
 	int64		nulls;			/* rows with a NULL feature */
 	void	   *x;				/* [n, d] the rows as the step reads them, of element type dtype */
+	int64	   *ids;			/* [n] their ids, or NULL (a NULL id or none asked for) */
 	/* what the last pass left */
 	int32		k;				/* 0: no labels */
 	int32	   *label;			/* [n] */
@@ -2014,7 +2060,7 @@ typedef struct GkcEntry
 	gc_sacc    *sums;			/* [k, d] the exact sums of the rows per label */
 	int64	   *counts;			/* [k] */
 	int64		pending;		/* additions to sums since they were normalized */
-} GkcEntry;
+};
 
 static MemoryContext GkcCxt = NULL;
 static GkcEntry *GkcEntries = NULL;
@@ -2037,6 +2083,7 @@ GkcDropRows(GkcEntry *e)
 	MemoryContextReset(e->cxt);
 	e->have_rows = false;
 	e->x = NULL;
+	e->ids = NULL;
 	e->k = 0;
 	e->label = NULL;
 	e->lower = NULL;
@@ -2144,7 +2191,7 @@ gpu_kmeans_shard_once(PG_FUNCTION_ARGS)
  * when they do not fit.
  */
 static bool
-GkcRead(GkcEntry *e, const char *feature, int32 d, gc_metric metric, Size cap)
+GkcRead(GkcEntry *e, const char *feature, const char *id, int32 d, gc_metric metric, Size cap)
 {
 	MemoryContext rowcxt;
 	Portal		portal;
@@ -2155,13 +2202,18 @@ GkcRead(GkcEntry *e, const char *feature, int32 d, gc_metric metric, Size cap)
 	int64		cap_rows = 0;
 	double	   *scratch;
 	bool		fits = true;
+	Oid			idtype;
+	bool		keep_ids;
 
 	GkcDropRows(e);
 	rowcxt = AllocSetContextCreate(CurrentMemoryContext, "gpu_kmeans_shard_call rows", ALLOCSET_DEFAULT_SIZES);
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
-	portal = GkmShardCursor(psprintf("SELECT %s FROM %s", quote_identifier(feature), GkmRelName(e->shard)),
+	portal = GkmShardCursor(psprintf("SELECT %s, %s FROM %s", quote_identifier(feature),
+									 id ? quote_identifier(id) : "NULL::bigint", GkmRelName(e->shard)),
 							&ftype);
+	idtype = SPI_gettypeid(portal->tupDesc, 2);
+	keep_ids = id != NULL && (idtype == INT2OID || idtype == INT4OID || idtype == INT8OID);
 	kind = GkmFeatureKind(ftype, "gpu_kmeans_shard_call");
 	dtype = GcFeatureDtype(kind, ftype);
 	esz = dtype == GC_F64 ? sizeof(double) : sizeof(float);
@@ -2190,14 +2242,32 @@ GkcRead(GkcEntry *e, const char *feature, int32 d, gc_metric metric, Size cap)
 			{
 				int64		want = Max(cap_rows * 2, 1024);
 
-				if (GkcBytes() + (Size) (want - cap_rows) * d * esz > cap)
+				if (GkcBytes() + (Size) (want - cap_rows) * (d * esz + (keep_ids ? sizeof(int64) : 0)) > cap)
 				{
 					fits = false;
 					break;
 				}
 				e->x = e->x ? repalloc_huge(e->x, (Size) want * d * esz)
 					: MemoryContextAllocExtended(e->cxt, (Size) want * d * esz, MCXT_ALLOC_HUGE);
+				if (keep_ids)
+					e->ids = e->ids ? repalloc_huge(e->ids, sizeof(int64) * want)
+						: MemoryContextAllocExtended(e->cxt, sizeof(int64) * want, MCXT_ALLOC_HUGE);
 				cap_rows = want;
+			}
+			if (keep_ids)
+			{
+				Datum		idv = SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2, &isnull);
+
+				if (isnull)
+				{
+					/* k-means|| draws no row without an id: its picks read the relation */
+					keep_ids = false;
+					if (e->ids)
+						pfree(e->ids);
+					e->ids = NULL;
+				}
+				else
+					e->ids[e->n] = GkrId(idv, idtype);
 			}
 			old = MemoryContextSwitchTo(rowcxt);
 			GkmReadFeature(v, ftype, kind, dtype, metric, d, scratch,
@@ -2239,6 +2309,38 @@ GkcRow(const GkcEntry *e, int64 i, double *row)
 		for (int32 t = 0; t < e->d; t++)
 			row[t] = (double) r[t];
 	}
+}
+
+/*
+ * Offers every cached row of e with its id to the k-means|| request pk
+ * (the rows gpu_kmeans_shard_rows would read from the relation, read as it
+ * reads them); the element type in *dtype.
+ */
+static void
+GkrFromCacheRows(GkrPick *pk, GkcEntry *e, gc_dtype *dtype)
+{
+	double	   *row = palloc(sizeof(double) * Max(e->d, 1));
+
+	if (pk->d >= 0 && pk->d != e->d)
+		ereport(ERROR,
+				(errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
+				 errmsg("the feature has %d dimension%s, but the centroids have %d column%s",
+						e->d, e->d == 1 ? "" : "s", pk->d, pk->d == 1 ? "" : "s")));
+	pk->d = e->d;
+	*dtype = (gc_dtype) e->dtype;
+	for (int64 i = 0; i < e->n; i++)
+	{
+		GkrRow		r;
+
+		r.id = e->ids[i];
+		r.key = 0.0;
+		GkcRow(e, i, row);
+		r.x = row;
+		GkrConsider(pk, r);
+		if ((i & 16383) == 16383)
+			CHECK_FOR_INTERRUPTS();
+	}
+	pfree(row);
 }
 
 /* The exact squared distance of row [d] to centroid c [d], summed as gc_kmeans_dist_f64 sums it. */
@@ -2594,7 +2696,8 @@ gpu_kmeans_shard_call(PG_FUNCTION_ARGS)
 				GkcDropRows(e);
 			if (!e->have_rows && !e->refused && cache_mb > 0 && IsTransactionBlock())
 			{
-				if (GkcRead(e, feature, d, metric, (Size) cache_mb * 1024 * 1024))
+				if (GkcRead(e, feature, PG_ARGISNULL(GKC_ARG_ID) ? NULL : NameStr(*PG_GETARG_NAME(GKC_ARG_ID)),
+							d, metric, (Size) cache_mb * 1024 * 1024))
 					use = GKC_FILLED;
 				else
 					e->refused = true;
@@ -2622,6 +2725,15 @@ gpu_kmeans_shard_call(PG_FUNCTION_ARGS)
 		else
 		{
 			LOCAL_FCINFO(rf, 10);
+			GkcEntry   *e = GkcEntryFor(fit, shard);
+
+			if (e->stale)
+				GkcDropRows(e);
+			if (e->have_rows && e->ids != NULL)
+			{
+				GkrFromCache = e;
+				use = GKC_HIT;
+			}
 
 			InitFunctionCallInfoData(*rf, NULL, 10, InvalidOid, NULL, NULL);
 			rf->args[0].value = ObjectIdGetDatum(shard);
@@ -2639,12 +2751,15 @@ gpu_kmeans_shard_call(PG_FUNCTION_ARGS)
 			rf->args[1].isnull = PG_ARGISNULL(GKC_ARG_ID);
 			rf->args[4].isnull = PG_ARGISNULL(GKC_ARG_CENTROIDS);
 			payload = text_to_cstring(DatumGetTextPP(gpu_kmeans_shard_rows(rf)));
+			GkrFromCache = NULL;
 		}
 	}
 	PG_CATCH();
 	{
 		ErrorData  *edata;
 		char	   *name;
+
+		GkrFromCache = NULL;
 
 		MemoryContextSwitchTo(cxt);
 		edata = CopyErrorData();
