@@ -1607,6 +1607,7 @@ dbscan_pairs_core_tile(void *arg, gc_worker *w, gc_pe_tile *t, int *done)
 {
 	dbscan_pairs_job *job = arg;
 	int8_t		v[GC_PE_BJ];
+	int32_t		idx[GC_PE_BJ];	/* a row's columns the screen does not decide "out" */
 	int32_t		col[GC_PE_BJ];	/* the tile's pairs within eps, by column */
 
 	memset(col, 0, sizeof(int32_t) * (size_t) (t->j1 - t->j0));
@@ -1614,18 +1615,23 @@ dbscan_pairs_core_tile(void *arg, gc_worker *w, gc_pe_tile *t, int *done)
 	{
 		int64_t		j0 = i + 1 > t->j0 ? i + 1 : t->j0;
 		int64_t		c = 0;
+		int32_t		m;
 
 		if (j0 >= t->j1)
 			continue;
-		gc_pe_verdicts(job->pe, t, i, v);
-		for (int64_t j = j0; j < t->j1; j++)
-			if (v[j - t->j0] != 0 && dbscan_pairs_in(job, t, v[j - t->j0], i, j))
+		m = gc_pe_maybe(job->pe, t, i, j0, idx, v);
+		for (int32_t q = 0; q < m; q++)
+		{
+			int64_t		j = t->j0 + idx[q];
+
+			if (dbscan_pairs_in(job, t, v[q], i, j))
 			{
 				c++;
 				col[j - t->j0]++;
 				if (!__atomic_load_n(&job->overflow, __ATOMIC_RELAXED) && !dbscan_pairs_keep(job, w, i, j))
 					__atomic_store_n(&job->overflow, 1, __ATOMIC_RELAXED);
 			}
+		}
 		if (c)
 			__atomic_fetch_add(&job->count[i], c, __ATOMIC_RELAXED);
 	}

@@ -30,6 +30,53 @@ typedef struct pe_prep_job
 	double		s;
 } pe_prep_job;
 
+/*
+ * The float pre-screen (gc_pe_maybe, FP32 screen): a pair (i, q) whose
+ * float product p has
+ *
+ *   2 p < fl(fc[i] + fg[q])
+ *
+ * is one the screen decides "out" (A - E > hi in pe_verdicts_f32's double
+ * arithmetic), so that its verdict need not be computed.  The margin E(S),
+ * S = a + b the two norms, is increasing in S and (a + b)^2 <= 2 a^2 + 2 b^2,
+ * so E(S) <= e(a) + e'(b) with e(a) = 2 cS a^2 + cL a + c0 and
+ * e'(b) = 2 cS b^2 + cL b.  The terms, rounded down to float, are
+ *
+ *   fg[q] = n2[q] - e'(b) - 2^-22 (n2[q] + e'(b)),
+ *   fc[i] = n2[i] - e(a) - hi - 2^-22 (n2[i] + e(a) + |hi|);
+ *
+ * with X = n2[i] + n2[q] + e(a) + e'(b) + |hi|, the float sum of the two
+ * is at most their exact sum plus 2^-24 (1 + 2^-22) X, so 2 p below it
+ * gives A > E + hi + 2^-23 X exactly, a margin far wider than the double
+ * roundings of A, S, E and A - E (a few units of 2^-52 X).  A non-finite
+ * term is -infinity or NaN: the comparison is false and the pair is kept;
+ * so is a pair whose product is NaN or whose 2 p overflows.  The float
+ * arithmetic has no multiply-add to contract (an add, a doubling, a
+ * comparison).
+ */
+static inline float
+pe_float_below(double v)
+{
+	float		f = (float) v;
+
+	if (v == v && (double) f > v)
+		f = nextafterf(f, -INFINITY);
+	return v == v ? f : -INFINITY;
+}
+
+static void
+pe_prescreen_terms(gc_pe *pe, int64_t i)
+{
+	const gc_pair_bound *b = &pe->bound;
+	double		a = pe->nx[i],
+				a2 = pe->n2[i];
+	double		ec = 2.0 * b->cS * (a * a) + b->cL * a;
+	double		er = ec + b->c0;
+
+	pe->fg[i] = pe_float_below(a2 - ec - 0x1p-22 * (a2 + ec));
+	pe->fc[i] = pe_float_below(a2 - er - b->hi - 0x1p-22 * (a2 + er + fabs(b->hi)));
+}
+
 /* The operands and norms of rows [b, e). */
 static gc_status
 pe_prep_block(void *arg, gc_worker *w, int64_t b, int64_t e)
@@ -62,6 +109,8 @@ pe_prep_block(void *arg, gc_worker *w, int64_t b, int64_t e)
 		/* a row whose operands overflowed takes the canonical path for all its pairs */
 		pe->n2[i] = isfinite(s2) ? s2 : INFINITY;
 		pe->nx[i] = sqrt(pe->n2[i]);
+		if (pe->fg)
+			pe_prescreen_terms(pe, i);
 	}
 	return gc_worker_tick(w, (e - b) * d, PE_CANCEL_EVERY) ? GC_ERR_CANCELLED : GC_OK;
 }
@@ -123,6 +172,17 @@ gc_pe_prepare(gc_pe *pe, gc_core_ctx *ctx, const void *x, gc_dtype dtype, int64_
 			free(mu);
 			return gc_core_oom(ctx, esize * (size_t) n * (size_t) d,
 							   "out of memory for the pair engine's operands");
+		}
+		if (pe->prec == GC_PAIR_FP32 && pe->bound.screen)
+		{
+			pe->fg = malloc(sizeof(float) * (size_t) n);
+			pe->fc = malloc(sizeof(float) * (size_t) n);
+			if (!pe->fg || !pe->fc)
+			{
+				free(mu);
+				return gc_core_oom(ctx, 2 * sizeof(float) * (size_t) n,
+								   "out of memory for the pair engine's pre-screen");
+			}
 		}
 		for (int i = 0; i < pe->threads; i++)
 			if (!(pe->prod[i] = malloc(esize * GC_PE_BI * GC_PE_BJ)))
@@ -216,6 +276,95 @@ gc_pe_verdicts(const gc_pe *pe, const gc_pe_tile *t, int64_t i, int8_t *v)
 	else
 		pe_verdicts_f32(pe->n2 + t->j0, pe->nx + t->j0, (const float *) t->prod + off, m, pe->n2[i], pe->nx[i],
 						pe->bound, v);
+}
+
+/* The pre-screen's keep flags: 0 where 2 p < fl(c + g[q]) (the screen's verdict is 0), else 1. */
+PE_VECTORIZE
+static void
+pe_keep_f32(const float *restrict g, const float *restrict p, int64_t m, float c, uint8_t *restrict k)
+{
+	for (int64_t q = 0; q < m; q++)
+		k[q] = (uint8_t) !(2.0f * p[q] < c + g[q]);
+}
+
+/* pe_verdicts_f32's verdict for one pair, the same operations in the same order. */
+static inline int8_t
+pe_verdict_f32(double n2q, double nxq, float p, double n2i, double nxi, const gc_pair_bound *b)
+{
+	double		A = n2i + n2q - 2.0 * (double) p;
+	double		S = nxi + nxq;
+	double		E = (b->cS * S + b->cL) * S + b->c0;
+	int8_t		in = (int8_t) (A + E < b->lo);
+	int8_t		out = (int8_t) (A - E > b->hi);
+
+	return (int8_t) (in - (1 - in) * (1 - out));
+}
+
+int32_t
+gc_pe_maybe(const gc_pe *pe, const gc_pe_tile *t, int64_t i, int64_t j0, int32_t *idx, int8_t *v)
+{
+	int64_t		m = t->j1 - j0;
+	int32_t		q0 = (int32_t) (j0 - t->j0);
+	int32_t		c = 0;
+
+	if (m <= 0)
+		return 0;
+	if (pe->products && pe->bound.screen && pe->prec == GC_PAIR_FP32 && pe->fg)
+	{
+		uint8_t		keep[GC_PE_BJ];
+		const float *p = (const float *) t->prod + (size_t) (i - t->i0) * (size_t) (t->j1 - t->j0) + q0;
+		const double *n2 = pe->n2 + j0,
+				   *nx = pe->nx + j0;
+		double		n2i = pe->n2[i],
+					nxi = pe->nx[i];
+		int64_t		q = 0;
+
+		pe_keep_f32(pe->fg + j0, p, m, pe->fc[i], keep);
+		/* eight flags at a time: most words are zero */
+		for (; q + 8 <= m; q += 8)
+		{
+			uint64_t	w;
+
+			memcpy(&w, keep + q, 8);
+			while (w)
+			{
+				int64_t		r = q + (__builtin_ctzll(w) >> 3);
+				int8_t		x = pe_verdict_f32(n2[r], nx[r], p[r], n2i, nxi, &pe->bound);
+
+				w &= w - 1;
+				if (x != 0)
+				{
+					idx[c] = q0 + (int32_t) r;
+					v[c++] = x;
+				}
+			}
+		}
+		for (; q < m; q++)
+			if (keep[q])
+			{
+				int8_t		x = pe_verdict_f32(n2[q], nx[q], p[q], n2i, nxi, &pe->bound);
+
+				if (x != 0)
+				{
+					idx[c] = q0 + (int32_t) q;
+					v[c++] = x;
+				}
+			}
+		return c;
+	}
+	else
+	{
+		int8_t		all[GC_PE_BJ];
+
+		gc_pe_verdicts(pe, t, i, all);
+		for (int32_t q = q0; q < (int32_t) (t->j1 - t->j0); q++)
+			if (all[q] != 0)
+			{
+				idx[c] = q;
+				v[c++] = all[q];
+			}
+		return c;
+	}
 }
 
 typedef struct pe_run_job
@@ -325,6 +474,8 @@ gc_pe_free(gc_pe *pe)
 	free(pe->op);
 	free(pe->n2);
 	free(pe->nx);
+	free(pe->fg);
+	free(pe->fc);
 	memset(pe, 0, sizeof(*pe));
 }
 

@@ -49,6 +49,8 @@ typedef struct gc_pe
 	int			threads;
 	int64_t		exact;			/* pairs decided by the canonical path so far */
 	double		s2inv;			/* 1 / s^2: scaled units back to dist2 (exact, s a power of two) */
+	float	   *fg;				/* [n] the float pre-screen's column terms (FP32 screen), or NULL */
+	float	   *fc;				/* [n] and its row terms (gc_pe_maybe) */
 } gc_pe;
 
 /* One tile: rows [i0, i1) against columns [j0, j1), products row-major with leading dimension j1 - j0. */
@@ -178,6 +180,19 @@ gc_status	gc_pe_run_where(gc_pe *pe, gc_pe_want_fn want, gc_pe_fn fn, void *arg)
  * one vectorised loop; all -1 without products.
  */
 void		gc_pe_verdicts(const gc_pe *pe, const gc_pe_tile *t, int64_t i, int8_t *v);
+
+/*
+ * The columns j in [j0, t->j1) of row i of a tile that the screen does not
+ * decide "out", ascending: their offsets j - t->j0 into idx and their
+ * verdicts (1 in, -1 undecided) into v, both [t->j1 - j0]; returns how
+ * many.  The verdicts are gc_pe_verdicts' bit for bit; a pair left out is
+ * one gc_pe_verdicts decides 0.  With the FP32 screen a float pre-screen
+ * over the products (pair_engine.c, pe_keep_f32) drops most such pairs
+ * before any verdict is computed: it drops only pairs whose verdict is
+ * provably 0.
+ */
+int32_t		gc_pe_maybe(const gc_pe *pe, const gc_pe_tile *t, int64_t i, int64_t j0, int32_t *idx,
+						int8_t *v);
 
 /* Whether rows i and j of a tile are within t (dist2 <= t), decided exactly. */
 static inline int
