@@ -6,8 +6,9 @@
  *    (gpu_kmeans_predict, gpu_kmeans_distance), and a fit that never gathers
  *    the rows (gpu_kmeans_fit_distributed): over SELECT id, f FROM t of a
  *    table Citus distributes, each pass is one call per shard, all at once
- *    (gpu_kmeans_shard_step, gpu_kmeans_shard_rows, through Citus's
- *    run_command_on_shards), whose partial states the coordinator combines;
+ *    (gpu_kmeans_shard_call, as one ordinary distributed query; the worker
+ *    backend that serves a shard keeps its rows and Hamerly bounds for the
+ *    fit), whose partial states the coordinator combines;
  *    over any other query each pass is one aggregate query, which Citus
  *    splits into a partial aggregate on every shard and a combine on the
  *    coordinator, and PostgreSQL's parallel aggregation over its workers.
@@ -61,6 +62,7 @@
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/plancache.h"
+#include "utils/rel.h"
 #include "utils/timestamp.h"
 
 #include "feature.h"
@@ -1532,9 +1534,10 @@ gpu_kmeans_sample(PG_FUNCTION_ARGS)
 /* ---------------------------------------------------------------- one call per shard */
 
 /*
- * gpu_kmeans_fit_distributed runs these on every shard of a distributed
- * table, one call per shard and request, through Citus's
- * run_command_on_shards: each reads its shard with an ordinary query, as
+ * The stateless work on one shard, which gpu_kmeans_shard_call (below) runs
+ * on every shard of a distributed table, one call per shard and request,
+ * when the worker backend keeps no rows for the fit: each reads its shard
+ * with an ordinary query, as
  * the caller (SECURITY INVOKER: the caller's privileges and row security),
  * takes the centroids once, and returns one value, a partial state (its
  * exact text form) or the rows a step of k-means|| picks (GKR_TEXT_PREFIX
@@ -2027,6 +2030,9 @@ gpu_kmeans_shard_rows(PG_FUNCTION_ARGS)
  * worker's transaction, keeps TRUNCATE, DROP and ALTER out meanwhile.
  */
 
+/* Bytes per cached row besides its features and id: its label, bound and distance. */
+#define GKC_ROW_BYTES (sizeof(int32) + 2 * sizeof(double))
+
 /* The margin of the bounds' test, as src/core/kmeans.c's BOUND_SLACK. */
 #define GKC_SLACK 1e-9
 
@@ -2222,6 +2228,28 @@ GkcRead(GkcEntry *e, const char *feature, const char *id, int32 d, gc_metric met
 	e->metric = (int16) metric;
 	e->dtype = (int16) dtype;
 	scratch = MemoryContextAlloc(e->cxt, sizeof(double) * Max(d, 1));
+	{
+		/* room for the rows the statistics expect, so that the cap is not spent on doublings */
+		Relation	rel = RelationIdGetRelation(e->shard);
+
+		if (RelationIsValid(rel))
+		{
+			if (rel->rd_rel->reltuples > 0 && rel->rd_rel->reltuples < 1e12)
+				cap_rows = (int64) (rel->rd_rel->reltuples * 1.01) + 1024;
+			RelationClose(rel);
+		}
+		if (cap_rows > 0)
+		{
+			if (GkcBytes() + (Size) cap_rows * (d * esz + (keep_ids ? sizeof(int64) : 0) + GKC_ROW_BYTES) > cap)
+				cap_rows = 0;	/* perhaps fewer rows than the statistics say: grow as they come */
+			else
+			{
+				e->x = MemoryContextAllocExtended(e->cxt, (Size) cap_rows * d * esz, MCXT_ALLOC_HUGE);
+				if (keep_ids)
+					e->ids = MemoryContextAllocExtended(e->cxt, sizeof(int64) * cap_rows, MCXT_ALLOC_HUGE);
+			}
+		}
+	}
 	while (fits)
 	{
 		SPI_cursor_fetch(portal, true, GKM_SHARD_FETCH);
@@ -2240,7 +2268,7 @@ GkcRead(GkcEntry *e, const char *feature, const char *id, int32 d, gc_metric met
 			}
 			if (e->n == cap_rows)
 			{
-				int64		want = Max(cap_rows * 2, 1024);
+				int64		want = Max(cap_rows + cap_rows / 2, 1024);
 
 				if (GkcBytes() + (Size) (want - cap_rows) * (d * esz + (keep_ids ? sizeof(int64) : 0)) > cap)
 				{
@@ -2282,7 +2310,14 @@ GkcRead(GkcEntry *e, const char *feature, const char *id, int32 d, gc_metric met
 	SPI_cursor_close(portal);
 	SPI_finish();
 	MemoryContextDelete(rowcxt);
-	if (fits && (Size) 12 * e->n + GkcBytes() > cap)
+	if (fits && e->n < cap_rows && e->n > 0)
+	{
+		/* give back the room not used */
+		e->x = repalloc_huge(e->x, (Size) e->n * d * esz);
+		if (e->ids)
+			e->ids = repalloc_huge(e->ids, sizeof(int64) * e->n);
+	}
+	if (fits && (Size) GKC_ROW_BYTES * e->n + GkcBytes() > cap)
 		fits = false;			/* no room for the labels and bounds */
 	if (!fits)
 	{
@@ -2889,9 +2924,9 @@ GcKmeansDistDefineGucs(void)
 /* ---------------------------------------------------------------- the calls per shard */
 
 /*
- * Whether the query is SELECT id, f FROM t of a table t that Citus
- * distributes over shards (no WHERE, join, grouping, order, limit or row
- * security): then every pass over the rows is one call per shard
+ * Whether the query is SELECT id, f FROM t of a table t (not partitioned)
+ * that Citus distributes over shards (no WHERE, join, grouping, order,
+ * limit or row security): then every pass over the rows is one call per shard
  * (f->sharded, with the table and the two columns), else an aggregate query.
  */
 static void
@@ -2926,8 +2961,11 @@ KfShardable(GkmFit *f, const char *query)
 		q->rowMarks || q->setOperations)
 		return;
 	rte = linitial_node(RangeTblEntry, q->rtable);
-	if (rte->rtekind != RTE_RELATION || !rte->inh || rte->tablesample ||
-		(rte->relkind != RELKIND_RELATION && rte->relkind != RELKIND_PARTITIONED_TABLE))
+	/*
+	 * Not a partitioned table: its rows' tableoid is a partition's shard,
+	 * which the passes could not tell apart from the table's shards.
+	 */
+	if (rte->rtekind != RTE_RELATION || !rte->inh || rte->tablesample || rte->relkind != RELKIND_RELATION)
 		return;
 	foreach(lc, q->targetList)
 	{
@@ -3116,6 +3154,7 @@ KfRunQuery(GkmFit *f, const char *args, bool probes, char **out)
 		f->cache_fills += use == GKC_FILLED;
 		if (full > 0)
 			f->full_searches += full;
+		pfree(v);
 	}
 	SPI_freetuptable(SPI_tuptable);
 	pfree(q.data);
@@ -3212,6 +3251,7 @@ KfShardState(GkmFit *f, const double *cen, int32 k, int32 mode)
 	StringInfoData b;
 	char	  **res;
 	GkmState   *s = NULL;
+	GkmState   *prev;
 
 	initStringInfo(&b);
 	appendStringInfoString(&b, "'step', ");
@@ -3228,9 +3268,15 @@ KfShardState(GkmFit *f, const double *cen, int32 k, int32 mode)
 		if (res[i] == NULL)
 			continue;
 		part = DirectFunctionCall1(gpu_kmeans_state_in, CStringGetDatum(res[i]));
+		prev = s;
 		s = s == NULL ? (GkmState *) DatumGetPointer(part)
 			: (GkmState *) DatumGetPointer(DirectFunctionCall2(gpu_kmeans_step_combine,
 															   PointerGetDatum(s), part));
+		/* the combination is a new state: free what it was made of */
+		if (prev != NULL && prev != s)
+			pfree(prev);
+		if ((Pointer) s != DatumGetPointer(part))
+			pfree(DatumGetPointer(part));
 		pfree(res[i]);
 	}
 	pfree(res);

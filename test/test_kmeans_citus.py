@@ -320,6 +320,27 @@ def test_cache_over_the_cap(cur, slow):
         cur.execute("RESET gpuclust.kmeans_shard_cache")
 
 
+def test_partitioned_table_takes_the_aggregate(cur):
+    """A partitioned distributed table (its rows' tableoid is a partition's shard) goes through the
+    aggregate queries, with the same model."""
+    cur.execute("SET citus.shard_count = 4")
+    cur.execute("CREATE TABLE kpart (id bigint, f real[], label integer) PARTITION BY RANGE (id)")
+    cur.execute("CREATE TABLE kpart_a PARTITION OF kpart FOR VALUES FROM (0) TO (10000)")
+    cur.execute("CREATE TABLE kpart_b PARTITION OF kpart FOR VALUES FROM (10000) TO (MAXVALUE)")
+    cur.execute("SELECT create_distributed_table('kpart', 'id')")
+    cur.execute("RESET citus.shard_count")
+    cur.execute("INSERT INTO kpart SELECT * FROM kl")
+    init = literal(cur.centres + 3.0)
+    cur.execute("SET gpuclust.timing = on")
+    try:
+        got = model(cur, "kpart", initial_centroids=init)
+        assert timing(cur)["shard_calls"] == 0
+        assert got == model(cur, "kl", initial_centroids=init)
+    finally:
+        cur.execute("RESET gpuclust.timing")
+        cur.execute("DROP TABLE kpart")
+
+
 def test_shard_step_is_the_step_state(cur):
     """gpu_kmeans_shard_step over a relation is gpu_kmeans_step_state over its rows, bit for bit."""
     C = literal(cur.centres)
