@@ -323,7 +323,7 @@ main(int argc, char **argv)
 	gc_dtype	t = f64 ? GC_F64 : GC_F32;
 	gc_metric	m = cosine ? GC_METRIC_COSINE : GC_METRIC_EUCLIDEAN;
 
-	printf("# CPU back end, threads=%d; n=%d d=%d %s %s eps=%.9g min_pts=%d\n", threads, n, d,
+	printf("# CPU back end, threads=%d; n=%d d=%d %s %s eps=%.17g min_pts=%d\n", threads, n, d,
 		   cosine ? "cosine" : "euclidean", f64 ? "double" : "float", eps, min_pts);
 	printf("%-7s %9s %9s %9s %9s %9s %9s %6s %12s %9s %s\n", "algo", "wall_ms", "cpu_ms", "ph0", "ph1", "ph2", "ph3",
 		   "screen", "exact_pairs", "clusters", "check");

@@ -1553,7 +1553,7 @@ typedef struct dbscan_pairs_job
 {
 	dbscan_ws  *ws;
 	gc_pe	   *pe;
-	int64_t    *count;			/* [n] neighbours (core pass); lowest core row within eps, or n (union pass) */
+	int64_t    *count;			/* [n] by position: neighbours (core pass); lowest core row within eps, or n (union pass) */
 	dbscan_pairs_list *lists;	/* [threads] the pairs within eps of the core pass, per thread */
 	int64_t		list_cap;		/* pairs a thread may keep */
 	int			overflow;		/* a thread found more: the union pass looks at the tiles again */
@@ -1653,9 +1653,9 @@ dbscan_pairs_join(dbscan_pairs_job *job, int64_t i, int64_t j)
 	if (ci && cj)
 		uf_union(ws->parent, i, j);
 	else if (ci)
-		atomic_min_i64(&job->count[j], i);
+		atomic_min_i64(&job->count[j], ws->perm[i]);
 	else if (cj)
-		atomic_min_i64(&job->count[i], j);
+		atomic_min_i64(&job->count[i], ws->perm[j]);
 }
 
 /* The union from the pairs the core pass kept: one thread's list per block. */
@@ -1695,8 +1695,8 @@ dbscan_pairs_union_tile(void *arg, gc_worker *w, gc_pe_tile *t, int *done)
 		for (int64_t j = j0; j < t->j1; j++)
 		{
 			int			cj = ws->core[j];
-			int			need = ci ? (cj || __atomic_load_n(&job->count[j], __ATOMIC_RELAXED) > i)
-				: (cj && __atomic_load_n(&job->count[i], __ATOMIC_RELAXED) > j);
+			int			need = ci ? (cj || __atomic_load_n(&job->count[j], __ATOMIC_RELAXED) > ws->perm[i])
+				: (cj && __atomic_load_n(&job->count[i], __ATOMIC_RELAXED) > ws->perm[j]);
 
 			if (!need)
 				continue;
@@ -1723,6 +1723,9 @@ dbscan_pairs(dbscan_ws *ws, gc_dbscan_result *result)
 	double		t0 = gc_core_now_ms();
 	int64_t		n = ws->n;
 	int			threads;
+	double	   *key = NULL;
+	double		key_err = 0.0;
+	int			band = 0;
 
 	ws->perm = dbscan_big_alloc(sizeof(int64_t) * (size_t) n);
 	ws->core = calloc((size_t) n, 1);
@@ -1738,6 +1741,30 @@ dbscan_pairs(dbscan_ws *ws, gc_dbscan_result *result)
 		ws->perm[i] = i;
 		ws->parent[i] = i;
 		job.count[i] = 0;
+	}
+	/*
+	 * the band: the rows in the order of their projection on a principal
+	 * direction (gc_pe_order), copied in that order, so that each row block
+	 * stops at the column blocks too far along it (gc_pe_run_band); without
+	 * the memory for the keys and the copy, the rows in their own order
+	 */
+	if (n > 2 * GC_PE_BI && (key = dbscan_big_alloc(sizeof(double) * (size_t) n)) != NULL)
+	{
+		size_t		rowbytes = ws->esize * (size_t) ws->d;
+
+		band = gc_pe_order(ws->ctx, ws->x, ws->dtype, n, ws->d, ws->perm, key, &key_err);
+		if (band && (ws->xs = dbscan_big_alloc(rowbytes * (size_t) n)) != NULL)
+		{
+			for (int64_t i = 0; i < n; i++)
+				memcpy((char *) ws->xs + (size_t) i * rowbytes, (const char *) ws->x + (size_t) ws->perm[i] * rowbytes,
+					   rowbytes);
+		}
+		else
+		{
+			band = 0;
+			for (int64_t i = 0; i < n; i++)
+				ws->perm[i] = i;
+		}
 	}
 	job.ws = ws;
 	job.pe = &pe;
@@ -1759,14 +1786,17 @@ dbscan_pairs(dbscan_ws *ws, gc_dbscan_result *result)
 	if (!job.lists)
 	{
 		free(job.count);
+		free(key);
 		return gc_core_oom(ws->ctx, sizeof(dbscan_pairs_list) * threads, "out of memory for DBSCAN on the pair engine");
 	}
-	/* the rows in their own order: xs is the caller's x, not a copy (dbscan_ws_free must not free it) */
-	ws->xs = (void *) ws->x;
-	st = gc_pe_prepare(&pe, ws->ctx, ws->x, ws->dtype, n, ws->d, ws->bound);
+	/* without the band, the rows in their own order: xs is the caller's x, not a copy (not to be freed) */
+	if (!band)
+		ws->xs = (void *) ws->x;
+	st = gc_pe_prepare(&pe, ws->ctx, ws->xs, ws->dtype, n, ws->d, ws->bound);
 	dbscan_phase_done(ws, GC_DBSCAN_PHASE_INDEX, &t0);
 	if (st == GC_OK)
-		st = gc_pe_run_upper(&pe, dbscan_pairs_core_tile, &job);
+		st = band ? gc_pe_run_band(&pe, key, key_err, dbscan_pairs_core_tile, &job)
+			: gc_pe_run_upper(&pe, dbscan_pairs_core_tile, &job);
 	if (st == GC_OK)
 		for (int64_t i = 0; i < n; i++)
 			ws->core[i] = job.count[i] + 1 >= ws->min_pts;
@@ -1778,6 +1808,8 @@ dbscan_pairs(dbscan_ws *ws, gc_dbscan_result *result)
 		/* one pass over the tiles suffices where the core pass kept every pair within eps */
 		if (!job.overflow)
 			st = gc_pool_for(ws->ctx->pool, threads, 1, dbscan_pairs_union_lists, &job);
+		else if (band)
+			st = gc_pe_run_band(&pe, key, key_err, dbscan_pairs_union_tile, &job);
 		else
 			st = gc_pe_run_upper(&pe, dbscan_pairs_union_tile, &job);
 		gc_core_debug(ws->ctx, "DBSCAN pairs: union from %s", job.overflow ? "a second pass" : "the kept pairs");
@@ -1785,15 +1817,24 @@ dbscan_pairs(dbscan_ws *ws, gc_dbscan_result *result)
 	}
 	if (st == GC_OK)
 	{
+		/* a non-core row's best is a row: its position is where perm names it (key's memory, no longer read) */
+		int64_t    *pos = (int64_t *) key;
+
+		if (band)
+			for (int64_t i = 0; i < n; i++)
+				pos[ws->perm[i]] = i;
 		for (int64_t i = 0; i < n; i++)
 			if (!ws->core[i])
-				ws->parent[i] = job.count[i] < n ? uf_find(ws->parent, job.count[i]) : -1;
+				ws->parent[i] = job.count[i] < n ? uf_find(ws->parent, band ? pos[job.count[i]] : job.count[i]) : -1;
 		st = dbscan_number(ws, result);
 	}
 	dbscan_phase_done(ws, GC_DBSCAN_PHASE_BORDER, &t0);
-	gc_core_debug(ws->ctx, "DBSCAN pairs: exact=%lld", (long long) pe.exact);
+	gc_core_debug(ws->ctx, "DBSCAN pairs: exact=%lld band=%s pairs skipped=%lld", (long long) pe.exact,
+				  band ? "on" : "off", (long long) pe.band_skipped);
 	gc_pe_free(&pe);
-	ws->xs = NULL;
+	if (!band)
+		ws->xs = NULL;
+	free(key);
 	free(job.count);
 	for (int q = 0; q < threads; q++)
 		free(job.lists[q].ij);

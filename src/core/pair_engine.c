@@ -374,7 +374,36 @@ typedef struct pe_run_job
 	void	   *arg;
 	int			upper;			/* column blocks from the row block's first row on */
 	gc_pe_want_fn want;			/* NULL, or which tiles to compute (gc_pe_run_where) */
+	const double *key;			/* NULL, or the band's sorted keys [n] (gc_pe_run_band) */
+	double		key_err;
 } pe_run_job;
+
+/*
+ * Whether every pair of rows i' <= i and columns j' >= j (positions in
+ * gc_pe_order's order, keys ascending) is out: their canonical dist2 R > t.
+ * With w the direction (not quite of unit length) and P the exact
+ * projections w . x, |P_j - P_i| <= |w| |x_j - x_i| (Cauchy-Schwarz), and
+ * key[j] - key[i] <= key[j'] - key[i'].  The difference of two keys is that
+ * of the P within err (their sums' rounding, gamma_{d+2} sum |w_k x_k| each
+ * over the largest such sum, gc_pe_order); the
+ * difference's own rounding is covered by 2^-40 of the keys' magnitude, the
+ * division by |w| (given 2^-40 above its computed value) and the square's
+ * by the factors 1 -/+ 2^-40.  So h below is at most the exact distance
+ * |x_j' - x_i'|, and the canonical R >= D (1 - gamma_{d+2}) (common/pairs.h)
+ * exceeds h^2 (1 - 2^-30) for d <= 2^20: R > t when that is above t.
+ */
+static inline int
+pe_band_past(const pe_run_job *job, int64_t i, int64_t j)
+{
+	const double *key = job->key;
+	double		g = (key[j] - key[i]) - (job->key_err + 0x1p-40 * (fabs(key[j]) + fabs(key[i])));
+	double		h;
+
+	if (!(g > 0))
+		return 0;
+	h = g * (1 - 0x1p-40) / (1 + 0x1p-40);	/* |w| <= 1 + 2^-40, gc_pe_order */
+	return h * h * (1 - 0x1p-30) > job->pe->t;
+}
 
 /* One row block against every column block, in ascending order. */
 static gc_status
@@ -388,8 +417,27 @@ pe_run_block(void *arg, gc_worker *w, int64_t b, int64_t e)
 		int64_t		i0 = blk * GC_PE_BI;
 		int64_t		i1 = i0 + GC_PE_BI < pe->n ? i0 + GC_PE_BI : pe->n;
 		int			done = 0;
+		int64_t		jend = pe->n;
 
-		for (int64_t j0 = job->upper ? i0 : 0; j0 < pe->n && !done; j0 += GC_PE_BJ)
+		if (job->key)
+		{
+			/* the band: the first column past the block's last row (pe_band_past grows with j) */
+			int64_t		lo = i1,
+						hi = pe->n;
+
+			while (lo < hi)
+			{
+				int64_t		mid = lo + (hi - lo) / 2;
+
+				if (pe_band_past(job, i1 - 1, mid))
+					hi = mid;
+				else
+					lo = mid + 1;
+			}
+			jend = lo;
+			__atomic_fetch_add(&pe->band_skipped, (pe->n - jend) * (i1 - i0), __ATOMIC_RELAXED);
+		}
+		for (int64_t j0 = job->upper ? i0 : 0; j0 < jend && !done; j0 += GC_PE_BJ)
 		{
 			gc_pe_tile	tile;
 			gc_status	st;
@@ -397,7 +445,7 @@ pe_run_block(void *arg, gc_worker *w, int64_t b, int64_t e)
 			tile.i0 = i0;
 			tile.i1 = i1;
 			tile.j0 = j0;
-			tile.j1 = j0 + GC_PE_BJ < pe->n ? j0 + GC_PE_BJ : pe->n;
+			tile.j1 = j0 + GC_PE_BJ < jend ? j0 + GC_PE_BJ : jend;
 			tile.exact = 0;
 			tile.prod = NULL;
 			if (job->want && !job->want(job->arg, i0, i1, j0, tile.j1))
@@ -434,7 +482,8 @@ pe_run_block(void *arg, gc_worker *w, int64_t b, int64_t e)
 }
 
 static gc_status
-pe_run(gc_pe *pe, gc_pe_want_fn want, gc_pe_fn fn, void *arg, int upper)
+pe_run_keyed(gc_pe *pe, gc_pe_want_fn want, gc_pe_fn fn, void *arg, int upper, const double *key,
+			 double key_err)
 {
 	pe_run_job	job;
 	int64_t		blocks = (pe->n + GC_PE_BI - 1) / GC_PE_BI;
@@ -447,9 +496,23 @@ pe_run(gc_pe *pe, gc_pe_want_fn want, gc_pe_fn fn, void *arg, int upper)
 	job.arg = arg;
 	job.upper = upper;
 	job.want = want;
+	job.key = key;
+	job.key_err = key_err;
 	st = gc_pool_for(pe->ctx->pool, blocks, 1, pe_run_block, &job);
 	pe->ctx->timing->pair_exact = pe->exact;
 	return st;
+}
+
+static gc_status
+pe_run(gc_pe *pe, gc_pe_want_fn want, gc_pe_fn fn, void *arg, int upper)
+{
+	return pe_run_keyed(pe, want, fn, arg, upper, NULL, 0.0);
+}
+
+gc_status
+gc_pe_run_band(gc_pe *pe, const double *key, double err, gc_pe_fn fn, void *arg)
+{
+	return pe_run_keyed(pe, NULL, fn, arg, 1, key, err);
 }
 
 gc_status
@@ -544,4 +607,209 @@ gc_status
 gc_pe_run_where(gc_pe *pe, gc_pe_want_fn want, gc_pe_fn fn, void *arg)
 {
 	return pe_run(pe, want, fn, arg, 0);
+}
+
+/* ---------------------------------------------------------------- the band's order */
+
+/* Rows of the sample and steps of the power iteration of gc_pe_order. */
+#define PE_ORDER_SAMPLE 2048
+#define PE_ORDER_STEPS 24
+
+typedef struct pe_order_job
+{
+	const void *x;
+	gc_dtype	dtype;
+	int32_t		d;
+	const double *w;			/* [d] the direction */
+	uint64_t   *skey;			/* [n] the keys as unsigned integers in the keys' order */
+	double	   *amax;			/* [threads] the largest sum |w_k x_k| a thread met */
+	int			bad;			/* a key or a sum was not finite */
+} pe_order_job;
+
+/* The keys of rows [b, e): each row's projection in double, and the largest sum |w_k x_k|. */
+static gc_status
+pe_order_block(void *arg, gc_worker *wk, int64_t b, int64_t e)
+{
+	pe_order_job *job = arg;
+	double		amax = job->amax[wk->id];
+
+	for (int64_t i = b; i < e; i++)
+	{
+		double		v = 0.0,
+					a = 0.0;
+		uint64_t	u;
+
+		for (int32_t k = 0; k < job->d; k++)
+		{
+			double		el = gc_pair_elem(job->x, job->dtype, job->d, i, k);
+
+			v += job->w[k] * el;
+			a += fabs(job->w[k] * el);
+		}
+		if (!isfinite(v) || !isfinite(a))
+			__atomic_store_n(&job->bad, 1, __ATOMIC_RELAXED);
+		amax = a > amax ? a : amax;
+		/* the order of doubles as the order of unsigned integers (-0 before +0: any order of ties will do) */
+		memcpy(&u, &v, sizeof(u));
+		job->skey[i] = (u >> 63) ? ~u : u | ((uint64_t) 1 << 63);
+	}
+	job->amax[wk->id] = amax;
+	return GC_OK;
+}
+
+int
+gc_pe_order(gc_core_ctx *ctx, const void *x, gc_dtype dtype, int64_t n, int32_t d, int64_t *perm, double *key,
+			double *err)
+{
+	int64_t		m = n < PE_ORDER_SAMPLE ? n : PE_ORDER_SAMPLE;
+	int			threads = gc_pool_threads(ctx->pool);
+	double	   *w = malloc(sizeof(double) * (size_t) d);
+	double	   *mu = calloc((size_t) d, sizeof(double));
+	double	   *y = malloc(sizeof(double) * (size_t) m);
+	double	   *acc = malloc(sizeof(double) * (size_t) d);
+	double	   *amax = calloc((size_t) threads, sizeof(double));
+	uint64_t   *skey = malloc(sizeof(uint64_t) * (size_t) n);
+	uint64_t   *skey2 = malloc(sizeof(uint64_t) * (size_t) n);
+	int64_t    *perm2 = malloc(sizeof(int64_t) * (size_t) n);
+	uint32_t   *count = malloc(sizeof(uint32_t) * 65536);
+	double		wn = 0.0,
+				am = 0.0;
+	int			ok = w && mu && y && acc && amax && skey && skey2 && perm2 && count &&
+		d <= (1 << 20) && n >= 2 && n < ((int64_t) 1 << 32);
+	pe_order_job job;
+
+	for (int64_t i = 0; i < n; i++)
+		perm[i] = i;
+	/*
+	 * the direction: power iteration on the sample's covariance (rows at a
+	 * fixed stride, centred on their mean) from a fixed start; only the
+	 * pruning depends on it, never an answer
+	 */
+	for (int64_t s = 0; ok && s < m; s++)
+		for (int32_t k = 0; k < d; k++)
+			mu[k] += gc_pair_elem(x, dtype, d, s * (n / m), k) / (double) m;
+	for (int32_t k = 0; ok && k < d; k++)
+		w[k] = 1.0 + (double) ((k * 7919) % 13) / 13.0;
+	for (int step = 0; ok && step < PE_ORDER_STEPS; step++)
+	{
+		double		nn = 0.0;
+
+		memset(acc, 0, sizeof(double) * (size_t) d);
+		for (int64_t s = 0; s < m; s++)
+		{
+			double		v = 0.0;
+
+			for (int32_t k = 0; k < d; k++)
+				v += (gc_pair_elem(x, dtype, d, s * (n / m), k) - mu[k]) * w[k];
+			y[s] = v;
+		}
+		for (int64_t s = 0; s < m; s++)
+			for (int32_t k = 0; k < d; k++)
+				acc[k] += (gc_pair_elem(x, dtype, d, s * (n / m), k) - mu[k]) * y[s];
+		for (int32_t k = 0; k < d; k++)
+			nn += acc[k] * acc[k];
+		nn = sqrt(nn);
+		if (!(nn > 0) || !isfinite(nn))
+			break;				/* the sample has no spread: keep the last direction */
+		for (int32_t k = 0; k < d; k++)
+			w[k] = acc[k] / nn;
+	}
+	/*
+	 * the band's test divides by 1 + 2^-40, which must bound |w|: w, of unit
+	 * length up to its rounding, shrunk by 2^-30 and checked (|w|^2 <= wn
+	 * (1 + gamma_{d+2}) for the rounded sum wn, d <= 2^20)
+	 */
+	for (int32_t k = 0; ok && k < d; k++)
+	{
+		w[k] *= 1 - 0x1p-30;
+		wn += w[k] * w[k];
+	}
+	ok = ok && isfinite(wn) && wn > 0.25 && sqrt(wn) * (1 + 4 * gc_pair_gamma((double) d + 2, 0x1p-53)) <= 1.0;
+	if (ok)
+	{
+		job.x = x;
+		job.dtype = dtype;
+		job.d = d;
+		job.w = w;
+		job.skey = skey;
+		job.amax = amax;
+		job.bad = 0;
+		ok = gc_pool_for(ctx->pool, n, 4096, pe_order_block, &job) == GC_OK && !job.bad;
+	}
+	if (ok)
+	{
+		/* a stable radix sort of the keys, 16 bits a pass: ties stay in row order */
+		uint64_t   *ks = skey,
+				   *kd = skey2;
+		int64_t    *ps = perm,
+				   *pd = perm2;
+
+		for (int pass = 0; pass < 4; pass++)
+		{
+			int			sh = 16 * pass;
+			uint32_t	sum = 0;
+
+			memset(count, 0, sizeof(uint32_t) * 65536);
+			for (int64_t i = 0; i < n; i++)
+				count[(ks[i] >> sh) & 0xffff]++;
+			for (int c = 0; c < 65536; c++)
+			{
+				uint32_t	t = count[c];
+
+				count[c] = sum;
+				sum += t;
+			}
+			for (int64_t i = 0; i < n; i++)
+			{
+				uint32_t	at = count[(ks[i] >> sh) & 0xffff]++;
+
+				kd[at] = ks[i];
+				pd[at] = ps[i];
+			}
+			{
+				uint64_t   *t = ks;
+
+				ks = kd;
+				kd = t;
+			}
+			{
+				int64_t    *t = ps;
+
+				ps = pd;
+				pd = t;
+			}
+		}
+		/* four passes: the sorted keys and rows are back in skey and perm */
+		for (int64_t i = 0; i < n; i++)
+		{
+			uint64_t	u = ks[i];
+			double		v;
+
+			u = (u >> 63) ? u & ~((uint64_t) 1 << 63) : ~u;
+			memcpy(&v, &u, sizeof(v));
+			key[i] = v;
+		}
+		for (int t = 0; t < threads; t++)
+			am = amax[t] > am ? amax[t] : am;
+
+		/*
+		 * gamma_{d+2} sum |w_k x_k| for each of the two keys, and twice that
+		 * for amax's own rounding (amax >= the exact largest sum (1 - gamma_d))
+		 */
+		*err = 4.0 * gc_pair_gamma((double) d + 2, 0x1p-53) * am + 0x1p-1000;
+		ok = isfinite(*err);
+	}
+	free(w);
+	free(mu);
+	free(y);
+	free(acc);
+	free(amax);
+	free(skey);
+	free(skey2);
+	free(perm2);
+	free(count);
+	if (!ok)
+		for (int64_t i = 0; i < n; i++)
+			perm[i] = i;
+	return ok;
 }

@@ -62,6 +62,7 @@ typedef struct gc_pe
 	double		s2inv;			/* 1 / s^2: scaled units back to dist2 (exact, s a power of two) */
 	float	   *fg;				/* [n] the float pre-screen's column terms (FP32 screen), or NULL */
 	float	   *fc;				/* [n] and its row terms (gc_pe_maybe) */
+	int64_t		band_skipped;	/* pairs (of row blocks' rows and columns) gc_pe_run_band skipped */
 } gc_pe;
 
 /* One tile: rows [i0, i1) against columns [j0, j1), products row-major with leading dimension j1 - j0. */
@@ -100,6 +101,27 @@ gc_status	gc_pe_run(gc_pe *pe, gc_pe_fn fn, void *arg);
  * the pairs j > i of each row, sees every unordered pair once.
  */
 gc_status	gc_pe_run_upper(gc_pe *pe, gc_pe_fn fn, void *arg);
+
+/*
+ * An order of the rows x [n, d] in which the pairs within t lie near the
+ * diagonal: perm [n] (position -> row) sorts the rows by their projection
+ * onto a principal direction of a sample (power iteration), ties by row
+ * (the projections on the call's threads, a radix sort);
+ * key [n] gets the sorted projections and *err a bound on their error
+ * (pair_engine.c, gc_pe_band_past).  Returns 0, with perm the identity and
+ * no key, where a projection is not finite or d exceeds 2^20.
+ */
+int			gc_pe_order(gc_core_ctx *ctx, const void *x, gc_dtype dtype, int64_t n, int32_t d, int64_t *perm,
+						double *key, double *err);
+
+/*
+ * gc_pe_run_upper over rows in gc_pe_order's order: a row block stops at
+ * the first column whose key is farther from the block's last row's than t
+ * allows (every pair of the block with it and the columns after it is
+ * provably out; the last tile ends there), so that fn sees every unordered
+ * pair within t once.
+ */
+gc_status	gc_pe_run_band(gc_pe *pe, const double *key, double err, gc_pe_fn fn, void *arg);
 
 /* Frees the engine's buffers. */
 void		gc_pe_free(gc_pe *pe);

@@ -7,9 +7,11 @@
  *    blobs with noise at 16, 64 and 256 dimensions, cosine rows at 384,
  *    duplicate rows, a far outlier, coordinates of one decimal with a round
  *    eps (pairs at exactly eps), float and double rows, every screen
- *    precision.  And the mutation check: a screen whose error margin is
- *    zero must give a wrong answer on the tie-heavy sets, so that the
- *    comparison is known to notice a screen without a bound.
+ *    precision, and the sets of the band (rows on a line at spacing eps,
+ *    blobs far apart), where most tiles are skipped.  And the mutation
+ *    check: a screen whose error margin is zero must give a wrong answer on
+ *    the tie-heavy sets, so that the comparison is known to notice a screen
+ *    without a bound.
  *
  *    test/unit/test_pairs [--gpu PATH]: with --gpu, the GPU back end at PATH
  *    (gpuclust_cuda.so) runs every set too, with each of its screens (TF32,
@@ -336,6 +338,25 @@ lattice(gc_dtype t, int64_t n, int32_t d)
 	return x;
 }
 
+/* Rows along a line at spacing 0.1 in the first feature, of one decimal, far from the origin. */
+static void *
+line(gc_dtype t, int64_t n, int32_t d)
+{
+	void	   *x = malloc((t == GC_F64 ? 8 : 4) * (size_t) n * d);
+
+	for (int64_t i = 0; i < n; i++)
+		for (int32_t q = 0; q < d; q++)
+		{
+			double		v = q == 0 ? 1000.0 + 0.1 * (double) i : q == 1 ? 2000.0 : 0.1 * (double) ((q * 7) % 13);
+
+			if (t == GC_F64)
+				((double *) x)[i * d + q] = v;
+			else
+				((float *) x)[i * d + q] = (float) v;
+		}
+	return x;
+}
+
 int
 main(int argc, char **argv)
 {
@@ -421,6 +442,33 @@ main(int argc, char **argv)
 			m = check_set(name, x, t, GC_METRIC_EUCLIDEAN, n, d, 0.1 * e, e == 1 ? 5 : 11);
 			printf("  %-28s margin 0: %lld rows differ\n", name, (long long) m);
 			mut += m > 0 ? m : 0;
+			free(x);
+		}
+
+		/*
+		 * the band (pair_engine.c, gc_pe_order and gc_pe_run_band: rows in
+		 * the order of a principal direction, each row block stopping at the
+		 * column blocks too far along it): rows on a line at spacing eps, so
+		 * that pairs at about eps straddle every block's edge and most column
+		 * blocks are skipped; and blobs far apart, 10 % noise
+		 */
+		{
+			int64_t		n = 3000;
+			int32_t		d = 16;
+			int64_t		m;
+
+			x = line(t, n, d);
+			snprintf(name, sizeof(name), "band line %s", tn);
+			m = check_set(name, x, t, GC_METRIC_EUCLIDEAN, n, d, 0.1, 3);
+			printf("  %-28s margin 0: %lld rows differ\n", name, (long long) m);
+			mut += m > 0 ? m : 0;
+			free(x);
+			n = 4000;
+			d = 64;
+			x = blobs(t, n, d, 12, 100.0, 0.1);
+			eps = kth_median(x, t, GC_METRIC_EUCLIDEAN, n, d, 10);
+			snprintf(name, sizeof(name), "band blobs %s d=%d", tn, d);
+			check_set(name, x, t, GC_METRIC_EUCLIDEAN, n, d, eps, 10);
 			free(x);
 		}
 	}
