@@ -2378,21 +2378,6 @@ GkrFromCacheRows(GkrPick *pk, GkcEntry *e, gc_dtype *dtype)
 	pfree(row);
 }
 
-/* The exact squared distance of row [d] to centroid c [d], summed as gc_kmeans_dist_f64 sums it. */
-static inline double
-GkcDist2(const double *row, const double *c, int32 d)
-{
-	double		s = 0.0;
-
-	for (int32 t = 0; t < d; t++)
-	{
-		double		diff = row[t] - c[t];
-
-		s += diff * diff;
-	}
-	return s;
-}
-
 /*
  * The full search for the count rows rows[] (or from, from + 1, ...): their
  * labels, squared distances (e->best) and lower bounds (e->lower), through
@@ -2510,7 +2495,7 @@ GkcStep(GkcEntry *e, GkmState *s, MemoryContext cxt)
 
 		for (int32 j = 0; j < k; j++)
 		{
-			delta[j] = sqrt(GkcDist2(cw + (Size) j * d, e->cen + (Size) j * d, d));
+			delta[j] = sqrt(gc_dist2_f64(cw + (Size) j * d, e->cen + (Size) j * d, d));
 			if (delta[j] > delta[jmax])
 				jmax = j;
 		}
@@ -2524,7 +2509,7 @@ GkcStep(GkcEntry *e, GkmState *s, MemoryContext cxt)
 			for (int32 j2 = 0; j2 < k; j2++)
 				if (j2 != j)
 				{
-					double		v = 0.5 * sqrt(GkcDist2(cw + (Size) j * d, cw + (Size) j2 * d, d));
+					double		v = 0.5 * sqrt(gc_dist2_f64(cw + (Size) j * d, cw + (Size) j2 * d, d));
 
 					if (v < h)
 						h = v;
@@ -2544,7 +2529,7 @@ GkcStep(GkcEntry *e, GkmState *s, MemoryContext cxt)
 
 			e->lower[i] -= a == jmax ? second : delta[jmax];
 			GkcRow(e, i, row);
-			e->best[i] = GkcDist2(row, cw + (Size) a * d, d);
+			e->best[i] = gc_dist2_f64(row, cw + (Size) a * d, d);
 			u = sqrt(e->best[i]);
 			m = half[a] > e->lower[i] ? half[a] : e->lower[i];
 			if (!(u * (1.0 + GKC_SLACK) < m))
