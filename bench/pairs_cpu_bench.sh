@@ -22,7 +22,7 @@ while [ $# -gt 0 ]; do
 		*) echo "usage: $0 [--threads T] [--reps R] [--before COMMIT] [--quick]" >&2; exit 2 ;;
 	esac
 done
-make -s -C bench pairs_cpu_bench >/dev/null || exit 1
+make -s -C bench pairs_cpu_bench >/dev/null 2>&1 || { echo "cannot build .bench/pairs_cpu_bench"; exit 1; }
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 B=./.bench/pairs_cpu_bench

@@ -1713,6 +1713,19 @@ dbscan_pairs_union_tile(void *arg, gc_worker *w, gc_pe_tile *t, int *done)
 	return GC_OK;
 }
 
+/* Rows [b, e) of the band's copy: position i holds row perm[i]. */
+static gc_status
+dbscan_pairs_copy_block(void *arg, gc_worker *w, int64_t b, int64_t e)
+{
+	dbscan_ws  *ws = arg;
+	size_t		rowbytes = ws->esize * (size_t) ws->d;
+
+	for (int64_t i = b; i < e; i++)
+		memcpy((char *) ws->xs + (size_t) i * rowbytes, (const char *) ws->x + (size_t) ws->perm[i] * rowbytes,
+			   rowbytes);
+	return GC_OK;
+}
+
 /* DBSCAN of the workspace's rows on the pair engine. */
 static gc_status
 dbscan_pairs(dbscan_ws *ws, gc_dbscan_result *result)
@@ -1726,6 +1739,9 @@ dbscan_pairs(dbscan_ws *ws, gc_dbscan_result *result)
 	double	   *key = NULL;
 	double		key_err = 0.0;
 	int			band = 0;
+	gc_status	copied = GC_OK;
+
+	memset(&pe, 0, sizeof(pe));
 
 	ws->perm = dbscan_big_alloc(sizeof(int64_t) * (size_t) n);
 	ws->core = calloc((size_t) n, 1);
@@ -1754,11 +1770,7 @@ dbscan_pairs(dbscan_ws *ws, gc_dbscan_result *result)
 
 		band = gc_pe_order(ws->ctx, ws->x, ws->dtype, n, ws->d, ws->perm, key, &key_err);
 		if (band && (ws->xs = dbscan_big_alloc(rowbytes * (size_t) n)) != NULL)
-		{
-			for (int64_t i = 0; i < n; i++)
-				memcpy((char *) ws->xs + (size_t) i * rowbytes, (const char *) ws->x + (size_t) ws->perm[i] * rowbytes,
-					   rowbytes);
-		}
+			copied = gc_pool_for(ws->ctx->pool, n, 4096, dbscan_pairs_copy_block, ws);
 		else
 		{
 			band = 0;
@@ -1792,7 +1804,7 @@ dbscan_pairs(dbscan_ws *ws, gc_dbscan_result *result)
 	/* without the band, the rows in their own order: xs is the caller's x, not a copy (not to be freed) */
 	if (!band)
 		ws->xs = (void *) ws->x;
-	st = gc_pe_prepare(&pe, ws->ctx, ws->xs, ws->dtype, n, ws->d, ws->bound);
+	st = copied != GC_OK ? copied : gc_pe_prepare(&pe, ws->ctx, ws->xs, ws->dtype, n, ws->d, ws->bound);
 	dbscan_phase_done(ws, GC_DBSCAN_PHASE_INDEX, &t0);
 	if (st == GC_OK)
 		st = band ? gc_pe_run_band(&pe, key, key_err, dbscan_pairs_core_tile, &job)

@@ -612,8 +612,8 @@ gc_pe_run_where(gc_pe *pe, gc_pe_want_fn want, gc_pe_fn fn, void *arg)
 /* ---------------------------------------------------------------- the band's order */
 
 /* Rows of the sample and steps of the power iteration of gc_pe_order. */
-#define PE_ORDER_SAMPLE 2048
-#define PE_ORDER_STEPS 24
+#define PE_ORDER_SAMPLE 1024
+#define PE_ORDER_STEPS 12
 
 typedef struct pe_order_job
 {
