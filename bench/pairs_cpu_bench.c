@@ -9,8 +9,10 @@
  *
  *   .bench/pairs_cpu_bench N D [--cosine] [--f64] [--threads T] [--reps R] [--k K]
  *                          [--min-pts M] [--eps E] [--algo dbscan|dpeaks|both]
- *                          [--dump FILE] [--save PREFIX] [--check PREFIX] [--debug]
+ *                          [--dump FILE] [--save PREFIX] [--check PREFIX] [--debug] [--noise F]
  *
+ *   --noise   the share of uniform rows (0.10; 1 for uniform rows alone, where no direction
+ *             of spread stands out)
  *   --dump    the float rows (N x D, raw) for bench/pairs_sklearn.py
  *   --save    writes PREFIX.ALGO.ans: the answer (labels and flags, and rho
  *             and delta for density peaks) of the first call
@@ -238,7 +240,8 @@ main(int argc, char **argv)
 				cosine = 0,
 				f64 = 0,
 				debug = 0;
-	double		eps = 0.0;
+	double		eps = 0.0,
+				noise = 0.10;
 	const char *algo = "dbscan",
 			   *dump = NULL,
 			   *save = NULL,
@@ -249,7 +252,7 @@ main(int argc, char **argv)
 	{
 		fprintf(stderr, "usage: pairs_cpu_bench N D [--cosine] [--f64] [--threads T] [--reps R] [--k K] "
 				"[--min-pts M] [--eps E] [--algo dbscan|dpeaks|both] [--dump FILE] [--save PREFIX] "
-				"[--check PREFIX] [--debug]\n");
+				"[--check PREFIX] [--debug] [--noise F]\n");
 		return 2;
 	}
 	n = atoi(argv[1]);
@@ -272,6 +275,8 @@ main(int argc, char **argv)
 			threads = atoi(argv[++i]);
 		else if (!strcmp(argv[i], "--eps") && i + 1 < argc)
 			eps = atof(argv[++i]);
+		else if (!strcmp(argv[i], "--noise") && i + 1 < argc)
+			noise = atof(argv[++i]);
 		else if (!strcmp(argv[i], "--algo") && i + 1 < argc)
 			algo = argv[++i];
 		else if (!strcmp(argv[i], "--dump") && i + 1 < argc)
@@ -291,7 +296,7 @@ main(int argc, char **argv)
 	double	   *xd = NULL;
 	gc_td_blob_spec spec = gc_td_blobs_default();
 
-	spec.noise = 0.10;
+	spec.noise = noise;
 	gc_td_blobs(xf, n, d, &spec, gc_td_seed("pairs", n, d), NULL);
 	if (cosine)
 	{
