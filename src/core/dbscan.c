@@ -1523,8 +1523,13 @@ out:
 /*
  * DBSCAN on the pair engine (pair_engine.h), where the grid prunes little
  * (common/pairs.h, gc_pair_engine_chosen): the same phases with the rows in
- * their own order (perm is the identity) and the tiles of the upper
- * triangle as the only index, each unordered pair of rows looked at once:
+ * the band's order (gc_pe_order: perm sorts them along a principal
+ * direction and xs holds them in that order; without it, or for few rows,
+ * the rows in their own order and perm the identity) and the tiles of the
+ * upper triangle as the only index, each unordered pair of rows looked at
+ * once, each row block stopping where the band proves every further pair
+ * out (gc_pe_run_band).  Positions index count, core and parent; the
+ * border's lowest core row is a row (perm of a position), as the grid's:
  *
  *  core    a pair within eps counts for both its rows (a tile adds its
  *          counts to its rows and, once per column, to its columns, which

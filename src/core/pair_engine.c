@@ -11,7 +11,11 @@
  * are one SGEMM or DGEMM of GC_PE_BI rows against GC_PE_BJ columns on the
  * thread that owns the row block, so the threads never share a product
  * buffer.  The answers do not depend on the operands, the precision, the
- * tile sizes or the thread count: every verdict is exact.
+ * tile sizes or the thread count: every verdict is exact.  Two prunings
+ * with their own proofs: the float pre-screen (gc_pe_maybe) skips the
+ * verdicts of pairs the screen decides out, and the band (gc_pe_order,
+ * gc_pe_run_band) skips the products of column blocks that a projection
+ * proves out of reach.
  */
 #include <math.h>
 #include <stdlib.h>
