@@ -38,6 +38,7 @@
 #include "dpeaks_common.h"
 #include "gc_testdata.h"
 #include "metric.h"
+#include "pairs_call.h"
 #include "pairs.h"
 
 #define CK(call) \
@@ -174,36 +175,14 @@ run_algo(const gc_backend_api *api, const char *algo, const void *x, gc_dtype t,
 	e.timing = &r.t;
 	r.a.resize(n);
 	r.b.resize(n);
-	t0 = gc_h_now_ms();
-	if (strcmp(algo, "dbscan") == 0)
+	if (strcmp(algo, "dbscan") != 0)
 	{
-		gc_dbscan_params p = {sizeof(p), eps, min_pts, m};
-		gc_dbscan_result res = {r.a.data(), r.b.data(), 0};
-
-		st = api->dbscan(&e, x, t, n, d, &p, &res);
-	}
-	else
-	{
-		gc_dpeaks_params p;
-		gc_dpeaks_result res;
-
-		memset(&p, 0, sizeof(p));
-		memset(&res, 0, sizeof(res));
-		p.struct_size = sizeof(p);
-		p.n_clusters = 50;
-		p.derive_dc = 1;
-		p.neighbor_rate = 0.02;
-		p.kernel = GC_DP_KERNEL_GAUSSIAN;
-		p.seed = GC_DP_DEFAULT_SEED;
-		p.metric = m;
 		r.rho.resize(n);
 		r.delta.resize(n);
-		res.cluster = r.a.data();
-		res.rho = r.rho.data();
-		res.delta = r.delta.data();
-		res.is_center = r.b.data();
-		st = api->density_peaks(&e, x, t, n, d, &p, &res);
 	}
+	t0 = gc_h_now_ms();
+	st = pairs_call(api, &e, algo, x, t, n, d, m, eps, min_pts, r.a.data(), r.b.data(), r.rho.data(),
+					 r.delta.data());
 	r.ms = gc_h_now_ms() - t0;
 	r.ok = st == GC_OK;
 	if (!r.ok)

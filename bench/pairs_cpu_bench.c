@@ -36,6 +36,7 @@
 #include "gc_backends.h"
 #include "gc_testdata.h"
 #include "metric.h"
+#include "pairs_call.h"
 #include "pairs.h"
 
 typedef struct run
@@ -132,33 +133,7 @@ run_algo(const char *algo, const void *x, gc_dtype t, int n, int d, gc_metric m,
 	e.timing = &r->t;
 	c0 = cpu_now_ms();
 	t0 = gc_h_now_ms();
-	if (strcmp(algo, "dbscan") == 0)
-	{
-		gc_dbscan_params p = {sizeof(p), eps, min_pts, m};
-		gc_dbscan_result res = {r->a, r->b, 0};
-
-		st = api->dbscan(&e, x, t, n, d, &p, &res);
-	}
-	else
-	{
-		gc_dpeaks_params p;
-		gc_dpeaks_result res;
-
-		memset(&p, 0, sizeof(p));
-		memset(&res, 0, sizeof(res));
-		p.struct_size = sizeof(p);
-		p.n_clusters = 50;
-		p.derive_dc = 1;
-		p.neighbor_rate = 0.02;
-		p.kernel = GC_DP_KERNEL_GAUSSIAN;
-		p.seed = GC_DP_DEFAULT_SEED;
-		p.metric = m;
-		res.cluster = r->a;
-		res.rho = r->rho;
-		res.delta = r->delta;
-		res.is_center = r->b;
-		st = api->density_peaks(&e, x, t, n, d, &p, &res);
-	}
+	st = pairs_call(api, &e, algo, x, t, n, d, m, eps, min_pts, r->a, r->b, r->rho, r->delta);
 	r->ms = gc_h_now_ms() - t0;
 	r->cpu_ms = cpu_now_ms() - c0;
 	r->ok = st == GC_OK;
