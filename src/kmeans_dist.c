@@ -8,7 +8,9 @@
  *    table Citus distributes, each pass is one call per shard, all at once
  *    (gpu_kmeans_shard_call, as one ordinary distributed query; the worker
  *    backend that serves a shard keeps its rows and Hamerly bounds for the
- *    fit), whose partial states the coordinator combines;
+ *    fit, and searches the rows its bounds leave open on its GPU or its CPU
+ *    as the coordinator's gpuclust.device says), whose partial states the
+ *    coordinator combines;
  *    over any other query each pass is one aggregate query, which Citus
  *    splits into a partial aggregate on every shard and a combine on the
  *    coordinator, and PostgreSQL's parallel aggregation over its workers.
@@ -66,6 +68,7 @@
 #include "utils/timestamp.h"
 
 #include "feature.h"
+#include "gpu.h"
 #include "gpuclust.h"
 #include "blas.h"
 #include "kmeans.h"
@@ -1531,6 +1534,152 @@ gpu_kmeans_sample(PG_FUNCTION_ARGS)
 	PG_RETURN_BOOL(u < PG_GETARG_FLOAT8(6) * d2);
 }
 
+/* ---------------------------------------------------------------- the search on the GPU */
+
+/*
+ * A shard's pass (gpu_kmeans_shard_call, gpu_kmeans_shard_step) can take
+ * the nearest centroids of its rows from the GPU back end's k-means
+ * assignment, the entry gpu_kmeans_assign uses, through the glue's call
+ * (GcCallCompute: the GPU service when it runs, the device gpuclust.device_id
+ * names, the CPU under auto when the GPU is out of memory or busy).  Only
+ * the labels are taken: each row's squared distance to its centroid is
+ * computed here as the exact search computes it, and the sums stay the
+ * exact ones, so the state is the one of the same labels on the CPU.  The
+ * labels are gpu_kmeans_assign's on that device (the lowest cluster number
+ * on a tie): those of the CPU for rows in double precision and for rows of
+ * more than 32 features, where the GPU decides between close centroids in
+ * double precision (the checked product, whatever gpuclust.kmeans_precision
+ * says); for rows in single precision of at most 32 features the GPU
+ * compares distances in single precision, so a row within a rounding error
+ * of a tie between two centroids may go to the other one.
+ */
+static const GcAlgorithm GkmAssignAlgorithm = {"kmeans_assign", "k-means assignment", NULL};
+
+/* A k-means assignment's params and result. */
+typedef struct GkmAssignJob
+{
+	gc_kmeans_assign_params params;
+	gc_kmeans_assign_result result;
+} GkmAssignJob;
+
+/* Runs a k-means assignment on a back end. */
+static gc_status
+GkmRunAssign(const gc_backend_api *api, const gc_exec *exec, const GcInput *in, void *arg)
+{
+	GkmAssignJob *job = arg;
+
+	return api->kmeans_assign(exec, in->x, in->dtype, in->n, in->d, &job->params, &job->result);
+}
+
+/* Rows a pass without the shard cache reads per GPU assignment, in bytes of features. */
+#define GKM_GPU_CHUNK_BYTES ((Size) 256 * 1024 * 1024)
+
+/*
+ * Whether count rows that need the full search go to the GPU under device:
+ * always with gpu (no usable GPU is then the call's error), never with
+ * cpu, and with auto when gpu_kmeans_assign of that many rows would run
+ * there: a usable GPU and at least gpuclust.gpu_min_rows rows.
+ */
+static bool
+GkmWantGpu(GcDevice device, int64 count)
+{
+	char		reason[512];
+	gc_status	why;
+	const gc_backend_api *api;
+	int32		devices = 0;
+
+	if (count <= 0 || device == GC_DEVICE_CPU)
+		return false;
+	if (device == GC_DEVICE_GPU)
+		return true;
+	if (count < gc_gpu_min_rows_guc)
+		return false;
+	api = GcGpuApi(reason, sizeof(reason), &why);
+	return api != NULL && api->device_count(&devices) == GC_OK && gc_device_id_guc < devices;
+}
+
+/*
+ * The nearest of the k centroids cw [k, d] (the working centroids: unit
+ * rows for cosine, so that the Euclidean rule is the metric's) to each of
+ * the count rows of x [count, d] of element type dtype, on the back end the
+ * glue chooses for device: labels [count], and best [count] the squared
+ * distance to it as the exact search computes it.  Returns whether the GPU
+ * computed the labels.
+ */
+static bool
+GkmAssignOn(FunctionCallInfo fcinfo, GcDevice device, const void *x, gc_dtype dtype, int64 count,
+			int32 d, const double *cw, int32 k, int32 *label, double *best)
+{
+	GcCall		call;
+	GkmAssignJob job;
+	bool		gpu;
+	double	   *row;
+
+	GcCallBegin(&call, fcinfo, &GkmAssignAlgorithm, -1);
+	call.requested = device;
+	call.in.n = count;
+	call.in.d = d;
+	call.in.dtype = dtype;
+	call.in.x = (void *) x;
+	memset(&job, 0, sizeof(job));
+	job.params.struct_size = sizeof(job.params);
+	job.params.k = k;
+	job.params.centroids = cw;
+	job.params.precision = GC_PRECISION_FP32;
+	job.params.metric = GC_METRIC_EUCLIDEAN;
+	job.result.labels = label;
+	job.result.distance = GcAlloc(&call, sizeof(double) * Max(count, 1), "distances");
+	GcCallCompute(&call, GkmRunAssign, &job);
+	gpu = call.used_gpu;
+	GcCallEnd(&call, NULL);
+
+	row = palloc(sizeof(double) * d);
+	for (int64 i = 0; i < count; i++)
+	{
+		const double *r = row;
+
+		if (label[i] < 0 || label[i] >= k)
+			elog(ERROR, "the k-means assignment gave cluster %d of %d, please report a bug", label[i], k);
+		if (dtype == GC_F64)
+			r = (const double *) x + (Size) i * d;
+		else
+			for (int32 t = 0; t < d; t++)
+				row[t] = (double) ((const float *) x)[(Size) i * d + t];
+		best[i] = gc_dist2_f64(r, cw + (Size) label[i] * d, d);
+		if ((i & 16383) == 16383)
+			CHECK_FOR_INTERRUPTS();
+	}
+	pfree(row);
+	return gpu;
+}
+
+/*
+ * Adds count rows of x [count, d] (in s's element type) to state s under
+ * their labels and squared distances, block by block through the step's
+ * own sums.
+ */
+static void
+GkmAddAssigned(GkmState *s, const void *x, int64 count, const int32 *label, const double *best)
+{
+	int32		d = s->d;
+	int32		B = GkmBlock(d);
+	Size		esz = s->dtype == GC_F64 ? sizeof(double) : sizeof(float);
+
+	for (int64 i0 = 0; i0 < count; i0 += B)
+	{
+		int32		nb = (int32) Min((int64) B, count - i0);
+
+		memcpy(GKM_BUF(s), (const char *) x + (Size) i0 * d * esz, (Size) nb * d * esz);
+		memcpy(GKM_BLABEL(s), label + i0, sizeof(int32) * nb);
+		memcpy(GKM_BBEST(s), best + i0, sizeof(double) * nb);
+		s->nbuf = nb;
+		s->rows += nb;
+		GkmFlushRows(s, NULL, true);
+		if ((i0 / B) % 64 == 63)
+			CHECK_FOR_INTERRUPTS();
+	}
+}
+
 /* ---------------------------------------------------------------- one call per shard */
 
 /*
@@ -1591,16 +1740,28 @@ GkmShardCursor(const char *sql, Oid *ftype)
 /*
  * The state of a step over one relation's feature column read by one scan:
  * centroids cen [k, d], metric, mode; in cxt.  An empty relation gives an
- * empty state.
+ * empty state.  With device gpu, or auto and a usable GPU, the rows are
+ * read in chunks of GKM_GPU_CHUNK_BYTES whose nearest centroids come from
+ * GkmAssignOn (a chunk of fewer than gpuclust.gpu_min_rows rows under auto:
+ * from the CPU back end); *gpu_rows counts the rows the GPU assigned.
  */
 static GkmState *
 GkmShardStepScan(Oid relid, const char *feature, const double *cen, int32 k, int32 d,
-				 gc_metric metric, int32 mode, MemoryContext cxt)
+				 gc_metric metric, int32 mode, MemoryContext cxt,
+				 FunctionCallInfo fcinfo, GcDevice device, int64 *gpu_rows)
 {
 	MemoryContext rowcxt;
 	Portal		portal;
 	Oid			ftype;
 	GkmState   *s;
+	bool		chunked = device == GC_DEVICE_GPU || GkmWantGpu(device, PG_INT64_MAX);
+	void	   *x = NULL;		/* [chunk, d] the rows of the chunk, in s's element type */
+	int32	   *label = NULL;
+	double	   *best = NULL;
+	double	   *cw = NULL;		/* [k, d] the working centroids */
+	int64		chunk = 0;
+	int64		nx = 0;
+	Size		esz = 0;
 
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
@@ -1614,6 +1775,18 @@ GkmShardStepScan(Oid relid, const char *feature, const double *cen, int32 k, int
 		s->ftype = ftype;
 		memcpy(GKM_CEN(s), cen, sizeof(double) * (Size) k * d);
 		GkmWorkingCentroids(s);
+		if (chunked)
+		{
+			esz = s->dtype == GC_F64 ? sizeof(double) : sizeof(float);
+			chunk = Max((int64) (GKM_GPU_CHUNK_BYTES / ((Size) d * esz)), (int64) GkmBlock(d));
+			x = MemoryContextAllocExtended(cxt, (Size) chunk * d * esz, MCXT_ALLOC_HUGE);
+			label = MemoryContextAllocExtended(cxt, sizeof(int32) * chunk, MCXT_ALLOC_HUGE);
+			best = MemoryContextAllocExtended(cxt, sizeof(double) * chunk, MCXT_ALLOC_HUGE);
+			cw = palloc(sizeof(double) * (Size) k * d);
+			for (int32 j = 0; j < k; j++)
+				for (int32 t = 0; t < d; t++)
+					cw[(Size) j * d + t] = GKM_CENT(s)[(Size) t * k + j];
+		}
 		MemoryContextSwitchTo(old);
 	}
 	rowcxt = AllocSetContextCreate(cxt, "gpu_kmeans_shard_step rows", ALLOCSET_DEFAULT_SIZES);
@@ -1628,9 +1801,26 @@ GkmShardStepScan(Oid relid, const char *feature, const double *cen, int32 k, int
 			Datum		v = SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull);
 			MemoryContext old = MemoryContextSwitchTo(rowcxt);
 
-			GkmAddRow(s, v, isnull, cxt, "gpu_kmeans_shard_step");
+			if (!chunked)
+				GkmAddRow(s, v, isnull, cxt, "gpu_kmeans_shard_step");
+			else if (isnull)
+				s->nulls++;
+			else
+			{
+				GkmReadFeature(v, s->ftype, GcFeatureTypeOf(s->ftype), s->dtype, s->metric, d,
+							   GKM_SCRATCH(s) + s->k, (double *) ((char *) x + (Size) nx * d * esz),
+							   "gpu_kmeans_shard_step");
+				nx++;
+			}
 			MemoryContextSwitchTo(old);
 			MemoryContextReset(rowcxt);
+			if (nx == chunk && chunked)
+			{
+				if (GkmAssignOn(fcinfo, device, x, s->dtype, nx, d, cw, k, label, best))
+					*gpu_rows += nx;
+				GkmAddAssigned(s, x, nx, label, best);
+				nx = 0;
+			}
 		}
 		SPI_freetuptable(SPI_tuptable);
 		CHECK_FOR_INTERRUPTS();
@@ -1638,6 +1828,19 @@ GkmShardStepScan(Oid relid, const char *feature, const double *cen, int32 k, int
 	SPI_cursor_close(portal);
 	SPI_finish();
 	MemoryContextDelete(rowcxt);
+	if (nx > 0)
+	{
+		if (GkmAssignOn(fcinfo, device, x, s->dtype, nx, d, cw, k, label, best))
+			*gpu_rows += nx;
+		GkmAddAssigned(s, x, nx, label, best);
+	}
+	if (chunked)
+	{
+		pfree(x);
+		pfree(label);
+		pfree(best);
+		pfree(cw);
+	}
 	GkmFlush(s);
 	return s;
 }
@@ -1657,8 +1860,9 @@ GkmShardMode(int32 mode)
 /*
  * gpu_kmeans_shard_step(shard, feature, centroids, metric, mode): the
  * partial state of a k-means step over one relation's feature column, as
- * gpu_kmeans_step_state over the same rows gives it; an empty relation gives
- * an empty state, not NULL.
+ * gpu_kmeans_step_state over the same rows gives it (the nearest centroids
+ * on the device gpuclust.device chooses, see GkmAssignOn); an empty
+ * relation gives an empty state, not NULL.
  */
 Datum
 gpu_kmeans_shard_step(PG_FUNCTION_ARGS)
@@ -1669,13 +1873,16 @@ gpu_kmeans_shard_step(PG_FUNCTION_ARGS)
 	gc_metric	metric;
 	int32		mode;
 
+	int64		gpu_rows = 0;
+
 	GkmShardArgsNotNull(fcinfo, "gpu_kmeans_shard_step", 5);
 	cen = GkmCentroidArray(PG_GETARG_ARRAYTYPE_P(2), &k, &d);
 	metric = GkmMetricArg(fcinfo, 3);
 	mode = PG_GETARG_INT32(4);
 	GkmShardMode(mode);
 	PG_RETURN_POINTER(GkmShardStepScan(PG_GETARG_OID(0), NameStr(*PG_GETARG_NAME(1)), cen, k, d,
-									   metric, mode, CurrentMemoryContext));
+									   metric, mode, CurrentMemoryContext,
+									   fcinfo, (GcDevice) gc_device_guc, &gpu_rows));
 }
 
 /* A row a k-means|| request picks: its key, its id and its features [d]. */
@@ -2381,19 +2588,58 @@ GkrFromCacheRows(GkrPick *pk, GkcEntry *e, gc_dtype *dtype)
 /*
  * The full search for the count rows rows[] (or from, from + 1, ...): their
  * labels, squared distances (e->best) and lower bounds (e->lower), through
- * the checked product g when not NULL, else the exact loop.
+ * the checked product g when not NULL, else the exact loop; or, when
+ * GkmWantGpu says so for device, through GkmAssignOn with the working
+ * centroids cw [k, d] (a lower bound of 0 then, the back end giving no
+ * second distance).  Returns whether the GPU searched them.
  */
-static void
+static bool
 GkcSearch(GkcEntry *e, GkmState *s, GkmGemm *g, const int64 *rows, int64 from, int64 count,
-		  double *row, double *dist)
+		  double *row, double *dist, FunctionCallInfo fcinfo, GcDevice device, const double *cw)
 {
 	int32		k = s->k;
 	int32		d = s->d;
 	int32		B = GkmBlock(d);
-	int32	   *lab = palloc(sizeof(int32) * B);
-	double	   *bst = palloc(sizeof(double) * B);
-	double	   *sec = palloc(sizeof(double) * B);
+	int32	   *lab;
+	double	   *bst;
+	double	   *sec;
 
+	if (GkmWantGpu(device, count))
+	{
+		Size		esz = e->dtype == GC_F64 ? sizeof(double) : sizeof(float);
+		const void *x = (const char *) e->x + (Size) from * d * esz;
+		void	   *gathered = NULL;
+		bool		gpu;
+
+		lab = palloc_extended(sizeof(int32) * count, MCXT_ALLOC_HUGE);
+		bst = palloc_extended(sizeof(double) * count, MCXT_ALLOC_HUGE);
+		if (rows)
+		{
+			gathered = palloc_extended((Size) count * d * esz, MCXT_ALLOC_HUGE);
+			for (int64 q = 0; q < count; q++)
+				memcpy((char *) gathered + (Size) q * d * esz, (const char *) e->x + (Size) rows[q] * d * esz,
+					   (Size) d * esz);
+			x = gathered;
+		}
+		gpu = GkmAssignOn(fcinfo, device, x, (gc_dtype) e->dtype, count, d, cw, k, lab, bst);
+		for (int64 q = 0; q < count; q++)
+		{
+			int64		i = rows ? rows[q] : from + q;
+
+			e->label[i] = lab[q];
+			e->best[i] = bst[q];
+			e->lower[i] = 0.0;
+		}
+		if (gathered)
+			pfree(gathered);
+		pfree(lab);
+		pfree(bst);
+		return gpu;
+	}
+
+	lab = palloc(sizeof(int32) * B);
+	bst = palloc(sizeof(double) * B);
+	sec = palloc(sizeof(double) * B);
 	for (int64 q0 = 0; q0 < count; q0 += B)
 	{
 		int32		nb = (int32) Min((int64) B, count - q0);
@@ -2426,6 +2672,7 @@ GkcSearch(GkcEntry *e, GkmState *s, GkmGemm *g, const int64 *rows, int64 from, i
 	pfree(lab);
 	pfree(bst);
 	pfree(sec);
+	return false;
 }
 
 /*
@@ -2435,34 +2682,20 @@ GkcSearch(GkcEntry *e, GkmState *s, GkmGemm *g, const int64 *rows, int64 from, i
 static void
 GkcAddAll(GkcEntry *e, GkmState *s)
 {
-	int32		d = s->d;
-	int32		B = GkmBlock(d);
-	Size		esz = e->dtype == GC_F64 ? sizeof(double) : sizeof(float);
-
-	for (int64 i0 = 0; i0 < e->n; i0 += B)
-	{
-		int32		nb = (int32) Min((int64) B, e->n - i0);
-
-		memcpy(GKM_BUF(s), (char *) e->x + (Size) i0 * d * esz, (Size) nb * d * esz);
-		memcpy(GKM_BLABEL(s), e->label + i0, sizeof(int32) * nb);
-		memcpy(GKM_BBEST(s), e->best + i0, sizeof(double) * nb);
-		s->nbuf = nb;
-		s->rows += nb;
-		GkmFlushRows(s, NULL, true);
-		if ((i0 / B) % 64 == 63)
-			CHECK_FOR_INTERRUPTS();
-	}
+	GkmAddAssigned(s, e->x, e->n, e->label, e->best);
 	GkmFoldAll(s);
 }
 
 /*
  * The step of state s (empty, its centroids set) over e's cached rows:
  * Hamerly's bounds when the last pass had as many centroids, else the full
- * search; the same state as the scan's, bit for bit.  Returns the rows that
- * took the full search.
+ * search (GkcSearch: on the GPU when GkmWantGpu says so for device, the
+ * rows it searched counted in *gpu_rows); the same state as the scan's, bit
+ * for bit.  Returns the rows that took the full search.
  */
 static int64
-GkcStep(GkcEntry *e, GkmState *s, MemoryContext cxt)
+GkcStep(GkcEntry *e, GkmState *s, MemoryContext cxt, FunctionCallInfo fcinfo, GcDevice device,
+		int64 *gpu_rows)
 {
 	int32		k = s->k;
 	int32		d = s->d;
@@ -2482,7 +2715,8 @@ GkcStep(GkcEntry *e, GkmState *s, MemoryContext cxt)
 
 	if (!bounded)
 	{
-		GkcSearch(e, s, g, NULL, 0, n, row, dist);
+		if (GkcSearch(e, s, g, NULL, 0, n, row, dist, fcinfo, device, cw))
+			*gpu_rows += n;
 		full = n;
 	}
 	else
@@ -2537,7 +2771,8 @@ GkcStep(GkcEntry *e, GkmState *s, MemoryContext cxt)
 			if ((i & 16383) == 16383)
 				CHECK_FOR_INTERRUPTS();
 		}
-		GkcSearch(e, s, g, redo, 0, full, row, dist);
+		if (GkcSearch(e, s, g, redo, 0, full, row, dist, fcinfo, device, cw))
+			*gpu_rows += full;
 		pfree(redo);
 		pfree(delta);
 		pfree(half);
@@ -2664,13 +2899,28 @@ GkcShardId(Oid relid)
 #define GKC_HIT		2			/* the step on the cached rows */
 
 /*
+ * The device of a step job: "step:auto", "step:gpu" or "step:cpu" (the
+ * coordinator's gpuclust.device, which the fit sends with every pass), or
+ * "step" (this session's gpuclust.device).  *is_step: whether job is one.
+ */
+static GcDevice
+GkcStepDevice(const char *job, bool *is_step)
+{
+	*is_step = strncmp(job, "step", 4) == 0 && (job[4] == '\0' || job[4] == ':');
+	if (!*is_step || job[4] == '\0')
+		return (GcDevice) gc_device_guc;
+	return GcDeviceFromText(cstring_to_text(job + 5));
+}
+
+/*
  * gpu_kmeans_shard_call(shard, probe, fit, pass, job, id, feature,
  * centroids, metric, mode, seed, round, scale, count, cache_mb): the work of
  * one pass of gpu_kmeans_fit_distributed on one shard, as text:
- * "gks1:<shard id>:<cache use>:<full searches>:<probe>:" and the step's
- * state (job 'step') or gpu_kmeans_shard_rows's rows (job 'first',
- * 'sample', 'far'); job 'drop' drops the fit's cache of the shard.  An
- * error names the shard.
+ * "gks1:<shard id>:<cache use>:<full searches>:<rows searched on the
+ * GPU>:<probe>:" and the step's state (job 'step', or 'step:<device>' to
+ * compute on that device, see GkcStepDevice) or gpu_kmeans_shard_rows's rows
+ * (job 'first', 'sample', 'far'); job 'drop' drops the fit's cache of the
+ * shard.  An error names the shard.
  */
 Datum
 gpu_kmeans_shard_call(PG_FUNCTION_ARGS)
@@ -2684,7 +2934,10 @@ gpu_kmeans_shard_call(PG_FUNCTION_ARGS)
 	StringInfoData out;
 	volatile int use = GKC_OFF;
 	volatile int64 full = -1;
+	volatile int64 gpu_rows = 0;
 	char	   *volatile payload = "";
+	GcDevice	device;
+	bool		is_step;
 
 	for (int i = 0; i < GKC_NARGS; i++)
 		if (PG_ARGISNULL(i) && i != GKC_ARG_CENTROIDS && i != GKC_ARG_ID)
@@ -2697,10 +2950,11 @@ gpu_kmeans_shard_call(PG_FUNCTION_ARGS)
 	job = text_to_cstring(PG_GETARG_TEXT_PP(GKC_ARG_JOB));
 	cache_mb = PG_GETARG_INT32(GKC_ARG_CACHE);
 	shardid = GkcShardId(shard);
+	device = GkcStepDevice(job, &is_step);
 
 	PG_TRY();
 	{
-		if (strcmp(job, "step") == 0)
+		if (is_step)
 		{
 			int32		k;
 			int32		d;
@@ -2710,6 +2964,7 @@ gpu_kmeans_shard_call(PG_FUNCTION_ARGS)
 			const char *feature = NameStr(*PG_GETARG_NAME(GKC_ARG_FEATURE));
 			GkcEntry   *e = GkcEntryFor(fit, shard);
 			GkmState   *s;
+			int64		on_gpu = 0;
 
 			GkmShardMode(mode);
 			if (e->stale || (e->have_rows && (e->d != d || e->metric != (int16) metric)))
@@ -2730,10 +2985,15 @@ gpu_kmeans_shard_call(PG_FUNCTION_ARGS)
 				s->ftype = e->ftype;
 				memcpy(GKM_CEN(s), cen, sizeof(double) * (Size) k * d);
 				GkmWorkingCentroids(s);
-				full = GkcStep(e, s, cxt);
+				full = GkcStep(e, s, cxt, fcinfo, device, &on_gpu);
 			}
 			else
-				s = GkmShardStepScan(shard, feature, cen, k, d, metric, mode, cxt);
+				s = GkmShardStepScan(shard, feature, cen, k, d, metric, mode, cxt, fcinfo, device, &on_gpu);
+			gpu_rows = on_gpu;
+			elog(DEBUG1, "gpuclust: kmeans_shard_step shard=" INT64_FORMAT " rows=" INT64_FORMAT
+				 " cache=%s searched=" INT64_FORMAT " device=%s gpu_searched=" INT64_FORMAT,
+				 shardid, s->rows, use == GKC_HIT ? "hit" : use == GKC_FILLED ? "filled" : "off",
+				 full >= 0 ? full : s->rows, on_gpu > 0 ? "gpu" : "cpu", on_gpu);
 			payload = DatumGetCString(DirectFunctionCall1(gpu_kmeans_state_out, PointerGetDatum(s)));
 		}
 		else if (strcmp(job, "drop") == 0)
@@ -2806,8 +3066,9 @@ gpu_kmeans_shard_call(PG_FUNCTION_ARGS)
 	PG_END_TRY();
 
 	initStringInfo(&out);
-	appendStringInfo(&out, GKC_TEXT_PREFIX INT64_FORMAT ":%d:" INT64_FORMAT ":%s:%s", shardid, use, full,
-					 DatumGetCString(DirectFunctionCall1(tidout, PG_GETARG_DATUM(GKC_ARG_PROBE))), payload);
+	appendStringInfo(&out, GKC_TEXT_PREFIX INT64_FORMAT ":%d:" INT64_FORMAT ":" INT64_FORMAT ":%s:%s", shardid, use,
+					 full, gpu_rows, DatumGetCString(DirectFunctionCall1(tidout, PG_GETARG_DATUM(GKC_ARG_PROBE))),
+					 payload);
 	PG_RETURN_TEXT_P(cstring_to_text_with_len(out.data, out.len));
 }
 
@@ -2887,6 +3148,8 @@ typedef struct GkmFit
 	int64		cache_hits;		/* shard calls that found the shard's rows cached */
 	int64		cache_fills;	/* shard calls that read the rows into the cache */
 	int64		full_searches;	/* rows of cached shards that took the full search */
+	int64		gpu_steps;		/* shard calls of steps whose search ran on the GPU */
+	int64		gpu_searches;	/* rows those searched on the GPU */
 	int64		rescans;		/* passes sent again without the probes */
 } GkmFit;
 
@@ -3108,6 +3371,7 @@ KfRunQuery(GkmFit *f, const char *args, bool probes, char **out)
 		int64		i;
 		int			use;
 		int64		full;
+		int64		gpu;
 		char	   *tid;
 
 		if (v == NULL || strncmp(v, GKC_TEXT_PREFIX, strlen(GKC_TEXT_PREFIX)) != 0)
@@ -3120,6 +3384,10 @@ KfRunQuery(GkmFit *f, const char *args, bool probes, char **out)
 		use = (int) strtol(p, &end, 10);
 		p = end + 1;
 		full = strtoll(p, &end, 10);
+		p = end + 1;
+		gpu = strtoll(p, &end, 10);
+		if (*end != ':')
+			elog(ERROR, "a shard gave a malformed k-means answer, please report a bug");
 		p = end + 1;
 		tid = p;
 		end = strchr(p, ':');
@@ -3139,6 +3407,8 @@ KfRunQuery(GkmFit *f, const char *args, bool probes, char **out)
 		f->cache_fills += use == GKC_FILLED;
 		if (full > 0)
 			f->full_searches += full;
+		f->gpu_steps += gpu > 0;
+		f->gpu_searches += gpu;
 		pfree(v);
 	}
 	SPI_freetuptable(SPI_tuptable);
@@ -3239,7 +3509,9 @@ KfShardState(GkmFit *f, const double *cen, int32 k, int32 mode)
 	GkmState   *prev;
 
 	initStringInfo(&b);
-	appendStringInfoString(&b, "'step', ");
+	/* the coordinator's gpuclust.device decides on every worker */
+	appendStringInfo(&b, "'step:%s', ", gc_device_guc == GC_DEVICE_GPU ? "gpu" :
+					 gc_device_guc == GC_DEVICE_CPU ? "cpu" : "auto");
 	KfAppendCols(f, &b);
 	KfAppendMatrix(&b, cen, k, f->d);
 	appendStringInfo(&b, ", '%s', %d, 0, 0, 0, 0, %d", f->metric == GC_METRIC_COSINE ? "cosine" : "euclidean",
@@ -4058,8 +4330,9 @@ gpu_kmeans_fit_distributed(PG_FUNCTION_ARGS)
 		ereport(NOTICE,
 				(errmsg("gpuclust: kmeans_distributed rows=" INT64_FORMAT " d=%d k=%d iterations=%d queries=" INT64_FORMAT
 						" shards=" INT64_FORMAT " shard_calls=" INT64_FORMAT " cache_fills=" INT64_FORMAT
-						" cache_hits=" INT64_FORMAT " full_searches=" INT64_FORMAT " rescans=" INT64_FORMAT,
+						" cache_hits=" INT64_FORMAT " full_searches=" INT64_FORMAT " gpu_steps=" INT64_FORMAT
+						" gpu_searches=" INT64_FORMAT " rescans=" INT64_FORMAT,
 						f.n, f.d, p.k, best.iterations, f.queries, f.nshards, f.shard_calls, f.cache_fills,
-						f.cache_hits, f.full_searches, f.rescans)));
+						f.cache_hits, f.full_searches, f.gpu_steps, f.gpu_searches, f.rescans)));
 	return (Datum) 0;
 }

@@ -25,7 +25,16 @@ gpuclust created on the coordinator and propagated to the workers.
     calls gone within a second), a worker stopped mid-fit (a clear error,
     nothing left running or prepared on any node, the next fit works);
   * gpu_kmeans_predict is pushed down in SELECT, UPDATE and CREATE TABLE AS
-    and gives gpu_kmeans_assign's labels.
+    and gives gpu_kmeans_assign's labels;
+  * gpuclust.device on the coordinator decides where the workers search:
+    'cpu', and 'auto' where it keeps the CPU, give the CPU's model with no
+    search on the GPU; 'gpu' without a GPU is gpu_kmeans_assign's error, with
+    the shard that raised it (with a GPU, every shard's search runs there:
+    the same sizes, the centroids up to ties, see the README).
+
+The identities are the CPU's (the cursor's session has gpuclust.device =
+'cpu'): the GPU's assignment agrees with the CPU's only up to ties for rows
+in single precision of at most 32 features.
 
 Skipped, with the reason, when there is no citus-up (a clone without
 ../shared) or when not run as root (citus-up installs files and runs the
@@ -115,6 +124,8 @@ def cur(citus):
     c.execute("RESET citus.shard_count")
     # an aggregate Citus cannot push down is an error instead of a silent gather
     c.execute("SET citus.coordinator_aggregation_strategy = 'disabled'")
+    # the identities are the CPU's (test_device covers the others)
+    c.execute("SET gpuclust.device = 'cpu'")
     c.centres = centres
     yield c
     conn.close()
@@ -582,6 +593,65 @@ def test_fit_close_to_gpu_kmeans(cur):
     for (_, c, _, _), (_, rc, _) in zip(dist, ref):
         c = np.array([float(v) for v in c.strip("{}").split(",")])
         assert np.allclose(c, rc, rtol=1e-12, atol=1e-12)
+
+
+def test_device(cur):
+    """gpuclust.device on the coordinator goes with every pass: 'cpu' and 'auto' (4 shards of 5000 rows,
+    fewer than gpuclust.gpu_min_rows, or no GPU) search on the workers' CPUs and give the CPU's model;
+    'gpu' without a GPU is the error gpu_kmeans_assign gives, naming the shard, before any model; with a
+    GPU every shard's search runs there."""
+    init = literal(cur.centres + 3.0)
+    gpus = one(cur, "SELECT count(*) FROM gpuclust_devices()")
+    cur.execute("SET gpuclust.timing = on")
+    try:
+        ref = model(cur, "kl", initial_centroids=init)
+        for device in ("cpu", "auto", "gpu"):
+            cur.execute(f"SET gpuclust.device = '{device}'")
+            for cache in (1024, 0):
+                cur.execute(f"SET gpuclust.kmeans_shard_cache = {cache}")
+                if device == "gpu" and not gpus:
+                    with pytest.raises(psycopg2.Error) as e:
+                        model(cur, "kd4", initial_centroids=init)
+                    with pytest.raises(psycopg2.Error) as plain:
+                        cur.execute("SELECT count(*) FROM gpu_kmeans_assign('SELECT id, f FROM kl', %s::float8[])",
+                                    [init])
+                    assert plain.value.pgcode == e.value.pgcode == "55000", (plain.value.pgcode, e.value.pgcode)
+                    assert plain.value.diag.message_primary == "no usable GPU for gpuclust"
+                    assert re.fullmatch(r"k-means on shard \d+ of kd4 failed: no usable GPU for gpuclust",
+                                        e.value.diag.message_primary), e.value.diag.message_primary
+                    assert e.value.diag.message_detail == plain.value.diag.message_detail
+                    assert e.value.diag.message_hint == plain.value.diag.message_hint
+                    # the stateless step over a relation, as gpu_kmeans_assign
+                    with pytest.raises(psycopg2.Error) as step:
+                        cur.execute("SELECT gpu_kmeans_shard_step('kl', 'f', %s::float8[]) IS NULL", [init])
+                    assert (step.value.pgcode, step.value.diag.message_primary) == ("55000", "no usable GPU for gpuclust")
+                    continue
+                got = model(cur, "kd4", initial_centroids=init)
+                t = timing(cur)
+                if device == "gpu":
+                    assert t["gpu_steps"] > 0 and t["gpu_searches"] >= 20000, t
+                    assert [r[2] for r in got] == [r[2] for r in ref]
+                    for (_, c, _, _), (_, rc, _, _) in zip(got, ref):
+                        assert np.allclose(np.array(c.strip("{}").split(","), dtype=float),
+                                           np.array(rc.strip("{}").split(","), dtype=float), rtol=1e-9)
+                else:
+                    assert got == ref, (device, cache)
+                    assert t["gpu_steps"] == t["gpu_searches"] == 0, (device, cache, t)
+        # a shard call says where it searched: in its answer and at DEBUG1
+        cur.execute("SET gpuclust.device = 'cpu'")
+        cur.execute("SET client_min_messages = debug1")
+        cur.connection.notices.clear()
+        answer = one(cur, "SELECT gpu_kmeans_shard_call('kl'::regclass, '(0,1)', 1, 1, 'step:auto', 'id', 'f', "
+                          "%s::float8[], 'euclidean', 1, 0, 0, 0, 0, 0)", [init])
+        cur.execute("RESET client_min_messages")
+        assert answer.split(":")[4] == ("20000" if gpus else "0"), answer[:40]
+        debug = [n for n in cur.connection.notices if "kmeans_shard_step" in n]
+        assert debug and f"device={'gpu' if gpus else 'cpu'}" in debug[-1] and "rows=20000" in debug[-1], debug
+    finally:
+        cur.execute("RESET client_min_messages")
+        cur.execute("RESET gpuclust.timing")
+        cur.execute("RESET gpuclust.kmeans_shard_cache")
+        cur.execute("SET gpuclust.device = 'cpu'")
 
 
 def test_predict_pushed_down_and_labels(cur):
