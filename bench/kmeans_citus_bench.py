@@ -1,53 +1,143 @@
 """Times k-means on a Citus cluster on one machine (coordinator + 2 workers), from the same initial
-centroids, tol = 0, a fixed number of iterations:
+centroids, tol = 0, a fixed number of iterations, with gpuclust.device = --device on the coordinator
+(the fit sends it to the workers with every pass):
 
   * gpu_kmeans_fit_distributed over the distributed table: each pass one ordinary distributed query
     with one gpu_kmeans_shard_call per shard, all shards at once; the worker backends keep the rows,
-    labels and Hamerly bounds between passes (gpuclust.kmeans_shard_cache), and again with the cache
-    off (every pass reads and searches every row, the stateless step);
+    labels and Hamerly bounds between passes (gpuclust.kmeans_shard_cache) and search the rows the
+    bounds leave open on --device, and again with the cache off (every pass reads and searches every
+    row, the stateless step);
   * one single-node brute-force assign-and-sum pass over the same rows in a plain table of the
-    coordinator: gpu_kmeans_shard_step over the whole table in one backend, and gpu_kmeans_assign
-    alone with gpuclust.cpu_threads = T;
+    coordinator: gpu_kmeans_shard_step over the whole table in one backend (the assignment on
+    --device, the exact sums on the CPU), and gpu_kmeans_assign alone with gpuclust.cpu_threads = T;
   * gpu_kmeans_centroids over the distributed table (every row pulled to the coordinator) and over
     the plain table (Hamerly's bounds, no distribution), on --device;
   * the fixed cost of a pass of 1-row calls, one per shard: Citus's run_command_on_shards (a new
     connection per shard and call) against the fit's ordinary distributed query in one transaction;
   * the bytes one iteration moves (the shards' states) against the table's size;
   * the identity: the centroids of the distributed fit on 2, 4 and 8 shards, cache on and off,
-    against the plain table's (single-node brute-force Lloyd with exact sums), on the first
-    --check-rows rows.
+    against the plain table's (single-node brute-force Lloyd with exact sums, on the CPU), on the
+    first --check-rows rows: on the CPU, and with --device gpu also on the GPU (equal there only up
+    to ties for real[] of at most 32 features: the GPU compares those distances in single
+    precision; the table then says in how many centroids and by how much they differ).
 
 Prints a table; every ratio comes from this one run.
 
     python3 bench/kmeans_citus_bench.py [--rows N] [--dim D] [--k K] [--iters I] [--shards S]
                                         [--threads T] [--port P] [--check-rows M] [--device cpu|gpu]
 
-Needs root (citus-up installs Citus and runs the servers as postgres), Debian 12's postgresql-15,
-python3-numpy and python3-psycopg2, gpuclust built and installed, and a citus-up:
-../shared/citus/citus-up, or the one GPUCLUST_CITUS_UP names.
+Needs root, python3-numpy and python3-psycopg2, gpuclust built and installed, and a citus-up: by
+default ../shared/citus/citus-up (Debian 12's postgresql-15; it installs Citus and runs the servers
+as postgres), or the one GPUCLUST_CITUS_UP names; GPUCLUST_CITUS_DOWN names its stop script (by
+default the one beside it whose name has "down" for "up", else the same script with --down).
 
-On the 16-core GPU machine, in one command from the repository root, with a copy of
-../shared/citus in the tree (an untracked folder travels with the working tree):
+On the GPU machine (Ubuntu, no PostgreSQL, no package registry) bench/citus_up_device.sh starts the
+cluster on the PostgreSQL 15 bundle of .device/pg-up. Here, once, put it and what it needs into
+.device/ (git-ignored; it travels to the GPU machine with carry [".device"]):
 
-    cp -r ../shared/citus citus-fixture     # here, once; do not commit it
-    # there:
-    make -j16 && make install && GPUCLUST_CITUS_UP=$PWD/citus-fixture/citus-up \\
-        python3 bench/kmeans_citus_bench.py --rows 10000000 --threads 16 --device gpu --port 9790
+    mkdir -p .device/citus /tmp/deps && cp ../shared/citus/citus-13.2.2-pg15.tar.xz* .device/citus/
+    cp bench/citus_up_device.sh .device/citus-up-device      # it stops a cluster with --down DIR
+    # the libraries citus.so needs beyond glibc and libpq (libcurl, libssl, libzstd, liblz4 and theirs),
+    # from this Debian 12 with Citus installed (citus-up installs it), for a machine that lacks some:
+    ldd /usr/lib/postgresql/15/lib/citus.so /usr/lib/postgresql/15/lib/citus_columnar.so \\
+        | awk '/=> \//{print $3}' | grep -vE '/(libc|libm|libresolv|libpq|ld-linux)[.-]' | sort -u \\
+        | xargs -I{} cp -L {} /tmp/deps/ && tar -C /tmp/deps -cJf .device/citus/citus-deps.tar.xz .
+
+There, from the repository root (CITUS_PRELOAD=gpuclust: the GPU service on every node, so that
+the workers' backends share one CUDA context per node instead of opening one each):
+
+    source .device/pg-up && export LD_LIBRARY_PATH=$PWD/.device/lib && make -j16 && make install && \\
+    CITUS_PRELOAD=gpuclust GPUCLUST_CITUS_UP=$PWD/.device/citus-up-device \\
+        python3 bench/kmeans_citus_bench.py --rows 1000000 --threads 16 --device gpu
 """
 import argparse
 import io
 import os
+import queue
 import re
+import shutil
 import subprocess
+import threading
 import time
 from pathlib import Path
 
 import numpy as np
-import psycopg2
+
+try:
+    import psycopg2
+except ImportError:     # the GPU machine has no psycopg2: psql does the talking (Psql below)
+    psycopg2 = None
 
 ROOT = Path(__file__).resolve().parent.parent
 CITUS_UP = Path(os.environ.get("GPUCLUST_CITUS_UP") or ROOT.parent / "shared" / "citus" / "citus-up")
-CITUS_DOWN = Path(os.environ.get("GPUCLUST_CITUS_DOWN") or CITUS_UP.with_name("citus-down"))
+if os.environ.get("GPUCLUST_CITUS_DOWN"):
+    CITUS_DOWN = [os.environ["GPUCLUST_CITUS_DOWN"]]
+elif CITUS_UP.with_name(CITUS_UP.name.replace("up", "down", 1)).exists():
+    CITUS_DOWN = [str(CITUS_UP.with_name(CITUS_UP.name.replace("up", "down", 1)))]
+else:
+    CITUS_DOWN = [str(CITUS_UP), "--down"]
+
+class Psql:
+    """One psql session through pipes, standing in for psycopg2's connection and cursor where psycopg2
+    is missing (or GPUCLUST_BENCH_PSQL=1): the calls this script makes, values as text, the server's
+    messages in .notices, an ERROR raised as RuntimeError."""
+    END = "__kmeans_citus_bench_end__"
+
+    def __init__(self, host, port, user, dbname):
+        psql = shutil.which("psql") or "/tmp/pg15/bin/psql"
+        self.p = subprocess.Popen([psql, "-X", "-q", "-A", "-t", "-F", "\t", "-v", "ON_ERROR_STOP=0",
+                                   "-h", host, "-p", str(port), "-U", user, "-d", dbname],
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                  text=True, bufsize=1)
+        self.notices, self.rows, self.autocommit = [], [], True
+        self.err = queue.Queue()
+        threading.Thread(target=lambda: [self.err.put(line) for line in self.p.stderr], daemon=True).start()
+
+    def cursor(self):
+        return self
+
+    def _run(self, text):
+        self.p.stdin.write(f"{text}\n\\echo {self.END}\n\\warn {self.END}\n")
+        self.p.stdin.flush()
+        out = []
+        for line in self.p.stdout:
+            if line.rstrip("\n") == self.END:
+                break
+            out.append(line.rstrip("\n"))
+        else:
+            raise RuntimeError("psql ended")
+        err = []
+        while (line := self.err.get(timeout=600).rstrip("\n")) != self.END:
+            err.append(line)
+        self.notices += [m for m in err if "NOTICE:" in m]
+        if any(k in m for m in err for k in ("ERROR:", "FATAL:")):
+            raise RuntimeError("\n".join(err))
+        self.rows = [tuple(line.split("\t")) for line in out if line]
+
+    @staticmethod
+    def _literal(v):
+        if isinstance(v, (int, float, np.integer, np.floating)):
+            return repr(v.item() if hasattr(v, "item") else v)
+        return "'" + str(v).replace("'", "''") + "'"
+
+    def execute(self, sql, args=()):
+        if args:
+            sql = sql % tuple(self._literal(v) for v in args)
+        self._run(sql.rstrip().rstrip(";") + ";")
+
+    def copy_expert(self, sql, buf):
+        self._run(sql.rstrip().rstrip(";") + ";\n" + buf.getvalue().rstrip("\n") + "\n\\.")
+
+    def fetchall(self):
+        return self.rows
+
+    def fetchone(self):
+        return self.rows[0] if self.rows else None
+
+    def close(self):
+        self.p.stdin.close()
+        self.p.wait(timeout=60)
+
 
 p = argparse.ArgumentParser()
 p.add_argument("--rows", type=int, default=1_000_000)
@@ -78,8 +168,8 @@ def best(cur, sql, args=(), n=3):
 
 
 try:
-    conn = psycopg2.connect(host=env["PGHOST"], port=int(env["PGPORT"]), user=env["PGUSER"],
-                            dbname=env["PGDATABASE"])
+    conn = (Psql if psycopg2 is None or os.environ.get("GPUCLUST_BENCH_PSQL") else psycopg2.connect)(
+        host=env["PGHOST"], port=int(env["PGPORT"]), user=env["PGUSER"], dbname=env["PGDATABASE"])
     conn.autocommit = True
     cur = conn.cursor()
     rng = np.random.default_rng(11)
@@ -97,6 +187,7 @@ try:
     cur.execute("VACUUM ANALYZE bd")
     C = "{" + ",".join("{" + ",".join(repr(float(v)) for v in row) + "}" for row in X[:a.k]) + "}"
     cur.execute(f"SET gpuclust.cpu_threads = {a.threads}")
+    cur.execute(f"SET gpuclust.device = '{a.device}'")
     cur.execute("SET gpuclust.timing = on")
 
     def notice():
@@ -160,19 +251,36 @@ try:
     backends = cur.fetchone()[0]
     cur.execute("COMMIT")
 
-    # identity on 2, 4 and 8 shards (the first --check-rows rows), 5 iterations, cache on and off
+    # identity on 2, 4 and 8 shards (the first --check-rows rows), 5 iterations, cache on and off,
+    # against the plain table's fit (the aggregate queries: the CPU), on the CPU and on --device
     m = min(a.check_rows, a.rows)
     cur.execute(f"CREATE TABLE cl AS SELECT * FROM bl WHERE id < {m}")
     _, _, ref = fit("cl", 5)
+
+    def differ(got):
+        """How many centroids differ from ref's, and the largest relative difference of a coordinate."""
+        n, worst = 0, 0.0
+        for (_, c, _), (_, rc, _) in zip(got, ref):
+            if c != rc:
+                c, rc = (np.array(v.strip("{}").split(","), dtype=float) for v in (c, rc))
+                n += 1
+                worst = max(worst, float(np.max(np.abs(c - rc) / np.maximum(np.abs(rc), 1e-300))))
+        return n, worst
+
     same = {}
+    devices = ["cpu"] + (["gpu"] if a.device == "gpu" else [])
     for n in (2, 4, 8):
         cur.execute(f"SET citus.shard_count = {n}")
         cur.execute(f"CREATE TABLE c{n} (LIKE bl)")
         cur.execute(f"SELECT create_distributed_table('c{n}', 'id')")
         cur.execute(f"INSERT INTO c{n} SELECT * FROM cl")
-        _, t, got = fit(f"c{n}", 5)
-        _, _, got_off = fit(f"c{n}", 5, cache=0)
-        same[n] = (got == ref and got_off == ref, t.get("shard_calls"), t.get("cache_hits"))
+        for dev in devices:
+            cur.execute(f"SET gpuclust.device = '{dev}'")
+            _, t, got = fit(f"c{n}", 5)
+            _, t_off, got_off = fit(f"c{n}", 5, cache=0)
+            same[n, dev] = (differ(got), differ(got_off), t.get("shard_calls"), t.get("cache_hits"),
+                            t.get("gpu_steps", 0) + t_off.get("gpu_steps", 0))
+    cur.execute(f"SET gpuclust.device = '{a.device}'")
 
     per_it = 1000 * dist / dist_it
     print(f"\n{a.rows} rows x {a.dim} (real[]), k = {a.k}, {a.iters} iterations (tol = 0), "
@@ -197,15 +305,23 @@ try:
     print(f"distributed fit, cache off / gpu_kmeans_centroids over the gathered rows: {nocache / gathered:.2f}")
     print(f"the fit's shard calls: {dist_n['shard_calls']}, of which {dist_n['cache_fills']} read the rows into "
           f"the cache and {dist_n['cache_hits']} found them there; {dist_n['full_searches']} row searches over all "
-          f"centroids (a full pass is {a.rows}); {dist_n['rescans']} passes asked again without the probes")
+          f"centroids (a full pass is {a.rows}), {dist_n.get('gpu_searches', 0)} of them on the GPU in "
+          f"{dist_n.get('gpu_steps', 0)} shard calls (cache off: {nocache_n.get('gpu_searches', 0)} rows in "
+          f"{nocache_n.get('gpu_steps', 0)} calls); {dist_n['rescans']} passes asked again without the probes")
     print(f"centroids of the two fits identical: {dist_rows == nocache_rows}")
     print(f"fixed cost of a pass of {a.shards} trivial calls: run_command_on_shards {1000 * old_pass:.1f} ms "
           f"(best of 3), the fit's distributed query in one transaction {1000 * new_pass:.1f} ms "
           f"(mean of {rounds}, {backends} worker backends)")
     print(f"one iteration moves {total_bytes} bytes of partial states ({shard_bytes} per shard at most); "
           f"the table is {table_bytes} bytes")
-    print(f"centroids after 5 iterations on {m} rows, distributed (cache on and off) against the plain table: " +
-          ", ".join(f"{n} shards {'identical' if ok else 'DIFFERENT'} ({calls} shard calls, {hits} cache hits)"
-                    for n, (ok, calls, hits) in same.items()))
+    def verdict(dif):
+        n, worst = dif
+        return "identical" if n == 0 else f"{n} of {a.k} centroids differ (largest relative difference {worst:.1e})"
+
+    print(f"centroids after 5 iterations on {m} rows, distributed against the plain table's (single-node "
+          f"brute-force Lloyd, CPU):")
+    for (n, dev), (on, off, calls, hits, gsteps) in same.items():
+        print(f"  {n} shards, search on the {dev.upper()}: cache on {verdict(on)}, cache off {verdict(off)} "
+              f"({calls} shard calls, {hits} cache hits, {gsteps} shard calls searched on the GPU)")
 finally:
-    subprocess.run([str(CITUS_DOWN), env.get("CITUS_DIR", "")], capture_output=True)
+    subprocess.run(CITUS_DOWN + [env.get("CITUS_DIR", "")], capture_output=True)
