@@ -152,7 +152,9 @@ p.add_argument("--port", type=int, default=int(os.environ.get("GPUCLUST_CITUS_PO
 a = p.parse_args()
 
 up = subprocess.run([str(CITUS_UP), "--port", str(a.port), "--extension", "gpuclust"],
-                    capture_output=True, text=True, check=True)
+                    capture_output=True, text=True)
+if up.returncode != 0:
+    raise SystemExit(f"{CITUS_UP} failed (exit {up.returncode}):\n{up.stderr[-4000:]}")
 env = dict(re.findall(r"^export (\w+)=(\S+)$", up.stdout, re.M))
 
 
