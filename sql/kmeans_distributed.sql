@@ -240,7 +240,7 @@ BEGIN
     answer := gpu_kmeans_shard_call('kc'::regclass, '(0,1)', 7, p, 'step', 'id', 'f', c, metric, 1, 0, 0, 0, 0, 64);
     pass := p;
     cache := CASE split_part(answer, ':', 3) WHEN '0' THEN 'off' WHEN '1' THEN 'read' ELSE 'kept' END;
-    same := regexp_replace(answer, '^([^:]*:){5}', '') = gpu_kmeans_shard_step('kc', 'f', c, metric, 1)::text;
+    same := regexp_replace(answer, '^([^:]*:){6}', '') = gpu_kmeans_shard_step('kc', 'f', c, metric, 1)::text;
     RETURN NEXT;
     c := (SELECT (gpu_kmeans_step(f, c, metric)).centroids FROM kc);
   END LOOP;
