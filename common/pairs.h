@@ -321,6 +321,15 @@ gc_pair_centre(const void *x, gc_dtype t, int64_t n, int32_t d, double *mu, doub
  */
 #define GC_HDBSCAN_PAIR_MIN_DIMS 32
 
+/*
+ * The GPU back end's hierarchy prunes less than the CPU's k-d tree: it goes
+ * to the engine at d >= 10 (BENCHMARKS.md, "HDBSCAN's GPU tree": on the
+ * H200, 200k uniform rows took 1.3 s on the hierarchy and 3.0 s on the
+ * engine at 9 features, more than 10 s and 2.5 s at 10; 200k blobs 0.36 s
+ * and 2.7 s at 10, 100k x 16 blobs 7.5 s and 0.96 s).
+ */
+#define GC_HDBSCAN_GPU_PAIR_MIN_DIMS 10
+
 static inline int
 gc_pair_engine_chosen_at(const gc_tuning *tuning, int32_t d, int32_t min_dims)
 {
@@ -337,11 +346,18 @@ gc_pair_engine_chosen(const gc_tuning *tuning, int32_t d)
 	return gc_pair_engine_chosen_at(tuning, d, GC_PAIR_MIN_DIMS);
 }
 
-/* The same for HDBSCAN, both back ends. */
+/* The same for HDBSCAN, on the CPU back end. */
 static inline int
 gc_hdbscan_pairs_chosen(const gc_tuning *tuning, int32_t d)
 {
 	return gc_pair_engine_chosen_at(tuning, d, GC_HDBSCAN_PAIR_MIN_DIMS);
+}
+
+/* The same for HDBSCAN, on the GPU back end. */
+static inline int
+gc_hdbscan_gpu_pairs_chosen(const gc_tuning *tuning, int32_t d)
+{
+	return gc_pair_engine_chosen_at(tuning, d, GC_HDBSCAN_GPU_PAIR_MIN_DIMS);
 }
 
 #endif							/* GPUCLUST_PAIRS_H */

@@ -33,7 +33,7 @@
  * gc_metric_distance of common/metric.h (cosine: the caller passes unit
  * rows, as for DBSCAN).
  *
- * Memory is linear in n: about n (2 d e + 2 min(d, 8) e + 420) bytes with e
+ * Memory is linear in n: about n (2 d e + 2 min(d, 16) e + 420) bytes with e
  * bytes an element, plus CUB's temporary storage (and 256 MiB of heaps when
  * min_samples > 32, 4 min_samples + 8 bytes a row of nearest rows for the
  * first Boruvka round when 2 <= min_samples <= 16), estimated before

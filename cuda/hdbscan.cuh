@@ -6,12 +6,12 @@
  *
  * The hierarchy is a linear BVH (Karras, "Maximizing parallelism in the
  * construction of BVHs, octrees, and k-d trees", HPG 2012): rows sorted by
- * the Morton code of min(d, 3) of their coordinates (those of widest spread
- * among the first min(d, 8), each through a sample's quantiles so that far
- * outliers do not crush the rest into a few codes), ties broken by the
- * sorted position (so that every key is unique and the tree at most 97
- * levels deep), a binary radix tree over them, and per internal node the
- * bounding box of its rows on the first min(d, 8) coordinates, the lowest
+ * the Morton code of their first min(d, 16) coordinates (the box
+ * dimensions, in order of widest spread, each through a sample's quantiles
+ * so that far outliers do not crush the rest into a few codes), ties broken
+ * by the sorted position (so that every key is unique and the tree at most
+ * 97 levels deep), a binary radix tree over them, and per internal node the
+ * bounding box of its rows on the first min(d, 16) coordinates, the lowest
  * row index under it, the smallest core distance under it, and (per
  * Boruvka round) the component that all its rows belong to, or -1.
  *
@@ -45,8 +45,13 @@ using dbscan::AbortFlag;
 using dbscan::by_type;
 using dbscan::pick;
 
-/* Box dimensions at most (a box on a prefix of the coordinates bounds dist2 from below). */
-constexpr int kMaxBoxDims = 8;
+/*
+ * Box dimensions at most (a box on a prefix of the coordinates bounds dist2
+ * from below).  Above 8 the search prunes only with boxes in every
+ * coordinate: on the H200, 200k x 12 blobs took 0.59 s with boxes in 16,
+ * more than 12 s with boxes in 8 (BENCHMARKS.md, "HDBSCAN's GPU tree").
+ */
+constexpr int kMaxBoxDims = 16;
 
 /* Traversal stack entries: the tree is at most 64 + 32 + 1 levels deep, one entry per level. */
 constexpr int kStack = 112;
@@ -227,8 +232,8 @@ void join_components(int32_t *comp, /* [n] in/out */ const int32_t *inv, /* [n] 
 /*
  * Whether the call runs on the pair engine (cuda/hdbscan_pairs.cu):
  * min_samples + 1 at most kPairsK, and the rule of common/pairs.h
- * (gc_hdbscan_pairs_chosen: HDBSCAN's number of features, or
- * tuning.pair_path) chooses it, as on the CPU.
+ * (gc_hdbscan_gpu_pairs_chosen: HDBSCAN's number of features, or
+ * tuning.pair_path) chooses it.
  */
 constexpr int kPairsK = 64;
 bool pairs_chosen(const Workspace &w);

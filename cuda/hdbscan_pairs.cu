@@ -493,7 +493,7 @@ size_t sort_temp_bytes(int32_t n)
 
 bool pairs_chosen(const Workspace &w)
 {
-	return w.n >= 2 && gc_hdbscan_pairs_chosen(&w.call.tuning, w.d) && list_len(w.k, w.n) <= kPairsK;
+	return w.n >= 2 && gc_hdbscan_gpu_pairs_chosen(&w.call.tuning, w.d) && list_len(w.k, w.n) <= kPairsK;
 }
 
 int64_t pairs_bytes_estimate(int32_t n, int32_t d, size_t esize, int32_t k, size_t sort_tmp)

@@ -47,7 +47,7 @@
  *
  * The box bound never exceeds the computed dist2 of any row in the box,
  * rounding included, so it needs no margin: it is accumulated over a prefix
- * of the coordinates (the first min(d, 8)), in the same order and with the
+ * of the coordinates (the first min(d, 16)), in the same order and with the
  * same correctly rounded operations as dist2, and each of its terms is
  * round(round(lo - x)^2) (or 0) where dist2 has round(round(p - x)^2) with
  * |p - x| >= |lo - x| (rounding is monotone and symmetric), and the rest of

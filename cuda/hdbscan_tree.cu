@@ -1,9 +1,9 @@
 /*
  * hdbscan_tree.cu
  *    The bounding volume hierarchy of the GPU HDBSCAN (cuda/hdbscan.cuh):
- *    Morton codes on the min(d, 3) coordinates of widest spread among the
- *    first min(d, 8) (the box dimensions; so that rows spread only in later
- *    features still get distinct codes), each coordinate first mapped
+ *    Morton codes on all the box dimensions (the first min(d, 16)
+ *    coordinates), in order of widest spread, 63 / M bits each (52 for one,
+ *    31 for two), each coordinate first mapped
  *    through the empirical distribution of a sample of the rows (a
  *    piecewise linear map through 255 sample quantiles between the true
  *    minimum and maximum), so that far outliers do not crush the bulk of the
@@ -27,7 +27,13 @@ namespace gc {
 namespace hdbscan {
 namespace {
 
-constexpr int kMortonDims = 3;
+/*
+ * Coded coordinates at most: every box dimension.  With 3 of 8 the boxes of
+ * the nodes were wide in the others: on the H200, 1M x 8 blobs took 6.8 s
+ * (core distances 5.7 s), with all 8 1.04 s (0.91 s); 1M x 5 0.22 s and
+ * 0.12 s (BENCHMARKS.md, "HDBSCAN's GPU tree").
+ */
+constexpr int kMortonDims = kMaxBoxDims;
 
 static_assert(kMaxBoxDims >= kMortonDims, "the Morton dimensions are chosen among the box dimensions");
 
@@ -153,7 +159,7 @@ __global__ void morton_kernel(const T *x, /* [n, d] */ int32_t n, int32_t d, Mor
 							  int32_t *idx /* [n] out */)
 {
 	int64_t		i = (int64_t) blockIdx.x * blockDim.x + threadIdx.x;
-	unsigned long long q[kMortonDims] = {0, 0, 0};
+	unsigned long long q[kMortonDims] = {};
 	unsigned long long c = 0;
 
 	if (i >= n)
@@ -473,7 +479,7 @@ void build_tree(Workspace &w)
 
 	memset(&mp, 0, sizeof(mp));
 	mp.M = M;
-	mp.bits = M == 1 ? 52 : (M == 2 ? 31 : 21);
+	mp.bits = M == 1 ? 52 : (M == 2 ? 31 : 63 / M);
 	mp.maxq = (double) ((1ULL << mp.bits) - 1);
 
 	/*
@@ -547,8 +553,12 @@ void build_tree(Workspace &w)
 	CUDA_TRY(cudaMemcpy(knots_d.get(), knots.data(), knots_d.bytes(), cudaMemcpyHostToDevice));
 	mp.knots = knots_d.get();
 	if (w.debug)
-		fprintf(stderr, "gpuclust hdbscan: Morton code on dimensions %d %d %d of %d, %d bits each\n",
-				mp.dim[0], M > 1 ? mp.dim[1] : -1, M > 2 ? mp.dim[2] : -1, w.d, mp.bits);
+	{
+		fprintf(stderr, "gpuclust hdbscan: Morton code on dimensions");
+		for (int m = 0; m < M; m++)
+			fprintf(stderr, " %d", mp.dim[m]);
+		fprintf(stderr, " of %d, %d bits each\n", w.d, mp.bits);
+	}
 
 	/* Codes, sorted stably with the row indices. */
 	{

@@ -367,7 +367,7 @@ typedef struct hd_case
 	double		shift;			/* added to every coordinate before the rest (cosine: spreads directions) */
 	int			tree;			/* compare the condensed tree too */
 	int			host_sums;		/* on the GPU, the host must sum a cluster of more than 65,536 terms (counts[2]) */
-	int			pair_path;		/* tuning.pair_path of both back ends: 0 the rule (gc_hdbscan_pairs_chosen), 1 the engine, -1 the trees */
+	int			pair_path;		/* tuning.pair_path of both back ends: 0 the rules (gc_hdbscan_pairs_chosen, gc_hdbscan_gpu_pairs_chosen), 1 the engine, -1 the trees */
 } hd_case;
 
 #define F64 GC_F64
@@ -607,7 +607,7 @@ hd_differential(const hd_case *c0)
 		 * the tree otherwise
 		 */
 		int			kk = p.min_samples < c.n ? p.min_samples + 1 : p.min_samples;
-		int			want = gc_hdbscan_pairs_chosen(tp, c.d) && kk <= 64 ? GC_PATH_PAIRS : GC_PATH_INDEX;
+		int			want = gc_hdbscan_gpu_pairs_chosen(tp, c.d) && kk <= 64 ? GC_PATH_PAIRS : GC_PATH_INDEX;
 		char		detail[120];
 
 		snprintf(detail, sizeof(detail), "timing.path %d, expected %d", (int) t.timing.path, want);
