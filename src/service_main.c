@@ -876,10 +876,14 @@ WarmRows(void *x, gc_dtype dtype, int d)
 
 /*
  * A small call of every entry point on device dev, in both element types,
- * at 2 and at 64 dimensions (k-means there through cuBLAS), so that the
- * back end's first-use costs are paid here; returns the milliseconds, and
- * the first failure's text in failed (empty when none).
+ * at 2, 3, 8 and 64 dimensions (the grid and tree paths of the few
+ * dimensions, and the pair engine and k-means through cuBLAS at 64), so
+ * that the back end's first-use costs, its kernels' loading included, are
+ * paid here; returns the milliseconds, and the first failure's text in
+ * failed (empty when none).
  */
+static const int warm_dims[] = {2, 3, 8, WARM_DIMS};
+
 static double
 WarmUp(int dev, char *failed, size_t failedlen)
 {
@@ -909,9 +913,9 @@ WarmUp(int dev, char *failed, size_t failedlen)
 	{
 		gc_dtype	dtype = t == 0 ? GC_F32 : GC_F64;
 
-		for (int w = 0; w < 2; w++)
+		for (int w = 0; w < lengthof(warm_dims); w++)
 		{
-			int			d = w == 0 ? 2 : WARM_DIMS;
+			int			d = warm_dims[w];
 			const char *what = NULL;
 			gc_dbscan_params dbp;
 			gc_dbscan_result dbr = {labels, flags, 0};
@@ -1010,8 +1014,12 @@ LoadBackend(void)
 	}
 	else
 	{
-		/* the service has the context for the life of the server: every module now */
-		setenv("CUDA_MODULE_LOADING", "EAGER", 0);
+		/*
+		 * Kernels load at first use, as in a session (gpu.c): loading every
+		 * module at once (CUDA_MODULE_LOADING=EAGER) loads all of cuBLAS's
+		 * too and holds more device memory than the context itself.  The
+		 * warm-up below loads those of every entry point's usual paths.
+		 */
 		svc_api = GcGpuApi(reason, sizeof(reason), &why);
 		svc_serial = true;
 		strlcpy(gc_service->backend_name, "gpu", sizeof(gc_service->backend_name));
