@@ -1575,13 +1575,18 @@ GkmRunAssign(const gc_backend_api *api, const gc_exec *exec, const GcInput *in, 
 #define GKM_GPU_CHUNK_BYTES ((Size) 256 * 1024 * 1024)
 
 /*
- * Whether count rows that need the full search go to the GPU under device:
- * always with gpu (no usable GPU is then the call's error), never with
- * cpu, and with auto when gpu_kmeans_assign of that many rows would run
- * there: a usable GPU and at least gpuclust.gpu_min_rows rows.
+ * Whether count rows of d features in element type dtype that need the
+ * full search go to the GPU under device: always with gpu (no usable GPU is
+ * then the call's error), never with cpu, and with auto only where the
+ * GPU's labels are the CPU's (rows in double precision or of more than 32
+ * features, where gpu_kmeans_assign decides between close centroids in
+ * double precision; in single precision of at most 32 features it compares
+ * in single precision, and a fit would then equal single-node Lloyd only up
+ * to ties) and gpu_kmeans_assign of that many rows would run there: a
+ * usable GPU and at least gpuclust.gpu_min_rows rows.
  */
 static bool
-GkmWantGpu(GcDevice device, int64 count)
+GkmWantGpu(GcDevice device, int64 count, gc_dtype dtype, int32 d)
 {
 	char		reason[512];
 	gc_status	why;
@@ -1592,7 +1597,7 @@ GkmWantGpu(GcDevice device, int64 count)
 		return false;
 	if (device == GC_DEVICE_GPU)
 		return true;
-	if (count < gc_gpu_min_rows_guc)
+	if (count < gc_gpu_min_rows_guc || (dtype != GC_F64 && d <= 32))
 		return false;
 	api = GcGpuApi(reason, sizeof(reason), &why);
 	return api != NULL && api->device_count(&devices) == GC_OK && gc_device_id_guc < devices;
@@ -1740,8 +1745,8 @@ GkmShardCursor(const char *sql, Oid *ftype)
 /*
  * The state of a step over one relation's feature column read by one scan:
  * centroids cen [k, d], metric, mode; in cxt.  An empty relation gives an
- * empty state.  With device gpu, or auto and a usable GPU, the rows are
- * read in chunks of GKM_GPU_CHUNK_BYTES whose nearest centroids come from
+ * empty state.  With device gpu, or auto where GkmWantGpu takes the GPU,
+ * the rows are read in chunks of GKM_GPU_CHUNK_BYTES whose nearest centroids come from
  * GkmAssignOn (a chunk of fewer than gpuclust.gpu_min_rows rows under auto:
  * from the CPU back end); *gpu_rows counts the rows the GPU assigned.
  */
@@ -1754,7 +1759,7 @@ GkmShardStepScan(Oid relid, const char *feature, const double *cen, int32 k, int
 	Portal		portal;
 	Oid			ftype;
 	GkmState   *s;
-	bool		chunked = device == GC_DEVICE_GPU || GkmWantGpu(device, PG_INT64_MAX);
+	bool		chunked = false;
 	void	   *x = NULL;		/* [chunk, d] the rows of the chunk, in s's element type */
 	int32	   *label = NULL;
 	double	   *best = NULL;
@@ -1775,6 +1780,7 @@ GkmShardStepScan(Oid relid, const char *feature, const double *cen, int32 k, int
 		s->ftype = ftype;
 		memcpy(GKM_CEN(s), cen, sizeof(double) * (Size) k * d);
 		GkmWorkingCentroids(s);
+		chunked = device == GC_DEVICE_GPU || GkmWantGpu(device, PG_INT64_MAX, s->dtype, d);
 		if (chunked)
 		{
 			esz = s->dtype == GC_F64 ? sizeof(double) : sizeof(float);
@@ -2604,7 +2610,7 @@ GkcSearch(GkcEntry *e, GkmState *s, GkmGemm *g, const int64 *rows, int64 from, i
 	double	   *bst;
 	double	   *sec;
 
-	if (GkmWantGpu(device, count))
+	if (GkmWantGpu(device, count, e->dtype, d))
 	{
 		Size		esz = e->dtype == GC_F64 ? sizeof(double) : sizeof(float);
 		const void *x = (const char *) e->x + (Size) from * d * esz;
