@@ -49,6 +49,6 @@ for c in "${cases[@]}"; do
 	if [ "${SKLEARN:-1}" != 0 ]; then
 		cos=
 		[ "${3:-}" = --cosine ] && cos=--cosine
-		/usr/bin/python3 bench/pairs_sklearn.py "$tmp/x.f32" "$1" "$2" "$eps" 10 $cos --jobs "$threads" || echo "FAILED: pairs_sklearn"
+		"${PYTHON:-python3}" bench/pairs_sklearn.py "$tmp/x.f32" "$1" "$2" "$eps" 10 $cos --jobs "$threads" || echo "FAILED: pairs_sklearn"
 	fi
 done
