@@ -44,7 +44,7 @@ PG_FUNCTION_INFO_V1(gpu_kmeans_centroids);
 PG_FUNCTION_INFO_V1(gpu_kmeans_assign);
 
 const GcAlgorithm GcKmeans = {"kmeans", "k-means", gc_kmeans_phase_names};
-static const GcAlgorithm GcKmeansAssign = {"kmeans_assign", "k-means assignment", gc_kmeans_assign_phase_names};
+const GcAlgorithm GcKmeansAssign = {"kmeans_assign", "k-means assignment", gc_kmeans_assign_phase_names};
 
 /* Runs k-means on a back end. */
 gc_status
@@ -353,18 +353,11 @@ gpu_kmeans_centroids(PG_FUNCTION_ARGS)
 	return KmRun(fcinfo, true);
 }
 
-/* The params and result of one k-means assignment. */
-typedef struct KmAssignJob
+/* Runs a k-means assignment (a GcKmeansAssignJob) on a back end. */
+gc_status
+GcRunKmeansAssign(const gc_backend_api *api, const gc_exec *exec, const GcInput *in, void *arg)
 {
-	gc_kmeans_assign_params params;
-	gc_kmeans_assign_result result;
-} KmAssignJob;
-
-/* Runs a k-means assignment on a back end. */
-static gc_status
-RunKmeansAssign(const gc_backend_api *api, const gc_exec *exec, const GcInput *in, void *arg)
-{
-	KmAssignJob *job = arg;
+	GcKmeansAssignJob *job = arg;
 
 	return api->kmeans_assign(exec, in->x, in->dtype, in->n, in->d, &job->params, &job->result);
 }
@@ -378,7 +371,7 @@ Datum
 gpu_kmeans_assign(PG_FUNCTION_ARGS)
 {
 	text	   *query = GcArgText(fcinfo, KA_ARG_QUERY, "query");
-	KmAssignJob job;
+	GcKmeansAssignJob job;
 	gc_kmeans_assign_params *p = &job.params;
 	gc_error	err;
 	GcCall		call;
@@ -421,7 +414,7 @@ gpu_kmeans_assign(PG_FUNCTION_ARGS)
 
 	job.result.labels = GcAlloc(&call, sizeof(int32) * n, "cluster ids");
 	job.result.distance = GcAlloc(&call, sizeof(double) * n, "distances");
-	GcCallCompute(&call, RunKmeansAssign, &job);
+	GcCallCompute(&call, GcRunKmeansAssign, &job);
 
 	snprintf(extra, sizeof(extra), "k=%d", p->k);
 	KmProductCounts(&call, p->precision, extra, sizeof(extra));

@@ -19,6 +19,17 @@ extern gc_status GcRunKmeans(const gc_backend_api *api, const gc_exec *exec,
 							 const GcInput *in, void *job);
 extern const GcAlgorithm GcKmeans;
 
+/* One k-means assignment (gpu_kmeans_assign; the distributed fit's searches). */
+typedef struct GcKmeansAssignJob
+{
+	gc_kmeans_assign_params params;
+	gc_kmeans_assign_result result;
+} GcKmeansAssignJob;
+
+extern gc_status GcRunKmeansAssign(const gc_backend_api *api, const gc_exec *exec,
+								   const GcInput *in, void *job);
+extern const GcAlgorithm GcKmeansAssign;
+
 /* The value of k-means' init argument (kmeans.c). */
 extern gc_kmeans_init GcKmeansInitFromText(text *arg);
 

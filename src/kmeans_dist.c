@@ -1555,22 +1555,6 @@ gpu_kmeans_sample(PG_FUNCTION_ARGS)
  */
 static const GcAlgorithm GkmAssignAlgorithm = {"kmeans_assign", "k-means assignment", NULL};
 
-/* A k-means assignment's params and result. */
-typedef struct GkmAssignJob
-{
-	gc_kmeans_assign_params params;
-	gc_kmeans_assign_result result;
-} GkmAssignJob;
-
-/* Runs a k-means assignment on a back end. */
-static gc_status
-GkmRunAssign(const gc_backend_api *api, const gc_exec *exec, const GcInput *in, void *arg)
-{
-	GkmAssignJob *job = arg;
-
-	return api->kmeans_assign(exec, in->x, in->dtype, in->n, in->d, &job->params, &job->result);
-}
-
 /* Rows a pass without the shard cache reads per GPU assignment, in bytes of features. */
 #define GKM_GPU_CHUNK_BYTES ((Size) 256 * 1024 * 1024)
 
@@ -1616,7 +1600,7 @@ GkmAssignOn(FunctionCallInfo fcinfo, GcDevice device, const void *x, gc_dtype dt
 			int32 d, const double *cw, int32 k, int32 *label, double *best)
 {
 	GcCall		call;
-	GkmAssignJob job;
+	GcKmeansAssignJob job;
 	bool		gpu;
 	double	   *row;
 
@@ -1634,7 +1618,7 @@ GkmAssignOn(FunctionCallInfo fcinfo, GcDevice device, const void *x, gc_dtype dt
 	job.params.metric = GC_METRIC_EUCLIDEAN;
 	job.result.labels = label;
 	job.result.distance = GcAlloc(&call, sizeof(double) * Max(count, 1), "distances");
-	GcCallCompute(&call, GkmRunAssign, &job);
+	GcCallCompute(&call, GcRunKmeansAssign, &job);
 	gpu = call.used_gpu;
 	GcCallEnd(&call, NULL);
 
