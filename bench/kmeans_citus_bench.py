@@ -1,4 +1,4 @@
-"""Times k-means on a Citus cluster on one machine (coordinator + 2 workers), from the same initial
+r"""Times k-means on a Citus cluster on one machine (coordinator + 2 workers), from the same initial
 centroids, tol = 0, a fixed number of iterations, with gpuclust.device = --device on the coordinator
 (the fit sends it to the workers with every pass):
 
@@ -39,15 +39,15 @@ cluster on the PostgreSQL 15 bundle of .device/pg-up. Here, once, put it and wha
     cp bench/citus_up_device.sh .device/citus-up-device      # it stops a cluster with --down DIR
     # the libraries citus.so needs beyond glibc and libpq (libcurl, libssl, libzstd, liblz4 and theirs),
     # from this Debian 12 with Citus installed (citus-up installs it), for a machine that lacks some:
-    ldd /usr/lib/postgresql/15/lib/citus.so /usr/lib/postgresql/15/lib/citus_columnar.so \\
-        | awk '/=> \//{print $3}' | grep -vE '/(libc|libm|libresolv|libpq|ld-linux)[.-]' | sort -u \\
+    ldd /usr/lib/postgresql/15/lib/citus.so /usr/lib/postgresql/15/lib/citus_columnar.so \
+        | awk '/=> \//{print $3}' | grep -vE '/(libc|libm|libresolv|libpq|ld-linux)[.-]' | sort -u \
         | xargs -I{} cp -L {} /tmp/deps/ && tar -C /tmp/deps -cJf .device/citus/citus-deps.tar.xz .
 
 There, from the repository root (CITUS_PRELOAD=gpuclust: the GPU service on every node, so that
 the workers' backends share one CUDA context per node instead of opening one each):
 
-    source .device/pg-up && export LD_LIBRARY_PATH=$PWD/.device/lib && make -j16 && make install && \\
-    CITUS_PRELOAD=gpuclust GPUCLUST_CITUS_UP=$PWD/.device/citus-up-device \\
+    source .device/pg-up && export LD_LIBRARY_PATH=$PWD/.device/lib && make -j16 && make install && \
+    CITUS_PRELOAD=gpuclust GPUCLUST_CITUS_UP=$PWD/.device/citus-up-device \
         python3 bench/kmeans_citus_bench.py --rows 1000000 --threads 16 --device gpu
 """
 import argparse
