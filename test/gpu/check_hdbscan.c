@@ -424,6 +424,17 @@ static const hd_case hd_cases[] = {
 	{"blobs", 20000, 64, {10, 5, 0, 0, 0, 0}},
 	{"flat", 20000, 8, {10, 5, 0, 0, 0, 0}},
 	/*
+	 * 9 to 12 features, around the GPU's own rule (the engine from 10 on,
+	 * gc_hdbscan_gpu_pairs_chosen, where the CPU keeps its k-d tree): the
+	 * GPU's hierarchy at 9, its engine from 10, both against the CPU's
+	 * tree; and the hierarchy forced at 12 (boxes in every coordinate)
+	 */
+	{"blobs", 50000, 9, {10, 10, 0, 0, 0, 0}},
+	{"uniform", 30000, 10, {10, 5, 0, 0, 0, 0}},
+	{"dups", 20000, 11, {10, 5, 0, 0, 0, 0}},
+	{"farone", 20000, 12, {10, 10, 0, 0, 0, 0}, F64, EUC, 1e6},
+	{"blobs", 20000, 12, {10, 5, 0, 0, 0, 0}, F32, EUC, 0, 0, 0, 0, -1},
+	/*
 	 * 16 features and more: the pair engine on both back ends
 	 * (common/pairs.h; forced below 32 features, where the rule keeps the
 	 * trees); ties
