@@ -67,6 +67,7 @@
 #include "utils/rel.h"
 #include "utils/timestamp.h"
 
+#include "core.h"
 #include "feature.h"
 #include "gpu.h"
 #include "gpuclust.h"
@@ -136,21 +137,28 @@ GkmNearestAvx512(const double *row, int32_t d, const double *cent, int32_t k, do
 
 static GkmNearestFn GkmNearestImpl = NULL;
 
+/* Chooses GkmNearest's build for this processor, once (before any thread of a pass calls it). */
+static void
+GkmNearestChoose(void)
+{
+	if (GkmNearestImpl != NULL)
+		return;
+	GkmNearestImpl = GkmNearestGeneric;
+#if defined(__GNUC__) && defined(__x86_64__)
+	__builtin_cpu_init();
+	if (__builtin_cpu_supports("avx512f"))
+		GkmNearestImpl = GkmNearestAvx512;
+	else if (__builtin_cpu_supports("avx2"))
+		GkmNearestImpl = GkmNearestAvx2;
+#endif
+}
+
 /* The nearest centroid of row [d] among cent [d, k] (gc_kmeans_nearest's rule). */
 static inline int32_t
 GkmNearest(const double *row, int32_t d, const double *cent, int32_t k, double *dist, double *d2)
 {
 	if (unlikely(GkmNearestImpl == NULL))
-	{
-		GkmNearestImpl = GkmNearestGeneric;
-#if defined(__GNUC__) && defined(__x86_64__)
-		__builtin_cpu_init();
-		if (__builtin_cpu_supports("avx512f"))
-			GkmNearestImpl = GkmNearestAvx512;
-		else if (__builtin_cpu_supports("avx2"))
-			GkmNearestImpl = GkmNearestAvx2;
-#endif
-	}
+		GkmNearestChoose();
 	return GkmNearestImpl(row, d, cent, k, dist, d2);
 }
 
@@ -2575,6 +2583,168 @@ GkrFromCacheRows(GkrPick *pk, GkcEntry *e, gc_dtype *dtype)
 	pfree(row);
 }
 
+/* Work (distances times features) a thread of a pass does between two looks at cancel. */
+#define GKC_CANCEL_WORK ((int64) 1 << 24)
+
+/* Rows of a block of a pass's parallel parts (the search's rounded up to whole batches). */
+#define GKC_GRAIN 2048
+
+/*
+ * What the threads of one parallel part of a cached pass read and write
+ * (GkcParallel): the search of rows[] (or from, from + 1, ...) or the
+ * bounds of every row.  Each thread has its own scratch (by worker id) and
+ * writes only its rows' entries, so that nothing depends on which thread
+ * ran which block; the threads call nothing of PostgreSQL.
+ */
+typedef struct GkcPar
+{
+	GkcEntry   *e;
+	int32		k;
+	int32		d;
+	int32		B;				/* rows of a search batch */
+	const double *cent;			/* [d, k] the centroids (GKM_CENT) */
+	const double *cw;			/* [k, d] the same, row-major */
+	GkmGemm    *g;				/* the checked product, or NULL: the exact loop */
+	gc_kmg_scratch **scratch;	/* [threads] the product's scratch of each thread */
+	double	   *row;			/* [threads, d] */
+	double	   *dist;			/* [threads, k] */
+	int32	   *lab;			/* [threads, B] */
+	double	   *bst;			/* [threads, B] */
+	double	   *sec;			/* [threads, B] */
+	const int64 *rows;			/* the search's rows, or NULL: from, from + 1, ... */
+	int64		from;
+	const double *delta;		/* [k] how far each centroid moved */
+	const double *half;			/* [k] half the distance to its nearest other */
+	int32		jmax;			/* the centroid that moved most */
+	double		second;			/* the second largest move */
+	bool	   *open;			/* [n] out: the bounds do not settle the row */
+} GkcPar;
+
+/* The threads of a pass: gpuclust.cpu_threads, at most one per grain of the n items. */
+static int
+GkcThreads(int64 n, int64 grain)
+{
+	SyncTuning();
+	return (int) Max(1, Min((int64) gc_tuning_gucs.cpu_threads, (n + grain - 1) / grain));
+}
+
+/*
+ * Runs fn over [0, n) in blocks of grain on threads threads (the backend's
+ * own among them); a cancel is raised here once they have all stopped.
+ */
+static void
+GkcParallel(int threads, int64 n, int64 grain, gc_pool_fn fn, void *arg)
+{
+	gc_error	err;
+	gc_timing	timing;
+	gc_core_ctx ctx;
+	gc_status	st;
+
+	memset(&err, 0, sizeof(err));
+	memset(&timing, 0, sizeof(timing));
+	memset(&ctx, 0, sizeof(ctx));
+	ctx.cancel = GcCancelRequested;
+	ctx.tuning = &gc_tuning_gucs;
+	ctx.timing = &timing;
+	ctx.err = &err;
+	ctx.pool = gc_pool_create(&ctx, threads);
+	if (ctx.pool == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OUT_OF_MEMORY),
+				 errmsg("out of memory"),
+				 errdetail("The threads of a k-means pass over a shard could not be started."),
+				 errhint("Lower gpuclust.cpu_threads.")));
+	st = gc_pool_for(ctx.pool, n, grain, fn, arg);
+	gc_pool_free(ctx.pool);
+	if (st == GC_ERR_CANCELLED)
+	{
+		CHECK_FOR_INTERRUPTS();
+		elog(ERROR, "a k-means pass over a shard stopped for a cancel that did not come, please report a bug");
+	}
+	if (st != GC_OK)
+		elog(ERROR, "a k-means pass over a shard failed: %s", err.message);
+}
+
+/* The full search of the items [begin, end) of p's rows, in batches of p->B from a multiple of it. */
+static gc_status
+GkcSearchBlock(void *arg, gc_worker *w, int64_t begin, int64_t end)
+{
+	GkcPar	   *p = arg;
+	GkcEntry   *e = p->e;
+	int32		k = p->k;
+	int32		d = p->d;
+	double	   *row = p->row + (Size) w->id * d;
+	double	   *dist = p->dist + (Size) w->id * k;
+	int32	   *lab = p->lab + (Size) w->id * p->B;
+	double	   *bst = p->bst + (Size) w->id * p->B;
+	double	   *sec = p->sec + (Size) w->id * p->B;
+
+	for (int64 q0 = begin; q0 < end; q0 += p->B)
+	{
+		int32		nb = (int32) Min((int64) p->B, end - q0);
+		int64		work = (int64) nb * k * d;
+
+		if (p->g != NULL)
+			work = gc_kmg_assign(p->g->kmg, p->scratch[w->id], e->x, p->rows ? p->rows + q0 : NULL,
+								 p->from + q0, nb, lab, bst, sec, NULL);
+		else
+			for (int32 q = 0; q < nb; q++)
+			{
+				int64		i = p->rows ? p->rows[q0 + q] : p->from + q0 + q;
+				double		second = HUGE_VAL;
+
+				GkcRow(e, i, row);
+				lab[q] = GkmNearest(row, d, p->cent, k, dist, &bst[q]);
+				for (int32 j = 0; j < k; j++)
+					if (j != lab[q] && dist[j] < second)
+						second = dist[j];
+				sec[q] = second;
+			}
+		for (int32 q = 0; q < nb; q++)
+		{
+			int64		i = p->rows ? p->rows[q0 + q] : p->from + q0 + q;
+
+			e->label[i] = lab[q];
+			e->best[i] = bst[q];
+			e->lower[i] = sqrt(sec[q]);
+		}
+		if (gc_worker_tick(w, work, GKC_CANCEL_WORK))
+			return GC_ERR_CANCELLED;
+	}
+	return GC_OK;
+}
+
+/*
+ * Hamerly's test of the rows [begin, end): each row's lower bound moved by
+ * the centroids' moves, its distance to its centroid anew, and whether the
+ * bounds leave it open (p->open).
+ */
+static gc_status
+GkcBoundBlock(void *arg, gc_worker *w, int64_t begin, int64_t end)
+{
+	GkcPar	   *p = arg;
+	GkcEntry   *e = p->e;
+	int32		d = p->d;
+	double	   *row = p->row + (Size) w->id * d;
+
+	for (int64 i = begin; i < end; i++)
+	{
+		int32		a = e->label[i];
+		double		u;
+		double		m;
+
+		e->lower[i] -= a == p->jmax ? p->second : p->delta[p->jmax];
+		GkcRow(e, i, row);
+		e->best[i] = gc_dist2_f64(row, p->cw + (Size) a * d, d);
+		u = sqrt(e->best[i]);
+		m = p->half[a] > e->lower[i] ? p->half[a] : e->lower[i];
+		p->open[i] = !(u * (1.0 + GKC_SLACK) < m);
+		if (gc_worker_tick(w, d, GKC_CANCEL_WORK))
+			return GC_ERR_CANCELLED;
+	}
+	return GC_OK;
+}
+
 /*
  * The full search for the count rows rows[] (or from, from + 1, ...): their
  * labels, squared distances (e->best) and lower bounds (e->lower), through
@@ -2585,14 +2755,13 @@ GkrFromCacheRows(GkrPick *pk, GkcEntry *e, gc_dtype *dtype)
  */
 static bool
 GkcSearch(GkcEntry *e, GkmState *s, GkmGemm *g, const int64 *rows, int64 from, int64 count,
-		  double *row, double *dist, FunctionCallInfo fcinfo, GcDevice device, const double *cw)
+		  FunctionCallInfo fcinfo, GcDevice device, const double *cw)
 {
 	int32		k = s->k;
 	int32		d = s->d;
 	int32		B = GkmBlock(d);
 	int32	   *lab;
 	double	   *bst;
-	double	   *sec;
 
 	if (GkmWantGpu(device, count, e->dtype, d))
 	{
@@ -2627,41 +2796,63 @@ GkcSearch(GkcEntry *e, GkmState *s, GkmGemm *g, const int64 *rows, int64 from, i
 		return gpu;
 	}
 
-	lab = palloc(sizeof(int32) * B);
-	bst = palloc(sizeof(double) * B);
-	sec = palloc(sizeof(double) * B);
-	for (int64 q0 = 0; q0 < count; q0 += B)
+	if (count <= 0)
+		return false;
 	{
-		int32		nb = (int32) Min((int64) B, count - q0);
+		/* batches of B rows from multiples of B, as one thread would take them, on the pass's threads */
+		int64		grain = (int64) B * (((int64) GKC_GRAIN + B - 1) / B);
+		int			threads = GkcThreads(count, grain);
+		GkcPar		p;
 
+		memset(&p, 0, sizeof(p));
+		p.e = e;
+		p.k = k;
+		p.d = d;
+		p.B = B;
+		p.cent = GKM_CENT(s);
+		p.g = g;
+		p.rows = rows;
+		p.from = from;
+		p.row = palloc(sizeof(double) * threads * d);
+		p.dist = palloc(sizeof(double) * threads * k);
+		p.lab = palloc(sizeof(int32) * threads * B);
+		p.bst = palloc(sizeof(double) * threads * B);
+		p.sec = palloc(sizeof(double) * threads * B);
 		if (g != NULL)
-			gc_kmg_assign(g->kmg, g->scratch, e->x, rows ? rows + q0 : NULL, from + q0, nb, lab, bst, sec, NULL);
-		else
-			for (int32 q = 0; q < nb; q++)
-			{
-				int64		i = rows ? rows[q0 + q] : from + q0 + q;
-				double		second = HUGE_VAL;
-
-				GkcRow(e, i, row);
-				lab[q] = GkmNearest(row, d, GKM_CENT(s), k, dist, &bst[q]);
-				for (int32 j = 0; j < k; j++)
-					if (j != lab[q] && dist[j] < second)
-						second = dist[j];
-				sec[q] = second;
-			}
-		for (int32 q = 0; q < nb; q++)
 		{
-			int64		i = rows ? rows[q0 + q] : from + q0 + q;
-
-			e->label[i] = lab[q];
-			e->best[i] = bst[q];
-			e->lower[i] = sqrt(sec[q]);
+			p.scratch = palloc0(sizeof(gc_kmg_scratch *) * threads);
+			p.scratch[0] = g->scratch;
+			for (int t = 1; t < threads; t++)
+				if ((p.scratch[t] = gc_kmg_scratch_create(g->kmg, B)) == NULL)
+				{
+					for (int u = 1; u < t; u++)
+						gc_kmg_scratch_free(p.scratch[u]);
+					ereport(ERROR,
+							(errcode(ERRCODE_OUT_OF_MEMORY),
+							 errmsg("out of memory"),
+							 errdetail("The scratch of a k-means pass's thread could not be allocated."),
+							 errhint("Lower gpuclust.cpu_threads, or set gpuclust.cpu_blas to off.")));
+				}
 		}
-		CHECK_FOR_INTERRUPTS();
+		GkmNearestChoose();
+		PG_TRY();
+		{
+			GkcParallel(threads, count, grain, GkcSearchBlock, &p);
+		}
+		PG_FINALLY();
+		{
+			for (int t = 1; g != NULL && t < threads; t++)
+				gc_kmg_scratch_free(p.scratch[t]);
+		}
+		PG_END_TRY();
+		if (p.scratch)
+			pfree(p.scratch);
+		pfree(p.row);
+		pfree(p.dist);
+		pfree(p.lab);
+		pfree(p.bst);
+		pfree(p.sec);
 	}
-	pfree(lab);
-	pfree(bst);
-	pfree(sec);
 	return false;
 }
 
@@ -2692,7 +2883,6 @@ GkcStep(GkcEntry *e, GkmState *s, MemoryContext cxt, FunctionCallInfo fcinfo, Gc
 	int64		n = e->n;
 	double	   *cw = palloc(sizeof(double) * (Size) k * d);	/* [k, d] working centroids */
 	double	   *row = palloc(sizeof(double) * d);
-	double	   *dist = palloc(sizeof(double) * k);
 	GkmGemm    *g = GkmGemmFor(cxt, s);
 	bool		bounded = e->k == k && e->cen != NULL;
 	int32	   *old = NULL;
@@ -2705,7 +2895,7 @@ GkcStep(GkcEntry *e, GkmState *s, MemoryContext cxt, FunctionCallInfo fcinfo, Gc
 
 	if (!bounded)
 	{
-		if (GkcSearch(e, s, g, NULL, 0, n, row, dist, fcinfo, device, cw))
+		if (GkcSearch(e, s, g, NULL, 0, n, fcinfo, device, cw))
 			*gpu_rows += n;
 		full = n;
 	}
@@ -2745,23 +2935,31 @@ GkcStep(GkcEntry *e, GkmState *s, MemoryContext cxt, FunctionCallInfo fcinfo, Gc
 			old = palloc_extended(sizeof(int32) * Max(n, 1), MCXT_ALLOC_HUGE);
 			memcpy(old, e->label, sizeof(int32) * n);
 		}
-		for (int64 i = 0; i < n; i++)
+		if (n > 0)
 		{
-			int32		a = e->label[i];
-			double		u;
-			double		m;
+			/* Hamerly's test of every row on the pass's threads, then the open rows in row order */
+			int64		grain = GKC_GRAIN;
+			int			threads = GkcThreads(n, grain);
+			GkcPar		p;
 
-			e->lower[i] -= a == jmax ? second : delta[jmax];
-			GkcRow(e, i, row);
-			e->best[i] = gc_dist2_f64(row, cw + (Size) a * d, d);
-			u = sqrt(e->best[i]);
-			m = half[a] > e->lower[i] ? half[a] : e->lower[i];
-			if (!(u * (1.0 + GKC_SLACK) < m))
-				redo[full++] = i;
-			if ((i & 16383) == 16383)
-				CHECK_FOR_INTERRUPTS();
+			memset(&p, 0, sizeof(p));
+			p.e = e;
+			p.d = d;
+			p.cw = cw;
+			p.delta = delta;
+			p.half = half;
+			p.jmax = jmax;
+			p.second = second;
+			p.row = palloc(sizeof(double) * threads * d);
+			p.open = palloc_extended(sizeof(bool) * n, MCXT_ALLOC_HUGE);
+			GkcParallel(threads, n, grain, GkcBoundBlock, &p);
+			for (int64 i = 0; i < n; i++)
+				if (p.open[i])
+					redo[full++] = i;
+			pfree(p.open);
+			pfree(p.row);
 		}
-		if (GkcSearch(e, s, g, redo, 0, full, row, dist, fcinfo, device, cw))
+		if (GkcSearch(e, s, g, redo, 0, full, fcinfo, device, cw))
 			*gpu_rows += full;
 		pfree(redo);
 		pfree(delta);
@@ -2843,7 +3041,6 @@ GkcStep(GkcEntry *e, GkmState *s, MemoryContext cxt, FunctionCallInfo fcinfo, Gc
 	e->k = k;
 	pfree(cw);
 	pfree(row);
-	pfree(dist);
 	return full;
 }
 

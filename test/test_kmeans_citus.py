@@ -234,6 +234,47 @@ def test_fit_same_bits_as_single_node(cur):
         cur.execute("RESET gpuclust.kmeans_shard_cache")
 
 
+def set_on_workers(citus, setting):
+    """ALTER SYSTEM SET setting (or RESET it when it has no '=') on both workers, and reload them."""
+    for port in (citus["port"] + 1, citus["port"] + 2):
+        conn = psycopg2.connect(**dsn(citus, port=port))
+        conn.autocommit = True
+        c = conn.cursor()
+        c.execute("LOAD 'gpuclust'")       # its settings are known to ALTER SYSTEM once it is loaded
+        c.execute(f"ALTER SYSTEM {'SET' if '=' in setting else 'RESET'} {setting}")
+        c.execute("SELECT pg_reload_conf()")
+        conn.close()
+
+
+def shown_on_workers(citus, name):
+    """The values of setting name in new sessions of both workers."""
+    values = set()
+    for port in (citus["port"] + 1, citus["port"] + 2):
+        conn = psycopg2.connect(**dsn(citus, port=port))
+        c = conn.cursor()
+        c.execute("LOAD 'gpuclust'")
+        c.execute(f"SHOW {name}")
+        values.add(c.fetchone()[0])
+        conn.close()
+    return values
+
+
+def test_fit_same_bits_on_any_number_of_worker_threads(citus, cur):
+    """A shard's pass searches and tests Hamerly's bounds on the worker's gpuclust.cpu_threads threads
+    (in blocks of 2,048 rows): the model is the same bit for bit with 1, 2 and 5 of them."""
+    init = literal(cur.centres + 3.0)
+    single = model(cur, "kl", initial_centroids=init)
+    try:
+        for threads in (1, 5, 2):
+            set_on_workers(citus, f"gpuclust.cpu_threads = {threads}")
+            time.sleep(0.3)
+            assert shown_on_workers(citus, "gpuclust.cpu_threads") == {str(threads)}
+            for n in (1, 2):
+                assert model(cur, f"kd{n}", initial_centroids=init) == single, (threads, n)
+    finally:
+        set_on_workers(citus, "gpuclust.cpu_threads")
+
+
 def worker_caches(cur, table):
     """Per worker backend that serves table's shards now: {(fit, shard): rows} its cache holds
     (the tables are filled by INSERT, so every shard has a row at TID (0,1))."""
