@@ -82,9 +82,18 @@ def readme_db():
     psql(f"DROP DATABASE IF EXISTS {DB}", db="postgres")
 
 
+def available(extension):
+    rc, out, err = psql(f"SELECT count(*) FROM pg_available_extensions WHERE name = '{extension}'",
+                        db="postgres")
+    return rc == 0 and out.split()[-1] == "1"
+
+
 def test_readme_examples_run_and_print_what_it_shows(readme_db):
     ran = compared = 0
     skipped = []
+    # pgvector is not packaged for Debian 12 (test/run-all builds it from ../shared/vendor when
+    # that is there): without it the pgvector statements are left out, and only those
+    vector = available("vector")
     # the upgrade example (before Getting started) runs last, once the extension exists
     order = sorted(blocks(), key=lambda b: "ALTER EXTENSION gpuclust UPDATE" in b[1])
     for line, body, why in order:
@@ -92,6 +101,8 @@ def test_readme_examples_run_and_print_what_it_shows(readme_db):
             skipped.append((line, why))
             continue
         for sql, expect in statements(body):
+            if not vector and ("vector" in sql or "items" in sql):
+                continue
             rc, out, err = psql(sql)
             assert rc == 0, f"README.md line {line}: {sql}\n{err}"
             ran += 1
