@@ -2590,6 +2590,19 @@ GkrFromCacheRows(GkrPick *pk, GkcEntry *e, gc_dtype *dtype)
 #define GKC_GRAIN 2048
 
 /*
+ * Work (distances times features, in millions) from which a part of a pass
+ * runs on more than one thread (the developer setting
+ * gpuclust.kmeans_shard_thread_work, the worker's): the workers' backends
+ * serve their shards at the same time, each with gpuclust.cpu_threads
+ * threads, and a part waits for its slowest thread.  On the 2-core machine
+ * (1M rows x 32, k = 100, 8 shards on 2 workers of 2 threads each) every
+ * part on 2 threads took the fit from 159 to 230 ms per iteration; from 64
+ * million only the search of a shard's first pass and the larger searches
+ * after it are threaded.
+ */
+static int	kmeans_shard_thread_work_guc = 64;
+
+/*
  * What the threads of one parallel part of a cached pass read and write
  * (GkcParallel): the search of rows[] (or from, from + 1, ...) or the
  * bounds of every row.  Each thread has its own scratch (by worker id) and
@@ -2620,13 +2633,22 @@ typedef struct GkcPar
 	bool	   *open;			/* [n] out: the bounds do not settle the row */
 } GkcPar;
 
-/* The threads of a pass: gpuclust.cpu_threads, at most one per grain of the n items. */
+/*
+ * The threads of a part of a pass over n items of work units each:
+ * gpuclust.cpu_threads, at most one per grain of the items; one below
+ * gpuclust.kmeans_shard_thread_work.
+ */
 static int
-GkcThreads(int64 n, int64 grain)
+GkcThreads(int64 n, int64 grain, int64 units)
 {
+	if ((double) n * units < (double) kmeans_shard_thread_work_guc * 1e6)
+		return 1;
 	SyncTuning();
 	return (int) Max(1, Min((int64) gc_tuning_gucs.cpu_threads, (n + grain - 1) / grain));
 }
+
+/* The most threads a part of the current shard call ran on (its DEBUG1 line). */
+static int	GkcCallThreads = 1;
 
 /*
  * Runs fn over [0, n) in blocks of grain on threads threads (the backend's
@@ -2655,6 +2677,7 @@ GkcParallel(int threads, int64 n, int64 grain, gc_pool_fn fn, void *arg)
 				 errdetail("The threads of a k-means pass over a shard could not be started."),
 				 errhint("Lower gpuclust.cpu_threads.")));
 	st = gc_pool_for(ctx.pool, n, grain, fn, arg);
+	GkcCallThreads = Max(GkcCallThreads, gc_pool_threads_used(ctx.pool));
 	gc_pool_free(ctx.pool);
 	if (st == GC_ERR_CANCELLED)
 	{
@@ -2801,7 +2824,7 @@ GkcSearch(GkcEntry *e, GkmState *s, GkmGemm *g, const int64 *rows, int64 from, i
 	{
 		/* batches of B rows from multiples of B, as one thread would take them, on the pass's threads */
 		int64		grain = (int64) B * (((int64) GKC_GRAIN + B - 1) / B);
-		int			threads = GkcThreads(count, grain);
+		int			threads = GkcThreads(count, grain, (int64) k * d);
 		GkcPar		p;
 
 		memset(&p, 0, sizeof(p));
@@ -2939,7 +2962,7 @@ GkcStep(GkcEntry *e, GkmState *s, MemoryContext cxt, FunctionCallInfo fcinfo, Gc
 		{
 			/* Hamerly's test of every row on the pass's threads, then the open rows in row order */
 			int64		grain = GKC_GRAIN;
-			int			threads = GkcThreads(n, grain);
+			int			threads = GkcThreads(n, grain, d);
 			GkcPar		p;
 
 			memset(&p, 0, sizeof(p));
@@ -3166,6 +3189,7 @@ gpu_kmeans_shard_call(PG_FUNCTION_ARGS)
 			}
 			else if (e->have_rows)
 				use = GKC_HIT;
+			GkcCallThreads = 1;
 			if (e->have_rows)
 			{
 				s = GkmNew(cxt, k, d, metric, (gc_dtype) e->dtype, mode);
@@ -3178,9 +3202,9 @@ gpu_kmeans_shard_call(PG_FUNCTION_ARGS)
 				s = GkmShardStepScan(shard, feature, cen, k, d, metric, mode, cxt, fcinfo, device, &on_gpu);
 			gpu_rows = on_gpu;
 			elog(DEBUG1, "gpuclust: kmeans_shard_step shard=" INT64_FORMAT " rows=" INT64_FORMAT
-				 " cache=%s searched=" INT64_FORMAT " device=%s gpu_searched=" INT64_FORMAT,
+				 " cache=%s searched=" INT64_FORMAT " device=%s gpu_searched=" INT64_FORMAT " threads=%d",
 				 shardid, s->rows, use == GKC_HIT ? "hit" : use == GKC_FILLED ? "filled" : "off",
-				 full >= 0 ? full : s->rows, on_gpu > 0 ? "gpu" : "cpu", on_gpu);
+				 full >= 0 ? full : s->rows, on_gpu > 0 ? "gpu" : "cpu", on_gpu, GkcCallThreads);
 			payload = DatumGetCString(DirectFunctionCall1(gpu_kmeans_state_out, PointerGetDatum(s)));
 		}
 		else if (strcmp(job, "drop") == 0)
@@ -3354,6 +3378,12 @@ GcKmeansDistDefineGucs(void)
 							"when it does not fit; 0 turns the cache off.  Read on the coordinator.",
 							&kmeans_shard_cache_guc, 1024, 0, INT_MAX / 2,
 							PGC_USERSET, GUC_UNIT_MB, NULL, NULL, NULL);
+	DefineCustomIntVariable("gpuclust.kmeans_shard_thread_work",
+							"Developer setting: the work from which a part of a shard's k-means pass is threaded.",
+							"In millions of distances times features; a part with less runs on the worker backend's "
+							"own thread, one with more on gpuclust.cpu_threads threads.  Read on the worker.",
+							&kmeans_shard_thread_work_guc, 64, 0, INT_MAX,
+							PGC_USERSET, GUC_NO_SHOW_ALL | GUC_NOT_IN_SAMPLE, NULL, NULL, NULL);
 }
 
 /* ---------------------------------------------------------------- the calls per shard */

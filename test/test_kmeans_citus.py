@@ -261,18 +261,61 @@ def shown_on_workers(citus, name):
 
 def test_fit_same_bits_on_any_number_of_worker_threads(citus, cur):
     """A shard's pass searches and tests Hamerly's bounds on the worker's gpuclust.cpu_threads threads
-    (in blocks of 2,048 rows): the model is the same bit for bit with 1, 2 and 5 of them."""
+    (in blocks of 2,048 rows; here every part of a pass, gpuclust.kmeans_shard_thread_work = 0): the
+    model is the same bit for bit with 1, 2 and 5 of them."""
     init = literal(cur.centres + 3.0)
     single = model(cur, "kl", initial_centroids=init)
     try:
+        set_on_workers(citus, "gpuclust.kmeans_shard_thread_work = 0")
         for threads in (1, 5, 2):
             set_on_workers(citus, f"gpuclust.cpu_threads = {threads}")
             time.sleep(0.3)
             assert shown_on_workers(citus, "gpuclust.cpu_threads") == {str(threads)}
+            assert shown_on_workers(citus, "gpuclust.kmeans_shard_thread_work") == {"0"}
             for n in (1, 2):
                 assert model(cur, f"kd{n}", initial_centroids=init) == single, (threads, n)
     finally:
         set_on_workers(citus, "gpuclust.cpu_threads")
+        set_on_workers(citus, "gpuclust.kmeans_shard_thread_work")
+
+
+def test_shard_pass_threads_same_state(cur):
+    """One shard call's passes (the first, which searches every row, then Hamerly's) on 1 and on 5
+    threads of the backend that runs them: the same states, bit for bit, and the DEBUG1 line says
+    how many threads a part ran on."""
+    C1 = literal(cur.centres)
+    # centroid 0 moved beside centroid 1: the rows of those two clusters are searched again (and
+    # many change cluster), the others are settled by Hamerly's test
+    moved = cur.centres.copy()
+    moved[0] = cur.centres[1] + 0.3
+    C2 = literal(moved)
+    got = {}
+    try:
+        cur.execute("SET gpuclust.kmeans_shard_thread_work = 0")
+        cur.execute("SET client_min_messages = debug1")
+        for threads in (1, 5):
+            cur.execute(f"SET gpuclust.cpu_threads = {threads}")
+            cur.connection.notices.clear()
+            cur.execute("BEGIN")
+            try:
+                states = []
+                for p, C in ((1, C1), (2, C2)):
+                    states.append(one(cur, "SELECT gpu_kmeans_shard_call('kl'::regclass, '(0,1)', 91, %s, "
+                                           "'step:cpu', 'id', 'f', %s::float8[], 'euclidean', 1, 0, 0, 0, 0, 1024)",
+                                      [p, C]))
+            finally:
+                cur.execute("COMMIT")
+            debug = [n for n in cur.connection.notices if "kmeans_shard_step" in n]
+            assert len(debug) == 2 and "cache=filled" in debug[0] and "cache=hit" in debug[1], debug
+            assert all(f"threads={threads}" in d for d in debug), debug
+            searched = int(re.search(r"searched=(\d+)", debug[1]).group(1))
+            assert 0 < searched < 20000, debug      # Hamerly's test settled some rows, not all
+            got[threads] = [st.split(":", 5)[5] for st in states]
+        assert got[1] == got[5]
+    finally:
+        cur.execute("RESET client_min_messages")
+        cur.execute("RESET gpuclust.cpu_threads")
+        cur.execute("RESET gpuclust.kmeans_shard_thread_work")
 
 
 def worker_caches(cur, table):
