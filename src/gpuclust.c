@@ -15,6 +15,7 @@
 #include "utils/builtins.h"
 #include "utils/guc.h"
 
+#include "core.h"
 #include "gpu.h"
 #include "gpuclust.h"
 #include "kmeans.h"
@@ -569,6 +570,20 @@ int
 GcCancelRequested(void *arg)
 {
 	return InterruptPending && (QueryCancelPending || ProcDiePending);
+}
+
+bool
+GcCoreContext(gc_core_ctx *ctx, gc_error *err, gc_timing *timing, int nthreads)
+{
+	memset(err, 0, sizeof(*err));
+	memset(timing, 0, sizeof(*timing));
+	memset(ctx, 0, sizeof(*ctx));
+	ctx->cancel = GcCancelRequested;
+	ctx->tuning = &gc_tuning_gucs;
+	ctx->timing = timing;
+	ctx->err = err;
+	ctx->pool = gc_pool_create(ctx, nthreads);
+	return ctx->pool != NULL;
 }
 
 /* ----------------------------------------------------------------- devices */

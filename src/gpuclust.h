@@ -123,4 +123,14 @@ extern void *GcAlloc(GcCall *call, Size size, const char *what);
 /* Answers "cancel requested?" for the back ends; never throws. */
 extern int	GcCancelRequested(void *arg);
 
+/*
+ * A context of the CPU back end's core (src/core/core.h) for threads the
+ * glue runs itself (gc_pool's, which call nothing of PostgreSQL): cancel
+ * through GcCancelRequested, the settings' tuning, err and timing as its
+ * error record and scratch timing, and a pool of nthreads.  Returns false
+ * when the pool could not be made.  gc_pool_free(ctx->pool) ends it.
+ */
+struct gc_core_ctx;
+extern bool GcCoreContext(struct gc_core_ctx *ctx, gc_error *err, gc_timing *timing, int nthreads);
+
 #endif							/* GPUCLUST_H */

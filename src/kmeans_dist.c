@@ -2662,15 +2662,7 @@ GkcParallel(int threads, int64 n, int64 grain, gc_pool_fn fn, void *arg)
 	gc_core_ctx ctx;
 	gc_status	st;
 
-	memset(&err, 0, sizeof(err));
-	memset(&timing, 0, sizeof(timing));
-	memset(&ctx, 0, sizeof(ctx));
-	ctx.cancel = GcCancelRequested;
-	ctx.tuning = &gc_tuning_gucs;
-	ctx.timing = &timing;
-	ctx.err = &err;
-	ctx.pool = gc_pool_create(&ctx, threads);
-	if (ctx.pool == NULL)
+	if (!GcCoreContext(&ctx, &err, &timing, threads))
 		ereport(ERROR,
 				(errcode(ERRCODE_OUT_OF_MEMORY),
 				 errmsg("out of memory"),

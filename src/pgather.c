@@ -1008,15 +1008,7 @@ SortKeys(uint64 *keys, int64 *vals, uint64 *tk, int64 *tv, int64 n, int nthreads
 	gc_core_ctx ctx;
 	gc_status	st;
 
-	memset(&err, 0, sizeof(err));
-	memset(&timing, 0, sizeof(timing));
-	memset(&ctx, 0, sizeof(ctx));
-	ctx.cancel = GcCancelRequested;
-	ctx.tuning = &gc_tuning_gucs;
-	ctx.timing = &timing;
-	ctx.err = &err;
-	ctx.pool = gc_pool_create(&ctx, nthreads);
-	if (ctx.pool == NULL)
+	if (!GcCoreContext(&ctx, &err, &timing, nthreads))
 		return GC_ERR_OUT_OF_MEMORY;
 	st = gc_pool_radix_sort(ctx.pool, (uint64_t *) keys, (int64_t *) vals, (uint64_t *) tk,
 							(int64_t *) tv, n);
