@@ -30,38 +30,24 @@
 set -euo pipefail
 RUNS=${1:-5}
 SESSIONS=${2:-200}
-PGDATA_DIR=${PGDATA_DIR:-/tmp/pgdata}
-PG_OWNER=${PG_OWNER:-pgrun}
-PG_LOG=${PG_LOG:-/tmp/pg.log}
-DB=${PGDATABASE:-postgres}
-BIN=$(dirname "${PG_CONFIG:?source .device/pg-up first}")
-PORT=${PGPORT:-5432}
-# pg-up's options
-BASE_OPTS="-k ${PGHOST:-/tmp} -p $PORT -c shared_buffers=4GB -c work_mem=256MB -c max_wal_size=8GB"
+# shellcheck source=bench/pgup_server.sh
+. "$(dirname "$0")/pgup_server.sh"
 CONN_OPTS="-c max_connections=$((SESSIONS + 20))"
 
 command -v nvidia-smi >/dev/null || { echo "service_bench: nvidia-smi not found" >&2; exit 1; }
 
 restart() {
 	# restart MODE: the server in mode "session" or "service"
-	local opts="$BASE_OPTS $CONN_OPTS"
-	[ "$1" = service ] && opts="$opts -c shared_preload_libraries=gpuclust"
-	su "$PG_OWNER" -c "$BIN/pg_ctl -D $PGDATA_DIR -l $PG_LOG -m fast -w -t 120 -o '$opts' restart" >/dev/null
 	if [ "$1" = service ]; then
-		# the service is ready when it shows its GPUs
-		for _ in $(seq 100); do
-			n=$(psql -X -At -d "$DB" -c "CREATE EXTENSION IF NOT EXISTS gpuclust; SELECT count(*) FROM gpuclust_service()" 2>/dev/null | tail -1 || true)
-			[ "${n:-0}" -gt 0 ] && return 0
-			sleep 0.1
-		done
-		echo "service_bench: the GPU service did not start; the server log:" >&2
-		tail -20 "$PG_LOG" >&2
-		exit 1
+		pgup_restart "$CONN_OPTS -c shared_preload_libraries=gpuclust"
+		pgup_wait_service service_bench
+	else
+		pgup_restart "$CONN_OPTS"
 	fi
 }
 # shellcheck disable=SC2317
 restore() {
-	su "$PG_OWNER" -c "$BIN/pg_ctl -D $PGDATA_DIR -l $PG_LOG -m fast -w -t 120 -o '$BASE_OPTS' restart" >/dev/null || true
+	pgup_restart || true
 }
 trap restore EXIT
 

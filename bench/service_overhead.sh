@@ -26,37 +26,23 @@
 set -euo pipefail
 ROWS=${1:-10000000}
 DEVICE=${2:-gpu}
-PGDATA_DIR=${PGDATA_DIR:-/tmp/pgdata}
-PG_OWNER=${PG_OWNER:-pgrun}
-PG_LOG=${PG_LOG:-/tmp/pg.log}
-DB=${PGDATABASE:-postgres}
-BIN=$(dirname "${PG_CONFIG:?source .device/pg-up first}")
-PORT=${PGPORT:-5432}
-# pg-up's options
-BASE_OPTS="-k ${PGHOST:-/tmp} -p $PORT -c shared_buffers=4GB -c work_mem=256MB -c max_wal_size=8GB"
+# shellcheck source=bench/pgup_server.sh
+. "$(dirname "$0")/pgup_server.sh"
 PAR_OPTS="-c max_worker_processes=24 -c max_parallel_workers=16 -c max_parallel_workers_per_gather=8"
 
 restart() {
 	# restart MODE: the server in mode "session" or "service"
-	local opts="$BASE_OPTS $PAR_OPTS"
-	[ "$1" = service ] && opts="$opts -c shared_preload_libraries=gpuclust ${SERVICE_OPTS:-}"
-	su "$PG_OWNER" -c "$BIN/pg_ctl -D $PGDATA_DIR -l $PG_LOG -m fast -w -t 120 -o '$opts' restart" >/dev/null
 	if [ "$1" = service ]; then
-		# the service is ready when it shows its devices
-		for _ in $(seq 300); do
-			n=$(psql -X -At -d "$DB" -c "CREATE EXTENSION IF NOT EXISTS gpuclust; SELECT count(*) FROM gpuclust_service()" 2>/dev/null | tail -1 || true)
-			[ "${n:-0}" -gt 0 ] && return 0
-			sleep 0.1
-		done
-		echo "service_overhead: the GPU service did not start; the server log:" >&2
-		tail -20 "$PG_LOG" >&2
-		exit 1
+		pgup_restart "$PAR_OPTS -c shared_preload_libraries=gpuclust ${SERVICE_OPTS:-}"
+		pgup_wait_service service_overhead
+	else
+		pgup_restart "$PAR_OPTS"
 	fi
 }
 # shellcheck disable=SC2317
 restore() {
 	psql -X -q -d "$DB" -c "DROP TABLE IF EXISTS rowpath_bench_2d_$ROWS" >/dev/null 2>&1 || true
-	su "$PG_OWNER" -c "$BIN/pg_ctl -D $PGDATA_DIR -l $PG_LOG -m fast -w -t 120 -o '$BASE_OPTS' restart" >/dev/null || true
+	pgup_restart || true
 }
 trap restore EXIT
 
@@ -66,7 +52,7 @@ bench() {
 }
 
 restart session
-psql -X -q -d "$DB" -c "CREATE EXTENSION IF NOT EXISTS gpuclust" >/dev/null
+psql -X -q -d "$DB" -c "SET client_min_messages = warning" -c "CREATE EXTENSION IF NOT EXISTS gpuclust" >/dev/null
 echo "== a CUDA context per session (gpuclust not preloaded)"
 bench session
 restart service
