@@ -229,18 +229,17 @@ GcCallBegin(GcCall *call, FunctionCallInfo fcinfo, const GcAlgorithm *algorithm,
 	call->oldcxt = MemoryContextSwitchTo(call->cxt);
 }
 
-/* The GPU back end with the call's device, or NULL with the reason. */
-static const gc_backend_api *
-UsableGpu(GcCall *call, char *reason, size_t len)
+const gc_backend_api *
+GcUsableGpu(int32 device_id, char *reason, size_t len)
 {
 	gc_status	why = GC_OK;
 	const gc_backend_api *a = GcGpuApi(reason, len, &why);
 	int32		count = 0;
 
-	if (a != NULL && (a->device_count(&count) != GC_OK || call->exec.device_id >= count))
+	if (a != NULL && (a->device_count(&count) != GC_OK || device_id >= count))
 	{
 		snprintf(reason, len, "gpuclust.device_id is %d but there are %d GPU(s)",
-				 call->exec.device_id, count);
+				 device_id, count);
 		a = NULL;
 	}
 	return a;
@@ -266,7 +265,7 @@ GcCallGather(GcCall *call, text *query)
 {
 	char		reason[512];
 
-	if (call->requested == GC_DEVICE_GPU && UsableGpu(call, reason, sizeof(reason)) == NULL)
+	if (call->requested == GC_DEVICE_GPU && GcUsableGpu(call->exec.device_id, reason, sizeof(reason)) == NULL)
 		ReportNoGpu(reason);
 	INSTR_TIME_SET_CURRENT(call->t_phase);
 	GcGather(text_to_cstring(query), &call->in);
@@ -290,7 +289,7 @@ ChooseGpu(GcCall *call)
 		return NULL;
 	if (call->requested == GC_DEVICE_AUTO && call->in.n < gc_gpu_min_rows_guc)
 		return NULL;
-	a = UsableGpu(call, reason, sizeof(reason));
+	a = GcUsableGpu(call->exec.device_id, reason, sizeof(reason));
 	if (a == NULL)
 	{
 		if (call->requested == GC_DEVICE_GPU)

@@ -120,6 +120,9 @@ extern void GcReportValueCheck(gc_status status, const gc_error *err, gc_value_v
 /* Allocation in the call's context, huge when needed, with a clear error. */
 extern void *GcAlloc(GcCall *call, Size size, const char *what);
 
+/* The GPU back end with device device_id, or NULL with the reason in reason [len]. */
+extern const gc_backend_api *GcUsableGpu(int32 device_id, char *reason, size_t len);
+
 /* Answers "cancel requested?" for the back ends; never throws. */
 extern int	GcCancelRequested(void *arg);
 

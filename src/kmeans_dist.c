@@ -1581,9 +1581,6 @@ static bool
 GkmWantGpu(GcDevice device, int64 count, gc_dtype dtype, int32 d)
 {
 	char		reason[512];
-	gc_status	why;
-	const gc_backend_api *api;
-	int32		devices = 0;
 
 	if (count <= 0 || device == GC_DEVICE_CPU)
 		return false;
@@ -1591,8 +1588,7 @@ GkmWantGpu(GcDevice device, int64 count, gc_dtype dtype, int32 d)
 		return true;
 	if (count < gc_gpu_min_rows_guc || (dtype != GC_F64 && d <= 32))
 		return false;
-	api = GcGpuApi(reason, sizeof(reason), &why);
-	return api != NULL && api->device_count(&devices) == GC_OK && gc_device_id_guc < devices;
+	return GcUsableGpu(gc_device_id_guc, reason, sizeof(reason)) != NULL;
 }
 
 /*
@@ -1781,9 +1777,7 @@ GkmShardStepScan(Oid relid, const char *feature, const double *cen, int32 k, int
 			label = MemoryContextAllocExtended(cxt, sizeof(int32) * chunk, MCXT_ALLOC_HUGE);
 			best = MemoryContextAllocExtended(cxt, sizeof(double) * chunk, MCXT_ALLOC_HUGE);
 			cw = palloc(sizeof(double) * (Size) k * d);
-			for (int32 j = 0; j < k; j++)
-				for (int32 t = 0; t < d; t++)
-					cw[(Size) j * d + t] = GKM_CENT(s)[(Size) t * k + j];
+			gc_kmeans_transpose(GKM_CENT(s), d, k, cw);	/* [d, k] -> [k, d] */
 		}
 		MemoryContextSwitchTo(old);
 	}
@@ -2903,9 +2897,7 @@ GkcStep(GkcEntry *e, GkmState *s, MemoryContext cxt, FunctionCallInfo fcinfo, Gc
 	int32	   *old = NULL;
 	int64		full = 0;
 
-	for (int32 j = 0; j < k; j++)
-		for (int32 t = 0; t < d; t++)
-			cw[(Size) j * d + t] = GKM_CENT(s)[(Size) t * k + j];
+	gc_kmeans_transpose(GKM_CENT(s), d, k, cw);	/* [d, k] -> [k, d] */
 	s->nulls = e->nulls;
 
 	if (!bounded)
