@@ -192,21 +192,11 @@ run_algo(const gc_backend_api *api, const char *algo, const void *x, gc_dtype t,
 int
 main(int argc, char **argv)
 {
-	int			n,
-				d,
-				k = 10,
-				min_pts = 10,
-				reps = 3,
-				threads = 0,
-				path = 0;
-	bool		cosine = false,
-				f64 = false,
-				cpu = true;
-	double		eps = 0.0;
-	const char *algo = "dbscan",
-			   *json = NULL,
-			   *lib = NULL,
-			   *dump = NULL;
+	pairs_opts	o;
+	int			path = 0;
+	bool		cpu = true;
+	const char *json = NULL,
+			   *lib = NULL;
 	char		why[512];
 	gc_device_info info;
 
@@ -217,34 +207,17 @@ main(int argc, char **argv)
 				"[--json FILE] [--lib PATH]\n");
 		return 2;
 	}
-	n = atoi(argv[1]);
-	d = atoi(argv[2]);
+	pairs_opts_init(&o, argv);
 	for (int i = 3; i < argc; i++)
 	{
-		if (!strcmp(argv[i], "--cosine"))
-			cosine = true;
-		else if (!strcmp(argv[i], "--f64"))
-			f64 = true;
+		if (pairs_common_arg(&o, argc, argv, &i))
+			continue;
 		else if (!strcmp(argv[i], "--no-cpu"))
 			cpu = false;
-		else if (!strcmp(argv[i], "--k") && i + 1 < argc)
-			k = atoi(argv[++i]);
-		else if (!strcmp(argv[i], "--min-pts") && i + 1 < argc)
-			min_pts = atoi(argv[++i]);
-		else if (!strcmp(argv[i], "--reps") && i + 1 < argc)
-			reps = atoi(argv[++i]);
-		else if (!strcmp(argv[i], "--threads") && i + 1 < argc)
-			threads = atoi(argv[++i]);
-		else if (!strcmp(argv[i], "--eps") && i + 1 < argc)
-			eps = atof(argv[++i]);
-		else if (!strcmp(argv[i], "--algo") && i + 1 < argc)
-			algo = argv[++i];
 		else if (!strcmp(argv[i], "--json") && i + 1 < argc)
 			json = argv[++i];
 		else if (!strcmp(argv[i], "--lib") && i + 1 < argc)
 			lib = argv[++i];
-		else if (!strcmp(argv[i], "--dump") && i + 1 < argc)
-			dump = argv[++i];
 		else if (!strcmp(argv[i], "--path") && i + 1 < argc)
 		{
 			i++;
@@ -256,6 +229,17 @@ main(int argc, char **argv)
 			return 2;
 		}
 	}
+	const int	n = o.n,
+				d = o.d,
+				k = o.k,
+				min_pts = o.min_pts,
+				reps = o.reps,
+				threads = o.threads;
+	const bool	cosine = o.cosine != 0,
+				f64 = o.f64 != 0;
+	double		eps = o.eps;
+	const char *algo = o.algo,
+			   *dump = o.dump;
 	const gc_backend_api *gpu = gc_h_open_gpu(gc_h_cuda_path(lib), &info, why, sizeof(why));
 
 	if (!gpu)

@@ -206,19 +206,20 @@ answer_file(const char *prefix, const char *algo, const run *r, int n, int save)
 int
 main(int argc, char **argv)
 {
+	pairs_opts o;
 	int			n,
 				d,
-				k = 10,
-				min_pts = 10,
-				reps = 3,
-				threads = 0,
-				cosine = 0,
-				f64 = 0,
+				k,
+				min_pts,
+				reps,
+				threads,
+				cosine,
+				f64,
 				debug = 0;
-	double		eps = 0.0,
+	double		eps,
 				noise = 0.10;
-	const char *algo = "dbscan",
-			   *dump = NULL,
+	const char *algo,
+			   *dump,
 			   *save = NULL,
 			   *check = NULL;
 	int			all_ok = 1;
@@ -230,32 +231,15 @@ main(int argc, char **argv)
 				"[--check PREFIX] [--debug] [--noise F]\n");
 		return 2;
 	}
-	n = atoi(argv[1]);
-	d = atoi(argv[2]);
+	pairs_opts_init(&o, argv);
 	for (int i = 3; i < argc; i++)
 	{
-		if (!strcmp(argv[i], "--cosine"))
-			cosine = 1;
-		else if (!strcmp(argv[i], "--f64"))
-			f64 = 1;
+		if (pairs_common_arg(&o, argc, argv, &i))
+			continue;
 		else if (!strcmp(argv[i], "--debug"))
 			debug = 1;
-		else if (!strcmp(argv[i], "--k") && i + 1 < argc)
-			k = atoi(argv[++i]);
-		else if (!strcmp(argv[i], "--min-pts") && i + 1 < argc)
-			min_pts = atoi(argv[++i]);
-		else if (!strcmp(argv[i], "--reps") && i + 1 < argc)
-			reps = atoi(argv[++i]);
-		else if (!strcmp(argv[i], "--threads") && i + 1 < argc)
-			threads = atoi(argv[++i]);
-		else if (!strcmp(argv[i], "--eps") && i + 1 < argc)
-			eps = atof(argv[++i]);
 		else if (!strcmp(argv[i], "--noise") && i + 1 < argc)
 			noise = atof(argv[++i]);
-		else if (!strcmp(argv[i], "--algo") && i + 1 < argc)
-			algo = argv[++i];
-		else if (!strcmp(argv[i], "--dump") && i + 1 < argc)
-			dump = argv[++i];
 		else if (!strcmp(argv[i], "--save") && i + 1 < argc)
 			save = argv[++i];
 		else if (!strcmp(argv[i], "--check") && i + 1 < argc)
@@ -266,6 +250,17 @@ main(int argc, char **argv)
 			return 2;
 		}
 	}
+	n = o.n;
+	d = o.d;
+	k = o.k;
+	min_pts = o.min_pts;
+	reps = o.reps;
+	threads = o.threads;
+	cosine = o.cosine;
+	f64 = o.f64;
+	eps = o.eps;
+	algo = o.algo;
+	dump = o.dump;
 
 	float	   *xf = malloc(sizeof(float) * (size_t) n * d);
 	double	   *xd = NULL;
