@@ -35,7 +35,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from rowpath_bench import psql  # noqa: E402
 
 TIME = re.compile(r"^Time: ([0-9.]+) ms")
-NOTICE = re.compile(r"gpuclust: hdbscan n=(\d+) .*?gather=([0-9.]+) compute=([0-9.]+) output=([0-9.]+)")
+NOTICE = re.compile(r"gpuclust: hdbscan n=(\d+) .*?gather=([0-9.]+) .*?compute=([0-9.]+) output=([0-9.]+)")
 
 
 def make_table(table, rows, dims):

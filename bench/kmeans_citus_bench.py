@@ -51,12 +51,13 @@ the workers' backends share one CUDA context per node instead of opening one eac
         python3 bench/kmeans_citus_bench.py --rows 1000000 --threads 16 --device gpu
 """
 import argparse
-import io
 import os
 import queue
 import re
 import shutil
 import subprocess
+import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -125,9 +126,6 @@ class Psql:
             sql = sql % tuple(self._literal(v) for v in args)
         self._run(sql.rstrip().rstrip(";") + ";")
 
-    def copy_expert(self, sql, buf):
-        self._run(sql.rstrip().rstrip(";") + ";\n" + buf.getvalue().rstrip("\n") + "\n\\.")
-
     def fetchall(self):
         return self.rows
 
@@ -158,6 +156,38 @@ if up.returncode != 0:
 env = dict(re.findall(r"^export (\w+)=(\S+)$", up.stdout, re.M))
 
 
+T0 = time.perf_counter()
+
+
+def log(what):
+    """A progress line on stderr, so that a run cut short still says how far it came."""
+    print(f"[{time.perf_counter() - T0:7.1f} s] {what}", file=sys.stderr, flush=True)
+
+
+def write_copy_binary(X):
+    """Writes rows (id, f real[]) of X, ids from 0, in COPY's binary format to a file that the
+    servers (same machine, another user) can read; returns its path. numpy builds each row's bytes, so
+    10M rows take seconds where the text format takes minutes."""
+    n, d = X.shape
+    row = np.dtype([("fields", ">i2"), ("id_len", ">i4"), ("id", ">i8"), ("arr_len", ">i4"), ("ndim", ">i4"),
+                    ("has_null", ">i4"), ("elem", ">u4"), ("dim", ">i4"), ("lbound", ">i4"),
+                    ("f", [("len", ">i4"), ("v", ">f4")], (d,))])
+    fd, path = tempfile.mkstemp(prefix="kmeans_citus_", suffix=".copy", dir="/tmp")
+    os.fchmod(fd, 0o644)
+    with os.fdopen(fd, "wb") as out:
+        out.write(b"PGCOPY\n\xff\r\n\x00" + (0).to_bytes(4, "big") + (0).to_bytes(4, "big"))
+        for s in range(0, n, 1_000_000):
+            part = X[s:s + 1_000_000]
+            r = np.zeros(len(part), dtype=row)
+            r["fields"], r["id_len"], r["id"] = 2, 8, np.arange(s, s + len(part))
+            r["arr_len"] = row.itemsize - 18
+            r["ndim"], r["elem"], r["dim"], r["lbound"] = 1, 700, d, 1      # 700: real
+            r["f"]["len"], r["f"]["v"] = 4, part
+            out.write(r.tobytes())
+        out.write((-1).to_bytes(2, "big", signed=True))
+    return path
+
+
 def best(cur, sql, args=(), n=3):
     """Best wall time of n runs of sql, in seconds."""
     times = []
@@ -178,13 +208,17 @@ try:
     centres = rng.normal(0, 10, size=(a.k, a.dim))
     X = (centres[rng.integers(0, a.k, a.rows)] + rng.normal(0, 2, size=(a.rows, a.dim))).astype(np.float32)
     cur.execute("CREATE TABLE bl (id bigint PRIMARY KEY, f real[])")
-    for s in range(0, a.rows, 100_000):
-        buf = io.StringIO("".join(f"{s + i}\t{{{','.join(map(str, x))}}}\n" for i, x in enumerate(X[s:s + 100_000])))
-        cur.copy_expert("COPY bl FROM STDIN", buf)
-    cur.execute(f"SET citus.shard_count = {a.shards}")
-    cur.execute("CREATE TABLE bd (LIKE bl)")
-    cur.execute("SELECT create_distributed_table('bd', 'id')")
-    cur.execute("INSERT INTO bd SELECT * FROM bl")
+    rows_file = write_copy_binary(X)
+    try:
+        cur.execute(f"COPY bl FROM '{rows_file}' (FORMAT binary)")
+        log(f"{a.rows} rows in the plain table")
+        cur.execute(f"SET citus.shard_count = {a.shards}")
+        cur.execute("CREATE TABLE bd (LIKE bl)")
+        cur.execute("SELECT create_distributed_table('bd', 'id')")
+        cur.execute(f"COPY bd FROM '{rows_file}' (FORMAT binary)")
+        log("and in the distributed table")
+    finally:
+        os.unlink(rows_file)
     cur.execute("VACUUM ANALYZE bl")
     cur.execute("VACUUM ANALYZE bd")
     C = "{" + ",".join("{" + ",".join(repr(float(v)) for v in row) + "}" for row in X[:a.k]) + "}"
@@ -223,15 +257,19 @@ try:
         return t, (its[-1] if its else a.iters)
 
     dist, dist_n, dist_rows = fit("bd")
+    log("the distributed fit")
     dist_it = dist_n["iterations"]
     nocache, nocache_n, nocache_rows = fit("bd", cache=0)
+    log("the fit without the cache")
     cur.execute("SET gpuclust.timing = off")
     step_single = best(cur, "SELECT gpu_kmeans_shard_step('bl', 'f', %s::float8[]) IS NOT NULL", [C])
     assign_single = best(cur, "SELECT count(*) FROM gpu_kmeans_assign('SELECT id, f FROM bl', %s::float8[], "
                               "device => %s)", [C, a.device])
     cur.execute("SET gpuclust.timing = on")
     gathered, gathered_it = centroids("bd")
+    log("gpu_kmeans_centroids over the gathered rows")
     single, single_it = centroids("bl")
+    log("gpu_kmeans_centroids over the plain table")
     cur.execute("SELECT sum(length(result)), max(length(result)) FROM run_command_on_shards('bd', "
                 "$$SELECT gpu_kmeans_shard_step(%L::regclass, 'f', '" + C + "'::float8[])::text$$)")
     total_bytes, shard_bytes = cur.fetchone()

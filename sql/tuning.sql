@@ -26,8 +26,9 @@ SHOW gpuclust.backend_debug;
 RESET ALL;
 SHOW gpuclust.dbscan_grid;
 
--- hidden from SHOW ALL and pg_settings; the user settings are listed
-SELECT name FROM pg_settings WHERE name LIKE 'gpuclust.%' ORDER BY name;
+-- hidden from SHOW ALL and pg_settings; the user settings are listed (those read at server
+-- start, gpuclust.service*, exist only where gpuclust is in shared_preload_libraries)
+SELECT name FROM pg_settings WHERE name LIKE 'gpuclust.%' AND context <> 'postmaster' ORDER BY name;
 
 CREATE TABLE tpts (id bigint, f real[]);
 -- two blobs of 1,500 rows on a 0.01 lattice, with duplicates, and a far outlier

@@ -4315,6 +4315,7 @@ gpu_kmeans_fit_distributed(PG_FUNCTION_ARGS)
 	double	   *mean;
 	GkmState   *s;
 	double		tol_abs = 0.0;
+	int			guc_nest = -1;	/* the GUC nest level of the call's Citus setting, or -1 */
 	KfRun		best = {0};
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	MemoryContext oldcxt;
@@ -4385,8 +4386,19 @@ gpu_kmeans_fit_distributed(PG_FUNCTION_ARGS)
 		 * The table's lock on every node makes Citus run the rest of the
 		 * transaction in a transaction block on the workers, each shard on
 		 * one connection throughout: the workers' caches live that long.
+		 * Without citus.force_max_query_parallelization, for this call only,
+		 * Citus serves every shard of a worker on the one connection that
+		 * took the lock there, one shard after another; with it, each shard
+		 * gets a connection of its own at the first pass, so that a worker
+		 * runs its shards at once (10M x 32 on the H200 machine, 4 shards a
+		 * worker: 3.9 s a pass on one connection).
 		 */
 		uint64		id = 0;
+
+		guc_nest = NewGUCNestLevel();
+		if (GetConfigOption("citus.force_max_query_parallelization", true, false) != NULL)
+			(void) set_config_option("citus.force_max_query_parallelization", "on", PGC_USERSET,
+									 PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
 
 		if (!pg_strong_random(&id, sizeof(id)))
 			id = (uint64) MyProcPid << 32 ^ (uint64) GetCurrentTimestamp();
@@ -4495,6 +4507,8 @@ gpu_kmeans_fit_distributed(PG_FUNCTION_ARGS)
 	}
 	if (f.sharded)
 		KfDropCaches(&f);
+	if (guc_nest >= 0)
+		AtEOXact_GUC(true, guc_nest);
 	SPI_finish();
 
 	/* the model, as gpu_kmeans_centroids gives it */

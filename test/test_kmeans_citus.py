@@ -234,6 +234,29 @@ def test_fit_same_bits_as_single_node(cur):
         cur.execute("RESET gpuclust.kmeans_shard_cache")
 
 
+def test_fit_runs_each_shard_on_a_backend_of_its_own(cur):
+    """A worker serves each of its shards on a backend of its own throughout the fit, so that it runs
+    them at once (the fit sets citus.force_max_query_parallelization for its own passes); the setting
+    is as the caller left it afterwards, inside a transaction and outside."""
+    cur.execute("BEGIN")
+    try:
+        assert len(model(cur, "kd8", seed=1)) == K
+        # the placements keep their connections for the rest of the transaction
+        cur.execute("SELECT pg_backend_pid() FROM kd8 WHERE ctid = '(0,1)'")
+        pids = [r[0] for r in cur.fetchall()]
+        assert len(pids) == 8 and len(set(pids)) == 8, pids
+        assert one(cur, "SHOW citus.force_max_query_parallelization") == "off"
+    finally:
+        cur.execute("COMMIT")
+    cur.execute("SET citus.force_max_query_parallelization = on")
+    try:
+        assert len(model(cur, "kd4", seed=1)) == K
+        assert one(cur, "SHOW citus.force_max_query_parallelization") == "on"
+    finally:
+        cur.execute("RESET citus.force_max_query_parallelization")
+    assert one(cur, "SHOW citus.force_max_query_parallelization") == "off"
+
+
 def set_on_workers(citus, setting):
     """ALTER SYSTEM SET setting (or RESET it when it has no '=') on both workers, and reload them."""
     for port in (citus["port"] + 1, citus["port"] + 2):
