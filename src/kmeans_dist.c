@@ -3390,6 +3390,9 @@ KfShardable(GkmFit *f, const char *query)
 	ListCell   *lc;
 	Oid			types[1] = {OIDOID};
 	Datum		values[1];
+	Oid			relid;
+	AttrNumber	id_att;
+	AttrNumber	f_att;
 
 	if (plan == NULL)
 		elog(ERROR, "SPI_prepare failed: %s", SPI_result_code_string(SPI_result));
@@ -3429,6 +3432,11 @@ KfShardable(GkmFit *f, const char *query)
 	}
 	if (list_length(vars) != 2)
 		return;
+	/* what the rest needs, before the plan (and the query tree in it) is freed */
+	relid = rte->relid;
+	id_att = ((Var *) linitial(vars))->varattno;
+	f_att = ((Var *) lsecond(vars))->varattno;
+	list_free(vars);
 	SPI_freeplan(plan);
 
 	/* a table Citus distributes (hash, range or append), with its shards */
@@ -3436,7 +3444,7 @@ KfShardable(GkmFit *f, const char *query)
 		elog(ERROR, "the catalog could not be read, please report a bug");
 	if (SPI_processed != 1)
 		return;
-	values[0] = ObjectIdGetDatum(rte->relid);
+	values[0] = ObjectIdGetDatum(relid);
 	if (SPI_execute_with_args("SELECT count(*) FROM pg_catalog.pg_dist_partition p "
 							  "JOIN pg_catalog.pg_dist_shard s USING (logicalrelid) "
 							  "WHERE p.logicalrelid = $1 AND p.partmethod IN ('h', 'r', 'a')",
@@ -3465,12 +3473,12 @@ KfShardable(GkmFit *f, const char *query)
 		f->shardids[i] = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull));
 	}
 	SPI_freetuptable(SPI_tuptable);
-	f->relname = MemoryContextStrdup(f->cxt, quote_qualified_identifier(get_namespace_name(get_rel_namespace(rte->relid)),
-																		get_rel_name(rte->relid)));
+	f->relname = MemoryContextStrdup(f->cxt, quote_qualified_identifier(get_namespace_name(get_rel_namespace(relid)),
+																		get_rel_name(relid)));
 	f->sharded = true;
-	f->rel = rte->relid;
-	f->id_col = MemoryContextStrdup(f->cxt, get_attname(rte->relid, ((Var *) linitial(vars))->varattno, false));
-	f->f_col = MemoryContextStrdup(f->cxt, get_attname(rte->relid, ((Var *) lsecond(vars))->varattno, false));
+	f->rel = relid;
+	f->id_col = MemoryContextStrdup(f->cxt, get_attname(relid, id_att, false));
+	f->f_col = MemoryContextStrdup(f->cxt, get_attname(relid, f_att, false));
 }
 
 /* The index of shard id in f->shardids, or -1. */

@@ -257,6 +257,29 @@ def test_fit_runs_each_shard_on_a_backend_of_its_own(cur):
     assert one(cur, "SHOW citus.force_max_query_parallelization") == "off"
 
 
+def test_fit_of_many_shards_first_in_a_session(citus, cur):
+    """A fit over a table of 96 shards as the first statement of new sessions: the same model as the
+    plain table's (the check of the query once read the table and its columns from the query's plan
+    after freeing it, and with this many shards the backend crashed)."""
+    cur.execute("SET citus.shard_count = 96")
+    cur.execute("CREATE TABLE kd96 (LIKE kl)")
+    cur.execute("SELECT create_distributed_table('kd96', 'id')")
+    cur.execute("RESET citus.shard_count")
+    cur.execute("INSERT INTO kd96 SELECT * FROM kl")
+    try:
+        single = model(cur, "kl", seed=5)
+        for _ in range(3):
+            conn = psycopg2.connect(**dsn(citus))
+            try:
+                c = conn.cursor()
+                c.execute("SET gpuclust.device = 'cpu'")
+                assert model(c, "kd96", seed=5) == single
+            finally:
+                conn.close()
+    finally:
+        cur.execute("DROP TABLE kd96")
+
+
 def set_on_workers(citus, setting):
     """ALTER SYSTEM SET setting (or RESET it when it has no '=') on both workers, and reload them."""
     for port in (citus["port"] + 1, citus["port"] + 2):
