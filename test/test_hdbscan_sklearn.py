@@ -246,7 +246,7 @@ def tie_free(seed, n=600, d=2):
 # Fixed data sets; those whose scikit-learn answer does not depend on the
 # order of tied edges are compared, and there must be many of them.
 FREE_CASES = [(seed, d, mcs, ms, method)
-              for seed in range(1, 7) for d in (2, 3, 8, 16, 64)
+              for seed in range(1, 7) for d in (2, 3, 5, 8, 16, 64)
               for (mcs, ms, method) in [(15, 15, "eom"), (10, 4, "eom"), (20, 20, "leaf"),
                                         (10, 1, "eom")]]
 
