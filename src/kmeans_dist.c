@@ -50,6 +50,7 @@
 
 #include "access/htup_details.h"
 #include "access/xact.h"
+#include "catalog/pg_am_d.h"
 #include "catalog/pg_class.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
@@ -65,6 +66,7 @@
 #include "utils/memutils.h"
 #include "utils/plancache.h"
 #include "utils/rel.h"
+#include "utils/syscache.h"
 #include "utils/timestamp.h"
 
 #include "core.h"
@@ -3415,10 +3417,24 @@ KfShardable(GkmFit *f, const char *query)
 	rte = linitial_node(RangeTblEntry, q->rtable);
 	/*
 	 * Not a partitioned table: its rows' tableoid is a partition's shard,
-	 * which the passes could not tell apart from the table's shards.
+	 * which the passes could not tell apart from the table's shards.  A heap
+	 * table: the passes find a row of each shard by its TID, which Citus's
+	 * columnar storage does not offer.
 	 */
 	if (rte->rtekind != RTE_RELATION || !rte->inh || rte->tablesample || rte->relkind != RELKIND_RELATION)
 		return;
+	{
+		HeapTuple	tp = SearchSysCache1(RELOID, ObjectIdGetDatum(rte->relid));
+		Oid			relam = InvalidOid;
+
+		if (HeapTupleIsValid(tp))
+		{
+			relam = ((Form_pg_class) GETSTRUCT(tp))->relam;
+			ReleaseSysCache(tp);
+		}
+		if (relam != HEAP_TABLE_AM_OID)
+			return;
+	}
 	foreach(lc, q->targetList)
 	{
 		TargetEntry *te = lfirst_node(TargetEntry, lc);

@@ -482,6 +482,26 @@ def test_partitioned_table_takes_the_aggregate(cur):
         cur.execute("DROP TABLE kpart")
 
 
+def test_columnar_table_takes_the_aggregate(cur):
+    """A distributed table in Citus's columnar storage (no TIDs for the passes' probes) goes through
+    the aggregate queries, with the same model, where the passes' first probe failed."""
+    cur.execute("CREATE EXTENSION IF NOT EXISTS citus_columnar")
+    cur.execute("SET citus.shard_count = 4")
+    cur.execute("CREATE TABLE kcol (id bigint, f real[], label integer) USING columnar")
+    cur.execute("SELECT create_distributed_table('kcol', 'id')")
+    cur.execute("RESET citus.shard_count")
+    cur.execute("INSERT INTO kcol SELECT * FROM kl")
+    init = literal(cur.centres + 3.0)
+    cur.execute("SET gpuclust.timing = on")
+    try:
+        got = model(cur, "kcol", initial_centroids=init)
+        assert timing(cur)["shard_calls"] == 0
+        assert got == model(cur, "kl", initial_centroids=init)
+    finally:
+        cur.execute("RESET gpuclust.timing")
+        cur.execute("DROP TABLE kcol")
+
+
 def test_shard_step_is_the_step_state(cur):
     """gpu_kmeans_shard_step over a relation is gpu_kmeans_step_state over its rows, bit for bit."""
     C = literal(cur.centres)
