@@ -3,7 +3,7 @@
 # .device/pg-up in another mode (bench/service_bench.sh, bench/service_overhead.sh).
 # Sets PGDATA_DIR (default /tmp/pgdata), PG_OWNER (default pgrun), PG_LOG (default
 # /tmp/pg.log), DB, BIN (the bundle's bin/), PORT and PGUP_OPTS (the options pg-up starts
-# the server with), and defines
+# the server with; shared_buffers from PGUP_SHARED_BUFFERS, default 4GB), and defines
 #   pgup_restart OPTIONS...  restarts the server as its owner with pg-up's options and
 #                            OPTIONS (pg_ctl's -o replaces those of the previous start)
 #   pgup_wait_service WHO    waits until the GPU service shows its devices; after 30 s
@@ -14,7 +14,7 @@ PG_LOG=${PG_LOG:-/tmp/pg.log}
 DB=${PGDATABASE:-postgres}
 BIN=$(dirname "${PG_CONFIG:?source .device/pg-up first}")
 PORT=${PGPORT:-5432}
-PGUP_OPTS="-k ${PGHOST:-/tmp} -p $PORT -c shared_buffers=4GB -c work_mem=256MB -c max_wal_size=8GB"
+PGUP_OPTS="-k ${PGHOST:-/tmp} -p $PORT -c shared_buffers=${PGUP_SHARED_BUFFERS:-4GB} -c work_mem=256MB -c max_wal_size=8GB"
 
 pgup_restart() {
 	su "$PG_OWNER" -c "$BIN/pg_ctl -D $PGDATA_DIR -l $PG_LOG -m fast -w -t 120 -o '$PGUP_OPTS $*' restart" >/dev/null
