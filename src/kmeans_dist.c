@@ -1718,18 +1718,73 @@ GkmShardArgsNotNull(FunctionCallInfo fcinfo, const char *funcname, int nargs)
 					 errhint("gpu_kmeans_fit_distributed calls it on every shard.")));
 }
 
-/* Opens a read-only cursor on sql (after SPI_connect); its first column's type in *ftype. */
-static Portal
-GkmShardCursor(const char *sql, Oid *ftype)
+/*
+ * A read of the rows of a query over one relation through SPI: a read-only
+ * cursor fetched GKM_SHARD_FETCH rows at a time, a cancel looked at between
+ * fetches (GkmScanOpen, GkmScanNext, GkmScanClose).
+ */
+typedef struct GkmScan
 {
-	SPIPlanPtr	plan = SPI_prepare(sql, 0, NULL);
 	Portal		portal;
+	SPITupleTable *tab;			/* the rows fetched, or NULL */
+	uint64		count;			/* how many */
+	uint64		next;			/* the next of them */
+	Oid			type[2];		/* the types of columns 1 and 2 (InvalidOid: no column 2) */
+} GkmScan;
 
-	if (plan == NULL)
+/* Connects to SPI and opens the cursor of sql. */
+static void
+GkmScanOpen(GkmScan *sc, const char *sql)
+{
+	SPIPlanPtr	plan;
+
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	if ((plan = SPI_prepare(sql, 0, NULL)) == NULL)
 		elog(ERROR, "SPI_prepare failed: %s", SPI_result_code_string(SPI_result));
-	portal = SPI_cursor_open(NULL, plan, NULL, NULL, true);
-	*ftype = SPI_gettypeid(portal->tupDesc, 1);
-	return portal;
+	sc->portal = SPI_cursor_open(NULL, plan, NULL, NULL, true);
+	sc->type[0] = SPI_gettypeid(sc->portal->tupDesc, 1);
+	sc->type[1] = sc->portal->tupDesc->natts > 1 ? SPI_gettypeid(sc->portal->tupDesc, 2) : InvalidOid;
+	sc->tab = NULL;
+	sc->next = 0;
+}
+
+/* The next row's column 1, and column 2 when v2 is not NULL; false after the last row. */
+static bool
+GkmScanNext(GkmScan *sc, Datum *v1, bool *null1, Datum *v2, bool *null2)
+{
+	HeapTuple	tup;
+
+	if (sc->tab == NULL || sc->next == sc->count)
+	{
+		if (sc->tab != NULL)
+		{
+			SPI_freetuptable(sc->tab);
+			sc->tab = NULL;
+			CHECK_FOR_INTERRUPTS();
+		}
+		SPI_cursor_fetch(sc->portal, true, GKM_SHARD_FETCH);
+		if (SPI_processed == 0)
+			return false;
+		sc->tab = SPI_tuptable;
+		sc->count = SPI_processed;
+		sc->next = 0;
+	}
+	tup = sc->tab->vals[sc->next++];
+	*v1 = SPI_getbinval(tup, sc->tab->tupdesc, 1, null1);
+	if (v2 != NULL)
+		*v2 = SPI_getbinval(tup, sc->tab->tupdesc, 2, null2);
+	return true;
+}
+
+/* Ends the read and the SPI connection. */
+static void
+GkmScanClose(GkmScan *sc)
+{
+	if (sc->tab != NULL)
+		SPI_freetuptable(sc->tab);
+	SPI_cursor_close(sc->portal);
+	SPI_finish();
 }
 
 /*
@@ -1746,10 +1801,12 @@ GkmShardStepScan(Oid relid, const char *feature, const double *cen, int32 k, int
 				 FunctionCallInfo fcinfo, GcDevice device, int64 *gpu_rows)
 {
 	MemoryContext rowcxt;
-	Portal		portal;
+	GkmScan		sc;
 	Oid			ftype;
 	GkmState   *s;
 	bool		chunked = false;
+	Datum		v;
+	bool		isnull;
 	void	   *x = NULL;		/* [chunk, d] the rows of the chunk, in s's element type */
 	int32	   *label = NULL;
 	double	   *best = NULL;
@@ -1758,10 +1815,8 @@ GkmShardStepScan(Oid relid, const char *feature, const double *cen, int32 k, int
 	int64		nx = 0;
 	Size		esz = 0;
 
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
-	portal = GkmShardCursor(psprintf("SELECT %s FROM %s", quote_identifier(feature), GkmRelName(relid)),
-							&ftype);
+	GkmScanOpen(&sc, psprintf("SELECT %s FROM %s", quote_identifier(feature), GkmRelName(relid)));
+	ftype = sc.type[0];
 	{
 		MemoryContext old = MemoryContextSwitchTo(cxt);
 		GcFeatureType kind = GkmFeatureKind(ftype, "gpu_kmeans_shard_step");
@@ -1784,43 +1839,32 @@ GkmShardStepScan(Oid relid, const char *feature, const double *cen, int32 k, int
 		MemoryContextSwitchTo(old);
 	}
 	rowcxt = AllocSetContextCreate(cxt, "gpu_kmeans_shard_step rows", ALLOCSET_DEFAULT_SIZES);
-	for (;;)
+	while (GkmScanNext(&sc, &v, &isnull, NULL, NULL))
 	{
-		SPI_cursor_fetch(portal, true, GKM_SHARD_FETCH);
-		if (SPI_processed == 0)
-			break;
-		for (uint64 i = 0; i < SPI_processed; i++)
-		{
-			bool		isnull;
-			Datum		v = SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull);
-			MemoryContext old = MemoryContextSwitchTo(rowcxt);
+		MemoryContext old = MemoryContextSwitchTo(rowcxt);
 
-			if (!chunked)
-				GkmAddRow(s, v, isnull, cxt, "gpu_kmeans_shard_step");
-			else if (isnull)
-				s->nulls++;
-			else
-			{
-				GkmReadFeature(v, s->ftype, GcFeatureTypeOf(s->ftype), s->dtype, s->metric, d,
-							   GKM_SCRATCH(s) + s->k, (double *) ((char *) x + (Size) nx * d * esz),
-							   "gpu_kmeans_shard_step");
-				nx++;
-			}
-			MemoryContextSwitchTo(old);
-			MemoryContextReset(rowcxt);
-			if (nx == chunk && chunked)
-			{
-				if (GkmAssignOn(fcinfo, device, x, s->dtype, nx, d, cw, k, label, best))
-					*gpu_rows += nx;
-				GkmAddAssigned(s, x, nx, label, best);
-				nx = 0;
-			}
+		if (!chunked)
+			GkmAddRow(s, v, isnull, cxt, "gpu_kmeans_shard_step");
+		else if (isnull)
+			s->nulls++;
+		else
+		{
+			GkmReadFeature(v, s->ftype, GcFeatureTypeOf(s->ftype), s->dtype, s->metric, d,
+						   GKM_SCRATCH(s) + s->k, (double *) ((char *) x + (Size) nx * d * esz),
+						   "gpu_kmeans_shard_step");
+			nx++;
 		}
-		SPI_freetuptable(SPI_tuptable);
-		CHECK_FOR_INTERRUPTS();
+		MemoryContextSwitchTo(old);
+		MemoryContextReset(rowcxt);
+		if (nx == chunk && chunked)
+		{
+			if (GkmAssignOn(fcinfo, device, x, s->dtype, nx, d, cw, k, label, best))
+				*gpu_rows += nx;
+			GkmAddAssigned(s, x, nx, label, best);
+			nx = 0;
+		}
 	}
-	SPI_cursor_close(portal);
-	SPI_finish();
+	GkmScanClose(&sc);
 	MemoryContextDelete(rowcxt);
 	if (nx > 0)
 	{
@@ -2035,7 +2079,7 @@ gpu_kmeans_shard_rows(PG_FUNCTION_ARGS)
 	int32		d = -1;
 	double	   *cent = NULL;
 	double	   *dist = NULL;
-	Portal		portal;
+	GkmScan		sc;
 	Oid			ftype;
 	Oid			idtype;
 	GcFeatureType kind;
@@ -2103,55 +2147,46 @@ gpu_kmeans_shard_rows(PG_FUNCTION_ARGS)
 		GkrFromCacheRows(&pk, GkrFromCache, &dtype);
 	else
 	{
-		if (SPI_connect() != SPI_OK_CONNECT)
-			elog(ERROR, "SPI_connect failed");
+		Datum		v;
+		Datum		idv;
+		bool		isnull;
+		bool		idnull;
+
 		{
 			const char *f = quote_identifier(NameStr(*PG_GETARG_NAME(2)));
 
-			portal = GkmShardCursor(psprintf("SELECT %s, %s FROM %s WHERE %s IS NOT NULL", f,
-											 quote_identifier(NameStr(*PG_GETARG_NAME(1))),
-											 GkmRelName(relid), f), &ftype);
+			GkmScanOpen(&sc, psprintf("SELECT %s, %s FROM %s WHERE %s IS NOT NULL", f,
+									  quote_identifier(NameStr(*PG_GETARG_NAME(1))), GkmRelName(relid), f));
 		}
-		idtype = SPI_gettypeid(portal->tupDesc, 2);
+		ftype = sc.type[0];
+		idtype = sc.type[1];
 		kind = GkmFeatureKind(ftype, "gpu_kmeans_shard_rows");
 		dtype = GcFeatureDtype(kind, ftype);
 		rowcxt = AllocSetContextCreate(cxt, "gpu_kmeans_shard_rows rows", ALLOCSET_DEFAULT_SIZES);
-		for (;;)
+		while (GkmScanNext(&sc, &v, &isnull, &idv, &idnull))
 		{
-			SPI_cursor_fetch(portal, true, GKM_SHARD_FETCH);
-			if (SPI_processed == 0)
-				break;
-			for (uint64 i = 0; i < SPI_processed; i++)
+			GkrRow		r;
+			MemoryContext old;
+
+			if (idnull)
+				continue;	/* gpu_kmeans_sample draws no row without an id */
+			r.id = GkrId(idv, idtype);
+			old = MemoryContextSwitchTo(rowcxt);
+			if (pk.d < 0)
 			{
-				bool		isnull;
-				Datum		v = SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull);
-				Datum		idv = SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2, &isnull);
-				GkrRow		r;
-				MemoryContext old;
+				/* 'first' has no centroids: the first row's dimension */
+				GcRowRef	ref = {0, -1, 0};
+				GcFeature	feat;
 
-				if (isnull)
-					continue;	/* gpu_kmeans_sample draws no row without an id */
-				r.id = GkrId(idv, idtype);
-				old = MemoryContextSwitchTo(rowcxt);
-				if (pk.d < 0)
-				{
-					/* 'first' has no centroids: the first row's dimension */
-					GcRowRef	ref = {0, -1, 0};
-					GcFeature	feat;
-
-					GcFeatureOpen(kind, ftype, v, &ref, rowcxt, &feat);
-					pk.d = feat.d;
-				}
-				r.x = GkmReadFeature(v, ftype, kind, dtype, metric, pk.d, NULL, NULL, "gpu_kmeans_shard_rows");
-				MemoryContextSwitchTo(old);
-				GkrConsider(&pk, r);
-				MemoryContextReset(rowcxt);
+				GcFeatureOpen(kind, ftype, v, &ref, rowcxt, &feat);
+				pk.d = feat.d;
 			}
-			SPI_freetuptable(SPI_tuptable);
-			CHECK_FOR_INTERRUPTS();
+			r.x = GkmReadFeature(v, ftype, kind, dtype, metric, pk.d, NULL, NULL, "gpu_kmeans_shard_rows");
+			MemoryContextSwitchTo(old);
+			GkrConsider(&pk, r);
+			MemoryContextReset(rowcxt);
 		}
-		SPI_cursor_close(portal);
-		SPI_finish();
+		GkmScanClose(&sc);
 		MemoryContextDelete(rowcxt);
 	}
 	rows = pk.rows;
@@ -2401,7 +2436,11 @@ static bool
 GkcRead(GkcEntry *e, const char *feature, const char *id, int32 d, gc_metric metric, Size cap)
 {
 	MemoryContext rowcxt;
-	Portal		portal;
+	GkmScan		sc;
+	Datum		v;
+	Datum		idv;
+	bool		isnull;
+	bool		idnull;
 	Oid			ftype;
 	GcFeatureType kind;
 	gc_dtype	dtype;
@@ -2414,12 +2453,10 @@ GkcRead(GkcEntry *e, const char *feature, const char *id, int32 d, gc_metric met
 
 	GkcDropRows(e);
 	rowcxt = AllocSetContextCreate(CurrentMemoryContext, "gpu_kmeans_shard_call rows", ALLOCSET_DEFAULT_SIZES);
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
-	portal = GkmShardCursor(psprintf("SELECT %s, %s FROM %s", quote_identifier(feature),
-									 id ? quote_identifier(id) : "NULL::bigint", GkmRelName(e->shard)),
-							&ftype);
-	idtype = SPI_gettypeid(portal->tupDesc, 2);
+	GkmScanOpen(&sc, psprintf("SELECT %s, %s FROM %s", quote_identifier(feature),
+							  id ? quote_identifier(id) : "NULL::bigint", GkmRelName(e->shard)));
+	ftype = sc.type[0];
+	idtype = sc.type[1];
 	keep_ids = id != NULL && (idtype == INT2OID || idtype == INT4OID || idtype == INT8OID);
 	kind = GkmFeatureKind(ftype, "gpu_kmeans_shard_call");
 	dtype = GcFeatureDtype(kind, ftype);
@@ -2451,65 +2488,52 @@ GkcRead(GkcEntry *e, const char *feature, const char *id, int32 d, gc_metric met
 			}
 		}
 	}
-	while (fits)
+	while (fits && GkmScanNext(&sc, &v, &isnull, &idv, &idnull))
 	{
-		SPI_cursor_fetch(portal, true, GKM_SHARD_FETCH);
-		if (SPI_processed == 0)
-			break;
-		for (uint64 i = 0; i < SPI_processed; i++)
+		MemoryContext old;
+
+		if (isnull)
 		{
-			bool		isnull;
-			Datum		v = SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull);
-			MemoryContext old;
-
-			if (isnull)
-			{
-				e->nulls++;
-				continue;
-			}
-			if (e->n == cap_rows)
-			{
-				int64		want = Max(cap_rows + cap_rows / 2, 1024);
-
-				if (GkcBytes() + (Size) (want - cap_rows) * (d * esz + (keep_ids ? sizeof(int64) : 0)) > cap)
-				{
-					fits = false;
-					break;
-				}
-				e->x = e->x ? repalloc_huge(e->x, (Size) want * d * esz)
-					: MemoryContextAllocExtended(e->cxt, (Size) want * d * esz, MCXT_ALLOC_HUGE);
-				if (keep_ids)
-					e->ids = e->ids ? repalloc_huge(e->ids, sizeof(int64) * want)
-						: MemoryContextAllocExtended(e->cxt, sizeof(int64) * want, MCXT_ALLOC_HUGE);
-				cap_rows = want;
-			}
-			if (keep_ids)
-			{
-				Datum		idv = SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2, &isnull);
-
-				if (isnull)
-				{
-					/* k-means|| draws no row without an id: its picks read the relation */
-					keep_ids = false;
-					if (e->ids)
-						pfree(e->ids);
-					e->ids = NULL;
-				}
-				else
-					e->ids[e->n] = GkrId(idv, idtype);
-			}
-			old = MemoryContextSwitchTo(rowcxt);
-			GkmReadFeature(v, ftype, kind, dtype, metric, d, scratch,
-						   (double *) ((char *) e->x + (Size) e->n * d * esz), "gpu_kmeans_shard_call");
-			MemoryContextSwitchTo(old);
-			MemoryContextReset(rowcxt);
-			e->n++;
+			e->nulls++;
+			continue;
 		}
-		SPI_freetuptable(SPI_tuptable);
-		CHECK_FOR_INTERRUPTS();
+		if (e->n == cap_rows)
+		{
+			int64		want = Max(cap_rows + cap_rows / 2, 1024);
+
+			if (GkcBytes() + (Size) (want - cap_rows) * (d * esz + (keep_ids ? sizeof(int64) : 0)) > cap)
+			{
+				fits = false;
+				break;
+			}
+			e->x = e->x ? repalloc_huge(e->x, (Size) want * d * esz)
+				: MemoryContextAllocExtended(e->cxt, (Size) want * d * esz, MCXT_ALLOC_HUGE);
+			if (keep_ids)
+				e->ids = e->ids ? repalloc_huge(e->ids, sizeof(int64) * want)
+					: MemoryContextAllocExtended(e->cxt, sizeof(int64) * want, MCXT_ALLOC_HUGE);
+			cap_rows = want;
+		}
+		if (keep_ids)
+		{
+			if (idnull)
+			{
+				/* k-means|| draws no row without an id: its picks read the relation */
+				keep_ids = false;
+				if (e->ids)
+					pfree(e->ids);
+				e->ids = NULL;
+			}
+			else
+				e->ids[e->n] = GkrId(idv, idtype);
+		}
+		old = MemoryContextSwitchTo(rowcxt);
+		GkmReadFeature(v, ftype, kind, dtype, metric, d, scratch,
+					   (double *) ((char *) e->x + (Size) e->n * d * esz), "gpu_kmeans_shard_call");
+		MemoryContextSwitchTo(old);
+		MemoryContextReset(rowcxt);
+		e->n++;
 	}
-	SPI_cursor_close(portal);
-	SPI_finish();
+	GkmScanClose(&sc);
 	MemoryContextDelete(rowcxt);
 	if (fits && e->n < cap_rows && e->n > 0)
 	{
