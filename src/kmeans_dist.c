@@ -3276,11 +3276,13 @@ gpu_kmeans_shard_call(PG_FUNCTION_ARGS)
 			if (us)
 				*us = '\0';		/* the distributed table's name */
 		}
+		if (name == NULL)
+			name = psprintf("the relation of OID %u", shard);
 		if (shardid >= 0)
 			edata->message = psprintf("k-means on shard " INT64_FORMAT " of %s failed: %s", shardid,
-									  name ? name : "?", edata->message ? edata->message : "");
+									  name, edata->message ? edata->message : "");
 		else
-			edata->message = psprintf("k-means on %s failed: %s", name ? name : "?",
+			edata->message = psprintf("k-means on %s failed: %s", name,
 									  edata->message ? edata->message : "");
 		ReThrowError(edata);
 	}
