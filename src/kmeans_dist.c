@@ -3133,6 +3133,13 @@ GkcStepDevice(const char *job, bool *is_step)
 }
 
 /*
+ * The fit this backend runs as the coordinator, while it runs (-1: none; an
+ * error leaves a stale id, which no later call carries): its shard calls
+ * that Citus executes in this same backend keep their rows too.
+ */
+static int64 KfRunningFit = -1;
+
+/*
  * gpu_kmeans_shard_call(shard, probe, fit, pass, job, id, feature,
  * centroids, metric, mode, seed, round, scale, count, cache_mb): the work of
  * one pass of gpu_kmeans_fit_distributed on one shard, as text:
@@ -3189,7 +3196,13 @@ gpu_kmeans_shard_call(PG_FUNCTION_ARGS)
 			GkmShardMode(mode);
 			if (e->stale || (e->have_rows && (e->d != d || e->metric != (int16) metric)))
 				GkcDropRows(e);
-			if (!e->have_rows && !e->refused && cache_mb > 0 && IsTransactionBlock())
+			/*
+			 * A worker's backend keeps the rows inside the coordinator's
+			 * transaction block; a shard that the coordinator itself holds
+			 * is called in the fit's own backend (Citus's local execution),
+			 * where the fit's transaction is the statement's.
+			 */
+			if (!e->have_rows && !e->refused && cache_mb > 0 && (IsTransactionBlock() || fit == KfRunningFit))
 			{
 				if (GkcRead(e, feature, PG_ARGISNULL(GKC_ARG_ID) ? NULL : NameStr(*PG_GETARG_NAME(GKC_ARG_ID)),
 							d, metric, (Size) cache_mb * 1024 * 1024))
@@ -4453,6 +4466,7 @@ gpu_kmeans_fit_distributed(PG_FUNCTION_ARGS)
 		if (!pg_strong_random(&id, sizeof(id)))
 			id = (uint64) MyProcPid << 32 ^ (uint64) GetCurrentTimestamp();
 		f.fit_id = (int64) (id & ~(UINT64_C(1) << 63));
+		KfRunningFit = f.fit_id;
 		f.cache_mb = kmeans_shard_cache_guc;
 		/* a read first: it replaces a cached connection to a restarted worker, the LOCK would fail on it */
 		if (KfExecute(&f, psprintf("SELECT 1 FROM %s WHERE ctid = '(0,0)'", f.relname)) != SPI_OK_SELECT ||
@@ -4559,6 +4573,7 @@ gpu_kmeans_fit_distributed(PG_FUNCTION_ARGS)
 		KfDropCaches(&f);
 	if (guc_nest >= 0)
 		AtEOXact_GUC(true, guc_nest);
+	KfRunningFit = -1;
 	SPI_finish();
 
 	/* the model, as gpu_kmeans_centroids gives it */

@@ -280,6 +280,36 @@ def test_fit_of_many_shards_first_in_a_session(citus, cur):
         cur.execute("DROP TABLE kd96")
 
 
+def test_shards_on_the_coordinator_keep_their_rows(cur):
+    """Shards that the coordinator holds are called in the fit's own backend (Citus's local
+    execution): they keep their rows between passes as the workers' shards do, with the same model."""
+    cur.execute("SELECT citus_set_node_property(nodename, nodeport, 'shouldhaveshards', true) "
+                "FROM pg_dist_node WHERE groupid = 0")
+    try:
+        cur.execute("SET citus.shard_count = 6")
+        cur.execute("CREATE TABLE kco (LIKE kl)")
+        cur.execute("SELECT create_distributed_table('kco', 'id')")
+    finally:
+        cur.execute("RESET citus.shard_count")
+        cur.execute("SELECT citus_set_node_property(nodename, nodeport, 'shouldhaveshards', false) "
+                    "FROM pg_dist_node WHERE groupid = 0")
+    cur.execute("INSERT INTO kco SELECT * FROM kl")
+    cur.execute("SELECT count(*) FROM pg_dist_shard_placement p JOIN pg_dist_shard s USING (shardid) "
+                "JOIN pg_dist_node n ON n.nodename = p.nodename AND n.nodeport = p.nodeport "
+                "WHERE s.logicalrelid = 'kco'::regclass AND n.groupid = 0")
+    assert cur.fetchone()[0] > 0
+    init = literal(cur.centres + 3.0)
+    cur.execute("SET gpuclust.timing = on")
+    try:
+        got = model(cur, "kco", initial_centroids=init)
+        t = timing(cur)
+        assert t["shards"] == 6 and t["cache_fills"] == 6 and t["cache_hits"] == 6 * (t["queries"] - 1), t
+        assert got == model(cur, "kl", initial_centroids=init)
+    finally:
+        cur.execute("RESET gpuclust.timing")
+        cur.execute("DROP TABLE kco")
+
+
 def set_on_workers(citus, setting):
     """ALTER SYSTEM SET setting (or RESET it when it has no '=') on both workers, and reload them."""
     for port in (citus["port"] + 1, citus["port"] + 2):
