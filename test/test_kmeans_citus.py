@@ -501,15 +501,20 @@ def test_partitioned_table_takes_the_aggregate(cur):
     cur.execute("SELECT create_distributed_table('kpart', 'id')")
     cur.execute("RESET citus.shard_count")
     cur.execute("INSERT INTO kpart SELECT * FROM kl")
+    same_model_through_the_aggregate(cur, "kpart")
+
+
+def same_model_through_the_aggregate(cur, table):
+    """The fit over table (a copy of kl) makes no shard call and gives kl's model; drops table."""
     init = literal(cur.centres + 3.0)
     cur.execute("SET gpuclust.timing = on")
     try:
-        got = model(cur, "kpart", initial_centroids=init)
+        got = model(cur, table, initial_centroids=init)
         assert timing(cur)["shard_calls"] == 0
         assert got == model(cur, "kl", initial_centroids=init)
     finally:
         cur.execute("RESET gpuclust.timing")
-        cur.execute("DROP TABLE kpart")
+        cur.execute(f"DROP TABLE {table}")
 
 
 def test_columnar_table_takes_the_aggregate(cur):
@@ -521,15 +526,7 @@ def test_columnar_table_takes_the_aggregate(cur):
     cur.execute("SELECT create_distributed_table('kcol', 'id')")
     cur.execute("RESET citus.shard_count")
     cur.execute("INSERT INTO kcol SELECT * FROM kl")
-    init = literal(cur.centres + 3.0)
-    cur.execute("SET gpuclust.timing = on")
-    try:
-        got = model(cur, "kcol", initial_centroids=init)
-        assert timing(cur)["shard_calls"] == 0
-        assert got == model(cur, "kl", initial_centroids=init)
-    finally:
-        cur.execute("RESET gpuclust.timing")
-        cur.execute("DROP TABLE kcol")
+    same_model_through_the_aggregate(cur, "kcol")
 
 
 def test_shard_step_is_the_step_state(cur):
