@@ -3140,6 +3140,12 @@ GkcStepDevice(const char *job, bool *is_step)
 static int64 KfRunningFit = -1;
 
 /*
+ * The row cache of a node for one fit, in megabytes (0: off): each of its
+ * shards' backends keeps the node's share (see gpu_kmeans_fit_distributed).
+ */
+static int	kmeans_shard_cache_guc = 1024;
+
+/*
  * gpu_kmeans_shard_call(shard, probe, fit, pass, job, id, feature,
  * centroids, metric, mode, seed, round, scale, count, cache_mb): the work of
  * one pass of gpu_kmeans_fit_distributed on one shard, as text:
@@ -3202,6 +3208,8 @@ gpu_kmeans_shard_call(PG_FUNCTION_ARGS)
 			 * is called in the fit's own backend (Citus's local execution),
 			 * where the fit's transaction is the statement's.
 			 */
+			if (fit == KfRunningFit && cache_mb > 0)
+				cache_mb = kmeans_shard_cache_guc;	/* this node's shards, all in this backend */
 			if (!e->have_rows && !e->refused && cache_mb > 0 && (IsTransactionBlock() || fit == KfRunningFit))
 			{
 				if (GkcRead(e, feature, PG_ARGISNULL(GKC_ARG_ID) ? NULL : NameStr(*PG_GETARG_NAME(GKC_ARG_ID)),
@@ -3380,7 +3388,8 @@ typedef struct GkmFit
 	char	  **probe;			/* [nshards] the TID of the row its last answer came from */
 	int64		fit_id;			/* the fit's key in the workers' caches */
 	int32		pass;
-	int32		cache_mb;		/* gpuclust.kmeans_shard_cache */
+	int32		cache_mb;		/* a shard's share of gpuclust.kmeans_shard_cache */
+	int64		node_shards;	/* the most placements of the table on one node */
 	int64		cache_hits;		/* shard calls that found the shard's rows cached */
 	int64		cache_fills;	/* shard calls that read the rows into the cache */
 	int64		full_searches;	/* rows of cached shards that took the full search */
@@ -3389,18 +3398,16 @@ typedef struct GkmFit
 	int64		rescans;		/* passes sent again without the probes */
 } GkmFit;
 
-/* The workers' row cache per backend, in megabytes (0: off); see gpu_kmeans_shard_call. */
-static int	kmeans_shard_cache_guc = 1024;
-
 /* Defines gpuclust.kmeans_shard_cache. */
 void
 GcKmeansDistDefineGucs(void)
 {
 	DefineCustomIntVariable("gpuclust.kmeans_shard_cache",
-							"Memory per worker backend for the rows a distributed k-means fit keeps between passes (MB).",
-							"gpu_kmeans_fit_distributed on a Citus table: each worker backend keeps its shards' rows, "
-							"their clusters and Hamerly bounds for the fit, up to this much, and reads a shard again every pass "
-							"when it does not fit; 0 turns the cache off.  Read on the coordinator.",
+							"Memory per node for the rows a distributed k-means fit keeps between passes (MB).",
+							"gpu_kmeans_fit_distributed on a Citus table: each shard's backend keeps its rows, "
+							"their clusters and Hamerly bounds for the fit, up to this divided by the table's shards "
+							"on the node that holds the most, and reads a shard again every pass when it does not fit; "
+							"0 turns the cache off.  Read on the coordinator.",
 							&kmeans_shard_cache_guc, 1024, 0, INT_MAX / 2,
 							PGC_USERSET, GUC_UNIT_MB, NULL, NULL, NULL);
 	DefineCustomIntVariable("gpuclust.kmeans_shard_thread_work",
@@ -3528,6 +3535,19 @@ KfShardable(GkmFit *f, const char *query)
 		f->shardids[i] = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull));
 	}
 	SPI_freetuptable(SPI_tuptable);
+	/* the shards of the node that holds the most: they share gpuclust.kmeans_shard_cache there */
+	if (SPI_execute_with_args("SELECT max(c) FROM (SELECT count(*) AS c FROM pg_catalog.pg_dist_placement p "
+							  "JOIN pg_catalog.pg_dist_shard s USING (shardid) WHERE s.logicalrelid = $1 "
+							  "GROUP BY p.groupid) q", 1, types, values, NULL, true, 0) != SPI_OK_SELECT ||
+		SPI_processed != 1)
+		elog(ERROR, "the Citus catalog could not be read, please report a bug");
+	{
+		bool		isnull;
+		Datum		v = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+
+		f->node_shards = isnull ? 1 : Max(DatumGetInt64(v), 1);
+		SPI_freetuptable(SPI_tuptable);
+	}
 	f->relname = MemoryContextStrdup(f->cxt, quote_qualified_identifier(get_namespace_name(get_rel_namespace(relid)),
 																		get_rel_name(relid)));
 	f->sharded = true;
@@ -4467,7 +4487,12 @@ gpu_kmeans_fit_distributed(PG_FUNCTION_ARGS)
 			id = (uint64) MyProcPid << 32 ^ (uint64) GetCurrentTimestamp();
 		f.fit_id = (int64) (id & ~(UINT64_C(1) << 63));
 		KfRunningFit = f.fit_id;
-		f.cache_mb = kmeans_shard_cache_guc;
+		/*
+		 * Each shard's backend keeps its rows: the shards of a node share
+		 * the setting (the calls that Citus runs in this backend take the
+		 * whole of it, see gpu_kmeans_shard_call).
+		 */
+		f.cache_mb = kmeans_shard_cache_guc > 0 ? (int32) Max(kmeans_shard_cache_guc / f.node_shards, 1) : 0;
 		/* a read first: it replaces a cached connection to a restarted worker, the LOCK would fail on it */
 		if (KfExecute(&f, psprintf("SELECT 1 FROM %s WHERE ctid = '(0,0)'", f.relname)) != SPI_OK_SELECT ||
 			KfExecute(&f, psprintf("LOCK TABLE %s IN ACCESS SHARE MODE", f.relname)) != SPI_OK_UTILITY)

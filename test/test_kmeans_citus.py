@@ -472,20 +472,22 @@ def test_cache_life(cur):
 
 
 def test_cache_over_the_cap(cur, slow):
-    """A shard over gpuclust.kmeans_shard_cache is read again every pass, with the same answer."""
+    """A shard over its share of gpuclust.kmeans_shard_cache (the setting divided by the table's
+    shards on the busiest node) is read again every pass, with the same answer."""
     init = literal(np.random.default_rng(2).normal(0, 1, size=(16, 32)))
     cur.execute("SET gpuclust.timing = on")
     try:
         got = {}
-        for cache in (1024, 1, 0):
+        # each shard holds 15000 rows of 32 features, 1.9 MB and 0.5 MB more for its ids, clusters
+        # and bounds; 4 shards a worker: shares of 256, 4, 2 and 0.25 MB
+        for cache, fills in ((1024, 8), (16, 8), (8, 0), (1, 0), (0, 0)):
             cur.execute(f"SET gpuclust.kmeans_shard_cache = {cache}")
             cur.execute("SELECT centroid::text, size FROM gpu_kmeans_fit_distributed('SELECT id, f FROM kslow', 16, "
                         "max_iter => 4, tol => 0, initial_centroids => %s::float8[]) ORDER BY cluster_id", [init])
             got[cache] = cur.fetchall()
             t = timing(cur)
-            # each shard holds 15000 rows of 32 features, 1.9 MB: over a 1 MB cap
-            assert t["cache_fills"] == (8 if cache == 1024 else 0), (cache, t)
-        assert got[1024] == got[1] == got[0]
+            assert t["cache_fills"] == fills, (cache, t)
+        assert got[1024] == got[16] == got[8] == got[1] == got[0]
     finally:
         cur.execute("RESET gpuclust.timing")
         cur.execute("RESET gpuclust.kmeans_shard_cache")
