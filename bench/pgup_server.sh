@@ -7,7 +7,8 @@
 #   pgup_restart OPTIONS...  restarts the server as its owner with pg-up's options and
 #                            OPTIONS (pg_ctl's -o replaces those of the previous start)
 #   pgup_wait_service WHO    waits until the GPU service shows its devices; after 30 s
-#                            prints "WHO: the GPU service did not start" and the log, and exits 1
+#                            prints "WHO: the GPU service did not start" and the log, and
+#                            returns 1
 PGDATA_DIR=${PGDATA_DIR:-/tmp/pgdata}
 PG_OWNER=${PG_OWNER:-pgrun}
 PG_LOG=${PG_LOG:-/tmp/pg.log}
@@ -29,5 +30,5 @@ pgup_wait_service() {
 	done
 	echo "$1: the GPU service did not start; the server log:" >&2
 	tail -20 "$PG_LOG" >&2
-	exit 1
+	return 1
 }

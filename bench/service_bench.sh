@@ -40,7 +40,7 @@ restart() {
 	# restart MODE: the server in mode "session" or "service"
 	if [ "$1" = service ]; then
 		pgup_restart "$CONN_OPTS -c shared_preload_libraries=gpuclust"
-		pgup_wait_service service_bench
+		pgup_wait_service service_bench || exit 1
 	else
 		pgup_restart "$CONN_OPTS"
 	fi

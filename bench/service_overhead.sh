@@ -35,7 +35,7 @@ restart() {
 	# restart MODE: the server in mode "session" or "service"
 	if [ "$1" = service ]; then
 		pgup_restart "$PAR_OPTS -c shared_preload_libraries=gpuclust ${SERVICE_OPTS:-}"
-		pgup_wait_service service_overhead
+		pgup_wait_service service_overhead || exit 1
 	else
 		pgup_restart "$PAR_OPTS"
 	fi

@@ -1910,7 +1910,6 @@ gpu_kmeans_shard_step(PG_FUNCTION_ARGS)
 	double	   *cen;
 	gc_metric	metric;
 	int32		mode;
-
 	int64		gpu_rows = 0;
 
 	GkmShardArgsNotNull(fcinfo, "gpu_kmeans_shard_step", 5);
